@@ -1,0 +1,54 @@
+/**
+ * Builds the listeners' apps. The list below is the whole HTTP surface: reading it
+ * tells which area is mounted on which listener (CONTRACT §4).
+ */
+import { Elysia, type AnyElysia } from 'elysia';
+import type { Platform } from './platform';
+import { foundation } from './http/foundation';
+import { createHandler, type Handler } from './http/server';
+import { systemRoutes } from './modules/system/routes';
+import { openapiRoutes } from './modules/openapi/routes';
+import { runtimeConfigRoutes } from './modules/runtime-config/routes';
+
+export type Listener = 'main' | 'public';
+
+export interface RouteModule {
+  name: string;
+  listener: Listener;
+  routes: (p: Platform) => AnyElysia | Promise<AnyElysia>;
+}
+
+/** Every area's routes, and the listener each belongs to when the split is on. */
+export const routeModules: RouteModule[] = [
+  { name: 'system', listener: 'main', routes: systemRoutes },
+  { name: 'runtime-config', listener: 'public', routes: runtimeConfigRoutes },
+];
+
+export interface BuiltApp {
+  main: AnyElysia;
+  /** Present only when web.public_api_separate is true. */
+  public?: AnyElysia;
+  mainHandler: Handler;
+  publicHandler?: Handler;
+}
+
+/** Extra route modules contributed at start (extensions); mounted after the core list. */
+export type ExtraModules = RouteModule[];
+
+export async function createApp(p: Platform, extra: ExtraModules = []): Promise<BuiltApp> {
+  const separate = p.settings.get<boolean>('web.public_api_separate');
+  const main: AnyElysia = new Elysia({ name: 'basalt.main' }).use(foundation(p.log));
+  const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public' }).use(foundation(p.log)) : undefined;
+  const apps = () => (pub ? [pub, main] : [main]);
+
+  for (const m of [...routeModules, ...extra]) {
+    const target = m.listener === 'public' && pub ? pub : main;
+    target.use(await m.routes(p));
+  }
+  // The OpenAPI document is served on both listeners; the reference page on the public one.
+  main.use(openapiRoutes(apps, p.version, !pub));
+  pub?.use(openapiRoutes(apps, p.version, true));
+
+  const handler = (app: AnyElysia) => createHandler({ settings: p.settings, log: p.log, handle: (req) => app.handle(req) });
+  return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
+}

@@ -1,0 +1,27 @@
+import type { Platform, OpenPlatformOptions } from '../platform';
+
+export interface CliIO {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+export interface Command {
+  /** e.g. `settings get`, `keys create`. */
+  name: string;
+  usage: string;
+  summary: string;
+  /** parseArgs option spec for this command's flags. */
+  options?: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
+  /** Needs the platform open (database, settings); `migrate` says whether operator migrations run. */
+  platform?: Pick<OpenPlatformOptions, 'migrate'> | false;
+  run(args: { values: Record<string, unknown>; positionals: string[]; platform?: Platform; io: CliIO; globals: GlobalFlags }): Promise<number | void>;
+}
+
+export interface GlobalFlags {
+  config?: string;
+  data?: string;
+  dev?: boolean;
+}
+
+/** A usage error: printed with the command's usage, exit code 2. */
+export class UsageError extends Error {}

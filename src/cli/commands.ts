@@ -1,0 +1,5 @@
+/** Every CLI command, one list; areas append theirs. */
+import type { Command } from './command';
+import { coreCommands } from './core-commands';
+
+export const commands: Command[] = [...coreCommands];

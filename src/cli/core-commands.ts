@@ -1,0 +1,92 @@
+import type { Command } from './command';
+import { UsageError } from './command';
+import { VERSION } from '../version';
+import { migrateDir } from '../db/migrate';
+import { SETTINGS_BY_KEY } from '../config/schema';
+import { fromText, lookup } from '../config/validate';
+
+export const coreCommands: Command[] = [
+  {
+    name: 'serve',
+    usage: 'basalt serve [--config FILE] [--data DIR] [--dev]',
+    summary: 'Start the platform (the default command).',
+    platform: false, // serve opens the platform itself to own its lifetime
+    async run({ globals }) {
+      const { serveCommand } = await import('./serve-command');
+      return serveCommand(globals);
+    },
+  },
+  {
+    name: 'migrate',
+    usage: 'basalt migrate',
+    summary: 'Apply the platform schema and the operator migrations in migrations.dir, then exit.',
+    platform: { migrate: false },
+    async run({ platform, io }) {
+      const p = platform!;
+      const applied = await migrateDir(p.db, p.settings.get<string>('migrations.dir'), { table: 'basalt.schema_migrations', schema: p.settings.get<string>('database.data_schema') });
+      io.out(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply; the database is up to date');
+    },
+  },
+  {
+    name: 'settings get',
+    usage: 'basalt settings get KEY',
+    summary: 'Print a setting, with where its value comes from.',
+    platform: { migrate: false },
+    async run({ platform, positionals, io }) {
+      const key = positionals[0];
+      if (!key) throw new UsageError('settings get needs a KEY');
+      lookup(key, 'settings get');
+      const view = platform!.settings.list().find((s) => s.key === key)!;
+      io.out(`${key} = ${JSON.stringify(view.value)}  (${view.source}${view.origin ? ': ' + view.origin : ''}${view.restart ? ', needs restart' : ''})`);
+    },
+  },
+  {
+    name: 'settings set',
+    usage: 'basalt settings set KEY VALUE',
+    summary: 'Store a setting in the database; running instances pick it up within a second.',
+    platform: { migrate: false },
+    async run({ platform, positionals, io }) {
+      const [key, value] = positionals;
+      if (!key || value === undefined) throw new UsageError('settings set needs KEY and VALUE');
+      const def = lookup(key, 'settings set');
+      const { pinnedBy } = await platform!.settings.set(key, fromText(def, value, key));
+      io.out(`${key} stored${def.restart ? ' (takes effect at the next start)' : ''}`);
+      if (pinnedBy) io.err(`note: ${key} is pinned by ${pinnedBy}, which wins over the stored value`);
+    },
+  },
+  {
+    name: 'settings unset',
+    usage: 'basalt settings unset KEY',
+    summary: 'Remove a stored setting (back to the file or default value).',
+    platform: { migrate: false },
+    async run({ platform, positionals, io }) {
+      const key = positionals[0];
+      if (!key) throw new UsageError('settings unset needs a KEY');
+      await platform!.settings.unset(key);
+      io.out(`${key} unset`);
+    },
+  },
+  {
+    name: 'settings list',
+    usage: 'basalt settings list [--json]',
+    summary: 'Every setting, its value and source.',
+    options: { json: { type: 'boolean' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      const list = platform!.settings.list();
+      if (values.json) return io.out(JSON.stringify(list, null, 2));
+      for (const s of list) io.out(`${s.key.padEnd(36)} ${JSON.stringify(s.value).padEnd(28)} ${s.source}${s.origin ? ' (' + s.origin + ')' : ''}`);
+    },
+  },
+  {
+    name: 'version',
+    usage: 'basalt version',
+    summary: 'Print the version.',
+    platform: false,
+    async run({ io }) {
+      io.out(VERSION);
+    },
+  },
+];
+
+export { SETTINGS_BY_KEY };

@@ -1,0 +1,34 @@
+import { openPlatform } from '../platform';
+import { listen } from '../serve';
+import type { GlobalFlags } from './command';
+
+/** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
+export async function serveCommand(globals: GlobalFlags): Promise<number> {
+  const platform = await openPlatform({
+    configFile: globals.config,
+    flags: { 'data.dir|--data': globals.data, ...(globals.dev ? { 'log.level|--dev': 'debug' } : {}) },
+    migrate: true,
+    watch: true,
+  });
+  let running;
+  try {
+    running = await listen(platform);
+  } catch (e) {
+    await platform.shutdown();
+    throw e;
+  }
+  return await new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      platform.log.info('shutting down', { signal });
+      running.stop().then(
+        () => resolve(0),
+        (e) => {
+          platform.log.error('shutdown failed', { cause: e });
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}

@@ -1,0 +1,97 @@
+/**
+ * Every setting Basalt knows, in one list: its type, default, environment
+ * variable and whether it needs a restart. Config file, environment, the
+ * database-stored settings and `basalt settings set` are all validated here.
+ *
+ * Areas append their keys to this list; an unknown key anywhere is an error.
+ */
+import { Type as T, type TSchema } from '@sinclair/typebox';
+
+export type SettingKind = 'string' | 'int' | 'bool' | 'enum' | 'list';
+
+export interface SettingDef {
+  key: string;
+  kind: SettingKind;
+  default: unknown;
+  /** Environment variables, first wins. Default: BASALT_ + key upper-cased with '.' → '_'. */
+  env?: string[];
+  /** Listener ports, host, database URL, data dir: read once at start. */
+  restart?: boolean;
+  /** Never shown in full by `settings get`, the admin panel or logs. */
+  secret?: boolean;
+  min?: number;
+  max?: number;
+  values?: readonly string[];
+  description: string;
+}
+
+const port = (key: string, def: number, description: string): SettingDef => ({ key, kind: 'int', default: def, min: 0, max: 65535, restart: true, description });
+
+export const SETTINGS: SettingDef[] = [
+  // web — listeners and HTTP
+  port('web.port', 5000, 'Main listener port (admin panel, mail, files, health).'),
+  port('web.public_port', 5001, 'Public listener port when web.public_api_separate is true.'),
+  { key: 'web.public_api_separate', kind: 'bool', default: false, restart: true, description: 'Serve the public API on its own listener (web.public_port).' },
+  { key: 'web.public_api_access_mode', kind: 'enum', values: ['open', 'api_key_required'], default: 'open', description: 'open: public routes need no key; api_key_required: every public prefix needs X-API-Key.' },
+  { key: 'web.host', kind: 'string', default: '127.0.0.1', restart: true, description: 'Address both listeners bind to.' },
+  { key: 'web.cors_origins', kind: 'list', default: [], description: 'Origins allowed by CORS, exact match (e.g. https://app.example.com). Empty: no CORS headers.' },
+  { key: 'web.trusted_proxies', kind: 'list', default: [], description: 'Peer addresses whose X-Forwarded-For is believed for the client IP.' },
+  { key: 'web.max_json_body_bytes', kind: 'int', default: 1_048_576, min: 1024, max: 104_857_600, description: 'Largest JSON request body; larger → 413.' },
+  { key: 'web.public_base_url', kind: 'string', default: '', description: 'Public base URL of the API as clients see it (used in links and runtime config). Empty: derived from the request.' },
+  // storage
+  { key: 'database.url', kind: 'string', default: '', env: ['BASALT_DATABASE_URL', 'DATABASE_URL'], restart: true, secret: true, description: 'External PostgreSQL URL; empty → embedded engine in <data.dir>/pg.' },
+  { key: 'database.pool_max', kind: 'int', default: 20, min: 1, max: 500, restart: true, description: 'Connections in the external pool.' },
+  { key: 'database.data_schema', kind: 'string', default: 'public', restart: true, description: 'Schema holding application tables (Database API, operator migrations).' },
+  { key: 'data.dir', kind: 'string', default: './basalt_data', restart: true, description: 'Embedded database, local file storage.' },
+  { key: 'migrations.dir', kind: 'string', default: './migrations', restart: true, description: 'Operator SQL migrations, applied in name order at start.' },
+  { key: 'extensions.dir', kind: 'string', default: './extensions', restart: true, description: 'Directory scanned for extensions at start.' },
+  { key: 'log.level', kind: 'enum', values: ['debug', 'info', 'warn', 'error', 'silent'], default: 'info', description: 'Structured log verbosity.' },
+  // runtime config (public)
+  { key: 'app.name', kind: 'string', default: 'Basalt', description: 'Application name shown to front-ends (runtime config).' },
+  // database API
+  { key: 'db.max_limit', kind: 'int', default: 1000, min: 1, max: 100_000, description: 'Largest select limit.' },
+  { key: 'db.statement_timeout_ms', kind: 'int', default: 5000, min: 100, max: 600_000, description: 'Statement timeout of Database API queries (→ 503 query_timeout).' },
+  { key: 'db.transaction_idle_timeout_ms', kind: 'int', default: 30_000, min: 1000, max: 3_600_000, description: 'Idle time after which an open API transaction is rolled back.' },
+  { key: 'db.max_transactions_per_key', kind: 'int', default: 10, min: 1, max: 1000, description: 'Open transactions one API key may hold.' },
+  // public auth
+  { key: 'auth.jwt_secret', kind: 'string', default: '', secret: true, restart: true, description: 'HS256 secret for access tokens; empty → generated once and kept in the database.' },
+  { key: 'auth.registration_open', kind: 'bool', default: true, description: 'Allow self-registration.' },
+  { key: 'auth.email_verification_required', kind: 'bool', default: false, description: 'Users must verify their e-mail before they can log in.' },
+  { key: 'auth.password_min_length', kind: 'int', default: 8, min: 6, max: 1024, description: 'Minimum password length.' },
+  { key: 'auth.rate_limit_login_per_ip', kind: 'int', default: 10, min: 1, max: 100_000, description: 'Login attempts per minute per client IP.' },
+  { key: 'auth.rate_limit_login_per_account', kind: 'int', default: 5, min: 1, max: 100_000, description: 'Login attempts per minute per account.' },
+  { key: 'auth.rate_limit_register_per_ip', kind: 'int', default: 5, min: 1, max: 100_000, description: 'Registrations per minute per client IP.' },
+  { key: 'auth.lockout_threshold', kind: 'int', default: 5, min: 1, max: 1000, description: 'Failed logins within the lockout window that lock an account.' },
+  { key: 'auth.lockout_window_seconds', kind: 'int', default: 900, min: 1, max: 86_400, description: 'Window counting failed logins, and lock duration.' },
+  // mail
+  { key: 'mail.smtp_url', kind: 'string', default: '', secret: true, description: 'SMTP server, e.g. smtp://user:pass@host:587; empty → mail not configured.' },
+  { key: 'mail.from', kind: 'string', default: '', description: 'Sender address of outgoing mail.' },
+  { key: 'mail.max_recipients', kind: 'int', default: 50, min: 1, max: 1000, description: 'Recipients per message.' },
+  { key: 'mail.max_attempts', kind: 'int', default: 5, min: 1, max: 100, description: 'Delivery attempts before a job is dead.' },
+  { key: 'mail.retry_base_ms', kind: 'int', default: 2000, min: 10, max: 3_600_000, description: 'First retry delay; doubles each attempt, with jitter.' },
+  { key: 'mail.concurrency', kind: 'int', default: 4, min: 1, max: 100, description: 'Mail jobs sent at once by one instance.' },
+  // files module
+  { key: 'files.max_bytes', kind: 'int', default: 25 * 1024 * 1024, min: 1, max: 10 * 1024 * 1024 * 1024, description: 'Largest upload (media-library).' },
+];
+
+export const SETTINGS_BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
+
+export function envNames(def: SettingDef): string[] {
+  return def.env ?? ['BASALT_' + def.key.toUpperCase().replace(/\./g, '_')];
+}
+
+/** The TypeBox schema of one setting's value. */
+export function schemaOf(def: SettingDef): TSchema {
+  switch (def.kind) {
+    case 'string':
+      return T.String();
+    case 'int':
+      return T.Integer({ minimum: def.min, maximum: def.max });
+    case 'bool':
+      return T.Boolean();
+    case 'enum':
+      return T.Union((def.values ?? []).map((v) => T.Literal(v)));
+    case 'list':
+      return T.Array(T.String());
+  }
+}

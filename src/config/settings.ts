@@ -1,0 +1,124 @@
+import type { Db } from '../db/engine';
+import { SETTINGS, SETTINGS_BY_KEY, envNames } from './schema';
+import type { BootLayers, Source } from './load';
+import { ConfigError, check, lookup } from './validate';
+
+const CHANNEL = 'basalt_settings';
+/** Keys needed to open the database cannot live in it. */
+const NOT_IN_DATABASE = new Set(['database.url', 'data.dir']);
+
+export interface SettingView {
+  key: string;
+  value: unknown;
+  source: Source;
+  origin?: string;
+  restart: boolean;
+  secret: boolean;
+  description: string;
+}
+
+/**
+ * Live settings: flags > environment > config file > database > defaults.
+ * Database values reach every instance within a second: writes NOTIFY, every
+ * instance LISTENs, and a poll covers a lost notification.
+ */
+export class Settings {
+  private stored = new Map<string, unknown>();
+  private listeners = new Set<(keys: string[]) => void>();
+  private stopWatch?: () => Promise<void>;
+  private poll?: Timer;
+
+  constructor(readonly layers: BootLayers, private db?: Db) {}
+
+  get<T = unknown>(key: string): T {
+    const p = this.layers.pinned.get(key);
+    if (p) return p.value as T;
+    if (this.stored.has(key)) return this.stored.get(key) as T;
+    const def = SETTINGS_BY_KEY.get(key);
+    if (!def) throw new ConfigError(`internal: unknown setting '${key}'`);
+    return def.default as T;
+  }
+
+  source(key: string): { source: Source; origin?: string } {
+    const p = this.layers.pinned.get(key);
+    if (p) return { source: p.source, origin: p.origin };
+    if (this.stored.has(key)) return { source: 'database' };
+    return { source: 'default' };
+  }
+
+  list(): SettingView[] {
+    return SETTINGS.map((d) => {
+      const { source, origin } = this.source(d.key);
+      return { key: d.key, value: d.secret ? mask(this.get(d.key)) : this.get(d.key), source, origin, restart: !!d.restart, secret: !!d.secret, description: d.description };
+    });
+  }
+
+  /** Read the database layer. Invalid stored values are reported, not silently used. */
+  async load(): Promise<void> {
+    if (!this.db) return;
+    const { rows } = await this.db.query<{ key: string; value: unknown }>('SELECT key, value FROM basalt.settings');
+    const next = new Map<string, unknown>();
+    for (const r of rows) {
+      const def = SETTINGS_BY_KEY.get(r.key);
+      if (!def) continue; // a key from a newer version: ignore rather than refuse to start
+      next.set(r.key, check(def, r.value, 'stored setting'));
+    }
+    const changed = new Set<string>();
+    for (const k of new Set([...next.keys(), ...this.stored.keys()])) {
+      if (JSON.stringify(next.get(k)) !== JSON.stringify(this.stored.get(k))) changed.add(k);
+    }
+    this.stored = next;
+    if (changed.size) for (const l of this.listeners) l([...changed]);
+  }
+
+  /** Store a value in the database layer; every instance sees it within a second. */
+  async set(key: string, value: unknown): Promise<{ pinnedBy?: string }> {
+    const def = lookup(key, 'settings');
+    if (NOT_IN_DATABASE.has(key)) throw new ConfigError(`settings: ${key} cannot be stored in the database; set ${envNames(def)[0]} or put it in basalt.toml`);
+    check(def, value, 'settings');
+    if (!this.db) throw new ConfigError('settings: no database');
+    await this.db.query(
+      `INSERT INTO basalt.settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())
+       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
+      [key, JSON.stringify(value)],
+    );
+    await this.db.notify(CHANNEL, key);
+    await this.load();
+    const p = this.layers.pinned.get(key);
+    return { pinnedBy: p?.origin };
+  }
+
+  /** Remove the database value (back to file/default). */
+  async unset(key: string): Promise<void> {
+    lookup(key, 'settings');
+    if (!this.db) return;
+    await this.db.query('DELETE FROM basalt.settings WHERE key = $1', [key]);
+    await this.db.notify(CHANNEL, key);
+    await this.load();
+  }
+
+  /** Called with the changed keys whenever the database layer changes. */
+  onChange(fn: (keys: string[]) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  async watch(pollMs = 1000): Promise<void> {
+    if (!this.db || this.stopWatch) return;
+    const reload = () => this.load().catch(() => {});
+    this.stopWatch = await this.db.listen(CHANNEL, reload);
+    // Backstop for a notification lost while the listening connection reconnected.
+    if (this.db.kind === 'external') this.poll = setInterval(reload, pollMs * 5);
+  }
+
+  async close(): Promise<void> {
+    if (this.poll) clearInterval(this.poll);
+    await this.stopWatch?.().catch(() => {});
+    this.stopWatch = undefined;
+  }
+}
+
+function mask(v: unknown): unknown {
+  if (typeof v !== 'string' || v === '') return v;
+  return '••••••';
+}

@@ -1,0 +1,56 @@
+import { Value } from '@sinclair/typebox/value';
+import { SETTINGS_BY_KEY, schemaOf, type SettingDef } from './schema';
+
+/** A setting that cannot be used; the message names the key and what is wrong. */
+export class ConfigError extends Error {}
+
+function expected(def: SettingDef): string {
+  switch (def.kind) {
+    case 'int':
+      return `an integer from ${def.min} to ${def.max}`;
+    case 'bool':
+      return 'true or false';
+    case 'enum':
+      return `one of ${def.values!.join(', ')}`;
+    case 'list':
+      return 'a list of strings (comma-separated in the environment)';
+    default:
+      return 'a string';
+  }
+}
+
+export function lookup(key: string, where: string): SettingDef {
+  const def = SETTINGS_BY_KEY.get(key);
+  if (!def) {
+    const near = [...SETTINGS_BY_KEY.keys()].filter((k) => k.split('.')[0] === key.split('.')[0]);
+    throw new ConfigError(`${where}: unknown setting '${key}'${near.length ? ` (known in this section: ${near.join(', ')})` : ''}`);
+  }
+  return def;
+}
+
+/** Parse a value given as text (environment, command line). */
+export function fromText(def: SettingDef, text: string, where: string): unknown {
+  const t = text.trim();
+  let v: unknown = t;
+  if (def.kind === 'int') v = /^-?\d+$/.test(t) ? Number(t) : t;
+  else if (def.kind === 'bool') v = t === 'true' || t === '1' ? true : t === 'false' || t === '0' ? false : t;
+  else if (def.kind === 'list') v = t === '' ? [] : t.startsWith('[') ? safeJson(t) : t.split(',').map((s) => s.trim()).filter(Boolean);
+  return check(def, v, where);
+}
+
+function safeJson(t: string): unknown {
+  try {
+    return JSON.parse(t);
+  } catch {
+    return t;
+  }
+}
+
+/** Validate a typed value (config file, database, JSON from the admin API). */
+export function check(def: SettingDef, value: unknown, where: string): unknown {
+  if (!Value.Check(schemaOf(def), value)) {
+    const shown = def.secret ? '(hidden)' : JSON.stringify(value);
+    throw new ConfigError(`${where}: ${def.key} must be ${expected(def)}, got ${shown}`);
+  }
+  return value;
+}

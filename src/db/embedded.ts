@@ -1,0 +1,129 @@
+import { PGlite, types } from '@electric-sql/pglite';
+// Embedded as files so `bun build --compile` carries them; PGlite cannot find them under /$bunfs/ by itself.
+import wasmPath from '@electric-sql/pglite/pglite.wasm' with { type: 'file' };
+import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
+import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
+import { mkdirSync } from 'node:fs';
+import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
+import { normalizeDbError } from './engine';
+
+// Same representation as the external driver: int8 and numeric stay strings.
+const parsers = {
+  [types.INT8]: (v: string) => v,
+  [types.NUMERIC]: (v: string) => v,
+};
+
+function wrap<T>(r: { rows: T[]; affectedRows?: number; fields: { name: string; dataTypeID: number }[] }): QueryResult<T> {
+  return {
+    rows: r.rows,
+    rowCount: r.fields.length > 0 ? r.rows.length : (r.affectedRows ?? r.rows.length),
+    fields: r.fields.map((f) => ({ name: f.name, typeId: f.dataTypeID })),
+  };
+}
+
+async function run<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw normalizeDbError(err);
+  }
+}
+
+type PgTx = { query: PGlite['query']; exec: PGlite['exec']; rollback(): Promise<void>; closed: boolean };
+
+function queryable(target: { query: PGlite['query']; exec: PGlite['exec'] }): Queryable {
+  return {
+    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params as any[]))),
+    exec: (sql: string) => run(async () => void (await target.exec(sql))),
+  };
+}
+
+export async function openEmbedded(dir: string): Promise<Db> {
+  mkdirSync(dir, { recursive: true });
+  const [pgliteWasmModule, initdbWasmModule] = await Promise.all([
+    WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer()),
+    WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()),
+  ]);
+  const pg = await PGlite.create(dir, {
+    pgliteWasmModule,
+    initdbWasmModule,
+    fsBundle: Bun.file(dataPath),
+    parsers,
+  });
+  const base = queryable(pg);
+
+  async function begin(opts: TxOptions = {}): Promise<Tx> {
+    // PGlite's transaction() holds its mutex while the callback runs; we keep the
+    // callback pending until commit/rollback so the transaction can span requests.
+    let finish!: (commit: boolean) => void;
+    const decided = new Promise<boolean>((r) => (finish = r));
+    let ready!: (tx: PgTx) => void;
+    let failed!: (e: unknown) => void;
+    const started = new Promise<PgTx>((res, rej) => { ready = res; failed = rej; });
+    const ROLLBACK = Symbol('rollback');
+    const done = pg
+      .transaction(async (tx) => {
+        ready(tx as unknown as PgTx);
+        if (!(await decided)) throw ROLLBACK;
+      })
+      .catch((e) => {
+        if (e !== ROLLBACK) throw normalizeDbError(e);
+      });
+    done.catch((e) => failed(e));
+    const tx = await started;
+    const q = queryable(tx);
+    let closed = false;
+    try {
+      for (const s of opts.setup ?? []) await q.exec(s);
+    } catch (e) {
+      closed = true;
+      finish(false);
+      await done.catch(() => {});
+      throw e;
+    }
+    return {
+      ...q,
+      get closed() {
+        return closed;
+      },
+      async commit() {
+        if (closed) return;
+        closed = true;
+        finish(true);
+        await done;
+      },
+      async rollback() {
+        if (closed) return;
+        closed = true;
+        finish(false);
+        await done.catch(() => {});
+      },
+    };
+  }
+
+  return {
+    kind: 'embedded',
+    describe: `embedded PostgreSQL (PGlite) in ${dir}`,
+    ...base,
+    begin,
+    async transaction(fn, opts) {
+      const tx = await begin(opts);
+      try {
+        const r = await fn(tx);
+        await tx.commit();
+        return r;
+      } catch (e) {
+        await tx.rollback();
+        throw e;
+      }
+    },
+    listen: (channel, cb) => run(async () => {
+      const unlisten = await pg.listen(channel, cb);
+      return async () => void (await unlisten());
+    }),
+    notify: (channel, payload) => run(async () => void (await pg.query('SELECT pg_notify($1, $2)', [channel, payload]))),
+    close: async () => {
+      if (!pg.closed) await pg.close();
+    },
+  };
+}

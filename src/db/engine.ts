@@ -1,0 +1,106 @@
+/**
+ * The one small interface both storage engines implement. Nothing above `db/`
+ * knows whether it talks to PGlite in-process or to a Postgres server.
+ *
+ * Value representation (identical on both engines, see docs/database.md):
+ * int2/int4/float4/float8 → number, int8 and numeric → string (no precision loss),
+ * bool → boolean, json/jsonb → parsed value, timestamp/timestamptz/date → Date,
+ * bytea → Uint8Array, uuid/text → string, arrays → arrays of the above.
+ */
+
+export interface QueryResult<T = Record<string, unknown>> {
+  rows: T[];
+  /** Rows returned, or affected for INSERT/UPDATE/DELETE without RETURNING. */
+  rowCount: number;
+  /** Column names and Postgres type OIDs, in select-list order. */
+  fields: { name: string; typeId: number }[];
+}
+
+export interface Queryable {
+  /** One parameterized statement; `$1..$n` placeholders, values never spliced. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
+  /** Several statements without parameters (migrations only). */
+  exec(sql: string): Promise<void>;
+}
+
+/** A transaction holding its own connection until commit or rollback. */
+export interface Tx extends Queryable {
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+  readonly closed: boolean;
+}
+
+export interface TxOptions {
+  /** Statements run right after BEGIN (e.g. SET LOCAL timeouts). */
+  setup?: string[];
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'embedded' | 'external';
+  /** Human description without credentials, for logs and errors. */
+  readonly describe: string;
+  /**
+   * Open a transaction that lives until `commit()`/`rollback()`. External: one
+   * reserved pool connection. Embedded: holds the single in-process database, so
+   * other work waits until it ends (documented trade-off of the embedded engine).
+   */
+  begin(opts?: TxOptions): Promise<Tx>;
+  /** Run `fn` in a transaction; commit on success, roll back on throw. */
+  transaction<R>(fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R>;
+  /** LISTEN on a channel; the callback gets NOTIFY payloads. Returns an unlisten function. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  notify(channel: string, payload: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The database cannot be reached (refused, dropped, shutting down). HTTP maps it to 503. */
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string, readonly cause?: unknown) {
+    super(message);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
+/** A Postgres error with its SQLSTATE and the fields needed to explain it safely. */
+export class PgError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly detail: { column?: string; constraint?: string; table?: string; schema?: string; detail?: string } = {},
+  ) {
+    super(message);
+    this.name = 'PgError';
+  }
+}
+
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH',
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+]);
+
+/** Normalize a driver error into PgError / DatabaseUnavailableError; anything else is returned as is. */
+export function normalizeDbError(err: unknown): unknown {
+  if (err instanceof PgError || err instanceof DatabaseUnavailableError) return err;
+  const e = err as { code?: string; message?: string; column?: string; column_name?: string; constraint?: string; constraint_name?: string; table?: string; table_name?: string; schema?: string; schema_name?: string; detail?: string };
+  const code = e?.code;
+  if (code && CONNECTION_CODES.has(code)) return new DatabaseUnavailableError(`database unreachable (${code})`, err);
+  // SQLSTATE class 08 = connection exception; 57P01..57P03 = server shutting down / cannot connect now.
+  if (code && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03')) {
+    return new DatabaseUnavailableError(`database unavailable (${code})`, err);
+  }
+  if (code && /^[0-9A-Z]{5}$/.test(code)) {
+    return new PgError(e.message ?? 'database error', code, {
+      column: e.column ?? e.column_name,
+      constraint: e.constraint ?? e.constraint_name,
+      table: e.table ?? e.table_name,
+      schema: e.schema ?? e.schema_name,
+      detail: e.detail,
+    });
+  }
+  return err;
+}
+
+/** Quote an identifier that was already checked against the catalog. */
+export function quoteIdent(name: string): string {
+  return '"' + name.replace(/"/g, '""') + '"';
+}

@@ -1,0 +1,124 @@
+import postgres from 'postgres';
+import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
+import { normalizeDbError } from './engine';
+
+type Sql = postgres.Sql | postgres.ReservedSql;
+
+async function run<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw normalizeDbError(err);
+  }
+}
+
+function queryable(sql: Sql): Queryable {
+  return {
+    query: <T>(text: string, params: unknown[] = []) =>
+      run(async () => {
+        const r = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]);
+        const columns = (r as unknown as { columns?: { name: string; type: number }[] }).columns ?? [];
+        return {
+          rows: Array.from(r) as T[],
+          rowCount: columns.length > 0 ? r.length : (r.count ?? r.length),
+          fields: columns.map((c) => ({ name: c.name, typeId: c.type })),
+        } satisfies QueryResult<T>;
+      }),
+    exec: (text: string) => run(async () => void (await sql.unsafe(text).simple())),
+  };
+}
+
+/** Redact the password of a connection URL for messages. */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `PostgreSQL at ${u.hostname}:${u.port || 5432}/${u.pathname.slice(1) || u.username}`;
+  } catch {
+    return 'PostgreSQL (unparseable URL)';
+  }
+}
+
+export interface ExternalOptions {
+  max?: number;
+  connectTimeoutSeconds?: number;
+  onNotice?: (msg: string) => void;
+}
+
+export async function openExternal(url: string, opts: ExternalOptions = {}): Promise<Db> {
+  const sql = postgres(url, {
+    max: opts.max ?? 20,
+    connect_timeout: opts.connectTimeoutSeconds ?? 5,
+    idle_timeout: 60,
+    onnotice: () => {},
+    types: {
+      // Same representation as the embedded engine: timestamps as Date, bytea as Uint8Array.
+      bytea: {
+        to: 17,
+        from: [17],
+        serialize: (v: Uint8Array) => '\\x' + Buffer.from(v).toString('hex'),
+        parse: (v: string) => new Uint8Array(Buffer.from(v.slice(2), 'hex')),
+      },
+    },
+    connection: { application_name: 'basalt' },
+  });
+  // Fail fast with a clear cause when the server is not there.
+  await run(() => sql`select 1`);
+  const base = queryable(sql);
+
+  async function begin(opts: TxOptions = {}): Promise<Tx> {
+    const conn = await run(() => sql.reserve());
+    const q = queryable(conn);
+    let closed = false;
+    const end = async (stmt: 'COMMIT' | 'ROLLBACK') => {
+      if (closed) return;
+      closed = true;
+      try {
+        await q.exec(stmt);
+      } finally {
+        conn.release();
+      }
+    };
+    try {
+      await q.exec('BEGIN');
+      for (const s of opts.setup ?? []) await q.exec(s);
+    } catch (e) {
+      closed = true;
+      await q.exec('ROLLBACK').catch(() => {});
+      conn.release();
+      throw e;
+    }
+    return {
+      ...q,
+      get closed() {
+        return closed;
+      },
+      commit: () => end('COMMIT'),
+      rollback: () => end('ROLLBACK').catch(() => {}),
+    };
+  }
+
+  return {
+    kind: 'external',
+    describe: describeUrl(url),
+    ...base,
+    begin,
+    async transaction(fn, opts) {
+      const tx = await begin(opts);
+      try {
+        const r = await fn(tx);
+        await tx.commit();
+        return r;
+      } catch (e) {
+        await tx.rollback();
+        throw e;
+      }
+    },
+    listen: (channel, cb) =>
+      run(async () => {
+        const sub = await sql.listen(channel, cb);
+        return async () => void (await sub.unlisten());
+      }),
+    notify: (channel, payload) => run(async () => void (await sql.notify(channel, payload))),
+    close: () => sql.end({ timeout: 5 }),
+  };
+}

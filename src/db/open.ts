@@ -1,0 +1,36 @@
+import { join, resolve } from 'node:path';
+import type { Db } from './engine';
+import { lockDataDir } from './datadir-lock';
+
+export interface OpenDbOptions {
+  url: string;
+  dataDir: string;
+  poolMax?: number;
+}
+
+/** Open the configured engine: external when a URL is set, embedded in `<data.dir>/pg` otherwise. */
+export async function openDb(opts: OpenDbOptions): Promise<Db> {
+  if (opts.url) {
+    const { openExternal } = await import('./external');
+    return openExternal(opts.url, { max: opts.poolMax });
+  }
+  const dir = resolve(opts.dataDir);
+  const release = lockDataDir(dir);
+  try {
+    const { openEmbedded } = await import('./embedded');
+    const db = await openEmbedded(join(dir, 'pg'));
+    const close = db.close;
+    return Object.assign(db, {
+      close: async () => {
+        try {
+          await close();
+        } finally {
+          release();
+        }
+      },
+    });
+  } catch (e) {
+    release();
+    throw e;
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The three response envelopes (CONTRACT §5) and which area uses which.
+ *  A — auth, database, runtime config, admin, system: {success, data} / {success:false, error:{code,message,…}}
+ *  B — mail and extension helpers: {success, data, meta:{trace_id, execution_ms}, errors:[…]}
+ *  C — files: {success:true, ...payload} / {success:false, error:"message"}
+ */
+import { AppError } from './errors';
+
+export type Format = 'A' | 'B' | 'C';
+
+/** Extension routes choose their envelope; the loader registers prefixes here. */
+const prefixFormats: { prefix: string; format: Format }[] = [
+  { prefix: '/api/v1/mail', format: 'B' },
+  { prefix: '/api/v1/files', format: 'C' },
+  { prefix: '/api/module/', format: 'B' },
+];
+
+export function registerAreaFormat(prefix: string, format: Format): void {
+  prefixFormats.unshift({ prefix, format });
+}
+
+export function formatFor(path: string): Format {
+  for (const p of prefixFormats) if (path === p.prefix || path.startsWith(p.prefix.endsWith('/') ? p.prefix : p.prefix + '/')) return p.format;
+  return 'A';
+}
+
+/** Auth answers format errors with 422 (seed: Public Auth); every other area with 400. */
+export function validationStatus(path: string): number {
+  return path.startsWith('/api/v1/auth/') ? 422 : 400;
+}
+
+export interface RequestMeta {
+  id: string;
+  start: number;
+}
+
+export function success(format: Format, data: unknown, meta?: RequestMeta): unknown {
+  if (format === 'B') return { success: true, data, meta: metaOf(meta), errors: [] };
+  if (format === 'C') return { success: true, ...(data as object) };
+  return { success: true, data };
+}
+
+export function errorBody(format: Format, err: AppError, meta?: RequestMeta): unknown {
+  if (format === 'B') {
+    return { success: false, data: {}, meta: metaOf(meta), errors: [{ code: err.code, message: err.message, details: { ...(err.extra.details ?? {}), ...(err.extra.retryAfter !== undefined ? { retry_after: err.extra.retryAfter } : {}) } }] };
+  }
+  if (format === 'C') return { success: false, error: err.message, code: err.code };
+  const error: Record<string, unknown> = { code: err.code, message: err.message };
+  if (err.extra.retryAfter !== undefined) error.retry_after = err.extra.retryAfter;
+  if (err.extra.details) error.details = err.extra.details;
+  return { success: false, error };
+}
+
+function metaOf(meta?: RequestMeta) {
+  return meta ? { trace_id: meta.id, execution_ms: Math.round((performance.now() - meta.start) * 100) / 100 } : {};
+}
+
+export function errorResponse(path: string, err: AppError, meta?: RequestMeta): Response {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...(err.extra.headers ?? {}) };
+  return new Response(JSON.stringify(errorBody(formatFor(path), err, meta)), { status: err.status, headers });
+}

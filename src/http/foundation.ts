@@ -1,0 +1,52 @@
+import { Elysia } from 'elysia';
+import { AppError, Errors } from './errors';
+import { errorResponse, formatFor, success, validationStatus } from './envelope';
+import { requestInfo } from './request-info';
+import { DatabaseUnavailableError } from '../db/engine';
+import type { Logger } from '../log';
+
+/** Map anything thrown into an AppError; unknown errors become a 500 whose cause is logged. */
+export function toAppError(err: unknown, path: string): AppError {
+  if (err instanceof AppError) return err;
+  if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
+  const e = err as { code?: unknown; name?: string; all?: { path: string; message: string; summary?: string }[]; status?: number };
+  if (e?.name === 'ValidationError' || e?.code === 'VALIDATION') {
+    const fields: Record<string, string> = {};
+    let all: { path: string; message: string; summary?: string }[] = [];
+    try {
+      all = e.all ?? [];
+    } catch {}
+    for (const item of all) {
+      const field = item.path.replace(/^\//, '').replace(/\//g, '.') || 'body';
+      fields[field] ??= item.summary ?? item.message;
+    }
+    const first = Object.entries(fields)[0];
+    const message = first ? `Invalid request: ${first[0]}: ${first[1]}` : 'Invalid request.';
+    return Errors.validation(message, fields, validationStatus(path));
+  }
+  if (e?.name === 'ParseError' || e?.code === 'PARSE') return Errors.invalidJson();
+  if (e?.name === 'NotFoundError' || e?.code === 'NOT_FOUND') return Errors.notFound(`No route for this path.`);
+  return Errors.internal(err);
+}
+
+/**
+ * The cross-cutting part every listener's app starts with: errors rendered in the
+ * area's envelope (never a framework body, never a stack), and `ctx.reply()` for
+ * success bodies in the area's envelope.
+ */
+export function foundation(log: Logger) {
+  return new Elysia({ name: 'basalt.foundation' })
+    .onError({ as: 'global' }, ({ error, request, code }) => {
+      const path = new URL(request.url).pathname;
+      const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, path);
+      const info = requestInfo(request);
+      if (appErr.status >= 500) {
+        log.error('request failed', { request_id: info.id, path, code: appErr.code, cause: appErr.extra.cause ?? error });
+      }
+      return errorResponse(path, appErr, info);
+    })
+    .derive({ as: 'global' }, ({ request }) => ({
+      /** Success body in this area's envelope. */
+      reply: (data: unknown) => success(formatFor(new URL(request.url).pathname), data, requestInfo(request)),
+    }));
+}

@@ -1,0 +1,32 @@
+/** Structured logs: one JSON object per line on stdout (errors on stderr). */
+export type Level = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  child(fields: Record<string, unknown>): Logger;
+}
+
+export function createLogger(level: () => Level, base: Record<string, unknown> = {}): Logger {
+  const emit = (lvl: Exclude<Level, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
+    if (ORDER[lvl] < ORDER[level()]) return;
+    const line = JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer);
+    (lvl === 'error' || lvl === 'warn' ? process.stderr : process.stdout).write(line + '\n');
+  };
+  return {
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
+    child: (f) => createLogger(level, { ...base, ...f }),
+  };
+}
+
+function errorReplacer(_k: string, v: unknown) {
+  if (v instanceof Error) return { name: v.name, message: v.message, stack: v.stack };
+  if (typeof v === 'bigint') return v.toString();
+  return v;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bun
+/**
+ * The `basalt` command line: `serve` (default), `migrate`, `settings`, `version`, and
+ * the commands areas add in src/cli/commands.ts. Errors are one line on stderr and a
+ * non-zero exit code.
+ */
+import { parseArgs } from 'node:util';
+import { commands } from './cli/commands';
+import { UsageError, type CliIO, type Command, type GlobalFlags } from './cli/command';
+import { openPlatform } from './platform';
+import { ConfigError } from './config/validate';
+import { DataDirLockedError } from './db/datadir-lock';
+import { DatabaseUnavailableError } from './db/engine';
+import { MigrationError } from './db/migrate';
+import { VERSION } from './version';
+
+const GLOBAL = {
+  config: { type: 'string' },
+  data: { type: 'string' },
+  dev: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const io: CliIO = { out: (l) => console.log(l), err: (l) => console.error(l) };
+
+function help(): string {
+  const width = Math.max(...commands.map((c) => c.usage.length));
+  return [
+    `basalt ${VERSION} — application platform: public auth, database, mail and extension APIs`,
+    '',
+    'Usage:',
+    ...commands.map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    '',
+    'Global options:',
+    '  --config FILE   read settings from FILE (default ./basalt.toml when present)',
+    '  --data DIR      data directory (embedded database, files); same as data.dir',
+    '  --dev           verbose logs',
+    '  -h, --help      this help, or a command\'s usage',
+    '',
+    'Precedence: environment (BASALT_*) > config file > settings stored in the database > defaults.',
+    "Run 'basalt settings list' to see every setting and where its value comes from.",
+  ].join('\n');
+}
+
+function findCommand(argv: string[]): { cmd: Command; rest: string[] } | undefined {
+  const words = argv.filter((a) => !a.startsWith('-'));
+  for (const c of [...commands].sort((a, b) => b.name.length - a.name.length)) {
+    const parts = c.name.split(' ');
+    if (parts.every((w, i) => words[i] === w)) {
+      const rest = [...argv];
+      for (const w of parts) rest.splice(rest.indexOf(w), 1);
+      return { cmd: c, rest };
+    }
+  }
+  return undefined;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const noCommand = argv.filter((a) => !a.startsWith('-')).length === 0;
+  if ((noCommand && (argv.includes('--help') || argv.includes('-h'))) || argv[0] === 'help') {
+    io.out(help());
+    return 0;
+  }
+  const found = noCommand ? { cmd: commands.find((c) => c.name === 'serve')!, rest: argv } : findCommand(argv);
+  if (!found) {
+    io.err(`basalt: unknown command '${argv.filter((a) => !a.startsWith('-')).join(' ')}'\n\n${help()}`);
+    return 2;
+  }
+  const { cmd, rest } = found;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: { ...GLOBAL, ...(cmd.options ?? {}) } as never, allowPositionals: true, strict: true });
+  } catch (e) {
+    io.err(`basalt ${cmd.name}: ${(e as Error).message}\nusage: ${cmd.usage}`);
+    return 2;
+  }
+  const values = parsed.values as Record<string, unknown>;
+  if (values.help) {
+    io.out(`usage: ${cmd.usage}\n\n${cmd.summary}`);
+    return 0;
+  }
+  const globals: GlobalFlags = { config: values.config as string, data: values.data as string, dev: values.dev as boolean };
+  try {
+    const platform = cmd.platform
+      ? await openPlatform({ configFile: globals.config, flags: { 'data.dir|--data': globals.data }, migrate: cmd.platform.migrate ?? false })
+      : undefined;
+    try {
+      const code = await cmd.run({ values, positionals: parsed.positionals, platform, io, globals });
+      return typeof code === 'number' ? code : 0;
+    } finally {
+      await platform?.shutdown();
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`basalt ${cmd.name}: ${e.message}\nusage: ${cmd.usage}`);
+      return 2;
+    }
+    io.err(`basalt: ${describeFatal(e)}`);
+    return 1;
+  }
+}
+
+/** One line an operator can act on. */
+export function describeFatal(e: unknown): string {
+  if (e instanceof ConfigError || e instanceof DataDirLockedError || e instanceof MigrationError) return e.message;
+  if (e instanceof DatabaseUnavailableError) return `database.url: cannot connect to the database (${e.message}); is the server running and the URL right?`;
+  const err = e as { code?: string; message?: string };
+  if (err?.code === '28P01' || err?.code === '28000') return `database.url: authentication failed (${err.message})`;
+  if (err?.code === '3D000') return `database.url: ${err.message}; create it first`;
+  return (err?.message ?? String(e)).split('\n')[0]!;
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      console.error(`basalt: ${describeFatal(e)}`);
+      process.exit(1);
+    },
+  );
+}

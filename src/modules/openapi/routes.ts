@@ -1,0 +1,36 @@
+import { Elysia } from 'elysia';
+import type { AnyElysia } from 'elysia';
+import bundlePath from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'file' };
+import cssPath from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' };
+import { buildOpenApi } from './document';
+
+const PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Basalt API reference</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/api/docs/assets/swagger-ui.css"></head>
+<body><div id="ui"></div>
+<script src="/api/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/api/docs/assets/init.js"></script>
+</body></html>`;
+
+const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#ui', deepLinking: true });`;
+
+/**
+ * `/api/openapi.json` and the interactive reference `/api/docs`, whose assets are
+ * embedded in the executable (no CDN).
+ */
+export function openapiRoutes(apps: () => AnyElysia[], version: string, withDocs: boolean) {
+  let cached: string | undefined;
+  const app = new Elysia({ name: `basalt.openapi.${withDocs ? 'docs' : 'spec'}` }).get(
+    '/api/openapi.json',
+    () => new Response((cached ??= JSON.stringify(buildOpenApi(apps(), version))), { headers: { 'content-type': 'application/json' } }),
+    { detail: { hide: true } },
+  );
+  if (!withDocs) return app;
+  const asset = (path: string, type: string) => () => new Response(Bun.file(path), { headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } });
+  return app
+    .get('/api/docs', () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
+    .get('/api/docs/assets/swagger-ui-bundle.js', asset(bundlePath, 'text/javascript; charset=utf-8'), { detail: { hide: true } })
+    .get('/api/docs/assets/swagger-ui.css', asset(cssPath, 'text/css; charset=utf-8'), { detail: { hide: true } })
+    .get('/api/docs/assets/init.js', () => new Response(INIT, { headers: { 'content-type': 'text/javascript; charset=utf-8' } }), { detail: { hide: true } });
+}

@@ -1,0 +1,35 @@
+import { Elysia, t } from 'elysia';
+import type { Platform } from '../../platform';
+import { runtimeConfig } from './service';
+
+const RuntimeConfig = t.Object({
+  success: t.Literal(true),
+  data: t.Object({
+    app_name: t.String(),
+    api_base_url: t.String(),
+    access_mode: t.Union([t.Literal('open'), t.Literal('api_key_required')]),
+    public_api_separate: t.Boolean(),
+    registration_open: t.Boolean(),
+    email_verification_required: t.Boolean(),
+    password_policy: t.Object({ min_length: t.Integer(), max_length: t.Integer() }),
+    site_public_key: t.Optional(t.String({ description: 'Present in api_key_required mode when a site public key is designated.' })),
+  }),
+});
+
+/** Hooks other areas use to add public facts (e.g. the site public key). */
+export const runtimeConfigExtras: ((p: Platform) => Promise<Record<string, unknown>> | Record<string, unknown>)[] = [];
+
+export function runtimeConfigRoutes(p: Platform) {
+  return new Elysia({ name: 'basalt.runtime-config' }).get(
+    '/api/v1/public/runtime-config',
+    async ({ request }) => {
+      const base = p.settings.get<string>('web.public_base_url') || new URL(request.url).origin;
+      const extra = Object.assign({}, ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))));
+      return { success: true as const, data: runtimeConfig(p.settings, base.replace(/\/$/, ''), extra) as never };
+    },
+    {
+      response: { 200: RuntimeConfig },
+      detail: { tags: ['Runtime config'], summary: 'Public front-end parameters', description: 'What a front-end may know before signing in. Never contains a secret.' },
+    },
+  );
+}

@@ -1,0 +1,29 @@
+import { Elysia } from 'elysia';
+import type { Platform } from '../../platform';
+import { Errors } from '../../http/errors';
+
+/** Liveness and readiness (main listener). */
+export function systemRoutes(p: Platform) {
+  return new Elysia({ name: 'basalt.system' })
+    .get('/healthz', () => ({ success: true, data: { status: 'ok', version: p.version } }), { detail: { hide: true } })
+    .get(
+      '/readyz',
+      async () => {
+        try {
+          await withTimeout(p.db.query('SELECT 1'), 2000);
+        } catch (e) {
+          throw Errors.databaseUnavailable(e);
+        }
+        return { success: true, data: { status: 'ready', database: p.db.kind } };
+      },
+      { detail: { hide: true } },
+    );
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: Timer;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,90 @@
+/**
+ * The running platform: configuration, database, logger and the services areas
+ * create. Route modules and extensions receive it; services receive only what
+ * they need from it.
+ */
+import { resolve } from 'node:path';
+import { loadBootLayers, bootValue, type LoadOptions } from './config/load';
+import { Settings } from './config/settings';
+import type { Db } from './db/engine';
+import { openDb } from './db/open';
+import { migrateDir, migratePlatform } from './db/migrate';
+import { createLogger, type Level, type Logger } from './log';
+import { VERSION } from './version';
+
+/**
+ * Services created by the areas. Each area adds its service by declaration merging:
+ *
+ * ```ts
+ * declare module '../../platform' { interface Services { keys: KeyService } }
+ * ```
+ * and creates it in `src/services.ts`.
+ */
+export interface Services {}
+
+export interface Platform {
+  readonly version: string;
+  readonly settings: Settings;
+  readonly db: Db;
+  readonly log: Logger;
+  /** Absolute data dir (embedded database, local files). */
+  readonly dataDir: string;
+  readonly services: Services;
+  /** Run on graceful shutdown, before the database closes, in reverse order of registration. */
+  onShutdown(fn: () => Promise<void> | void): void;
+  shutdown(): Promise<void>;
+}
+
+export interface OpenPlatformOptions extends LoadOptions {
+  /** Apply operator migrations from migrations.dir (serve and migrate do). */
+  migrate?: boolean;
+  /** Watch database settings for changes from other instances. */
+  watch?: boolean;
+}
+
+export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Platform> {
+  const layers = loadBootLayers(opts);
+  let settings!: Settings;
+  const log = createLogger(() => (settings ? settings.get<Level>('log.level') : bootValue<Level>(layers, 'log.level')));
+  const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
+  const db = await openDb({ url: bootValue<string>(layers, 'database.url'), dataDir, poolMax: bootValue<number>(layers, 'database.pool_max') });
+  const hooks: (() => Promise<void> | void)[] = [];
+  try {
+    await migratePlatform(db);
+    settings = new Settings(layers, db);
+    await settings.load();
+    if (opts.migrate !== false) {
+      const applied = await migrateDir(db, settings.get<string>('migrations.dir'), { table: 'basalt.schema_migrations', schema: settings.get<string>('database.data_schema') });
+      if (applied.length) log.info('applied migrations', { files: applied });
+    }
+    if (opts.watch) await settings.watch();
+  } catch (e) {
+    await db.close().catch(() => {});
+    throw e;
+  }
+  let closing: Promise<void> | undefined;
+  const platform: Platform = {
+    version: VERSION,
+    settings,
+    db,
+    log,
+    dataDir,
+    services: {} as Services,
+    onShutdown: (fn) => void hooks.push(fn),
+    shutdown: () =>
+      (closing ??= (async () => {
+        for (const fn of hooks.reverse()) {
+          try {
+            await fn();
+          } catch (e) {
+            log.error('shutdown step failed', { cause: e });
+          }
+        }
+        await settings.close();
+        await db.close();
+      })()),
+  };
+  const { createServices } = await import('./services');
+  await createServices(platform);
+  return platform;
+}

@@ -1,0 +1,48 @@
+import type { Server } from 'bun';
+import type { Platform } from './platform';
+import { createApp, type ExtraModules } from './app';
+import { ConfigError } from './config/validate';
+
+export interface Running {
+  main: Server<unknown>;
+  public?: Server<unknown>;
+  /** Stop accepting, finish in-flight requests, run shutdown hooks, close the database. */
+  stop(): Promise<void>;
+}
+
+/** Listen on one or two ports (CONTRACT §4). Port 0 picks a free port (tests). */
+export async function listen(p: Platform, extra: ExtraModules = []): Promise<Running> {
+  const built = await createApp(p, extra);
+  const hostname = p.settings.get<string>('web.host');
+  const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {
+    try {
+      return Bun.serve({ port, hostname, fetch, maxRequestBodySize: 10 * 1024 * 1024 * 1024, development: false, idleTimeout: 60 });
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (code === 'EADDRINUSE') throw new ConfigError(`${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`);
+      if (code === 'EADDRNOTAVAIL') throw new ConfigError(`web.host: cannot bind to ${hostname} (no such address on this machine)`);
+      if (code === 'EACCES') throw new ConfigError(`${key}: not allowed to bind port ${port}; use a port above 1023`);
+      throw e;
+    }
+  };
+  const main = open(p.settings.get<number>('web.port'), 'web.port', built.mainHandler);
+  let pub: Server<unknown> | undefined;
+  try {
+    if (built.publicHandler) pub = open(p.settings.get<number>('web.public_port'), 'web.public_port', built.publicHandler);
+  } catch (e) {
+    main.stop(true);
+    throw e;
+  }
+  p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
+  let stopping: Promise<void> | undefined;
+  return {
+    main,
+    public: pub,
+    stop: () =>
+      (stopping ??= (async () => {
+        // stop(false) waits for in-flight requests to finish.
+        await Promise.all([main.stop(false), pub?.stop(false)]);
+        await p.shutdown();
+      })()),
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * Test databases: every suite runs on the embedded engine, and also on external
+ * PostgreSQL when BASALT_TEST_DATABASE_URL names a server (CI always does). Each
+ * call gets a fresh, empty database.
+ */
+import { cpSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+
+export type Engine = 'embedded' | 'external';
+
+export const ADMIN_URL = process.env.BASALT_TEST_DATABASE_URL ?? '';
+export const ENGINES: Engine[] = ADMIN_URL ? ['embedded', 'external'] : ['embedded'];
+
+export interface FreshDb {
+  engine: Engine;
+  /** Environment that points a platform at this database. */
+  env: Record<string, string>;
+  dataDir: string;
+  /** External only: the database URL. */
+  url: string;
+  drop(): Promise<void>;
+}
+
+let template: Promise<string> | undefined;
+
+/** An initialized embedded data dir (initdb takes seconds), copied for every test. */
+function embeddedTemplate(): Promise<string> {
+  return (template ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'basalt-template-'));
+    const { openEmbedded } = await import('../../src/db/embedded');
+    const db = await openEmbedded(join(dir, 'pg'));
+    await db.close();
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    return dir;
+  })());
+}
+
+export async function freshDb(engine: Engine): Promise<FreshDb> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'basalt-test-'));
+  if (engine === 'embedded') {
+    cpSync(join(await embeddedTemplate(), 'pg'), join(dataDir, 'pg'), { recursive: true });
+    return {
+      engine,
+      env: { BASALT_DATA_DIR: dataDir },
+      dataDir,
+      url: '',
+      drop: async () => rmSync(dataDir, { recursive: true, force: true }),
+    };
+  }
+  const name = `basalt_test_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(ADMIN_URL);
+  u.pathname = '/' + name;
+  const url = u.toString();
+  return {
+    engine,
+    env: { BASALT_DATA_DIR: dataDir, BASALT_DATABASE_URL: url },
+    dataDir,
+    url,
+    drop: async () => {
+      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await a.end();
+      if (existsSync(dataDir)) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -2,7 +2,8 @@
  * Creates every area's service, in dependency order. One line per area.
  */
 import type { Platform } from './platform';
+import { createKeyService } from './modules/keys/service';
 
 export async function createServices(p: Platform): Promise<void> {
-  void p;
+  p.services.keys = createKeyService(p);
 }

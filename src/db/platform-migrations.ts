@@ -3,7 +3,15 @@
  * executable. Append only: never edit a file that has shipped; add the next number.
  */
 import m001 from './migrations/001_core.sql' with { type: 'text' };
+import m010 from './migrations/010_api_keys.sql' with { type: 'text' };
+import m030 from './migrations/030_auth.sql' with { type: 'text' };
+import m040 from './migrations/040_mail.sql' with { type: 'text' };
+import m050 from './migrations/050_extensions.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
   { name: '001_core', sql: m001 },
+  { name: '010_api_keys', sql: m010 },
+  { name: '030_auth', sql: m030 },
+  { name: '040_mail', sql: m040 },
+  { name: '050_extensions', sql: m050 },
 ];

@@ -1,6 +1,8 @@
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
 import { runtimeConfig } from './service';
+import { publicAccess } from '../../http/api-key-guard';
+import { siteKeyRuntimeConfig } from '../keys/site-key';
 
 const RuntimeConfig = t.Object({
   success: t.Literal(true),
@@ -17,12 +19,13 @@ const RuntimeConfig = t.Object({
 });
 
 /** Hooks other areas use to add public facts (e.g. the site public key). */
-export const runtimeConfigExtras: ((p: Platform) => Promise<Record<string, unknown>> | Record<string, unknown>)[] = [];
+export const runtimeConfigExtras: ((p: Platform) => Promise<Record<string, unknown>> | Record<string, unknown>)[] = [siteKeyRuntimeConfig];
 
 export function runtimeConfigRoutes(p: Platform) {
   return new Elysia({ name: 'basalt.runtime-config' }).get(
     '/api/v1/public/runtime-config',
     async ({ request }) => {
+      await publicAccess(p, request);
       const base = p.settings.get<string>('web.public_base_url') || new URL(request.url).origin;
       const extra = Object.assign({}, ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))));
       return { success: true as const, data: runtimeConfig(p.settings, base.replace(/\/$/, ''), extra) as never };

@@ -1,0 +1,66 @@
+/**
+ * Recently verified keys, so a busy integration does not cost a database round trip
+ * per request. Entries live `ttlMs` at most; revocation anywhere evicts them at once
+ * through NOTIFY (see service.ts), the TTL only bounds a lost notification.
+ *
+ * Keyed by the key's SHA-256 hash, never by the key. Negative entries (unknown,
+ * revoked, expired) are cached too, so a client retrying with a dead key does not
+ * reach the database each time; creating a key evicts them.
+ */
+export interface CachedPrincipal {
+  id: string;
+  type: 'public' | 'service';
+  service: string | null;
+  permissions: string[];
+  tables: string[];
+  expiresAt: number | null;
+}
+
+interface Entry {
+  value: CachedPrincipal | null;
+  until: number;
+}
+
+export class VerifiedCache {
+  // A Map iterates in insertion order: re-inserting on hit makes the first entry the least recently used.
+  private map = new Map<string, Entry>();
+
+  constructor(private ttlMs: number, private max = 10_000) {}
+
+  /** undefined: not cached; null: known invalid. */
+  get(hash: string, now = Date.now()): CachedPrincipal | null | undefined {
+    const e = this.map.get(hash);
+    if (!e) return undefined;
+    if (e.until <= now) {
+      this.map.delete(hash);
+      return undefined;
+    }
+    this.map.delete(hash);
+    this.map.set(hash, e);
+    return e.value;
+  }
+
+  set(hash: string, value: CachedPrincipal | null, now = Date.now()): void {
+    this.map.delete(hash);
+    this.map.set(hash, { value, until: now + this.ttlMs });
+    while (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
+  }
+
+  /** Evict the entries of one key (revoked or changed). */
+  evictId(id: string): void {
+    for (const [h, e] of this.map) if (e.value?.id === id) this.map.delete(h);
+  }
+
+  /** Evict negative entries (a key was created: a hash once unknown may now be valid). */
+  evictNegative(): void {
+    for (const [h, e] of this.map) if (!e.value) this.map.delete(h);
+  }
+
+  clear(): void {
+    this.map.clear();
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+}

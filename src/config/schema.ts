@@ -33,6 +33,7 @@ export const SETTINGS: SettingDef[] = [
   port('web.public_port', 5001, 'Public listener port when web.public_api_separate is true.'),
   { key: 'web.public_api_separate', kind: 'bool', default: false, restart: true, description: 'Serve the public API on its own listener (web.public_port).' },
   { key: 'web.public_api_access_mode', kind: 'enum', values: ['open', 'api_key_required'], default: 'open', description: 'open: public routes need no key; api_key_required: every public prefix needs X-API-Key.' },
+  { key: 'web.site_public_key', kind: 'string', default: '', description: 'The site public key (pk_…) front-ends use; shown in runtime config in api_key_required mode. Public by design; set by `basalt keys create --type public --site`.' },
   { key: 'web.host', kind: 'string', default: '127.0.0.1', restart: true, description: 'Address both listeners bind to.' },
   { key: 'web.cors_origins', kind: 'list', default: [], description: 'Origins allowed by CORS, exact match (e.g. https://app.example.com). Empty: no CORS headers.' },
   { key: 'web.trusted_proxies', kind: 'list', default: [], description: 'Peer addresses whose X-Forwarded-For is believed for the client IP.' },

@@ -45,8 +45,9 @@ export function lockDataDir(dir: string): () => void {
       try {
         h = JSON.parse(readFileSync(file, 'utf8')) as Holder;
       } catch {}
-      if (h && h.host === hostname() && !alive(h.pid)) {
-        unlinkSync(file); // stale: its process is gone
+      // Stale: its process is gone, or the pid was reused by this very process (containers restart at low pids).
+      if (h && h.host === hostname() && (h.pid === process.pid || !alive(h.pid))) {
+        unlinkSync(file);
         continue;
       }
       const who = h ? `basalt process ${h.pid} on ${h.host} (started ${h.started})` : 'another process (unreadable lock file)';

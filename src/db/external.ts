@@ -51,6 +51,14 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     idle_timeout: 60,
     onnotice: () => {},
     types: {
+      // JSON parameters are JSON text on both engines (callers stringify and cast `$n::jsonb`);
+      // the driver's default would stringify a string a second time.
+      json: {
+        to: 3802,
+        from: [114, 3802],
+        serialize: (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v)),
+        parse: (v: string) => JSON.parse(v),
+      },
       // Same representation as the embedded engine: timestamps as Date, bytea as Uint8Array.
       bytea: {
         to: 17,

@@ -6,7 +6,7 @@ type Doc = Record<string, any>;
 const ONLY = [/^\/api\/v1\//, /^\/api\/module\//];
 
 /**
- * The OpenAPI 3.0 document of every public route, built from the same TypeBox schemas
+ * The OpenAPI 3.1 document of every public route, built from the same TypeBox schemas
  * that validate requests. Routes of both listeners are merged; admin and system routes
  * are not part of the public contract and are left out.
  */
@@ -14,7 +14,7 @@ export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
   const paths: Doc = {};
   const schemas: Doc = {};
   for (const app of apps) {
-    const part = toOpenAPISchema(app, undefined, undefined, undefined, '3.0.3') as { paths?: Doc; components?: { schemas?: Doc } };
+    const part = toOpenAPISchema(app, undefined, undefined, undefined, '3.1.0') as { paths?: Doc; components?: { schemas?: Doc } };
     for (const [path, item] of Object.entries(part.paths ?? {})) {
       if (!ONLY.some((r) => r.test(path))) continue;
       paths[path] = { ...(paths[path] ?? {}), ...(item as Doc) };
@@ -23,7 +23,7 @@ export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
   }
   for (const item of Object.values(paths)) for (const op of Object.values(item as Doc)) normalizeOperation(op as Doc);
   return {
-    openapi: '3.0.3',
+    openapi: '3.1.0',
     info: {
       title: 'Basalt API',
       version,

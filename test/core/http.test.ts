@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { Elysia, t } from 'elysia';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import type { RouteModule } from '../../src/app';
+import pkg from '../../package.json';
+
+/** Routes that exercise the foundation in each area's envelope. */
+const probe: RouteModule = {
+  name: 'probe',
+  listener: 'public',
+  routes: () =>
+    new Elysia()
+      .post('/api/v1/auth/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ email: t.String({ format: 'email' }), age: t.Integer({ minimum: 0 }) }) })
+      .post('/api/v1/db/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ n: t.Integer() }) })
+      .get('/api/v1/auth/_boom', () => {
+        throw new Error('secret internals: password=hunter2');
+      })
+      .get('/api/v1/db/_slow', async ({ reply }) => {
+        await Bun.sleep(400);
+        return reply({ slow: true });
+      }),
+};
+const mailProbe: RouteModule = {
+  name: 'mail-probe',
+  listener: 'main',
+  routes: () =>
+    new Elysia()
+      .post('/api/v1/mail/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ to: t.Array(t.String(), { minItems: 1 }) }) })
+      .get('/api/v1/mail/_boom', () => {
+        throw new Error('internals');
+      }),
+};
+
+describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer(engine, { extra: [probe, mailProbe], env: { BASALT_WEB_MAX_JSON_BODY_BYTES: '2048' } });
+    await s.platform.settings.set('web.cors_origins', ['https://app.example']);
+  });
+  afterAll(() => s.stop());
+
+  test('X-Request-Id is generated, or echoed when well-formed', async () => {
+    const gen = await s.req('GET', '/healthz');
+    expect(gen.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    const echoed = await s.req('GET', '/healthz', { headers: { 'x-request-id': 'req-42.abc' } });
+    expect(echoed.headers.get('x-request-id')).toBe('req-42.abc');
+    const hostile = await s.req('GET', '/healthz', { headers: { 'x-request-id': 'a b<script>' } });
+    expect(hostile.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  const errors: [string, string, string, Record<string, unknown> | undefined, string | undefined, Record<string, string>, number, string][] = [
+    // name, method, path, json body, raw body, headers, status, code
+    ['unknown route in auth', 'GET', '/api/v1/auth/nope', undefined, undefined, {}, 404, 'not_found'],
+    ['unknown route at root', 'GET', '/nope', undefined, undefined, {}, 404, 'not_found'],
+    ['auth format error → 422 with fields', 'POST', '/api/v1/auth/_probe', { email: 'x', age: -1 }, undefined, {}, 422, 'validation_error'],
+    ['db format error → 400', 'POST', '/api/v1/db/_probe', { n: 'x' }, undefined, {}, 400, 'validation_error'],
+    ['malformed JSON → 400', 'POST', '/api/v1/db/_probe', undefined, '{"n": 1', { 'content-type': 'application/json' }, 400, 'invalid_json'],
+    ['wrong content type → 415', 'POST', '/api/v1/db/_probe', undefined, 'n=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type'],
+    ['body over the limit → 413', 'POST', '/api/v1/db/_probe', undefined, JSON.stringify({ n: 1, pad: 'x'.repeat(4000) }), { 'content-type': 'application/json' }, 413, 'payload_too_large'],
+    ['thrown error → 500 without internals', 'GET', '/api/v1/auth/_boom', undefined, undefined, {}, 500, 'internal_error'],
+  ];
+  test.each(errors)('%s (format A)', async (_n, method, path, body, raw, headers, status, code) => {
+    const r = await s.req(method, path, { body, raw, headers });
+    expect(r.status).toBe(status);
+    expect(r.body.success).toBe(false);
+    expect(r.body.error.code).toBe(code);
+    expect(typeof r.body.error.message).toBe('string');
+    expect(r.text).not.toMatch(/hunter2|stack|at .*\.ts|Elysia|ValidationError/);
+  });
+
+  test('validation details name each field', async () => {
+    const r = await s.req('POST', '/api/v1/auth/_probe', { body: { email: 'x', age: -1 } });
+    expect(Object.keys(r.body.error.details.fields).sort()).toEqual(['age', 'email']);
+  });
+
+  test('body without Content-Length is capped too', async () => {
+    const big = JSON.stringify({ n: 1, pad: 'x'.repeat(5000) });
+    const stream = new ReadableStream({
+      start(c) {
+        for (let i = 0; i < big.length; i += 500) c.enqueue(new TextEncoder().encode(big.slice(i, i + 500)));
+        c.close();
+      },
+    });
+    const res = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(413);
+    const ok = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: new Blob(['{"n":5}']).stream(), headers: { 'content-type': 'application/json' } });
+    expect(await ok.json()).toEqual({ success: true, data: { echo: { n: 5 } } });
+  });
+
+  test('format B errors and success carry meta.trace_id = X-Request-Id', async () => {
+    const bad = await s.req('POST', '/api/v1/mail/_probe', { body: { to: [] } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ success: false, data: {}, errors: [{ code: 'validation_error' }] });
+    expect(bad.body.meta.trace_id).toBe(bad.headers.get('x-request-id'));
+    const ok = await s.req('POST', '/api/v1/mail/_probe', { body: { to: ['a@example.com'] }, headers: { 'x-request-id': 'trace-1' } });
+    expect(ok.body).toMatchObject({ success: true, data: { echo: { to: ['a@example.com'] } }, errors: [], meta: { trace_id: 'trace-1' } });
+    expect(typeof ok.body.meta.execution_ms).toBe('number');
+    const boom = await s.req('GET', '/api/v1/mail/_boom');
+    expect(boom.status).toBe(500);
+    expect(boom.body.errors[0].code).toBe('internal_error');
+    const missing = await s.req('GET', '/api/module/nothing-here/x');
+    expect(missing.status).toBe(404);
+    expect(missing.body.errors[0].code).toBe('not_found');
+  });
+
+  test('CORS: exact origin match, preflight, and live changes', async () => {
+    const allowed = await s.req('GET', '/api/v1/public/runtime-config', { headers: { origin: 'https://app.example' } });
+    expect(allowed.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(allowed.headers.get('access-control-expose-headers')).toContain('X-Request-Id');
+    for (const origin of ['https://evil.example', 'https://app.example.evil.com', 'http://app.example', 'null']) {
+      const r = await s.req('GET', '/api/v1/public/runtime-config', { headers: { origin } });
+      expect(r.headers.get('access-control-allow-origin')).toBeNull();
+    }
+    const pre = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, x-api-key' } });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
+    expect(pre.headers.get('access-control-allow-headers')).toBe('content-type, x-api-key');
+    await s.platform.settings.set('web.cors_origins', ['https://other.example']);
+    try {
+      const after = await s.req('GET', '/api/v1/public/runtime-config', { headers: { origin: 'https://app.example' } });
+      expect(after.headers.get('access-control-allow-origin')).toBeNull();
+    } finally {
+      await s.platform.settings.set('web.cors_origins', ['https://app.example']);
+    }
+  });
+
+  test('runtime config answers format A and never a secret', async () => {
+    await s.platform.settings.set('mail.smtp_url', 'smtp://user:s3cr3t-pass@127.0.0.1:2525');
+    try {
+      const r = await s.req('GET', '/api/v1/public/runtime-config');
+      expect(r.status).toBe(200);
+      expect(r.body.data).toMatchObject({ app_name: 'Basalt', access_mode: 'open', password_policy: { min_length: 8, max_length: 1024 } });
+      expect(r.text).not.toContain('s3cr3t-pass');
+      expect(r.text).not.toMatch(/smtp|jwt|secret|database/i);
+    } finally {
+      await s.platform.settings.unset('mail.smtp_url');
+    }
+  });
+
+  test('OpenAPI document is valid 3.x with the package version', async () => {
+    const r = await s.req('GET', '/api/openapi.json');
+    expect(r.status).toBe(200);
+    expect(r.body.openapi).toMatch(/^3\./);
+    expect(r.body.info.version).toBe(pkg.version);
+    expect(Object.keys(r.body.paths)).toContain('/api/v1/public/runtime-config');
+    for (const p of Object.keys(r.body.paths)) expect(p).not.toMatch(/^\/(healthz|readyz|api\/admin)/);
+    await SwaggerParser.validate(structuredClone(r.body));
+  });
+
+  test('API reference page is served with its own assets, no CDN', async () => {
+    const page = await s.req('GET', '/api/docs');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    const refs = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(refs.length).toBeGreaterThanOrEqual(3);
+    for (const ref of refs) {
+      expect(ref.startsWith('/api/docs/assets/')).toBe(true);
+      const asset = await fetch(s.publicUrl + ref);
+      expect(asset.status).toBe(200);
+      expect((await asset.arrayBuffer()).byteLength).toBeGreaterThan(10);
+    }
+  });
+
+  test('graceful stop lets an in-flight request finish', async () => {
+    const other = await startServer(engine, { extra: [probe] });
+    const inflight = fetch(other.publicUrl + '/api/v1/db/_slow');
+    await Bun.sleep(100);
+    const stopping = other.stop();
+    const res = await inflight;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ success: true, data: { slow: true } });
+    await stopping;
+    await expect(fetch(other.publicUrl + '/healthz')).rejects.toThrow();
+  });
+});
+
+describe('listeners', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer('embedded', { env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } });
+  });
+  afterAll(() => s.stop());
+
+  const table: [string, 'main' | 'public', number][] = [
+    ['/api/v1/public/runtime-config', 'public', 200],
+    ['/api/v1/public/runtime-config', 'main', 404],
+    ['/healthz', 'main', 200],
+    ['/healthz', 'public', 404],
+    ['/readyz', 'public', 404],
+    ['/api/openapi.json', 'main', 200],
+    ['/api/openapi.json', 'public', 200],
+    ['/api/docs', 'public', 200],
+  ];
+  test.each(table)('%s on the %s listener → %d', async (path, which, status) => {
+    expect(s.publicUrl).not.toBe(s.url);
+    const r = await s.req('GET', path, { base: which === 'main' ? s.url : s.publicUrl });
+    expect(r.status).toBe(status);
+    if (status === 404) expect(r.body.success).toBe(false);
+  });
+
+  test('one listener serves everything when the split is off', async () => {
+    const one = await startServer('embedded');
+    try {
+      expect(one.running.public).toBeUndefined();
+      expect((await one.req('GET', '/healthz', { base: one.url })).status).toBe(200);
+      expect((await one.req('GET', '/api/v1/public/runtime-config', { base: one.url })).status).toBe(200);
+    } finally {
+      await one.stop();
+    }
+  });
+});

@@ -1,5 +1,6 @@
 /** Every CLI command, one list; areas append theirs. */
 import type { Command } from './command';
 import { coreCommands } from './core-commands';
+import { keyCommands } from '../modules/keys/commands';
 
-export const commands: Command[] = [...coreCommands];
+export const commands: Command[] = [...coreCommands, ...keyCommands];

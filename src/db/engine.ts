@@ -90,10 +90,10 @@ export function normalizeDbError(err: unknown): unknown {
   }
   if (code && /^[0-9A-Z]{5}$/.test(code)) {
     return new PgError(e.message ?? 'database error', code, {
-      column: e.column ?? e.column_name,
-      constraint: e.constraint ?? e.constraint_name,
-      table: e.table ?? e.table_name,
-      schema: e.schema ?? e.schema_name,
+      column: e.column_name ?? e.column,
+      constraint: e.constraint_name ?? e.constraint,
+      table: e.table_name ?? e.table,
+      schema: e.schema_name ?? e.schema,
       detail: e.detail,
     });
   }

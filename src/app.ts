@@ -41,7 +41,9 @@ export async function createApp(p: Platform, extra: ExtraModules = []): Promise<
   const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public' }).use(foundation(p.log)) : undefined;
   const apps = () => (pub ? [pub, main] : [main]);
 
-  for (const m of [...routeModules, ...extra]) {
+  // Extensions are scanned and set up once per platform; their groups mount after the core list.
+  const extensions = await p.services.extensions.load();
+  for (const m of [...routeModules, ...extensions, ...extra]) {
     const target = m.listener === 'public' && pub ? pub : main;
     target.use(await m.routes(p));
   }

@@ -3,7 +3,9 @@
  */
 import type { Platform } from './platform';
 import { createKeyService } from './modules/keys/service';
+import { createExtensionRegistry } from './extensions/registry';
 
 export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
+  p.services.extensions = createExtensionRegistry(p);
 }

@@ -16,6 +16,17 @@ export interface Pinned {
 export interface BootLayers {
   pinned: Map<string, Pinned>;
   configFile?: string;
+  /**
+   * Extension settings given in the environment (`BASALT_EXT_<NAME>_<KEY>`) or the
+   * config file (`[ext.<name>] key = …`), by canonical name (see `extensionEnvName`).
+   * Extensions declare their keys at run time, so these are checked when they load.
+   */
+  extension: Map<string, Pinned>;
+}
+
+/** `BASALT_EXT_MEDIA_LIBRARY_S3_BUCKET` for extension `media-library`, key `s3_bucket`. */
+export function extensionEnvName(extension: string, key: string): string {
+  return 'BASALT_EXT_' + `${extension}_${key}`.toUpperCase().replace(/[^A-Z0-9]/g, '_');
 }
 
 export interface LoadOptions {
@@ -40,6 +51,7 @@ function flatten(obj: Record<string, unknown>, prefix: string, out: Map<string, 
 export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
   const env = opts.env ?? process.env;
   const pinned = new Map<string, Pinned>();
+  const extension = new Map<string, Pinned>();
 
   const file = opts.configFile ?? env.BASALT_CONFIG ?? (existsSync('basalt.toml') ? 'basalt.toml' : undefined);
   if (file) {
@@ -53,6 +65,11 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     const flat = new Map<string, unknown>();
     flatten(doc, '', flat);
     for (const [key, raw] of flat) {
+      const ext = /^ext\.([^.]+)\.(.+)$/.exec(key);
+      if (ext) {
+        extension.set(extensionEnvName(ext[1]!, ext[2]!), { value: raw, source: 'file', origin: file });
+        continue;
+      }
       const def = lookup(key, file);
       pinned.set(key, { value: check(def, raw, file), source: 'file', origin: file });
     }
@@ -69,6 +86,10 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     }
   }
   for (const name of Object.keys(env)) {
+    if (name.startsWith('BASALT_EXT_')) {
+      if (env[name]) extension.set(name, { value: env[name], source: 'env', origin: name });
+      continue;
+    }
     if (name.startsWith('BASALT_') && !known.has(name) && !NON_SETTING_ENV.some((r) => r.test(name))) {
       throw new ConfigError(`environment: unknown variable ${name} (settings are BASALT_<SECTION>_<NAME>, e.g. BASALT_WEB_PORT; see 'basalt settings list')`);
     }
@@ -80,7 +101,7 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     const def = lookup(key, name ?? key);
     pinned.set(key, { value: typeof v === 'string' ? fromText(def, v, name ?? key) : check(def, v, name ?? key), source: 'flag', origin: name ?? key });
   }
-  return { pinned, configFile: file };
+  return { pinned, configFile: file, extension };
 }
 
 /** Value of a boot-time key before the database is open: pinned or default. */

@@ -50,6 +50,8 @@ export interface MigrationTarget {
   table: string;
   /** Schema put first in search_path while the files run. */
   schema: string;
+  /** A table shared by several owners (extensions): the key column and this owner's value. */
+  scope?: { column: string; value: string };
 }
 
 /**
@@ -61,9 +63,12 @@ export async function migrateDir(db: Db, dir: string, target: MigrationTarget = 
   const applied: string[] = [];
   for (const f of files) {
     const sql = readFileSync(f.path, 'utf8');
+    const scope = target.scope;
     const ran = await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-      const seen = await tx.query<{ checksum: string }>(`SELECT checksum FROM ${target.table} WHERE name = $1`, [f.name]);
+      const seen = scope
+        ? await tx.query<{ checksum: string }>(`SELECT checksum FROM ${target.table} WHERE name = $1 AND ${scope.column} = $2`, [f.name, scope.value])
+        : await tx.query<{ checksum: string }>(`SELECT checksum FROM ${target.table} WHERE name = $1`, [f.name]);
       if (seen.rows.length) return false;
       await tx.exec(`SET LOCAL search_path TO "${target.schema.replace(/"/g, '""')}", public`);
       try {
@@ -71,7 +76,8 @@ export async function migrateDir(db: Db, dir: string, target: MigrationTarget = 
       } catch (e) {
         throw new MigrationError(`migration ${f.path} failed: ${(e as Error).message}`);
       }
-      await tx.query(`INSERT INTO ${target.table} (name, checksum) VALUES ($1, $2)`, [f.name, checksum(sql)]);
+      if (scope) await tx.query(`INSERT INTO ${target.table} (name, checksum, ${scope.column}) VALUES ($1, $2, $3)`, [f.name, checksum(sql), scope.value]);
+      else await tx.query(`INSERT INTO ${target.table} (name, checksum) VALUES ($1, $2)`, [f.name, checksum(sql)]);
       return true;
     });
     if (ran) applied.push(f.name);

@@ -1,0 +1,13 @@
+/**
+ * The module `basalt` as extensions see it: `import { defineExtension, t } from 'basalt'`.
+ * The loader provides it at run time (also inside the compiled executable), so an
+ * extension folder needs no node_modules of its own.
+ */
+export { defineExtension, type ExtensionDefinition, type ExtensionSettingDef } from './define';
+export type { ExtensionContext, ExtensionDb } from './context';
+export type { ExtensionMail } from './mail';
+export type { ExtensionSettings } from './settings-store';
+export type { ApiKeyPrincipal, Permission, UserPrincipal } from './guards';
+export { AppError, Errors } from '../http/errors';
+export { envelopeB, envelopeC } from './schemas';
+export { t } from 'elysia';

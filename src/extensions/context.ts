@@ -1,0 +1,140 @@
+/**
+ * `ctx`: everything an extension gets in `setup(ctx)`. It is the whole extension
+ * API; an extension needs no other import from the platform (docs/extensions.md).
+ */
+import { Elysia, type AnyElysia, type TSchema } from 'elysia';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Platform } from '../platform';
+import type { Logger } from '../log';
+import type { Queryable } from '../db/engine';
+import { quoteIdent } from '../db/engine';
+import { AppError, Errors } from '../http/errors';
+import { formatFor, registerAreaFormat, success, type Format } from '../http/envelope';
+import { requestInfo } from '../http/request-info';
+import { publicAccess } from '../http/api-key-guard';
+import type { ExtensionSettings } from './settings-store';
+import { extensionGuards, type ExtensionGuards } from './guards';
+import { extensionMail, type ExtensionMail } from './mail';
+import { envelopeB, envelopeC } from './schemas';
+
+/** Core prefixes a first-party extension may own, with their listener and envelope (CONTRACT §4, §10). */
+export const CLAIMABLE_PREFIXES: Record<string, { listener: 'main' | 'public'; format: Format }> = {
+  '/api/v1/files': { listener: 'main', format: 'C' },
+};
+
+/** Database access for an extension: the platform database, its own schema and the data schema. */
+export interface ExtensionDb extends Queryable {
+  /** The extension's schema, e.g. `ext_contact_form` (where its migrations run). */
+  readonly schema: string;
+  /** The application tables' schema (setting database.data_schema, default `public`). */
+  readonly dataSchema: string;
+  /** `"ext_contact_form"."submissions"`: a quoted, schema-qualified name of the extension's table. */
+  table(name: string): string;
+  /** Run `fn` in a transaction; commit on success, roll back on throw. */
+  transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R>;
+}
+
+export interface ExtensionContext extends ExtensionGuards {
+  readonly name: string;
+  readonly version: string;
+  /** The platform's version. */
+  readonly platformVersion: string;
+  /**
+   * Routes mounted at `/api/module/<name>` on the public listener, envelope B, behind
+   * the access-mode gate (web.public_api_access_mode). Give each route `body`/`response`
+   * schemas and `detail` so the OpenAPI document describes it.
+   */
+  readonly routes: AnyElysia;
+  /**
+   * Own a documented core prefix (only `/api/v1/files`, listener main, envelope C).
+   * Returns an Elysia group mounted at that prefix. Two extensions claiming the same
+   * prefix are both refused.
+   */
+  claim(prefix: keyof typeof CLAIMABLE_PREFIXES | (string & {})): AnyElysia;
+  readonly db: ExtensionDb;
+  readonly mail: ExtensionMail;
+  /** Settings declared in `defineExtension({ settings })`. */
+  readonly settings: ExtensionSettings;
+  /** A live platform setting (read-only), e.g. `files.max_bytes`. */
+  platformSetting<T = unknown>(key: string): T;
+  /** Structured logger; every line carries `extension: <name>`. */
+  readonly log: Logger;
+  /** A directory of the extension's own under the data dir (created on first use). */
+  dataDir(): string;
+  /** Success body in the envelope of the request's area (B under /api/module, C under /api/v1/files). */
+  reply(request: Request, data: unknown): unknown;
+  /** The client's IP (honours web.trusted_proxies). */
+  clientIp(request: Request): string;
+  /** The one error type: throw `new ctx.AppError(status, code, message)` or `ctx.errors.*`. */
+  readonly AppError: typeof AppError;
+  readonly errors: typeof Errors;
+  /** Response schemas of the envelopes, for route `response` declarations. */
+  readonly schemas: { envelope<T extends TSchema>(data: T): TSchema; envelopeC<T extends TSchema>(payload: T): TSchema };
+  /** Run on graceful shutdown (close clients, flush). */
+  onShutdown(fn: () => Promise<void> | void): void;
+}
+
+/** What the loader keeps of a context after setup: the route groups to mount. */
+export interface BuiltContext {
+  ctx: ExtensionContext;
+  groups: { prefix: string; listener: 'main' | 'public'; app: AnyElysia }[];
+}
+
+/** The schema name of an extension: `ext_` + name with dashes as underscores. */
+export function extensionSchema(name: string): string {
+  return 'ext_' + name.replace(/-/g, '_');
+}
+
+export function createContext(p: Platform, def: { name: string; version: string }, settings: ExtensionSettings, log: Logger): BuiltContext {
+  const { name } = def;
+  const schema = extensionSchema(name);
+  const moduleApp = new Elysia({ prefix: `/api/module/${name}` }).onBeforeHandle(async ({ request }) => {
+    // Module routes are a public prefix: the access mode decides whether a key is needed.
+    await publicAccess(p, request);
+  });
+  const groups: BuiltContext['groups'] = [{ prefix: `/api/module/${name}`, listener: 'public', app: moduleApp }];
+
+  const db: ExtensionDb = {
+    schema,
+    dataSchema: p.settings.get<string>('database.data_schema'),
+    table: (t) => `${quoteIdent(schema)}.${quoteIdent(t)}`,
+    query: (sql, params) => p.db.query(sql, params),
+    exec: (sql) => p.db.exec(sql),
+    transaction: (fn) => p.db.transaction(fn),
+  };
+
+  const ctx: ExtensionContext = {
+    name,
+    version: def.version,
+    platformVersion: p.version,
+    routes: moduleApp,
+    claim(prefix) {
+      const spec = CLAIMABLE_PREFIXES[prefix];
+      if (!spec) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${Object.keys(CLAIMABLE_PREFIXES).join(', ')}; other routes go on ctx.routes (/api/module/${name})`);
+      if (groups.some((g) => g.prefix === prefix)) throw new Error(`claim('${prefix}'): already claimed by this extension`);
+      registerAreaFormat(prefix, spec.format);
+      const app = new Elysia({ prefix });
+      groups.push({ prefix, listener: spec.listener, app });
+      return app;
+    },
+    db,
+    mail: extensionMail(p, name),
+    settings,
+    platformSetting: (key) => p.settings.get(key),
+    log,
+    dataDir() {
+      const dir = join(p.dataDir, 'extensions', name);
+      mkdirSync(dir, { recursive: true });
+      return dir;
+    },
+    reply: (request, data) => success(formatFor(new URL(request.url).pathname), data, requestInfo(request)),
+    clientIp: (request) => requestInfo(request).ip,
+    AppError,
+    errors: Errors,
+    schemas: { envelope: envelopeB, envelopeC },
+    onShutdown: (fn) => p.onShutdown(fn),
+    ...extensionGuards(p),
+  };
+  return { ctx, groups };
+}

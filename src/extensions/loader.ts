@@ -1,0 +1,141 @@
+/**
+ * Scans `extensions.dir` at start: every `<dir>/<folder>/index.ts` (or `index.js`)
+ * is imported by absolute path, checked, migrated and set up. One extension that
+ * throws never stops the platform: it is recorded as failed with its error and
+ * logged, and the others load. Two extensions declaring the same name, or mounting
+ * the same route, are both refused, each error naming the other.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Platform } from '../platform';
+import type { RouteModule } from '../app';
+import { quoteIdent } from '../db/engine';
+import { migrateDir } from '../db/migrate';
+import { definitionProblem, type ExtensionDefinition } from './define';
+import { createContext, extensionSchema, type BuiltContext } from './context';
+import { provideModules } from './provided-modules';
+import type { ExtensionSettingsStore } from './settings-store';
+import type { LoadedRecord } from './registry';
+
+/** A setup that has not finished by then is marked failed, so start-up cannot hang on one extension. */
+export const SETUP_TIMEOUT_MS = 30_000;
+const ENTRY_FILES = ['index.ts', 'index.js', 'index.mjs'];
+
+interface Candidate {
+  record: LoadedRecord;
+  def?: ExtensionDefinition;
+  built?: BuiltContext;
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: Timer | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Folders that hold an entry file, in name order. */
+function scan(dir: string): { folder: string; entry: string }[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && !d.name.startsWith('.') && d.name !== 'node_modules')
+    .map((d) => d.name)
+    .sort()
+    .flatMap((name) => {
+      const entry = ENTRY_FILES.map((f) => join(dir, name, f)).find((f) => existsSync(f));
+      return entry ? [{ folder: join(dir, name), entry }] : [];
+    });
+}
+
+function fail(c: Candidate, error: string): void {
+  c.record.status = 'failed';
+  c.record.error = error;
+  c.record.settingsApi = undefined;
+}
+
+async function importOne(folder: string, entry: string): Promise<Candidate> {
+  const record: LoadedRecord = { name: folder.split(/[\\/]/).pop()!, folder, status: 'failed', routes: [], migrations: [] };
+  const c: Candidate = { record };
+  let mod: { default?: unknown };
+  try {
+    mod = await import(entry);
+  } catch (e) {
+    fail(c, `import of ${entry} failed: ${message(e)}`);
+    return c;
+  }
+  const problem = definitionProblem(mod.default);
+  if (problem) {
+    fail(c, `${entry}: ${problem}`);
+    return c;
+  }
+  c.def = mod.default as ExtensionDefinition;
+  Object.assign(record, { name: c.def.name, version: c.def.version, description: c.def.description });
+  return c;
+}
+
+/** Migrations, context and setup of one extension whose name is unique. */
+async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore): Promise<void> {
+  const def = c.def!;
+  const log = p.log.child({ extension: def.name });
+  try {
+    const settings = store.forExtension(def.name, def.settings);
+    const schema = extensionSchema(def.name);
+    await p.db.exec(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    c.record.migrations = await migrateDir(p.db, join(c.record.folder, 'migrations'), {
+      table: 'basalt.extension_migrations',
+      schema,
+      scope: { column: 'extension', value: def.name },
+    });
+    c.built = createContext(p, def, settings, log);
+    await withTimeout(Promise.resolve(def.setup(c.built.ctx)), SETUP_TIMEOUT_MS, `setup of extension ${def.name}`);
+    c.record.settingsApi = settings;
+    c.record.routes = c.built.groups.flatMap((g) => g.app.routes.map((r) => `${r.method} ${r.path}`));
+    c.record.status = 'loaded';
+  } catch (e) {
+    fail(c, `setup failed: ${message(e)}`);
+  }
+}
+
+/** Refuse every extension involved in a clash of `key` (a name, a route or a claimed prefix). */
+function refuseClashes(candidates: Candidate[], keysOf: (c: Candidate) => string[], what: string): void {
+  const owners = new Map<string, Candidate[]>();
+  for (const c of candidates) for (const k of new Set(keysOf(c))) owners.set(k, [...(owners.get(k) ?? []), c]);
+  for (const [key, list] of owners) {
+    if (list.length < 2) continue;
+    const names = list.map((c) => `'${c.record.name}' (${c.record.folder})`).join(' and ');
+    for (const c of list) fail(c, `${what} ${key} is claimed by ${names}; remove or rename one of them`);
+  }
+}
+
+export async function loadExtensions(p: Platform, dir: string, store: ExtensionSettingsStore): Promise<{ records: LoadedRecord[]; modules: RouteModule[] }> {
+  const found = scan(dir);
+  if (!found.length) {
+    p.log.debug('no extensions found', { dir });
+    return { records: [], modules: [] };
+  }
+  provideModules();
+  const candidates: Candidate[] = [];
+  for (const f of found) candidates.push(await importOne(f.folder, f.entry));
+
+  refuseClashes(candidates.filter((c) => c.def), (c) => [c.def!.name], 'extension name');
+  for (const c of candidates) if (c.def && !c.record.error) await setUp(p, c, store);
+
+  const live = () => candidates.filter((c) => c.record.status === 'loaded');
+  const claimed = (c: Candidate) => c.built!.groups.filter((g) => !g.prefix.startsWith('/api/module/')).map((g) => g.prefix);
+  refuseClashes(live(), claimed, 'prefix');
+  refuseClashes(live(), (c) => c.record.routes, 'route');
+
+  for (const c of candidates) {
+    if (c.record.status === 'loaded') p.log.info('extension loaded', { extension: c.record.name, version: c.record.version, routes: c.record.routes.length, migrations: c.record.migrations });
+    else p.log.error('extension failed', { extension: c.record.name, folder: c.record.folder, error: c.record.error });
+  }
+  const modules: RouteModule[] = live().flatMap((c) =>
+    c.built!.groups.map((g) => ({ name: `extension:${c.record.name}${g.prefix.startsWith('/api/module/') ? '' : ':' + g.prefix}`, listener: g.listener, routes: () => g.app })),
+  );
+  return { records: candidates.map((c) => c.record), modules };
+}

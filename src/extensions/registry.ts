@@ -1,0 +1,85 @@
+/**
+ * `p.services.extensions`: which extensions loaded, which failed and why — for the
+ * logs, the admin panel and tests. Loading happens once, when the listeners' apps
+ * are built (src/app.ts), so `basalt serve` and test servers behave alike.
+ */
+import { resolve } from 'node:path';
+import type { Platform } from '../platform';
+import type { RouteModule } from '../app';
+import { loadExtensions } from './loader';
+import { ExtensionSettingsStore, type ExtensionSettings, type ExtensionSettingView } from './settings-store';
+
+declare module '../platform' {
+  interface Services {
+    extensions: ExtensionRegistry;
+  }
+}
+
+export interface ExtensionRecord {
+  /** The declared name, or the folder name when the extension failed before declaring one. */
+  name: string;
+  /** Absolute path of the extension's folder. */
+  folder: string;
+  version?: string;
+  description?: string;
+  status: 'loaded' | 'failed';
+  /** Why it failed: import error, setup error, name or route collision (naming both sides). */
+  error?: string;
+  /** `METHOD /path` of every route it mounted. */
+  routes: string[];
+  /** Migration files applied by this start. */
+  migrations: string[];
+  settings: ExtensionSettingView[];
+}
+
+/** Internal form kept by the loader: the settings object stays live for `list()`. */
+export interface LoadedRecord extends Omit<ExtensionRecord, 'settings'> {
+  settingsApi?: ExtensionSettings;
+}
+
+export class ExtensionRegistry {
+  /** The scanned directory (setting extensions.dir), absolute. */
+  readonly dir: string;
+  private records: LoadedRecord[] = [];
+  private loading?: Promise<RouteModule[]>;
+  readonly store: ExtensionSettingsStore;
+
+  constructor(private p: Platform) {
+    this.dir = resolve(p.settings.get<string>('extensions.dir'));
+    this.store = new ExtensionSettingsStore(p.settings.layers, p.db);
+  }
+
+  /** Scan, import and set up every extension (once); returns the route groups to mount. */
+  load(): Promise<RouteModule[]> {
+    return (this.loading ??= (async () => {
+      await this.store.load();
+      await this.store.watch();
+      this.p.onShutdown(() => this.store.close());
+      const { records, modules } = await loadExtensions(this.p, this.dir, this.store);
+      this.records = records;
+      return modules;
+    })());
+  }
+
+  list(): ExtensionRecord[] {
+    return this.records.map(({ settingsApi, ...r }) => ({ ...r, routes: [...r.routes], migrations: [...r.migrations], settings: settingsApi?.list() ?? [] }));
+  }
+
+  get(name: string): ExtensionRecord | undefined {
+    return this.list().find((r) => r.name === name);
+  }
+
+  /** Whether `name` is loaded and serving. */
+  isLoaded(name: string): boolean {
+    return this.records.some((r) => r.name === name && r.status === 'loaded');
+  }
+
+  /** The settings of a loaded extension (admin panel, `basalt settings`). */
+  settings(name: string): ExtensionSettings | undefined {
+    return this.records.find((r) => r.name === name && r.status === 'loaded')?.settingsApi;
+  }
+}
+
+export function createExtensionRegistry(p: Platform): ExtensionRegistry {
+  return new ExtensionRegistry(p);
+}

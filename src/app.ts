@@ -9,6 +9,7 @@ import { createHandler, type Handler } from './http/server';
 import { systemRoutes } from './modules/system/routes';
 import { openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
+import { authRoutes } from './modules/auth/routes';
 
 export type Listener = 'main' | 'public';
 
@@ -22,6 +23,7 @@ export interface RouteModule {
 export const routeModules: RouteModule[] = [
   { name: 'system', listener: 'main', routes: systemRoutes },
   { name: 'runtime-config', listener: 'public', routes: runtimeConfigRoutes },
+  { name: 'auth', listener: 'public', routes: authRoutes },
 ];
 
 export interface BuiltApp {

@@ -3,9 +3,11 @@
  */
 import type { Platform } from './platform';
 import { createKeyService } from './modules/keys/service';
+import { createAuthService } from './modules/auth/service';
 import { createExtensionRegistry } from './extensions/registry';
 
 export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
+  p.services.auth = await createAuthService(p);
   p.services.extensions = createExtensionRegistry(p);
 }

@@ -1,0 +1,90 @@
+/**
+ * Request and response schemas of Public Auth: they validate requests (422 with
+ * `details.fields` on a format problem), type the handlers and make the OpenAPI
+ * document. Format A envelopes.
+ */
+import { t, type TSchema } from 'elysia';
+import { PASSWORD_MAX_LENGTH } from './passwords';
+import { ACCESS_TOKEN_SECONDS } from './jwt';
+import { REFRESH_TOKEN_SECONDS } from './sessions';
+
+const Email = t.String({ maxLength: 320, description: 'E-mail address; trimmed and lower-cased before use.', example: 'ada@example.com' });
+const NewPassword = (description: string) =>
+  t.String({ maxLength: PASSWORD_MAX_LENGTH, description: `${description} At least auth.password_min_length (default 8) characters, at most ${PASSWORD_MAX_LENGTH}.`, example: 'correct horse battery staple' });
+const OpaqueToken = (description: string) => t.String({ maxLength: 200, description, example: 'k3Jd9sQw0PzL1xVb.Hq7...' });
+
+export const User = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    email: t.String({ example: 'ada@example.com' }),
+    email_verified: t.Boolean(),
+    email_verified_at: t.Nullable(t.String({ format: 'date-time' })),
+    created_at: t.String({ format: 'date-time' }),
+  },
+  { description: 'A site user.' },
+);
+
+const tokenFields = {
+  access_token: t.String({ description: `JWT (HS256) for Authorization: Bearer; valid ${ACCESS_TOKEN_SECONDS / 60} minutes.` }),
+  token_type: t.Literal('Bearer'),
+  expires_in: t.Integer({ description: 'Seconds the access token is valid.', example: ACCESS_TOKEN_SECONDS }),
+  refresh_token: t.String({ description: `Opaque, single use: POST /api/v1/auth/refresh returns a new one. Valid ${REFRESH_TOKEN_SECONDS / 86_400} days.` }),
+  refresh_expires_in: t.Integer({ description: 'Seconds the refresh token is valid.', example: REFRESH_TOKEN_SECONDS }),
+};
+
+const ok = <T extends TSchema>(data: T) => t.Object({ success: t.Literal(true), data });
+
+export const ErrorBody = t.Object(
+  {
+    success: t.Literal(false),
+    error: t.Object({
+      code: t.String({ example: 'invalid_credentials' }),
+      message: t.String({ example: 'E-mail or password is wrong.' }),
+      retry_after: t.Optional(t.Integer({ description: 'Seconds to wait (429 only); also in the Retry-After header.' })),
+      details: t.Optional(t.Object({ fields: t.Optional(t.Record(t.String(), t.String())) }, { description: 'For validation_error: field → problem.' })),
+    }),
+  },
+  { description: 'Format A error.' },
+);
+
+export const Session = ok(t.Object({ user: User, ...tokenFields }));
+
+export const Bodies = {
+  register: t.Object({ email: Email, password: NewPassword('Password.') }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
+  login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_LENGTH, example: 'correct horse battery staple' }) }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
+  refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }),
+  logout: t.Optional(
+    t.Object({
+      refresh_token: t.Optional(OpaqueToken('Ends this token\'s session when no access token is sent (e.g. it expired).')),
+      all: t.Optional(t.Boolean({ description: 'End every session of the user (all devices).', default: false })),
+    }),
+  ),
+  forgot: t.Object({ email: Email }),
+  reset: t.Object({ token: OpaqueToken('Token from the password_reset mail.'), password: NewPassword('New password.') }),
+  change: t.Object({ current_password: t.String({ maxLength: PASSWORD_MAX_LENGTH }), new_password: NewPassword('New password.') }),
+  verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }),
+  resend: t.Object({ email: Email }),
+};
+
+export const Responses = {
+  register: ok(
+    t.Object({
+      user: User,
+      verification_required: t.Boolean({ description: 'True when auth.email_verification_required is on: no tokens until the address is confirmed.' }),
+      access_token: t.Optional(tokenFields.access_token),
+      token_type: t.Optional(tokenFields.token_type),
+      expires_in: t.Optional(tokenFields.expires_in),
+      refresh_token: t.Optional(tokenFields.refresh_token),
+      refresh_expires_in: t.Optional(tokenFields.refresh_expires_in),
+    }),
+  ),
+  session: Session,
+  user: ok(t.Object({ user: User })),
+  me: ok(t.Object({ user: User, session_id: t.String({ format: 'uuid' }) })),
+  done: ok(t.Object({ message: t.String() })),
+};
+
+/** Error responses an operation may answer, documented once. */
+export function errors(...statuses: number[]): Record<number, typeof ErrorBody> {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorBody]));
+}

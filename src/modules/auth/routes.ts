@@ -1,0 +1,172 @@
+/**
+ * Public Auth routes under /api/v1/auth (CONTRACT §8). HTTP only: the access-mode
+ * gate, reading the request, calling the service, answering format A.
+ */
+import { Elysia } from 'elysia';
+import type { Platform } from '../../platform';
+import { publicAccess } from '../../http/api-key-guard';
+import { requestInfo } from '../../http/request-info';
+import { bearerToken, requireUser } from '../../http/user-guard';
+import { Bodies, Responses, errors } from './model';
+import type { ClientMeta } from './service';
+
+const tags = ['Public Auth'];
+const bearer = [{ Bearer: [] }];
+
+function meta(request: Request): ClientMeta {
+  return { ip: requestInfo(request).ip, userAgent: request.headers.get('user-agent'), origin: new URL(request.url).origin };
+}
+
+export function authRoutes(p: Platform) {
+  const auth = () => p.services.auth;
+  const ok = <T>(data: T) => ({ success: true as const, data });
+
+  return (
+    new Elysia({ name: 'basalt.auth', prefix: '/api/v1/auth' })
+      // web.public_api_access_mode: in api_key_required mode every auth route needs X-API-Key.
+      .onBeforeHandle(async ({ request }) => {
+        await publicAccess(p, request);
+      })
+      .post(
+        '/register',
+        async ({ body, request, set }) => {
+          const r = await auth().register(body, meta(request));
+          set.status = 201;
+          return ok(r);
+        },
+        {
+          body: Bodies.register,
+          response: { 201: Responses.register, ...errors(401, 403, 409, 422, 429) },
+          detail: {
+            tags,
+            summary: 'Register a user',
+            description:
+              'Creates an account (201). The e-mail is trimmed and lower-cased; an address already registered → 409 `email_taken`. ' +
+              'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
+              '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
+          },
+        },
+      )
+      .post('/login', async ({ body, request }) => ok(await auth().login(body, meta(request))), {
+        body: Bodies.login,
+        response: { 200: Responses.session, ...errors(401, 403, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Log in with e-mail and password',
+          description:
+            'Returns an access token (15 min) and a refresh token (30 days). Wrong password or unknown e-mail → 401 `invalid_credentials`. ' +
+            '429 `rate_limited` past 10/min per IP or 5/min per account; 5 failures in 15 min → 429 `account_locked` for 15 min (both with Retry-After). ' +
+            '403 `account_disabled` or `email_not_verified` once the password is right.',
+        },
+      })
+      .post('/refresh', async ({ body }) => ok(await auth().refresh(body.refresh_token)), {
+        body: Bodies.refresh,
+        response: { 200: Responses.session, ...errors(401, 403, 422) },
+        detail: {
+          tags,
+          summary: 'Rotate the refresh token',
+          description:
+            'Exchanges a refresh token for a new access token and a new refresh token; the old one is spent. Presenting a spent token again ' +
+            '→ 401 `refresh_token_reused` and the whole session is revoked (its access tokens stop at once).',
+        },
+      })
+      .post(
+        '/logout',
+        async ({ body, request }) => {
+          await auth().logout({ accessToken: bearerToken(request), refreshToken: body?.refresh_token }, body?.all ?? false);
+          return ok({ message: 'Logged out.' });
+        },
+        {
+          body: Bodies.logout,
+          response: { 200: Responses.done, ...errors(401, 422) },
+          detail: {
+            tags,
+            summary: 'Log out',
+            description: 'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once.',
+            security: bearer,
+          },
+        },
+      )
+      .get(
+        '/me',
+        async ({ request }) => {
+          const user = await requireUser(p, request);
+          return ok({ user: await auth().me(user), session_id: user.sessionId });
+        },
+        {
+          response: { 200: Responses.me, ...errors(401, 403) },
+          detail: {
+            tags,
+            summary: 'The signed-in user',
+            description: '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
+            security: bearer,
+          },
+        },
+      )
+      .post(
+        '/password/forgot',
+        async ({ body, request }) => {
+          await auth().forgotPassword(body.email, meta(request));
+          return ok({ message: 'If an account exists for this address, a password reset link is on its way.' });
+        },
+        {
+          body: Bodies.forgot,
+          response: { 200: Responses.done, ...errors(422, 429) },
+          detail: {
+            tags,
+            summary: 'Ask for a password reset mail',
+            description:
+              'Always 200, whether or not the address has an account. When it has one and mail is configured, a password_reset mail carries a link ' +
+              'with a single-use token valid 1 hour. 429 past auth.rate_limit_email_per_ip.',
+          },
+        },
+      )
+      .post('/password/reset', async ({ body }) => ok({ user: await auth().resetPassword(body.token, body.password) }), {
+        body: Bodies.reset,
+        response: { 200: Responses.user, ...errors(400, 422) },
+        detail: {
+          tags,
+          summary: 'Set a new password with a mailed token',
+          description: 'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used.',
+        },
+      })
+      .post(
+        '/password/change',
+        async ({ body, request }) => {
+          const user = await requireUser(p, request);
+          return ok({ user: await auth().changePassword(user, body.current_password, body.new_password) });
+        },
+        {
+          body: Bodies.change,
+          response: { 200: Responses.user, ...errors(400, 401, 403, 422, 429) },
+          detail: {
+            tags,
+            summary: 'Change the password',
+            description: 'Needs the current password (400 `invalid_current_password`, counted toward lockout). Every other session of the user is revoked; this one stays.',
+            security: bearer,
+          },
+        },
+      )
+      .post('/verify-email', async ({ body }) => ok({ user: await auth().verifyEmail(body.token) }), {
+        body: Bodies.verify,
+        response: { 200: Responses.user, ...errors(400, 422) },
+        detail: { tags, summary: 'Confirm an e-mail address', description: 'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used.' },
+      })
+      .post(
+        '/verify-email/resend',
+        async ({ body, request }) => {
+          await auth().resendVerification(body.email, meta(request));
+          return ok({ message: 'If this address has an unverified account, a new verification link is on its way.' });
+        },
+        {
+          body: Bodies.resend,
+          response: { 200: Responses.done, ...errors(422, 429, 503) },
+          detail: {
+            tags,
+            summary: 'Send the verification mail again',
+            description: 'Always 200 for any address (no account enumeration); 503 `mail_not_configured` when the site has no mail; 429 past auth.rate_limit_email_per_ip.',
+          },
+        },
+      )
+  );
+}

@@ -1,0 +1,305 @@
+/**
+ * Public Auth (CONTRACT §8): accounts, sessions and tokens, password reset and
+ * e-mail verification, rate limits and lockout. No HTTP here: routes pass plain
+ * values in and render what comes back; failures are AppErrors.
+ */
+import type { Platform } from '../../platform';
+import { getOrCreateSecret } from '../../db/secrets';
+import { PgError } from '../../db/engine';
+import { AuthErrors } from './errors';
+import type { RequestUser } from '../../http/user-guard';
+import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
+import { SessionStore, REFRESH_TOKEN_SECONDS } from './sessions';
+import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
+import { clearFailures, hit, lockedFor, pruneCounters, recordFailure } from './rate-limit';
+import { consumeActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
+import { emailProblem, insertUser, markVerified, normalizeEmail, publicUser, setPasswordHash, userByEmail, userById, type PublicUser } from './users';
+import { mailConfigured, sendActionMail } from './mailer';
+
+declare module '../../platform' {
+  interface Services {
+    auth: AuthService;
+  }
+}
+
+/** Facts about the HTTP request a service call needs. */
+export interface ClientMeta {
+  ip: string;
+  userAgent: string | null;
+  /** Origin of the request, for links when web.public_base_url is empty. */
+  origin: string;
+}
+
+export interface TokenPair {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_token: string;
+  refresh_expires_in: number;
+}
+
+/** Who a valid access token belongs to. */
+export type AuthenticatedUser = RequestUser;
+
+const MINUTE = 60;
+/** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
+const MAILS_PER_ADDRESS_PER_HOUR = 5;
+const PRUNE_EVERY_MS = 15 * 60_000;
+
+export class AuthService {
+  private pending = new Set<Promise<void>>();
+
+  constructor(
+    private p: Platform,
+    private tokens: AccessTokens,
+    readonly sessions: SessionStore,
+  ) {}
+
+  private setting<T>(key: string): T {
+    return this.p.settings.get<T>(`auth.${key}`);
+  }
+
+  private async limit(bucket: string, perMinute: number): Promise<void> {
+    const r = await hit(this.p.db, bucket, perMinute, MINUTE);
+    if (!r.allowed) throw AuthErrors.rateLimited(r.retryAfter);
+  }
+
+  private checkEmail(raw: string): string {
+    const email = normalizeEmail(raw);
+    const problem = emailProblem(email);
+    if (problem) throw AuthErrors.field('email', problem);
+    return email;
+  }
+
+  private checkNewPassword(field: string, password: string): void {
+    const problem = passwordProblem(password, this.setting<number>('password_min_length'));
+    if (problem) throw AuthErrors.field(field, problem);
+  }
+
+  private async issue(userId: string, meta: ClientMeta): Promise<TokenPair> {
+    const { sessionId, refreshToken } = await this.sessions.create(this.p.db, userId, meta);
+    return this.pair(userId, sessionId, refreshToken);
+  }
+
+  private async pair(userId: string, sessionId: string, refreshToken: string): Promise<TokenPair> {
+    return {
+      access_token: await this.tokens.sign({ sub: userId, sid: sessionId }),
+      token_type: 'Bearer',
+      expires_in: ACCESS_TOKEN_SECONDS,
+      refresh_token: refreshToken,
+      refresh_expires_in: REFRESH_TOKEN_SECONDS,
+    };
+  }
+
+  /** Run mail work after the answer is sent, so its duration reveals nothing about the account. */
+  private background(work: () => Promise<void>): void {
+    const job = work()
+      .catch((e) => this.p.log.error('auth mail failed', { cause: e }))
+      .finally(() => this.pending.delete(job));
+    this.pending.add(job);
+  }
+
+  /** Wait for background mail work (tests, shutdown). */
+  async settled(): Promise<void> {
+    while (this.pending.size) await Promise.all([...this.pending]);
+  }
+
+  async register(input: { email: string; password: string }, meta: ClientMeta): Promise<{ user: PublicUser; verification_required: boolean } & Partial<TokenPair>> {
+    if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
+    await this.limit(`register_ip:${meta.ip}`, this.setting('rate_limit_register_per_ip'));
+    const email = this.checkEmail(input.email);
+    this.checkNewPassword('password', input.password);
+    const hash = await hashPassword(input.password);
+    let row;
+    try {
+      row = await insertUser(this.p.db, email, hash);
+    } catch (e) {
+      if (e instanceof PgError && e.code === '23505') throw AuthErrors.emailTaken();
+      throw e;
+    }
+    if (mailConfigured(this.p)) {
+      this.background(async () => sendActionMail(this.p, 'verify_email', email, await issueActionToken(this.p.db, row.id, email, 'verify_email'), meta.origin));
+    }
+    const verification_required = this.setting<boolean>('email_verification_required');
+    const user = publicUser(row);
+    if (verification_required) return { user, verification_required };
+    return { user, verification_required, ...(await this.issue(row.id, meta)) };
+  }
+
+  /**
+   * Order matters: the IP limit first (cheapest, protects everything after), then the
+   * lock, then the per-account limit, then the password. Unknown addresses run the
+   * same steps and verify against a dummy hash, so they cost what a wrong password costs.
+   */
+  async login(input: { email: string; password: string }, meta: ClientMeta): Promise<{ user: PublicUser } & TokenPair> {
+    await this.limit(`login_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
+    const email = this.checkEmail(input.email);
+    const locked = await lockedFor(this.p.db, email);
+    if (locked) throw AuthErrors.accountLocked(locked);
+    await this.limit(`login_account:${email}`, this.setting('rate_limit_login_per_account'));
+    const row = await userByEmail(this.p.db, email);
+    const ok = await verifyPassword(input.password, row?.password_hash ?? (await dummyHash()));
+    if (!row || !ok) {
+      const nowLocked = await recordFailure(this.p.db, email, this.setting('lockout_threshold'), this.setting('lockout_window_seconds'));
+      if (nowLocked) this.p.log.warn('account locked after failed logins', { ip: meta.ip });
+      throw AuthErrors.invalidCredentials();
+    }
+    // Only a caller who knows the password learns that the account is disabled or unverified.
+    if (row.disabled_at) throw AuthErrors.accountDisabled();
+    if (this.setting<boolean>('email_verification_required') && !row.email_verified_at) throw AuthErrors.emailNotVerified();
+    await clearFailures(this.p.db, email);
+    if (needsRehash(row.password_hash)) await setPasswordHash(this.p.db, row.id, await hashPassword(input.password));
+    return { user: publicUser(row), ...(await this.issue(row.id, meta)) };
+  }
+
+  async refresh(refreshToken: string): Promise<{ user: PublicUser } & TokenPair> {
+    const r = await this.sessions.rotate(refreshToken);
+    if (!r.ok) {
+      if (r.reason === 'reused') {
+        this.p.log.warn('refresh token reused; session revoked', { session_id: r.sessionId });
+        throw AuthErrors.refreshTokenReused();
+      }
+      if (r.reason === 'revoked') throw AuthErrors.sessionRevoked();
+      if (r.reason === 'disabled') throw AuthErrors.accountDisabled();
+      throw AuthErrors.invalidRefreshToken();
+    }
+    const row = await userById(this.p.db, r.userId);
+    return { user: publicUser(row!), ...(await this.pair(r.userId, r.sessionId, r.refreshToken)) };
+  }
+
+  /**
+   * Bearer access token → user. Checks the signature and expiry, then the session
+   * (cached briefly, invalidated on revocation across instances).
+   */
+  async authenticate(accessToken: string): Promise<AuthenticatedUser> {
+    const v = await this.tokens.verify(accessToken);
+    if (!v.ok) throw v.reason === 'expired' ? AuthErrors.tokenExpired() : AuthErrors.invalidAccessToken();
+    const state = await this.sessions.state(v.claims.sid);
+    if (!state || state.userId !== v.claims.sub || state.problem === 'revoked') throw AuthErrors.sessionRevoked();
+    if (state.problem === 'disabled') throw AuthErrors.accountDisabled();
+    return { userId: state.userId, sessionId: v.claims.sid, email: state.email };
+  }
+
+  /** End the session of an access token or of a refresh token; `all` ends every session of the user. */
+  async logout(by: { accessToken?: string; refreshToken?: string }, all: boolean): Promise<void> {
+    let who: { sessionId: string; userId: string } | undefined;
+    if (by.accessToken) {
+      const v = await this.tokens.verify(by.accessToken);
+      if (v.ok) who = { sessionId: v.claims.sid, userId: v.claims.sub };
+      else if (!by.refreshToken) throw v.reason === 'expired' ? AuthErrors.tokenExpired() : AuthErrors.invalidAccessToken();
+    }
+    if (!who && by.refreshToken) {
+      who = await this.sessions.sessionOfRefresh(by.refreshToken);
+      if (!who) throw AuthErrors.invalidRefreshToken();
+    }
+    if (!who) throw AuthErrors.unauthorized('Send the access token (Authorization: Bearer) or the refresh_token to log out.');
+    if (all) await this.sessions.revokeUser(who.userId, 'logout_all');
+    else await this.sessions.revoke(who.sessionId, 'logout');
+  }
+
+  async me(auth: AuthenticatedUser): Promise<PublicUser> {
+    const row = await userById(this.p.db, auth.userId);
+    if (!row) throw AuthErrors.sessionRevoked();
+    return publicUser(row);
+  }
+
+  /** Always succeeds from the caller's view; a mail goes out only for a real account. */
+  async forgotPassword(rawEmail: string, meta: ClientMeta): Promise<void> {
+    await this.limit(`email_ip:${meta.ip}`, this.setting('rate_limit_email_per_ip'));
+    const email = this.checkEmail(rawEmail);
+    this.background(() => this.mailIfUser(email, 'password_reset', meta.origin));
+  }
+
+  async resendVerification(rawEmail: string, meta: ClientMeta): Promise<void> {
+    if (!mailConfigured(this.p)) throw AuthErrors.mailNotConfigured();
+    await this.limit(`email_ip:${meta.ip}`, this.setting('rate_limit_email_per_ip'));
+    const email = this.checkEmail(rawEmail);
+    this.background(() => this.mailIfUser(email, 'verify_email', meta.origin));
+  }
+
+  private async mailIfUser(email: string, purpose: Purpose, origin: string): Promise<void> {
+    if (!mailConfigured(this.p)) return;
+    const row = await userByEmail(this.p.db, email);
+    if (!row || row.disabled_at || (purpose === 'verify_email' && row.email_verified_at)) return;
+    if (!(await hit(this.p.db, `email_addr:${email}`, MAILS_PER_ADDRESS_PER_HOUR, 3600)).allowed) return;
+    await sendActionMail(this.p, purpose, email, await issueActionToken(this.p.db, row.id, email, purpose), origin);
+  }
+
+  /** Set a new password with a mailed token; ends every session and clears the lock. */
+  async resetPassword(token: string, password: string): Promise<PublicUser> {
+    this.checkNewPassword('password', password);
+    const hash = await hashPassword(password);
+    const user = await this.p.db.transaction(async (tx) => {
+      const t = await consumeActionToken(tx, token, 'password_reset');
+      if (!t) throw AuthErrors.invalidToken('password reset');
+      await setPasswordHash(tx, t.userId, hash);
+      // The mailed token proves the mailbox, so the address counts as verified.
+      return (await markVerified(tx, t.userId))!;
+    });
+    await this.sessions.revokeUser(user.id, 'password_reset');
+    await clearFailures(this.p.db, user.email);
+    return publicUser(user);
+  }
+
+  /** Change the password of the signed-in user; other sessions end, this one stays. */
+  async changePassword(auth: AuthenticatedUser, current: string, next: string): Promise<PublicUser> {
+    const locked = await lockedFor(this.p.db, auth.email);
+    if (locked) throw AuthErrors.accountLocked(locked);
+    const row = await userById(this.p.db, auth.userId);
+    if (!row) throw AuthErrors.sessionRevoked();
+    if (!(await verifyPassword(current, row.password_hash))) {
+      // A stolen access token must not become a way to guess the password.
+      await recordFailure(this.p.db, row.email, this.setting('lockout_threshold'), this.setting('lockout_window_seconds'));
+      throw AuthErrors.invalidCurrentPassword();
+    }
+    this.checkNewPassword('new_password', next);
+    await setPasswordHash(this.p.db, row.id, await hashPassword(next));
+    await this.sessions.revokeUser(row.id, 'password_change', auth.sessionId);
+    return publicUser(row);
+  }
+
+  async verifyEmail(token: string): Promise<PublicUser> {
+    const user = await this.p.db.transaction(async (tx) => {
+      const t = await consumeActionToken(tx, token, 'verify_email');
+      if (!t) throw AuthErrors.invalidToken('verification');
+      return (await markVerified(tx, t.userId))!;
+    });
+    return publicUser(user);
+  }
+
+  /**
+   * Disable or re-enable a user (administration). Disabling ends every session on
+   * every instance at once.
+   */
+  async setDisabled(userId: string, disabled: boolean): Promise<void> {
+    await this.p.db.query('UPDATE basalt.users SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now() WHERE id = $1', [
+      userId,
+      disabled,
+    ]);
+    if (disabled) await this.sessions.revokeUser(userId, 'disabled');
+    else await this.sessions.announce(`user:${userId}`);
+  }
+
+  async prune(): Promise<void> {
+    await this.sessions.prune();
+    await pruneActionTokens(this.p.db);
+    await pruneCounters(this.p.db);
+  }
+}
+
+/** Create the service: signing key, session notifications, housekeeping timer. */
+export async function createAuthService(p: Platform): Promise<AuthService> {
+  const secret = p.settings.get<string>('auth.jwt_secret') || (await getOrCreateSecret(p.db, 'jwt'));
+  const sessions = new SessionStore(p.db);
+  await sessions.start();
+  const service = new AuthService(p, accessTokens(secret), sessions);
+  void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
+  const timer = setInterval(() => service.prune().catch((e) => p.log.warn('auth housekeeping failed', { cause: e })), PRUNE_EVERY_MS);
+  timer.unref();
+  p.onShutdown(async () => {
+    clearInterval(timer);
+    await service.settled();
+    await sessions.stop();
+  });
+  return service;
+}

@@ -1,0 +1,184 @@
+/**
+ * Sessions and refresh-token rotation, plus the per-request session check behind
+ * every access token.
+ *
+ * The check runs on each authenticated request, so its answer is cached briefly.
+ * A revocation removes the entry here and NOTIFYs every other instance on the
+ * database, which drop theirs: a revoked session's access tokens stop at once.
+ * The TTL only bounds staleness if a notification is ever lost.
+ */
+import type { Db, Queryable } from '../../db/engine';
+import { newOpaqueToken, parseOpaqueToken, secretMatches } from './tokens';
+
+export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
+const CHANNEL = 'basalt_auth_sessions';
+const CACHE_TTL_MS = 30_000;
+const CACHE_MAX = 50_000;
+
+export interface SessionState {
+  userId: string;
+  email: string;
+  /** Why it cannot be used, or undefined when it is live. */
+  problem?: 'revoked' | 'disabled';
+}
+
+export type RotateResult =
+  | { ok: true; sessionId: string; userId: string; refreshToken: string }
+  | { ok: false; reason: 'invalid' | 'reused' | 'revoked' | 'disabled'; sessionId?: string };
+
+export class SessionStore {
+  private cache = new Map<string, { state: SessionState | null; at: number }>();
+  /** Bumped by every invalidation, so a lookup that raced with one is not cached. */
+  private generation = 0;
+  private unlisten?: () => Promise<void>;
+
+  constructor(private db: Db) {}
+
+  async start(): Promise<void> {
+    this.unlisten = await this.db.listen(CHANNEL, (payload) => this.forget(payload));
+  }
+
+  async stop(): Promise<void> {
+    await this.unlisten?.().catch(() => {});
+  }
+
+  /** Create a session and its first refresh token (inside the caller's transaction). */
+  async create(tx: Queryable, userId: string, meta: { ip: string; userAgent: string | null }): Promise<{ sessionId: string; refreshToken: string }> {
+    const sessionId = crypto.randomUUID();
+    await tx.query(
+      `INSERT INTO basalt.auth_sessions (id, user_id, expires_at, ip, user_agent)
+       VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5)`,
+      [sessionId, userId, REFRESH_TOKEN_SECONDS, meta.ip, meta.userAgent?.slice(0, 512) ?? null],
+    );
+    const refreshToken = await this.issueRefresh(tx, sessionId);
+    return { sessionId, refreshToken };
+  }
+
+  private async issueRefresh(tx: Queryable, sessionId: string): Promise<string> {
+    const t = newOpaqueToken();
+    await tx.query(
+      `INSERT INTO basalt.auth_refresh_tokens (id, session_id, secret_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
+      [t.id, sessionId, t.hash, REFRESH_TOKEN_SECONDS],
+    );
+    return t.token;
+  }
+
+  /**
+   * Exchange a refresh token for a new one. A token that was already rotated
+   * proves a copy exists somewhere else: the whole session is revoked.
+   */
+  async rotate(presented: string): Promise<RotateResult> {
+    const parsed = parseOpaqueToken(presented);
+    if (!parsed) return { ok: false, reason: 'invalid' };
+    const result = await this.db.transaction(async (tx): Promise<RotateResult> => {
+      // FOR UPDATE serializes two refreshes racing with the same token: the second sees used_at.
+      const { rows } = await tx.query<{ secret_hash: Uint8Array; session_id: string; used_at: Date | null; live: boolean; revoked_at: Date | null; user_id: string; disabled_at: Date | null }>(
+        `SELECT t.secret_hash, t.session_id, t.used_at, (t.expires_at > now() AND s.expires_at > now()) AS live,
+                s.revoked_at, s.user_id, u.disabled_at
+           FROM basalt.auth_refresh_tokens t
+           JOIN basalt.auth_sessions s ON s.id = t.session_id
+           JOIN basalt.users u ON u.id = s.user_id
+          WHERE t.id = $1 FOR UPDATE OF t, s`,
+        [parsed.id],
+      );
+      const row = rows[0];
+      if (!row || !secretMatches(parsed.secret, row.secret_hash)) return { ok: false, reason: 'invalid' };
+      if (row.revoked_at) return { ok: false, reason: 'revoked' };
+      if (row.used_at) {
+        await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
+        return { ok: false, reason: 'reused', sessionId: row.session_id };
+      }
+      if (!row.live) return { ok: false, reason: 'invalid' };
+      if (row.disabled_at) return { ok: false, reason: 'disabled' };
+      await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [parsed.id]);
+      await tx.query(
+        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1',
+        [row.session_id, REFRESH_TOKEN_SECONDS],
+      );
+      const refreshToken = await this.issueRefresh(tx, row.session_id);
+      return { ok: true, sessionId: row.session_id, userId: row.user_id, refreshToken };
+    });
+    // Announced after commit, so no instance can re-read the session as live.
+    if (!result.ok && result.sessionId) await this.announce(result.sessionId);
+    return result;
+  }
+
+  /** The session a refresh token belongs to, when the token is genuine (for logout). */
+  async sessionOfRefresh(presented: string): Promise<{ sessionId: string; userId: string } | undefined> {
+    const parsed = parseOpaqueToken(presented);
+    if (!parsed) return undefined;
+    const { rows } = await this.db.query<{ secret_hash: Uint8Array; session_id: string; user_id: string }>(
+      `SELECT t.secret_hash, t.session_id, s.user_id FROM basalt.auth_refresh_tokens t
+         JOIN basalt.auth_sessions s ON s.id = t.session_id WHERE t.id = $1`,
+      [parsed.id],
+    );
+    const row = rows[0];
+    return row && secretMatches(parsed.secret, row.secret_hash) ? { sessionId: row.session_id, userId: row.user_id } : undefined;
+  }
+
+  /** Revoke one session. */
+  async revoke(sessionId: string, reason: string): Promise<void> {
+    await revokeWhere(this.db, 'id = $1', [sessionId], reason);
+    await this.announce(sessionId);
+  }
+
+  /** Revoke every session of a user, optionally keeping one (the caller's). */
+  async revokeUser(userId: string, reason: string, keep?: string): Promise<void> {
+    await revokeWhere(this.db, keep ? 'user_id = $1 AND id <> $2' : 'user_id = $1', keep ? [userId, keep] : [userId], reason);
+    await this.announce(`user:${userId}`);
+  }
+
+  /**
+   * Whether a session is usable: not revoked, not expired, user not disabled.
+   * null = no such session. Cached for a short time; invalidated on revocation.
+   */
+  async state(sessionId: string): Promise<SessionState | null> {
+    const hit = this.cache.get(sessionId);
+    if (hit && performance.now() - hit.at < CACHE_TTL_MS) return hit.state;
+    const gen = this.generation;
+    const { rows } = await this.db.query<{ user_id: string; email: string; live: boolean; disabled_at: Date | null }>(
+      `SELECT s.user_id, u.email, (s.revoked_at IS NULL AND s.expires_at > now()) AS live, u.disabled_at
+         FROM basalt.auth_sessions s JOIN basalt.users u ON u.id = s.user_id WHERE s.id = $1`,
+      [sessionId],
+    );
+    const r = rows[0];
+    const state: SessionState | null = r
+      ? { userId: r.user_id, email: r.email, problem: !r.live ? 'revoked' : r.disabled_at ? 'disabled' : undefined }
+      : null;
+    if (gen === this.generation) {
+      if (this.cache.size >= CACHE_MAX) this.cache.clear();
+      this.cache.set(sessionId, { state, at: performance.now() });
+    }
+    return state;
+  }
+
+  /** Drop cached state here and on every instance: a session id, or `user:<id>` for all of a user's. */
+  async announce(key: string): Promise<void> {
+    if (!key) return;
+    this.forget(key);
+    await this.db.notify(CHANNEL, key);
+  }
+
+  private forget(key: string): void {
+    this.generation++;
+    if (!key.startsWith('user:')) {
+      this.cache.delete(key);
+      return;
+    }
+    const userId = key.slice(5);
+    for (const [id, entry] of this.cache) if (!entry.state || entry.state.userId === userId) this.cache.delete(id);
+  }
+
+  /** Drop refresh tokens and sessions that can no longer be used (housekeeping). */
+  async prune(): Promise<void> {
+    await this.db.query(`DELETE FROM basalt.auth_refresh_tokens WHERE expires_at < now() - interval '1 day'`);
+    await this.db.query(`DELETE FROM basalt.auth_sessions WHERE expires_at < now() - interval '7 days' OR revoked_at < now() - interval '7 days'`);
+  }
+}
+
+async function revokeWhere(q: Queryable, where: string, params: unknown[], reason: string): Promise<void> {
+  await q.query(`UPDATE basalt.auth_sessions SET revoked_at = now(), revoked_reason = $${params.length + 1} WHERE ${where} AND revoked_at IS NULL`, [
+    ...params,
+    reason,
+  ]);
+}

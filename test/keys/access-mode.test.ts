@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+
+const PATH = '/api/v1/public/runtime-config';
+
+describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
+  let s: TestServer;
+  let site: { id: string; key: string };
+  let otherPublic: string;
+  let service: string;
+  const rc = (key?: string) => s.req('GET', PATH, { headers: key === undefined ? {} : { 'x-api-key': key } });
+  const mode = (m: 'open' | 'api_key_required') => s.platform.settings.set('web.public_api_access_mode', m);
+
+  beforeAll(async () => {
+    s = await startServer(engine);
+    site = await s.platform.services.keys.create({ type: 'public', name: 'storefront', site: true });
+    otherPublic = await createKey(s, { type: 'public' });
+    service = await createKey(s, { permissions: ['mail:send'] });
+  }, 60_000);
+  afterAll(() => s.stop());
+
+  test('the site key is designated through the setting and flagged in lists', async () => {
+    expect(s.platform.settings.get('web.site_public_key')).toBe(site.key);
+    const list = await s.platform.services.keys.list();
+    expect(list.filter((k) => k.site).map((k) => k.id)).toEqual([site.id]);
+  });
+
+  const scenarios: [string, 'open' | 'api_key_required', () => string | undefined, number, string | null, boolean][] = [
+    // name, mode, key sent, status, error code, site_public_key shown
+    ['open, no key', 'open', () => undefined, 200, null, false],
+    ['open, site key', 'open', () => site.key, 200, null, false],
+    ['open, invalid key is ignored', 'open', () => 'pk_' + 'z'.repeat(43), 200, null, false],
+    ['required, no key', 'api_key_required', () => undefined, 401, 'api_key_required', false],
+    ['required, empty key', 'api_key_required', () => '', 401, 'api_key_required', false],
+    ['required, invalid key', 'api_key_required', () => 'pk_' + 'z'.repeat(43), 401, 'unauthorized', false],
+    ['required, site key', 'api_key_required', () => site.key, 200, null, true],
+    ['required, another public key', 'api_key_required', () => otherPublic, 200, null, true],
+    ['required, a service key', 'api_key_required', () => service, 200, null, true],
+  ];
+  test.each(scenarios)('%s', async (_n, m, key, status, code, shown) => {
+    await mode(m);
+    const r = await rc(key());
+    expect(r.status).toBe(status);
+    if (code) {
+      expect(r.body.success).toBe(false);
+      expect(r.body.error.code).toBe(code);
+      return;
+    }
+    expect(r.body.data.access_mode).toBe(m);
+    expect(r.body.data.site_public_key).toBe(shown ? site.key : undefined);
+  });
+
+  test('the mode switches live, both ways', async () => {
+    await mode('api_key_required');
+    expect((await rc()).status).toBe(401);
+    await mode('open');
+    expect((await rc()).status).toBe(200);
+    await mode('api_key_required');
+    expect((await rc()).body.error.message).toMatch(/X-API-Key/);
+  });
+
+  test('never a service key, never a revoked key, never in open mode', async () => {
+    await mode('api_key_required');
+    await s.platform.settings.set('web.site_public_key', service);
+    expect((await rc(otherPublic)).body.data.site_public_key).toBeUndefined();
+
+    const doomed = await s.platform.services.keys.create({ type: 'public', site: true });
+    expect((await rc(otherPublic)).body.data.site_public_key).toBe(doomed.key);
+    await s.platform.services.keys.revoke(doomed.id);
+    expect((await rc(otherPublic)).body.data.site_public_key).toBeUndefined();
+    expect((await rc(doomed.key)).status).toBe(401);
+
+    await s.platform.settings.set('web.site_public_key', site.key);
+    await mode('open');
+    expect((await rc()).body.data.site_public_key).toBeUndefined();
+  });
+
+  test('no site key designated: nothing shown', async () => {
+    await mode('api_key_required');
+    await s.platform.settings.unset('web.site_public_key');
+    const r = await rc(site.key);
+    expect(r.status).toBe(200);
+    expect(r.body.data).not.toHaveProperty('site_public_key');
+    await s.platform.settings.set('web.site_public_key', site.key);
+    await mode('open');
+  });
+});

@@ -10,6 +10,7 @@ import { systemRoutes } from './modules/system/routes';
 import { openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
+import { mailRoutes } from './modules/mail/routes';
 
 export type Listener = 'main' | 'public';
 
@@ -24,6 +25,7 @@ export const routeModules: RouteModule[] = [
   { name: 'system', listener: 'main', routes: systemRoutes },
   { name: 'runtime-config', listener: 'public', routes: runtimeConfigRoutes },
   { name: 'auth', listener: 'public', routes: authRoutes },
+  { name: 'mail', listener: 'main', routes: mailRoutes },
 ];
 
 export interface BuiltApp {

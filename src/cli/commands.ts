@@ -2,5 +2,6 @@
 import type { Command } from './command';
 import { coreCommands } from './core-commands';
 import { keyCommands } from '../modules/keys/commands';
+import { mailCommands } from '../modules/mail/commands';
 
-export const commands: Command[] = [...coreCommands, ...keyCommands];
+export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands];

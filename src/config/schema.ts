@@ -71,9 +71,11 @@ export const SETTINGS: SettingDef[] = [
   { key: 'mail.smtp_url', kind: 'string', default: '', secret: true, description: 'SMTP server, e.g. smtp://user:pass@host:587; empty → mail not configured.' },
   { key: 'mail.from', kind: 'string', default: '', description: 'Sender address of outgoing mail.' },
   { key: 'mail.max_recipients', kind: 'int', default: 50, min: 1, max: 1000, description: 'Recipients per message.' },
-  { key: 'mail.max_attempts', kind: 'int', default: 5, min: 1, max: 100, description: 'Delivery attempts before a job is dead.' },
+  { key: 'mail.max_attempts', kind: 'int', default: 8, min: 1, max: 100, description: 'Delivery attempts before a job is dead.' },
   { key: 'mail.retry_base_ms', kind: 'int', default: 2000, min: 10, max: 3_600_000, description: 'First retry delay; doubles each attempt, with jitter.' },
   { key: 'mail.concurrency', kind: 'int', default: 4, min: 1, max: 100, description: 'Mail jobs sent at once by one instance.' },
+  { key: 'mail.lease_ms', kind: 'int', default: 120_000, min: 1000, max: 3_600_000, description: 'How long a claimed mail job stays with its instance; a job whose instance died is reclaimed after this.' },
+  { key: 'mail.job_retention_days', kind: 'int', default: 7, min: 1, max: 3650, description: 'Sent and dead mail jobs older than this are purged (hourly).' },
   // files module
   { key: 'files.max_bytes', kind: 'int', default: 25 * 1024 * 1024, min: 1, max: 10 * 1024 * 1024 * 1024, description: 'Largest upload (media-library).' },
 ];

@@ -6,6 +6,7 @@ import m001 from './migrations/001_core.sql' with { type: 'text' };
 import m010 from './migrations/010_api_keys.sql' with { type: 'text' };
 import m030 from './migrations/030_auth.sql' with { type: 'text' };
 import m040 from './migrations/040_mail.sql' with { type: 'text' };
+import m041 from './migrations/041_mail_default_templates.sql' with { type: 'text' };
 import m050 from './migrations/050_extensions.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
@@ -13,5 +14,6 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '010_api_keys', sql: m010 },
   { name: '030_auth', sql: m030 },
   { name: '040_mail', sql: m040 },
+  { name: '041_mail_default_templates', sql: m041 },
   { name: '050_extensions', sql: m050 },
 ];

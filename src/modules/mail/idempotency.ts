@@ -1,0 +1,98 @@
+/**
+ * Idempotency keys (CONTRACT §9), enforced by the database: the primary key
+ * (key_scope, idem_key) of `basalt.mail_idempotency` decides which request owns a
+ * key, with INSERT … ON CONFLICT, so it holds across instances and restarts.
+ *
+ * A record is `in flight` (status NULL) until the owner stores its answer. A
+ * record whose owner died (locked_until passed) or that expired (24 h) may be taken
+ * over by the next request with that key.
+ */
+import type { Queryable } from '../../db/engine';
+import { MailErrors } from './errors';
+import { UUID } from './jobs';
+
+/** Records are kept this long (CONTRACT §9). */
+export const IDEMPOTENCY_TTL_HOURS = 24;
+
+/** The owner's stored answer, replayed to later requests with the same key and payload. */
+export interface StoredAnswer {
+  status: number;
+  data: unknown;
+}
+
+/**
+ * The key of a request, from the `Idempotency-Key` / `X-Idempotency-Key` header or the
+ * body field `idempotency_key`. Must be a UUID; header and body, when both given, must agree.
+ */
+export function resolveIdempotencyKey(headers: { get(name: string): string | null }, bodyKey: unknown): string | undefined {
+  const fromHeader = headers.get('idempotency-key') ?? headers.get('x-idempotency-key') ?? undefined;
+  const check = (v: unknown, field: string) => {
+    if (typeof v !== 'string' || !UUID.test(v.trim())) {
+      throw MailErrors.invalid(`The idempotency key must be a UUID (e.g. ${crypto.randomUUID()}).`, { [field]: 'must be a UUID' });
+    }
+    return v.trim().toLowerCase();
+  };
+  const h = fromHeader !== undefined ? check(fromHeader, 'Idempotency-Key') : undefined;
+  const b = bodyKey !== undefined && bodyKey !== null ? check(bodyKey, 'idempotency_key') : undefined;
+  if (h && b && h !== b) throw MailErrors.idempotencyConflictingKeys();
+  return h ?? b;
+}
+
+/** JSON with object keys sorted, so equal payloads hash equal whatever their key order. */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return '[' + v.map(canonicalJson).join(',') + ']';
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return '{' + Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => JSON.stringify(k) + ':' + canonicalJson(o[k])).join(',') + '}';
+  }
+  return JSON.stringify(v ?? null);
+}
+
+export function requestHash(payload: unknown): string {
+  return new Bun.CryptoHasher('sha256').update(canonicalJson(payload)).digest('hex');
+}
+
+export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer };
+
+/**
+ * Take the key for this request, or learn what became of the first request with it.
+ * Throws 422 idempotency_key_reused (different payload) or 409
+ * idempotency_key_in_progress (the first is still running).
+ */
+export async function claimKey(q: Queryable, scope: string, key: string, hash: string, lockMs: number): Promise<ClaimResult> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const taken = await q.query(
+      `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at)
+       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'))
+       ON CONFLICT (key_scope, idem_key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, status = NULL, response = NULL, created_at = now(),
+             locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
+         WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
+       RETURNING 1`,
+      [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS],
+    );
+    if (taken.rowCount > 0) return { owned: true };
+    const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
+      'SELECT request_hash, status, response FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2',
+      [scope, key],
+    );
+    const rec = rows[0];
+    if (!rec) continue; // purged between the two statements: try again
+    if (rec.request_hash !== hash) throw MailErrors.idempotencyReused();
+    if (rec.status === null) throw MailErrors.idempotencyInProgress();
+    return { owned: false, replay: { status: rec.status, data: rec.response } };
+  }
+  throw MailErrors.idempotencyInProgress();
+}
+
+/** Store the owner's answer; later requests replay it. */
+export async function completeKey(q: Queryable, scope: string, key: string, answer: StoredAnswer): Promise<void> {
+  await q.query('UPDATE basalt.mail_idempotency SET status = $3, response = $4::jsonb WHERE key_scope = $1 AND idem_key = $2', [
+    scope, key, answer.status, JSON.stringify(answer.data),
+  ]);
+}
+
+/** The request failed before anything was sent: free the key so the client may retry with it. */
+export async function releaseKey(q: Queryable, scope: string, key: string): Promise<void> {
+  await q.query('DELETE FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2 AND status IS NULL', [scope, key]);
+}

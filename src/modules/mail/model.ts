@@ -1,0 +1,72 @@
+/**
+ * Schemas of the Mail API (format B envelopes). They validate requests and are the
+ * source of the OpenAPI document.
+ */
+import { t } from 'elysia';
+
+export const SendBody = t.Object(
+  {
+    to: t.Array(t.String({ maxLength: 320 }), {
+      minItems: 1,
+      description: 'Recipient addresses (local@domain), 1 to mail.max_recipients (default 50).',
+      examples: [['ada@example.com']],
+    }),
+    subject: t.Optional(t.String({ maxLength: 998, description: "Subject; overrides the template's. Required without a template. No line breaks." })),
+    template: t.Optional(t.String({ maxLength: 100, description: 'Name of a stored template (Liquid), e.g. password_reset.' })),
+    variables: t.Optional(t.Record(t.String(), t.Any(), { description: 'Template variables; every variable the template uses must be given.' })),
+    text: t.Optional(t.String({ description: 'Plain-text body, sent as is (without a template).' })),
+    html: t.Optional(t.String({ description: 'HTML body, sent as is (without a template).' })),
+    sync: t.Optional(t.Boolean({ default: false, description: 'true: answer 200 once the SMTP server accepted the message (502 if it refused). false: queue it and answer 202.' })),
+    idempotency_key: t.Optional(t.String({ description: 'UUID; same as the Idempotency-Key header.', examples: ['0b6a8f0e-2b1c-4e53-9d0f-6f2f1c1c9a11'] })),
+  },
+  { additionalProperties: false },
+);
+export type SendBodyT = typeof SendBody.static;
+
+const Meta = t.Object({
+  trace_id: t.String({ description: 'Same as the X-Request-Id response header.' }),
+  execution_ms: t.Number(),
+});
+
+const ok = <T extends ReturnType<typeof t.Object>>(data: T, description: string) =>
+  t.Object({ success: t.Literal(true), data, meta: Meta, errors: t.Array(t.Any(), { maxItems: 0 }) }, { description });
+
+export const SendResultSchema = t.Object({
+  job_id: t.String({ format: 'uuid' }),
+  sync: t.Boolean(),
+  recipient_count: t.Integer(),
+});
+
+export const Sent = ok(SendResultSchema, 'Sent (sync): the SMTP server accepted the message.');
+export const Queued = ok(SendResultSchema, 'Queued (async): the job will be delivered with retries.');
+
+export const JobSchema = t.Object({
+  job_id: t.String({ format: 'uuid' }),
+  state: t.Union([t.Literal('queued'), t.Literal('sending'), t.Literal('sent'), t.Literal('failed'), t.Literal('dead')], {
+    description: 'queued → sending → sent; failed = waiting for a retry at next_attempt_at; dead = gave up.',
+  }),
+  sync: t.Boolean(),
+  recipient_count: t.Integer(),
+  template: t.Union([t.String(), t.Null()]),
+  subject: t.String(),
+  message_id: t.String({ description: 'Message-ID header of the message, stable across retries.' }),
+  attempts: t.Integer(),
+  max_attempts: t.Integer(),
+  last_error: t.Union([t.String(), t.Null()]),
+  next_attempt_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+  created_at: t.String({ format: 'date-time' }),
+  updated_at: t.String({ format: 'date-time' }),
+  sent_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+});
+
+export const JobAnswer = ok(JobSchema, 'The job.');
+
+export const ErrorB = t.Object(
+  {
+    success: t.Literal(false),
+    data: t.Object({}),
+    meta: t.Object({ trace_id: t.Optional(t.String()), execution_ms: t.Optional(t.Number()) }),
+    errors: t.Array(t.Object({ code: t.String(), message: t.String(), details: t.Record(t.String(), t.Any()) })),
+  },
+  { description: 'Error (format B).' },
+);

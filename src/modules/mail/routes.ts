@@ -1,0 +1,80 @@
+/**
+ * Mail API routes (main listener, format B): POST /api/v1/mail/send and
+ * GET /api/v1/mail/jobs/<job_id>. HTTP only; the work is in service.ts.
+ */
+import { Elysia, t } from 'elysia';
+import type { Platform } from '../../platform';
+import { requireApiKey } from '../../http/api-key-guard';
+import { success } from '../../http/envelope';
+import { requestInfo } from '../../http/request-info';
+import { MailErrors } from './errors';
+import { resolveIdempotencyKey } from './idempotency';
+import { ErrorB, JobAnswer, Queued, SendBody, Sent } from './model';
+
+/** A success body in format B, with this request's trace id and timing. */
+const reply = (request: Request, data: unknown) => success('B', data, requestInfo(request));
+const KNOWN = new Set(Object.keys(SendBody.properties));
+function rejectUnknownFields(body: unknown) {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+  const unknown = Object.keys(body).filter((k) => !KNOWN.has(k));
+  if (unknown.length) {
+    throw MailErrors.invalid(`Unknown field(s) in the request: ${unknown.join(', ')}.`, Object.fromEntries(unknown.map((k) => [k, 'unknown field'])));
+  }
+}
+const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorB]));
+
+export function mailRoutes(p: Platform) {
+  // The worker runs in every process that serves HTTP (never in one-shot CLI commands).
+  void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
+  return (
+    new Elysia({ name: 'basalt.mail' })
+      // derive runs before body validation: a request without a valid key gets 401/403, not a 400.
+      .derive(async ({ request }) => ({ principal: await requireApiKey(p, request, 'mail:send') }))
+      .post(
+        '/api/v1/mail/send',
+        async ({ body, request, principal, set, status }) => {
+          const idempotencyKey = resolveIdempotencyKey(request.headers, body.idempotency_key);
+          const { idempotency_key: _drop, ...req } = body;
+          const out = await p.services.mail.submit(req, { keyId: principal.id, idempotencyKey });
+          if (out.replayed) set.headers['idempotent-replayed'] = 'true';
+          return status(out.status, reply(request, out.data) as never);
+        },
+        {
+          // Elysia would silently drop unknown fields; a typo (e.g. `tamplate`) must be a 400 instead.
+          transform: ({ body }) => rejectUnknownFields(body),
+          body: SendBody,
+          response: { 200: Sent, 202: Queued, ...errors(400, 401, 403, 404, 409, 413, 415, 422, 502, 503) },
+          detail: {
+            tags: ['Mail'],
+            summary: 'Send an e-mail (template or inline), sync or queued',
+            description:
+              'Needs an API key with mail:send (or mail:*). `sync: false` (default) queues the message and answers 202; `sync: true` answers 200 once the SMTP server accepted it, 502 mail_provider_error otherwise. ' +
+              'Idempotency: send a UUID in the Idempotency-Key (or X-Idempotency-Key) header or in idempotency_key. For 24 h, the same key with the same payload replays the first answer with `Idempotent-Replayed: true` and sends nothing; with a different payload → 422 idempotency_key_reused; while the first is still running → 409 idempotency_key_in_progress. ' +
+              'Errors: 400 validation_error (naming the field or missing template variable), 404 template_not_found, 503 mail_not_configured.',
+            security: [{ ApiKey: [] }],
+            parameters: [
+              { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', format: 'uuid' }, description: 'Makes the send safe to retry (24 h, per API key).' },
+            ],
+          } as never,
+        },
+      )
+      .get(
+        '/api/v1/mail/jobs/:job_id',
+        async ({ params, principal, request }) => {
+          const job = await p.services.mail.jobs.get(params.job_id, principal.id);
+          if (!job) throw MailErrors.jobNotFound();
+          return reply(request, job) as never;
+        },
+        {
+          params: t.Object({ job_id: t.String({ description: 'job_id from the send answer.' }) }),
+          response: { 200: JobAnswer, ...errors(401, 403, 404) },
+          detail: {
+            tags: ['Mail'],
+            summary: 'State of a mail job',
+            description: 'State, attempts, last error and timestamps of a job, for the API key that created it (any other key gets 404).',
+            security: [{ ApiKey: [] }],
+          },
+        },
+      )
+  );
+}

@@ -1,0 +1,217 @@
+/**
+ * The mail service: validation, rendering, the queue and the SMTP transport behind
+ * one object, `p.services.mail`. The HTTP routes, Public Auth (password reset and
+ * e-mail verification), extensions and the admin panel all send through it.
+ */
+import type { Platform } from '../../platform';
+import { MailErrors } from './errors';
+import { checkMessage, isValidAddress, type MailMessage, type RenderedMail } from './message';
+import { renderMessage, templateStore, type TemplateStore } from './templates';
+import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
+import { MailWorker, MAIL_CHANNEL } from './queue';
+import { claimKey, completeKey, releaseKey, requestHash, type StoredAnswer } from './idempotency';
+import { countByState, getJob, insertJob, listJobs, markFailed, markSent, retryJob, viewOf, type JobFilter, type JobState, type JobView } from './jobs';
+
+export type { MailMessage } from './message';
+export type { MailTemplate, TemplateInput, TemplateStore } from './templates';
+export type { JobView, JobState } from './jobs';
+
+declare module '../../platform' {
+  interface Services {
+    mail: MailService;
+  }
+}
+
+/** The `data` of a send answer (seed: Mail send result). */
+export interface SendResult {
+  job_id: string;
+  sync: boolean;
+  recipient_count: number;
+}
+
+/** An HTTP send request after schema validation. */
+export interface SendRequest extends MailMessage {
+  sync?: boolean;
+}
+
+export interface MailService {
+  /** SMTP URL and sender address are both set (`mail.smtp_url`, `mail.from`). */
+  isConfigured(): boolean;
+  /**
+   * Validate, render and persist a queued job; the worker delivers it with retries.
+   * Throws AppError 400 validation_error, 404 template_not_found, 503 mail_not_configured.
+   *
+   * @example
+   * await p.services.mail.enqueue({ to: [user.email], template: 'verify_email',
+   *   variables: { app_name, email: user.email, link, token, expires_in_minutes: 60 } });
+   */
+  enqueue(msg: MailMessage, opts?: { keyId?: string }): Promise<{ jobId: string }>;
+  /**
+   * Validate, render and hand to SMTP now; resolves once the server accepted it.
+   * Throws AppError 502 mail_provider_error, 503 mail_not_configured (and the 400/404 of enqueue).
+   */
+  sendNow(msg: MailMessage, opts?: { keyId?: string }): Promise<{ jobId: string; messageId: string }>;
+  /** Send a short test message to `to` now (admin panel's "test send"). */
+  testSend(to: string): Promise<{ jobId: string; messageId: string }>;
+  /** Stored templates (Liquid). */
+  templates: TemplateStore;
+  jobs: {
+    /** A job's state; with `keyId`, only if that key created it. */
+    get(id: string, keyId?: string): Promise<JobView | undefined>;
+    list(filter?: JobFilter): Promise<{ jobs: JobView[]; total: number }>;
+    /** Put a failed or dead job back in the queue with fresh attempts. */
+    retry(id: string): Promise<boolean>;
+    counts(): Promise<Record<JobState, number>>;
+    /** Delete old finished jobs and expired idempotency records now (also runs hourly). */
+    purge(): Promise<{ jobs: number; idempotency: number } | undefined>;
+  };
+  /**
+   * The HTTP send (POST /api/v1/mail/send): the above plus idempotency per API key.
+   * `replayed`: the answer is the stored one of an earlier request with the same key.
+   */
+  submit(req: SendRequest, ctx: { keyId: string; idempotencyKey?: string }): Promise<{ status: 200 | 202; data: SendResult; replayed: boolean }>;
+  /** Start delivering queued jobs in this process (done when the platform serves HTTP). */
+  startWorker(): Promise<void>;
+}
+
+export function createMailService(p: Platform): MailService {
+  const smtp = new SmtpTransport(p.settings, p.log);
+  const worker = new MailWorker({ db: p.db, settings: p.settings, log: p.log, smtp });
+  const templates = templateStore(p.db);
+  p.onShutdown(async () => {
+    await worker.stop();
+    smtp.close();
+  });
+
+  const messageIdFor = (jobId: string) => `<${jobId}@${senderDomain(smtp.from())}>`;
+
+  /** 400/404 before anything is stored. */
+  async function prepare(msg: MailMessage): Promise<RenderedMail> {
+    checkMessage(msg, p.settings.get<number>('mail.max_recipients'));
+    const tpl = msg.template !== undefined ? await templates.get(msg.template) : undefined;
+    if (msg.template !== undefined && !tpl) throw MailErrors.templateNotFound(msg.template);
+    return renderMessage(msg, tpl);
+  }
+
+  function requireConfigured() {
+    if (!smtp.configured()) throw MailErrors.notConfigured();
+  }
+
+  async function queue(mail: RenderedMail, keyId: string | null, tx: Parameters<typeof insertJob>[0] = p.db): Promise<string> {
+    const id = crypto.randomUUID();
+    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') });
+    return id;
+  }
+
+  const wakeWorkers = () => p.db.notify(MAIL_CHANNEL, '').catch(() => worker.wake());
+
+  async function deliverNow(mail: RenderedMail, keyId: string | null): Promise<{ jobId: string; messageId: string }> {
+    const id = crypto.randomUUID();
+    const messageId = messageIdFor(id);
+    // Recorded first, so the send is visible in the job list whatever happens next.
+    await insertJob(p.db, { id, keyId, mail, messageId, maxAttempts: 1, sync: { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id } });
+    try {
+      const res = await smtp.send({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html, messageId, headers: { 'X-Basalt-Job-Id': id } });
+      await markSent(p.db, id, worker.id, res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null);
+      return { jobId: id, messageId };
+    } catch (e) {
+      const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
+      await markFailed(p.db, id, worker.id, err.reason, true, 0).catch(() => {});
+      throw MailErrors.provider(err.reason, err.cause);
+    }
+  }
+
+  const service: MailService = {
+    isConfigured: () => smtp.configured(),
+
+    async enqueue(msg, opts = {}) {
+      const mail = await prepare(msg);
+      requireConfigured();
+      const jobId = await queue(mail, opts.keyId ?? null);
+      await wakeWorkers();
+      return { jobId };
+    },
+
+    async sendNow(msg, opts = {}) {
+      const mail = await prepare(msg);
+      requireConfigured();
+      return deliverNow(mail, opts.keyId ?? null);
+    },
+
+    async testSend(to) {
+      if (!isValidAddress(to)) throw MailErrors.invalid(`'${String(to).slice(0, 80)}' is not a valid e-mail address.`, { to: 'expected local@domain' });
+      const app = p.settings.get<string>('app.name');
+      return service.sendNow({
+        to: [to],
+        subject: `${app}: test message`,
+        text: `This is a test message from ${app} (Basalt ${p.version}), sent at ${new Date().toISOString()}.\nIf you can read it, outgoing mail works.`,
+      });
+    },
+
+    templates,
+
+    jobs: {
+      async get(id, keyId) {
+        const row = await getJob(p.db, id);
+        if (!row || (keyId !== undefined && row.key_id !== keyId)) return undefined;
+        return viewOf(row);
+      },
+      list: (filter) => listJobs(p.db, filter),
+      retry: async (id) => {
+        const ok = await retryJob(p.db, id);
+        if (ok) await wakeWorkers();
+        return ok;
+      },
+      counts: () => countByState(p.db),
+      purge: () => worker.purgeNow(),
+    },
+
+    async submit(req, { keyId, idempotencyKey }) {
+      const sync = req.sync === true;
+      const msg: MailMessage = { to: req.to, subject: req.subject, text: req.text, html: req.html, template: req.template, variables: req.variables };
+      const mail = await prepare(msg);
+      requireConfigured();
+      const result = (jobId: string): SendResult => ({ job_id: jobId, sync, recipient_count: mail.to.length });
+      const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
+
+      if (!idempotencyKey) {
+        if (sync) return { status: 200, data: result((await deliverNow(mail, keyId)).jobId), replayed: false };
+        const jobId = await queue(mail, keyId);
+        await wakeWorkers();
+        return { status: 202, data: result(jobId), replayed: false };
+      }
+
+      const hash = requestHash({ ...msg, sync });
+      if (!sync) {
+        // Claim, queue and record the answer in one transaction: a duplicate waits on the
+        // unique key until this commits, then replays; a crash leaves neither half.
+        const out = await p.db.transaction(async (tx) => {
+          const claim = await claimKey(tx, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'));
+          if (!claim.owned) return replayOf(claim.replay);
+          const data = result(await queue(mail, keyId, tx));
+          await completeKey(tx, keyId, idempotencyKey, { status: 202, data });
+          return { status: 202 as const, data, replayed: false };
+        });
+        if (!out.replayed) await wakeWorkers();
+        return out;
+      }
+
+      // Sync: the key is held (in flight → 409 for duplicates) while the SMTP server answers.
+      const claim = await claimKey(p.db, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'));
+      if (!claim.owned) return replayOf(claim.replay);
+      let data: SendResult;
+      try {
+        data = result((await deliverNow(mail, keyId)).jobId);
+      } catch (e) {
+        // Nothing was accepted by the server: the client may retry with the same key.
+        await releaseKey(p.db, keyId, idempotencyKey).catch(() => {});
+        throw e;
+      }
+      await completeKey(p.db, keyId, idempotencyKey, { status: 200, data });
+      return { status: 200, data, replayed: false };
+    },
+
+    startWorker: () => worker.start(),
+  };
+  return service;
+}

@@ -1,0 +1,151 @@
+/**
+ * The SMTP side: one pooled nodemailer transport built from the live settings
+ * `mail.smtp_url` and `mail.from`, rebuilt when either changes (admin panel,
+ * `basalt settings set`), on every instance.
+ */
+import nodemailer from 'nodemailer';
+import type { Settings } from '../../config/settings';
+import type { Logger } from '../../log';
+
+/** What the transport is asked to deliver. */
+export interface OutgoingMail {
+  to: string[];
+  subject: string;
+  text?: string;
+  html?: string;
+  /** Stable per job (`<job-id@sender-domain>`), so a resend after a crash is recognisable. */
+  messageId: string;
+  headers?: Record<string, string>;
+}
+
+export interface Delivered {
+  messageId: string;
+  accepted: string[];
+  rejected: string[];
+  response: string;
+}
+
+/** A delivery that failed. `permanent`: the server refused the message itself (5xx); retrying will not help. */
+export class SmtpSendError extends Error {
+  constructor(
+    /** Safe to show to the API client: the SMTP reply code and class, or the connection problem. */
+    readonly reason: string,
+    readonly permanent: boolean,
+    readonly cause?: unknown,
+  ) {
+    super(reason);
+    this.name = 'SmtpSendError';
+  }
+}
+
+type Transporter = ReturnType<typeof nodemailer.createTransport>;
+
+const CONNECTION_CODES: Record<string, string> = {
+  ECONNECTION: 'could not connect to the mail server',
+  ETIMEDOUT: 'the mail server did not answer in time',
+  ESOCKET: 'the connection to the mail server failed',
+  EDNS: 'the mail server host name does not resolve',
+  ETLS: 'TLS with the mail server failed',
+  EAUTH: 'the mail server refused the credentials in mail.smtp_url',
+};
+
+/** Turn a nodemailer error into a reason a client may see (no host names, no stack). */
+export function classify(e: unknown): SmtpSendError {
+  const err = e as { code?: string; responseCode?: number; response?: string; message?: string };
+  const code = err?.responseCode;
+  if (typeof code === 'number' && code >= 400) {
+    const text = (err.response ?? '').replace(/[\r\n]+/g, ' ').slice(0, 200);
+    // 5xx to the message or its recipients is final; 5xx to our login is a config problem the operator will fix.
+    const permanent = code >= 500 && err.code !== 'EAUTH';
+    return new SmtpSendError(`the mail server answered ${text || code}${permanent ? ' (permanent)' : ' (temporary)'}`, permanent, e);
+  }
+  const known = err?.code ? CONNECTION_CODES[err.code] : undefined;
+  return new SmtpSendError(known ?? 'the mail server could not be reached', false, e);
+}
+
+/** The domain of the sender address, for Message-IDs. */
+export function senderDomain(from: string): string {
+  const m = /@([A-Za-z0-9.-]+)>?\s*$/.exec(from);
+  return m ? m[1]!.toLowerCase() : 'basalt.invalid';
+}
+
+export class SmtpTransport {
+  private transporter?: Transporter;
+  private builtFor = '';
+  private readonly stopWatching: () => void;
+
+  constructor(
+    private readonly settings: Settings,
+    private readonly log: Logger,
+  ) {
+    this.stopWatching = settings.onChange((keys) => {
+      if (keys.some((k) => k === 'mail.smtp_url' || k === 'mail.concurrency')) this.drop('mail settings changed');
+    });
+  }
+
+  /** Both an SMTP URL and a sender address are set. */
+  configured(): boolean {
+    return this.settings.get<string>('mail.smtp_url') !== '' && this.settings.get<string>('mail.from') !== '';
+  }
+
+  from(): string {
+    return this.settings.get<string>('mail.from');
+  }
+
+  private current(): Transporter {
+    const url = this.settings.get<string>('mail.smtp_url');
+    const key = `${url}\n${this.settings.get<number>('mail.concurrency')}`;
+    if (!this.transporter || this.builtFor !== key) {
+      this.drop('rebuilding');
+      this.transporter = nodemailer.createTransport({
+        url,
+        pool: true,
+        maxConnections: this.settings.get<number>('mail.concurrency'),
+        maxMessages: 1000,
+        connectionTimeout: 10_000,
+        greetingTimeout: 10_000,
+        socketTimeout: 60_000,
+      } as never);
+      this.builtFor = key;
+    }
+    return this.transporter;
+  }
+
+  private drop(why: string) {
+    if (!this.transporter) return;
+    this.log.debug('mail transport closed', { why });
+    this.transporter.close();
+    this.transporter = undefined;
+  }
+
+  /** Hand one message to the SMTP server; resolves once the server accepted it. Throws SmtpSendError. */
+  async send(mail: OutgoingMail): Promise<Delivered> {
+    try {
+      const info = await this.current().sendMail({
+        from: this.from(),
+        to: mail.to,
+        subject: mail.subject,
+        text: mail.text,
+        html: mail.html,
+        messageId: mail.messageId,
+        headers: mail.headers,
+        // Our addresses are validated bare addr-specs; never let nodemailer read files or URLs.
+        disableFileAccess: true,
+        disableUrlAccess: true,
+      });
+      return {
+        messageId: info.messageId,
+        accepted: (info.accepted ?? []).map(String),
+        rejected: (info.rejected ?? []).map(String),
+        response: String(info.response ?? ''),
+      };
+    } catch (e) {
+      throw classify(e);
+    }
+  }
+
+  close(): void {
+    this.stopWatching();
+    this.drop('shutdown');
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * Registration, login and /me: scenario tables on both engines.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import type { TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { PASSWORD, call, email, failure, register, signedIn, startAuthServer } from './support';
+
+const fields = (f: Record<string, unknown>) => failure('validation_error', { details: { fields: expect.objectContaining(f) } });
+
+describe.each(ENGINES)('accounts on %s', (engine) => {
+  let s: TestServer;
+  const taken = email('taken');
+  beforeAll(async () => {
+    s = await startAuthServer(engine);
+    await register(s, taken);
+  });
+  afterAll(() => s.stop());
+
+  const registerCases: [string, unknown, number, unknown][] = [
+    ['valid registration', { email: 'New.User@Example.com', password: PASSWORD }, 201, { success: true, data: expect.objectContaining({ user: expect.objectContaining({ email: 'new.user@example.com', email_verified: false }), verification_required: false, token_type: 'Bearer', expires_in: 900, refresh_expires_in: 2_592_000 }) }],
+    ['same address in other case and spaces', { email: `  ${taken.toUpperCase()} `, password: PASSWORD }, 409, failure('email_taken')],
+    ['missing email', { password: PASSWORD }, 422, fields({ email: expect.any(String) })],
+    ['not an address', { email: 'ada.example.com', password: PASSWORD }, 422, fields({ email: expect.stringContaining('e-mail address') })],
+    ['password too short', { email: email(), password: 'short' }, 422, fields({ password: 'must be at least 8 characters' })],
+    ['password over 1024', { email: email(), password: 'x'.repeat(1025) }, 422, fields({ password: expect.any(String) })],
+    ['password not a string', { email: email(), password: 12345678 }, 422, fields({ password: expect.any(String) })],
+  ];
+  test.each(registerCases)('register: %s', async (_name, body, status, expected) => {
+    const r = await call(s, { path: 'register', body });
+    expect(r.status).toBe(status);
+    expect(r.body).toEqual(expected);
+  });
+
+  test('register: malformed JSON and wrong content type', async () => {
+    const bad = await s.req('POST', '/api/v1/auth/register', { raw: '{"email":', headers: { 'content-type': 'application/json' } });
+    expect([bad.status, bad.body.error.code]).toEqual([400, 'invalid_json']);
+    const form = await s.req('POST', '/api/v1/auth/register', { raw: 'email=a', headers: { 'content-type': 'text/plain' } });
+    expect([form.status, form.body.error.code]).toEqual([415, 'unsupported_media_type']);
+  });
+
+  test('the stored hash is argon2id and never returned', async () => {
+    const r = await register(s);
+    expect(JSON.stringify(r.body)).not.toContain('argon2');
+    const { rows } = await s.platform.db.query<{ password_hash: string }>('SELECT password_hash FROM basalt.users WHERE id = $1', [r.body.data.user.id]);
+    expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
+  });
+
+  const loginCases: [string, () => unknown, number, unknown][] = [
+    ['right password, address in other case', () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }), 200, { success: true, data: expect.objectContaining({ user: expect.objectContaining({ email: taken }), access_token: expect.any(String), refresh_token: expect.any(String) }) }],
+    ['wrong password', () => ({ email: taken, password: 'wrong password' }), 401, failure('invalid_credentials')],
+    ['unknown address', () => ({ email: email('nobody'), password: PASSWORD }), 401, failure('invalid_credentials')],
+    ['missing password', () => ({ email: taken }), 422, fields({ password: expect.any(String) })],
+    ['not an address', () => ({ email: 'nobody', password: PASSWORD }), 422, fields({ email: expect.any(String) })],
+  ];
+  test.each(loginCases)('login: %s', async (_name, body, status, expected) => {
+    const r = await call(s, { path: 'login', body: body() });
+    expect(r.status).toBe(status);
+    expect(r.body).toEqual(expected);
+  });
+
+  test('unknown address and wrong password get the same answer in similar time', async () => {
+    const time = async (address: string) => {
+      const t0 = performance.now();
+      const r = await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
+      return { ms: performance.now() - t0, body: r.body };
+    };
+    const known = await time(taken);
+    const unknown = await time(email('ghost'));
+    expect(unknown.body).toEqual(known.body);
+    // Both verify an argon2id hash (~tens of ms); an unknown address without that work would answer in ~1 ms.
+    expect(unknown.ms).toBeGreaterThan(known.ms / 3);
+  });
+
+  const meCases: [string, (t: string) => Record<string, string>, number, unknown][] = [
+    ['valid token', (t) => ({ authorization: `Bearer ${t}` }), 200, { success: true, data: { user: expect.objectContaining({ email_verified: false }), session_id: expect.any(String) } }],
+    ['no header', () => ({}), 401, failure('unauthorized')],
+    ['not Bearer', (t) => ({ authorization: `Basic ${t}` }), 401, failure('unauthorized')],
+    ['tampered token', (t) => ({ authorization: `Bearer ${t.slice(0, -3)}abc` }), 401, failure('unauthorized')],
+    ['garbage', () => ({ authorization: 'Bearer not.a.jwt' }), 401, failure('unauthorized')],
+  ];
+  test.each(meCases)('me: %s', async (_name, headers, status, expected) => {
+    const u = await signedIn(s);
+    const r = await call(s, { method: 'GET', path: 'me', headers: headers(u.access) });
+    expect(r.status).toBe(status);
+    expect(r.body).toEqual(expected);
+    if (status === 401) expect(r.headers.get('www-authenticate')).toStartWith('Bearer');
+  });
+
+  test('registration closed → 403 registration_closed', async () => {
+    await s.platform.settings.set('auth.registration_open', false);
+    try {
+      const r = await call(s, { path: 'register', body: { email: email(), password: PASSWORD } });
+      expect([r.status, r.body]).toEqual([403, failure('registration_closed')]);
+    } finally {
+      await s.platform.settings.set('auth.registration_open', true);
+    }
+  });
+
+  test('verification required: no tokens at registration, 403 email_not_verified at login', async () => {
+    await s.platform.settings.set('auth.email_verification_required', true);
+    try {
+      const address = email();
+      const r = await register(s, address);
+      expect(r.body.data.verification_required).toBe(true);
+      expect(r.body.data.access_token).toBeUndefined();
+      const wrong = await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
+      expect(wrong.body).toEqual(failure('invalid_credentials')); // only the password's owner learns the state
+      const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD } });
+      expect([l.status, l.body]).toEqual([403, failure('email_not_verified')]);
+    } finally {
+      await s.platform.settings.set('auth.email_verification_required', false);
+    }
+  });
+
+  test('disabled user: login 403, its access and refresh tokens stop at once; enabled again works', async () => {
+    const u = await signedIn(s);
+    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).status).toBe(200);
+    await s.platform.services.auth.setDisabled(u.user.id, true);
+    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).body).toEqual(failure('session_revoked'));
+    const l = await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } });
+    expect([l.status, l.body]).toEqual([403, failure('account_disabled')]);
+    await s.platform.services.auth.setDisabled(u.user.id, false);
+    expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(200);
+  });
+});
+
+describe.each(ENGINES)('access mode api_key_required on %s', (engine) => {
+  let s: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    s = await startAuthServer(engine, { env: { BASALT_WEB_PUBLIC_API_ACCESS_MODE: 'api_key_required' } });
+    key = await createKey(s, { type: 'public' });
+  });
+  afterAll(() => s.stop());
+
+  const cases: [string, string, string, () => Record<string, string>, number, string | null][] = [
+    ['register without key', 'POST', 'register', () => ({}), 401, 'api_key_required'],
+    ['login without key', 'POST', 'login', () => ({}), 401, 'api_key_required'],
+    ['me without key', 'GET', 'me', () => ({}), 401, 'api_key_required'],
+    ['forgot without key', 'POST', 'password/forgot', () => ({}), 401, 'api_key_required'],
+    ['register with a wrong key', 'POST', 'register', () => ({ 'x-api-key': 'pk_wrong' }), 401, 'unauthorized'],
+    ['register with the site public key', 'POST', 'register', () => ({ 'x-api-key': key }), 201, null],
+  ];
+  test.each(cases)('%s', async (_name, method, path, headers, status, code) => {
+    const body = method === 'POST' ? { email: email(), password: PASSWORD } : undefined;
+    const r = await call(s, { method, path, body, headers: headers() });
+    expect(r.status).toBe(status);
+    if (code) expect(r.body).toEqual(failure(code));
+  });
+
+  test('login and me with the key', async () => {
+    const address = email();
+    await call(s, { path: 'register', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
+    const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
+    expect(l.status).toBe(200);
+    const me = await call(s, { method: 'GET', path: 'me', token: l.body.data.access_token, headers: { 'x-api-key': key } });
+    expect(me.body.data.user.email).toBe(address);
+  });
+});

@@ -1,0 +1,61 @@
+/**
+ * Shared pieces of the Public Auth suites: a server whose client IP can be chosen
+ * per request (X-Forwarded-For from a trusted 127.0.0.1), unique addresses, and
+ * short-hands for register / login.
+ */
+import { expect } from 'bun:test';
+import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
+import type { Engine } from '../helpers/engines';
+
+export const PASSWORD = 'correct horse battery';
+let counter = 0;
+
+/** A fresh e-mail address, so per-account limits and locks never collide between tests. */
+export function email(tag = 'user'): string {
+  return `${tag}-${Date.now().toString(36)}-${++counter}@example.com`;
+}
+
+/** A fresh client IP (TEST-NET-2), so per-IP limits never collide between tests. */
+export function ip(): string {
+  counter++;
+  return `198.51.${(counter >> 8) & 255}.${counter & 255}`;
+}
+
+export function startAuthServer(engine: Engine, opts: StartOptions = {}): Promise<TestServer> {
+  return startServer(engine, { ...opts, env: { BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1', ...(opts.env ?? {}) } });
+}
+
+export interface Call {
+  method?: string;
+  path: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+  ip?: string;
+  token?: string;
+}
+
+/** One request; `ip` becomes X-Forwarded-For, `token` a Bearer header. */
+export function call(s: TestServer, c: Call): Promise<Reply> {
+  const headers: Record<string, string> = { 'x-forwarded-for': c.ip ?? ip(), ...(c.headers ?? {}) };
+  if (c.token) headers.authorization = `Bearer ${c.token}`;
+  return s.req(c.method ?? 'POST', `/api/v1/auth/${c.path}`, { body: c.body, headers });
+}
+
+export async function register(s: TestServer, address = email(), password = PASSWORD): Promise<Reply> {
+  const r = await call(s, { path: 'register', body: { email: address, password } });
+  expect(r.status).toBe(201);
+  return r;
+}
+
+/** Register and log in: the session's tokens and the user. */
+export async function signedIn(s: TestServer, address = email()) {
+  await register(s, address);
+  const r = await call(s, { path: 'login', body: { email: address, password: PASSWORD } });
+  expect(r.status).toBe(200);
+  return { email: address, access: r.body.data.access_token as string, refresh: r.body.data.refresh_token as string, user: r.body.data.user };
+}
+
+/** The expected format A error body. */
+export function failure(code: string, extra: Record<string, unknown> = {}) {
+  return { success: false, error: expect.objectContaining({ code, message: expect.any(String), ...extra }) };
+}

@@ -1,0 +1,175 @@
+/**
+ * Access and refresh tokens: rotation, reuse detection, logout, revocation that
+ * ends access tokens at once (also on a second instance), expiry, forgery.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { jwt } from '@elysiajs/jwt';
+import { ENGINES } from '../helpers/engines';
+import type { TestServer } from '../helpers/server';
+import { getOrCreateSecret } from '../../src/db/secrets';
+import { PASSWORD, call, failure, signedIn, startAuthServer } from './support';
+
+const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me', token });
+
+describe.each(ENGINES)('tokens on %s', (engine) => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startAuthServer(engine);
+  });
+  afterAll(() => s.stop());
+
+  test('refresh rotates: new pair, same session; the old refresh token is spent', async () => {
+    const u = await signedIn(s);
+    const r1 = await call(s, { path: 'refresh', body: { refresh_token: u.refresh } });
+    expect(r1.status).toBe(200);
+    expect(r1.body.data).toEqual(expect.objectContaining({ user: expect.objectContaining({ email: u.email }), token_type: 'Bearer', expires_in: 900 }));
+    expect(r1.body.data.refresh_token).not.toBe(u.refresh);
+    const m = await me(s, r1.body.data.access_token);
+    expect(m.body.data.session_id).toBe((await me(s, u.access)).body.data.session_id);
+    const r2 = await call(s, { path: 'refresh', body: { refresh_token: r1.body.data.refresh_token } });
+    expect(r2.status).toBe(200);
+  });
+
+  test('reuse of a rotated refresh token revokes the whole session', async () => {
+    const u = await signedIn(s);
+    const next = (await call(s, { path: 'refresh', body: { refresh_token: u.refresh } })).body.data;
+    const reuse = await call(s, { path: 'refresh', body: { refresh_token: u.refresh } });
+    expect([reuse.status, reuse.body]).toEqual([401, failure('refresh_token_reused')]);
+    // Everything of that session is dead: the newest refresh token and every access token.
+    expect((await call(s, { path: 'refresh', body: { refresh_token: next.refresh_token } })).body).toEqual(failure('session_revoked'));
+    expect((await me(s, next.access_token)).body).toEqual(failure('session_revoked'));
+    expect((await me(s, u.access)).body).toEqual(failure('session_revoked'));
+  });
+
+  test('two refreshes racing with one token: exactly one wins', async () => {
+    const u = await signedIn(s);
+    const both = await Promise.all([0, 1].map(() => call(s, { path: 'refresh', body: { refresh_token: u.refresh } })));
+    expect(both.map((r) => r.status).sort()).toEqual([200, 401]);
+  });
+
+  const refreshCases: [string, unknown, number, unknown][] = [
+    ['unknown token of the right shape', { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, 401, failure('invalid_refresh_token')],
+    ['malformed token', { refresh_token: 'nope' }, 401, failure('invalid_refresh_token')],
+    ['missing field', {}, 422, failure('validation_error', { details: { fields: { refresh_token: expect.any(String) } } })],
+  ];
+  test.each(refreshCases)('refresh: %s', async (_n, body, status, expected) => {
+    const r = await call(s, { path: 'refresh', body });
+    expect([r.status, r.body]).toEqual([status, expected]);
+  });
+
+  test('refresh: a genuine id with a wrong secret is refused', async () => {
+    const u = await signedIn(s);
+    const forged = u.refresh.split('.')[0] + '.' + 'C'.repeat(43);
+    expect((await call(s, { path: 'refresh', body: { refresh_token: forged } })).body).toEqual(failure('invalid_refresh_token'));
+    expect((await call(s, { path: 'refresh', body: { refresh_token: u.refresh } })).status).toBe(200); // not burned by the forgery
+  });
+
+  test('logout with the access token: that session ends at once, others stay', async () => {
+    const a = await signedIn(s);
+    const b = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;
+    expect((await me(s, a.access)).status).toBe(200); // warm the session cache
+    const out = await call(s, { path: 'logout', token: a.access });
+    expect([out.status, out.body]).toEqual([200, { success: true, data: { message: 'Logged out.' } }]);
+    expect((await me(s, a.access)).body).toEqual(failure('session_revoked'));
+    expect((await call(s, { path: 'refresh', body: { refresh_token: a.refresh } })).body).toEqual(failure('session_revoked'));
+    expect((await me(s, b.access_token)).status).toBe(200);
+  });
+
+  test('logout with only the refresh token, and logout of all sessions', async () => {
+    const a = await signedIn(s);
+    const b = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;
+    expect((await call(s, { path: 'logout', body: { refresh_token: a.refresh } })).status).toBe(200);
+    expect((await me(s, a.access)).body).toEqual(failure('session_revoked'));
+    expect((await me(s, b.access_token)).status).toBe(200);
+    const c = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;
+    expect((await call(s, { path: 'logout', token: c.access_token, body: { all: true } })).status).toBe(200);
+    expect((await me(s, b.access_token)).body).toEqual(failure('session_revoked'));
+    expect((await me(s, c.access_token)).body).toEqual(failure('session_revoked'));
+  });
+
+  const logoutCases: [string, () => { token?: string; body?: unknown }, number, string][] = [
+    ['no credentials', () => ({}), 401, 'unauthorized'],
+    ['forged access token', () => ({ token: 'eyJhbGciOiJIUzI1NiJ9.e30.bad' }), 401, 'unauthorized'],
+    ['unknown refresh token', () => ({ body: { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) } }), 401, 'invalid_refresh_token'],
+  ];
+  test.each(logoutCases)('logout: %s', async (_n, c, status, code) => {
+    const r = await call(s, { path: 'logout', ...c() });
+    expect([r.status, r.body]).toEqual([status, failure(code)]);
+  });
+
+  test('expired access token → 401 token_expired; alg none and other keys → unauthorized', async () => {
+    const u = await signedIn(s);
+    const { sub, sid } = JSON.parse(Buffer.from(u.access.split('.')[1]!, 'base64url').toString());
+    const secret = await getOrCreateSecret(s.platform.db, 'jwt');
+    const signer = (opts: { secret: string }) => (jwt({ name: 'j', secret: opts.secret, iss: 'basalt' }) as any).decorator.j;
+    const expired = await signer({ secret }).sign({ sub, sid, exp: Math.floor(Date.now() / 1000) - 5 });
+    const r = await me(s, expired);
+    expect([r.status, r.body]).toEqual([401, failure('token_expired')]);
+    const otherKey = await signer({ secret: 'another secret entirely' }).sign({ sub, sid, exp: '5m' });
+    expect((await me(s, otherKey)).body).toEqual(failure('unauthorized'));
+    const none = `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, sid, iss: 'basalt', exp: 9e9 })).toString('base64url')}.`;
+    expect((await me(s, none)).body).toEqual(failure('unauthorized'));
+    // A valid signature for a session that belongs to someone else is refused too.
+    const other = await signedIn(s);
+    const mixed = await signer({ secret }).sign({ sub: other.user.id, sid, exp: '5m' });
+    expect((await me(s, mixed)).body).toEqual(failure('session_revoked'));
+  });
+
+  test('password change: other sessions end, this one stays, new password works', async () => {
+    const a = await signedIn(s);
+    const b = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;
+    const cases: [unknown, number, string | null][] = [
+      [{ current_password: 'wrong one!', new_password: 'a brand new secret' }, 400, 'invalid_current_password'],
+      [{ current_password: PASSWORD, new_password: 'short' }, 422, 'validation_error'],
+      [{ current_password: PASSWORD }, 422, 'validation_error'],
+      [{ current_password: PASSWORD, new_password: 'a brand new secret' }, 200, null],
+    ];
+    for (const [body, status, code] of cases) {
+      const r = await call(s, { path: 'password/change', token: a.access, body });
+      expect(r.status).toBe(status);
+      if (code) expect(r.body).toEqual(failure(code));
+    }
+    expect((await me(s, a.access)).status).toBe(200);
+    expect((await me(s, b.access_token)).body).toEqual(failure('session_revoked'));
+    expect((await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).status).toBe(401);
+    expect((await call(s, { path: 'login', body: { email: a.email, password: 'a brand new secret' } })).status).toBe(200);
+    expect((await call(s, { path: 'password/change', body: { current_password: 'x', new_password: 'yyyyyyyyyy' } })).status).toBe(401);
+  });
+});
+
+describe('revocation across two instances on one external database', () => {
+  const external = ENGINES.includes('external');
+  let a: TestServer;
+  let b: TestServer;
+  beforeAll(async () => {
+    if (!external) return;
+    a = await startAuthServer('external');
+    b = await startAuthServer('external', { db: a.db });
+  });
+  afterAll(async () => {
+    if (!external) return;
+    await b.stop();
+    await a.stop();
+  });
+
+  test.skipIf(!external)('logout on one instance ends the access token on the other at once', async () => {
+    const u = await signedIn(a);
+    // Instance B verifies (and caches) the session first.
+    expect((await me(b, u.access)).status).toBe(200);
+    expect((await call(a, { path: 'logout', token: u.access })).status).toBe(200);
+    // NOTIFY reaches B within milliseconds; give it a moment rather than the cache TTL (30 s).
+    const deadline = Date.now() + 2000;
+    let r = await me(b, u.access);
+    while (r.status === 200 && Date.now() < deadline) {
+      await Bun.sleep(20);
+      r = await me(b, u.access);
+    }
+    expect([r.status, r.body]).toEqual([401, failure('session_revoked')]);
+  });
+
+  test.skipIf(!external)('a refresh token rotated on one instance is reuse on the other', async () => {
+    const u = await signedIn(a);
+    expect((await call(a, { path: 'refresh', body: { refresh_token: u.refresh } })).status).toBe(200);
+    expect((await call(b, { path: 'refresh', body: { refresh_token: u.refresh } })).body).toEqual(failure('refresh_token_reused'));
+  });
+});

@@ -77,6 +77,23 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     expect((await rc()).body.data.site_public_key).toBeUndefined();
   });
 
+  test('setSiteKey designates an existing public key and refuses anything else', async () => {
+    const keys = s.platform.services.keys;
+    for (const bad of [service, 'pk_' + 'q'.repeat(43), 'not a key']) {
+      let err: any;
+      await keys.setSiteKey(bad).catch((e) => (err = e));
+      expect([err?.status, err?.code, err?.message]).toEqual([400, 'validation_error', 'The site public key must be an active public key (pk_…); service keys are never published.']);
+    }
+    expect(s.platform.settings.get('web.site_public_key')).toBe(site.key); // unchanged by refusals
+    await keys.setSiteKey(otherPublic);
+    await mode('api_key_required');
+    expect((await rc(site.key)).body.data.site_public_key).toBe(otherPublic);
+    await keys.setSiteKey(null);
+    expect((await rc(site.key)).body.data).not.toHaveProperty('site_public_key');
+    await keys.setSiteKey(site.key);
+    await mode('open');
+  });
+
   test('no site key designated: nothing shown', async () => {
     await mode('api_key_required');
     await s.platform.settings.unset('web.site_public_key');

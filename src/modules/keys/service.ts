@@ -6,7 +6,7 @@
 import type { Platform } from '../../platform';
 import { AppError } from '../../http/errors';
 import { generateKey, hashKey, keyShape, sameHash } from './key-material';
-import { validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
+import { KeyValidationError, validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
 import { VerifiedCache, type CachedPrincipal } from './verified-cache';
 
 declare module '../../platform' {
@@ -80,7 +80,15 @@ export class KeyService {
        VALUES ($1, $2, $3, $4::text[], $5::text[], $6, $7, $8, $9) RETURNING ${COLUMNS}`,
       [spec.type, spec.name, spec.service, spec.permissions, spec.tables, material.hash, material.prefix, material.last4, spec.expiresAt],
     );
-    if (spec.site) await this.p.settings.set(SITE_SETTING, material.key);
+    if (spec.site) {
+      try {
+        await this.p.settings.set(SITE_SETTING, material.key);
+      } catch (e) {
+        // The caller never sees this key: remove it rather than leave an orphan nobody can use.
+        await this.p.db.query('DELETE FROM basalt.api_keys WHERE id = $1', [rows[0]!.id]).catch(() => {});
+        throw e;
+      }
+    }
     await this.announce(`create:${rows[0]!.id}`);
     return { ...this.info(rows[0]!, spec.site ? material.hash : null), key: material.key };
   }
@@ -134,6 +142,22 @@ export class KeyService {
     if (!entry || (entry.expiresAt !== null && entry.expiresAt <= now)) return null;
     this.touch(entry.id, now);
     return entry;
+  }
+
+  /**
+   * Designate the site public key (setting web.site_public_key), or clear it with null.
+   * The key itself is needed because only its hash is stored; it must be an active public key.
+   */
+  async setSiteKey(rawKey: string | null): Promise<void> {
+    if (rawKey === null || rawKey === '') {
+      await this.p.settings.unset(SITE_SETTING);
+      return;
+    }
+    const principal = await this.verify(rawKey.trim());
+    if (!principal || principal.type !== 'public') {
+      throw new KeyValidationError('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
+    }
+    await this.p.settings.set(SITE_SETTING, rawKey.trim());
   }
 
   /** The designated site public key, if it is an active public key (never a service key). */

@@ -32,7 +32,12 @@ export function runtimeConfigRoutes(p: Platform) {
     },
     {
       response: { 200: RuntimeConfig },
-      detail: { tags: ['Runtime config'], summary: 'Public front-end parameters', description: 'What a front-end may know before signing in. Never contains a secret.' },
+      detail: {
+        tags: ['Runtime config'],
+        summary: 'Public front-end parameters',
+        description: 'What a front-end may know before signing in. Never contains a secret. In api_key_required mode it needs X-API-Key with an active key (401 api_key_required without one) and includes site_public_key.',
+        security: [{}, { ApiKey: [] }],
+      },
     },
   );
 }

@@ -3,6 +3,26 @@ import type { Platform } from './platform';
 import { createApp, type ExtraModules } from './app';
 import { ConfigError } from './config/validate';
 
+// Once the embedded engine's WebAssembly runtime is loaded, binding a port another process
+// holds can succeed silently in Bun; so every listener proves it answers its own port.
+const PROBE_HEADER = 'x-basalt-listener-check';
+const probeToken = crypto.randomUUID();
+
+function checked(handler: (req: Request, server: Server<unknown>) => Promise<Response>) {
+  return (req: Request, server: Server<unknown>) =>
+    req.headers.get(PROBE_HEADER) === probeToken ? Promise.resolve(new Response(probeToken)) : handler(req, server);
+}
+
+async function assertOwned(server: Server<unknown>, key: string): Promise<void> {
+  const host = server.hostname === '0.0.0.0' || !server.hostname ? '127.0.0.1' : server.hostname === '::' ? '[::1]' : server.hostname.includes(':') ? `[${server.hostname}]` : server.hostname;
+  const answer = await fetch(`http://${host}:${server.port}/`, { headers: { [PROBE_HEADER]: probeToken } })
+    .then((r) => r.text())
+    .catch(() => '');
+  if (answer !== probeToken) {
+    throw new ConfigError(`${key}: port ${server.port} on ${server.hostname} is already in use; stop the other process or choose another port`);
+  }
+}
+
 export interface Running {
   main: Server<unknown>;
   public?: Server<unknown>;
@@ -25,12 +45,17 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
       throw e;
     }
   };
-  const main = open(p.settings.get<number>('web.port'), 'web.port', built.mainHandler);
+  const main = open(p.settings.get<number>('web.port'), 'web.port', checked(built.mainHandler));
   let pub: Server<unknown> | undefined;
   try {
-    if (built.publicHandler) pub = open(p.settings.get<number>('web.public_port'), 'web.public_port', built.publicHandler);
+    await assertOwned(main, 'web.port');
+    if (built.publicHandler) {
+      pub = open(p.settings.get<number>('web.public_port'), 'web.public_port', checked(built.publicHandler));
+      await assertOwned(pub, 'web.public_port');
+    }
   } catch (e) {
     main.stop(true);
+    pub?.stop(true);
     throw e;
   }
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });

@@ -49,7 +49,7 @@ export const coreCommands: Command[] = [
       const [key, value] = positionals;
       if (!key || value === undefined) throw new UsageError('settings set needs KEY and VALUE');
       const def = lookup(key, 'settings set');
-      const { pinnedBy } = await platform!.settings.set(key, fromText(def, value, key));
+      const { pinnedBy } = await platform!.settings.set(key, fromText(def, value, 'settings set'));
       io.out(`${key} stored${def.restart ? ' (takes effect at the next start)' : ''}`);
       if (pinnedBy) io.err(`note: ${key} is pinned by ${pinnedBy}, which wins over the stored value`);
     },

@@ -18,7 +18,7 @@ export function childEnv(env: Record<string, string>): Record<string, string> {
 
 export async function runCli(args: string[], env: Record<string, string> = {}, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
   const proc = Bun.spawn([process.execPath, MAIN, ...args], { env: childEnv(env), cwd: opts.cwd, stdout: 'pipe', stderr: 'pipe' });
-  const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+  const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 55_000);
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   clearTimeout(timer);
   return { code, stdout, stderr };

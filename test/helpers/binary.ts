@@ -1,0 +1,65 @@
+/**
+ * The compiled executable, built once per test run with build.ts into a temp dir,
+ * and started the way an operator would: copied alone into an empty directory,
+ * with no Bun and no node_modules on its PATH.
+ */
+import { copyFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Subprocess } from 'bun';
+
+const ROOT = resolve(import.meta.dir, '../..');
+let built: Promise<string> | undefined;
+
+export function buildBinary(): Promise<string> {
+  return (built ??= (async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'basalt-build-')), 'basalt');
+    const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out], { cwd: ROOT, stdout: 'pipe', stderr: 'pipe' });
+    const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+    if (code !== 0) throw new Error(`build.ts failed (${code}): ${err}`);
+    return out;
+  })());
+}
+
+/** A fresh empty directory holding only a copy of the executable. */
+export async function installBinary(): Promise<{ dir: string; exe: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-install-'));
+  const exe = join(dir, 'basalt');
+  copyFileSync(await buildBinary(), exe);
+  return { dir, exe };
+}
+
+/** Environment with nothing of this checkout: no Bun, no node_modules, only system paths. */
+export function bareEnv(dir: string, env: Record<string, string> = {}): Record<string, string> {
+  return { PATH: '/usr/bin:/bin', HOME: dir, ...env };
+}
+
+export async function runBinary(exe: string, args: string[], cwd: string, env: Record<string, string> = {}) {
+  const proc = Bun.spawn([exe, ...args], { cwd, env: bareEnv(cwd, env), stdout: 'pipe', stderr: 'pipe' });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, stdout, stderr };
+}
+
+/** Start `basalt serve` and wait until /healthz answers; returns the process and its base URL. */
+export async function serveBinary(exe: string, cwd: string, env: Record<string, string> = {}, timeoutMs = 30_000): Promise<{ proc: Subprocess<'ignore', 'pipe', 'pipe'>; url: string; output: () => Promise<string> }> {
+  const port = await freePort();
+  const proc = Bun.spawn([exe, 'serve'], { cwd, env: bareEnv(cwd, { BASALT_WEB_PORT: String(port), ...env }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+  const url = `http://127.0.0.1:${port}`;
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    if (proc.exitCode !== null) break;
+    const ok = await fetch(url + '/healthz').then((r) => r.ok, () => false);
+    if (ok) return { proc, url, output: async () => (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text()) };
+    await Bun.sleep(50);
+  }
+  proc.kill('SIGKILL');
+  const out = (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text());
+  throw new Error(`basalt serve did not become healthy within ${timeoutMs} ms:\n${out}`);
+}
+
+export async function freePort(): Promise<number> {
+  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+  const port = s.port!;
+  s.stop(true);
+  return port;
+}

@@ -11,6 +11,7 @@ import { openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
 import { mailRoutes } from './modules/mail/routes';
+import { databaseRoutes } from './modules/database/routes';
 
 export type Listener = 'main' | 'public';
 
@@ -25,6 +26,7 @@ export const routeModules: RouteModule[] = [
   { name: 'system', listener: 'main', routes: systemRoutes },
   { name: 'runtime-config', listener: 'public', routes: runtimeConfigRoutes },
   { name: 'auth', listener: 'public', routes: authRoutes },
+  { name: 'database', listener: 'public', routes: databaseRoutes },
   { name: 'mail', listener: 'main', routes: mailRoutes },
 ];
 

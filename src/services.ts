@@ -5,11 +5,13 @@ import type { Platform } from './platform';
 import { createKeyService } from './modules/keys/service';
 import { createMailService } from './modules/mail/service';
 import { createAuthService } from './modules/auth/service';
+import { createDatabaseService } from './modules/database/service';
 import { createExtensionRegistry } from './extensions/registry';
 
 export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
   p.services.mail = createMailService(p);
   p.services.auth = await createAuthService(p);
+  p.services.database = createDatabaseService(p);
   p.services.extensions = createExtensionRegistry(p);
 }

@@ -12,11 +12,11 @@ async function run<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-function queryable(sql: Sql): Queryable {
+function queryable(sql: Sql, prepare = false): Queryable {
   return {
     query: <T>(text: string, params: unknown[] = []) =>
       run(async () => {
-        const r = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]);
+        const r = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare });
         const columns = (r as unknown as { columns?: { name: string; type: number }[] }).columns ?? [];
         return {
           rows: Array.from(r) as T[],
@@ -42,9 +42,17 @@ export interface ExternalOptions {
   max?: number;
   connectTimeoutSeconds?: number;
   onNotice?: (msg: string) => void;
+  /** Run-time parameters set when each connection starts (e.g. statement_timeout). */
+  connection?: Record<string, string>;
+  /**
+   * Keep parameterized statements prepared per connection (one round trip instead of
+   * describe + execute). For pools whose statement texts are few and repeated.
+   */
+  prepare?: boolean;
 }
 
 export async function openExternal(url: string, opts: ExternalOptions = {}): Promise<Db> {
+  const prepare = opts.prepare ?? false;
   const sql = postgres(url, {
     max: opts.max ?? 20,
     connect_timeout: opts.connectTimeoutSeconds ?? 5,
@@ -67,15 +75,15 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         parse: (v: string) => new Uint8Array(Buffer.from(v.slice(2), 'hex')),
       },
     },
-    connection: { application_name: 'basalt' },
+    connection: { application_name: 'basalt', ...opts.connection },
   });
   // Fail fast with a clear cause when the server is not there.
   await run(() => sql`select 1`);
-  const base = queryable(sql);
+  const base = queryable(sql, prepare);
 
   async function begin(opts: TxOptions = {}): Promise<Tx> {
     const conn = await run(() => sql.reserve());
-    const q = queryable(conn);
+    const q = queryable(conn, prepare);
     let closed = false;
     const end = async (stmt: 'COMMIT' | 'ROLLBACK') => {
       if (closed) return;

@@ -1,0 +1,74 @@
+/**
+ * The connection Database API statements run on.
+ *
+ * Embedded: the platform's own database (one in-process session; PGlite cannot
+ * interrupt a running statement, so db.statement_timeout_ms does not apply there).
+ *
+ * External: a pool of its own (size database.pool_max) whose connections start with
+ * `statement_timeout` = db.statement_timeout_ms. Setting the timeout when the
+ * connection starts costs nothing per query, where `SET LOCAL` would need a
+ * transaction (three more round trips) around every statement. The pool also keeps
+ * statements prepared per connection: API statement texts repeat (same entity,
+ * fields and filter shape), so most queries are one round trip. A separate pool also
+ * keeps API load from starving platform work (sessions, mail queue) of connections.
+ * When the timeout setting changes, a new pool replaces the old one; the old one is
+ * closed once the transactions that may still use it have had time to end.
+ */
+import type { Db } from '../../db/engine';
+import type { Platform } from '../../platform';
+
+export interface ApiPool {
+  get: () => Promise<Db>;
+  close: () => Promise<void>;
+}
+
+export function openApiPool(p: Platform): ApiPool {
+  if (p.db.kind === 'embedded') return { get: async () => p.db, close: async () => {} };
+  let current: Promise<Db> | undefined;
+  let currentTimeout = 0;
+  const retired = new Set<Promise<Db>>();
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+
+  const open = async (timeoutMs: number): Promise<Db> => {
+    const { openExternal } = await import('../../db/external');
+    return openExternal(p.settings.get<string>('database.url'), {
+      max: p.settings.get<number>('database.pool_max'),
+      connection: { statement_timeout: String(timeoutMs), application_name: 'basalt-db-api' },
+      prepare: true,
+    });
+  };
+
+  const get = (): Promise<Db> => {
+    const timeoutMs = p.settings.get<number>('db.statement_timeout_ms');
+    if (current && timeoutMs === currentTimeout) return current;
+    const old = current;
+    currentTimeout = timeoutMs;
+    current = open(timeoutMs);
+    // A failed open is retried by the next request.
+    current.catch(() => {
+      if (currentTimeout === timeoutMs) (current = undefined), (currentTimeout = 0);
+    });
+    if (old) {
+      retired.add(old);
+      const grace = p.settings.get<number>('db.transaction_idle_timeout_ms') + timeoutMs + 1000;
+      const t = setTimeout(() => {
+        timers.delete(t);
+        retired.delete(old);
+        void old.then((db) => db.close()).catch(() => {});
+      }, grace);
+      (t as { unref?: () => void }).unref?.();
+      timers.add(t);
+    }
+    return current;
+  };
+
+  return {
+    get,
+    close: async () => {
+      for (const t of timers) clearTimeout(t);
+      const all = [...retired, ...(current ? [current] : [])];
+      current = undefined;
+      await Promise.all(all.map((d) => d.then((db) => db.close()).catch(() => {})));
+    },
+  };
+}

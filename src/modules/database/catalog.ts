@@ -1,0 +1,173 @@
+/**
+ * The live catalog of the data schema: which tables exist, their columns and
+ * column types, and which columns each constraint covers. Every identifier of a
+ * Database API request is checked here before it is quoted into SQL.
+ *
+ * Freshness (docs/database.md, "Catalog"): the catalog is cached and reloaded
+ * (a) when older than `ttlMs`, (b) at once when a request names a table or column
+ * the cached copy does not know (at most once per `missCooldownMs`, so a client
+ * probing names cannot turn every request into catalog queries), and (c) when a
+ * statement fails because the schema changed under it (undefined table/column).
+ * Operator migrations run before the service starts, so the first load sees them.
+ */
+import type { Queryable } from '../../db/engine';
+
+/** How values of a column are validated, bound and rendered (see value-codec.ts). */
+export type ValueKind =
+  | 'int' | 'bigint' | 'float' | 'numeric' | 'bool' | 'text' | 'json' | 'bytea' | 'uuid'
+  | 'timestamptz' | 'timestamp' | 'date' | 'other';
+
+export interface Column {
+  name: string;
+  /** Base type name for casts, e.g. `integer`, `character varying`, `public.mood`, `integer[]`. */
+  castType: string;
+  /** Kind of the value, or of the elements for an array column. */
+  kind: ValueKind;
+  isArray: boolean;
+  notNull: boolean;
+  /** varchar(n)/char(n) length limit, checked before sending so the error names the column. */
+  maxLength: number | null;
+}
+
+export interface Table {
+  name: string;
+  columns: Map<string, Column>;
+  /** Column order as declared, for `select` without `fields`. */
+  columnList: Column[];
+}
+
+export interface CatalogSnapshot {
+  tables: Map<string, Table>;
+  /** Constraint name → its columns (unique, primary key, foreign key, check). */
+  constraints: Map<string, string[]>;
+  loadedAt: number;
+}
+
+const KIND_BY_TYPE: Record<string, ValueKind> = {
+  int2: 'int', int4: 'int', int8: 'bigint', oid: 'int',
+  float4: 'float', float8: 'float', numeric: 'numeric', money: 'other',
+  bool: 'bool',
+  text: 'text', varchar: 'text', bpchar: 'text', name: 'text', citext: 'text', char: 'text',
+  json: 'json', jsonb: 'json', bytea: 'bytea', uuid: 'uuid',
+  timestamptz: 'timestamptz', timestamp: 'timestamp', date: 'date',
+};
+
+// One statement, so a refresh is one round trip. Only the configured schema is read:
+// platform schemas (basalt, ext_*, pg_*) can never appear in the snapshot.
+const COLUMNS_SQL = `
+SELECT c.relname AS table_name, a.attname AS column_name, a.attnum,
+       format_type(a.atttypid, NULL) AS cast_type,
+       COALESCE(et.typname, bt.typname, t.typname) AS type_name,
+       (t.typcategory = 'A' OR bt.typcategory = 'A') AS is_array,
+       a.attnotnull AS not_null,
+       CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+  LEFT JOIN pg_catalog.pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+  LEFT JOIN pg_catalog.pg_type et ON et.oid = COALESCE(NULLIF(bt.typelem, 0), NULLIF(t.typelem, 0))
+       AND (t.typcategory = 'A' OR bt.typcategory = 'A')
+ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+ ORDER BY c.relname, a.attnum`;
+
+const CONSTRAINTS_SQL = `
+SELECT con.conname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS columns
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_namespace n ON n.oid = con.connamespace
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = ANY(con.conkey)
+ WHERE n.nspname = $1 AND con.contype IN ('u', 'p', 'f', 'c')
+ GROUP BY con.conname`;
+
+/** Schemas that hold platform data; refused as the data schema. */
+export function isPlatformSchema(schema: string): boolean {
+  return schema === 'basalt' || schema === 'information_schema' || schema.startsWith('ext_') || schema.startsWith('pg_');
+}
+
+export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
+  const [cols, cons] = await Promise.all([
+    db.query<{ table_name: string; column_name: string; cast_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null }>(COLUMNS_SQL, [schema]),
+    db.query<{ name: string; columns: string[] | string }>(CONSTRAINTS_SQL, [schema]),
+  ]);
+  const tables = new Map<string, Table>();
+  for (const r of cols.rows) {
+    let t = tables.get(r.table_name);
+    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [] }));
+    const col: Column = {
+      name: r.column_name,
+      castType: r.cast_type,
+      kind: KIND_BY_TYPE[r.type_name] ?? 'other',
+      isArray: !!r.is_array,
+      notNull: !!r.not_null,
+      maxLength: r.max_length === null ? null : Number(r.max_length),
+    };
+    t.columns.set(col.name, col);
+    t.columnList.push(col);
+  }
+  const constraints = new Map<string, string[]>();
+  for (const r of cons.rows) constraints.set(r.name, Array.isArray(r.columns) ? r.columns : parseNameArray(r.columns));
+  return { tables, constraints, loadedAt: Date.now() };
+}
+
+// name[] may come back as its text form on a driver that does not parse it.
+function parseNameArray(text: string): string[] {
+  return text.replace(/^\{|\}$/g, '').split(',').filter(Boolean).map((s) => s.replace(/^"|"$/g, ''));
+}
+
+export interface CatalogOptions {
+  schema: string;
+  ttlMs?: number;
+  missCooldownMs?: number;
+}
+
+/** The cached catalog with its refresh policy. */
+export class Catalog {
+  private snapshot: CatalogSnapshot | undefined;
+  private loading: Promise<CatalogSnapshot> | undefined;
+  private lastMissRefresh = 0;
+  readonly schema: string;
+  private readonly ttlMs: number;
+  private readonly missCooldownMs: number;
+
+  constructor(private readonly db: Queryable, opts: CatalogOptions) {
+    this.schema = opts.schema;
+    this.ttlMs = opts.ttlMs ?? 5_000;
+    this.missCooldownMs = opts.missCooldownMs ?? 1_000;
+  }
+
+  /**
+   * The current snapshot, reloaded when stale. `via` runs the catalog queries on a
+   * given connection (an open transaction on the embedded engine, which holds the
+   * only connection).
+   */
+  async get(via?: Queryable): Promise<CatalogSnapshot> {
+    const s = this.snapshot;
+    if (s && Date.now() - s.loadedAt < this.ttlMs) return s;
+    return this.refresh(via);
+  }
+
+  /** Reload now (coalesced with a reload already running). */
+  refresh(via?: Queryable): Promise<CatalogSnapshot> {
+    if (this.loading) return this.loading;
+    const p = loadCatalog(via ?? this.db, this.schema)
+      .then((snap) => (this.snapshot = snap))
+      .finally(() => {
+        this.loading = undefined;
+      });
+    this.loading = p;
+    return p;
+  }
+
+  /** A name was not found: reload once (rate-limited) and return the fresh snapshot, or null when it is too soon. */
+  async refreshOnMiss(via?: Queryable): Promise<CatalogSnapshot | null> {
+    const now = Date.now();
+    if (now - this.lastMissRefresh < this.missCooldownMs) return null;
+    this.lastMissRefresh = now;
+    return this.refresh(via);
+  }
+
+  /** Forget the snapshot so the next request reloads it (schema changed under a statement). */
+  invalidate(): void {
+    this.snapshot = undefined;
+  }
+}

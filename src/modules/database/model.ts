@@ -1,0 +1,131 @@
+/**
+ * Schemas of the Database API: request validation, types and the OpenAPI document
+ * come from these declarations. Operator, action and direction are plain strings
+ * with an `enum` for the document, checked by the service so the error names the
+ * exact position (`filters[2].op`) and lists what is allowed.
+ */
+import { t, type Static } from 'elysia';
+
+export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
+export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
+export const DIRECTIONS = ['asc', 'desc'] as const;
+export type Action = (typeof ACTIONS)[number];
+export type Operator = (typeof OPERATORS)[number];
+
+const Row = t.Record(t.String(), t.Unknown(), { description: 'Column name → value (see docs/database.md for the representation of each type).' });
+
+export const Filter = t.Object(
+  {
+    field: t.String({ description: 'Column of the entity.' }),
+    op: t.String({ enum: [...OPERATORS], description: 'Operator: eq neq gt gte lt lte in not_in like ilike is_null.' }),
+    value: t.Optional(t.Unknown({ description: 'Compared value; a non-empty array for in/not_in; true|false for is_null; a pattern for like/ilike.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const Sort = t.Object(
+  {
+    field: t.String({ description: 'Column to order by.' }),
+    direction: t.Optional(t.String({ enum: ['asc', 'desc', 'ASC', 'DESC'], description: 'asc (default) or desc, any letter case.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const QueryBody = t.Object(
+  {
+    entity: t.String({ description: "Table of the data schema; must be in the API key's table whitelist.", examples: ['orders'] }),
+    action: t.String({ enum: [...ACTIONS], description: 'select, insert, update or delete.' }),
+    fields: t.Optional(t.Array(t.String(), { description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.' })),
+    filters: t.Optional(t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' })),
+    data: t.Optional(
+      t.Union([Row, t.Array(Row)], { description: 'insert: one object or a non-empty array of objects (one statement); update: the columns to set.' }),
+    ),
+    sort: t.Optional(t.Array(Sort, { description: 'select: ordering, first item first.' })),
+    limit: t.Optional(t.Integer({ minimum: 0, description: 'select: rows to return; default 100, at most the setting db.max_limit (1000).' })),
+    offset: t.Optional(t.Integer({ minimum: 0, description: 'select: rows to skip; default 0.' })),
+    total: t.Optional(t.Boolean({ description: 'select: also return data.total, the number of matching rows ignoring limit/offset.' })),
+    transaction_id: t.Optional(t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' })),
+  },
+  {
+    additionalProperties: false,
+    description: 'A parameterized query. The legacy raw SQL field "query" is refused with 403 raw_sql_disabled.',
+    examples: [
+      {
+        entity: 'orders',
+        action: 'select',
+        fields: ['id', 'status', 'total'],
+        filters: [{ field: 'status', op: 'eq', value: 'paid' }],
+        sort: [{ field: 'created_at', direction: 'desc' }],
+        limit: 20,
+        total: true,
+      },
+      { entity: 'orders', action: 'insert', data: [{ status: 'new', total: '19.90' }, { status: 'new', total: '5.00' }] },
+      { entity: 'orders', action: 'update', filters: [{ field: 'id', op: 'eq', value: 42 }], data: { status: 'shipped' } },
+    ],
+  },
+);
+export type QueryBody = Static<typeof QueryBody>;
+
+export const QueryResult = t.Object(
+  {
+    success: t.Boolean({ description: 'true' }),
+    data: t.Object({
+      rows: t.Array(Row, { description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.' }),
+      count: t.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
+      total: t.Optional(t.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
+    }),
+  },
+  {
+    examples: [{ success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } }],
+  },
+);
+
+export const ErrorBody = t.Object(
+  {
+    success: t.Boolean({ description: 'false' }),
+    error: t.Object({
+      code: t.String({ description: 'Stable code, e.g. validation_error, forbidden, conflict, query_timeout.' }),
+      message: t.String({ description: 'What is wrong and what to do; never SQL text.' }),
+      retry_after: t.Optional(t.Integer()),
+      details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'e.g. {"fields": {"filters[0].op": "..."}} or {"column": "email"}.' })),
+    }),
+  },
+  { examples: [{ success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } }] },
+);
+
+export const EmptyBody = t.Optional(t.Object({}, { description: 'Empty JSON object.' }));
+
+export const TxParams = t.Object({ id: t.String({ description: 'transaction_id from begin.' }) });
+
+export const BeginResult = t.Object(
+  {
+    success: t.Boolean(),
+    data: t.Object({
+      transaction_id: t.String({ description: 'Pass as transaction_id in queries, and in the commit/rollback path.' }),
+      expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
+    }),
+  },
+  { examples: [{ success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } }] },
+);
+
+export const EndResult = t.Object(
+  {
+    success: t.Boolean(),
+    data: t.Object({
+      transaction_id: t.String(),
+      status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
+    }),
+  },
+  { examples: [{ success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } }] },
+);
+
+/** Error responses every Database API route may give. */
+export const errorResponses = {
+  400: ErrorBody,
+  401: ErrorBody,
+  403: ErrorBody,
+  404: ErrorBody,
+  409: ErrorBody,
+  429: ErrorBody,
+  503: ErrorBody,
+};

@@ -1,0 +1,236 @@
+/**
+ * One Database API request → one parameterized statement. Every identifier has
+ * been found in the catalog before `quoteIdent` wraps it; every value is a bind
+ * parameter; the only text spliced in comes from the catalog (type names) or
+ * from this file (keywords, operators).
+ */
+import { quoteIdent } from '../../db/engine';
+import type { Column, Table } from './catalog';
+import { DbErrors } from './errors';
+import { ACTIONS, DIRECTIONS, OPERATORS, type Action, type Operator, type QueryBody } from './model';
+import { castParam, encodeList, encodeValue, selectExpr, ValueError } from './value-codec';
+
+/** A column or table name the catalog does not know (the caller may refresh the catalog and retry). */
+export class UnknownName extends Error {
+  constructor(readonly path: string, readonly name: string, readonly what: 'field' | 'entity') {
+    super(`${path}: unknown ${what} '${name}'`);
+  }
+}
+
+export interface Statement {
+  sql: string;
+  params: (string | number | null)[];
+  /** Columns of the result rows, for decoding. */
+  columns: Column[];
+  /** For each parameter, the column whose type it is cast to (null for limit/offset). */
+  paramColumns: (Column | null)[];
+  /** For each parameter, whether it is an array of the column type (in/not_in). */
+  paramIsList: boolean[];
+  /** select with total: the count statement (same filters, same params prefix). */
+  countSql?: string;
+  countParams?: (string | number | null)[];
+}
+
+const TEXT_OPS = new Set<Operator>(['like', 'ilike']);
+const ORDER_OPS = new Set<Operator>(['gt', 'gte', 'lt', 'lte']);
+const SQL_OP: Record<string, string> = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=', like: 'LIKE', ilike: 'ILIKE' };
+// Postgres' limit on bind parameters in one statement.
+const MAX_PARAMS = 65_535;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Keys a request may carry, per action (others are refused with a 400 naming them). */
+const ALLOWED: Record<Action, Set<string>> = {
+  select: new Set(['entity', 'action', 'fields', 'filters', 'sort', 'limit', 'offset', 'total', 'transaction_id']),
+  insert: new Set(['entity', 'action', 'fields', 'data', 'transaction_id']),
+  update: new Set(['entity', 'action', 'fields', 'filters', 'data', 'transaction_id']),
+  delete: new Set(['entity', 'action', 'fields', 'filters', 'transaction_id']),
+};
+
+function column(table: Table, name: unknown, path: string): Column {
+  if (typeof name !== 'string' || name === '') throw DbErrors.invalid(path, 'must be a column name (a non-empty string)');
+  const col = table.columns.get(name);
+  if (!col) throw new UnknownName(path, name, 'field');
+  return col;
+}
+
+class Params {
+  readonly list: (string | number | null)[] = [];
+  readonly columns: (Column | null)[] = [];
+  readonly isList: boolean[] = [];
+  add(v: string | number | null, col: Column | null = null, isList = false): number {
+    if (this.list.length >= MAX_PARAMS) throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS}); split it`);
+    this.list.push(v);
+    this.columns.push(col);
+    this.isList.push(isList);
+    return this.list.length;
+  }
+  statement(sql: string, columns: Column[]): Statement {
+    return { sql, params: this.list, columns, paramColumns: this.columns, paramIsList: this.isList };
+  }
+}
+
+function encode(col: Column, v: unknown, path: string): string | null {
+  try {
+    return encodeValue(col, v);
+  } catch (e) {
+    if (e instanceof ValueError) throw DbErrors.column(col.name, `${e.message} (at ${path})`);
+    throw e;
+  }
+}
+
+function where(table: Table, filters: unknown, params: Params): string {
+  if (filters === undefined) return '';
+  if (!Array.isArray(filters)) throw DbErrors.invalid('filters', 'must be an array of {field, op, value}');
+  const parts = filters.map((f, i) => {
+    const path = `filters[${i}]`;
+    if (!isObject(f)) throw DbErrors.invalid(path, 'must be an object {field, op, value}');
+    for (const k of Object.keys(f)) if (k !== 'field' && k !== 'op' && k !== 'value') throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a filter has field, op and value');
+    const op = f.op;
+    if (typeof op !== 'string' || !(OPERATORS as readonly string[]).includes(op)) {
+      throw DbErrors.invalid(`${path}.op`, `unknown operator; use one of ${OPERATORS.join(', ')}`);
+    }
+    const col = column(table, f.field, `${path}.field`);
+    const q = quoteIdent(col.name);
+    const v = f.value;
+    switch (op as Operator) {
+      case 'is_null':
+        if (typeof v !== 'boolean') throw DbErrors.invalid(`${path}.value`, 'is_null takes true or false');
+        return `${q} IS ${v ? '' : 'NOT '}NULL`;
+      case 'in':
+      case 'not_in': {
+        if (!Array.isArray(v) || v.length === 0) throw DbErrors.invalid(`${path}.value`, `${op} takes a non-empty array`);
+        if (col.isArray || col.kind === 'json') throw DbErrors.invalid(`${path}.op`, `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`);
+        if (v.some((x) => x === null)) throw DbErrors.invalid(`${path}.value`, `${op} values cannot be null; add an is_null filter instead`);
+        let list: string;
+        try {
+          list = encodeList(col, v);
+        } catch (e) {
+          if (e instanceof ValueError) throw DbErrors.column(col.name, `${e.message} (at ${path}.value)`);
+          throw e;
+        }
+        const n = params.add(list, col, true);
+        return op === 'in' ? `${q} = ANY(${castParam(n, col, true)})` : `${q} <> ALL(${castParam(n, col, true)})`;
+      }
+      default: {
+        if (v === null || v === undefined) throw DbErrors.invalid(`${path}.value`, `${op} needs a value; to match NULL use is_null`);
+        if (TEXT_OPS.has(op as Operator)) {
+          if (col.kind !== 'text' || col.isArray) throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
+          if (typeof v !== 'string') throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
+          return `${q} ${SQL_OP[op]} $${params.add(v, col)}::text`;
+        }
+        if (col.kind === 'json' && (ORDER_OPS.has(op as Operator) || col.castType === 'json')) {
+          throw DbErrors.invalid(`${path}.op`, `${op} is not available for json column '${col.name}'`);
+        }
+        const n = params.add(encode(col, v, `${path}.value`), col);
+        return `${q} ${SQL_OP[op]} ${castParam(n, col)}`;
+      }
+    }
+  });
+  return parts.length ? ' WHERE ' + parts.join(' AND ') : '';
+}
+
+function returning(table: Table, fields: unknown): Column[] {
+  if (fields === undefined) return table.columnList;
+  if (!Array.isArray(fields)) throw DbErrors.invalid('fields', 'must be an array of column names');
+  if (fields.length === 0) throw DbErrors.invalid('fields', 'must name at least one column (omit it for all columns)');
+  const seen = new Set<string>();
+  const cols: Column[] = [];
+  fields.forEach((f, i) => {
+    const c = column(table, f, `fields[${i}]`);
+    if (!seen.has(c.name)) cols.push(c), seen.add(c.name);
+  });
+  return cols;
+}
+
+function orderBy(table: Table, sort: unknown): string {
+  if (sort === undefined) return '';
+  if (!Array.isArray(sort)) throw DbErrors.invalid('sort', 'must be an array of {field, direction}');
+  const parts = sort.map((s, i) => {
+    const path = `sort[${i}]`;
+    if (!isObject(s)) throw DbErrors.invalid(path, 'must be an object {field, direction}');
+    for (const k of Object.keys(s)) if (k !== 'field' && k !== 'direction') throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a sort item has field and direction');
+    const dir = s.direction === undefined ? 'asc' : typeof s.direction === 'string' ? s.direction.toLowerCase() : '';
+    if (!(DIRECTIONS as readonly string[]).includes(dir)) throw DbErrors.invalid(`${path}.direction`, 'must be asc or desc');
+    const col = column(table, s.field, `${path}.field`);
+    return `${quoteIdent(col.name)} ${dir === 'desc' ? 'DESC' : 'ASC'}`;
+  });
+  return parts.length ? ' ORDER BY ' + parts.join(', ') : '';
+}
+
+function assignments(table: Table, data: unknown, path: string): [Column, unknown][] {
+  if (!isObject(data)) throw DbErrors.invalid(path, 'must be an object of column → value');
+  return Object.entries(data).map(([k, v]) => [column(table, k, `${path}.${k}`), v]);
+}
+
+function nonNegativeInt(v: unknown, path: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw DbErrors.invalid(path, 'must be a whole number ≥ 0');
+  return v;
+}
+
+/** Validate the request against the table and build the statement. */
+export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: number }): Statement {
+  const action = body.action as Action;
+  if (!(ACTIONS as readonly string[]).includes(action)) throw DbErrors.invalid('action', `unknown action; use one of ${ACTIONS.join(', ')}`);
+  for (const k of Object.keys(body)) {
+    if (!ALLOWED[action].has(k)) throw DbErrors.invalid(k, ALLOWED.select.has(k) || k === 'data' ? `not used by ${action}` : 'unknown field');
+  }
+  const t = quoteIdent(table.name);
+  const params = new Params();
+  const cols = returning(table, body.fields);
+  const list = cols.map(selectExpr).join(', ');
+
+  switch (action) {
+    case 'select': {
+      const w = where(table, body.filters, params);
+      const o = orderBy(table, body.sort);
+      const limit = body.limit === undefined ? 100 : nonNegativeInt(body.limit, 'limit');
+      if (limit > opts.maxLimit) throw DbErrors.invalid('limit', `must be at most ${opts.maxLimit} (setting db.max_limit); page with offset`);
+      const offset = body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset');
+      if (body.total !== undefined && typeof body.total !== 'boolean') throw DbErrors.invalid('total', 'must be true or false');
+      const filterParams = params.list.slice();
+      const sql = `SELECT ${list} FROM ${t}${w}${o} LIMIT $${params.add(limit)} OFFSET $${params.add(offset)}`;
+      const st = params.statement(sql, cols);
+      if (body.total) Object.assign(st, { countSql: `SELECT count(*)::int8 AS total FROM ${t}${w}`, countParams: filterParams });
+      return st;
+    }
+    case 'insert': {
+      const rows = Array.isArray(body.data) ? body.data : body.data === undefined ? undefined : [body.data];
+      if (!rows) throw DbErrors.invalid('data', 'insert needs data: an object or a non-empty array of objects');
+      if (rows.length === 0) throw DbErrors.invalid('data', 'must not be an empty array');
+      const parsed = rows.map((r, i) => assignments(table, r, Array.isArray(body.data) ? `data[${i}]` : 'data'));
+      const names: string[] = [];
+      for (const r of parsed) for (const [c] of r) if (!names.includes(c.name)) names.push(c.name);
+      if (names.length === 0) {
+        if (rows.length > 1) throw DbErrors.invalid('data', 'each row of a bulk insert needs at least one column');
+        return params.statement(`INSERT INTO ${t} DEFAULT VALUES RETURNING ${list}`, cols);
+      }
+      // Columns a row leaves out take their DEFAULT, as in a single-row insert.
+      const tuples = parsed.map((r, i) => {
+        const byName = new Map(r.map(([c, v]) => [c.name, [c, v] as const]));
+        return '(' + names.map((n) => {
+          const cv = byName.get(n);
+          if (!cv) return 'DEFAULT';
+          return castParam(params.add(encode(cv[0], cv[1], `data[${i}].${n}`), cv[0]), cv[0]);
+        }).join(', ') + ')';
+      });
+      const sql = `INSERT INTO ${t} (${names.map(quoteIdent).join(', ')}) VALUES ${tuples.join(', ')} RETURNING ${list}`;
+      return params.statement(sql, cols);
+    }
+    case 'update': {
+      if (body.data === undefined) throw DbErrors.invalid('data', 'update needs data: an object of column → new value');
+      if (Array.isArray(body.data)) throw DbErrors.invalid('data', 'update takes one object of column → new value');
+      const sets = assignments(table, body.data, 'data');
+      if (sets.length === 0) throw DbErrors.invalid('data', 'must set at least one column');
+      if (!Array.isArray(body.filters) || body.filters.length === 0) throw DbErrors.filtersRequired('update');
+      const set = sets.map(([c, v]) => `${quoteIdent(c.name)} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`).join(', ');
+      const w = where(table, body.filters, params);
+      return params.statement(`UPDATE ${t} SET ${set}${w} RETURNING ${list}`, cols);
+    }
+    case 'delete': {
+      if (!Array.isArray(body.filters) || body.filters.length === 0) throw DbErrors.filtersRequired('delete');
+      const w = where(table, body.filters, params);
+      return params.statement(`DELETE FROM ${t}${w} RETURNING ${list}`, cols);
+    }
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * HTTP of the Database API (format A envelopes). Order of checks on a query, so
+ * nothing leaks to a caller who may not ask: raw SQL field → 403; API key → 401/403;
+ * entity outside the key's whitelist → 403 (before anything reveals whether it
+ * exists); then the shape of the body and the catalog check → 400.
+ *
+ * The first three run in `transform`, which Elysia runs before body validation.
+ */
+import { Elysia } from 'elysia';
+import type { Platform } from '../../platform';
+import { requireApiKey, type ApiKeyPrincipal } from '../../http/api-key-guard';
+import { DbErrors } from './errors';
+import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
+
+const principals = new WeakMap<Request, ApiKeyPrincipal>();
+
+/**
+ * The legacy raw SQL field: at the top level, or in any filter or sort item. Keys of
+ * `data` are column names, not request fields, so a column named "query" stays usable.
+ */
+function carriesRawSql(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const b = body as Record<string, unknown>;
+  if ('query' in b) return true;
+  const items = [b.filters, b.sort].flatMap((x) => (Array.isArray(x) ? x : []));
+  return items.some((i) => typeof i === 'object' && i !== null && 'query' in i);
+}
+
+const TOP_LEVEL = new Set(Object.keys(QueryBody.properties));
+const ITEM_KEYS = { filters: new Set(['field', 'op', 'value']), sort: new Set(['field', 'direction']) };
+
+/**
+ * Unknown keys → 400 naming them. Checked here because body validation would drop
+ * them silently (Elysia normalizes objects to their schema).
+ */
+function rejectUnknownKeys(body: unknown): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  const b = body as Record<string, unknown>;
+  for (const k of Object.keys(b)) if (!TOP_LEVEL.has(k)) throw DbErrors.invalid(k, `unknown field; a query has ${[...TOP_LEVEL].join(', ')}`);
+  for (const [list, allowed] of Object.entries(ITEM_KEYS)) {
+    const items = b[list];
+    if (!Array.isArray(items)) continue;
+    items.forEach((item, i) => {
+      if (typeof item !== 'object' || item === null) return;
+      for (const k of Object.keys(item)) if (!allowed.has(k)) throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
+    });
+  }
+}
+
+const security = [{ ApiKey: [] }];
+
+/** Format A success body. */
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+export function databaseRoutes(p: Platform) {
+  const svc = () => p.services.database;
+  const principal = (request: Request): ApiKeyPrincipal => {
+    const pr = principals.get(request);
+    if (!pr) throw new Error('internal: API key not checked');
+    return pr;
+  };
+  const authenticate = async ({ request }: { request: Request }) => {
+    principals.set(request, await requireApiKey(p, request, 'db:query'));
+  };
+
+  return new Elysia({ name: 'basalt.database' })
+    .post(
+      '/api/v1/db/query',
+      async ({ body, request }) => ok(await svc().query(principal(request), body)),
+      {
+        async transform({ body, request }) {
+          if (carriesRawSql(body)) throw DbErrors.rawSql();
+          await authenticate({ request });
+          svc().checkWhitelist(principal(request), (body as { entity?: unknown } | undefined)?.entity);
+          rejectUnknownKeys(body);
+        },
+        body: QueryBody,
+        response: { 200: QueryResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Run a parameterized query on a whitelisted table',
+          description:
+            'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
+            'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
+            'Errors: 400 validation_error / filters_required, 401 unauthorized, 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout.',
+          security,
+        },
+      },
+    )
+    .post(
+      '/api/v1/db/transaction/begin',
+      async ({ request }) => ok(await svc().begin(principal(request))),
+      {
+        transform: authenticate,
+        body: EmptyBody,
+        response: { 200: BeginResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Begin a transaction',
+          description:
+            'Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other\'s writes. ' +
+            'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions.',
+          security,
+        },
+      },
+    )
+    .post(
+      '/api/v1/db/transaction/:id/commit',
+      async ({ params, request }) => ok(await svc().commit(principal(request), params.id)),
+      {
+        transform: authenticate,
+        params: TxParams,
+        body: EmptyBody,
+        response: { 200: EndResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Commit a transaction',
+          description: 'Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key\'s id → 404 transaction_not_found.',
+          security,
+        },
+      },
+    )
+    .post(
+      '/api/v1/db/transaction/:id/rollback',
+      async ({ params, request }) => ok(await svc().rollback(principal(request), params.id)),
+      {
+        transform: authenticate,
+        params: TxParams,
+        body: EmptyBody,
+        response: { 200: EndResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Roll back a transaction',
+          description: 'Discards the transaction\'s changes and forgets the id. Unknown, ended or another key\'s id → 404 transaction_not_found.',
+          security,
+        },
+      },
+    );
+}

@@ -1,0 +1,180 @@
+/**
+ * The Database API service: whitelist, catalog check, statement, execution,
+ * value decoding and Postgres error mapping. No HTTP here; routes.ts calls it
+ * with the verified key principal and the request body.
+ */
+import type { Db, Queryable } from '../../db/engine';
+import { AppError } from '../../http/errors';
+import type { ApiKeyPrincipal } from '../../http/api-key-guard';
+import type { Platform } from '../../platform';
+import { Catalog, isPlatformSchema, type CatalogSnapshot, type Table } from './catalog';
+import { DbErrors } from './errors';
+import type { QueryBody } from './model';
+import { buildStatement, UnknownName, type Statement } from './query-builder';
+import { TransactionRegistry } from './transaction-registry';
+import { decodeValue } from './value-codec';
+import { mapDbError } from './pg-errors';
+import { openApiPool } from './api-pool';
+
+declare module '../../platform' {
+  interface Services {
+    database: DatabaseService;
+  }
+}
+
+export interface QueryResultData {
+  rows: Record<string, unknown>[];
+  count: number;
+  total?: number;
+}
+
+/** Kinds whose driver value is already the JSON representation. */
+const PASS_THROUGH = new Set(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
+
+export class DatabaseService {
+  readonly catalog: Catalog;
+  readonly transactions: TransactionRegistry;
+
+  constructor(
+    private readonly p: Platform,
+    /** Connection used for API statements (its own pool on external Postgres, see api-pool.ts). */
+    private readonly apiDb: () => Promise<Db>,
+  ) {
+    const schema = p.settings.get<string>('database.data_schema');
+    if (isPlatformSchema(schema)) throw new Error(`database.data_schema: '${schema}' is a platform schema; application tables belong in their own schema (default public)`);
+    this.catalog = new Catalog(p.db, { schema });
+    const external = p.db.kind === 'external';
+    this.transactions = new TransactionRegistry({
+      begin: async (setup) => (await this.apiDb()).begin({ setup }),
+      idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
+      maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
+      // Server-side backstops on external Postgres: the idle timer here is the primary
+      // mechanism; idle_in_transaction_session_timeout frees the connection even if this
+      // process died. PGlite is one in-process session, so only the timer applies.
+      setup: () => {
+        if (!external) return [];
+        const stmt = p.settings.get<number>('db.statement_timeout_ms');
+        const idle = p.settings.get<number>('db.transaction_idle_timeout_ms');
+        return [
+          `SET LOCAL statement_timeout = ${Math.trunc(stmt)}`,
+          `SET LOCAL lock_timeout = ${Math.trunc(stmt)}`,
+          `SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(idle) + 5000}`,
+        ];
+      },
+      onError: (msg, cause) => p.log.warn(msg, { cause }),
+    });
+  }
+
+  /** Whitelist first: a table outside it is refused before anything reveals whether it exists. */
+  checkWhitelist(principal: ApiKeyPrincipal, entity: unknown): void {
+    if (typeof entity !== 'string') return;
+    if (!principal.tables.includes(entity)) throw DbErrors.forbidden(entity);
+  }
+
+  /** Run one request (optionally inside a transaction of this key). */
+  async query(principal: ApiKeyPrincipal, body: QueryBody): Promise<QueryResultData> {
+    this.checkWhitelist(principal, body.entity);
+    if (body.transaction_id !== undefined) {
+      return this.transactions.run(body.transaction_id, principal.id, (tx) => this.execute(body, tx, true));
+    }
+    return this.execute(body, await this.apiDb(), false);
+  }
+
+  private async table(entity: string, via: Queryable | undefined): Promise<{ snap: CatalogSnapshot; table: Table }> {
+    let snap = await this.catalog.get(via);
+    let table = snap.tables.get(entity);
+    if (!table) {
+      const fresh = await this.catalog.refreshOnMiss(via);
+      if (fresh) (snap = fresh), (table = fresh.tables.get(entity));
+    }
+    if (!table) throw DbErrors.invalid('entity', `unknown entity '${entity}' (no such table in the data schema)`);
+    return { snap, table };
+  }
+
+  private async plan(body: QueryBody, via: Queryable | undefined): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }> {
+    const maxLimit = this.p.settings.get<number>('db.max_limit');
+    let { snap, table } = await this.table(body.entity, via);
+    try {
+      return { st: buildStatement(body, table, { maxLimit }), snap, table };
+    } catch (e) {
+      if (!(e instanceof UnknownName)) throw e;
+      // Maybe a column added since the last load: reload once and try again.
+      const fresh = await this.catalog.refreshOnMiss(via);
+      const t2 = fresh?.tables.get(body.entity);
+      if (fresh && t2) {
+        try {
+          return { st: buildStatement(body, t2, { maxLimit }), snap: fresh, table: t2 };
+        } catch (e2) {
+          if (!(e2 instanceof UnknownName)) throw e2;
+          throw DbErrors.invalid(e2.path, `unknown field '${e2.name}' of entity '${body.entity}'`);
+        }
+      }
+      throw DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`);
+    }
+  }
+
+  private async execute(body: QueryBody, q: Queryable, inTx: boolean): Promise<QueryResultData> {
+    // Inside a transaction on the embedded engine the transaction holds the only
+    // connection, so catalog reads must go through it.
+    const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
+    const { st, snap, table } = await this.plan(body, via);
+    try {
+      const [res, count] = await Promise.all([
+        q.query<Record<string, unknown>>(st.sql, st.params),
+        st.countSql && !inTx ? q.query<{ total: string }>(st.countSql, st.countParams) : undefined,
+      ]);
+      const rows = decodeRows(st, res.rows);
+      const out: QueryResultData = { rows, count: rows.length };
+      if (st.countSql) {
+        const c = count ?? (await q.query<{ total: string }>(st.countSql, st.countParams));
+        out.total = Number(c.rows[0]?.total ?? 0);
+      }
+      return out;
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      // The probe runs outside the transaction; on the embedded engine that would wait for it.
+      const probe = inTx && this.p.db.kind === 'embedded' ? undefined : await this.apiDb();
+      throw await mapDbError(err, { statement: st, table, snap, catalog: this.catalog, probe, timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms') });
+    }
+  }
+
+  async begin(principal: ApiKeyPrincipal): Promise<{ transaction_id: string; expires_at: string }> {
+    const { id, expiresAt } = await this.transactions.begin(principal.id);
+    return { transaction_id: id, expires_at: expiresAt.toISOString() };
+  }
+
+  async commit(principal: ApiKeyPrincipal, id: string): Promise<{ transaction_id: string; status: 'committed' }> {
+    try {
+      await this.transactions.commit(id, principal.id);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      // Deferred constraints are checked at commit.
+      const snap = await this.catalog.get();
+      throw await mapDbError(err, { snap, catalog: this.catalog, timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms') });
+    }
+    return { transaction_id: id, status: 'committed' };
+  }
+
+  async rollback(principal: ApiKeyPrincipal, id: string): Promise<{ transaction_id: string; status: 'rolled_back' }> {
+    await this.transactions.rollback(id, principal.id);
+    return { transaction_id: id, status: 'rolled_back' };
+  }
+}
+
+function decodeRows(st: Statement, rows: Record<string, unknown>[]): Record<string, unknown>[] {
+  const special = st.columns.filter((c) => c.isArray || !PASS_THROUGH.has(c.kind));
+  if (special.length === 0) return rows;
+  for (const r of rows) for (const c of special) r[c.name] = decodeValue(c, r[c.name]);
+  return rows;
+}
+
+/** Create the service; the API pool opens on first use. */
+export function createDatabaseService(p: Platform): DatabaseService {
+  const pool = openApiPool(p);
+  const svc = new DatabaseService(p, pool.get);
+  p.onShutdown(async () => {
+    await svc.transactions.rollbackAll();
+    await pool.close();
+  });
+  return svc;
+}

@@ -1,0 +1,155 @@
+/**
+ * Open Database API transactions: each one spans several HTTP requests, belongs to
+ * the API key that began it, and is rolled back when idle too long.
+ *
+ * - Queries on one transaction run in arrival order: every operation is appended
+ *   to the transaction's promise chain, so two requests never use its connection
+ *   at once.
+ * - A failed query marks it aborted (Postgres refuses everything after an error);
+ *   commit then rolls back and answers 409 transaction_aborted.
+ * - The idle timer is re-armed when an operation ends; if it fires while one runs,
+ *   the rollback waits for it. A rolled-back or ended id is forgotten, so it
+ *   answers 404 afterwards.
+ */
+import type { Queryable, Tx } from '../../db/engine';
+import { DbErrors } from './errors';
+
+interface Entry {
+  id: string;
+  keyId: string;
+  tx: Tx;
+  chain: Promise<unknown>;
+  busy: number;
+  aborted: boolean;
+  ended: boolean;
+  expiresAt: number;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+export interface RegistryOptions {
+  /** Open a long-lived transaction running `setup` after BEGIN. */
+  begin: (setup: string[]) => Promise<Tx>;
+  idleTimeoutMs: () => number;
+  maxPerKey: () => number;
+  /** Statements run right after BEGIN (timeouts). */
+  setup: () => string[];
+  onError?: (msg: string, cause: unknown) => void;
+}
+
+export class TransactionRegistry {
+  private readonly open = new Map<string, Entry>();
+
+  constructor(private readonly opts: RegistryOptions) {}
+
+  /** Open transactions (all keys). */
+  get size(): number {
+    return this.open.size;
+  }
+
+  private countFor(keyId: string): number {
+    let n = 0;
+    for (const e of this.open.values()) if (e.keyId === keyId) n++;
+    return n;
+  }
+
+  async begin(keyId: string): Promise<{ id: string; expiresAt: Date }> {
+    const max = this.opts.maxPerKey();
+    if (this.countFor(keyId) >= max) throw DbErrors.tooManyTx(max);
+    const tx = await this.opts.begin(this.opts.setup());
+    // Checked again: several begins of one key may have waited for a connection together.
+    if (this.countFor(keyId) >= max) {
+      await tx.rollback();
+      throw DbErrors.tooManyTx(max);
+    }
+    const e: Entry = { id: crypto.randomUUID(), keyId, tx, chain: Promise.resolve(), busy: 0, aborted: false, ended: false, expiresAt: 0 };
+    this.open.set(e.id, e);
+    this.arm(e);
+    return { id: e.id, expiresAt: new Date(e.expiresAt) };
+  }
+
+  private find(id: string, keyId: string): Entry {
+    const e = this.open.get(id);
+    // Another key's transaction answers exactly like an unknown one: ids are not confirmed to strangers.
+    if (!e || e.ended || e.keyId !== keyId) throw DbErrors.txNotFound();
+    return e;
+  }
+
+  private arm(e: Entry): void {
+    if (e.timer) clearTimeout(e.timer);
+    const ms = this.opts.idleTimeoutMs();
+    e.expiresAt = Date.now() + ms;
+    e.timer = setTimeout(() => this.expire(e), ms);
+    // An idle transaction must not keep the process alive on its own.
+    (e.timer as { unref?: () => void }).unref?.();
+  }
+
+  private expire(e: Entry): void {
+    if (e.ended) return;
+    if (e.busy > 0) return this.arm(e);
+    void this.finish(e, false).catch((err) => this.opts.onError?.('idle transaction rollback failed', err));
+  }
+
+  /** Append `fn` to the transaction's chain, so operations run one at a time in arrival order. */
+  private enqueue<R>(e: Entry, fn: () => Promise<R>): Promise<R> {
+    e.busy++;
+    const run = e.chain.then(fn);
+    e.chain = run.catch(() => {});
+    return run.finally(() => {
+      e.busy--;
+      if (!e.ended) this.arm(e);
+    });
+  }
+
+  private async finish(e: Entry, commit: boolean): Promise<void> {
+    if (e.ended) return;
+    e.ended = true;
+    this.open.delete(e.id);
+    if (e.timer) clearTimeout(e.timer);
+    if (commit) await e.tx.commit();
+    else await e.tx.rollback();
+  }
+
+  /**
+   * Run `fn` with the transaction's connection. A throw marks the transaction
+   * aborted (the error still reaches the caller). The id must belong to `keyId`.
+   */
+  run<R>(id: string, keyId: string, fn: (q: Queryable) => Promise<R>): Promise<R> {
+    const e = this.find(id, keyId);
+    return this.enqueue(e, async () => {
+      if (e.ended) throw DbErrors.txNotFound();
+      if (e.aborted) throw DbErrors.txAborted();
+      try {
+        return await fn(e.tx);
+      } catch (err) {
+        e.aborted = true;
+        throw err;
+      }
+    });
+  }
+
+  /** Commit; an aborted transaction is rolled back instead and answers 409 transaction_aborted. */
+  commit(id: string, keyId: string): Promise<void> {
+    const e = this.find(id, keyId);
+    return this.enqueue(e, async () => {
+      if (e.ended) throw DbErrors.txNotFound();
+      if (e.aborted) {
+        await this.finish(e, false);
+        throw DbErrors.txAborted();
+      }
+      await this.finish(e, true);
+    });
+  }
+
+  rollback(id: string, keyId: string): Promise<void> {
+    const e = this.find(id, keyId);
+    return this.enqueue(e, async () => {
+      if (e.ended) throw DbErrors.txNotFound();
+      await this.finish(e, false);
+    });
+  }
+
+  /** Roll back everything (shutdown). */
+  async rollbackAll(): Promise<void> {
+    await Promise.all([...this.open.values()].map((e) => this.finish(e, false).catch((err) => this.opts.onError?.('rollback on shutdown failed', err))));
+  }
+}

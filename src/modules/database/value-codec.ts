@@ -1,0 +1,218 @@
+/**
+ * JSON values ⇄ Postgres values, chosen by the catalog type of the column, the same
+ * on both engines (docs/database.md, "Value representation").
+ *
+ * Input: every value is sent as one text bind parameter and cast in SQL
+ * (`$1::text::integer`, `$2::text::jsonb`, `$3::text::bytea`), so neither driver's
+ * own guesses about JS types play a part and both engines see identical input. The
+ * cast type comes from the catalog, never from the request. Values the common
+ * types cannot hold are refused here, before the database, so the error can name
+ * the column even inside a transaction.
+ *
+ * Output: int8/numeric as strings (no precision loss), timestamps as ISO 8601
+ * strings (read through `to_json`, which keeps microseconds), json as JSON, bytea as
+ * base64, arrays as arrays (read as their text form and parsed here, because the
+ * external driver's array parser turns NULL elements into "NULL"/NaN).
+ */
+import type { Column, ValueKind } from './catalog';
+import { quoteIdent } from '../../db/engine';
+
+export class ValueError extends Error {}
+
+const INT = /^[+-]?\d+$/;
+const NUM = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
+const UUID = /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const SPECIAL_FLOAT = /^[+-]?(nan|infinity|inf)$/i;
+
+/** One scalar (or array element) → its Postgres text input form. */
+function scalarText(kind: ValueKind, v: unknown, col: Column): string {
+  switch (kind) {
+    case 'json':
+      return JSON.stringify(v);
+    case 'int':
+    case 'bigint':
+      if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
+      if (typeof v === 'string' && INT.test(v.trim())) return v.trim();
+      throw new ValueError('expects an integer (a JSON number, or a string of digits for values beyond 2^53)');
+    case 'float':
+      if (typeof v === 'number') return String(v);
+      if (typeof v === 'string' && (NUM.test(v.trim()) || SPECIAL_FLOAT.test(v.trim()))) return v.trim();
+      throw new ValueError('expects a number');
+    case 'numeric':
+      if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+      if (typeof v === 'string' && (NUM.test(v.trim()) || /^nan$/i.test(v.trim()))) return v.trim();
+      throw new ValueError('expects a decimal number (a JSON number or a numeric string such as "12.50")');
+    case 'bool':
+      if (typeof v === 'boolean') return v ? 'true' : 'false';
+      throw new ValueError('expects true or false');
+    case 'uuid':
+      if (typeof v === 'string' && UUID.test(v)) return v;
+      throw new ValueError('expects a UUID string');
+    case 'bytea':
+      if (typeof v === 'string' && BASE64.test(v)) return '\\x' + Buffer.from(v, 'base64').toString('hex');
+      throw new ValueError('expects base64 text (standard alphabet, padded)');
+    case 'text':
+      if (typeof v === 'string') {
+        if (col.maxLength !== null && !col.isArray && [...v].length > col.maxLength) throw new ValueError(`is longer than ${col.maxLength} characters`);
+        return v;
+      }
+      if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+      throw new ValueError('expects a string');
+    default:
+      // dates, times, enums, network types...: Postgres parses the text and names the problem.
+      if (typeof v === 'string') return v;
+      if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+      throw new ValueError('expects a string');
+  }
+}
+
+/** Postgres array literal: every element quoted, NULL bare; nested arrays for more dimensions. */
+function arrayLiteral(kind: ValueKind, v: unknown[], col: Column): string {
+  const parts = v.map((e) => {
+    if (e === null) return 'NULL';
+    if (Array.isArray(e) && kind !== 'json') return arrayLiteral(kind, e, col);
+    return '"' + scalarText(kind, e, col).replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"';
+  });
+  return '{' + parts.join(',') + '}';
+}
+
+/** A JSON value for `col` → the text bind parameter (null stays SQL NULL). */
+export function encodeValue(col: Column, v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (col.isArray) {
+    if (!Array.isArray(v)) throw new ValueError('expects an array');
+    return arrayLiteral(col.kind, v, col);
+  }
+  return scalarText(col.kind, v, col);
+}
+
+/** `$n::text::<type>`: the bind parameter cast to the column's type (type name from the catalog). */
+export function castParam(n: number, col: Column, asArrayOf = false): string {
+  return `$${n}::text::${col.castType}${asArrayOf ? '[]' : ''}`;
+}
+
+/** Encode a list for `in`/`not_in`: one array parameter of the column's type. */
+export function encodeList(col: Column, values: unknown[]): string {
+  return arrayLiteral(col.kind, values, col);
+}
+
+/**
+ * The select-list expression that reads `col` in the form `decodeValue` expects.
+ * Plain column reference for most types, so the statement stays simple.
+ */
+export function selectExpr(col: Column): string {
+  const q = quoteIdent(col.name);
+  if (col.isArray) return needsTextArray(col.kind) ? `${q}::text AS ${q}` : `${q}`;
+  switch (col.kind) {
+    case 'timestamptz':
+      return `(to_json(${q} AT TIME ZONE 'UTC') #>> '{}') AS ${q}`;
+    case 'timestamp':
+    case 'date':
+      return `(to_json(${q}) #>> '{}') AS ${q}`;
+    default:
+      return q;
+  }
+}
+
+// Arrays are read as text and parsed here (see the file comment); all of them, for one path.
+function needsTextArray(_kind: ValueKind): boolean {
+  return true;
+}
+
+/** Output of one column → JSON. */
+export function decodeValue(col: Column, v: unknown): unknown {
+  if (v === null || v === undefined) return null;
+  if (col.isArray) return typeof v === 'string' ? parseArrayText(v).map((e) => decodeArrayElement(col.kind, e)) : v;
+  switch (col.kind) {
+    case 'bytea':
+      return Buffer.from(v as Uint8Array).toString('base64');
+    case 'timestamptz':
+      return typeof v === 'string' && /^\d/.test(v) ? v + 'Z' : v;
+    case 'float':
+      return typeof v === 'number' && !Number.isFinite(v) ? String(v) : v;
+    default:
+      if (v instanceof Date) return v.toISOString();
+      if (v instanceof Uint8Array) return Buffer.from(v).toString('base64');
+      return v;
+  }
+}
+
+type Parsed = string | null | Parsed[];
+
+function decodeArrayElement(kind: ValueKind, e: Parsed): unknown {
+  if (e === null) return null;
+  if (Array.isArray(e)) return e.map((x) => decodeArrayElement(kind, x));
+  switch (kind) {
+    case 'int':
+      return Number(e);
+    case 'float': {
+      const n = Number(e);
+      return Number.isFinite(n) ? n : e;
+    }
+    case 'bool':
+      return e === 't' || e === 'true';
+    case 'json':
+      return JSON.parse(e);
+    case 'bytea':
+      return Buffer.from(e.slice(2), 'hex').toString('base64');
+    case 'timestamptz':
+      return isoFromPgText(e);
+    case 'timestamp':
+      return /^\d/.test(e) ? e.replace(' ', 'T') : e;
+    default:
+      return e;
+  }
+}
+
+/** `2024-01-02 03:04:05.12+00` → `2024-01-02T03:04:05.12Z`; other offsets kept as `+hh:mm`. */
+function isoFromPgText(s: string): string {
+  const m = /^(\d{4,}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)([+-]\d\d)(?::?(\d\d))?(?::?(\d\d))?$/.exec(s);
+  if (!m) return s;
+  const off = m[3] + ':' + (m[4] ?? '00');
+  return `${m[1]}T${m[2]}${off === '+00:00' || off === '-00:00' ? 'Z' : off}`;
+}
+
+/** Parse Postgres array text output (`{a,"b c",NULL,{1,2}}`) into nested string arrays. */
+export function parseArrayText(text: string): Parsed[] {
+  let i = 0;
+  // Arrays with explicit bounds print as `[0:2]={...}`.
+  if (text[0] === '[') i = text.indexOf('=') + 1;
+  const parse = (): Parsed[] => {
+    const out: Parsed[] = [];
+    i++; // '{'
+    while (i < text.length) {
+      const c = text[i];
+      if (c === '}') {
+        i++;
+        return out;
+      }
+      if (c === ',') {
+        i++;
+        continue;
+      }
+      if (c === '{') {
+        out.push(parse());
+        continue;
+      }
+      if (c === '"') {
+        let s = '';
+        i++;
+        while (i < text.length && text[i] !== '"') {
+          if (text[i] === '\\') i++;
+          s += text[i++];
+        }
+        i++;
+        out.push(s);
+        continue;
+      }
+      let j = i;
+      while (j < text.length && text[j] !== ',' && text[j] !== '}') j++;
+      const raw = text.slice(i, j);
+      out.push(raw === 'NULL' ? null : raw);
+      i = j;
+    }
+    return out;
+  };
+  return parse();
+}

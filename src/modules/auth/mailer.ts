@@ -6,24 +6,13 @@
 import type { Platform } from '../../platform';
 import { ACTION_TOKEN_SECONDS, type Purpose } from './action-tokens';
 
-/** The part of the mail service Public Auth relies on. */
-export interface AuthMailPort {
-  isConfigured(): boolean;
-  enqueue(msg: { to: string[]; template: string; variables: Record<string, unknown> }): Promise<unknown>;
-}
-
 const PAGE: Record<Purpose, { setting: string; path: string }> = {
   password_reset: { setting: 'auth.password_reset_url', path: '/reset-password' },
   verify_email: { setting: 'auth.verify_email_url', path: '/verify-email' },
 };
 
-export function mailPort(p: Platform): AuthMailPort | undefined {
-  return (p.services as unknown as { mail?: AuthMailPort }).mail;
-}
-
 export function mailConfigured(p: Platform): boolean {
-  const mail = mailPort(p);
-  return !!mail && mail.isConfigured();
+  return p.services.mail.isConfigured();
 }
 
 /** The link a mail carries: the configured page, or one under the public base URL, with ?token=. */
@@ -35,9 +24,8 @@ export function actionLink(p: Platform, purpose: Purpose, token: string, origin:
 }
 
 export async function sendActionMail(p: Platform, purpose: Purpose, email: string, token: string, origin: string): Promise<void> {
-  const mail = mailPort(p);
-  if (!mail || !mail.isConfigured()) return;
-  await mail.enqueue({
+  if (!mailConfigured(p)) return;
+  await p.services.mail.enqueue({
     to: [email],
     template: purpose,
     variables: {

@@ -65,6 +65,11 @@ export async function clearFailures(db: Queryable, email: string): Promise<void>
   await db.query('DELETE FROM basalt.auth_login_failures WHERE email = $1', [email]);
 }
 
+/** Forget a counter (a password reset proves the mailbox: its owner may log in at once). */
+export async function resetBucket(db: Queryable, bucket: string): Promise<void> {
+  await db.query('DELETE FROM basalt.auth_rate_limits WHERE bucket = $1', [bucket]);
+}
+
 /** Drop counters whose window ended long ago (housekeeping). */
 export async function pruneCounters(db: Queryable): Promise<void> {
   await db.query(`DELETE FROM basalt.auth_rate_limits WHERE window_start < now() - interval '1 day'`);

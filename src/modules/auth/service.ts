@@ -11,7 +11,7 @@ import type { RequestUser } from '../../http/user-guard';
 import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
 import { SessionStore, REFRESH_TOKEN_SECONDS } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
-import { clearFailures, hit, lockedFor, pruneCounters, recordFailure } from './rate-limit';
+import { clearFailures, hit, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
 import { consumeActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
 import { emailProblem, insertUser, markVerified, normalizeEmail, publicUser, setPasswordHash, userByEmail, userById, type PublicUser } from './users';
 import { mailConfigured, sendActionMail } from './mailer';
@@ -238,6 +238,7 @@ export class AuthService {
     });
     await this.sessions.revokeUser(user.id, 'password_reset');
     await clearFailures(this.p.db, user.email);
+    await resetBucket(this.p.db, `login_account:${user.email}`);
     return publicUser(user);
   }
 

@@ -1,0 +1,150 @@
+/**
+ * Password reset and e-mail verification end to end: the mail goes through the
+ * queue to a real SMTP sink, and the token in its link works exactly once.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import type { TestServer } from '../helpers/server';
+import { startSmtpSink, type SinkMessage, type SmtpSink } from '../helpers/smtp-sink';
+import { PASSWORD, call, email, failure, register, signedIn, startAuthServer } from './support';
+
+type Kind = 'verify-email' | 'reset-password';
+
+/** The latest mail of a kind to `to` (waits for it), and the token of its link. */
+async function mailTo(sink: SmtpSink, to: string, kind: Kind, nth = 1): Promise<{ mail: SinkMessage; token: string; link: string }> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const mails = sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`));
+    const mail = mails.length >= nth ? mails[mails.length - 1] : undefined;
+    if (mail) {
+      const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail.text)![0];
+      return { mail, link, token: decodeURIComponent(new URL(link).searchParams.get('token')!) };
+    }
+    if (Date.now() > deadline) throw new Error(`no ${kind} mail #${nth} to ${to}`);
+    await Bun.sleep(25);
+  }
+}
+
+describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startAuthServer(engine, {
+      env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', BASALT_WEB_PUBLIC_BASE_URL: 'https://app.example.com' },
+    });
+  });
+  afterAll(async () => {
+    await s.stop();
+    await sink.close();
+  });
+
+  test('registration sends verify_email; its token verifies the address once', async () => {
+    const address = email('verify');
+    const r = await register(s, address);
+    expect(r.body.data.user.email_verified).toBe(false);
+    const { mail, token, link } = await mailTo(sink, address, 'verify-email');
+    expect(mail.subject).toContain('Confirm your e-mail address');
+    expect(link).toStartWith('https://app.example.com/verify-email?token=');
+    expect(mail.text).toContain('1440 minutes');
+    const cases: [unknown, number, unknown][] = [
+      [{ token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, 400, failure('invalid_token')],
+      [{ token }, 200, { success: true, data: { user: expect.objectContaining({ email: address, email_verified: true, email_verified_at: expect.any(String) }) } }],
+      [{ token }, 400, failure('invalid_token')],
+      [{}, 422, failure('validation_error')],
+    ];
+    for (const [body, status, expected] of cases) {
+      const v = await call(s, { path: 'verify-email', body });
+      expect([v.status, v.body]).toEqual([status, expected]);
+    }
+  });
+
+  test('forgot → password_reset mail → reset: new password works, sessions end, token spent', async () => {
+    const u = await signedIn(s, email('reset'));
+    const f = await call(s, { path: 'password/forgot', body: { email: ` ${u.email.toUpperCase()} ` } });
+    expect([f.status, f.body.success]).toEqual([200, true]);
+    const { mail, token, link } = await mailTo(sink, u.email, 'reset-password');
+    expect(mail.subject).toContain('Reset your');
+    expect(link).toStartWith('https://app.example.com/reset-password?token=');
+    expect(mail.text).toContain('60 minutes');
+    const cases: [unknown, number, unknown][] = [
+      [{ token, password: 'short' }, 422, failure('validation_error', { details: { fields: { password: expect.any(String) } } })],
+      [{ token: 'nope', password: 'a new password 1' }, 400, failure('invalid_token')],
+      [{ token, password: 'a new password 1' }, 200, { success: true, data: { user: expect.objectContaining({ email: u.email, email_verified: true }) } }],
+      [{ token, password: 'a new password 2' }, 400, failure('invalid_token')],
+    ];
+    for (const [body, status, expected] of cases) {
+      const r = await call(s, { path: 'password/reset', body });
+      expect([r.status, r.body]).toEqual([status, expected]);
+    }
+    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).body).toEqual(failure('session_revoked'));
+    expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(401);
+    expect((await call(s, { path: 'login', body: { email: u.email, password: 'a new password 1' } })).status).toBe(200);
+  });
+
+  test('forgot for an unknown address: the same 200, and no mail', async () => {
+    const known = email('known');
+    await register(s, known);
+    const ghost = email('ghost');
+    const a = await call(s, { path: 'password/forgot', body: { email: ghost } });
+    const b = await call(s, { path: 'password/forgot', body: { email: known } });
+    expect([a.status, a.body]).toEqual([b.status, b.body]);
+    await mailTo(sink, known, 'reset-password');
+    await s.platform.services.auth.settled();
+    expect(sink.messages.some((m) => m.to.includes(ghost))).toBe(false);
+  });
+
+  test('a reset token cannot verify an address, an expired token is refused, a reset unlocks the account', async () => {
+    const address = email('cross');
+    await register(s, address);
+    for (let i = 0; i < 5; i++) await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
+    expect((await call(s, { path: 'login', body: { email: address, password: PASSWORD } })).body).toEqual(failure('account_locked', { retry_after: expect.any(Number) }));
+    await call(s, { path: 'password/forgot', body: { email: address } });
+    const { token } = await mailTo(sink, address, 'reset-password');
+    expect((await call(s, { path: 'verify-email', body: { token } })).body).toEqual(failure('invalid_token'));
+    await s.platform.db.query(`UPDATE basalt.auth_action_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [token.split('.')[0]]);
+    expect((await call(s, { path: 'password/reset', body: { token, password: 'another password' } })).body).toEqual(failure('invalid_token'));
+    await call(s, { path: 'password/forgot', body: { email: address } });
+    const { token: fresh } = await mailTo(sink, address, 'reset-password', 2);
+    expect((await call(s, { path: 'password/reset', body: { token: fresh, password: 'another password' } })).status).toBe(200);
+    expect((await call(s, { path: 'login', body: { email: address, password: 'another password' } })).status).toBe(200);
+  });
+
+  test('resend: a new verification mail for an unverified account; 200 for anything else', async () => {
+    const address = email('resend');
+    await register(s, address);
+    await mailTo(sink, address, 'verify-email');
+    const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
+    expect([r.status, r.body.success]).toEqual([200, true]);
+    const { token } = await mailTo(sink, address, 'verify-email', 2);
+    expect((await call(s, { path: 'verify-email', body: { token } })).status).toBe(200);
+    const ghost = await call(s, { path: 'verify-email/resend', body: { email: email('ghost') } });
+    expect([ghost.status, ghost.body]).toEqual([r.status, r.body]);
+    expect((await call(s, { path: 'verify-email/resend', body: { email: 'not-an-address' } })).status).toBe(422);
+  });
+
+  test('the tokens are stored hashed', async () => {
+    const address = email('hashed');
+    await register(s, address);
+    const { token } = await mailTo(sink, address, 'verify-email');
+    const { rows } = await s.platform.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM basalt.auth_action_tokens WHERE id = $1', [token.split('.')[0]]);
+    expect(rows[0]!.secret_hash.length).toBe(32);
+    expect(Buffer.from(rows[0]!.secret_hash).toString('base64url')).not.toBe(token.split('.')[1]);
+  });
+});
+
+describe.each(ENGINES)('without mail on %s', (engine) => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startAuthServer(engine);
+  });
+  afterAll(() => s.stop());
+
+  test('forgot still answers 200; resend says mail_not_configured (503)', async () => {
+    const address = email();
+    await register(s, address);
+    expect((await call(s, { path: 'password/forgot', body: { email: address } })).status).toBe(200);
+    const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
+    expect([r.status, r.body]).toEqual([503, failure('mail_not_configured')]);
+  });
+});

@@ -1,0 +1,211 @@
+/**
+ * The Files API (media-library 1.0.1) at /api/v1/files, envelope C:
+ * `{success:true, ...payload}` / `{success:false, error:"message"}`.
+ */
+import { t, type ExtensionContext } from 'basalt';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { caller } from './access';
+import { detectType } from './detect';
+import { filesStore, type FileRow } from './files-store';
+import { contentDisposition } from './names';
+import { etagMatches, parseRange } from './range';
+import { storages } from './storage';
+import { receiveUpload } from './upload';
+
+const FileInfo = t.Object({
+  id: t.String({ format: 'uuid' }),
+  name: t.String({ description: 'Sanitized file name as uploaded.' }),
+  content_type: t.String({ description: 'Detected from the bytes, never taken from the client.' }),
+  size: t.Integer({ description: 'Bytes.' }),
+  etag: t.String({ description: 'Strong ETag: the quoted SHA-256 of the content.' }),
+  created_at: t.String({ format: 'date-time' }),
+  owner: t.Object({ type: t.Union([t.Literal('user'), t.Literal('key')]), id: t.String() }),
+  url: t.String({ description: 'Path of the content (GET, supports Range and If-None-Match).' }),
+});
+const ErrorC = t.Object({ success: t.Literal(false), error: t.String(), code: t.String() });
+const binary = { type: 'string' as const, format: 'binary' };
+const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorC]));
+
+/** Types safe to show inline; everything else (HTML, SVG, scripts) downloads as an attachment. */
+const INLINE = /^(image\/(png|jpeg|gif|webp|avif|bmp)|audio\/|video\/|application\/pdf$|text\/plain)/;
+
+function info(row: FileRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    content_type: row.content_type,
+    size: Number(row.size),
+    etag: `"${row.sha256}"`,
+    created_at: row.created_at.toISOString(),
+    owner: { type: row.owner_type, id: row.owner_id },
+    url: `/api/v1/files/${row.id}/content`,
+  };
+}
+
+export function fileRoutes(ctx: ExtensionContext) {
+  const store = filesStore(ctx.db);
+  const root = ctx.dataDir();
+  const where = storages(ctx.settings, join(root, 'files'));
+  const tmp = join(root, 'tmp');
+  mkdirSync(tmp, { recursive: true });
+  const tags = ['Files'];
+  const notFound = () => ctx.errors.notFound('No such file (or it belongs to someone else).');
+
+  return ctx
+    .claim('/api/v1/files')
+    .post(
+      '/',
+      async ({ request, set }) => {
+        const who = await caller(ctx, request, 'files:upload');
+        const id = crypto.randomUUID();
+        const got = await receiveUpload(request, ctx.platformSetting<number>('files.max_bytes'), join(tmp, id));
+        const storage = where.current();
+        const key = storage.kind === 'local' ? `${id.slice(0, 2)}/${id}` : `files/${id}`;
+        const contentType = await detectType(got.head);
+        try {
+          await storage.put(key, got.tempPath, contentType);
+        } catch (e) {
+          rmSync(got.tempPath, { force: true });
+          ctx.log.error('file storage failed', { storage: storage.kind, cause: e });
+          throw new ctx.AppError(503, 'storage_unavailable', 'The file storage is unavailable; retry shortly.');
+        }
+        let row: FileRow;
+        try {
+          row = await store.insert({ id, owner_type: who.type, owner_id: who.id, name: got.name, content_type: contentType, size: String(got.size), sha256: got.sha256, storage: storage.kind, storage_key: key });
+        } catch (e) {
+          await storage.delete(key).catch(() => {});
+          throw e;
+        }
+        set.status = 201;
+        return ctx.reply(request, { file: info(row) }) as never;
+      },
+      {
+        parse: 'none',
+        response: { 201: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(400, 401, 403, 413, 415, 503) },
+        detail: {
+          tags,
+          summary: 'Upload a file',
+          description:
+            'multipart/form-data with the file in a part named `file`. The content type is detected from the bytes; the name is sanitized. Larger than `files.max_bytes` (default 25 MB) → 413. Needs a user access token or an API key with `files:upload`.',
+          requestBody: {
+            required: true,
+            content: { 'multipart/form-data': { schema: { type: 'object' as const, required: ['file'], properties: { file: binary } } } },
+          },
+          security: [{ Bearer: [] }, { ApiKey: [] }],
+        },
+      },
+    )
+    .get(
+      '/',
+      async ({ request, query }) => {
+        const who = await caller(ctx, request, 'files:download');
+        if ((query.owner_type === undefined) !== (query.owner_id === undefined)) throw ctx.errors.badRequest('Give owner_type and owner_id together.');
+        if (query.owner_type && who.type === 'user') throw ctx.errors.forbidden('Users list only their own files; owner filters are for API keys.');
+        const limit = query.limit ?? 50;
+        const offset = query.offset ?? 0;
+        const owner = query.owner_type ? { type: query.owner_type, id: query.owner_id! } : undefined;
+        const { rows, total } = await store.list(who, { limit, offset, owner });
+        return ctx.reply(request, { files: rows.map(info), total, limit, offset }) as never;
+      },
+      {
+        query: t.Object({
+          limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 50 })),
+          offset: t.Optional(t.Integer({ minimum: 0, default: 0 })),
+          owner_type: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { description: 'API keys only: files of one owner.' })),
+          owner_id: t.Optional(t.String({ maxLength: 100 })),
+        }),
+        response: { 200: ctx.schemas.envelopeC(t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() })), ...errors(400, 401, 403) },
+        detail: { tags, summary: 'List files', description: 'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+      },
+    )
+    .get(
+      '/:id',
+      async ({ request, params }) => {
+        const row = await store.find(await caller(ctx, request, 'files:download'), params.id);
+        if (!row) throw notFound();
+        return ctx.reply(request, { file: info(row) }) as never;
+      },
+      {
+        params: t.Object({ id: t.String() }),
+        response: { 200: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(401, 403, 404) },
+        detail: { tags, summary: 'File metadata', security: [{ Bearer: [] }, { ApiKey: [] }] },
+      },
+    )
+    .get(
+      '/:id/content',
+      async ({ request, params, query }) => {
+        const row = await store.find(await caller(ctx, request, 'files:download'), params.id);
+        if (!row) throw notFound();
+        const size = Number(row.size);
+        const etag = `"${row.sha256}"`;
+        const inline = INLINE.test(row.content_type) && query.download === undefined;
+        const headers: Record<string, string> = {
+          ETag: etag,
+          'Accept-Ranges': 'bytes',
+          'Cache-Control': 'private, no-cache',
+          'Last-Modified': row.created_at.toUTCString(),
+          'X-Content-Type-Options': 'nosniff',
+          'Content-Security-Policy': "default-src 'none'; sandbox",
+          'Content-Disposition': contentDisposition(inline ? 'inline' : 'attachment', row.name),
+        };
+        if (etagMatches(request.headers.get('if-none-match'), etag)) return new Response(null, { status: 304, headers });
+        // If-Range with another ETag: the client's partial copy is stale, send it all.
+        const ifRange = request.headers.get('if-range');
+        const range = ifRange && ifRange !== etag ? ({ kind: 'full' } as const) : parseRange(request.headers.get('range'), size);
+        if (range.kind === 'unsatisfiable') {
+          throw new ctx.AppError(416, 'range_not_satisfiable', `The requested range is outside the file (${size} bytes).`, { headers: { 'Content-Range': `bytes */${size}` } });
+        }
+        const storage = where.of(row.storage);
+        const type = { 'Content-Type': row.content_type };
+        if (range.kind === 'partial') {
+          return new Response(storage.read(row.storage_key, range), {
+            status: 206,
+            headers: { ...headers, ...type, 'Content-Range': `bytes ${range.start}-${range.end}/${size}`, 'Content-Length': String(range.end - range.start + 1) },
+          });
+        }
+        return new Response(storage.read(row.storage_key), { status: 200, headers: { ...headers, ...type, 'Content-Length': String(size) } });
+      },
+      {
+        params: t.Object({ id: t.String() }),
+        query: t.Object({ download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })) }),
+        detail: {
+          tags,
+          summary: 'Download a file',
+          description: 'The bytes, with `ETag` (If-None-Match → 304) and `Range` (one byte range → 206; outside the file → 416).',
+          security: [{ Bearer: [] }, { ApiKey: [] }],
+          parameters: [
+            { name: 'Range', in: 'header', required: false, schema: { type: 'string', example: 'bytes=0-1023' } },
+            { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
+          ],
+          responses: {
+            200: { description: 'The whole file.', content: { 'application/octet-stream': { schema: binary } } },
+            206: { description: 'The requested byte range.', content: { 'application/octet-stream': { schema: binary } } },
+            304: { description: 'Not modified (If-None-Match matched the ETag).' },
+            401: { description: 'No valid credentials.' },
+            403: { description: 'The API key lacks files:download.' },
+            404: { description: 'No such file for this caller.' },
+            416: { description: 'Range not satisfiable.' },
+          },
+        },
+      },
+    )
+    .delete(
+      '/:id',
+      async ({ request, params }) => {
+        const row = await store.remove(await caller(ctx, request, 'files:upload'), params.id);
+        if (!row) throw notFound();
+        // The row is gone first, so the file disappears from the API even if the bytes linger.
+        await where
+          .of(row.storage)
+          .delete(row.storage_key)
+          .catch((e) => ctx.log.warn('file bytes not deleted', { id: row.id, storage: row.storage, cause: e }));
+        return ctx.reply(request, { deleted: row.id }) as never;
+      },
+      {
+        params: t.Object({ id: t.String() }),
+        response: { 200: ctx.schemas.envelopeC(t.Object({ deleted: t.String({ format: 'uuid' }) })), ...errors(401, 403, 404) },
+        detail: { tags, summary: 'Delete a file', description: 'Needs the owner’s access token or an API key with `files:upload`.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+      },
+    );
+}

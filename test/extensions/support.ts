@@ -38,7 +38,7 @@ export async function signedIn(s: TestServer): Promise<{ token: string; userId: 
 /** Multipart upload of `bytes` as part `field` (default `file`). */
 export function upload(s: TestServer, bytes: Uint8Array | string, opts: { name?: string; type?: string; headers?: Record<string, string>; field?: string } = {}) {
   const form = new FormData();
-  form.append(opts.field ?? 'file', new Blob([bytes], { type: opts.type ?? 'application/octet-stream' }), opts.name ?? 'upload.bin');
+  form.append(opts.field ?? 'file', new Blob([bytes as BlobPart], { type: opts.type ?? 'application/octet-stream' }), opts.name ?? 'upload.bin');
   return s.req('POST', '/api/v1/files', { raw: form, headers: opts.headers ?? {} });
 }
 

@@ -5,7 +5,7 @@
  *
  * Freshness (docs/database.md, "Catalog"): the catalog is cached and reloaded
  * (a) when older than `ttlMs`, (b) at once when a request names a table or column
- * the cached copy does not know (at most once per `missCooldownMs`, so a client
+ * the cached copy does not know (unless it was reloaded less than `missCooldownMs` ago, so a client
  * probing names cannot turn every request into catalog queries), and (c) when a
  * statement fails because the schema changed under it (undefined table/column).
  * Operator migrations run before the service starts, so the first load sees them.
@@ -21,6 +21,8 @@ export interface Column {
   name: string;
   /** Base type name for casts, e.g. `integer`, `character varying`, `public.mood`, `integer[]`. */
   castType: string;
+  /** The declared type with its modifier (`numeric(10,2)`), to find which value does not fit. */
+  fullType: string;
   /** Kind of the value, or of the elements for an array column. */
   kind: ValueKind;
   isArray: boolean;
@@ -56,7 +58,7 @@ const KIND_BY_TYPE: Record<string, ValueKind> = {
 // platform schemas (basalt, ext_*, pg_*) can never appear in the snapshot.
 const COLUMNS_SQL = `
 SELECT c.relname AS table_name, a.attname AS column_name, a.attnum,
-       format_type(a.atttypid, NULL) AS cast_type,
+       format_type(a.atttypid, NULL) AS cast_type, format_type(a.atttypid, a.atttypmod) AS full_type,
        COALESCE(et.typname, bt.typname, t.typname) AS type_name,
        (t.typcategory = 'A' OR bt.typcategory = 'A') AS is_array,
        a.attnotnull AS not_null,
@@ -86,7 +88,7 @@ export function isPlatformSchema(schema: string): boolean {
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
   const [cols, cons] = await Promise.all([
-    db.query<{ table_name: string; column_name: string; cast_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null }>(COLUMNS_SQL, [schema]),
+    db.query<{ table_name: string; column_name: string; cast_type: string; full_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null }>(COLUMNS_SQL, [schema]),
     db.query<{ name: string; columns: string[] | string }>(CONSTRAINTS_SQL, [schema]),
   ]);
   const tables = new Map<string, Table>();
@@ -96,6 +98,7 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
     const col: Column = {
       name: r.column_name,
       castType: r.cast_type,
+      fullType: r.full_type,
       kind: KIND_BY_TYPE[r.type_name] ?? 'other',
       isArray: !!r.is_array,
       notNull: !!r.not_null,
@@ -124,7 +127,7 @@ export interface CatalogOptions {
 export class Catalog {
   private snapshot: CatalogSnapshot | undefined;
   private loading: Promise<CatalogSnapshot> | undefined;
-  private lastMissRefresh = 0;
+  private lastRefresh = 0;
   readonly schema: string;
   private readonly ttlMs: number;
   private readonly missCooldownMs: number;
@@ -132,7 +135,7 @@ export class Catalog {
   constructor(private readonly db: Queryable, opts: CatalogOptions) {
     this.schema = opts.schema;
     this.ttlMs = opts.ttlMs ?? 5_000;
-    this.missCooldownMs = opts.missCooldownMs ?? 1_000;
+    this.missCooldownMs = opts.missCooldownMs ?? 200;
   }
 
   /**
@@ -149,6 +152,7 @@ export class Catalog {
   /** Reload now (coalesced with a reload already running). */
   refresh(via?: Queryable): Promise<CatalogSnapshot> {
     if (this.loading) return this.loading;
+    this.lastRefresh = Date.now();
     const p = loadCatalog(via ?? this.db, this.schema)
       .then((snap) => (this.snapshot = snap))
       .finally(() => {
@@ -160,9 +164,8 @@ export class Catalog {
 
   /** A name was not found: reload once (rate-limited) and return the fresh snapshot, or null when it is too soon. */
   async refreshOnMiss(via?: Queryable): Promise<CatalogSnapshot | null> {
-    const now = Date.now();
-    if (now - this.lastMissRefresh < this.missCooldownMs) return null;
-    this.lastMissRefresh = now;
+    if (this.loading) return this.loading;
+    if (Date.now() - this.lastRefresh < this.missCooldownMs) return null;
     return this.refresh(via);
   }
 

@@ -53,7 +53,7 @@ async function findBadColumn(ctx: ErrorContext): Promise<Column | undefined> {
     const col = st.paramColumns[i];
     if (!col || st.params[i] === null) continue;
     try {
-      await ctx.probe.query(`SELECT $1::text::${col.castType}${st.paramIsList[i] ? '[]' : ''} AS v`, [st.params[i]]);
+      await ctx.probe.query(`SELECT $1::text::${st.paramIsList[i] ? col.castType + '[]' : col.fullType} AS v`, [st.params[i]]);
     } catch (e) {
       if (e instanceof PgError && e.code.startsWith('22')) return col;
       if (e instanceof DatabaseUnavailableError) return undefined;
@@ -105,7 +105,7 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
   if (code.startsWith('22')) {
     const col = await findBadColumn(ctx);
     const msg = DATA_MESSAGES[code] ?? 'value is not valid for the column type';
-    return col ? DbErrors.column(col.name, `${msg} (${col.castType})`, err) : DbErrors.invalid('data', `a ${msg}`);
+    return col ? DbErrors.column(col.name, `${msg} (${col.fullType})`, err) : DbErrors.invalid('data', `a ${msg}`);
   }
   return Errors.internal(err);
 }

@@ -1,0 +1,55 @@
+/**
+ * Every Public Auth route is in /api/openapi.json with its request and response
+ * schemas, and the document passes a standard validator.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import type { TestServer } from '../helpers/server';
+import { startAuthServer } from './support';
+
+const ROUTES: [string, string, string, boolean][] = [
+  ['post', '/api/v1/auth/register', '201', true],
+  ['post', '/api/v1/auth/login', '200', true],
+  ['post', '/api/v1/auth/refresh', '200', true],
+  ['post', '/api/v1/auth/logout', '200', true],
+  ['get', '/api/v1/auth/me', '200', false],
+  ['post', '/api/v1/auth/password/forgot', '200', true],
+  ['post', '/api/v1/auth/password/reset', '200', true],
+  ['post', '/api/v1/auth/password/change', '200', true],
+  ['post', '/api/v1/auth/verify-email', '200', true],
+  ['post', '/api/v1/auth/verify-email/resend', '200', true],
+];
+
+describe('Public Auth in the OpenAPI document', () => {
+  let s: TestServer;
+  let doc: any;
+  beforeAll(async () => {
+    s = await startAuthServer('embedded');
+    doc = (await s.req('GET', '/api/openapi.json')).body;
+  });
+  afterAll(() => s.stop());
+
+  test('the document is valid OpenAPI', async () => {
+    await SwaggerParser.validate(structuredClone(doc));
+  });
+
+  test.each(ROUTES)('%s %s: tag, summary, body and response schemas', (method, path, okStatus, hasBody) => {
+    const op = doc.paths[path]?.[method];
+    expect(op).toBeDefined();
+    expect(op.tags).toEqual(['Public Auth']);
+    expect(op.summary).toBeString();
+    expect(op.description.length).toBeGreaterThan(20);
+    const ok = op.responses[okStatus].content['application/json'].schema;
+    expect(ok.properties.success).toBeDefined();
+    expect(ok.properties.data).toBeDefined();
+    const errorStatuses = Object.keys(op.responses).filter((k) => k >= '400');
+    expect(errorStatuses.length).toBeGreaterThan(0);
+    for (const st of errorStatuses) expect(op.responses[st].content['application/json'].schema.properties.error).toBeDefined();
+    if (hasBody) expect(op.requestBody.content['application/json'].schema.type).toBe('object');
+  });
+
+  test('login documents an example body and the Bearer routes their security', () => {
+    expect(doc.paths['/api/v1/auth/login'].post.requestBody.content['application/json'].schema.example).toEqual({ email: 'ada@example.com', password: expect.any(String) });
+    expect(doc.paths['/api/v1/auth/me'].get.security).toEqual([{ Bearer: [] }]);
+  });
+});

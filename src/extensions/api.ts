@@ -6,6 +6,7 @@
 export { defineExtension, type ExtensionDefinition, type ExtensionSettingDef } from './define';
 export type { ExtensionContext, ExtensionDb } from './context';
 export type { ExtensionMail } from './mail';
+export type { MailMessage, TemplateInput } from '../modules/mail/service';
 export type { ExtensionSettings } from './settings-store';
 export type { ApiKeyPrincipal, Permission, UserPrincipal } from './guards';
 export { AppError, Errors } from '../http/errors';

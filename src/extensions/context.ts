@@ -119,7 +119,7 @@ export function createContext(p: Platform, def: { name: string; version: string 
       return app;
     },
     db,
-    mail: extensionMail(p, name),
+    mail: extensionMail(p),
     settings,
     platformSetting: (key) => p.settings.get(key),
     log,

@@ -4,35 +4,27 @@
  * `POST /api/v1/mail/send`.
  */
 import type { Platform } from '../platform';
-import { AppError } from '../http/errors';
-import type { MailMessage } from '../modules/mail/message';
-import type { TemplateInput } from '../modules/mail/templates';
-
-/** The part of the Mail service extensions rely on (src/modules/mail). */
-interface MailServiceLike {
-  enqueue(msg: MailMessage): Promise<unknown>;
-  sendNow(msg: MailMessage): Promise<unknown>;
-  templates: { ensure(input: TemplateInput): Promise<boolean> };
-}
+import type { MailMessage, TemplateInput } from '../modules/mail/service';
 
 export interface ExtensionMail {
-  /** Queue a message (retried with backoff until the SMTP server accepts it). */
-  send(msg: MailMessage): Promise<unknown>;
+  /** Whether SMTP and a sender are configured (mail.smtp_url, mail.from). */
+  isConfigured(): boolean;
+  /**
+   * Queue a message; delivered with retries and backoff until the SMTP server accepts it.
+   * Throws 400 validation_error, 404 template_not_found, 503 mail_not_configured.
+   */
+  send(msg: MailMessage): Promise<{ jobId: string }>;
   /** Send now and wait for the SMTP server's answer (502 mail_provider_error when it refuses). */
-  sendNow(msg: MailMessage): Promise<unknown>;
-  /** Create a template if it does not exist; never overwrites an operator's edits. */
+  sendNow(msg: MailMessage): Promise<{ jobId: string; messageId: string }>;
+  /** Create a template (Liquid) if none has that name; never overwrites an operator's edits. */
   ensureTemplate(input: TemplateInput): Promise<boolean>;
 }
 
-export function extensionMail(p: Platform, extension: string): ExtensionMail {
-  const service = (): MailServiceLike => {
-    const mail = (p.services as { mail?: MailServiceLike }).mail;
-    if (!mail) throw new AppError(503, 'mail_not_configured', `Mail is not available to extension ${extension}.`);
-    return mail;
-  };
+export function extensionMail(p: Platform): ExtensionMail {
   return {
-    send: (msg) => service().enqueue(msg),
-    sendNow: (msg) => service().sendNow(msg),
-    ensureTemplate: (input) => service().templates.ensure(input),
+    isConfigured: () => p.services.mail.isConfigured(),
+    send: (msg) => p.services.mail.enqueue(msg),
+    sendNow: (msg) => p.services.mail.sendNow(msg),
+    ensureTemplate: (input) => p.services.mail.templates.ensure(input),
   };
 }

@@ -15,6 +15,18 @@ async function within(ms: number, fn: () => Promise<boolean>): Promise<number> {
   return Date.now() - start;
 }
 
+/**
+ * Wait until notices already sent (e.g. by an earlier test's revocation) have been
+ * delivered, so they cannot land in the middle of the next scenario.
+ */
+async function settle(s: TestServer): Promise<void> {
+  let got = false;
+  const stop = await s.platform.db.listen('basalt_test_probe', () => void (got = true));
+  await s.platform.db.notify('basalt_test_probe', 'x');
+  await within(1000, async () => got);
+  await stop();
+}
+
 describe.each(ENGINES)('API key guard on %s', (engine) => {
   let s: TestServer;
   const keys: Record<string, string> = {};
@@ -94,6 +106,7 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
 
   test('the cache is used, and a NOTIFY from elsewhere evicts it', async () => {
     const key = await createKey(s, { permissions: ['mail:send'] });
+    await settle(s);
     const principal = (await s.platform.services.keys.verify(key))!;
     // Revoked behind the service's back: the cached verification still answers…
     await s.platform.db.query('UPDATE basalt.api_keys SET revoked_at = now() WHERE id = $1', [principal.id]);
@@ -106,6 +119,7 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
   test('the cache entry expires after its TTL even without a notification', async () => {
     const svc = new KeyService(s.platform, { cacheTtlMs: 200 });
     const key = await createKey(s, { permissions: ['mail:send'] });
+    await settle(s);
     const principal = (await svc.verify(key))!;
     await s.platform.db.query('UPDATE basalt.api_keys SET revoked_at = now() WHERE id = $1', [principal.id]);
     expect(await svc.verify(key)).not.toBeNull();
@@ -161,6 +175,27 @@ describe.if(ENGINES.includes('external'))('two instances on one external databas
     await a.platform.services.keys.revoke(created.id);
     const elapsed = await within(1000, async () => (await onB()).status === 401);
     expect(elapsed).toBeLessThan(1000);
+  });
+
+  test('a lookup that overlaps a revocation notice does not cache its answer', async () => {
+    const keys = a.platform.services.keys;
+    const created = await keys.create({ type: 'service', service: 'race', permissions: ['mail:send'] });
+    await keys.verify('sk_' + 'A'.repeat(43)); // subscribes to notices before the race starts
+    const generation = () => (keys as any).cache.generation().revocations as number;
+    // Hold the lookup in flight: an exclusive lock makes its SELECT wait.
+    const tx = await a.platform.db.begin();
+    await tx.query('LOCK TABLE basalt.api_keys IN ACCESS EXCLUSIVE MODE');
+    const lookup = keys.verify(created.key);
+    await Bun.sleep(50);
+    // A revocation notice from another instance arrives while the lookup waits…
+    const before = generation();
+    await b.platform.db.notify(KEYS_CHANNEL, `revoke:${created.id}`);
+    await within(1000, async () => generation() > before);
+    await tx.rollback();
+    expect(await lookup).not.toBeNull(); // …the lookup read the row as it was,
+    // …but did not cache it: the revocation committed now is seen by the next request.
+    await a.platform.db.query('UPDATE basalt.api_keys SET revoked_at = now() WHERE id = $1', [created.id]);
+    expect(await keys.verify(created.key)).toBeNull();
   });
 
   test('a key created on one instance works on the other at once', async () => {

@@ -59,6 +59,7 @@ export class KeyService {
   private touchIntervalMs: number;
   private lastTouch = new Map<string, number>();
   private pendingTouches = new Set<Promise<void>>();
+  private inflight = new Map<string, Promise<CachedPrincipal | null>>();
   private listening?: Promise<void>;
   private unlisten?: () => Promise<void>;
 
@@ -135,10 +136,7 @@ export class KeyService {
     const hash = hashKey(rawKey);
     const now = Date.now();
     let entry = this.cache.get(hash, now);
-    if (entry === undefined) {
-      entry = await this.load(hash, claimed);
-      this.cache.set(hash, entry, now);
-    }
+    if (entry === undefined) entry = await this.lookup(hash, claimed);
     if (!entry || (entry.expiresAt !== null && entry.expiresAt <= now)) return null;
     this.touch(entry.id, now);
     return entry;
@@ -174,6 +172,25 @@ export class KeyService {
     const stop = this.unlisten;
     this.unlisten = undefined;
     await stop?.().catch(() => {});
+  }
+
+  /**
+   * One database lookup per hash at a time (a burst of requests with a new key shares
+   * it), cached unless an invalidation arrived while it ran that could make its answer stale.
+   */
+  private lookup(hash: string, claimed: KeyType): Promise<CachedPrincipal | null> {
+    let pending = this.inflight.get(hash);
+    if (!pending) {
+      const generation = this.cache.generation();
+      pending = this.load(hash, claimed)
+        .then((entry) => {
+          this.cache.setIfCurrent(hash, entry, generation);
+          return entry;
+        })
+        .finally(() => this.inflight.delete(hash));
+      this.inflight.set(hash, pending);
+    }
+    return pending;
   }
 
   private async load(hash: string, claimed: KeyType): Promise<CachedPrincipal | null> {

@@ -24,6 +24,13 @@ interface Entry {
 export class VerifiedCache {
   // A Map iterates in insertion order: re-inserting on hit makes the first entry the least recently used.
   private map = new Map<string, Entry>();
+  /**
+   * Invalidation counters. A lookup that overlapped an invalidation must not cache its
+   * possibly stale answer: a positive one after a revocation (`revocations`), a
+   * negative one after a creation (`creations`). See `generation()` / `setIfCurrent()`.
+   */
+  private revocations = 0;
+  private creations = 0;
 
   constructor(private ttlMs: number, private max = 10_000) {}
 
@@ -46,17 +53,32 @@ export class VerifiedCache {
     while (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
   }
 
+  /** Snapshot taken before a lookup starts. */
+  generation(): { revocations: number; creations: number } {
+    return { revocations: this.revocations, creations: this.creations };
+  }
+
+  /** Cache a lookup's answer unless an invalidation that could make it stale happened since `gen`. */
+  setIfCurrent(hash: string, value: CachedPrincipal | null, gen: { revocations: number; creations: number }): void {
+    const stale = value ? this.revocations !== gen.revocations : this.creations !== gen.creations;
+    if (!stale) this.set(hash, value);
+  }
+
   /** Evict the entries of one key (revoked or changed). */
   evictId(id: string): void {
+    this.revocations++;
     for (const [h, e] of this.map) if (e.value?.id === id) this.map.delete(h);
   }
 
   /** Evict negative entries (a key was created: a hash once unknown may now be valid). */
   evictNegative(): void {
+    this.creations++;
     for (const [h, e] of this.map) if (!e.value) this.map.delete(h);
   }
 
   clear(): void {
+    this.revocations++;
+    this.creations++;
     this.map.clear();
   }
 

@@ -43,6 +43,8 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     const address = email('verify');
     const r = await register(s, address);
     expect(r.body.data.user.email_verified).toBe(false);
+    const me = () => call(s, { method: 'GET', path: 'me', token: r.body.data.access_token });
+    expect((await me()).body.data.user.email_verified).toBe(false); // now cached
     const { mail, token, link } = await mailTo(sink, address, 'verify-email');
     expect(mail.subject).toContain('Confirm your e-mail address');
     expect(link).toStartWith('https://app.example.com/verify-email?token=');
@@ -57,6 +59,7 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
       const v = await call(s, { path: 'verify-email', body });
       expect([v.status, v.body]).toEqual([status, expected]);
     }
+    expect((await me()).body.data.user.email_verified).toBe(true); // the cached record was dropped at once
   });
 
   test('forgot → password_reset mail → reset: new password works, sessions end, token spent', async () => {

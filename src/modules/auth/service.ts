@@ -197,10 +197,11 @@ export class AuthService {
     else await this.sessions.revoke(who.sessionId, 'logout');
   }
 
+  /** The user of an authenticated request, from the session cache (kept fresh by `user:<id>` notifications). */
   async me(auth: AuthenticatedUser): Promise<PublicUser> {
-    const row = await userById(this.p.db, auth.userId);
-    if (!row) throw AuthErrors.sessionRevoked();
-    return publicUser(row);
+    const state = await this.sessions.state(auth.sessionId);
+    if (!state || state.problem) throw AuthErrors.sessionRevoked();
+    return state.user;
   }
 
   /** Always succeeds from the caller's view; a mail goes out only for a real account. */
@@ -236,7 +237,7 @@ export class AuthService {
       // The mailed token proves the mailbox, so the address counts as verified.
       return (await markVerified(tx, t.userId))!;
     });
-    await this.sessions.revokeUser(user.id, 'password_reset');
+    await this.sessions.revokeUser(user.id, 'password_reset'); // also refreshes cached user records
     await clearFailures(this.p.db, user.email);
     await resetBucket(this.p.db, `login_account:${user.email}`);
     return publicUser(user);
@@ -265,6 +266,7 @@ export class AuthService {
       if (!t) throw AuthErrors.invalidToken('verification');
       return (await markVerified(tx, t.userId))!;
     });
+    await this.sessions.announce(`user:${user.id}`); // cached records of this user now say verified
     return publicUser(user);
   }
 

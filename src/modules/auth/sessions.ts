@@ -9,6 +9,7 @@
  */
 import type { Db, Queryable } from '../../db/engine';
 import { newOpaqueToken, parseOpaqueToken, secretMatches } from './tokens';
+import { publicUser, type PublicUser, type UserRow } from './users';
 
 export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
 const CHANNEL = 'basalt_auth_sessions';
@@ -18,6 +19,8 @@ const CACHE_MAX = 50_000;
 export interface SessionState {
   userId: string;
   email: string;
+  /** The user record as clients see it (served by /me without another query). */
+  user: PublicUser;
   /** Why it cannot be used, or undefined when it is live. */
   problem?: 'revoked' | 'disabled';
 }
@@ -136,14 +139,15 @@ export class SessionStore {
     const hit = this.cache.get(sessionId);
     if (hit && performance.now() - hit.at < CACHE_TTL_MS) return hit.state;
     const gen = this.generation;
-    const { rows } = await this.db.query<{ user_id: string; email: string; live: boolean; disabled_at: Date | null }>(
-      `SELECT s.user_id, u.email, (s.revoked_at IS NULL AND s.expires_at > now()) AS live, u.disabled_at
+    const { rows } = await this.db.query<UserRow & { live: boolean }>(
+      `SELECT u.id, u.email, '' AS password_hash, u.email_verified_at, u.disabled_at, u.created_at,
+              (s.revoked_at IS NULL AND s.expires_at > now()) AS live
          FROM basalt.auth_sessions s JOIN basalt.users u ON u.id = s.user_id WHERE s.id = $1`,
       [sessionId],
     );
     const r = rows[0];
     const state: SessionState | null = r
-      ? { userId: r.user_id, email: r.email, problem: !r.live ? 'revoked' : r.disabled_at ? 'disabled' : undefined }
+      ? { userId: r.id, email: r.email, user: publicUser(r), problem: !r.live ? 'revoked' : r.disabled_at ? 'disabled' : undefined }
       : null;
     if (gen === this.generation) {
       if (this.cache.size >= CACHE_MAX) this.cache.clear();

@@ -1,0 +1,106 @@
+/**
+ * Public Auth cost, as ratios against baselines measured in the same run:
+ *  - GET /api/v1/auth/me (JWT verify + session check + user lookup) against a minimal
+ *    Bun.serve that only verifies the same JWT with the same library (@elysiajs/jwt).
+ *  - POST /api/v1/auth/login (argon2id verify + counters + session) against
+ *    Bun.password.verify alone with the same parameters, in process.
+ * Traffic goes to 127.0.0.1 only and is bounded in count.
+ *
+ *   bun bench/auth.ts                  # embedded engine
+ *   BASALT_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun bench/auth.ts   # both engines
+ */
+import { jwt } from '@elysiajs/jwt';
+import { ENGINES } from '../test/helpers/engines';
+import { startServer } from '../test/helpers/server';
+import { getOrCreateSecret } from '../src/db/secrets';
+import { ARGON2 } from '../src/modules/auth/passwords';
+
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
+const LOGINS = Number(process.env.BENCH_LOGINS ?? 60);
+const CONCURRENCY = 16;
+const LOGIN_CONCURRENCY = 4;
+const ROUNDS = 3;
+const PASSWORD = 'correct horse battery';
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
+
+/** `count` requests with `concurrency` workers; returns requests/s and each request's ms. */
+async function load(count: number, concurrency: number, send: () => Promise<Response>, expect: number) {
+  let next = 0;
+  const times: number[] = [];
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      const t0 = performance.now();
+      const r = await send();
+      await r.arrayBuffer();
+      times.push(performance.now() - t0);
+      if (r.status !== expect) throw new Error(`unexpected status ${r.status}`);
+    }
+  };
+  const start = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { perSecond: count / ((performance.now() - start) / 1000), p50: median(times) };
+}
+
+const rows: string[][] = [];
+for (const engine of ENGINES) {
+  const s = await startServer(engine, { env: { BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '100000', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100000' } });
+  const secret = await getOrCreateSecret(s.platform.db, 'jwt');
+  // Baseline server: verifies the same token with the same library and answers JSON.
+  const verifier = (jwt({ name: 'j', secret }) as any).decorator.j;
+  const baseline = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(req) {
+      const claims = await verifier.verify(req.headers.get('authorization')?.slice(7), { algorithms: ['HS256'] });
+      return claims ? Response.json({ success: true, data: { sub: claims.sub } }) : new Response(null, { status: 401 });
+    },
+  });
+  try {
+    const email = `bench-${Date.now()}@example.com`;
+    await s.req('POST', '/api/v1/auth/register', { body: { email, password: PASSWORD } });
+    const token = (await s.req('POST', '/api/v1/auth/login', { body: { email, password: PASSWORD } })).body.data.access_token as string;
+    const headers = { authorization: `Bearer ${token}` };
+    const me = () => fetch(`${s.publicUrl}/api/v1/auth/me`, { headers });
+    const base = () => fetch(baseline.url, { headers });
+    await load(500, CONCURRENCY, base, 200); // warm-up
+    await load(500, CONCURRENCY, me, 200);
+    const r: Record<string, number[]> = { base: [], me: [] };
+    for (let i = 0; i < ROUNDS; i++) {
+      r.base!.push((await load(REQUESTS, CONCURRENCY, base, 200)).perSecond);
+      r.me!.push((await load(REQUESTS, CONCURRENCY, me, 200)).perSecond);
+    }
+    const [b, m] = [median(r.base!), median(r.me!)];
+    rows.push([engine, 'Bun.serve + JWT verify only (baseline)', `${fmt(b)} req/s`, '', '1.00']);
+    rows.push([engine, 'GET /api/v1/auth/me', `${fmt(m)} req/s`, '', (m / b).toFixed(2)]);
+
+    // Login: argon2id dominates. Baseline: the same verify in process, one at a time.
+    const hash = await Bun.password.hash(PASSWORD, ARGON2);
+    const verifyTimes: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const t0 = performance.now();
+      await Bun.password.verify(PASSWORD, hash);
+      verifyTimes.push(performance.now() - t0);
+    }
+    const vp50 = median(verifyTimes);
+    const body = JSON.stringify({ email, password: PASSWORD });
+    const login = () => fetch(`${s.publicUrl}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const serial = await load(Math.ceil(LOGINS / 3), 1, login, 200);
+    const parallel = await load(LOGINS, LOGIN_CONCURRENCY, login, 200);
+    rows.push([engine, `argon2id verify in process (m=${ARGON2.memoryCost} KiB, t=${ARGON2.timeCost}, p=1) (baseline)`, `${fmt(1000 / vp50)} /s`, `${vp50.toFixed(1)} ms`, '1.00']);
+    rows.push([engine, 'POST /api/v1/auth/login, one at a time', `${fmt(serial.perSecond)} /s`, `${serial.p50.toFixed(1)} ms`, (serial.perSecond / (1000 / vp50)).toFixed(2)]);
+    rows.push([engine, `POST /api/v1/auth/login, ${LOGIN_CONCURRENCY} concurrent`, `${fmt(parallel.perSecond)} /s`, `${parallel.p50.toFixed(1)} ms`, (parallel.perSecond / (1000 / vp50)).toFixed(2)]);
+  } finally {
+    baseline.stop(true);
+    await s.stop();
+  }
+}
+
+const head = ['engine', 'scenario', 'throughput', 'p50', 'ratio'];
+const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
+console.log(`Public Auth (${navigator.hardwareConcurrency} CPUs; /me: median of ${ROUNDS} interleaved rounds of ${REQUESTS} requests, concurrency ${CONCURRENCY}; login: ${Math.ceil(LOGINS / 3)} serial + ${LOGINS} at concurrency ${LOGIN_CONCURRENCY})`);
+console.log(line(head));
+console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
+for (const r of rows) console.log(line(r));

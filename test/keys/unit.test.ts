@@ -64,6 +64,26 @@ describe('VerifiedCache', () => {
   });
 });
 
+describe('VerifiedCache.setIfCurrent', () => {
+  const entry = { id: '1', type: 'service' as const, service: 's', permissions: [], tables: [], expiresAt: null };
+  const table: [string, (c: VerifiedCache) => void, boolean, boolean][] = [
+    // name, what happened during the lookup, positive answer cached, negative answer cached
+    ['nothing', () => {}, true, true],
+    ['a revocation', (c) => c.evictId('9'), false, true],
+    ['a creation', (c) => c.evictNegative(), true, false],
+    ['a clear', (c) => c.clear(), false, false],
+  ];
+  test.each(table)('during a lookup: %s', (_n, during, positive, negative) => {
+    const c = new VerifiedCache(60_000);
+    const gen = c.generation();
+    during(c);
+    c.setIfCurrent('p', entry, gen);
+    c.setIfCurrent('n', null, gen);
+    expect(c.get('p') !== undefined).toBe(positive);
+    expect(c.get('n') !== undefined).toBe(negative);
+  });
+});
+
 describe('--expires', () => {
   const now = Date.UTC(2030, 0, 1);
   const table: [string, number][] = [

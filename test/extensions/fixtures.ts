@@ -1,0 +1,58 @@
+/** Fixture extensions, as source text written into temp extension dirs by the loader tests. */
+
+/** A working extension: a migration, a setting, db access, guards, both envelopes' helpers. */
+export const GOOD = `
+import { defineExtension, t } from 'basalt';
+export default defineExtension({
+  name: 'notes',
+  version: '2.1.0',
+  settings: {
+    greeting: { kind: 'string', default: 'Hello', description: 'Greeting word.' },
+    max_notes: { kind: 'int', default: 10, min: 1, max: 100, description: 'Cap.' },
+  },
+  setup(ctx) {
+    ctx.routes
+      .get('/greet/:who', ({ params, request }) => ctx.reply(request, { text: ctx.settings.get('greeting') + ', ' + params.who }), {
+        params: t.Object({ who: t.String({ maxLength: 20 }) }),
+        response: { 200: ctx.schemas.envelope(t.Object({ text: t.String() })) },
+        detail: { tags: ['notes'], summary: 'Greet' },
+      })
+      .post('/notes', async ({ body, request, set }) => {
+        const { rows } = await ctx.db.query('INSERT INTO ' + ctx.db.table('notes') + ' (body) VALUES ($1) RETURNING id, body', [body.body]);
+        set.status = 201;
+        return ctx.reply(request, rows[0]);
+      }, {
+        body: t.Object({ body: t.String({ minLength: 1 }) }),
+        beforeHandle: ctx.requireApiKey('db:query'),
+        detail: { tags: ['notes'], summary: 'Add a note' },
+      })
+      .get('/me', async ({ request }) => ctx.reply(request, { email: (await ctx.user(request)).email }), {
+        beforeHandle: ctx.requireUser(),
+        detail: { tags: ['notes'], summary: 'Who am I' },
+      })
+      .get('/boom', () => { throw new Error('internal detail that must not leak'); }, { detail: { tags: ['notes'], summary: 'Fails' } });
+  },
+});
+`;
+
+export const GOOD_MIGRATION = `CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL);`;
+
+export const IMPORT_THROWS = `throw new Error('broken at import');`;
+
+export const SETUP_THROWS = `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: 'setup-fails', version: '1.0.0', setup() { throw new Error('broken in setup'); } });
+`;
+
+export const NOT_AN_EXTENSION = `export default { hello: 'world' };`;
+
+export const named = (name: string, route = '/ping') => `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) { ctx.routes.get('${route}', ({ request }) => ctx.reply(request, { from: '${name}' })); } });
+`;
+
+/** Claims the Files prefix (as media-library does). */
+export const claimsFiles = (name: string) => `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) { ctx.claim('/api/v1/files').get('/', ({ request }) => ctx.reply(request, { from: '${name}' })); } });
+`;

@@ -1,0 +1,149 @@
+/**
+ * The extension loader: good, failing (import throws, setup throws, bad export) and
+ * colliding extensions in temp dirs; the platform always starts, and the registry
+ * says what happened, naming both sides of a collision.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES, freshDb } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { extensionsDir, signedIn } from './support';
+import { claimsFiles, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_THROWS } from './fixtures';
+
+const DIR = extensionsDir({
+  'notes/index.ts': GOOD,
+  'notes/migrations/001_notes.sql': GOOD_MIGRATION,
+  'import-throws/index.ts': IMPORT_THROWS,
+  'setup-throws/index.ts': SETUP_THROWS,
+  'not-an-extension/index.js': NOT_AN_EXTENSION,
+  'twin-a/index.ts': named('twin'),
+  'twin-b/index.ts': named('twin'),
+  'files-one/index.ts': claimsFiles('files-one'),
+  'files-two/index.ts': claimsFiles('files-two'),
+  'just-a-folder/README.md': 'no index here',
+});
+
+describe.each(ENGINES)('extension loader on %s', (engine) => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: DIR, BASALT_EXT_NOTES_GREETING: 'Hi' } });
+  });
+  afterAll(() => s.stop());
+
+  test('the platform starts; each extension is loaded or failed with its error', () => {
+    const byFolder = Object.fromEntries(s.platform.services.extensions.list().map((r) => [r.folder.split('/').pop(), r]));
+    expect(Object.keys(byFolder).sort()).toEqual(['files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-throws', 'twin-a', 'twin-b']);
+    expect(byFolder.notes).toMatchObject({ name: 'notes', version: '2.1.0', status: 'loaded', migrations: ['001_notes.sql'] });
+    expect(byFolder.notes!.routes).toEqual(['GET /api/module/notes/greet/:who', 'POST /api/module/notes/notes', 'GET /api/module/notes/me', 'GET /api/module/notes/boom']);
+    const failures: [string, RegExp][] = [
+      ['import-throws', /^import of .*import-throws\/index.ts failed: broken at import$/],
+      ['setup-throws', /^setup failed: broken in setup$/],
+      ['not-an-extension', /name undefined is not valid/],
+      ['twin-a', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
+      ['twin-b', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
+      ['files-one', /^prefix \/api\/v1\/files is claimed by 'files-one' \(.*\) and 'files-two' \(.*\)/],
+      ['files-two', /^prefix \/api\/v1\/files is claimed by 'files-one' \(.*\) and 'files-two' \(.*\)/],
+    ];
+    for (const [folder, error] of failures) {
+      expect(byFolder[folder]!.status).toBe('failed');
+      expect(byFolder[folder]!.error).toMatch(error);
+    }
+  });
+
+  test.each([
+    ['a loaded extension serves, envelope B, with its setting from the environment', 'GET', '/api/module/notes/greet/Ada', 200, { text: 'Hi, Ada' }],
+    ['failed extensions have no routes', 'GET', '/api/module/twin/ping', 404, undefined],
+    ['neither claimant of a contested prefix is mounted', 'GET', '/api/v1/files', 404, undefined],
+  ] as const)('%s', async (_name, method, path, status, data) => {
+    const r = await s.req(method, path);
+    expect(r.status).toBe(status);
+    if (data) expect(r.body).toEqual({ success: true, data, meta: { trace_id: r.headers.get('x-request-id'), execution_ms: expect.any(Number) }, errors: [] });
+    else expect(r.body.success).toBe(false);
+  });
+
+  test('route validation errors and thrown errors are in envelope B, with no internals', async () => {
+    const bad = await s.req('GET', '/api/module/notes/greet/' + 'x'.repeat(30));
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors[0]).toMatchObject({ code: 'validation_error', details: { fields: { who: expect.any(String) } } });
+    const boom = await s.req('GET', '/api/module/notes/boom');
+    expect(boom.status).toBe(500);
+    expect(boom.body.errors[0].code).toBe('internal_error');
+    expect(boom.text).not.toContain('internal detail');
+  });
+
+  test('ctx.db writes to the extension schema; ctx.requireApiKey guards', async () => {
+    const dbKey = await createKey(s, { permissions: ['db:query'], tables: ['anything'] });
+    const mailKey = await createKey(s, { permissions: ['mail:send'] });
+    const cases: [string, Record<string, string>, number][] = [
+      ['no key', {}, 401],
+      ['key without db:query', { 'x-api-key': mailKey }, 403],
+      ['key with db:query', { 'x-api-key': dbKey }, 201],
+    ];
+    for (const [name, headers, status] of cases) {
+      const r = await s.req('POST', '/api/module/notes/notes', { body: { body: 'remember' }, headers });
+      expect({ name, status: r.status }).toEqual({ name, status });
+    }
+    const { rows } = await s.platform.db.query('SELECT body FROM ext_notes.notes');
+    expect(rows).toEqual([{ body: 'remember' }]);
+  });
+
+  test('ctx.requireUser and ctx.user', async () => {
+    expect((await s.req('GET', '/api/module/notes/me')).status).toBe(401);
+    const u = await signedIn(s);
+    const r = await s.req('GET', '/api/module/notes/me', { headers: { authorization: `Bearer ${u.token}` } });
+    expect(r.status).toBe(200);
+    expect(r.body.data.email).toMatch(/@example.com$/);
+  });
+
+  test('extension settings: env pins, the database layer is live, unknown keys are refused', async () => {
+    const notes = s.platform.services.extensions.settings('notes')!;
+    expect(notes.list()).toEqual([
+      { key: 'greeting', value: 'Hi', source: 'env', origin: 'BASALT_EXT_NOTES_GREETING', secret: false, description: 'Greeting word.' },
+      { key: 'max_notes', value: 10, source: 'default', origin: undefined, secret: false, description: 'Cap.' },
+    ]);
+    await notes.set('max_notes', 42);
+    expect(notes.get('max_notes')).toBe(42);
+    expect(notes.list()[1]).toMatchObject({ value: 42, source: 'database' });
+    await expect(notes.set('max_notes', 1000)).rejects.toThrow('ext.notes.max_notes must be an integer from 1 to 100');
+    expect(() => notes.get('nope')).toThrow("extension notes: unknown setting 'nope' (declared: greeting, max_notes)");
+    const { rows } = await s.platform.db.query("SELECT value FROM basalt.extension_settings WHERE extension = 'notes' AND key = 'max_notes'");
+    expect(rows).toEqual([{ value: 42 }]);
+  });
+});
+
+describe.each(ENGINES)('extension lifecycle on %s', (engine) => {
+  test('migrations run once across restarts; a bad setting value fails only that extension', async () => {
+    const db = await freshDb(engine);
+    const dir = extensionsDir({ 'notes/index.ts': GOOD, 'notes/migrations/001_notes.sql': GOOD_MIGRATION });
+    try {
+      const first = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir } });
+      expect(first.platform.services.extensions.get('notes')!.migrations).toEqual(['001_notes.sql']);
+      await first.stop();
+      const second = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir, BASALT_EXT_NOTES_MAX_NOTES: 'many' } });
+      const rec = second.platform.services.extensions.get('notes')!;
+      await second.stop();
+      expect(rec.status).toBe('failed');
+      expect(rec.error).toBe('setup failed: BASALT_EXT_NOTES_MAX_NOTES: ext.notes.max_notes must be an integer from 1 to 100, got "many"');
+      const third = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir } });
+      const again = third.platform.services.extensions.get('notes')!;
+      const applied = await third.platform.db.query("SELECT name FROM basalt.extension_migrations WHERE extension = 'notes'");
+      await third.stop();
+      expect(again).toMatchObject({ status: 'loaded', migrations: [] });
+      expect(applied.rows).toEqual([{ name: '001_notes.sql' }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  test('no extensions dir: the platform starts, the Files API is absent (404)', async () => {
+    const s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: '/nonexistent/basalt-extensions' } });
+    try {
+      expect(s.platform.services.extensions.list()).toEqual([]);
+      const r = await s.req('GET', '/api/v1/files');
+      expect(r.status).toBe(404);
+      expect(r.body).toEqual({ success: false, error: expect.any(String), code: 'not_found' });
+    } finally {
+      await s.stop();
+    }
+  });
+});

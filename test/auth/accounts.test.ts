@@ -47,6 +47,22 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
   });
 
+  test('a hash made with other argon2 parameters is upgraded at the next login', async () => {
+    const address = email('rehash');
+    const r = await register(s, address);
+    const old = await Bun.password.hash(PASSWORD, { algorithm: 'argon2id', memoryCost: 8192, timeCost: 1 });
+    await s.platform.db.query('UPDATE basalt.users SET password_hash = $2 WHERE id = $1', [r.body.data.user.id, old]);
+    expect((await call(s, { path: 'login', body: { email: address, password: PASSWORD } })).status).toBe(200);
+    const { rows } = await s.platform.db.query<{ password_hash: string }>('SELECT password_hash FROM basalt.users WHERE id = $1', [r.body.data.user.id]);
+    expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
+  });
+
+  test('unknown body fields are ignored, not stored', async () => {
+    const r = await call(s, { path: 'register', body: { email: email(), password: PASSWORD, is_admin: true } });
+    expect(r.status).toBe(201);
+    expect(r.body.data.user.is_admin).toBeUndefined();
+  });
+
   const loginCases: [string, () => unknown, number, unknown][] = [
     ['right password, address in other case', () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }), 200, { success: true, data: expect.objectContaining({ user: expect.objectContaining({ email: taken }), access_token: expect.any(String), refresh_token: expect.any(String) }) }],
     ['wrong password', () => ({ email: taken, password: 'wrong password' }), 401, failure('invalid_credentials')],

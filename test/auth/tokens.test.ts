@@ -115,6 +115,19 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     expect((await me(s, mixed)).body).toEqual(failure('session_revoked'));
   });
 
+  test('housekeeping drops expired refresh tokens and old counters, keeps live ones', async () => {
+    const u = await signedIn(s);
+    const db = s.platform.db;
+    const id = u.refresh.split('.')[0];
+    await db.query(`INSERT INTO basalt.auth_rate_limits (bucket, window_start, hits) VALUES ('test:old', now() - interval '2 days', 1)`);
+    await s.platform.services.auth.prune();
+    expect((await db.query('SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1', [id])).rowCount).toBe(1);
+    expect((await db.query(`SELECT 1 FROM basalt.auth_rate_limits WHERE bucket = 'test:old'`)).rowCount).toBe(0);
+    await db.query(`UPDATE basalt.auth_refresh_tokens SET expires_at = now() - interval '2 days' WHERE id = $1`, [id]);
+    await s.platform.services.auth.prune();
+    expect((await db.query('SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1', [id])).rowCount).toBe(0);
+  });
+
   test('password change: other sessions end, this one stays, new password works', async () => {
     const a = await signedIn(s);
     const b = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;

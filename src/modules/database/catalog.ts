@@ -149,8 +149,16 @@ export class Catalog {
     return this.refresh(via);
   }
 
-  /** Reload now (coalesced with a reload already running). */
+  /**
+   * Reload now. Reloads on the shared connection are coalesced; one through a given
+   * connection is not, since a shared reload may be waiting for that very connection
+   * (the embedded engine's open transaction) and joining it would deadlock.
+   */
   refresh(via?: Queryable): Promise<CatalogSnapshot> {
+    if (via) {
+      this.lastRefresh = Date.now();
+      return loadCatalog(via, this.schema).then((snap) => (this.snapshot = snap));
+    }
     if (this.loading) return this.loading;
     this.lastRefresh = Date.now();
     const p = loadCatalog(via ?? this.db, this.schema)
@@ -164,7 +172,7 @@ export class Catalog {
 
   /** A name was not found: reload once (rate-limited) and return the fresh snapshot, or null when it is too soon. */
   async refreshOnMiss(via?: Queryable): Promise<CatalogSnapshot | null> {
-    if (this.loading) return this.loading;
+    if (this.loading && !via) return this.loading;
     if (Date.now() - this.lastRefresh < this.missCooldownMs) return null;
     return this.refresh(via);
   }

@@ -110,20 +110,28 @@ export class TransactionRegistry {
   }
 
   /**
-   * Run `fn` with the transaction's connection. A throw marks the transaction
-   * aborted (the error still reaches the caller). The id must belong to `keyId`.
+   * The transaction's connection, wrapped so that a statement Postgres refuses marks
+   * the transaction aborted (Postgres ignores everything after it until rollback).
+   * A request refused before any statement ran (validation) leaves it usable.
    */
+  private watched(e: Entry): Queryable {
+    const mark = (err: unknown): never => {
+      e.aborted = true;
+      throw err;
+    };
+    return {
+      query: <T>(sql: string, params?: unknown[]) => e.tx.query<T>(sql, params).catch(mark),
+      exec: (sql) => e.tx.exec(sql).catch(mark),
+    };
+  }
+
+  /** Run `fn` with the transaction's connection, after the operations queued before it. The id must belong to `keyId`. */
   run<R>(id: string, keyId: string, fn: (q: Queryable) => Promise<R>): Promise<R> {
     const e = this.find(id, keyId);
     return this.enqueue(e, async () => {
       if (e.ended) throw DbErrors.txNotFound();
       if (e.aborted) throw DbErrors.txAborted();
-      try {
-        return await fn(e.tx);
-      } catch (err) {
-        e.aborted = true;
-        throw err;
-      }
+      return fn(this.watched(e));
     });
   }
 

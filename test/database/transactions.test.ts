@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { expectError, query, tx } from './fixtures';
+
+const TABLE = 'CREATE TABLE public.notes (id serial PRIMARY KEY, body text NOT NULL UNIQUE)';
+
+describe.each(ENGINES)('Database API transactions on %s', (engine) => {
+  let s: TestServer;
+  let key: string;
+  let other: string;
+  const q = (body: Record<string, unknown>, k = key) => query(s, k, { entity: 'notes', ...body });
+  const begin = async (k = key) => {
+    const r = await tx(s, k, 'begin');
+    expect(r.status).toBe(200);
+    return r.body.data.transaction_id as string;
+  };
+  const bodies = async () => (await q({ action: 'select', fields: ['body'], sort: [{ field: 'id' }] })).body.data.rows.map((r: any) => r.body);
+
+  beforeAll(async () => {
+    s = await startServer(engine);
+    await s.platform.db.exec(TABLE);
+    key = await createKey(s, { type: 'service', service: 'a', permissions: ['db:query'], tables: ['notes', 'slow'] });
+    other = await createKey(s, { type: 'service', service: 'b', permissions: ['db:*'], tables: ['notes'] });
+  });
+  afterAll(() => s.stop());
+
+  test('begin → queries see their own writes → commit makes them visible', async () => {
+    const before = Date.now();
+    const r = await tx(s, key, 'begin');
+    expect(r.status).toBe(200);
+    expect(r.body.data.transaction_id).toMatch(/^[0-9a-f-]{36}$/);
+    const expires = Date.parse(r.body.data.expires_at);
+    expect(expires).toBeGreaterThanOrEqual(before + 29_000);
+    expect(expires).toBeLessThanOrEqual(Date.now() + 31_000);
+    const id = r.body.data.transaction_id;
+    expect((await q({ action: 'insert', data: [{ body: 'one' }, { body: 'two' }], transaction_id: id })).body.data.count).toBe(2);
+    const inside = await q({ action: 'select', fields: ['body'], transaction_id: id, total: true });
+    expect(inside.body.data).toEqual({ rows: [{ body: 'one' }, { body: 'two' }], count: 2, total: 2 });
+    expect((await q({ action: 'update', data: { body: 'uno' }, filters: [{ field: 'body', op: 'eq', value: 'one' }], transaction_id: id })).body.data.count).toBe(1);
+    expect((await tx(s, key, `${id}/commit`)).body).toEqual({ success: true, data: { transaction_id: id, status: 'committed' } });
+    expect(await bodies()).toEqual(['uno', 'two']);
+    expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
+    expectError(await tx(s, key, `${id}/rollback`), 404, 'transaction_not_found');
+    expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
+  });
+
+  test('rollback discards the changes', async () => {
+    const id = await begin();
+    await q({ action: 'insert', data: { body: 'temp' }, transaction_id: id });
+    await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id });
+    expect((await tx(s, key, `${id}/rollback`)).body).toEqual({ success: true, data: { transaction_id: id, status: 'rolled_back' } });
+    expect(await bodies()).toEqual(['uno', 'two']);
+  });
+
+  test('a failing query aborts the transaction: later queries and commit → 409 transaction_aborted, nothing written', async () => {
+    const id = await begin();
+    expect((await q({ action: 'insert', data: { body: 'three' }, transaction_id: id })).status).toBe(200);
+    expectError(await q({ action: 'insert', data: { body: 'two' }, transaction_id: id }), 409, 'conflict');
+    expectError(await q({ action: 'select', transaction_id: id }), 409, 'transaction_aborted');
+    expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
+    expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
+    expect(await bodies()).toEqual(['uno', 'two']);
+  });
+
+  test('a validation error before execution does not abort it', async () => {
+    const id = await begin();
+    expectError(await q({ action: 'select', fields: ['nope'], transaction_id: id }), 400, 'validation_error');
+    await q({ action: 'insert', data: { body: 'kept' }, transaction_id: id });
+    expect((await tx(s, key, `${id}/commit`)).body.data.status).toBe('committed');
+    await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'kept' }] });
+  });
+
+  test.each([
+    ['unknown id', '00000000-0000-4000-8000-000000000000'],
+    ['malformed id', 'not-an-id'],
+  ])('%s → 404 transaction_not_found', async (_n, id) => {
+    expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
+    expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
+    expectError(await tx(s, key, `${id}/rollback`), 404, 'transaction_not_found');
+  });
+
+  test('a transaction belongs to the key that began it', async () => {
+    // Verified keys are cached; on the embedded engine an uncached check would wait for the open transaction.
+    expect((await q({ action: 'select', limit: 0 }, other)).status).toBe(200);
+    const id = await begin();
+    expectError(await q({ action: 'select', transaction_id: id }, other), 404, 'transaction_not_found');
+    expectError(await tx(s, other, `${id}/commit`), 404, 'transaction_not_found');
+    expectError(await tx(s, other, `${id}/rollback`), 404, 'transaction_not_found');
+    expect((await q({ action: 'select', transaction_id: id })).status).toBe(200);
+    expect((await tx(s, key, `${id}/rollback`)).status).toBe(200);
+  });
+
+  test('concurrent requests on one transaction run one at a time', async () => {
+    const id = await begin();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => q({ action: 'insert', data: { body: `c${i}` }, transaction_id: id })));
+    expect(results.map((r) => r.status)).toEqual(Array(8).fill(200));
+    expect((await q({ action: 'select', filters: [{ field: 'body', op: 'like', value: 'c%' }], transaction_id: id, total: true })).body.data.total).toBe(8);
+    await tx(s, key, `${id}/rollback`);
+  });
+
+  test('idle past db.transaction_idle_timeout_ms → rolled back and forgotten; each query extends it', async () => {
+    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    try {
+      const id = await begin();
+      await q({ action: 'insert', data: { body: 'idle' }, transaction_id: id });
+      for (let i = 0; i < 3; i++) {
+        await Bun.sleep(500);
+        expect((await q({ action: 'select', transaction_id: id })).status).toBe(200);
+      }
+      await Bun.sleep(1300);
+      expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
+      expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
+      expect(await bodies()).toEqual(['uno', 'two']);
+    } finally {
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+    }
+  });
+
+  test.if(engine === 'external')('an idle transaction times out while another stays alive', async () => {
+    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    try {
+      const kept = await begin();
+      const dropped = await begin();
+      await q({ action: 'insert', data: { body: 'idle' }, transaction_id: dropped });
+      for (let i = 0; i < 3; i++) {
+        await Bun.sleep(500);
+        expect((await q({ action: 'select', transaction_id: kept })).status).toBe(200);
+      }
+      expectError(await q({ action: 'select', transaction_id: dropped }), 404, 'transaction_not_found');
+      expectError(await tx(s, key, `${dropped}/commit`), 404, 'transaction_not_found');
+      expect((await tx(s, key, `${kept}/commit`)).status).toBe(200);
+      expect(await bodies()).toEqual(['uno', 'two']);
+    } finally {
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+    }
+  });
+
+  test.if(engine === 'external')('uncommitted rows are invisible to other connections and to queries outside the transaction', async () => {
+    const id = await begin();
+    await q({ action: 'insert', data: { body: 'secret' }, transaction_id: id });
+    expect(await bodies()).toEqual(['uno', 'two']);
+    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+    try {
+      expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(0);
+      await tx(s, key, `${id}/commit`);
+      expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(1);
+    } finally {
+      await direct.end();
+    }
+    await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'secret' }] });
+  });
+
+  test.if(engine === 'external')('open transactions per key are capped → 429 too_many_transactions', async () => {
+    await s.platform.settings.set('db.max_transactions_per_key', 2);
+    try {
+      const a = await begin();
+      const b = await begin();
+      expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
+      const o = await begin(other);
+      await tx(s, key, `${a}/commit`);
+      const c = await begin();
+      for (const [k, id] of [[key, b], [key, c], [other, o]] as const) await tx(s, k, `${id}/rollback`);
+    } finally {
+      await s.platform.settings.set('db.max_transactions_per_key', 10);
+    }
+  });
+
+  test.if(engine === 'embedded')('embedded engine: one transaction at a time; other work waits for it; the per-key cap still answers 429 at once', async () => {
+    await s.platform.settings.set('db.max_transactions_per_key', 1);
+    try {
+      const id = await begin();
+      expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
+      let settled = false;
+      const outside = q({ action: 'insert', data: { body: 'waited' } }).then((r) => ((settled = true), r));
+      await Bun.sleep(300);
+      expect(settled).toBe(false);
+      expect((await q({ action: 'select', filters: [{ field: 'body', op: 'eq', value: 'waited' }], transaction_id: id })).body.data.count).toBe(0);
+      await tx(s, key, `${id}/commit`);
+      expect((await outside).status).toBe(200);
+      await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'waited' }] });
+    } finally {
+      await s.platform.settings.set('db.max_transactions_per_key', 10);
+    }
+  });
+
+  test.if(engine === 'external')('a statement timeout inside a transaction → 503 query_timeout, then commit → 409', async () => {
+    await s.platform.db.exec('CREATE VIEW public.slow AS SELECT 1 AS x FROM pg_sleep(2)');
+    await s.platform.settings.set('db.statement_timeout_ms', 200);
+    try {
+      const id = await begin();
+      expectError(await query(s, key, { entity: 'slow', action: 'select', transaction_id: id }), 503, 'query_timeout');
+      expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
+    } finally {
+      await s.platform.settings.set('db.statement_timeout_ms', 5000);
+    }
+  });
+
+  test.if(engine === 'external')('shutdown rolls back the open transactions of that instance', async () => {
+    const second = await startServer(engine, { db: s.db });
+    const id = (await tx(second, key, 'begin')).body.data.transaction_id;
+    expect((await query(second, key, { entity: 'notes', action: 'insert', data: { body: 'in flight' }, transaction_id: id })).status).toBe(200);
+    await second.stop();
+    expect(await bodies()).toEqual(['uno', 'two']);
+  });
+});

@@ -39,9 +39,14 @@ export interface SmtpSink {
   refuse(n: number, code?: number, message?: string): void;
   /** Messages refused so far. */
   readonly refused: number;
-  /** Leave messages unanswered after DATA until `release()` (the client waits; nothing is stored). */
+  /**
+   * Leave messages unanswered after DATA until `release()` (the client waits). A held
+   * message whose client disconnects is discarded, as a real server would.
+   */
   hold(): void;
   release(): void;
+  /** Messages currently held. */
+  readonly heldCount: number;
   /** Resolves with the messages once at least `n` arrived; rejects after `timeoutMs`. */
   waitFor(n: number, timeoutMs?: number): Promise<SinkMessage[]>;
   clear(): void;
@@ -56,7 +61,8 @@ export async function startSmtpSink(): Promise<SmtpSink> {
   let refuseText = 'Temporary failure, try again later';
   let refused = 0;
   let held = false;
-  const heldCallbacks: (() => void)[] = [];
+  // Answers held back, per SMTP session; dropped when the client disconnects (it never saw a 250, so nothing was delivered).
+  const heldCallbacks: { session: string; answer: () => void }[] = [];
 
   const server = new SMTPServer({
     secure: false,
@@ -65,6 +71,11 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     allowInsecureAuth: true,
     logger: false,
     size: 50 * 1024 * 1024,
+    // close() should not wait 30 s for a client's pooled connection to go away.
+    closeTimeout: 200,
+    onClose(session) {
+      for (let i = heldCallbacks.length - 1; i >= 0; i--) if (heldCallbacks[i]!.session === session.id) heldCallbacks.splice(i, 1);
+    },
     onAuth(auth, _session, cb) {
       cb(null, { user: auth.username });
     },
@@ -107,7 +118,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
             cb(e as Error);
           }
         };
-        if (held) heldCallbacks.push(() => void answer());
+        if (held) heldCallbacks.push({ session: session.id, answer: () => void answer() });
         else await answer();
       });
     },
@@ -136,9 +147,12 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     hold() {
       held = true;
     },
+    get heldCount() {
+      return heldCallbacks.length;
+    },
     release() {
       held = false;
-      for (const f of heldCallbacks.splice(0)) f();
+      for (const h of heldCallbacks.splice(0)) h.answer();
     },
     waitFor(n, timeoutMs = 10_000) {
       if (messages.length >= n) return Promise.resolve(messages.slice());

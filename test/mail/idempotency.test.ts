@@ -1,0 +1,157 @@
+/**
+ * Idempotency (CONTRACT §9): replay, payload mismatch, in-flight duplicates and
+ * concurrent duplicates, enforced by the database's unique key.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import { arrived, mailEnv, until, waitState } from './helpers';
+
+describe.each(ENGINES)('mail idempotency on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  let key: string;
+  const send = (body: unknown, headers: Record<string, string> = {}, k = key) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': k, ...headers } });
+  const msg = (subject: string, extra: Record<string, unknown> = {}) => ({ to: ['ada@example.com'], subject, text: 'body', ...extra });
+
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startServer(engine, { env: mailEnv(sink) });
+    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
+  });
+  afterAll(async () => {
+    await s.stop();
+    await sink.close();
+  });
+
+  test('same key and payload → the original 202 and body, Idempotent-Replayed: true, sent once', async () => {
+    const k = crypto.randomUUID();
+    const first = await send(msg('replay'), { 'Idempotency-Key': k });
+    expect(first.status).toBe(202);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    // Same payload with keys in another order and the key in the other header name / the body.
+    const variants = [
+      await send({ text: 'body', subject: 'replay', to: ['ada@example.com'] }, { 'Idempotency-Key': k }),
+      await send(msg('replay'), { 'X-Idempotency-Key': k.toUpperCase() }),
+      await send(msg('replay', { idempotency_key: k })),
+      await send(msg('replay', { idempotency_key: k }), { 'Idempotency-Key': k }),
+    ];
+    for (const r of variants) {
+      expect(r.status).toBe(202);
+      expect(r.headers.get('idempotent-replayed')).toBe('true');
+      expect(r.body.data).toEqual(first.body.data);
+      expect(r.body.meta.trace_id).toBe(r.headers.get('x-request-id')!);
+    }
+    await waitState(s, key, first.body.data.job_id, 'sent');
+    await Bun.sleep(150);
+    expect(arrived(sink, first.body.data.job_id)).toHaveLength(1);
+    expect(sink.messages.filter((m) => m.subject === 'replay')).toHaveLength(1);
+  });
+
+  test('same key, different payload → 422 idempotency_key_reused', async () => {
+    const k = crypto.randomUUID();
+    expect((await send(msg('first'), { 'Idempotency-Key': k })).status).toBe(202);
+    const cases = [msg('second'), msg('first', { to: ['bob@example.com'] }), msg('first', { sync: true }), msg('first', { html: '<p>x</p>' })];
+    for (const body of cases) {
+      const r = await send(body, { 'Idempotency-Key': k });
+      expect(r.status).toBe(422);
+      expect(r.body.errors[0].code).toBe('idempotency_key_reused');
+    }
+  });
+
+  test('header and body keys that differ → 400; a non-UUID header → 400', async () => {
+    const a = await send(msg('x', { idempotency_key: crypto.randomUUID() }), { 'Idempotency-Key': crypto.randomUUID() });
+    expect(a.status).toBe(400);
+    expect(a.body.errors[0].details.fields).toHaveProperty('idempotency_key');
+    const b = await send(msg('x'), { 'Idempotency-Key': 'order-42' });
+    expect(b.status).toBe(400);
+    expect(b.body.errors[0].details.fields).toHaveProperty('Idempotency-Key');
+  });
+
+  test('the key is scoped to the API key: another key with the same value is a new request', async () => {
+    const k = crypto.randomUUID();
+    const other = await createKey(s, { type: 'service', service: 'crm', permissions: ['mail:send'] });
+    const a = await send(msg('scoped'), { 'Idempotency-Key': k });
+    const b = await send(msg('scoped'), { 'Idempotency-Key': k }, other);
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+    expect(b.body.data.job_id).not.toBe(a.body.data.job_id);
+  });
+
+  test('8 concurrent duplicates → one job, one delivery, seven replays', async () => {
+    const k = crypto.randomUUID();
+    const rs = await Promise.all(Array.from({ length: 8 }, () => send(msg('burst'), { 'Idempotency-Key': k })));
+    // With the async path the duplicates wait on the unique key and replay; 409 is also a correct answer.
+    expect(rs.every((r) => r.status === 202 || r.status === 409)).toBe(true);
+    const ok = rs.filter((r) => r.status === 202);
+    expect(new Set(ok.map((r) => r.body.data.job_id)).size).toBe(1);
+    expect(ok.filter((r) => r.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
+    const id = ok[0]!.body.data.job_id;
+    await waitState(s, key, id, 'sent');
+    await Bun.sleep(150);
+    expect(sink.messages.filter((m) => m.subject === 'burst')).toHaveLength(1);
+    const { rows } = await s.platform.db.query<{ n: string }>("SELECT count(*) AS n FROM basalt.mail_jobs WHERE subject = 'burst'");
+    expect(rows[0]!.n).toBe('1');
+  });
+
+  test('8 concurrent sync duplicates → exactly one delivery; the others replay it or get 409', async () => {
+    const k = crypto.randomUUID();
+    const rs = await Promise.all(Array.from({ length: 8 }, () => send(msg('sync-burst', { sync: true }), { 'Idempotency-Key': k })));
+    const codes = rs.map((r) => r.status).sort();
+    expect(codes.filter((c) => c === 200).length).toBeGreaterThanOrEqual(1);
+    expect(codes.every((c) => c === 200 || c === 409)).toBe(true);
+    for (const r of rs.filter((r) => r.status === 409)) expect(r.body.errors[0].code).toBe('idempotency_key_in_progress');
+    expect(sink.messages.filter((m) => m.subject === 'sync-burst')).toHaveLength(1);
+  });
+
+  test('while the first sync send is in flight → 409 idempotency_key_in_progress; afterwards → replay', async () => {
+    const k = crypto.randomUUID();
+    sink.hold();
+    const first = send(msg('held', { sync: true }), { 'Idempotency-Key': k });
+    await until(() => s.platform.services.mail.jobs.list({ state: 'sending' }), (l) => l.jobs.some((j) => j.subject === 'held'), 'the sync send to start');
+    const dup = await send(msg('held', { sync: true }), { 'Idempotency-Key': k });
+    expect(dup.status).toBe(409);
+    expect(dup.body.errors[0].code).toBe('idempotency_key_in_progress');
+    expect(dup.headers.get('retry-after')).toBe('1');
+    sink.release();
+    const r = await first;
+    expect(r.status).toBe(200);
+    const again = await send(msg('held', { sync: true }), { 'Idempotency-Key': k });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.data).toEqual(r.body.data);
+    expect(sink.messages.filter((m) => m.subject === 'held')).toHaveLength(1);
+  });
+
+  test('a sync send the server refused frees the key: the retry with the same key is sent', async () => {
+    const k = crypto.randomUUID();
+    sink.refuse(1, 554);
+    const a = await send(msg('retry-me', { sync: true }), { 'Idempotency-Key': k });
+    expect(a.status).toBe(502);
+    const b = await send(msg('retry-me', { sync: true }), { 'Idempotency-Key': k });
+    expect(b.status).toBe(200);
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+    expect(sink.messages.filter((m) => m.subject === 'retry-me')).toHaveLength(1);
+  });
+
+  test('records live in the database (24 h) and expired ones are purged', async () => {
+    const k = crypto.randomUUID();
+    await send(msg('ttl'), { 'Idempotency-Key': k });
+    const { rows } = await s.platform.db.query<{ hours: number; status: number }>(
+      `SELECT round(extract(epoch FROM expires_at - created_at) / 3600)::int AS hours, status FROM basalt.mail_idempotency WHERE idem_key = $1`,
+      [k],
+    );
+    expect(rows).toEqual([{ hours: 24, status: 202 }]);
+    await s.platform.db.query(`UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`, [k]);
+    // An expired key is free again: the same key with another payload is a new request.
+    const fresh = await send(msg('ttl-2'), { 'Idempotency-Key': k });
+    expect(fresh.status).toBe(202);
+    await s.platform.db.query(`UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`, [k]);
+    const purged = await s.platform.services.mail.jobs.purge();
+    expect(purged!.idempotency).toBeGreaterThanOrEqual(1);
+    expect((await s.platform.db.query('SELECT 1 FROM basalt.mail_idempotency WHERE idem_key = $1', [k])).rows).toHaveLength(0);
+  });
+});

@@ -1,0 +1,257 @@
+/**
+ * The delivery queue against a real SMTP sink: retries with backoff, dead jobs,
+ * bounded concurrency, leases, graceful shutdown, live settings, the in-process API.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import { retryDelay } from '../../src/modules/mail/queue';
+import { openPlatform } from '../../src/platform';
+import { FROM, arrived, mailEnv, until, waitState } from './helpers';
+
+test('retry delays double from mail.retry_base_ms with jitter between half and all of it', () => {
+  const table = [1, 2, 3, 4, 8].map((a) => [a, retryDelay(a, 2000, () => 0), retryDelay(a, 2000, () => 1)]);
+  expect(table).toEqual([
+    [1, 1000, 2000],
+    [2, 2000, 4000],
+    [3, 4000, 8000],
+    [4, 8000, 16000],
+    [8, 128000, 256000],
+  ]);
+  expect(retryDelay(40, 2000, () => 1)).toBe(6 * 3600 * 1000); // capped
+});
+
+describe.each(ENGINES)('mail queue on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  let key: string;
+  const send = (body: unknown) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
+
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startServer(engine, { env: mailEnv(sink, { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }) });
+    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
+  });
+  afterAll(async () => {
+    await s.stop();
+    await sink.close();
+  });
+
+  test('the server refuses with 451 three times → retried with backoff → delivered exactly once', async () => {
+    sink.refuse(3, 451);
+    const r = await send({ to: ['ada@example.com'], subject: 'flaky', text: 'x' });
+    expect(r.status).toBe(202);
+    const id = r.body.data.job_id;
+    const failed = await waitState(s, key, id, 'failed');
+    expect(failed.last_error).toContain('451');
+    expect(new Date(failed.next_attempt_at).getTime()).toBeGreaterThan(new Date(failed.updated_at).getTime());
+    const sent = await waitState(s, key, id, 'sent');
+    expect(sent).toMatchObject({ attempts: 4, state: 'sent' });
+    await Bun.sleep(200);
+    expect(arrived(sink, id)).toHaveLength(1);
+    expect(sink.refused).toBeGreaterThanOrEqual(3);
+  });
+
+  test('refused more often than mail.max_attempts → dead after the last attempt, never delivered', async () => {
+    sink.refuse(4, 421);
+    const r = await send({ to: ['ada@example.com'], subject: 'hopeless', text: 'x' });
+    const dead = await waitState(s, key, r.body.data.job_id, 'dead');
+    expect(dead).toMatchObject({ attempts: 4, max_attempts: 4, next_attempt_at: null });
+    expect(dead.last_error).toContain('421');
+    expect(arrived(sink, r.body.data.job_id)).toHaveLength(0);
+    // An operator can put it back in the queue.
+    expect(await s.platform.services.mail.jobs.retry(r.body.data.job_id)).toBe(true);
+    await waitState(s, key, r.body.data.job_id, 'sent');
+    expect(arrived(sink, r.body.data.job_id)).toHaveLength(1);
+  });
+
+  test('a permanent refusal (5xx) is not retried', async () => {
+    sink.refuse(1, 550, 'No such user');
+    const r = await send({ to: ['nobody@example.com'], subject: 'bounce', text: 'x' });
+    const dead = await waitState(s, key, r.body.data.job_id, 'dead');
+    expect(dead.attempts).toBe(1);
+    expect(dead.last_error).toContain('550');
+  });
+
+  test('at most mail.concurrency sends at once; the rest wait queued', async () => {
+    sink.hold();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
+    const counts = await until(() => s.platform.services.mail.jobs.counts(), (c) => c.sending === 2, 'two jobs sending');
+    await Bun.sleep(300);
+    expect((await s.platform.services.mail.jobs.counts()).sending).toBe(2);
+    expect(counts.queued).toBeGreaterThanOrEqual(3);
+    sink.release();
+    for (const id of ids) await waitState(s, key, id, 'sent');
+    expect(ids.map((id) => arrived(sink, id).length)).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  test('a job left `sending` by a dead instance is reclaimed once its lease expired', async () => {
+    const id = crypto.randomUUID();
+    await s.platform.db.query(
+      `INSERT INTO basalt.mail_jobs (id, key_id, state, recipients, subject, text, message_id, attempts, max_attempts, lease_until, claimed_by)
+       VALUES ($1, NULL, 'sending', ARRAY['ada@example.com'], 'orphan', 'x', $2, 1, 4, now() + interval '1 second', 'gone-host:1:dead')`,
+      [id, `<${id}@example.com>`],
+    );
+    await Bun.sleep(400);
+    expect(arrived(sink, id)).toHaveLength(0); // still leased to the dead instance
+    const view = await until(() => s.platform.services.mail.jobs.get(id), (j) => j?.state === 'sent', 'the orphan to be sent', 5000);
+    expect(view!.attempts).toBe(2);
+    expect(arrived(sink, id)).toHaveLength(1);
+  });
+
+  test('a job whose instance died on its last attempt is settled as dead, not resent', async () => {
+    const id = crypto.randomUUID();
+    await s.platform.db.query(
+      `INSERT INTO basalt.mail_jobs (id, state, recipients, subject, text, message_id, attempts, max_attempts, lease_until, claimed_by)
+       VALUES ($1, 'sending', ARRAY['ada@example.com'], 'last try', 'x', $2, 4, 4, now() - interval '1 second', 'gone-host:1:dead')`,
+      [id, `<${id}@example.com>`],
+    );
+    const view = await until(() => s.platform.services.mail.jobs.get(id), (j) => j?.state === 'dead', 'the job to be dead', 5000);
+    expect(view!.last_error).toContain('stopped before the outcome was known');
+    expect(arrived(sink, id)).toHaveLength(0);
+  });
+
+  test('in-process API: enqueue and sendNow with templates; ensure never overwrites an edited template', async () => {
+    const mail = s.platform.services.mail;
+    expect(mail.isConfigured()).toBe(true);
+    expect(await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' })).toBe(true);
+    await mail.templates.put({ name: 'welcome', subject: 'Hi {{ name }}!', html: '<p>{{ name }} / {{ name | raw }}</p>' });
+    expect(await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' })).toBe(false);
+    const { jobId } = await mail.enqueue({ to: ['ada@example.com'], template: 'welcome', variables: { name: '<Ada>' } });
+    const now = await mail.sendNow({ to: ['bob@example.com'], subject: 'Direct', text: 'now' });
+    expect(now.messageId).toBe(`<${now.jobId}@example.com>`);
+    expect(arrived(sink, now.jobId)).toHaveLength(1);
+    await until(() => mail.jobs.get(jobId), (j) => j?.state === 'sent', 'enqueued job sent');
+    const [m] = arrived(sink, jobId);
+    expect(m!.subject).toBe('Hi <Ada>!');
+    expect(m!.html.trim()).toBe('<p>&lt;Ada&gt; / <Ada></p>');
+    expect(await mail.templates.preview('welcome', { name: 'x&y' })).toEqual({ subject: 'Hi x&y!', html: '<p>x&amp;y / x&y</p>', text: undefined });
+    await expect(mail.enqueue({ to: ['a@x.io'], template: 'missing' })).rejects.toMatchObject({ status: 404, code: 'template_not_found' });
+  });
+
+  test('templates cannot read files or run code, and are checked before they are stored', async () => {
+    const t = s.platform.services.mail.templates;
+    const bad: [string, Parameters<typeof t.put>[0], string][] = [
+      ['include a file', { name: 'evil', subject: 's', text: "{% include '/etc/passwd' %}" }, ''],
+      ['render a file', { name: 'evil', subject: 's', html: "{% render 'package.json' %}" }, ''],
+      ['syntax error', { name: 'broken', subject: 's', text: '{% if x %}unclosed' }, 'text'],
+      ['unknown filter', { name: 'broken', subject: 's', text: '{{ x | shell }}' }, 'text'],
+      ['bad name', { name: 'Bad Name', subject: 's', text: 'x' }, 'name'],
+      ['no body', { name: 'empty', subject: 's' }, 'html'],
+      ['subject with newline', { name: 'nl', subject: 'a\nb', text: 'x' }, 'subject'],
+    ];
+    for (const [what, input, field] of bad) {
+      let err: any;
+      try {
+        await t.put(input);
+        // Includes parse; they must fail when rendered, never reading the file.
+        await t.preview(input.name, {});
+      } catch (e) {
+        err = e;
+      }
+      expect({ what, status: err?.status, code: err?.code }).toEqual({ what, status: 400, code: 'validation_error' });
+      if (field) expect(Object.keys(err.extra.details.fields)).toContain(field);
+      expect(String(err.message)).not.toContain('root:');
+    }
+    // Prototype chain is not reachable.
+    await t.put({ name: 'proto', subject: 's', text: '[{{ v.constructor }}]' });
+    const out = await t.preview('proto', { v: {} }).catch((e) => e);
+    expect(String(out.text ?? '')).not.toContain('function');
+  });
+
+  test('listing and counting jobs (admin panel)', async () => {
+    const all = await s.platform.services.mail.jobs.list({ limit: 3 });
+    expect(all.jobs.length).toBe(3);
+    expect(all.total).toBeGreaterThan(3);
+    const sent = await s.platform.services.mail.jobs.list({ state: 'sent' });
+    expect(sent.jobs.every((j) => j.state === 'sent')).toBe(true);
+    const counts = await s.platform.services.mail.jobs.counts();
+    expect(counts.sent).toBe(sent.total);
+  });
+
+  test('finished jobs older than mail.job_retention_days are purged; recent and pending ones stay', async () => {
+    const r = await send({ to: ['ada@example.com'], subject: 'old', text: 'x' });
+    await waitState(s, key, r.body.data.job_id, 'sent');
+    await s.platform.db.query(`UPDATE basalt.mail_jobs SET updated_at = now() - interval '8 days' WHERE id = $1`, [r.body.data.job_id]);
+    const before = await s.platform.services.mail.jobs.counts();
+    const purged = await s.platform.services.mail.jobs.purge();
+    expect(purged!.jobs).toBe(1);
+    expect(await s.platform.services.mail.jobs.get(r.body.data.job_id)).toBeUndefined();
+    expect((await s.platform.services.mail.jobs.counts()).sent).toBe(before.sent - 1);
+  });
+});
+
+describe.each(ENGINES)('mail configuration on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  let key: string;
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startServer(engine);
+    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
+  });
+  afterAll(async () => {
+    await s.stop();
+    await sink.close();
+  });
+
+  test('not configured → 503 mail_not_configured (async and sync); configured live from the database → sent', async () => {
+    const body = { to: ['ada@example.com'], subject: 'live', text: 'x' };
+    for (const sync of [false, true]) {
+      const r = await s.req('POST', '/api/v1/mail/send', { body: { ...body, sync }, headers: { 'x-api-key': key } });
+      expect(r.status).toBe(503);
+      expect(r.body).toMatchObject({ success: false, errors: [{ code: 'mail_not_configured' }] });
+      expect(r.body.errors[0].message).toContain('mail.smtp_url');
+    }
+    expect(s.platform.services.mail.isConfigured()).toBe(false);
+    await expect(s.platform.services.mail.enqueue(body)).rejects.toMatchObject({ status: 503 });
+    await s.platform.settings.set('mail.smtp_url', sink.url);
+    expect(s.platform.services.mail.isConfigured()).toBe(false); // still no sender
+    await s.platform.settings.set('mail.from', FROM);
+    const r = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
+    expect(r.status).toBe(202);
+    await waitState(s, key, r.body.data.job_id, 'sent');
+    expect(arrived(sink, r.body.data.job_id)[0]!.from).toBe(FROM);
+  });
+
+  test('changing mail.smtp_url rebuilds the transport; an unreachable server → 502 sync, retries async', async () => {
+    const other = await startSmtpSink();
+    await s.platform.settings.set('mail.smtp_url', other.url);
+    const t = await s.platform.services.mail.testSend('ops@example.com');
+    expect(other.messages.map((m) => m.messageId)).toEqual([t.messageId]);
+    expect(other.messages[0]!.subject).toContain('test message');
+    await other.close();
+    const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'down', text: 'x', sync: true }, headers: { 'x-api-key': key } });
+    expect(r.status).toBe(502);
+    expect(r.body.errors[0].message).not.toContain('127.0.0.1');
+    const q = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'down', text: 'x' }, headers: { 'x-api-key': key } });
+    const failed = await waitState(s, key, q.body.data.job_id, 'failed');
+    expect(failed.last_error).toMatch(/could not connect|connection to the mail server failed/);
+    await s.platform.settings.set('mail.smtp_url', sink.url);
+    await s.platform.settings.set('mail.retry_base_ms', 40);
+    await s.platform.services.mail.jobs.retry(q.body.data.job_id);
+    await waitState(s, key, q.body.data.job_id, 'sent');
+    expect(arrived(sink, q.body.data.job_id)).toHaveLength(1);
+  });
+
+  test('graceful shutdown gives claimed jobs back to the queue', async () => {
+    await s.platform.settings.set('mail.retry_base_ms', 40);
+    sink.hold();
+    const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'at shutdown', text: 'x' }, headers: { 'x-api-key': key } });
+    await until(() => s.platform.services.mail.jobs.counts(), (c) => c.sending === 1, 'the job to be sending');
+    const stopping = s.running.stop();
+    await stopping.catch(() => {});
+    sink.release();
+    // The platform is closed; read the row through a platform that runs no worker (no listener).
+    const again = await openPlatform({ env: { ...s.db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
+    try {
+      const row = (await again.db.query<{ state: string; claimed_by: string | null; attempts: number }>('SELECT state, claimed_by, attempts FROM basalt.mail_jobs WHERE id = $1', [r.body.data.job_id])).rows[0]!;
+      expect(row).toEqual({ state: 'queued', claimed_by: null, attempts: 0 });
+    } finally {
+      await again.shutdown();
+    }
+  }, 20_000);
+});

@@ -55,7 +55,7 @@ export function fileRoutes(ctx: ExtensionContext) {
   return ctx
     .claim('/api/v1/files')
     .post(
-      '/',
+      '',
       async ({ request, set }) => {
         const who = await caller(ctx, request, 'files:upload');
         const id = crypto.randomUUID();
@@ -97,7 +97,7 @@ export function fileRoutes(ctx: ExtensionContext) {
       },
     )
     .get(
-      '/',
+      '',
       async ({ request, query }) => {
         const who = await caller(ctx, request, 'files:download');
         if ((query.owner_type === undefined) !== (query.owner_id === undefined)) throw ctx.errors.badRequest('Give owner_type and owner_id together.');

@@ -94,6 +94,16 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     await mode('open');
   });
 
+  test('publishing the site key does not count as a use of it', async () => {
+    const fresh = await s.platform.services.keys.create({ type: 'public', site: true });
+    await mode('api_key_required');
+    for (let i = 0; i < 3; i++) expect((await rc(service)).body.data.site_public_key).toBe(fresh.key);
+    await Bun.sleep(50);
+    expect((await s.platform.services.keys.get(fresh.id))!.last_used_at).toBeNull();
+    await s.platform.services.keys.setSiteKey(site.key);
+    await mode('open');
+  });
+
   test('no site key designated: nothing shown', async () => {
     await mode('api_key_required');
     await s.platform.settings.unset('web.site_public_key');

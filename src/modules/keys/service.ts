@@ -126,9 +126,10 @@ export class KeyService {
 
   /**
    * The principal of an active key, or null for a malformed, unknown, revoked or
-   * expired one. Database errors propagate (→ 503).
+   * expired one. Database errors propagate (→ 503). `recordUse: false` checks a key
+   * without counting it as used (the platform inspecting its own site key).
    */
-  async verify(rawKey: string | null | undefined): Promise<KeyPrincipal | null> {
+  async verify(rawKey: string | null | undefined, opts: { recordUse?: boolean } = {}): Promise<KeyPrincipal | null> {
     if (typeof rawKey !== 'string') return null;
     const claimed = keyShape(rawKey);
     if (!claimed) return null;
@@ -138,7 +139,7 @@ export class KeyService {
     let entry = this.cache.get(hash, now);
     if (entry === undefined) entry = await this.lookup(hash, claimed);
     if (!entry || (entry.expiresAt !== null && entry.expiresAt <= now)) return null;
-    this.touch(entry.id, now);
+    if (opts.recordUse !== false) this.touch(entry.id, now);
     return entry;
   }
 
@@ -151,7 +152,7 @@ export class KeyService {
       await this.p.settings.unset(SITE_SETTING);
       return;
     }
-    const principal = await this.verify(rawKey.trim());
+    const principal = await this.verify(rawKey.trim(), { recordUse: false });
     if (!principal || principal.type !== 'public') {
       throw new KeyValidationError('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
     }
@@ -162,7 +163,7 @@ export class KeyService {
   async sitePublicKey(): Promise<string | null> {
     const raw = this.p.settings.get<string>(SITE_SETTING);
     if (!raw) return null;
-    const principal = await this.verify(raw);
+    const principal = await this.verify(raw, { recordUse: false });
     return principal?.type === 'public' ? raw : null;
   }
 

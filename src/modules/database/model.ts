@@ -33,7 +33,7 @@ export const Sort = t.Object(
 
 export const QueryBody = t.Object(
   {
-    entity: t.String({ description: "Table of the data schema; must be in the API key's table whitelist.", examples: ['orders'] }),
+    entity: t.String({ description: "Table of the data schema; must be in the API key's table whitelist.", example: 'orders' }),
     action: t.String({ enum: [...ACTIONS], description: 'select, insert, update or delete.' }),
     fields: t.Optional(t.Array(t.String(), { description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.' })),
     filters: t.Optional(t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' })),
@@ -49,19 +49,16 @@ export const QueryBody = t.Object(
   {
     additionalProperties: false,
     description: 'A parameterized query. The legacy raw SQL field "query" is refused with 403 raw_sql_disabled.',
-    examples: [
-      {
-        entity: 'orders',
-        action: 'select',
-        fields: ['id', 'status', 'total'],
-        filters: [{ field: 'status', op: 'eq', value: 'paid' }],
-        sort: [{ field: 'created_at', direction: 'desc' }],
-        limit: 20,
-        total: true,
-      },
-      { entity: 'orders', action: 'insert', data: [{ status: 'new', total: '19.90' }, { status: 'new', total: '5.00' }] },
-      { entity: 'orders', action: 'update', filters: [{ field: 'id', op: 'eq', value: 42 }], data: { status: 'shipped' } },
-    ],
+    // OpenAPI 3.0 schemas take one `example`; docs/database.md has one per action.
+    example: {
+      entity: 'orders',
+      action: 'select',
+      fields: ['id', 'status', 'total'],
+      filters: [{ field: 'status', op: 'eq', value: 'paid' }],
+      sort: [{ field: 'created_at', direction: 'desc' }],
+      limit: 20,
+      total: true,
+    },
   },
 );
 export type QueryBody = Static<typeof QueryBody>;
@@ -76,7 +73,7 @@ export const QueryResult = t.Object(
     }),
   },
   {
-    examples: [{ success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } }],
+    example: { success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } },
   },
 );
 
@@ -90,7 +87,7 @@ export const ErrorBody = t.Object(
       details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'e.g. {"fields": {"filters[0].op": "..."}} or {"column": "email"}.' })),
     }),
   },
-  { examples: [{ success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } }] },
+  { example: { success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } } },
 );
 
 export const EmptyBody = t.Optional(t.Object({}, { description: 'Empty JSON object.' }));
@@ -105,7 +102,7 @@ export const BeginResult = t.Object(
       expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
     }),
   },
-  { examples: [{ success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } }] },
+  { example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } } },
 );
 
 export const EndResult = t.Object(
@@ -116,7 +113,7 @@ export const EndResult = t.Object(
       status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
     }),
   },
-  { examples: [{ success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } }] },
+  { example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } } },
 );
 
 /** Error responses every Database API route may give. */

@@ -70,3 +70,25 @@ describe.each(ENGINES)('basalt keys (CLI) on %s', (engine) => {
     }
   }, 60_000);
 });
+
+describe.if(ENGINES.includes('external'))('basalt keys alongside a running server (external)', () => {
+  test('a key created and revoked from the command line is honoured by the server at once', async () => {
+    const { startServer } = await import('../helpers/server');
+    const s = await startServer('external');
+    try {
+      await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+      const created = JSON.parse((await runCli(['keys', 'create', '--type', 'public', '--json'], s.db.env)).stdout);
+      const rc = () => s.req('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': created.key } });
+      expect((await rc()).status).toBe(200);
+      const revoke = await runCli(['keys', 'revoke', created.id], s.db.env);
+      expect(revoke.code).toBe(0);
+      const start = Date.now();
+      while ((await rc()).status !== 401) {
+        expect(Date.now() - start).toBeLessThan(1000);
+        await Bun.sleep(20);
+      }
+    } finally {
+      await s.stop();
+    }
+  }, 60_000);
+});

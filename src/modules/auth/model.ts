@@ -11,7 +11,7 @@ import { REFRESH_TOKEN_SECONDS } from './sessions';
 const Email = t.String({ maxLength: 320, description: 'E-mail address; trimmed and lower-cased before use.', example: 'ada@example.com' });
 const NewPassword = (description: string) =>
   t.String({ maxLength: PASSWORD_MAX_LENGTH, description: `${description} At least auth.password_min_length (default 8) characters, at most ${PASSWORD_MAX_LENGTH}.`, example: 'correct horse battery staple' });
-const OpaqueToken = (description: string) => t.String({ maxLength: 200, description, example: 'k3Jd9sQw0PzL1xVb.Hq7...' });
+const OpaqueToken = (description: string) => t.String({ maxLength: 200, description, example: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' });
 
 export const User = t.Object(
   {
@@ -21,7 +21,10 @@ export const User = t.Object(
     email_verified_at: t.Nullable(t.String({ format: 'date-time' })),
     created_at: t.String({ format: 'date-time' }),
   },
-  { description: 'A site user.' },
+  {
+    description: 'A site user.',
+    example: { id: '4e80d2fe-8282-4d25-bee5-f7bbb164af71', email: 'ada@example.com', email_verified: true, email_verified_at: '2026-01-02T10:00:00.000Z', created_at: '2026-01-02T09:58:00.000Z' },
+  },
 );
 
 const tokenFields = {
@@ -44,7 +47,10 @@ export const ErrorBody = t.Object(
       details: t.Optional(t.Object({ fields: t.Optional(t.Record(t.String(), t.String())) }, { description: 'For validation_error: field → problem.' })),
     }),
   },
-  { description: 'Format A error.' },
+  {
+    description: 'Format A error.',
+    example: { success: false, error: { code: 'rate_limited', message: 'Too many attempts; try again in 42 seconds.', retry_after: 42 } },
+  },
 );
 
 export const Session = ok(t.Object({ user: User, ...tokenFields }));
@@ -52,18 +58,24 @@ export const Session = ok(t.Object({ user: User, ...tokenFields }));
 export const Bodies = {
   register: t.Object({ email: Email, password: NewPassword('Password.') }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
   login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_LENGTH, example: 'correct horse battery staple' }) }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
-  refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }),
+  refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }, { example: { refresh_token: 'ZmkS9Av6a_ZRek_Q.suvUuQV43Wl8WUgT6YIgwmtYutl5ZRhxNFCXDtHYn7o' } }),
   logout: t.Optional(
     t.Object({
       refresh_token: t.Optional(OpaqueToken('Ends this token\'s session when no access token is sent (e.g. it expired).')),
       all: t.Optional(t.Boolean({ description: 'End every session of the user (all devices).', default: false })),
-    }),
+    }, { example: { all: false } }),
   ),
-  forgot: t.Object({ email: Email }),
-  reset: t.Object({ token: OpaqueToken('Token from the password_reset mail.'), password: NewPassword('New password.') }),
-  change: t.Object({ current_password: t.String({ maxLength: PASSWORD_MAX_LENGTH }), new_password: NewPassword('New password.') }),
-  verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }),
-  resend: t.Object({ email: Email }),
+  forgot: t.Object({ email: Email }, { example: { email: 'ada@example.com' } }),
+  reset: t.Object(
+    { token: OpaqueToken('Token from the password_reset mail.'), password: NewPassword('New password.') },
+    { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: 'a new long passphrase' } },
+  ),
+  change: t.Object(
+    { current_password: t.String({ maxLength: PASSWORD_MAX_LENGTH }), new_password: NewPassword('New password.') },
+    { example: { current_password: 'correct horse battery staple', new_password: 'a new long passphrase' } },
+  ),
+  verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }, { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' } }),
+  resend: t.Object({ email: Email }, { example: { email: 'ada@example.com' } }),
 };
 
 export const Responses = {

@@ -6,6 +6,7 @@ import { Elysia, type AnyElysia } from 'elysia';
 import type { Platform } from './platform';
 import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
+import { metricsFor } from './http/metrics';
 import { systemRoutes } from './modules/system/routes';
 import { openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
@@ -57,6 +58,6 @@ export async function createApp(p: Platform, extra: ExtraModules = []): Promise<
   main.use(openapiRoutes(apps, p.version, !pub));
   pub?.use(openapiRoutes(apps, p.version, true));
 
-  const handler = (app: AnyElysia) => createHandler({ settings: p.settings, log: p.log, handle: (req) => app.handle(req) });
+  const handler = (app: AnyElysia) => createHandler({ settings: p.settings, log: p.log, handle: (req) => app.handle(req), metrics: metricsFor(p) });
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
 }

@@ -29,6 +29,11 @@ export function toAppError(err: unknown, path: string): AppError {
   return Errors.internal(err);
 }
 
+/** A success body in the envelope of the area `request` belongs to. */
+export function reply(request: Request, data: unknown): unknown {
+  return success(formatFor(new URL(request.url).pathname), data, requestInfo(request));
+}
+
 /**
  * The cross-cutting part every listener's app starts with: errors rendered in the
  * area's envelope (never a framework body, never a stack), and `ctx.reply()` for
@@ -47,6 +52,6 @@ export function foundation(log: Logger) {
     })
     .derive({ as: 'global' }, ({ request }) => ({
       /** Success body in this area's envelope. */
-      reply: (data: unknown) => success(formatFor(new URL(request.url).pathname), data, requestInfo(request)),
+      reply: (data: unknown) => reply(request, data),
     }));
 }

@@ -5,6 +5,7 @@ import { clientIp, setRequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
+import type { Metrics } from './metrics';
 
 /** Areas that take only JSON bodies: 415 for anything else, 413 over web.max_json_body_bytes. */
 const JSON_AREAS = ['/api/v1/auth/', '/api/v1/db/', '/api/v1/mail/', '/api/admin/'];
@@ -17,6 +18,7 @@ export interface HandlerDeps {
   log: Logger;
   /** Elysia's `handle`. */
   handle: (req: Request) => Promise<Response>;
+  metrics?: Metrics;
 }
 
 export type Handler = (req: Request, server?: Server<unknown>) => Promise<Response>;
@@ -25,7 +27,7 @@ export type Handler = (req: Request, server?: Server<unknown>) => Promise<Respon
  * The listener's fetch: request id, CORS, body limits and content type, request
  * log. Everything here answers in the area's envelope, like the app does.
  */
-export function createHandler({ settings, log, handle }: HandlerDeps): Handler {
+export function createHandler({ settings, log, handle, metrics }: HandlerDeps): Handler {
   return async (req, server) => {
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
@@ -69,7 +71,9 @@ export function createHandler({ settings, log, handle }: HandlerDeps): Handler {
       res.headers.set('Access-Control-Expose-Headers', EXPOSED);
     }
     if (origin) res.headers.append('Vary', 'Origin');
-    log.info('request', { request_id: id, method: req.method, path, status: res.status, ms: Math.round((performance.now() - start) * 10) / 10, ip });
+    const ms = Math.round((performance.now() - start) * 10) / 10;
+    metrics?.observe(path, req.method, res.status, ms);
+    log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip });
     return res;
   };
 }

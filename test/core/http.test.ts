@@ -4,6 +4,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import type { RouteModule } from '../../src/app';
+import { reply } from '../../src/http/foundation';
 import pkg from '../../package.json';
 
 /** Routes that exercise the foundation in each area's envelope. */
@@ -12,14 +13,14 @@ const probe: RouteModule = {
   listener: 'public',
   routes: () =>
     new Elysia()
-      .post('/api/v1/auth/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ email: t.String({ format: 'email' }), age: t.Integer({ minimum: 0 }) }) })
-      .post('/api/v1/db/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ n: t.Integer() }) })
+      .post('/api/v1/auth/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ email: t.String({ format: 'email' }), age: t.Integer({ minimum: 0 }) }) })
+      .post('/api/v1/db/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ n: t.Integer() }) })
       .get('/api/v1/auth/_boom', () => {
         throw new Error('secret internals: password=hunter2');
       })
-      .get('/api/v1/db/_slow', async ({ reply }) => {
+      .get('/api/v1/db/_slow', async ({ request }) => {
         await Bun.sleep(400);
-        return reply({ slow: true });
+        return reply(request, { slow: true });
       }),
 };
 const mailProbe: RouteModule = {
@@ -27,7 +28,7 @@ const mailProbe: RouteModule = {
   listener: 'main',
   routes: () =>
     new Elysia()
-      .post('/api/v1/mail/_probe', ({ body, reply }) => reply({ echo: body }), { body: t.Object({ to: t.Array(t.String(), { minItems: 1 }) }) })
+      .post('/api/v1/mail/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ to: t.Array(t.String(), { minItems: 1 }) }) })
       .get('/api/v1/mail/_boom', () => {
         throw new Error('internals');
       }),
@@ -163,6 +164,19 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     }
   });
 
+  test('/metrics counts requests by area and status (Prometheus text)', async () => {
+    await s.req('GET', '/api/v1/auth/nope');
+    await s.req('GET', '/api/v1/auth/nope');
+    const r = await fetch(s.url + '/metrics');
+    expect(r.headers.get('content-type')).toContain('text/plain');
+    const text = await r.text();
+    const count = Number(/basalt_http_requests_total\{area="auth",method="GET",status="404"\} (\d+)/.exec(text)?.[1]);
+    expect(count).toBeGreaterThanOrEqual(2);
+    expect(text).toMatch(/basalt_http_request_duration_ms_count\{area="auth"\} \d+/);
+    expect(text).toMatch(/^basalt_process_resident_memory_bytes \d+$/m);
+    expect(text).not.toContain('/api/v1/auth/nope');
+  });
+
   test('graceful stop lets an in-flight request finish', async () => {
     const other = await startServer(engine, { extra: [probe] });
     const inflight = fetch(other.publicUrl + '/api/v1/db/_slow');
@@ -189,6 +203,8 @@ describe('listeners', () => {
     ['/healthz', 'main', 200],
     ['/healthz', 'public', 404],
     ['/readyz', 'public', 404],
+    ['/metrics', 'main', 200],
+    ['/metrics', 'public', 404],
     ['/api/openapi.json', 'main', 200],
     ['/api/openapi.json', 'public', 200],
     ['/api/docs', 'public', 200],

@@ -1,8 +1,9 @@
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { Errors } from '../../http/errors';
+import { metricsFor } from '../../http/metrics';
 
-/** Liveness and readiness (main listener). */
+/** Liveness, readiness and metrics (main listener). */
 export function systemRoutes(p: Platform) {
   return new Elysia({ name: 'basalt.system' })
     .get('/healthz', () => ({ success: true, data: { status: 'ok', version: p.version } }), { detail: { hide: true } })
@@ -16,6 +17,14 @@ export function systemRoutes(p: Platform) {
         }
         return { success: true, data: { status: 'ready', database: p.db.kind } };
       },
+      { detail: { hide: true } },
+    )
+    .get(
+      '/metrics',
+      () =>
+        new Response(metricsFor(p).render({ basalt_database_external: p.db.kind === 'external' ? 1 : 0 }), {
+          headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
+        }),
       { detail: { hide: true } },
     );
 }

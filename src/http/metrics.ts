@@ -1,0 +1,72 @@
+/**
+ * Request counters and latency per listener, exposed at `/metrics` (main listener) in the
+ * Prometheus text format. Cheap: a few map updates per request, no labels from user input
+ * (routes are bucketed by area, not by path).
+ */
+const AREAS: [string, string][] = [
+  ['/api/v1/auth/', 'auth'],
+  ['/api/v1/db/', 'db'],
+  ['/api/v1/mail/', 'mail'],
+  ['/api/v1/files', 'files'],
+  ['/api/v1/public/', 'runtime_config'],
+  ['/api/module/', 'module'],
+  ['/api/admin/', 'admin'],
+  ['/api/openapi.json', 'openapi'],
+  ['/api/docs', 'docs'],
+];
+const BUCKETS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+
+export function areaOf(path: string): string {
+  for (const [prefix, area] of AREAS) if (path.startsWith(prefix)) return area;
+  return 'other';
+}
+
+export class Metrics {
+  private requests = new Map<string, number>();
+  private histogram = new Map<string, { buckets: number[]; sum: number; count: number }>();
+  private readonly started = Date.now();
+
+  observe(path: string, method: string, status: number, ms: number): void {
+    const area = areaOf(path);
+    const key = `area="${area}",method="${method.length <= 7 ? method : 'OTHER'}",status="${status}"`;
+    this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
+    let h = this.histogram.get(area);
+    if (!h) this.histogram.set(area, (h = { buckets: BUCKETS.map(() => 0), sum: 0, count: 0 }));
+    for (let i = 0; i < BUCKETS.length; i++) if (ms <= BUCKETS[i]!) h.buckets[i]!++;
+    h.sum += ms;
+    h.count++;
+  }
+
+  render(extra: Record<string, number> = {}): string {
+    const out: string[] = [
+      '# HELP basalt_http_requests_total HTTP requests answered, by area, method and status.',
+      '# TYPE basalt_http_requests_total counter',
+    ];
+    for (const [k, v] of this.requests) out.push(`basalt_http_requests_total{${k}} ${v}`);
+    out.push('# HELP basalt_http_request_duration_ms Time to answer, by area.', '# TYPE basalt_http_request_duration_ms histogram');
+    for (const [area, h] of this.histogram) {
+      BUCKETS.forEach((b, i) => out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="${b}"} ${h.buckets[i]}`));
+      out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="+Inf"} ${h.count}`);
+      out.push(`basalt_http_request_duration_ms_sum{area="${area}"} ${h.sum.toFixed(3)}`);
+      out.push(`basalt_http_request_duration_ms_count{area="${area}"} ${h.count}`);
+    }
+    const mem = process.memoryUsage();
+    const gauges: Record<string, number> = {
+      basalt_process_uptime_seconds: (Date.now() - this.started) / 1000,
+      basalt_process_resident_memory_bytes: mem.rss,
+      basalt_process_heap_used_bytes: mem.heapUsed,
+      ...extra,
+    };
+    for (const [name, v] of Object.entries(gauges)) out.push(`# TYPE ${name} gauge`, `${name} ${v}`);
+    return out.join('\n') + '\n';
+  }
+}
+
+const registries = new WeakMap<object, Metrics>();
+
+/** The registry of one running platform (both of its listeners count into it). */
+export function metricsFor(owner: object): Metrics {
+  let m = registries.get(owner);
+  if (!m) registries.set(owner, (m = new Metrics()));
+  return m;
+}

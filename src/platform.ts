@@ -85,6 +85,12 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
       })()),
   };
   const { createServices } = await import('./services');
-  await createServices(platform);
+  try {
+    await createServices(platform);
+  } catch (e) {
+    // A service that refuses its configuration must not leave the database (and the data-dir lock) open.
+    await platform.shutdown().catch(() => {});
+    throw e;
+  }
   return platform;
 }

@@ -175,3 +175,32 @@ describe.each(ENGINES)('access mode api_key_required on %s', (engine) => {
     expect(me.body.data.user.email).toBe(address);
   });
 });
+
+describe('signing key', () => {
+  test('a configured auth.jwt_secret shorter than 32 characters stops start-up with a clear message', async () => {
+    const { freshDb } = await import('../helpers/engines');
+    const { openPlatform } = await import('../../src/platform');
+    const db = await freshDb('embedded');
+    try {
+      const err = await openPlatform({ env: { ...db.env, BASALT_AUTH_JWT_SECRET: 'too-short', BASALT_LOG_LEVEL: 'silent' } }).catch((e) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(err.message).toBe('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
+    } finally {
+      await db.drop();
+    }
+  });
+
+  test('a configured auth.jwt_secret signs the access tokens', async () => {
+    const secret = 'an operator chosen secret of 40 characters!';
+    const s = await startAuthServer('embedded', { env: { BASALT_AUTH_JWT_SECRET: secret } });
+    try {
+      const u = await signedIn(s);
+      const { jwtVerify } = await import('jose');
+      const { payload } = await jwtVerify(u.access, new TextEncoder().encode(secret));
+      expect(payload).toEqual(expect.objectContaining({ sub: u.user.id, iss: 'basalt', sid: expect.any(String) }));
+      expect(payload.exp! - payload.iat!).toBe(900);
+    } finally {
+      await s.stop();
+    }
+  });
+});

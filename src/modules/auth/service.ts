@@ -5,6 +5,7 @@
  */
 import type { Platform } from '../../platform';
 import { getOrCreateSecret } from '../../db/secrets';
+import { ConfigError } from '../../config/validate';
 import { PgError } from '../../db/engine';
 import { AuthErrors } from './errors';
 import type { RequestUser } from '../../http/user-guard';
@@ -292,7 +293,12 @@ export class AuthService {
 
 /** Create the service: signing key, session notifications, housekeeping timer. */
 export async function createAuthService(p: Platform): Promise<AuthService> {
-  const secret = p.settings.get<string>('auth.jwt_secret') || (await getOrCreateSecret(p.db, 'jwt'));
+  const configured = p.settings.get<string>('auth.jwt_secret');
+  // HS256 is only as strong as its key: a short operator-chosen secret could be brute-forced offline from one token.
+  if (configured && configured.length < 32) {
+    throw new ConfigError('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
+  }
+  const secret = configured || (await getOrCreateSecret(p.db, 'jwt'));
   const sessions = new SessionStore(p.db);
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions);

@@ -5,7 +5,7 @@
  */
 import busboy from 'busboy';
 import { Readable } from 'node:stream';
-import { createWriteStream, rmSync } from 'node:fs';
+import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
 import { AppError, Errors } from 'basalt';
 import { sanitizeName } from './names';
 
@@ -32,6 +32,7 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
 
   return new Promise<Received>((resolve, reject) => {
     let settled = false;
+    let out: WriteStream | undefined;
     const source = Readable.fromWeb(request.body as never);
     const done = (err: unknown, value?: Received) => {
       if (settled) return;
@@ -39,6 +40,11 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
       if (err) {
         source.unpipe();
         source.destroy();
+        // The temp file may still be opening: remove it once the stream has closed too.
+        if (out && !out.closed) {
+          out.once('close', () => rmSync(tempPath, { force: true }));
+          out.destroy();
+        }
         rmSync(tempPath, { force: true });
         reject(err);
       } else resolve(value!);
@@ -58,7 +64,7 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
         const head: Buffer[] = [];
         let headLength = 0;
         let size = 0;
-        const out = createWriteStream(tempPath);
+        const file = (out = createWriteStream(tempPath));
         stream.on('data', (chunk: Buffer) => {
           hash.update(chunk);
           size += chunk.length;
@@ -71,9 +77,9 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
         // Stop reading at once: the client gets its 413 without sending the rest.
         stream.on('limit', () => done(Errors.payloadTooLarge(maxBytes)));
         stream.on('error', fail);
-        out.on('error', fail);
-        out.on('finish', () => ok({ tempPath, name: sanitizeName(info.filename), size, sha256: hash.digest('hex'), head: new Uint8Array(Buffer.concat(head)) }));
-        stream.pipe(out);
+        file.on('error', fail);
+        file.on('finish', () => ok({ tempPath, name: sanitizeName(info.filename), size, sha256: hash.digest('hex'), head: new Uint8Array(Buffer.concat(head)) }));
+        stream.pipe(file);
       });
       file.catch(() => {});
     });

@@ -187,6 +187,23 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(inline.headers.get('x-content-type-options')).toBe('nosniff');
   });
 
+  test.if(storage === 'local')('S3 settings take effect live; an unreachable bucket → 503 and nothing recorded', async () => {
+    const ml = s.platform.services.extensions.settings('media-library')!;
+    const before = (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
+    await ml.set('s3_endpoint', 'http://127.0.0.1:1');
+    await ml.set('s3_bucket', 'nowhere');
+    try {
+      const r = await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } });
+      expect(r.status).toBe(503);
+      expect(r.body).toEqual({ success: false, error: 'The file storage is unavailable; retry shortly.', code: 'storage_unavailable' });
+    } finally {
+      await ml.unset('s3_bucket');
+      await ml.unset('s3_endpoint');
+    }
+    expect((await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total).toBe(before);
+    expect((await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } })).status).toBe(201);
+  });
+
   test('size limit (files.max_bytes) → 413, early on Content-Length or while streaming', async () => {
     await s.platform.settings.set('files.max_bytes', 100_000);
     try {

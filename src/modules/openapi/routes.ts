@@ -13,7 +13,7 @@ const PAGE = `<!doctype html>
 <script src="/api/docs/assets/init.js"></script>
 </body></html>`;
 
-const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#ui', deepLinking: true });`;
+const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
 
 /**
  * `/api/openapi.json` and the interactive reference `/api/docs`, whose assets are

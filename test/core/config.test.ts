@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,4 +102,12 @@ describe.skipIf(!ADMIN_URL)('settings across instances (external PostgreSQL)', (
   });
 });
 
-afterAll(() => {});
+
+
+describe('docs', () => {
+  test('docs/configuration.md lists every setting as defined (run `bun scripts/config-docs.ts` after changing one)', async () => {
+    const { settingsTable } = await import('../../scripts/config-docs');
+    const doc = await Bun.file(join(import.meta.dir, '../../docs/configuration.md')).text();
+    expect(doc).toContain(settingsTable());
+  });
+});

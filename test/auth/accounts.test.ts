@@ -140,41 +140,40 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     await s.platform.services.auth.setDisabled(u.user.id, false);
     expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(200);
   });
-});
+  describe('access mode api_key_required', () => {
+    let key: string;
+    beforeAll(async () => {
+      key = await createKey(s, { type: 'public' });
+      await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+    });
+    afterAll(() => s.platform.settings.set('web.public_api_access_mode', 'open'));
 
-describe.each(ENGINES)('access mode api_key_required on %s', (engine) => {
-  let s: TestServer;
-  let key: string;
-  beforeAll(async () => {
-    s = await startAuthServer(engine, { env: { BASALT_WEB_PUBLIC_API_ACCESS_MODE: 'api_key_required' } });
-    key = await createKey(s, { type: 'public' });
-  });
-  afterAll(() => s.stop());
+    const cases: [string, string, string, () => Record<string, string>, number, string | null][] = [
+      ['register without key', 'POST', 'register', () => ({}), 401, 'api_key_required'],
+      ['login without key', 'POST', 'login', () => ({}), 401, 'api_key_required'],
+      ['me without key', 'GET', 'me', () => ({}), 401, 'api_key_required'],
+      ['forgot without key', 'POST', 'password/forgot', () => ({}), 401, 'api_key_required'],
+      ['register with a wrong key', 'POST', 'register', () => ({ 'x-api-key': 'pk_wrong' }), 401, 'unauthorized'],
+      ['register with the site public key', 'POST', 'register', () => ({ 'x-api-key': key }), 201, null],
+    ];
+    test.each(cases)('%s', async (_name, method, path, headers, status, code) => {
+      const body = method === 'POST' ? { email: email(), password: PASSWORD } : undefined;
+      const r = await call(s, { method, path, body, headers: headers() });
+      expect(r.status).toBe(status);
+      if (code) expect(r.body).toEqual(failure(code));
+    });
 
-  const cases: [string, string, string, () => Record<string, string>, number, string | null][] = [
-    ['register without key', 'POST', 'register', () => ({}), 401, 'api_key_required'],
-    ['login without key', 'POST', 'login', () => ({}), 401, 'api_key_required'],
-    ['me without key', 'GET', 'me', () => ({}), 401, 'api_key_required'],
-    ['forgot without key', 'POST', 'password/forgot', () => ({}), 401, 'api_key_required'],
-    ['register with a wrong key', 'POST', 'register', () => ({ 'x-api-key': 'pk_wrong' }), 401, 'unauthorized'],
-    ['register with the site public key', 'POST', 'register', () => ({ 'x-api-key': key }), 201, null],
-  ];
-  test.each(cases)('%s', async (_name, method, path, headers, status, code) => {
-    const body = method === 'POST' ? { email: email(), password: PASSWORD } : undefined;
-    const r = await call(s, { method, path, body, headers: headers() });
-    expect(r.status).toBe(status);
-    if (code) expect(r.body).toEqual(failure(code));
-  });
-
-  test('login and me with the key', async () => {
-    const address = email();
-    await call(s, { path: 'register', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
-    const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
-    expect(l.status).toBe(200);
-    const me = await call(s, { method: 'GET', path: 'me', token: l.body.data.access_token, headers: { 'x-api-key': key } });
-    expect(me.body.data.user.email).toBe(address);
+    test('login and me with the key', async () => {
+      const address = email();
+      await call(s, { path: 'register', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
+      const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
+      expect(l.status).toBe(200);
+      const me = await call(s, { method: 'GET', path: 'me', token: l.body.data.access_token, headers: { 'x-api-key': key } });
+      expect(me.body.data.user.email).toBe(address);
+    });
   });
 });
+
 
 describe('signing key', () => {
   test('a configured auth.jwt_secret shorter than 32 characters stops start-up with a clear message', async () => {

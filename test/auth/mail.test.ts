@@ -30,13 +30,22 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
   let sink: SmtpSink;
   beforeAll(async () => {
     sink = await startSmtpSink();
-    s = await startAuthServer(engine, {
-      env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', BASALT_WEB_PUBLIC_BASE_URL: 'https://app.example.com' },
-    });
+    s = await startAuthServer(engine, { env: { BASALT_WEB_PUBLIC_BASE_URL: 'https://app.example.com' } });
   });
   afterAll(async () => {
     await s.stop();
     await sink.close();
+  });
+
+  test('without mail: forgot still answers 200; resend says mail_not_configured (503)', async () => {
+    const address = email();
+    await register(s, address);
+    expect((await call(s, { path: 'password/forgot', body: { email: address } })).status).toBe(200);
+    const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
+    expect([r.status, r.body]).toEqual([503, failure('mail_not_configured')]);
+    // Mail is a live setting: configured now for the rest of this suite.
+    await s.platform.settings.set('mail.smtp_url', sink.url);
+    await s.platform.settings.set('mail.from', 'noreply@example.com');
   });
 
   test('registration sends verify_email; its token verifies the address once', async () => {
@@ -133,21 +142,5 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     const { rows } = await s.platform.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM basalt.auth_action_tokens WHERE id = $1', [token.split('.')[0]]);
     expect(rows[0]!.secret_hash.length).toBe(32);
     expect(Buffer.from(rows[0]!.secret_hash).toString('base64url')).not.toBe(token.split('.')[1]);
-  });
-});
-
-describe.each(ENGINES)('without mail on %s', (engine) => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startAuthServer(engine);
-  });
-  afterAll(() => s.stop());
-
-  test('forgot still answers 200; resend says mail_not_configured (503)', async () => {
-    const address = email();
-    await register(s, address);
-    expect((await call(s, { path: 'password/forgot', body: { email: address } })).status).toBe(200);
-    const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
-    expect([r.status, r.body]).toEqual([503, failure('mail_not_configured')]);
   });
 });

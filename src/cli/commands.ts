@@ -3,5 +3,6 @@ import type { Command } from './command';
 import { coreCommands } from './core-commands';
 import { keyCommands } from '../modules/keys/commands';
 import { mailCommands } from '../modules/mail/commands';
+import { extensionCommands } from '../extensions/commands';
 
-export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands];
+export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands];

@@ -31,6 +31,8 @@ export interface ExtensionSettings {
   set(key: string, value: unknown): Promise<void>;
   /** Back to file/default. */
   unset(key: string): Promise<void>;
+  /** A value given as text (command line, form field) parsed by the key's kind; throws naming the key. */
+  parse(key: string, text: string): unknown;
   list(): ExtensionSettingView[];
   /** Called with changed keys when the database layer changes. */
   onChange(fn: (keys: string[]) => void): () => void;
@@ -121,6 +123,7 @@ export class ExtensionSettingsStore {
       get: <T>(key: string) => valueOf(key) as T,
       set: (key, value) => write(key, value),
       unset: (key) => write(key, undefined),
+      parse: (key, text) => fromText(defOf(key), text, 'value'),
       list: () =>
         [...defs.entries()].map(([key, def]) => {
           const p = pinned.get(key);

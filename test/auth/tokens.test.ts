@@ -6,17 +6,33 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { jwt } from '@elysiajs/jwt';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
+import { Elysia } from 'elysia';
 import { getOrCreateSecret } from '../../src/db/secrets';
+import { requireUser } from '../../src/http/user-guard';
+import type { Platform } from '../../src/platform';
 import { PASSWORD, call, failure, signedIn, startAuthServer } from './support';
 
 const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me', token });
 
 describe.each(ENGINES)('tokens on %s', (engine) => {
   let s: TestServer;
+  // An extension route guarded by requireUser: its errors come in the extension's envelope (format B).
+  const probe = (p: Platform) => new Elysia().get('/api/module/probe/whoami', async ({ request }) => ({ success: true, data: await requireUser(p, request) }));
   beforeAll(async () => {
-    s = await startAuthServer(engine);
+    s = await startAuthServer(engine, { extra: [{ name: 'probe', listener: 'public', routes: probe }] });
   });
   afterAll(() => s.stop());
+
+  test('requireUser in another area: the user, or errors in that area\'s envelope', async () => {
+    const u = await signedIn(s);
+    const ok = await s.req('GET', '/api/module/probe/whoami', { headers: { authorization: `Bearer ${u.access}` } });
+    expect(ok.body).toEqual({ success: true, data: { userId: u.user.id, sessionId: expect.any(String), email: u.email } });
+    const none = await s.req('GET', '/api/module/probe/whoami');
+    expect([none.status, none.body.success, none.body.errors?.[0]?.code]).toEqual([401, false, 'unauthorized']);
+    await call(s, { path: 'logout', token: u.access });
+    const gone = await s.req('GET', '/api/module/probe/whoami', { headers: { authorization: `Bearer ${u.access}` } });
+    expect([gone.status, gone.body.errors?.[0]?.code]).toEqual([401, 'session_revoked']);
+  });
 
   test('refresh rotates: new pair, same session; the old refresh token is spent', async () => {
     const u = await signedIn(s);

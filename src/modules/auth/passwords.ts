@@ -12,13 +12,40 @@ export const ARGON2 = { algorithm: 'argon2id' as const, memoryCost: 19_456, time
 /** Passwords longer than this are refused before hashing (bounded work per request). */
 export const PASSWORD_MAX_LENGTH = 1024;
 
+/**
+ * At most this many hashes run at once; the rest wait their turn. Each costs 19 MiB,
+ * so a burst of logins cannot take the process's memory with it.
+ */
+export const MAX_CONCURRENT_HASHES = Math.max(2, navigator.hardwareConcurrency * 2);
+let running = 0;
+let peak = 0;
+
+/** Highest number of hashes that ran at once since start (observability, tests). */
+export function peakConcurrentHashes(): number {
+  return peak;
+}
+const waiting: (() => void)[] = [];
+
+async function bounded<T>(work: () => Promise<T>): Promise<T> {
+  if (running >= MAX_CONCURRENT_HASHES) await new Promise<void>((resolve) => waiting.push(resolve));
+  else running++;
+  peak = Math.max(peak, running);
+  try {
+    return await work();
+  } finally {
+    const next = waiting.shift();
+    if (next) next(); // hand the slot over directly
+    else running--;
+  }
+}
+
 export function hashPassword(password: string): Promise<string> {
-  return Bun.password.hash(password, ARGON2);
+  return bounded(() => Bun.password.hash(password, ARGON2));
 }
 
 export async function verifyPassword(password: string, hash: string): Promise<boolean> {
   try {
-    return await Bun.password.verify(password, hash);
+    return await bounded(() => Bun.password.verify(password, hash));
   } catch {
     return false; // a malformed stored hash never matches
   }

@@ -46,6 +46,7 @@ export const SETTINGS: SettingDef[] = [
   { key: 'data.dir', kind: 'string', default: './basalt_data', restart: true, description: 'Embedded database, local file storage.' },
   { key: 'migrations.dir', kind: 'string', default: './migrations', restart: true, description: 'Operator SQL migrations, applied in name order at start.' },
   { key: 'extensions.dir', kind: 'string', default: './extensions', restart: true, description: 'Directory scanned for extensions at start.' },
+  { key: 'extensions.setup_timeout_ms', kind: 'int', default: 30_000, min: 100, max: 600_000, restart: true, description: 'An extension whose setup has not finished after this long is marked failed (start-up never hangs on one).' },
   { key: 'log.level', kind: 'enum', values: ['debug', 'info', 'warn', 'error', 'silent'], default: 'info', description: 'Structured log verbosity.' },
   // runtime config (public)
   { key: 'app.name', kind: 'string', default: 'Basalt', description: 'Application name shown to front-ends (runtime config).' },

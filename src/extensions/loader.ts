@@ -17,8 +17,6 @@ import { provideModules } from './provided-modules';
 import type { ExtensionSettingsStore } from './settings-store';
 import type { LoadedRecord } from './registry';
 
-/** A setup that has not finished by then is marked failed, so start-up cannot hang on one extension. */
-export const SETUP_TIMEOUT_MS = 30_000;
 const ENTRY_FILES = ['index.ts', 'index.js', 'index.mjs'];
 
 interface Candidate {
@@ -34,7 +32,7 @@ function message(e: unknown): string {
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: Timer | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s`)), ms);
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s (extensions.setup_timeout_ms)`)), ms);
   });
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
@@ -92,7 +90,9 @@ async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore): 
       scope: { column: 'extension', value: def.name },
     });
     c.built = createContext(p, def, settings, log);
-    await withTimeout(Promise.resolve(def.setup(c.built.ctx)), SETUP_TIMEOUT_MS, `setup of extension ${def.name}`);
+    // A setup that has not finished in time is marked failed, so start-up cannot hang on one extension.
+    const timeout = p.settings.get<number>('extensions.setup_timeout_ms');
+    await withTimeout(Promise.resolve(def.setup(c.built.ctx)), timeout, `setup of extension ${def.name}`);
     c.record.settingsApi = settings;
     c.record.routes = c.built.groups.flatMap((g) => g.app.routes.map((r) => `${r.method} ${r.path}`));
     c.record.status = 'loaded';

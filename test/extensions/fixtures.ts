@@ -56,3 +56,9 @@ export const claimsFiles = (name: string) => `
 import { defineExtension } from 'basalt';
 export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) { ctx.claim('/api/v1/files').get('/', ({ request }) => ctx.reply(request, { from: '${name}' })); } });
 `;
+
+/** A setup that never finishes (start-up must not wait for it). */
+export const SETUP_HANGS = `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: 'hangs', version: '1.0.0', setup: () => new Promise(() => {}) });
+`;

@@ -8,13 +8,14 @@ import { ENGINES, freshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { extensionsDir, signedIn } from './support';
-import { claimsFiles, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_THROWS } from './fixtures';
+import { claimsFiles, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_HANGS, SETUP_THROWS } from './fixtures';
 
 const DIR = extensionsDir({
   'notes/index.ts': GOOD,
   'notes/migrations/001_notes.sql': GOOD_MIGRATION,
   'import-throws/index.ts': IMPORT_THROWS,
   'setup-throws/index.ts': SETUP_THROWS,
+  'setup-hangs/index.ts': SETUP_HANGS,
   'not-an-extension/index.js': NOT_AN_EXTENSION,
   'twin-a/index.ts': named('twin'),
   'twin-b/index.ts': named('twin'),
@@ -26,18 +27,19 @@ const DIR = extensionsDir({
 describe.each(ENGINES)('extension loader on %s', (engine) => {
   let s: TestServer;
   beforeAll(async () => {
-    s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: DIR, BASALT_EXT_NOTES_GREETING: 'Hi' } });
+    s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: DIR, BASALT_EXT_NOTES_GREETING: 'Hi', BASALT_EXTENSIONS_SETUP_TIMEOUT_MS: '300' } });
   });
   afterAll(() => s.stop());
 
   test('the platform starts; each extension is loaded or failed with its error', () => {
     const byFolder = Object.fromEntries(s.platform.services.extensions.list().map((r) => [r.folder.split('/').pop(), r]));
-    expect(Object.keys(byFolder).sort()).toEqual(['files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-throws', 'twin-a', 'twin-b']);
+    expect(Object.keys(byFolder).sort()).toEqual(['files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-hangs', 'setup-throws', 'twin-a', 'twin-b']);
     expect(byFolder.notes).toMatchObject({ name: 'notes', version: '2.1.0', status: 'loaded', migrations: ['001_notes.sql'] });
     expect(byFolder.notes!.routes).toEqual(['GET /api/module/notes/greet/:who', 'POST /api/module/notes/notes', 'GET /api/module/notes/me', 'GET /api/module/notes/boom']);
     const failures: [string, RegExp][] = [
       ['import-throws', /^import of .*import-throws\/index.ts failed: broken at import$/],
       ['setup-throws', /^setup failed: broken in setup$/],
+      ['setup-hangs', /^setup failed: setup of extension hangs did not finish within 0.3 s \(extensions.setup_timeout_ms\)$/],
       ['not-an-extension', /name undefined is not valid/],
       ['twin-a', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
       ['twin-b', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],

@@ -79,10 +79,12 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     sink.hold();
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
-    const counts = await until(() => s.platform.services.mail.jobs.counts(), (c) => c.sending === 2, 'two jobs sending');
+    await until(() => sink.heldCount, (n) => n === 2, 'two messages at the SMTP server');
     await Bun.sleep(300);
-    expect((await s.platform.services.mail.jobs.counts()).sending).toBe(2);
-    expect(counts.queued).toBeGreaterThanOrEqual(3);
+    expect(sink.heldCount).toBe(2);
+    // The rest are queued, or claimed one round ahead by this instance (state sending, not yet at the server).
+    const counts = await s.platform.services.mail.jobs.counts();
+    expect(counts.queued + counts.sending).toBeGreaterThanOrEqual(5);
     sink.release();
     for (const id of ids) await waitState(s, key, id, 'sent');
     expect(ids.map((id) => arrived(sink, id).length)).toEqual([1, 1, 1, 1, 1]);

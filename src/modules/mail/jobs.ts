@@ -149,6 +149,17 @@ export async function markSent(q: Queryable, id: string, worker: string, note: s
   );
 }
 
+/** Several accepted sends at once (the worker batches them: one commit for many). */
+export async function markSentMany(q: Queryable, worker: string, sent: { id: string; note: string | null }[]): Promise<void> {
+  if (!sent.length) return;
+  await q.query(
+    `UPDATE basalt.mail_jobs j SET state = 'sent', sent_at = now(), lease_until = NULL, last_error = v.note, updated_at = now()
+       FROM unnest($1::uuid[], $2::text[]) AS v(id, note)
+      WHERE j.id = v.id AND j.claimed_by = $3 AND j.state = 'sending'`,
+    [sent.map((s) => s.id), sent.map((s) => s.note), worker],
+  );
+}
+
 /** An attempt failed: retry at `retryAt`, or dead when attempts are used up or the refusal is permanent. */
 export async function markFailed(q: Queryable, id: string, worker: string, error: string, dead: boolean, retryInMs: number): Promise<JobState> {
   const { rows } = await q.query<{ state: JobState }>(

@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import type { Db } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
-import { buryAbandoned, claimJobs, markFailed, markSent, purge, releaseJobs, requeueOrphans, type JobRow } from './jobs';
+import { buryAbandoned, claimJobs, markFailed, markSentMany, purge, releaseJobs, requeueOrphans, type JobRow } from './jobs';
 import { SmtpSendError, type SmtpTransport } from './smtp';
 
 export const MAIL_CHANNEL = 'basalt_mail';
@@ -46,6 +46,12 @@ export interface WorkerDeps {
 export class MailWorker {
   readonly id = `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Claimed (leased to us) but not started yet: one claim fills the free slots plus one round ahead. */
+  private buffer: JobRow[] = [];
+  /** Sends the server accepted, waiting to be written as `sent` in one statement. */
+  private sentQueue: { id: string; note: string | null; done: () => void }[] = [];
+  private flushing = false;
+  private readonly pendingMarks = new Set<Promise<void>>();
   private running = false;
   private pumping = false;
   private again = false;
@@ -106,20 +112,54 @@ export class MailWorker {
     if (!smtp.configured()) return; // jobs wait in the queue until mail is configured
     try {
       for (;;) {
-        const free = settings.get<number>('mail.concurrency') - this.inFlight.size;
-        if (free <= 0 || !this.running) return;
-        const jobs = await claimJobs(db, this.id, free, settings.get<number>('mail.lease_ms'));
-        for (const job of jobs) {
-          const p = this.deliver(job).finally(() => {
-            this.inFlight.delete(job.id);
-            this.wake();
-          });
-          this.inFlight.set(job.id, p);
-        }
-        if (jobs.length < free) return;
+        if (!this.running) return;
+        const concurrency = settings.get<number>('mail.concurrency');
+        while (this.inFlight.size < concurrency && this.buffer.length) this.begin(this.buffer.shift()!);
+        const free = concurrency - this.inFlight.size;
+        if (free <= 0) return;
+        // Claiming costs a commit; taking one round ahead keeps the connections busy
+        // without a database round trip between two sends.
+        const jobs = await claimJobs(db, this.id, free + concurrency, settings.get<number>('mail.lease_ms'));
+        this.buffer.push(...jobs);
+        if (!jobs.length) return;
       }
     } catch (e) {
       log.warn('mail worker: claiming jobs failed; will retry', { cause: e });
+    }
+  }
+
+  private begin(job: JobRow): void {
+    const p = this.deliver(job).finally(() => {
+      this.inFlight.delete(job.id);
+      this.wake();
+    });
+    this.inFlight.set(job.id, p);
+  }
+
+  /** Record a delivery; concurrent ones are written together (one commit for many). */
+  private recordSent(id: string, note: string | null): Promise<void> {
+    const p: Promise<void> = new Promise<void>((done) => {
+      this.sentQueue.push({ id, note, done });
+      if (!this.flushing) void this.flushSent();
+    }).finally(() => this.pendingMarks.delete(p));
+    return p;
+  }
+
+  private async flushSent(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.sentQueue.length) {
+        const batch = this.sentQueue.splice(0, 500);
+        try {
+          await markSentMany(this.d.db, this.id, batch);
+        } catch (e) {
+          // The lease will expire and the job be sent again: at-least-once, never lost.
+          this.d.log.warn('mail worker: could not record sent jobs', { jobs: batch.length, cause: e });
+        }
+        for (const b of batch) b.done();
+      }
+    } finally {
+      this.flushing = false;
     }
   }
 
@@ -135,7 +175,8 @@ export class MailWorker {
         headers: { 'X-Basalt-Job-Id': job.id },
       });
       const note = res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null;
-      await markSent(db, job.id, this.id, note);
+      // The slot is free as soon as the server accepted; the `sent` mark is written in the next batch.
+      this.pendingMarks.add(this.recordSent(job.id, note));
       log.debug('mail sent', { job_id: job.id, attempt: job.attempts });
     } catch (e) {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
@@ -185,7 +226,8 @@ export class MailWorker {
     let timer: Timer | undefined;
     await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, SHUTDOWN_GRACE_MS)))]);
     clearTimeout(timer);
-    const left = [...this.inFlight.keys()];
+    await Promise.allSettled([...this.pendingMarks]);
+    const left = [...this.inFlight.keys(), ...this.buffer.splice(0).map((j) => j.id)];
     if (left.length) {
       const n = await releaseJobs(this.d.db, left, this.id).catch(() => 0);
       this.d.log.info('mail jobs released at shutdown', { released: n });

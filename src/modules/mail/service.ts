@@ -103,6 +103,17 @@ export function createMailService(p: Platform): MailService {
     return id;
   }
 
+  /** Queue in one transaction with the NOTIFY, which other instances' workers receive at commit. */
+  async function queueAndNotify(mail: RenderedMail, keyId: string | null): Promise<string> {
+    const id = await p.db.transaction(async (tx) => {
+      const jobId = await queue(mail, keyId, tx);
+      await notifyIn(tx);
+      return jobId;
+    });
+    worker.wake();
+    return id;
+  }
+  const notifyIn = (tx: Parameters<typeof insertJob>[0]) => tx.query('SELECT pg_notify($1, $2)', [MAIL_CHANNEL, '']);
   const wakeWorkers = () => p.db.notify(MAIL_CHANNEL, '').catch(() => worker.wake());
 
   async function deliverNow(mail: RenderedMail, keyId: string | null): Promise<{ jobId: string; messageId: string }> {
@@ -127,9 +138,7 @@ export function createMailService(p: Platform): MailService {
     async enqueue(msg, opts = {}) {
       const mail = await prepare(msg);
       requireConfigured();
-      const jobId = await queue(mail, opts.keyId ?? null);
-      await wakeWorkers();
-      return { jobId };
+      return { jobId: await queueAndNotify(mail, opts.keyId ?? null) };
     },
 
     async sendNow(msg, opts = {}) {
@@ -176,9 +185,7 @@ export function createMailService(p: Platform): MailService {
 
       if (!idempotencyKey) {
         if (sync) return { status: 200, data: result((await deliverNow(mail, keyId)).jobId), replayed: false };
-        const jobId = await queue(mail, keyId);
-        await wakeWorkers();
-        return { status: 202, data: result(jobId), replayed: false };
+        return { status: 202, data: result(await queueAndNotify(mail, keyId)), replayed: false };
       }
 
       const hash = requestHash({ ...msg, sync });
@@ -190,9 +197,10 @@ export function createMailService(p: Platform): MailService {
           if (!claim.owned) return replayOf(claim.replay);
           const data = result(await queue(mail, keyId, tx));
           await completeKey(tx, keyId, idempotencyKey, { status: 202, data });
+          await notifyIn(tx);
           return { status: 202 as const, data, replayed: false };
         });
-        if (!out.replayed) await wakeWorkers();
+        if (!out.replayed) worker.wake();
         return out;
       }
 

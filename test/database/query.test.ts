@@ -159,6 +159,15 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
     expect((await q({ entity: 'items', action: 'select', filters: [{ field: 'name', op: 'eq', value: 'ok-1' }] })).body.data.count).toBe(0);
   });
 
+  test('a view that cannot be written → 400, not a server error', async () => {
+    await s.platform.db.exec('CREATE VIEW public.item_totals AS SELECT category, count(*) AS n FROM public.items GROUP BY category');
+    const k = await createKey(s, { type: 'service', service: 'shop', permissions: ['db:query'], tables: ['item_totals'] });
+    await Bun.sleep(250);
+    const sel = await query(s, k, { entity: 'item_totals', action: 'select', filters: [{ field: 'category', op: 'eq', value: 'veg' }] });
+    expect(sel.body.data.rows).toEqual([{ category: 'veg', n: '2' }]);
+    expectError(await query(s, k, { entity: 'item_totals', action: 'insert', data: { category: 'x' } }), 400, 'validation_error');
+  });
+
   test('a column added after start is known without a restart', async () => {
     await s.platform.db.exec('ALTER TABLE public.many ADD COLUMN label text');
     await Bun.sleep(250); // a name the cached catalog misses reloads it unless it was reloaded in the last 200 ms

@@ -101,7 +101,16 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
       return DbErrors.invalid('entity', 'the table or one of its columns no longer exists; check the schema and retry');
     case '42883':
       return DbErrors.invalid('filters', 'an operator is not available for the type of its column');
+    case '23P01':
+      return DbErrors.conflict(constraintColumns(err, ctx), err);
+    case '0A000':
+    case '55000':
+      // e.g. writing to a view that is not updatable.
+      return DbErrors.invalid('action', 'this entity does not accept this action (a view that is not updatable?)');
+    case '42501':
+      return new AppError(403, 'forbidden', 'The database refuses this action on this entity to the platform role; ask the operator to grant it.', { cause: err });
   }
+  if (code.startsWith('54')) return DbErrors.invalid('data', 'the request is too large or complex for the database; split it');
   if (code.startsWith('22')) {
     const col = await findBadColumn(ctx);
     const msg = DATA_MESSAGES[code] ?? 'value is not valid for the column type';

@@ -5,20 +5,28 @@ import { requestInfo } from './request-info';
 import { DatabaseUnavailableError } from '../db/engine';
 import type { Logger } from '../log';
 
+/** A field problem in words a client developer can act on. */
+function describeIssue(item: { message: string; summary?: string; value?: unknown; schema?: { format?: string } }): string {
+  if (item.value === undefined && item.path !== '') return 'is required';
+  if (item.schema?.format && typeof item.value === 'string') return `must be a valid ${item.schema.format}`;
+  return (item.summary ?? item.message).replace(/^Expected /, 'expected ');
+}
+
 /** Map anything thrown into an AppError; unknown errors become a 500 whose cause is logged. */
 export function toAppError(err: unknown, path: string): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
-  const e = err as { code?: unknown; name?: string; all?: { path: string; message: string; summary?: string }[]; status?: number };
+  type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string } };
+  const e = err as { code?: unknown; name?: string; all?: Issue[]; status?: number };
   if (e?.name === 'ValidationError' || e?.code === 'VALIDATION') {
     const fields: Record<string, string> = {};
-    let all: { path: string; message: string; summary?: string }[] = [];
+    let all: Issue[] = [];
     try {
       all = e.all ?? [];
     } catch {}
     for (const item of all) {
       const field = item.path.replace(/^\//, '').replace(/\//g, '.') || 'body';
-      fields[field] ??= item.summary ?? item.message;
+      fields[field] ??= describeIssue(item);
     }
     const first = Object.entries(fields)[0];
     const message = first ? `Invalid request: ${first[0]}: ${first[1]}` : 'Invalid request.';

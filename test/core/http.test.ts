@@ -74,6 +74,10 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
   test('validation details name each field', async () => {
     const r = await s.req('POST', '/api/v1/auth/_probe', { body: { email: 'x', age: -1 } });
     expect(Object.keys(r.body.error.details.fields).sort()).toEqual(['age', 'email']);
+    expect(r.body.error.details.fields.email).toBe('must be a valid email');
+    const missing = await s.req('POST', '/api/v1/auth/_probe', { body: { age: 3 } });
+    expect(missing.body.error.details.fields).toEqual({ email: 'is required' });
+    expect(missing.body.error.message).toBe('Invalid request: email: is required');
   });
 
   test('body without Content-Length is capped too', async () => {

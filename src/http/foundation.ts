@@ -6,7 +6,7 @@ import { DatabaseUnavailableError } from '../db/engine';
 import type { Logger } from '../log';
 
 /** A field problem in words a client developer can act on. */
-function describeIssue(item: { message: string; summary?: string; value?: unknown; schema?: { format?: string } }): string {
+function describeIssue(item: { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string } }): string {
   if (item.value === undefined && item.path !== '') return 'is required';
   if (item.schema?.format && typeof item.value === 'string') return `must be a valid ${item.schema.format}`;
   return (item.summary ?? item.message).replace(/^Expected /, 'expected ');

@@ -56,20 +56,24 @@ export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer
 
 /**
  * Take the key for this request, or learn what became of the first request with it.
+ * Inside a transaction, a concurrent duplicate waits on the unique key until the owner
+ * commits (then replays) or rolls back (then takes the key itself).
  * Throws 422 idempotency_key_reused (different payload) or 409
  * idempotency_key_in_progress (the first is still running).
  */
-export async function claimKey(q: Queryable, scope: string, key: string, hash: string, lockMs: number): Promise<ClaimResult> {
+export async function claimKey(q: Queryable, scope: string, key: string, hash: string, lockMs: number, answer?: StoredAnswer): Promise<ClaimResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
+    // With `answer`, the record is written complete: the caller commits it together with
+    // the work it stands for, so nobody ever sees it in flight.
     const taken = await q.query(
-      `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at)
-       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'))
+      `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at, status, response)
+       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'), $6, $7::jsonb)
        ON CONFLICT (key_scope, idem_key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, status = NULL, response = NULL, created_at = now(),
+         SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now(),
              locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
          WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
        RETURNING 1`,
-      [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS],
+      [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS, answer?.status ?? null, answer ? JSON.stringify(answer.data) : null],
     );
     if (taken.rowCount > 0) return { owned: true };
     const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(

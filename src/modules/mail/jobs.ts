@@ -83,13 +83,16 @@ export interface NewJob {
   sync?: { leaseMs: number; worker: string };
 }
 
-export async function insertJob(q: Queryable, j: NewJob): Promise<void> {
+/** Insert a job; with `notifyChannel`, NOTIFY it in the same statement (delivered at commit). */
+export async function insertJob(q: Queryable, j: NewJob, notifyChannel?: string): Promise<void> {
+  const insert = `INSERT INTO basalt.mail_jobs (id, key_id, state, sync, recipients, subject, text, html, template, message_id, max_attempts, attempts, lease_until, claimed_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'), $14)`;
   await q.query(
-    `INSERT INTO basalt.mail_jobs (id, key_id, state, sync, recipients, subject, text, html, template, message_id, max_attempts, attempts, lease_until, claimed_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'), $14)`,
+    notifyChannel ? `WITH job AS (${insert} RETURNING id) SELECT pg_notify($15, '') FROM job` : insert,
     [
       j.id, j.keyId, j.sync ? 'sending' : 'queued', !!j.sync, j.mail.to, j.mail.subject, j.mail.text ?? null, j.mail.html ?? null,
       j.mail.template ?? null, j.messageId, j.maxAttempts, j.sync ? 1 : 0, j.sync ? j.sync.leaseMs : null, j.sync?.worker ?? null,
+      ...(notifyChannel ? [notifyChannel] : []),
     ],
   );
 }

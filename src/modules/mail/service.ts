@@ -4,6 +4,7 @@
  * e-mail verification), extensions and the admin panel all send through it.
  */
 import type { Platform } from '../../platform';
+import type { Queryable } from '../../db/engine';
 import { MailErrors } from './errors';
 import { checkMessage, isValidAddress, type MailMessage, type RenderedMail } from './message';
 import { renderMessage, templateStore, type TemplateStore } from './templates';
@@ -97,24 +98,11 @@ export function createMailService(p: Platform): MailService {
     if (!smtp.configured()) throw MailErrors.notConfigured();
   }
 
-  async function queue(mail: RenderedMail, keyId: string | null, tx: Parameters<typeof insertJob>[0] = p.db): Promise<string> {
-    const id = crypto.randomUUID();
-    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') });
+  /** Insert a queued job and NOTIFY the workers of every instance (delivered at commit). */
+  async function queue(mail: RenderedMail, keyId: string | null, tx: Queryable = p.db, id: string = crypto.randomUUID()): Promise<string> {
+    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') }, MAIL_CHANNEL);
     return id;
   }
-
-  /** Queue in one transaction with the NOTIFY, which other instances' workers receive at commit. */
-  async function queueAndNotify(mail: RenderedMail, keyId: string | null): Promise<string> {
-    const id = await p.db.transaction(async (tx) => {
-      const jobId = await queue(mail, keyId, tx);
-      await notifyIn(tx);
-      return jobId;
-    });
-    worker.wake();
-    return id;
-  }
-  const notifyIn = (tx: Parameters<typeof insertJob>[0]) => tx.query('SELECT pg_notify($1, $2)', [MAIL_CHANNEL, '']);
-  const wakeWorkers = () => p.db.notify(MAIL_CHANNEL, '').catch(() => worker.wake());
 
   async function deliverNow(mail: RenderedMail, keyId: string | null): Promise<{ jobId: string; messageId: string }> {
     const id = crypto.randomUUID();
@@ -138,7 +126,9 @@ export function createMailService(p: Platform): MailService {
     async enqueue(msg, opts = {}) {
       const mail = await prepare(msg);
       requireConfigured();
-      return { jobId: await queueAndNotify(mail, opts.keyId ?? null) };
+      const jobId = await queue(mail, opts.keyId ?? null);
+      worker.wake();
+      return { jobId };
     },
 
     async sendNow(msg, opts = {}) {
@@ -168,7 +158,10 @@ export function createMailService(p: Platform): MailService {
       list: (filter) => listJobs(p.db, filter),
       retry: async (id) => {
         const ok = await retryJob(p.db, id);
-        if (ok) await wakeWorkers();
+        if (ok) {
+          worker.wake();
+          await p.db.notify(MAIL_CHANNEL, '').catch(() => {});
+        }
         return ok;
       },
       counts: () => countByState(p.db),
@@ -185,19 +178,21 @@ export function createMailService(p: Platform): MailService {
 
       if (!idempotencyKey) {
         if (sync) return { status: 200, data: result((await deliverNow(mail, keyId)).jobId), replayed: false };
-        return { status: 202, data: result(await queueAndNotify(mail, keyId)), replayed: false };
+        const jobId = await queue(mail, keyId);
+        worker.wake();
+        return { status: 202, data: result(jobId), replayed: false };
       }
 
       const hash = requestHash({ ...msg, sync });
       if (!sync) {
         // Claim, queue and record the answer in one transaction: a duplicate waits on the
         // unique key until this commits, then replays; a crash leaves neither half.
+        const jobId = crypto.randomUUID();
+        const data = result(jobId);
         const out = await p.db.transaction(async (tx) => {
-          const claim = await claimKey(tx, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'));
+          const claim = await claimKey(tx, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'), { status: 202, data });
           if (!claim.owned) return replayOf(claim.replay);
-          const data = result(await queue(mail, keyId, tx));
-          await completeKey(tx, keyId, idempotencyKey, { status: 202, data });
-          await notifyIn(tx);
+          await queue(mail, keyId, tx, jobId);
           return { status: 202 as const, data, replayed: false };
         });
         if (!out.replayed) worker.wake();

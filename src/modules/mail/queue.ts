@@ -59,6 +59,7 @@ export class MailWorker {
   private purgeTimer?: Timer;
   private retryTimer?: { at: number; timer: Timer };
   private unlisten?: () => Promise<void>;
+  private stopSettings?: () => void;
 
   constructor(private readonly d: WorkerDeps) {}
 
@@ -80,6 +81,10 @@ export class MailWorker {
     } catch (e) {
       log.warn('mail worker: LISTEN failed, polling only', { cause: e });
     }
+    // Mail just configured, concurrency raised: look for work now rather than at the next poll.
+    this.stopSettings = this.d.settings.onChange((keys) => {
+      if (keys.some((k) => k.startsWith('mail.'))) this.wake();
+    });
     this.poll = setInterval(() => {
       // Jobs whose instance died on their last attempt: settle them as dead once their lease passed.
       buryAbandoned(db).catch(() => {});
@@ -220,6 +225,7 @@ export class MailWorker {
     this.running = false;
     clearInterval(this.poll);
     clearInterval(this.purgeTimer);
+    this.stopSettings?.();
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
     await this.unlisten?.().catch(() => {});
     const pending = [...this.inFlight.values()];

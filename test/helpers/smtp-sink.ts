@@ -73,6 +73,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     size: 50 * 1024 * 1024,
     // close() should not wait 30 s for a client's pooled connection to go away.
     closeTimeout: 200,
+    disableReverseLookup: true,
     onClose(session) {
       for (let i = heldCallbacks.length - 1; i >= 0; i--) if (heldCallbacks[i]!.session === session.id) heldCallbacks.splice(i, 1);
     },

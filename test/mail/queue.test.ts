@@ -212,7 +212,11 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     await expect(s.platform.services.mail.enqueue(body)).rejects.toMatchObject({ status: 503 });
     await s.platform.settings.set('mail.smtp_url', sink.url);
     expect(s.platform.services.mail.isConfigured()).toBe(false); // still no sender
-    await s.platform.settings.set('mail.from', FROM);
+    await s.platform.settings.set('mail.from', 'not an address');
+    const badFrom = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
+    expect(badFrom.status).toBe(503);
+    expect(badFrom.body.errors[0].message).toContain("mail.from 'not an address' is not an address");
+    await s.platform.settings.set('mail.from', `"Acme Shop" <${FROM}>`);
     const r = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
     expect(r.status).toBe(202);
     await waitState(s, key, r.body.data.job_id, 'sent');

@@ -51,6 +51,7 @@ export class MailWorker {
   /** Sends the server accepted, waiting to be written as `sent` in one statement. */
   private sentQueue: { id: string; note: string | null; done: () => void }[] = [];
   private flushing = false;
+  private claimFailing = false;
   private readonly pendingMarks = new Set<Promise<void>>();
   private running = false;
   private pumping = false;
@@ -125,11 +126,17 @@ export class MailWorker {
         // Claiming costs a commit; taking one round ahead keeps the connections busy
         // without a database round trip between two sends.
         const jobs = await claimJobs(db, this.id, free + concurrency, settings.get<number>('mail.lease_ms'));
+        if (this.claimFailing) {
+          this.claimFailing = false;
+          log.info('mail worker: claiming jobs works again');
+        }
         this.buffer.push(...jobs);
         if (!jobs.length) return;
       }
     } catch (e) {
-      log.warn('mail worker: claiming jobs failed; will retry', { cause: e });
+      // Once per outage, not once per poll.
+      if (!this.claimFailing) log.warn('mail worker: claiming jobs failed; retrying every second', { cause: e });
+      this.claimFailing = true;
     }
   }
 

@@ -95,7 +95,8 @@ export function createMailService(p: Platform): MailService {
   }
 
   function requireConfigured() {
-    if (!smtp.configured()) throw MailErrors.notConfigured();
+    const problem = smtp.problem();
+    if (problem) throw MailErrors.notConfigured(problem);
   }
 
   /** Insert a queued job and NOTIFY the workers of every instance (delivered at commit). */

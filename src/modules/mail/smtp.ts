@@ -6,6 +6,7 @@
 import nodemailer from 'nodemailer';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
+import { isValidAddress } from './message';
 
 /** What the transport is asked to deliver. */
 export interface OutgoingMail {
@@ -63,10 +64,16 @@ export function classify(e: unknown): SmtpSendError {
   return new SmtpSendError(known ?? 'the mail server could not be reached', false, e);
 }
 
+/** The address part of `mail.from` (`app@example.com` or `"Name" <app@example.com>`). */
+export function senderAddress(from: string): string {
+  const m = /<([^<>]+)>\s*$/.exec(from);
+  return (m ? m[1]! : from).trim();
+}
+
 /** The domain of the sender address, for Message-IDs. */
 export function senderDomain(from: string): string {
-  const m = /@([A-Za-z0-9.-]+)>?\s*$/.exec(from);
-  return m ? m[1]!.toLowerCase() : 'basalt.invalid';
+  const addr = senderAddress(from);
+  return addr.includes('@') ? addr.slice(addr.lastIndexOf('@') + 1).toLowerCase() : 'basalt.invalid';
 }
 
 export class SmtpTransport {
@@ -85,7 +92,16 @@ export class SmtpTransport {
 
   /** Both an SMTP URL and a sender address are set. */
   configured(): boolean {
-    return this.settings.get<string>('mail.smtp_url') !== '' && this.settings.get<string>('mail.from') !== '';
+    return this.problem() === undefined;
+  }
+
+  /** Why mail cannot be sent, naming the setting; undefined when it can. */
+  problem(): string | undefined {
+    if (this.settings.get<string>('mail.smtp_url') === '') return 'mail.smtp_url is empty';
+    const from = this.settings.get<string>('mail.from');
+    if (from === '') return 'mail.from is empty';
+    if (!isValidAddress(senderAddress(from))) return `mail.from '${from.slice(0, 100)}' is not an address (expected app@example.com or "Name" <app@example.com>)`;
+    return undefined;
   }
 
   from(): string {

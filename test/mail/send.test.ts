@@ -8,6 +8,33 @@ import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { FROM, arrived, job, mailEnv, waitState } from './helpers';
+import { isValidAddress } from '../../src/modules/mail/message';
+
+test.each([
+  ['ada@example.com', true],
+  ['ada.lovelace+news@mail.example.co.uk', true],
+  ["o'brien@example.ie", true],
+  ['user@localhost', true],
+  ['a@xn--bcher-kva.example', true],
+  ['x'.repeat(64) + '@example.com', true],
+  ['x'.repeat(65) + '@example.com', false],
+  ['a@' + 'b'.repeat(63) + '.' + 'c'.repeat(63) + '.' + 'd'.repeat(63) + '.' + 'e'.repeat(62), false], // 256 characters,
+  ['plainaddress', false],
+  ['@example.com', false],
+  ['ada@', false],
+  ['ada..l@example.com', false],
+  ['.ada@example.com', false],
+  ['ada@-example.com', false],
+  ['ada@example..com', false],
+  ['Ada <ada@example.com>', false],
+  ['"ada"@example.com', false],
+  ['ada@example.com, eve@evil.io', false],
+  ['ada@example.com\nBcc: eve@evil.io', false],
+  ['ada @example.com', false],
+  ['ädä@example.com', false],
+] as [string, boolean][])('address %p valid: %p', (addr, ok) => {
+  expect(isValidAddress(addr)).toBe(ok);
+});
 
 const RESET_VARS = { app_name: 'Acme', email: 'ada@example.com', link: 'https://acme.test/reset?token=t1&x=<y>', token: 't1', expires_in_minutes: 30 };
 
@@ -114,13 +141,16 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     expect(r.body.errors[0].details.fields.subject).toContain('line breaks');
   });
 
-  test('malformed JSON → 400 invalid_json; wrong content type → 415 (format B)', async () => {
+  test('malformed JSON → 400, wrong content type → 415, body over 1 MB → 413 (format B)', async () => {
     const bad = await s.req('POST', '/api/v1/mail/send', { raw: '{"to": [', headers: { 'x-api-key': key, 'content-type': 'application/json' } });
     expect(bad.status).toBe(400);
     expect(bad.body.errors[0].code).toBe('invalid_json');
     const form = await s.req('POST', '/api/v1/mail/send', { raw: 'to=a@x.io', headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' } });
     expect(form.status).toBe(415);
     expect(form.body.errors[0].code).toBe('unsupported_media_type');
+    const huge = await send({ to: ['a@x.io'], subject: 's', text: 'x'.repeat(1_100_000) });
+    expect(huge.status).toBe(413);
+    expect(huge.body).toMatchObject({ success: false, errors: [{ code: 'payload_too_large' }] });
   });
 
   test('permissions: key checked before the body; mail:send or mail:* needed', async () => {

@@ -113,7 +113,7 @@ export function createContext(p: Platform, def: { name: string; version: string 
       const spec = CLAIMABLE_PREFIXES[prefix];
       if (!spec) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${Object.keys(CLAIMABLE_PREFIXES).join(', ')}; other routes go on ctx.routes (/api/module/${name})`);
       if (groups.some((g) => g.prefix === prefix)) throw new Error(`claim('${prefix}'): already claimed by this extension`);
-      registerAreaFormat(prefix, spec.format);
+      if (formatFor(prefix) !== spec.format) registerAreaFormat(prefix, spec.format);
       const app = new Elysia({ prefix });
       groups.push({ prefix, listener: spec.listener, app });
       return app;

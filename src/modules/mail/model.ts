@@ -3,6 +3,10 @@
  * source of the OpenAPI document.
  */
 import { t } from 'elysia';
+import { Type } from '@sinclair/typebox';
+
+/** A plain JSON-Schema integer (Elysia's t.Integer also accepts numeric strings, which a response never holds). */
+const Int = () => Type.Integer();
 
 export const SendBody = t.Object(
   {
@@ -34,7 +38,7 @@ const ok = <T extends ReturnType<typeof t.Object>>(data: T, description: string)
 export const SendResultSchema = t.Object({
   job_id: t.String({ format: 'uuid' }),
   sync: t.Boolean(),
-  recipient_count: t.Integer(),
+  recipient_count: Int(),
 });
 
 export const Sent = ok(SendResultSchema, 'Sent (sync): the SMTP server accepted the message.');
@@ -46,12 +50,12 @@ export const JobSchema = t.Object({
     description: 'queued → sending → sent; failed = waiting for a retry at next_attempt_at; dead = gave up.',
   }),
   sync: t.Boolean(),
-  recipient_count: t.Integer(),
+  recipient_count: Int(),
   template: t.Union([t.String(), t.Null()]),
   subject: t.String(),
   message_id: t.String({ description: 'Message-ID header of the message, stable across retries.' }),
-  attempts: t.Integer(),
-  max_attempts: t.Integer(),
+  attempts: Int(),
+  max_attempts: Int(),
   last_error: t.Union([t.String(), t.Null()]),
   next_attempt_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
   created_at: t.String({ format: 'date-time' }),

@@ -42,6 +42,7 @@ export function mailRoutes(p: Platform) {
         {
           // Elysia would silently drop unknown fields; a typo (e.g. `tamplate`) must be a 400 instead.
           transform: ({ body }) => rejectUnknownFields(body),
+          parse: 'json',
           body: SendBody,
           response: { 200: Sent, 202: Queued, ...errors(400, 401, 403, 404, 409, 413, 415, 422, 502, 503) },
           detail: {

@@ -3,10 +3,9 @@
  * in memory, its SHA-256 (the ETag) is computed on the way, and the transfer stops
  * with 413 as soon as the file passes the size limit.
  */
-import busboy from 'busboy';
 import { Readable } from 'node:stream';
 import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
-import { AppError, Errors } from 'basalt';
+import { AppError, Errors, busboy } from 'basalt';
 import { sanitizeName } from './names';
 
 /** Bytes file-type needs to recognize any format it knows. */
@@ -49,7 +48,7 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
         reject(err);
       } else resolve(value!);
     };
-    let parser: busboy.Busboy;
+    let parser: ReturnType<typeof busboy>;
     try {
       // fileSize one past the limit: busboy flags a file that reaches it, and a file of exactly maxBytes is allowed.
       parser = busboy({ headers: { 'content-type': type }, defParamCharset: 'utf8', limits: { files: 1, fileSize: maxBytes + 1, fields: 20, fieldSize: 4096, parts: 21 } });

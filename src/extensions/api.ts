@@ -12,3 +12,5 @@ export type { ApiKeyPrincipal, Permission, UserPrincipal } from './guards';
 export { AppError, Errors } from '../http/errors';
 export { envelopeB, envelopeC } from './schemas';
 export { t } from 'elysia';
+/** The streaming multipart parser (busboy), for uploads that must not be buffered. */
+export { default as busboy } from 'busboy';

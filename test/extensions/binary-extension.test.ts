@@ -1,7 +1,7 @@
 /**
  * The compiled executable loads extensions (.ts and .js) from `./extensions` beside
- * it, with no Bun and no node_modules around: `basalt`, `elysia`, `file-type` and
- * `busboy` come from inside the executable. Uses the shared build of test/helpers/binary.ts
+ * it, with no Bun and no node_modules around: `basalt` (with busboy), `elysia` and
+ * `file-type` come from inside the executable. Uses the shared build of test/helpers/binary.ts
  * (build.ts); skipped, saying why, when build.ts is absent.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

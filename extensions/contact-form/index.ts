@@ -47,11 +47,19 @@ export default defineExtension({
           // A bot filled the hidden field: answer as usual so it learns nothing, send nothing.
           ctx.log.info('contact form spam dropped', { ip });
         } else {
-          await ctx.mail.send({
-            to: [to],
-            template: TEMPLATE.name,
-            variables: { name: body.name, email: body.email, subject: body.subject ?? '', message: body.message, ip },
-          });
+          try {
+            await ctx.mail.send({
+              to: [to],
+              template: TEMPLATE.name,
+              variables: { name: body.name, email: body.email, subject: body.subject ?? '', message: body.message, ip },
+            });
+          } catch (e) {
+            // A 400 here is the operator's doing (a bad `to`, a template edited to need other
+            // variables), not the visitor's: say so without echoing the details.
+            if (!(e instanceof ctx.AppError) || e.status !== 400) throw e;
+            ctx.log.error('contact form message refused by the mail module', { cause: e.message });
+            throw new ctx.AppError(503, 'not_configured', 'The contact form cannot deliver messages right now; the operator must check ext.contact-form.to and the contact_form_message template.');
+          }
         }
         const redirect = ctx.settings.get<string>('redirect_url');
         const isForm = !(request.headers.get('content-type') ?? '').toLowerCase().includes('json');

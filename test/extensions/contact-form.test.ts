@@ -110,12 +110,17 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     expect((await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip() } })).status).toBe(202);
   });
 
-  test('no recipient configured → 503 not_configured', async () => {
-    await settings().unset('to');
+  test.each([
+    ['no recipient configured', undefined],
+    ['the recipient is not an address', 'not-an-address'],
+  ])('%s → 503 not_configured, visitor sees no internals', async (_name, to) => {
+    if (to === undefined) await settings().unset('to');
+    else await settings().set('to', to);
     try {
       const r = await s.req('POST', PATH, { body: { name: 'A', email: 'a@example.com', message: 'x' }, headers: { 'x-forwarded-for': ip() } });
       expect(r.status).toBe(503);
       expect(r.body.errors[0].code).toBe('not_configured');
+      expect(r.text).not.toContain('not-an-address');
     } finally {
       await settings().set('to', 'owner@example.com');
     }

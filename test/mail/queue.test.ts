@@ -131,6 +131,8 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     expect(m!.subject).toBe('Hi <Ada>!');
     expect(m!.html.trim()).toBe('<p>&lt;Ada&gt; / <Ada></p>');
     expect(await mail.templates.preview('welcome', { name: 'x&y' })).toEqual({ subject: 'Hi x&y!', html: '<p>x&amp;y / x&y</p>', text: undefined });
+    expect(await mail.templates.render({ name: 'draft', subject: '{{ n }} items', text: '{% for i in (1..n) %}{{ i }}{% endfor %}' }, { n: 3 })).toEqual({ subject: '3 items', text: '123', html: undefined });
+    await expect(mail.templates.render({ name: 'draft', subject: 's', text: '{{ a.b }}' }, { a: {} })).rejects.toMatchObject({ status: 400, extra: { details: { missing_variables: ['a.b'] } } });
     await expect(mail.enqueue({ to: ['a@x.io'], template: 'missing' })).rejects.toMatchObject({ status: 404, code: 'template_not_found' });
   });
 

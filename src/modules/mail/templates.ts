@@ -43,7 +43,8 @@ const safe = {
   templates: {},
   relativeReference: false,
   parseLimit: 2 * MAX_SOURCE_CHARS,
-  renderLimit: 2000,
+  // Rendering runs in the request; a loop over a huge variable must not hold the process.
+  renderLimit: 500,
   memoryLimit: 50_000_000,
   cache: 200,
 } as const;
@@ -146,6 +147,8 @@ export interface TemplateStore {
   delete(name: string): Promise<boolean>;
   /** Render `variables` into a stored template without sending (admin preview). 404 template_not_found. */
   preview(name: string, variables: Record<string, unknown>): Promise<Pick<RenderedMail, 'subject' | 'html' | 'text'>>;
+  /** Check and render a template that is not stored (yet): the editor's live preview. */
+  render(input: TemplateInput, variables: Record<string, unknown>): Promise<Pick<RenderedMail, 'subject' | 'html' | 'text'>>;
 }
 
 const COLUMNS = 'name, subject, html, text, created_at, updated_at';
@@ -190,6 +193,12 @@ export function templateStore(db: Queryable): TemplateStore {
       const tpl = await store.get(name);
       if (!tpl) throw MailErrors.templateNotFound(name);
       const r = await renderMessage({ to: [], template: name, variables }, tpl);
+      return { subject: r.subject, html: r.html, text: r.text };
+    },
+    async render(input, variables) {
+      checkTemplate(input);
+      const tpl: MailTemplate = { name: input.name, subject: input.subject, html: input.html ?? null, text: input.text ?? null };
+      const r = await renderMessage({ to: [], template: input.name, variables }, tpl);
       return { subject: r.subject, html: r.html, text: r.text };
     },
   };

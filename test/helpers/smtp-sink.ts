@@ -47,8 +47,11 @@ export interface SmtpSink {
   release(): void;
   /** Messages currently held. */
   readonly heldCount: number;
-  /** Resolves with the messages once at least `n` arrived; rejects after `timeoutMs`. */
-  waitFor(n: number, timeoutMs?: number): Promise<SinkMessage[]>;
+  /**
+   * Resolves with the messages once at least `n` arrived (only those `match` accepts,
+   * when given); rejects after `timeoutMs` (default 10 s).
+   */
+  waitFor(n: number, timeoutMs?: number, match?: (m: SinkMessage) => boolean): Promise<SinkMessage[]>;
   clear(): void;
   close(): Promise<void>;
 }
@@ -155,19 +158,21 @@ export async function startSmtpSink(): Promise<SmtpSink> {
       held = false;
       for (const h of heldCallbacks.splice(0)) h.answer();
     },
-    waitFor(n, timeoutMs = 10_000) {
-      if (messages.length >= n) return Promise.resolve(messages.slice());
+    waitFor(n, timeoutMs = 10_000, match = () => true) {
+      const found = () => messages.filter(match);
+      if (found().length >= n) return Promise.resolve(found());
       return new Promise((resolve, reject) => {
         const check = () => {
-          if (messages.length >= n) {
+          const got = found();
+          if (got.length >= n) {
             clearTimeout(timer);
             waiters.delete(check);
-            resolve(messages.slice());
+            resolve(got);
           }
         };
         const timer = setTimeout(() => {
           waiters.delete(check);
-          reject(new Error(`smtp sink: expected ${n} message(s) within ${timeoutMs} ms, got ${messages.length}`));
+          reject(new Error(`smtp sink: expected ${n} message(s) within ${timeoutMs} ms, got ${found().length}`));
         }, timeoutMs);
         waiters.add(check);
       });

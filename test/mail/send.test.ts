@@ -55,7 +55,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
   });
 
   test('inline message, async: 202, then delivered with subject, both bodies, every recipient and a stable Message-ID', async () => {
-    const r = await send({ to: ['ada@example.com', 'bob@example.org'], subject: 'Order 42 shipped', text: 'Your order is on its way.', html: '<p>Your order is <b>on its way</b>.</p>' });
+    const r = await send({ to: ['ada@example.com', 'bob@example.org'], subject: 'Order 42 shipped — Grüße 🎉', text: 'Your order is on its way. Ünïcödé ✓', html: '<p>Your order is <b>on its way</b>.</p>' });
     expect(r.status).toBe(202);
     expect(r.body).toMatchObject({ success: true, data: { sync: false, recipient_count: 2 }, errors: [] });
     expect(r.body.meta.trace_id).toBe(r.headers.get('x-request-id'));
@@ -64,8 +64,8 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     await waitState(s, key, id, 'sent');
     const [m, ...more] = arrived(sink, id);
     expect(more).toHaveLength(0);
-    expect(m).toMatchObject({ subject: 'Order 42 shipped', from: FROM, envelopeFrom: FROM, to: ['ada@example.com', 'bob@example.org'], envelopeTo: ['ada@example.com', 'bob@example.org'] });
-    expect(m!.text.trim()).toBe('Your order is on its way.');
+    expect(m).toMatchObject({ subject: 'Order 42 shipped — Grüße 🎉', from: FROM, envelopeFrom: FROM, to: ['ada@example.com', 'bob@example.org'], envelopeTo: ['ada@example.com', 'bob@example.org'] });
+    expect(m!.text.trim()).toBe('Your order is on its way. Ünïcödé ✓');
     expect(m!.html).toBe('<p>Your order is <b>on its way</b>.</p>');
     const view = await job(s, key, id);
     expect(view).toMatchObject({ job_id: id, state: 'sent', attempts: 1, recipient_count: 2, last_error: null, message_id: `<${id}@example.com>`, template: null });

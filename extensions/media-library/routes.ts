@@ -8,8 +8,7 @@ import { join } from 'node:path';
 import { caller } from './access';
 import { detectType } from './detect';
 import { filesStore, type FileRow } from './files-store';
-import { contentDisposition } from './names';
-import { etagMatches, parseRange } from './range';
+import { contentResponse } from './download';
 import { storages } from './storage';
 import { receiveUpload } from './upload';
 
@@ -26,9 +25,6 @@ const FileInfo = t.Object({
 const ErrorC = t.Object({ success: t.Literal(false), error: t.String(), code: t.String() });
 const binary = { type: 'string' as const, format: 'binary' };
 const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorC]));
-
-/** Types safe to show inline; everything else (HTML, SVG, scripts) downloads as an attachment. */
-const INLINE = /^(image\/(png|jpeg|gif|webp|avif|bmp)|audio\/|video\/|application\/pdf$|text\/plain)/;
 
 function info(row: FileRow) {
   return {
@@ -51,6 +47,12 @@ export function fileRoutes(ctx: ExtensionContext) {
   mkdirSync(tmp, { recursive: true });
   const tags = ['Files'];
   const notFound = () => ctx.errors.notFound('No such file (or it belongs to someone else).');
+
+  const content = async (request: Request, id: string, forceDownload: boolean) => {
+    const row = await store.find(await caller(ctx, request, 'files:download'), id);
+    if (!row) throw notFound();
+    return contentResponse(row, where.of(row.storage), request, forceDownload);
+  };
 
   return ctx
     .claim('/api/v1/files')
@@ -134,38 +136,7 @@ export function fileRoutes(ctx: ExtensionContext) {
     )
     .get(
       '/:id/content',
-      async ({ request, params, query }) => {
-        const row = await store.find(await caller(ctx, request, 'files:download'), params.id);
-        if (!row) throw notFound();
-        const size = Number(row.size);
-        const etag = `"${row.sha256}"`;
-        const inline = INLINE.test(row.content_type) && query.download === undefined;
-        const headers: Record<string, string> = {
-          ETag: etag,
-          'Accept-Ranges': 'bytes',
-          'Cache-Control': 'private, no-cache',
-          'Last-Modified': row.created_at.toUTCString(),
-          'X-Content-Type-Options': 'nosniff',
-          'Content-Security-Policy': "default-src 'none'; sandbox",
-          'Content-Disposition': contentDisposition(inline ? 'inline' : 'attachment', row.name),
-        };
-        if (etagMatches(request.headers.get('if-none-match'), etag)) return new Response(null, { status: 304, headers });
-        // If-Range with another ETag: the client's partial copy is stale, send it all.
-        const ifRange = request.headers.get('if-range');
-        const range = ifRange && ifRange !== etag ? ({ kind: 'full' } as const) : parseRange(request.headers.get('range'), size);
-        if (range.kind === 'unsatisfiable') {
-          throw new ctx.AppError(416, 'range_not_satisfiable', `The requested range is outside the file (${size} bytes).`, { headers: { 'Content-Range': `bytes */${size}` } });
-        }
-        const storage = where.of(row.storage);
-        const type = { 'Content-Type': row.content_type };
-        if (range.kind === 'partial') {
-          return new Response(storage.read(row.storage_key, range), {
-            status: 206,
-            headers: { ...headers, ...type, 'Content-Range': `bytes ${range.start}-${range.end}/${size}`, 'Content-Length': String(range.end - range.start + 1) },
-          });
-        }
-        return new Response(storage.read(row.storage_key), { status: 200, headers: { ...headers, ...type, 'Content-Length': String(size) } });
-      },
+      ({ request, params, query }) => content(request, params.id, query.download !== undefined),
       {
         params: t.Object({ id: t.String() }),
         query: t.Object({ download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })) }),

@@ -144,7 +144,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     }
   });
 
-  test('download: whole file, ranges (206, 416), ETag and 304', async () => {
+  test('download: whole file, ranges (206, 416), HEAD, ETag and 304', async () => {
     const bytes = new Uint8Array(10_000).map((_, i) => i % 251);
     const f = (await upload(s, bytes, { name: 'data.bin', headers: bearer(alice) })).body.file;
     const h = bearer(alice);
@@ -173,6 +173,9 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       if (span) expect(r.bytes).toEqual(bytes.slice(span[0], span[1] + 1));
       expect(r.headers.get('content-range') ?? '').toBe(contentRange);
     }
+
+    const head = await fetch(`${s.url}/api/v1/files/${f.id}/content`, { method: 'HEAD', headers: { ...h, range: 'bytes=0-99' } });
+    expect([head.status, head.headers.get('content-length'), head.headers.get('etag'), (await head.arrayBuffer()).byteLength]).toEqual([206, '100', f.etag, 0]);
 
     const notModified = await download(s, f.id, { ...h, 'if-none-match': f.etag });
     expect(notModified.status).toBe(304);

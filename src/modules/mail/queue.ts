@@ -47,7 +47,7 @@ export class MailWorker {
   readonly id = `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
   private readonly inFlight = new Map<string, Promise<void>>();
   /** Claimed (leased to us) but not started yet: one claim fills the free slots plus one round ahead. */
-  private buffer: JobRow[] = [];
+  private buffer: { job: JobRow; claimedAt: number }[] = [];
   /** Sends the server accepted, waiting to be written as `sent` in one statement. */
   private sentQueue: { id: string; note: string | null; done: () => void }[] = [];
   private flushing = false;
@@ -115,22 +115,34 @@ export class MailWorker {
 
   private async pump(): Promise<void> {
     const { db, settings, log, smtp } = this.d;
-    if (!smtp.configured()) return; // jobs wait in the queue until mail is configured
+    if (!smtp.configured()) {
+      // Jobs wait in the queue until mail is configured; give back any we hold.
+      if (this.buffer.length) await releaseJobs(db, this.buffer.splice(0).map((b) => b.job.id), this.id).catch(() => {});
+      return;
+    }
     try {
       for (;;) {
         if (!this.running) return;
         const concurrency = settings.get<number>('mail.concurrency');
-        while (this.inFlight.size < concurrency && this.buffer.length) this.begin(this.buffer.shift()!);
+        const leaseMs = settings.get<number>('mail.lease_ms');
+        while (this.inFlight.size < concurrency && this.buffer.length) {
+          const { job, claimedAt } = this.buffer.shift()!;
+          // Past half its lease, another instance may soon take it over: starting now could
+          // send it twice. Leave it; it is claimable again once the lease expires.
+          if (Date.now() - claimedAt > leaseMs / 2) continue;
+          this.begin(job);
+        }
         const free = concurrency - this.inFlight.size;
         if (free <= 0) return;
         // Claiming costs a commit; taking one round ahead keeps the connections busy
         // without a database round trip between two sends.
-        const jobs = await claimJobs(db, this.id, free + concurrency, settings.get<number>('mail.lease_ms'));
+        const claimedAt = Date.now();
+        const jobs = await claimJobs(db, this.id, free + concurrency, leaseMs);
         if (this.claimFailing) {
           this.claimFailing = false;
           log.info('mail worker: claiming jobs works again');
         }
-        this.buffer.push(...jobs);
+        for (const job of jobs) this.buffer.push({ job, claimedAt });
         if (!jobs.length) return;
       }
     } catch (e) {
@@ -240,7 +252,7 @@ export class MailWorker {
     await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, SHUTDOWN_GRACE_MS)))]);
     clearTimeout(timer);
     await Promise.allSettled([...this.pendingMarks]);
-    const left = [...this.inFlight.keys(), ...this.buffer.splice(0).map((j) => j.id)];
+    const left = [...this.inFlight.keys(), ...this.buffer.splice(0).map((b) => b.job.id)];
     if (left.length) {
       const n = await releaseJobs(this.d.db, left, this.id).catch(() => 0);
       this.d.log.info('mail jobs released at shutdown', { released: n });

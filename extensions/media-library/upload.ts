@@ -4,12 +4,15 @@
  * with 413 as soon as the file passes the size limit.
  */
 import { Readable } from 'node:stream';
-import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
+import { rmSync } from 'node:fs';
+import type { FileSink } from 'bun';
 import { AppError, Errors, busboy } from 'basalt';
 import { sanitizeName } from './names';
 
 /** Bytes file-type needs to recognize any format it knows. */
 const HEAD_BYTES = 4100;
+/** Bytes written to the temp file between flushes; the upload waits for each flush (bounded memory). */
+const FLUSH_BYTES = 256 * 1024;
 /** Multipart framing and small fields around the file; a Content-Length beyond limit + this is refused unread. */
 export const MULTIPART_SLACK = 64 * 1024;
 
@@ -31,7 +34,7 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
 
   return new Promise<Received>((resolve, reject) => {
     let settled = false;
-    let out: WriteStream | undefined;
+    let sink: FileSink | undefined;
     const source = Readable.fromWeb(request.body as never);
     const done = (err: unknown, value?: Received) => {
       if (settled) return;
@@ -39,12 +42,10 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
       if (err) {
         source.unpipe();
         source.destroy();
-        // The temp file may still be opening: remove it once the stream has closed too.
-        if (out && !out.closed) {
-          out.once('close', () => rmSync(tempPath, { force: true }));
-          out.destroy();
-        }
-        rmSync(tempPath, { force: true });
+        // Close the temp file first (pending writes land), then remove it.
+        const closing = sink ? Promise.resolve().then(() => sink!.end()) : Promise.resolve();
+        sink = undefined;
+        closing.catch(() => {}).finally(() => rmSync(tempPath, { force: true }));
         reject(err);
       } else resolve(value!);
     };
@@ -63,7 +64,8 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
         const head: Buffer[] = [];
         let headLength = 0;
         let size = 0;
-        const file = (out = createWriteStream(tempPath));
+        let unflushed = 0;
+        const out = (sink = Bun.file(tempPath).writer({ highWaterMark: FLUSH_BYTES * 2 }));
         stream.on('data', (chunk: Buffer) => {
           hash.update(chunk);
           size += chunk.length;
@@ -72,13 +74,26 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
             head.push(chunk.subarray(0, HEAD_BYTES - headLength));
             headLength += Math.min(chunk.length, HEAD_BYTES - headLength);
           }
+          out.write(chunk);
+          unflushed += chunk.length;
+          if (unflushed >= FLUSH_BYTES) {
+            // Backpressure: stop reading the request until the disk has taken this part.
+            unflushed = 0;
+            stream.pause();
+            Promise.resolve(out.flush()).then(() => stream.resume(), fail);
+          }
         });
         // Stop reading at once: the client gets its 413 without sending the rest.
         stream.on('limit', () => done(Errors.payloadTooLarge(maxBytes)));
         stream.on('error', fail);
-        file.on('error', fail);
-        file.on('finish', () => ok({ tempPath, name: sanitizeName(info.filename), size, sha256: hash.digest('hex'), head: new Uint8Array(Buffer.concat(head)) }));
-        stream.pipe(file);
+        stream.on('end', () => {
+          if (settled) return;
+          sink = undefined;
+          Promise.resolve(out.end()).then(
+            () => ok({ tempPath, name: sanitizeName(info.filename), size, sha256: hash.digest('hex'), head: new Uint8Array(Buffer.concat(head)) }),
+            fail,
+          );
+        });
       });
       file.catch(() => {});
     });

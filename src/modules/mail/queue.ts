@@ -54,6 +54,7 @@ export class MailWorker {
   private claimFailing = false;
   private readonly pendingMarks = new Set<Promise<void>>();
   private running = false;
+  private starting?: Promise<void>;
   private pumping = false;
   private again = false;
   private poll?: Timer;
@@ -68,14 +69,25 @@ export class MailWorker {
     return this.running;
   }
 
-  async start(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
+  /** Start once; `stop()` waits for a start in progress, so no timer outlives the platform. */
+  start(): Promise<void> {
+    if (!this.starting) {
+      this.running = true;
+      this.starting = this.setUp();
+    }
+    return this.starting;
+  }
+
+  private async setUp(): Promise<void> {
     const { db, log } = this.d;
     if (db.kind === 'embedded') {
-      const back = await requeueOrphans(db);
-      const buried = await buryAbandoned(db, true);
-      if (back || buried) log.info('mail jobs left by the previous run', { requeued: back, dead: buried });
+      try {
+        const back = await requeueOrphans(db);
+        const buried = await buryAbandoned(db, true);
+        if (back || buried) log.info('mail jobs left by the previous run', { requeued: back, dead: buried });
+      } catch (e) {
+        log.warn('mail worker: could not requeue jobs of the previous run; their leases will expire', { cause: e });
+      }
     }
     try {
       this.unlisten = await db.listen(MAIL_CHANNEL, () => this.wake());
@@ -242,6 +254,7 @@ export class MailWorker {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    await this.starting?.catch(() => {});
     clearInterval(this.poll);
     clearInterval(this.purgeTimer);
     this.stopSettings?.();

@@ -74,7 +74,7 @@ export async function openEmbedded(dir: string): Promise<Db> {
     const q = queryable(tx);
     let closed = false;
     try {
-      for (const s of opts.setup ?? []) await q.exec(s);
+      if (opts.setup?.length) await q.exec(opts.setup.join('; '));
     } catch (e) {
       closed = true;
       finish(false);

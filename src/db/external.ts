@@ -95,8 +95,8 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       }
     };
     try {
-      await q.exec('BEGIN');
-      for (const s of opts.setup ?? []) await q.exec(s);
+      // One round trip: BEGIN and the setup statements as one simple-protocol batch.
+      await q.exec(['BEGIN', ...(opts.setup ?? [])].join('; '));
     } catch (e) {
       closed = true;
       await q.exec('ROLLBACK').catch(() => {});

@@ -14,6 +14,7 @@ import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { getOrCreateSecret } from '../src/db/secrets';
 import { ARGON2 } from '../src/modules/auth/passwords';
+import { countedLoad, fmt, median } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
 const LOGINS = Number(process.env.BENCH_LOGINS ?? 60);
@@ -21,28 +22,6 @@ const CONCURRENCY = 16;
 const LOGIN_CONCURRENCY = 4;
 const ROUNDS = 3;
 const PASSWORD = 'correct horse battery';
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
-
-/** `count` requests with `concurrency` workers; returns requests/s and each request's ms. */
-async function load(count: number, concurrency: number, send: () => Promise<Response>, expect: number) {
-  let next = 0;
-  const times: number[] = [];
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      const t0 = performance.now();
-      const r = await send();
-      await r.arrayBuffer();
-      times.push(performance.now() - t0);
-      if (r.status !== expect) throw new Error(`unexpected status ${r.status}`);
-    }
-  };
-  const start = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { perSecond: count / ((performance.now() - start) / 1000), p50: median(times) };
-}
-
 const rows: string[][] = [];
 for (const engine of ENGINES) {
   const s = await startServer(engine, { env: { BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '100000', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100000' } });
@@ -64,12 +43,12 @@ for (const engine of ENGINES) {
     const headers = { authorization: `Bearer ${token}` };
     const me = () => fetch(`${s.publicUrl}/api/v1/auth/me`, { headers });
     const base = () => fetch(baseline.url, { headers });
-    await load(500, CONCURRENCY, base, 200); // warm-up
-    await load(500, CONCURRENCY, me, 200);
+    await countedLoad(500, CONCURRENCY, base, 200); // warm-up
+    await countedLoad(500, CONCURRENCY, me, 200);
     const r: Record<string, number[]> = { base: [], me: [] };
     for (let i = 0; i < ROUNDS; i++) {
-      r.base!.push((await load(REQUESTS, CONCURRENCY, base, 200)).perSecond);
-      r.me!.push((await load(REQUESTS, CONCURRENCY, me, 200)).perSecond);
+      r.base!.push((await countedLoad(REQUESTS, CONCURRENCY, base, 200)).perSecond);
+      r.me!.push((await countedLoad(REQUESTS, CONCURRENCY, me, 200)).perSecond);
     }
     const [b, m] = [median(r.base!), median(r.me!)];
     rows.push([engine, 'Bun.serve + JWT verify only (baseline)', `${fmt(b)} req/s`, '', '1.00']);
@@ -86,8 +65,8 @@ for (const engine of ENGINES) {
     const vp50 = median(verifyTimes);
     const body = JSON.stringify({ email, password: PASSWORD });
     const login = () => fetch(`${s.publicUrl}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    const serial = await load(Math.ceil(LOGINS / 3), 1, login, 200);
-    const parallel = await load(LOGINS, LOGIN_CONCURRENCY, login, 200);
+    const serial = await countedLoad(Math.ceil(LOGINS / 3), 1, login, 200);
+    const parallel = await countedLoad(LOGINS, LOGIN_CONCURRENCY, login, 200);
     rows.push([engine, `argon2id verify in process (m=${ARGON2.memoryCost} KiB, t=${ARGON2.timeCost}, p=1) (baseline)`, `${fmt(1000 / vp50)} /s`, `${vp50.toFixed(1)} ms`, '1.00']);
     rows.push([engine, 'POST /api/v1/auth/login, one at a time', `${fmt(serial.perSecond)} /s`, `${serial.p50.toFixed(1)} ms`, (serial.perSecond / (1000 / vp50)).toFixed(2)]);
     rows.push([engine, `POST /api/v1/auth/login, ${LOGIN_CONCURRENCY} concurrent`, `${fmt(parallel.perSecond)} /s`, `${parallel.p50.toFixed(1)} ms`, (parallel.perSecond / (1000 / vp50)).toFixed(2)]);

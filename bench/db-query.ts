@@ -22,13 +22,12 @@ import { createKey } from '../test/helpers/keys';
 import { openExternal } from '../src/db/external';
 import type { Db } from '../src/db/engine';
 import { buildStatement } from '../src/modules/database/query-builder';
+import { fmt, p99 } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONCURRENCY = [1, 16, 64];
 const GROUPS = 1000;
-const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
-const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;
 
 /** Run `send` from `concurrency` workers for `seconds`; requests/s and p99 ms. */
 async function load(seconds: number, concurrency: number, send: (i: number) => Promise<void>) {

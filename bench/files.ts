@@ -17,31 +17,11 @@ import { join, resolve } from 'node:path';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { createKey } from '../test/helpers/keys';
+import { countedLoad, fmt, median } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 400);
 const CONCURRENCY = 8;
 const MiB = 1024 * 1024;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
-
-async function load(count: number, send: () => Promise<Response>, expect: number) {
-  let next = 0;
-  const times: number[] = [];
-  const worker = async () => {
-    while (next < count) {
-      next++;
-      const t0 = performance.now();
-      const r = await send();
-      await r.arrayBuffer();
-      times.push(performance.now() - t0);
-      if (r.status !== expect) throw new Error(`unexpected status ${r.status}`);
-    }
-  };
-  const start = performance.now();
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  return { perSecond: count / ((performance.now() - start) / 1000), p50: median(times) };
-}
-
 const work = mkdtempSync(join(tmpdir(), 'basalt-bench-files-'));
 const extDir = join(work, 'extensions');
 mkdirSync(join(extDir, 'bench'), { recursive: true });
@@ -99,10 +79,10 @@ for (const engine of ENGINES) {
 
   try {
     for (const [name, basalt, base, status, count] of cells) {
-      await load(Math.min(50, count), basalt, status); // warm-up
-      await load(Math.min(50, count), base, status);
-      const a = await load(count, basalt, status);
-      const c = await load(count, base, status);
+      await countedLoad(Math.min(50, count), CONCURRENCY, basalt, status); // warm-up
+      await countedLoad(Math.min(50, count), CONCURRENCY, base, status);
+      const a = await countedLoad(count, CONCURRENCY, basalt, status);
+      const c = await countedLoad(count, CONCURRENCY, base, status);
       rows.push([`${name} (${engine})`, fmt(a.perSecond), fmt(c.perSecond), (a.perSecond / c.perSecond).toFixed(2), a.p50.toFixed(2), c.p50.toFixed(2)]);
     }
   } finally {

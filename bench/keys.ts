@@ -10,11 +10,11 @@
 import { ENGINES } from '../test/helpers/engines';
 import { startServer, type TestServer } from '../test/helpers/server';
 import { KeyService } from '../src/modules/keys/service';
+import { fmt, median } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
 const CONCURRENCY = 16;
 const ROUNDS = 3;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const PATH = '/api/v1/public/runtime-config';
 
 async function run(s: TestServer, headers: Record<string, string>, expect: number, count = REQUESTS): Promise<number> {
@@ -65,7 +65,6 @@ for (const engine of ENGINES) {
     const uncachedVerify = await inProcess(uncached, site.key, 1000);
     await uncached.close();
     const cachedVerify = await inProcess(cached, site.key, 200_000);
-    const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
     rows.push([engine, 'HTTP open mode, no key (baseline)', fmt(baseline), '1.00']);
     rows.push([engine, 'HTTP open mode, valid key sent', fmt(openWithKey), (openWithKey / baseline).toFixed(2)]);
     rows.push([engine, 'HTTP api_key_required, cached key', fmt(requiredCached), (requiredCached / baseline).toFixed(2)]);

@@ -20,12 +20,12 @@ import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { startSmtpSink } from '../test/helpers/smtp-sink';
 import { insertJob } from '../src/modules/mail/jobs';
+import { fmt } from './support';
 
 const MAILS = Number(process.env.BENCH_MAILS ?? 1500);
 const HTTP_CONCURRENCY = 16;
 const SMTP_CONNECTIONS = 8;
 const FROM = 'bench@example.com';
-const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
 const message = (i: number) => ({ to: [`user${i}@example.com`], subject: `Order ${i} shipped`, text: `Hello, order ${i} is on its way.`, html: `<p>Hello, order <b>${i}</b> is on its way.</p>` });
 
 /** The floor: nodemailer alone, pooled, `count` messages with SMTP_CONNECTIONS in flight. */

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
+import { median } from './support';
 
 const { values } = parseArgs({ args: Bun.argv.slice(2), options: { runs: { type: 'string' }, 'database-url': { type: 'string' } } });
 const RUNS = Number(values.runs ?? 5);
@@ -65,7 +66,6 @@ async function once(exe: string, cwd: string, env: Record<string, string>, path:
   return { ms, rss };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface Row { name: string; ms: number; rss: number }
 const rows: Row[] = [];

@@ -1,7 +1,7 @@
 /**
  * Start-up of the compiled executable: time from spawn to the first successful
  * response, and idle RSS, for the embedded engine on an empty data dir (first run:
- * initdb), the embedded engine warm, and external PostgreSQL. Baseline in the same
+ * initdb), the embedded engine warm, and external PostgreSQL; RSS 3 s after the first response. Baseline in the same
  * run: a minimal compiled Bun.serve executable. Median of several runs.
  *
  *   bun bench/startup.ts [--runs 5] [--database-url postgres://...]
@@ -44,7 +44,7 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-/** Spawn, poll until 200, wait 1 s idle, read RSS, stop. */
+/** Spawn, poll until 200, wait 3 s idle, read RSS, stop. */
 async function once(exe: string, cwd: string, env: Record<string, string>, path: string): Promise<{ ms: number; rss: number }> {
   const port = freePort();
   const t0 = performance.now();
@@ -59,7 +59,7 @@ async function once(exe: string, cwd: string, env: Record<string, string>, path:
     if (proc.exitCode !== null) throw new Error(`exited: ${await new Response(proc.stderr).text()}`);
     await Bun.sleep(5);
   }
-  await Bun.sleep(1000);
+  await Bun.sleep(3000); // idle: after start-up's one-off work has settled
   const rss = rssMiB(proc.pid);
   proc.kill('SIGTERM');
   await proc.exited;

@@ -3,7 +3,8 @@ import { PGlite, types } from '@electric-sql/pglite';
 import wasmPath from '@electric-sql/pglite/pglite.wasm' with { type: 'file' };
 import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
 import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
 import { normalizeDbError } from './engine';
 
@@ -40,6 +41,7 @@ function queryable(target: { query: PGlite['query']; exec: PGlite['exec'] }): Qu
 
 export async function openEmbedded(dir: string): Promise<Db> {
   mkdirSync(dir, { recursive: true });
+  const firstRun = !existsSync(join(dir, 'PG_VERSION'));
   const [pgliteWasmModule, initdbWasmModule] = await Promise.all([
     WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer()),
     WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()),
@@ -50,6 +52,10 @@ export async function openEmbedded(dir: string): Promise<Db> {
     fsBundle: Bun.file(dataPath),
     parsers,
   });
+  // initdb's WebAssembly heap (hundreds of MiB) is garbage once the cluster exists, but
+  // the collector may keep it for the life of the process; it stays reachable for a
+  // moment after create() returns, so collect it shortly after (measured: ~700 → ~300 MiB).
+  if (firstRun) setTimeout(() => Bun.gc(true), 1500).unref();
   const base = queryable(pg);
 
   async function begin(opts: TxOptions = {}): Promise<Tx> {

@@ -7,8 +7,15 @@ import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
 
-/** Areas that take only JSON bodies: 415 for anything else, 413 over web.max_json_body_bytes. */
+/** Areas that take only JSON bodies: 415 for anything else. */
 const JSON_AREAS = ['/api/v1/auth/', '/api/v1/db/', '/api/v1/mail/', '/api/admin/'];
+/**
+ * Streamed uploads: the Files module counts the bytes as they arrive and answers 413 past
+ * files.max_bytes, so bodies here are not buffered or capped by this layer. Every other
+ * body, whatever its type (JSON, urlencoded, multipart to an extension route), is capped
+ * at web.max_json_body_bytes.
+ */
+const STREAMED_AREAS = ['/api/v1/files'];
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED = 'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
@@ -78,13 +85,20 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
   };
 }
 
+function inArea(path: string, prefix: string): boolean {
+  const p = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix;
+  return path === p || path.startsWith(p + '/');
+}
+
 async function checkBody(req: Request, path: string, limit: number): Promise<Request> {
-  if (!BODY_METHODS.has(req.method) || !JSON_AREAS.some((p) => path.startsWith(p))) return req;
+  if (STREAMED_AREAS.some((p) => inArea(path, p))) return req;
   const length = req.headers.get('content-length');
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
-  const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json' && !type.endsWith('+json')) throw Errors.unsupportedMediaType();
+  if (BODY_METHODS.has(req.method) && JSON_AREAS.some((p) => inArea(path, p))) {
+    const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/json' && !type.endsWith('+json')) throw Errors.unsupportedMediaType();
+  }
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
   if (!chunked) return req;
   // No Content-Length: read at most limit+1 bytes rather than trusting the stream.

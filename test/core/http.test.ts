@@ -5,6 +5,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import type { RouteModule } from '../../src/app';
 import { reply } from '../../src/http/foundation';
+import { createKey } from '../helpers/keys';
 import pkg from '../../package.json';
 
 /** Routes that exercise the foundation in each area's envelope. */
@@ -17,6 +18,10 @@ const probe: RouteModule = {
       .post('/api/v1/db/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ n: t.Integer() }) })
       .get('/api/v1/auth/_boom', () => {
         throw new Error('secret internals: password=hunter2');
+      })
+      // A handler whose answer breaks its own response schema (a server bug).
+      .get('/api/v1/auth/_badshape', () => ({ success: true as const, data: { internal_column: 'x' } }) as never, {
+        response: { 200: t.Object({ success: t.Literal(true), data: t.Object({ id: t.String() }) }) },
       })
       .get('/api/v1/db/_slow', async ({ request }) => {
         await Bun.sleep(400);
@@ -71,6 +76,21 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     expect(r.text).not.toMatch(/hunter2|stack|at .*\.ts|Elysia|ValidationError/);
   });
 
+  test('a response that fails its own schema is 500 internal_error, cause logged, no fields shown', async () => {
+    const logged: unknown[] = [];
+    const original = s.platform.log.error;
+    s.platform.log.error = (msg, fields) => void logged.push({ msg, ...fields });
+    try {
+      const r = await s.req('GET', '/api/v1/auth/_badshape');
+      expect(r.status).toBe(500);
+      expect(r.body).toEqual({ success: false, error: { code: 'internal_error', message: 'Internal error; the request id identifies it in the server log.' } });
+      expect(r.text).not.toMatch(/internal_column|validation|"id"/);
+      expect(logged).toContainEqual(expect.objectContaining({ msg: 'request failed', path: '/api/v1/auth/_badshape', code: 'internal_error' }));
+    } finally {
+      s.platform.log.error = original;
+    }
+  });
+
   test('validation details name each field', async () => {
     const r = await s.req('POST', '/api/v1/auth/_probe', { body: { email: 'x', age: -1 } });
     expect(Object.keys(r.body.error.details.fields).sort()).toEqual(['age', 'email']);
@@ -92,6 +112,62 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     expect(res.status).toBe(413);
     const ok = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: new Blob(['{"n":5}']).stream(), headers: { 'content-type': 'application/json' } });
     expect(await ok.json()).toEqual({ success: true, data: { echo: { n: 5 } } });
+  });
+
+  describe('bodies on extension routes are capped at web.max_json_body_bytes (format B)', () => {
+    const path = '/api/module/contact-form/submit';
+    const big = { name: 'Ann', email: 'ann@example.com', message: 'x'.repeat(4000) };
+    const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
+    const chunks = (text: string) =>
+      new ReadableStream({
+        start(c) {
+          for (let i = 0; i < text.length; i += 500) c.enqueue(new TextEncoder().encode(text.slice(i, i + 500)));
+          c.close();
+        },
+      });
+    const post = (body: BodyInit, type: string) => fetch(s.publicUrl + path, { method: 'POST', body, headers: { 'content-type': type } });
+    const multipart = () => {
+      const fd = new FormData();
+      for (const [k, v] of Object.entries(big)) fd.set(k, v);
+      return fd;
+    };
+
+    const over: [string, () => Promise<Response>][] = [
+      ['JSON with Content-Length', () => post(JSON.stringify(big), 'application/json')],
+      ['JSON chunked', () => post(chunks(JSON.stringify(big)), 'application/json')],
+      ['urlencoded with Content-Length', () => post(form(big), 'application/x-www-form-urlencoded')],
+      ['urlencoded chunked', () => post(chunks(form(big)), 'application/x-www-form-urlencoded')],
+      ['multipart', () => fetch(s.publicUrl + path, { method: 'POST', body: multipart() })],
+      ['no content type, chunked', () => fetch(s.publicUrl + path, { method: 'POST', body: chunks('z'.repeat(5000)) })],
+    ];
+    test.each(over)('%s over the limit → 413', async (_n, send) => {
+      const res = await send();
+      expect(res.status).toBe(413);
+      const body = (await res.json()) as any;
+      expect(body).toMatchObject({ success: false, data: {}, errors: [{ code: 'payload_too_large', message: 'The request body is larger than 2048 bytes.' }] });
+      expect(body.meta.trace_id).toBe(res.headers.get('x-request-id'));
+    });
+
+    test('a small body, chunked or not, reaches the route intact', async () => {
+      const small = { name: 'Ann', email: 'ann@example.com', message: 'hello' };
+      // The form has no recipient in this test: 503 not_configured comes after the body validated.
+      for (const res of [await post(chunks(form(small)), 'application/x-www-form-urlencoded'), await post(JSON.stringify(small), 'application/json'), await post(chunks(JSON.stringify(small)), 'application/json')]) {
+        expect(res.status).toBe(503);
+        expect(((await res.json()) as any).errors[0].code).toBe('not_configured');
+      }
+      const invalid = await post(chunks(form({ name: 'Ann', email: 'nope', message: 'hi' })), 'application/x-www-form-urlencoded');
+      expect(invalid.status).toBe(400);
+      expect(((await invalid.json()) as any).errors[0].details.fields.email).toBe('must be a valid email');
+    });
+
+    test('Files uploads are not capped by this limit (the module enforces files.max_bytes)', async () => {
+      const key = await createKey(s, { permissions: ['files:upload'] });
+      const fd = new FormData();
+      fd.set('file', new Blob(['a'.repeat(10_000)], { type: 'text/plain' }), 'big.txt');
+      const res = await fetch(s.url + '/api/v1/files', { method: 'POST', body: fd, headers: { 'x-api-key': key } });
+      expect(res.status).toBe(201);
+      expect(((await res.json()) as any).file.size).toBe(10_000);
+    });
   });
 
   test('format B errors and success carry meta.trace_id = X-Request-Id', async () => {

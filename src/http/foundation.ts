@@ -17,7 +17,9 @@ export function toAppError(err: unknown, path: string): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
   type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string } };
-  const e = err as { code?: unknown; name?: string; all?: Issue[]; status?: number };
+  const e = err as { code?: unknown; name?: string; all?: Issue[]; status?: number; type?: string };
+  // A response that fails its own schema is the server's bug, not the client's: 500, cause logged.
+  if ((e?.name === 'ValidationError' || e?.code === 'VALIDATION') && e.type === 'response') return Errors.internal(err);
   if (e?.name === 'ValidationError' || e?.code === 'VALIDATION') {
     const fields: Record<string, string> = {};
     let all: Issue[] = [];

@@ -113,9 +113,15 @@ function refuseClashes(candidates: Candidate[], keysOf: (c: Candidate) => string
 }
 
 export async function loadExtensions(p: Platform, dir: string, store: ExtensionSettingsStore): Promise<{ records: LoadedRecord[]; modules: RouteModule[] }> {
+  // Info, not debug: a missing or empty directory is the usual reason the Files API is 404,
+  // and the operator needs the absolute path that was actually looked at.
+  if (!existsSync(dir)) {
+    p.log.info('extensions directory does not exist; no extensions loaded', { dir });
+    return { records: [], modules: [] };
+  }
   const found = scan(dir);
   if (!found.length) {
-    p.log.debug('no extensions found', { dir });
+    p.log.info('no extensions found', { dir });
     return { records: [], modules: [] };
   }
   provideModules();

@@ -1,11 +1,12 @@
 /**
  * `p.services.extensions`: which extensions loaded, which failed and why — for the
- * logs, the admin panel and tests. Loading happens once, when the listeners' apps
- * are built (src/app.ts), so `basalt serve` and test servers behave alike.
+ * logs, `basalt extensions list`, tests and (later) the admin API. Loading happens
+ * once, when the listeners' apps are built (src/app.ts), so `basalt serve` and test
+ * servers behave alike.
  */
-import { resolve } from 'node:path';
 import type { Platform } from '../platform';
 import type { RouteModule } from '../app';
+import { resolveExtensionsDir } from './dir';
 import { loadExtensions } from './loader';
 import { ExtensionSettingsStore, type ExtensionSettings, type ExtensionSettingView } from './settings-store';
 
@@ -38,14 +39,14 @@ export interface LoadedRecord extends Omit<ExtensionRecord, 'settings'> {
 }
 
 export class ExtensionRegistry {
-  /** The scanned directory (setting extensions.dir), absolute. */
+  /** The scanned directory (setting extensions.dir), absolute: see ./dir.ts for what a relative one means. */
   readonly dir: string;
   private records: LoadedRecord[] = [];
   private loading?: Promise<RouteModule[]>;
   readonly store: ExtensionSettingsStore;
 
   constructor(private p: Platform) {
-    this.dir = resolve(p.settings.get<string>('extensions.dir'));
+    this.dir = resolveExtensionsDir(p.settings.get<string>('extensions.dir'));
     this.store = new ExtensionSettingsStore(p.settings.layers, p.db);
   }
 

@@ -1,11 +1,13 @@
 /**
  * The compiled executable loads extensions (.ts and .js) from `./extensions` beside
- * it, with no Bun and no node_modules around: `basalt` (with busboy), `elysia` and
+ * it — even when started from another working directory — with no Bun and no
+ * node_modules around: `basalt` (with busboy), `elysia` and
  * `file-type` come from inside the executable. Uses the shared build of test/helpers/binary.ts
  * (build.ts); skipped, saying why, when build.ts is absent.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { cpSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { installBinary, runBinary, serveBinary } from '../helpers/binary';
@@ -31,23 +33,29 @@ export default defineExtension({
 
 describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
   let dir: string;
+  let exe: string;
+  /** The working directory of every run: NOT the executable's folder, and with no extensions of its own. */
+  let elsewhere: string;
+  let env: Record<string, string>;
   let server: { proc: Subprocess<'ignore', 'pipe', 'pipe'>; url: string; output: () => Promise<string> };
   let key: string;
 
   beforeAll(async () => {
     const installed = await installBinary();
     dir = installed.dir;
+    exe = installed.exe;
+    elsewhere = mkdtempSync(join(tmpdir(), 'basalt-cwd-'));
     const ext = join(dir, 'extensions');
     cpSync(join(REPO_EXTENSIONS, 'media-library'), join(ext, 'media-library'), { recursive: true });
     mkdirSync(join(ext, 'plain-js'), { recursive: true });
     writeFileSync(join(ext, 'plain-js', 'index.js'), JS_EXTENSION);
     mkdirSync(join(ext, 'broken'), { recursive: true });
     writeFileSync(join(ext, 'broken', 'index.ts'), IMPORT_THROWS);
-    const env = { BASALT_DATA_DIR: join(dir, 'data') };
-    const created = await runBinary(installed.exe, ['keys', 'create', '--type', 'service', '--service', 'files', '--permissions', 'files:*', '--json'], dir, env);
+    env = { BASALT_DATA_DIR: join(dir, 'data') };
+    const created = await runBinary(exe, ['keys', 'create', '--type', 'service', '--service', 'files', '--permissions', 'files:*', '--json'], elsewhere, env);
     expect(created.code).toBe(0);
     key = JSON.parse(created.stdout).key;
-    server = await serveBinary(installed.exe, dir, env, 60_000);
+    server = await serveBinary(exe, elsewhere, env, 60_000);
   }, 240_000);
   afterAll(async () => {
     server?.proc.kill('SIGTERM');
@@ -85,4 +93,21 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     const failed = out.split('\n').filter((l) => l.includes('"extension failed"')).map((l) => JSON.parse(l));
     expect(failed).toEqual([expect.objectContaining({ level: 'error', extension: 'broken', error: expect.stringContaining('broken at import') })]);
   });
+
+  // Runs after the server above has stopped: the embedded data dir has one owner at a time.
+  test('an absolute extensions.dir is used as is; a missing one is logged at info with the path scanned', async () => {
+    const other = mkdtempSync(join(tmpdir(), 'basalt-other-ext-'));
+    mkdirSync(join(other, 'plain-js'));
+    writeFileSync(join(other, 'plain-js', 'index.js'), JS_EXTENSION);
+    const absolute = await runBinary(exe, ['extensions', 'list', '--json'], elsewhere, { ...env, BASALT_EXTENSIONS_DIR: other, BASALT_LOG_LEVEL: 'error' });
+    expect(absolute.code).toBe(0);
+    expect(JSON.parse(absolute.stdout).map((r: { name: string; folder: string }) => [r.name, r.folder])).toEqual([['plain-js', join(other, 'plain-js')]]);
+
+    const missing = await runBinary(exe, ['extensions', 'list'], elsewhere, { ...env, BASALT_EXTENSIONS_DIR: 'nope', BASALT_LOG_LEVEL: 'info' });
+    expect(missing.code).toBe(0);
+    const lines = missing.stdout.split('\n');
+    expect(lines).toContain(`no extensions in ${join(dir, 'nope')}`);
+    const logged = lines.filter((l) => l.includes('extensions directory does not exist')).map((l) => JSON.parse(l));
+    expect(logged).toEqual([expect.objectContaining({ level: 'info', dir: join(dir, 'nope') })]);
+  }, 60_000);
 });

@@ -1,7 +1,8 @@
 /**
  * The API key guards every area uses (CONTRACT §6): `requireApiKey` for routes that
- * need a key with a permission (mail, database, files), `publicAccess` for the public
- * prefixes the access mode governs (auth, runtime config, modules).
+ * need a key with a permission (mail, database, files; the Database API passes
+ * `publicPrefix` because the access mode governs it too), `publicAccess` for the
+ * public prefixes where any active key will do (auth, runtime config, modules).
  *
  * @example
  * const principal = await requireApiKey(p, request, 'db:query');
@@ -33,19 +34,41 @@ function presentedKey(request: Request): string | null {
   return v === null ? null : v.trim();
 }
 
+export interface KeyCheck {
+  /**
+   * The route is under a public prefix the access mode governs (the Database API):
+   * in `api_key_required` mode a missing key answers 401 `api_key_required` there, as
+   * on every public prefix (CONTRACT §6). Off for mail and files, which live on the
+   * main listener, where a missing key is always 401 `unauthorized`.
+   */
+  publicPrefix?: boolean;
+}
+
+/** 401 for a request without X-API-Key (see `KeyCheck.publicPrefix` for which code). */
+function missingKey(p: Platform, opts?: KeyCheck): AppError {
+  if (opts?.publicPrefix && p.settings.get<string>('web.public_api_access_mode') === 'api_key_required') {
+    return new AppError(401, 'api_key_required', 'This API requires an API key in the X-API-Key header.');
+  }
+  return Errors.unauthorized('This endpoint needs an API key in the X-API-Key header.');
+}
+
 /**
- * X-API-Key → principal. 401 `unauthorized` when missing/unknown/revoked/expired;
- * 403 `forbidden` when it lacks `permission` (omitted = any active key).
+ * X-API-Key → principal. 401 `unauthorized` when missing (`api_key_required` on a
+ * public prefix in that mode) or unknown/revoked/expired; 403 `forbidden` when it
+ * lacks `permission` (omitted = any active key).
  */
-export async function requireApiKey(p: Platform, request: Request, permission?: Permission): Promise<ApiKeyPrincipal> {
+export async function requireApiKey(p: Platform, request: Request, permission?: Permission, opts?: KeyCheck): Promise<ApiKeyPrincipal> {
   const raw = presentedKey(request);
-  if (!raw) throw Errors.unauthorized('This endpoint needs an API key in the X-API-Key header.');
+  if (!raw) throw missingKey(p, opts);
   const principal = await p.services.keys.verify(raw);
   if (!principal) throw Errors.unauthorized('The API key is invalid, revoked or expired.');
-  if (permission && !hasPermission(principal, permission)) {
-    throw Errors.forbidden(`This API key lacks the '${permission}' permission.`);
-  }
+  if (permission) requirePermission(principal, permission);
   return principal;
+}
+
+/** 403 `forbidden` naming the permission when `principal` lacks it. */
+export function requirePermission(principal: ApiKeyPrincipal, permission: Permission): void {
+  if (!hasPermission(principal, permission)) throw Errors.forbidden(`This API key lacks the '${permission}' permission.`);
 }
 
 /**

@@ -39,13 +39,16 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
   });
   afterAll(() => s.stop());
 
-  describe.each(['open', 'api_key_required'])('access mode %s', (mode) => {
+  describe.each(['open', 'api_key_required'] as const)('access mode %s', (mode) => {
     beforeAll(() => s.platform.settings.set('web.public_api_access_mode', mode));
+    // CONTRACT §6: /api/v1/db is a public prefix; in api_key_required mode a missing key says so.
+    const noKey = mode === 'api_key_required' ? 'api_key_required' : 'unauthorized';
 
     test.each([
       ['service key with db:query', 'service', SELECT, 200, null],
       ['service key with db:*', 'star', SELECT, 200, null],
-      ['no key', undefined, SELECT, 401, 'unauthorized'],
+      ['no key', undefined, SELECT, 401, noKey],
+      ['empty key', '', SELECT, 401, noKey],
       ['unknown key', 'sk_notarealkey', SELECT, 401, 'unauthorized'],
       ['revoked key', 'revoked', SELECT, 401, 'unauthorized'],
       ['public key (no db permission)', 'public', SELECT, 403, 'forbidden'],
@@ -55,16 +58,27 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
       ['a platform table, outside the whitelist', 'star', { entity: 'basalt.api_keys', action: 'select' }, 403, 'forbidden'],
       ['a platform table name in the whitelist is still not reachable', 'service', { entity: 'api_keys', action: 'select' }, 400, 'validation_error'],
       ['whitelist is checked before the body shape', 'ordersOnly', { entity: 'items', action: 'select', bogus: 1 }, 403, 'forbidden'],
-      ['raw SQL is refused before the key is checked', undefined, { query: 'SELECT * FROM basalt.api_keys' }, 403, 'raw_sql_disabled'],
+      // A caller without a key learns nothing about its body: not raw SQL, not its shape.
+      ['no key, raw SQL: the key is checked first', undefined, { query: 'SELECT * FROM basalt.api_keys' }, 401, noKey],
+      ['no key, malformed body: the key is checked first', undefined, { entity: 7, action: 'explode', bogus: true }, 401, noKey],
+      ['no key, body not an object', undefined, [1, 2], 401, noKey],
+      ['unknown key, raw SQL', 'sk_notarealkey', { query: 'SELECT 1' }, 401, 'unauthorized'],
+      ['unknown key, malformed body', 'sk_notarealkey', { entity: 7 }, 401, 'unauthorized'],
+      // An active key learns why raw SQL is refused, even without the db permission.
+      ['public key, raw SQL', 'public', { query: 'SELECT 1' }, 403, 'raw_sql_disabled'],
+      ['service key, raw SQL', 'service', { query: 'SELECT * FROM basalt.api_keys' }, 403, 'raw_sql_disabled'],
     ])('%s', async (_name, who, body, status, code) => {
       const key = who === undefined ? undefined : (keys[who] ?? who);
-      const r = await query(s, key, body);
+      const r = key === '' ? await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': '' }, body }) : await query(s, key, body);
       if (code) expectError(r, status as number, code);
       else expect(r.status).toBe(status as number);
     });
 
     test('transactions need the permission too', async () => {
-      expectError(await s.req('POST', '/api/v1/db/transaction/begin', { body: {} }), 401, 'unauthorized');
+      expectError(await s.req('POST', '/api/v1/db/transaction/begin', { body: {} }), 401, noKey);
+      expectError(await s.req('POST', '/api/v1/db/transaction/00000000-0000-0000-0000-000000000000/commit', { body: {} }), 401, noKey);
+      expectError(await s.req('POST', '/api/v1/db/transaction/not-an-id/rollback', { body: { x: 1 } }), 401, noKey);
+      expectError(await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': 'sk_notarealkey' }, body: {} }), 401, 'unauthorized');
       expectError(await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': keys.public! }, body: {} }), 403, 'forbidden');
     });
   });

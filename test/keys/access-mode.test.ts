@@ -52,6 +52,29 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     expect(r.body.data.site_public_key).toBe(shown ? site.key : undefined);
   });
 
+  // CONTRACT §6: every public prefix answers a missing key with api_key_required in that
+  // mode; mail is on the main listener, outside the access mode, so it stays unauthorized.
+  const routes: [string, string, string, unknown][] = [
+    ['runtime config', 'GET', PATH, undefined],
+    ['auth', 'GET', '/api/v1/auth/me', undefined],
+    ['Database API query', 'POST', '/api/v1/db/query', { entity: 'x', action: 'select' }],
+    ['Database API begin', 'POST', '/api/v1/db/transaction/begin', {}],
+    ['mail (main listener)', 'POST', '/api/v1/mail/send', { to: ['a@example.com'], text: 'x' }],
+  ];
+  test.each(routes)('missing key on %s: the code follows the mode', async (name, method, path, body) => {
+    const codes: Record<string, string> = {};
+    for (const m of ['open', 'api_key_required'] as const) {
+      await mode(m);
+      const r = await s.req(method, path, { body });
+      if (r.status !== 200) codes[m] = `${r.status} ${r.body.error?.code ?? r.body.errors?.[0]?.code}`;
+    }
+    await mode('open');
+    const mail = name.startsWith('mail');
+    expect(codes.api_key_required).toBe(mail ? '401 unauthorized' : '401 api_key_required');
+    if (name === 'runtime config') expect(codes.open).toBeUndefined();
+    else if (name !== 'auth') expect(codes.open).toBe('401 unauthorized');
+  });
+
   test('the mode switches live, both ways', async () => {
     await mode('api_key_required');
     expect((await rc()).status).toBe(401);

@@ -1,14 +1,15 @@
 /**
  * HTTP of the Database API (format A envelopes). Order of checks on a query, so
- * nothing leaks to a caller who may not ask: raw SQL field → 403; API key → 401/403;
- * entity outside the key's whitelist → 403 (before anything reveals whether it
- * exists); then the shape of the body and the catalog check → 400.
+ * nothing leaks to a caller who may not ask: no or invalid API key → 401 (before
+ * anything about the body is answered); raw SQL field → 403; key without db:query
+ * → 403; entity outside the key's whitelist → 403 (before anything reveals whether
+ * it exists); then the shape of the body and the catalog check → 400.
  *
- * The first three run in `transform`, which Elysia runs before body validation.
+ * All but the last run in `transform`, which Elysia runs before body validation.
  */
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { requireApiKey, type ApiKeyPrincipal } from '../../http/api-key-guard';
+import { requireApiKey, requirePermission, type ApiKeyPrincipal } from '../../http/api-key-guard';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
 
@@ -65,8 +66,9 @@ export function databaseRoutes(p: Platform) {
     if (!pr) throw new Error('internal: API key not checked');
     return pr;
   };
+  // /api/v1/db is a public prefix: in api_key_required mode a missing key is 401 api_key_required.
   const authenticate = async ({ request }: { request: Request }) => {
-    principals.set(request, await requireApiKey(p, request, 'db:query'));
+    principals.set(request, await requireApiKey(p, request, 'db:query', { publicPrefix: true }));
   };
 
   return new Elysia({ name: 'basalt.database' })
@@ -75,9 +77,12 @@ export function databaseRoutes(p: Platform) {
       async ({ body, request }) => ok(await svc().query(principal(request), body)),
       {
         async transform({ body, request }) {
+          const pr = await requireApiKey(p, request, undefined, { publicPrefix: true });
+          // Raw SQL before the permission, so any authenticated legacy client learns why.
           if (carriesRawSql(body)) throw DbErrors.rawSql();
-          await authenticate({ request });
-          svc().checkWhitelist(principal(request), (body as { entity?: unknown } | undefined)?.entity);
+          requirePermission(pr, 'db:query');
+          principals.set(request, pr);
+          svc().checkWhitelist(pr, (body as { entity?: unknown } | undefined)?.entity);
           rejectUnknownKeys(body);
         },
         body: QueryBody,
@@ -88,7 +93,7 @@ export function databaseRoutes(p: Platform) {
           description:
             'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
             'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
-            'Errors: 400 validation_error / filters_required, 401 unauthorized, 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout.',
+            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout.',
           security,
         },
       },

@@ -26,7 +26,10 @@ async function assertOwned(server: Server<unknown>, key: string): Promise<void> 
 export interface Running {
   main: Server<unknown>;
   public?: Server<unknown>;
-  /** Stop accepting, finish in-flight requests, run shutdown hooks, close the database. */
+  /**
+   * Stop accepting, finish in-flight requests (cut after web.shutdown_timeout_ms), run
+   * shutdown hooks, close the database.
+   */
   stop(): Promise<void>;
 }
 
@@ -65,9 +68,29 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
     public: pub,
     stop: () =>
       (stopping ??= (async () => {
-        // stop(false) waits for in-flight requests to finish.
-        await Promise.all([main.stop(false), pub?.stop(false)]);
-        await p.shutdown();
+        const servers = pub ? [main, pub] : [main];
+        // stop(false) waits for in-flight requests; one that hangs must not keep the
+        // process alive forever, so after web.shutdown_timeout_ms the rest are cut.
+        const deadline = p.settings.get<number>('web.shutdown_timeout_ms');
+        const drained = await within(Promise.all(servers.map((s) => s.stop(false))), deadline);
+        if (!drained) {
+          const cut = servers.reduce((n, s) => n + s.pendingRequests, 0);
+          p.log.warn('shutdown deadline passed; closing in-flight requests', { deadline_ms: deadline, requests: cut });
+          await Promise.all(servers.map((s) => s.stop(true)));
+        }
+        // The shutdown steps get the same allowance: a stuck step fails the stop (exit 1) rather than hanging it.
+        if (!(await within(p.shutdown(), deadline))) throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
       })()),
   };
+}
+
+/** True when `work` settled within `ms`, false when the time ran out first. */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: Timer | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([work.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

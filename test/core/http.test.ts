@@ -268,6 +268,27 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     await stopping;
     await expect(fetch(other.publicUrl + '/healthz')).rejects.toThrow();
   });
+
+  test('a hung request is cut after web.shutdown_timeout_ms and the stop completes', async () => {
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    const hung: RouteModule = { name: 'hung', listener: 'public', routes: () => new Elysia().get('/api/v1/db/_hang', () => hang.then(() => 'late')) };
+    const other = await startServer(engine, { extra: [hung], env: { BASALT_WEB_SHUTDOWN_TIMEOUT_MS: '300' } });
+    try {
+      const inflight = fetch(other.publicUrl + '/api/v1/db/_hang').then((r) => r.status, () => 'cut');
+      await Bun.sleep(100);
+      const t0 = performance.now();
+      await other.stop();
+      const took = performance.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(280);
+      expect(took).toBeLessThan(3000);
+      expect(await inflight).toBe('cut');
+      // The shutdown steps ran: the database is closed.
+      await expect(other.platform.db.query('SELECT 1')).rejects.toThrow();
+    } finally {
+      release();
+    }
+  });
 });
 
 describe('listeners', () => {

@@ -223,4 +223,66 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       await s.platform.settings.unset('files.max_bytes');
     }
   });
+
+  test('a chunked upload 20× files.max_bytes (no Content-Length) is refused with 413 while still being sent: streamed, not buffered', async () => {
+    const max = 64 * 1024;
+    const chunk = new Uint8Array(16 * 1024).fill(7);
+    const total = 20 * max;
+    await s.platform.settings.set('files.max_bytes', max);
+    const count = async () => (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
+    const before = await count();
+    try {
+      const boundary = 'basalt-stream-boundary';
+      const enc = new TextEncoder();
+      let sent = 0;
+      let sentWhenAnswered = -1;
+      let answered!: () => void;
+      const answer = new Promise<void>((r) => (answered = r));
+      let phase = 0;
+      let hold: Promise<unknown> | undefined;
+      // Sends 4× the limit, then holds the rest back once, until the server has answered (or 5 s
+      // pass): a server that read the whole body before answering would only answer after the hold.
+      const body = new ReadableStream<Uint8Array>({
+        async pull(c) {
+          if (phase === 0) {
+            phase = 1;
+            return c.enqueue(enc.encode(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`));
+          }
+          if (sent >= total) {
+            c.enqueue(enc.encode(`\r\n--${boundary}--\r\n`));
+            return c.close();
+          }
+          if (sent >= 4 * max) await (hold ??= Promise.race([answer, Bun.sleep(5_000)]));
+          sent += chunk.length;
+          c.enqueue(chunk);
+        },
+      });
+      const started = performance.now();
+      const res = await fetch(`${s.url}/api/v1/files`, {
+        method: 'POST',
+        body,
+        headers: { ...bearer(alice), 'content-type': `multipart/form-data; boundary=${boundary}` },
+      }).then((r) => {
+        sentWhenAnswered = sent;
+        answered();
+        return r;
+      });
+      const elapsed = performance.now() - started;
+      expect(res.status).toBe(413);
+      expect(await res.json()).toEqual({ success: false, error: `The request body is larger than ${max} bytes.`, code: 'payload_too_large' });
+      expect(sentWhenAnswered).toBeLessThanOrEqual(4 * max);
+      expect(elapsed).toBeLessThan(4_000);
+      // The temp file is removed once the writer has closed: give it a moment.
+      const tmp = join(s.db.dataDir, 'extensions', 'media-library', 'tmp');
+      for (let i = 0; i < 40 && readdirSync(tmp).length; i++) await Bun.sleep(50);
+      expect(readdirSync(tmp)).toEqual([]);
+      expect(await count()).toBe(before);
+    } finally {
+      await s.platform.settings.unset('files.max_bytes');
+    }
+  });
+
+  test('files.max_bytes defaults to 25 MiB (26214400 bytes), as docs/files.md and docs/configuration.md say', () => {
+    expect(s.platform.settings.get<number>('files.max_bytes')).toBe(26_214_400);
+  });
 });

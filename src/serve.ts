@@ -3,8 +3,10 @@ import type { Platform } from './platform';
 import { createApp, type ExtraModules } from './app';
 import { ConfigError } from './config/validate';
 
-// Once the embedded engine's WebAssembly runtime is loaded, binding a port another process
-// holds can succeed silently in Bun; so every listener proves it answers its own port.
+// Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
+// reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
+// this process the connections, the probe's included. So listeners ask for an exclusive
+// port, and each still proves it answers its own port.
 const PROBE_HEADER = 'x-basalt-listener-check';
 const probeToken = crypto.randomUUID();
 
@@ -39,7 +41,7 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   const hostname = p.settings.get<string>('web.host');
   const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {
     try {
-      return Bun.serve({ port, hostname, fetch, maxRequestBodySize: 10 * 1024 * 1024 * 1024, development: false, idleTimeout: 60 });
+      return Bun.serve({ port, hostname, fetch, maxRequestBodySize: 10 * 1024 * 1024 * 1024, development: false, idleTimeout: 60, reusePort: false });
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code === 'EADDRINUSE') throw new ConfigError(`${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`);

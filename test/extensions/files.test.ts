@@ -76,6 +76,33 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(readdirSync(join(s.db.dataDir, 'extensions', 'media-library', 'tmp'))).toEqual([]);
   });
 
+  test('a files:* key uploads, downloads and deletes; after delete the stored bytes are gone', async () => {
+    const r = await upload(s, 'key-owned bytes', { name: 'k.txt', headers: { 'x-api-key': keys.all! } });
+    expect(r.status).toBe(201);
+    expect(r.body.file).toMatchObject({ name: 'k.txt', size: 15, owner: { type: 'key', id: expect.any(String) } });
+    const id: string = r.body.file.id;
+    const got = await download(s, id, { 'x-api-key': keys.all! });
+    expect([got.status, new TextDecoder().decode(got.bytes)]).toEqual([200, 'key-owned bytes']);
+
+    // Look where the bytes are kept, past the API: the data dir, or the bucket itself.
+    const stored = async () => {
+      if (storage === 'local') return existsSync(join(s.db.dataDir, 'extensions', 'media-library', 'files', id.slice(0, 2), id));
+      const e = s3!.env;
+      const client = new Bun.S3Client({
+        bucket: e.BASALT_EXT_MEDIA_LIBRARY_S3_BUCKET,
+        endpoint: e.BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT,
+        region: e.BASALT_EXT_MEDIA_LIBRARY_S3_REGION,
+        accessKeyId: e.BASALT_EXT_MEDIA_LIBRARY_S3_ACCESS_KEY_ID,
+        secretAccessKey: e.BASALT_EXT_MEDIA_LIBRARY_S3_SECRET_ACCESS_KEY,
+      });
+      return client.exists(`files/${id}`);
+    };
+    expect(await stored()).toBe(true);
+    const del = await s.req('DELETE', `/api/v1/files/${id}`, { headers: { 'x-api-key': keys.all! } });
+    expect(del.body).toEqual({ success: true, deleted: id });
+    expect(await stored()).toBe(false);
+  });
+
   test.each([
     ['no credentials', {}, 401, 'unauthorized'],
     ['unknown API key', { 'x-api-key': 'sk_nope' }, 401, 'unauthorized'],
@@ -127,6 +154,8 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       ['another user cannot see it', 'GET', `/api/v1/files/${mine.id}`, bearer(bob), 404],
       ['download key reads it', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.download! }, 200],
       ['upload-only key cannot read', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.upload! }, 403],
+      ['upload-only key cannot download', 'GET', `/api/v1/files/${mine.id}/content`, { 'x-api-key': keys.upload! }, 403],
+      ['upload-only key cannot list', 'GET', '/api/v1/files', { 'x-api-key': keys.upload! }, 403],
       ['not a uuid', 'GET', '/api/v1/files/nope', bearer(alice), 404],
       ['users cannot filter by owner', 'GET', `/api/v1/files?owner_type=user&owner_id=${bob.userId}`, bearer(alice), 403],
       ['limit beyond 100', 'GET', '/api/v1/files?limit=101', bearer(alice), 400],

@@ -198,6 +198,130 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     }
   });
 
+  /** Read run-time settings on the transaction's own reserved connection. */
+  const settingsIn = async (id: string, names: string[]) => {
+    const keyId = (await s.platform.services.keys.verify(key))!.id;
+    const res = await s.platform.services.database.transactions.run(id, keyId, (c) =>
+      c.query<{ name: string; setting: string }>('SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[]) ORDER BY name', [names]),
+    );
+    return Object.fromEntries(res.rows.map((r) => [r.name, Number(r.setting)]));
+  };
+
+  test.if(engine === 'external')('the reserved connection carries the server-side backstops; lock_timeout is half the statement timeout', async () => {
+    const id = await begin();
+    expect(await settingsIn(id, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout'])).toEqual({
+      idle_in_transaction_session_timeout: 35_000, // idle timeout 30 s + 5 s
+      lock_timeout: 2500,
+      statement_timeout: 5000,
+    });
+    await tx(s, key, `${id}/rollback`);
+    await s.platform.settings.set('db.statement_timeout_ms', 1200);
+    await s.platform.settings.set('db.transaction_idle_timeout_ms', 2000);
+    try {
+      const id2 = await begin();
+      expect(await settingsIn(id2, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout'])).toEqual({
+        idle_in_transaction_session_timeout: 7000,
+        lock_timeout: 600,
+        statement_timeout: 1200,
+      });
+      await tx(s, key, `${id2}/rollback`);
+    } finally {
+      await s.platform.settings.set('db.statement_timeout_ms', 5000);
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+    }
+  });
+
+  test.if(engine === 'external')('a row locked by another connection → 503 lock_timeout (before the statement timeout), in and outside a transaction', async () => {
+    await s.platform.settings.set('db.statement_timeout_ms', 2000);
+    const holder = postgres(s.db.url, { max: 1, onnotice: () => {} });
+    try {
+      let free!: () => void;
+      const release = new Promise<void>((r) => (free = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const held = holder.begin(async (h) => {
+        await h`SELECT id FROM public.notes WHERE body = 'uno' FOR UPDATE`;
+        locked();
+        await release;
+      });
+      await isLocked;
+
+      const id = await begin();
+      let t0 = Date.now();
+      const r = await q({ action: 'update', data: { body: 'uno!' }, filters: [{ field: 'body', op: 'eq', value: 'uno' }], transaction_id: id });
+      const waited = Date.now() - t0;
+      expectError(r, 503, 'lock_timeout');
+      expect(r.body.error.message).toContain('1000 ms');
+      expect(waited).toBeGreaterThanOrEqual(900);
+      expect(waited).toBeLessThan(1900); // lock_timeout (1000 ms), not statement_timeout (2000 ms)
+      expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
+
+      t0 = Date.now();
+      expectError(await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'uno' }] }), 503, 'lock_timeout');
+      expect(Date.now() - t0).toBeLessThan(1900);
+
+      free();
+      await held;
+      expect(await bodies()).toEqual(['uno', 'two']);
+    } finally {
+      await holder.end();
+      await s.platform.settings.set('db.statement_timeout_ms', 5000);
+    }
+  });
+
+  test.if(engine === 'external')('the row locks of a transaction that idled out are released: another connection can update the row', async () => {
+    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+    try {
+      const id = await begin();
+      expect((await q({ action: 'update', data: { body: 'locked' }, filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id })).body.data.count).toBe(1);
+      // While the transaction lives, the row is locked against other connections.
+      await expect(direct.begin(async (d) => {
+        await d`SET LOCAL lock_timeout = 200`;
+        await d`UPDATE public.notes SET body = 'two' WHERE body = 'two'`;
+      })).rejects.toMatchObject({ code: '55P03' });
+      await Bun.sleep(1500);
+      expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
+      const after = await direct.begin(async (d) => {
+        await d`SET LOCAL lock_timeout = 200`;
+        return d`UPDATE public.notes SET body = 'two-again' WHERE body = 'two' RETURNING body`;
+      });
+      expect(after.map((r) => r.body)).toEqual(['two-again']);
+      await direct`UPDATE public.notes SET body = 'two' WHERE body = 'two-again'`;
+      expect(await bodies()).toEqual(['uno', 'two']);
+    } finally {
+      await direct.end();
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+    }
+  });
+
+  test.if(engine === 'external')('idle_in_transaction_session_timeout ends the session on the server even if the process never rolls back', async () => {
+    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+    try {
+      const id = await begin();
+      await q({ action: 'update', data: { body: 'orphan' }, filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id });
+      // Play a process that stopped tending its transaction: disarm the platform's idle timer.
+      const entry = (s.platform.services.database.transactions as any).open.get(id);
+      clearTimeout(entry.timer);
+      entry.ended = true;
+      const pid = async () => (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'basalt-db-api' AND state = 'idle in transaction'`)[0]!.n;
+      expect(await pid()).toBe(1);
+      // Backstop = idle timeout + 5 s = 6 s.
+      await Bun.sleep(6500);
+      expect(await pid()).toBe(0);
+      const after = await direct.begin(async (d) => {
+        await d`SET LOCAL lock_timeout = 200`;
+        return d`UPDATE public.notes SET body = 'two' WHERE body = 'two' RETURNING body`;
+      });
+      expect(after.length).toBe(1);
+      (s.platform.services.database.transactions as any).open.delete(id);
+    } finally {
+      await direct.end();
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+    }
+  }, 20_000);
+
   test.if(engine === 'external')('shutdown rolls back the open transactions of that instance', async () => {
     const second = await startServer(engine, { db: s.db });
     const id = (await tx(second, key, 'begin')).body.data.transaction_id;

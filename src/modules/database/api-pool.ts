@@ -5,7 +5,7 @@
  * interrupt a running statement, so db.statement_timeout_ms does not apply there).
  *
  * External: a pool of its own (size database.pool_max) whose connections start with
- * `statement_timeout` = db.statement_timeout_ms. Setting the timeout when the
+ * `statement_timeout` = db.statement_timeout_ms and `lock_timeout` = half of it. Setting the timeout when the
  * connection starts costs nothing per query, where `SET LOCAL` would need a
  * transaction (three more round trips) around every statement. The pool also keeps
  * statements prepared per connection: API statement texts repeat (same entity,
@@ -16,6 +16,7 @@
  */
 import type { Db } from '../../db/engine';
 import type { Platform } from '../../platform';
+import { lockTimeoutMs } from './pg-errors';
 
 export interface ApiPool {
   get: () => Promise<Db>;
@@ -33,7 +34,7 @@ export function openApiPool(p: Platform): ApiPool {
     const { openExternal } = await import('../../db/external');
     return openExternal(p.settings.get<string>('database.url'), {
       max: p.settings.get<number>('database.pool_max'),
-      connection: { statement_timeout: String(timeoutMs), application_name: 'basalt-db-api' },
+      connection: { statement_timeout: String(timeoutMs), lock_timeout: String(lockTimeoutMs(timeoutMs)), application_name: 'basalt-db-api' },
       prepare: true,
     });
   };

@@ -1,6 +1,7 @@
 /**
  * Error codes of the Database API (CONTRACT §7), declared once with their
- * statuses. Messages name the offending field, operator or column and say what
+ * statuses. `lock_timeout` is ours (the contract leaves it open): a wait for a lock
+ * is the client's contention, not a slow query, and deserves its own answer. Messages name the offending field, operator or column and say what
  * to do; they never contain SQL text, values from the database or internals.
  */
 import { AppError } from '../../http/errors';
@@ -12,6 +13,7 @@ export const DB_ERRORS = {
   FILTERS_REQUIRED: { status: 400, code: 'filters_required' },
   CONFLICT: { status: 409, code: 'conflict' },
   QUERY_TIMEOUT: { status: 503, code: 'query_timeout' },
+  LOCK_TIMEOUT: { status: 503, code: 'lock_timeout' },
   TRANSACTION_NOT_FOUND: { status: 404, code: 'transaction_not_found' },
   TRANSACTION_ABORTED: { status: 409, code: 'transaction_aborted' },
   TOO_MANY_TRANSACTIONS: { status: 429, code: 'too_many_transactions' },
@@ -36,6 +38,8 @@ export const DbErrors = {
     make('CONFLICT', columns.length ? `A row with the same value of ${columns.map((c) => `'${c}'`).join(', ')} already exists.` : 'A row with the same unique value already exists.', columns.length ? { columns } : undefined, cause),
   timeout: (ms: number, cause?: unknown) =>
     make('QUERY_TIMEOUT', `The query ran longer than ${ms} ms and was cancelled; narrow the filters or add an index.`, undefined, cause),
+  lockTimeout: (ms: number, cause?: unknown) =>
+    make('LOCK_TIMEOUT', `Waited longer than ${ms} ms for a row or table another transaction holds; nothing was changed by this query. Retry shortly.`, undefined, cause),
   txNotFound: () => make('TRANSACTION_NOT_FOUND', 'No open transaction with this id for this API key (it was committed, rolled back, timed out, or never existed).'),
   txAborted: () => make('TRANSACTION_ABORTED', 'A query in this transaction failed, so it was rolled back; nothing was committed. Begin a new transaction.'),
   tooManyTx: (max: number) => make('TOO_MANY_TRANSACTIONS', `This API key already holds ${max} open transactions; commit or roll back one first.`),

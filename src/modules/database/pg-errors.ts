@@ -19,6 +19,15 @@ export interface ErrorContext {
   timeoutMs: number;
 }
 
+/**
+ * lock_timeout of Database API statements: half the statement timeout, so a wait for
+ * a lock another transaction holds ends as 503 lock_timeout before the statement
+ * timeout could fire, and a statement that waited still has time left to run.
+ */
+export function lockTimeoutMs(statementTimeoutMs: number): number {
+  return Math.max(50, Math.trunc(statementTimeoutMs / 2));
+}
+
 /** Columns named by `Key (a, b)=(…)` in a constraint error detail, kept only if the table has them. */
 function keyColumns(detail: string | undefined, table: Table | undefined): string[] {
   const m = detail ? /^Key \((.+?)\)=/.exec(detail) : null;
@@ -90,7 +99,7 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
     case '57014':
       return DbErrors.timeout(ctx.timeoutMs, err);
     case '55P03':
-      return new AppError(503, 'query_timeout', 'Waited too long for a row another transaction holds; retry shortly.', { cause: err });
+      return DbErrors.lockTimeout(lockTimeoutMs(ctx.timeoutMs), err);
     case '40001':
     case '40P01':
       return new AppError(409, 'conflict', 'The statement collided with a concurrent transaction; retry it.', { cause: err });

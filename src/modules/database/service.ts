@@ -13,7 +13,7 @@ import type { QueryBody } from './model';
 import { buildStatement, UnknownName, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
 import { decodeValue } from './value-codec';
-import { mapDbError } from './pg-errors';
+import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 
 declare module '../../platform' {
@@ -49,15 +49,17 @@ export class DatabaseService {
       idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
       maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
       // Server-side backstops on external Postgres: the idle timer here is the primary
-      // mechanism; idle_in_transaction_session_timeout frees the connection even if this
-      // process died. PGlite is one in-process session, so only the timer applies.
+      // mechanism; idle_in_transaction_session_timeout frees the connection (and its
+      // locks) even if this process died. lock_timeout < statement_timeout, so a wait
+      // for another transaction's lock is its own answer (503 lock_timeout). PGlite is
+      // one in-process session, so only the timer applies.
       setup: () => {
         if (!external) return [];
         const stmt = p.settings.get<number>('db.statement_timeout_ms');
         const idle = p.settings.get<number>('db.transaction_idle_timeout_ms');
         return [
           `SET LOCAL statement_timeout = ${Math.trunc(stmt)}`,
-          `SET LOCAL lock_timeout = ${Math.trunc(stmt)}`,
+          `SET LOCAL lock_timeout = ${lockTimeoutMs(stmt)}`,
           `SET LOCAL idle_in_transaction_session_timeout = ${Math.trunc(idle) + 5000}`,
         ];
       },

@@ -62,3 +62,22 @@ export const SETUP_HANGS = `
 import { defineExtension } from 'basalt';
 export default defineExtension({ name: 'hangs', version: '1.0.0', setup: () => new Promise(() => {}) });
 `;
+
+/** A second statement that fails: the file's first table must not be left behind. */
+export const BAD_MIGRATION = `CREATE TABLE half_done (id int);\nSELECT no_such_function();`;
+
+/** Reads an application table through `ctx.db.dataSchema` (database.data_schema). */
+export const DATA_READER = `
+import { defineExtension, t } from 'basalt';
+export default defineExtension({
+  name: 'data-reader',
+  version: '1.0.0',
+  setup(ctx) {
+    const widgets = '"' + ctx.db.dataSchema.replaceAll('"', '""') + '".loader_widgets';
+    ctx.routes.get('/widgets', async ({ request }) => {
+      const { rows } = await ctx.db.query('SELECT name FROM ' + widgets + ' WHERE id > $1 ORDER BY id', [0]);
+      return ctx.reply(request, { schema: ctx.db.dataSchema, names: rows.map((r) => r.name) });
+    }, { detail: { tags: ['data-reader'], summary: 'Widgets' } });
+  },
+});
+`;

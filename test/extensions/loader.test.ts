@@ -4,11 +4,13 @@
  * says what happened, naming both sides of a collision.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { ENGINES, freshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
-import { extensionsDir, signedIn } from './support';
-import { claimsFiles, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_HANGS, SETUP_THROWS } from './fixtures';
+import { extensionsDir, REPO_EXTENSIONS, signedIn, upload } from './support';
+import { BAD_MIGRATION, claimsFiles, DATA_READER, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_HANGS, SETUP_THROWS } from './fixtures';
 
 const DIR = extensionsDir({
   'notes/index.ts': GOOD,
@@ -22,6 +24,9 @@ const DIR = extensionsDir({
   'files-one/index.ts': claimsFiles('files-one'),
   'files-two/index.ts': claimsFiles('files-two'),
   'just-a-folder/README.md': 'no index here',
+  'bad-migration/index.ts': named('bad-migration'),
+  'bad-migration/migrations/001_bad.sql': BAD_MIGRATION,
+  'data-reader/index.ts': DATA_READER,
 });
 
 describe.each(ENGINES)('extension loader on %s', (engine) => {
@@ -33,12 +38,14 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
 
   test('the platform starts; each extension is loaded or failed with its error', () => {
     const byFolder = Object.fromEntries(s.platform.services.extensions.list().map((r) => [r.folder.split('/').pop(), r]));
-    expect(Object.keys(byFolder).sort()).toEqual(['files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-hangs', 'setup-throws', 'twin-a', 'twin-b']);
+    expect(Object.keys(byFolder).sort()).toEqual(['bad-migration', 'data-reader', 'files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-hangs', 'setup-throws', 'twin-a', 'twin-b']);
+    expect(byFolder['data-reader']).toMatchObject({ status: 'loaded' });
     expect(byFolder.notes).toMatchObject({ name: 'notes', version: '2.1.0', status: 'loaded', migrations: ['001_notes.sql'] });
     expect(byFolder.notes!.routes).toEqual(['GET /api/module/notes/greet/:who', 'POST /api/module/notes/notes', 'GET /api/module/notes/me', 'GET /api/module/notes/boom']);
     const failures: [string, RegExp][] = [
       ['import-throws', /^import of .*import-throws\/index.ts failed: broken at import$/],
       ['setup-throws', /^setup failed: broken in setup$/],
+      ['bad-migration', /^setup failed: migration .*bad-migration\/migrations\/001_bad.sql failed: .*no_such_function/],
       ['setup-hangs', /^setup failed: setup of extension hangs did not finish within 0.3 s \(extensions.setup_timeout_ms\)$/],
       ['not-an-extension', /name undefined is not valid/],
       ['twin-a', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
@@ -61,6 +68,21 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
     expect(r.status).toBe(status);
     if (data) expect(r.body).toEqual({ success: true, data, meta: { trace_id: r.headers.get('x-request-id'), execution_ms: expect.any(Number) }, errors: [] });
     else expect(r.body.success).toBe(false);
+  });
+
+  test('a failed migration leaves nothing of its file behind, records nothing, and mounts no route', async () => {
+    const table = await s.platform.db.query("SELECT to_regclass('ext_bad_migration.half_done') AS t");
+    expect(table.rows).toEqual([{ t: null }]);
+    const applied = await s.platform.db.query("SELECT name FROM basalt.extension_migrations WHERE extension = 'bad-migration'");
+    expect(applied.rows).toEqual([]);
+    expect((await s.req('GET', '/api/module/bad-migration/ping')).status).toBe(404);
+  });
+
+  test('ctx.db.dataSchema names the application tables\' schema, and the extension can query it', async () => {
+    await s.platform.db.exec("CREATE TABLE IF NOT EXISTS public.loader_widgets (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO public.loader_widgets (name) VALUES ('bolt'), ('nut')");
+    const r = await s.req('GET', '/api/module/data-reader/widgets');
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ schema: 'public', names: ['bolt', 'nut'] });
   });
 
   test('route validation errors and thrown errors are in envelope B, with no internals', async () => {
@@ -134,6 +156,38 @@ describe.each(ENGINES)('extension lifecycle on %s', (engine) => {
       expect(applied.rows).toEqual([{ name: '001_notes.sql' }]);
     } finally {
       await db.drop();
+    }
+  });
+
+  test('media-library removed, contact-form still there: every /api/v1/files/* path is 404', async () => {
+    const dir = extensionsDir({});
+    cpSync(join(REPO_EXTENSIONS, 'contact-form'), join(dir, 'contact-form'), { recursive: true });
+    const s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: dir } });
+    try {
+      expect(s.platform.services.extensions.list().map((r) => [r.name, r.status])).toEqual([['contact-form', 'loaded']]);
+      // contact-form serves (503: no recipient configured), so extensions are mounted at all.
+      const contact = await s.req('POST', '/api/module/contact-form/submit', { body: { name: 'A', email: 'a@example.com', message: 'hi' } });
+      expect(contact.status).toBe(503);
+      // With a key that would be allowed everything, so a 404 is not an auth answer in disguise.
+      const headers = { 'x-api-key': await createKey(s, { permissions: ['files:*'] }) };
+      const id = crypto.randomUUID();
+      const asked: [string, string][] = [
+        ['GET', '/api/v1/files'],
+        ['GET', `/api/v1/files/${id}`],
+        ['GET', `/api/v1/files/${id}/content`],
+        ['HEAD', `/api/v1/files/${id}/content`],
+        ['DELETE', `/api/v1/files/${id}`],
+      ];
+      for (const [method, path] of asked) {
+        const r = await s.req(method, path, { headers });
+        expect({ method, path, status: r.status }).toEqual({ method, path, status: 404 });
+        if (method !== 'HEAD') expect(r.body).toEqual({ success: false, error: expect.any(String), code: 'not_found' });
+      }
+      const posted = await upload(s, 'bytes', { headers });
+      expect(posted.status).toBe(404);
+      expect(posted.body).toEqual({ success: false, error: expect.any(String), code: 'not_found' });
+    } finally {
+      await s.stop();
     }
   });
 

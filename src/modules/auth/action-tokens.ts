@@ -23,22 +23,40 @@ export async function issueActionToken(db: Queryable, userId: string, email: str
   return t.token;
 }
 
-/**
- * Spend a token inside the caller's transaction. Returns the user it was issued to,
- * or undefined when it is unknown, of another purpose, expired, used, or was sent
- * to an address the account no longer has.
- */
-export async function consumeActionToken(tx: Queryable, presented: string, purpose: Purpose): Promise<{ userId: string; email: string } | undefined> {
+type Row = { user_id: string; email: string; secret_hash: Uint8Array; usable: boolean };
+
+/** The token's row when the presented secret is genuine and the token is usable now. */
+async function usableRow(q: Queryable, presented: string, purpose: Purpose, lock: boolean): Promise<Row | undefined> {
   const parsed = parseOpaqueToken(presented);
   if (!parsed) return undefined;
-  const { rows } = await tx.query<{ user_id: string; email: string; secret_hash: Uint8Array; usable: boolean }>(
+  const { rows } = await q.query<Row>(
     `SELECT t.user_id, u.email, t.secret_hash, (t.used_at IS NULL AND t.expires_at > now() AND t.purpose = $2 AND t.email = u.email) AS usable
        FROM basalt.auth_action_tokens t JOIN basalt.users u ON u.id = t.user_id
-      WHERE t.id = $1 FOR UPDATE OF t`,
+      WHERE t.id = $1${lock ? ' FOR UPDATE OF t' : ''}`,
     [parsed.id, purpose],
   );
   const row = rows[0];
-  if (!row || !secretMatches(parsed.secret, row.secret_hash) || !row.usable) return undefined;
+  return row && secretMatches(parsed.secret, row.secret_hash) && row.usable ? row : undefined;
+}
+
+/**
+ * Whether a token could be spent right now, without spending it. Lets a caller refuse
+ * a dead token before expensive work (hashing a new password); the spend itself still
+ * happens in `consumeActionToken`, which re-checks under a row lock.
+ */
+export async function isLiveActionToken(q: Queryable, presented: string, purpose: Purpose): Promise<boolean> {
+  return (await usableRow(q, presented, purpose, false)) !== undefined;
+}
+
+/**
+ * Spend a token inside the caller's transaction. Returns the user it was issued to,
+ * or undefined when it is unknown, of another purpose, expired, used, or was sent
+ * to an address the account no longer has. The row lock makes two concurrent spends
+ * of one token serialize: the second sees it used.
+ */
+export async function consumeActionToken(tx: Queryable, presented: string, purpose: Purpose): Promise<{ userId: string; email: string } | undefined> {
+  const row = await usableRow(tx, presented, purpose, true);
+  if (!row) return undefined;
   await tx.query(`UPDATE basalt.auth_action_tokens SET used_at = now() WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL`, [row.user_id, purpose]);
   return { userId: row.user_id, email: row.email };
 }

@@ -39,7 +39,15 @@ async function bounded<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+let hashes = 0;
+
+/** Number of new hashes made since start (observability, tests: which requests paid for one). */
+export function hashesMade(): number {
+  return hashes;
+}
+
 export function hashPassword(password: string): Promise<string> {
+  hashes++;
   return bounded(() => Bun.password.hash(password, ARGON2));
 }
 

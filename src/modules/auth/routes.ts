@@ -6,7 +6,7 @@ import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { publicAccess } from '../../http/api-key-guard';
 import { requestInfo } from '../../http/request-info';
-import { bearerToken, requireUser } from '../../http/user-guard';
+import { bearerToken, requireUser, type RequestUser } from '../../http/user-guard';
 import { Bodies, Responses, errors } from './model';
 import type { ClientMeta } from './service';
 
@@ -20,11 +20,18 @@ function meta(request: Request): ClientMeta {
 export function authRoutes(p: Platform) {
   const auth = () => p.services.auth;
   const ok = <T>(data: T) => ({ success: true as const, data });
+  // Bearer routes authenticate in `transform`, which Elysia runs before body validation:
+  // a request without a valid token gets 401, never a 422 about a body it may not send.
+  const users = new WeakMap<Request, RequestUser>();
+  const signedIn = { transform: async ({ request }: { request: Request }) => void users.set(request, await requireUser(p, request)) };
+  const userOf = (request: Request) => users.get(request)!;
 
   return (
     new Elysia({ name: 'basalt.auth', prefix: '/api/v1/auth' })
       // web.public_api_access_mode: in api_key_required mode every auth route needs X-API-Key.
-      .onBeforeHandle(async ({ request }) => {
+      // Checked in transform, before body validation (CONTRACT §6: no key → 401 api_key_required,
+      // whatever the body). Only malformed JSON is answered earlier, by the parser (400).
+      .onTransform(async ({ request }) => {
         await publicAccess(p, request);
       })
       .post(
@@ -90,10 +97,11 @@ export function authRoutes(p: Platform) {
       .get(
         '/me',
         async ({ request }) => {
-          const user = await requireUser(p, request);
+          const user = userOf(request);
           return ok({ user: await auth().me(user), session_id: user.sessionId });
         },
         {
+          ...signedIn,
           response: { 200: Responses.me, ...errors(401, 403) },
           detail: {
             tags,
@@ -121,22 +129,23 @@ export function authRoutes(p: Platform) {
           },
         },
       )
-      .post('/password/reset', async ({ body }) => ok({ user: await auth().resetPassword(body.token, body.password) }), {
+      .post('/password/reset', async ({ body, request }) => ok({ user: await auth().resetPassword(body.token, body.password, meta(request)) }), {
         body: Bodies.reset,
-        response: { 200: Responses.user, ...errors(400, 422) },
+        response: { 200: Responses.user, ...errors(400, 422, 429) },
         detail: {
           tags,
           summary: 'Set a new password with a mailed token',
-          description: 'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used.',
+          description:
+            'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used. ' +
+            '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with verify-email).',
         },
       })
       .post(
         '/password/change',
-        async ({ body, request }) => {
-          const user = await requireUser(p, request);
-          return ok({ user: await auth().changePassword(user, body.current_password, body.new_password) });
-        },
+        async ({ body, request }) =>
+          ok({ user: await auth().changePassword(userOf(request), body.current_password, body.new_password) }),
         {
+          ...signedIn,
           body: Bodies.change,
           response: { 200: Responses.user, ...errors(400, 401, 403, 422, 429) },
           detail: {
@@ -147,10 +156,16 @@ export function authRoutes(p: Platform) {
           },
         },
       )
-      .post('/verify-email', async ({ body }) => ok({ user: await auth().verifyEmail(body.token) }), {
+      .post('/verify-email', async ({ body, request }) => ok({ user: await auth().verifyEmail(body.token, meta(request)) }), {
         body: Bodies.verify,
-        response: { 200: Responses.user, ...errors(400, 422) },
-        detail: { tags, summary: 'Confirm an e-mail address', description: 'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used.' },
+        response: { 200: Responses.user, ...errors(400, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Confirm an e-mail address',
+          description:
+            'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used. ' +
+            '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with password/reset).',
+        },
       })
       .post(
         '/verify-email/resend',

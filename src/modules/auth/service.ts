@@ -7,13 +7,15 @@ import type { Platform } from '../../platform';
 import { getOrCreateSecret } from '../../db/secrets';
 import { ConfigError } from '../../config/validate';
 import { PgError } from '../../db/engine';
+import { SETTINGS_BY_KEY } from '../../config/schema';
 import { AuthErrors } from './errors';
+import type { AppError } from '../../http/errors';
 import type { RequestUser } from '../../http/user-guard';
 import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
-import { SessionStore, REFRESH_TOKEN_SECONDS } from './sessions';
+import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { clearFailures, hit, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
-import { consumeActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
+import { consumeActionToken, isLiveActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
 import { emailProblem, insertUser, markVerified, normalizeEmail, publicUser, setPasswordHash, userByEmail, userById, type PublicUser } from './users';
 import { mailConfigured, sendActionMail } from './mailer';
 
@@ -46,6 +48,11 @@ const MINUTE = 60;
 /** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
 const PRUNE_EVERY_MS = 15 * 60_000;
+/**
+ * Mailed-token submissions (password/reset, verify-email) per minute per IP, used
+ * while the settings schema does not declare auth.rate_limit_token_per_ip.
+ */
+const TOKEN_PER_IP_DEFAULT = 10;
 
 export class AuthService {
   private pending = new Set<Promise<void>>();
@@ -58,6 +65,16 @@ export class AuthService {
 
   private setting<T>(key: string): T {
     return this.p.settings.get<T>(`auth.${key}`);
+  }
+
+  /** A setting the schema may not declare yet: its stored/pinned value when it does, else `fallback`. */
+  private settingOr<T>(key: string, fallback: T): T {
+    return SETTINGS_BY_KEY.has(`auth.${key}`) ? this.setting<T>(key) : fallback;
+  }
+
+  /** Per-IP limit on submitting mailed tokens: guessing is hopeless, but each try costs a lookup (and formerly a hash). */
+  private async limitTokenTries(ip: string): Promise<void> {
+    await this.limit(`token_ip:${ip}`, this.settingOr('rate_limit_token_per_ip', TOKEN_PER_IP_DEFAULT));
   }
 
   private async limit(bucket: string, perMinute: number): Promise<void> {
@@ -155,17 +172,20 @@ export class AuthService {
 
   async refresh(refreshToken: string): Promise<{ user: PublicUser } & TokenPair> {
     const r = await this.sessions.rotate(refreshToken);
-    if (!r.ok) {
-      if (r.reason === 'reused') {
-        this.p.log.warn('refresh token reused; session revoked', { session_id: r.sessionId });
-        throw AuthErrors.refreshTokenReused();
-      }
-      if (r.reason === 'revoked') throw AuthErrors.sessionRevoked();
-      if (r.reason === 'disabled') throw AuthErrors.accountDisabled();
-      throw AuthErrors.invalidRefreshToken();
-    }
+    if (!r.ok) throw this.refusedRefresh(r);
     const row = await userById(this.p.db, r.userId);
     return { user: publicUser(row!), ...(await this.pair(r.userId, r.sessionId, r.refreshToken)) };
+  }
+
+  /** The error for a refused refresh token (refresh and logout answer alike). */
+  private refusedRefresh(r: Failure): AppError {
+    if (r.reason === 'reused') {
+      this.p.log.warn('refresh token reused; session revoked', { session_id: r.sessionId });
+      return AuthErrors.refreshTokenReused();
+    }
+    if (r.reason === 'revoked') return AuthErrors.sessionRevoked();
+    if (r.reason === 'disabled') return AuthErrors.accountDisabled();
+    return AuthErrors.invalidRefreshToken();
   }
 
   /**
@@ -181,17 +201,26 @@ export class AuthService {
     return { userId: state.userId, sessionId: v.claims.sid, email: state.email };
   }
 
-  /** End the session of an access token or of a refresh token; `all` ends every session of the user. */
+  /**
+   * End the session of an access token or of a refresh token; `all` ends every session
+   * of the user. Only live credentials count: an access token of an ended session, or
+   * a refresh token that is expired or spent, is refused (a spent one is reuse and
+   * revokes its session, as on refresh) — so an old leaked token cannot log the user
+   * out everywhere. A refused access token falls back to `refresh_token` when sent.
+   */
   async logout(by: { accessToken?: string; refreshToken?: string }, all: boolean): Promise<void> {
     let who: { sessionId: string; userId: string } | undefined;
     if (by.accessToken) {
-      const v = await this.tokens.verify(by.accessToken);
-      if (v.ok) who = { sessionId: v.claims.sid, userId: v.claims.sub };
-      else if (!by.refreshToken) throw v.reason === 'expired' ? AuthErrors.tokenExpired() : AuthErrors.invalidAccessToken();
+      try {
+        who = await this.authenticate(by.accessToken);
+      } catch (e) {
+        if (!by.refreshToken) throw e;
+      }
     }
     if (!who && by.refreshToken) {
-      who = await this.sessions.sessionOfRefresh(by.refreshToken);
-      if (!who) throw AuthErrors.invalidRefreshToken();
+      const r = await this.sessions.sessionOfRefresh(by.refreshToken);
+      if (!r.ok) throw this.refusedRefresh(r);
+      who = r;
     }
     if (!who) throw AuthErrors.unauthorized('Send the access token (Authorization: Bearer) or the refresh_token to log out.');
     if (all) await this.sessions.revokeUser(who.userId, 'logout_all');
@@ -227,9 +256,18 @@ export class AuthService {
     await sendActionMail(this.p, purpose, email, await issueActionToken(this.p.db, row.id, email, purpose), origin);
   }
 
-  /** Set a new password with a mailed token; ends every session and clears the lock. */
-  async resetPassword(token: string, password: string): Promise<PublicUser> {
+  /**
+   * Set a new password with a mailed token; ends every session and clears the lock.
+   * Order: IP limit, password policy (no work), token check, then the argon2id hash —
+   * only a live token earns a hash, so garbage tokens cannot load the hashing queue
+   * that logins share. The hash runs outside the transaction (on the embedded engine a
+   * transaction holds the whole database); the spend re-checks the token under a row
+   * lock, so of two resets racing with one token exactly one succeeds.
+   */
+  async resetPassword(token: string, password: string, meta: Pick<ClientMeta, 'ip'>): Promise<PublicUser> {
+    await this.limitTokenTries(meta.ip);
     this.checkNewPassword('password', password);
+    if (!(await isLiveActionToken(this.p.db, token, 'password_reset'))) throw AuthErrors.invalidToken('password reset');
     const hash = await hashPassword(password);
     const user = await this.p.db.transaction(async (tx) => {
       const t = await consumeActionToken(tx, token, 'password_reset');
@@ -261,7 +299,8 @@ export class AuthService {
     return publicUser(row);
   }
 
-  async verifyEmail(token: string): Promise<PublicUser> {
+  async verifyEmail(token: string, meta: Pick<ClientMeta, 'ip'>): Promise<PublicUser> {
+    await this.limitTokenTries(meta.ip);
     const user = await this.p.db.transaction(async (tx) => {
       const t = await consumeActionToken(tx, token, 'verify_email');
       if (!t) throw AuthErrors.invalidToken('verification');

@@ -25,9 +25,10 @@ export interface SessionState {
   problem?: 'revoked' | 'disabled';
 }
 
-export type RotateResult =
-  | { ok: true; sessionId: string; userId: string; refreshToken: string }
-  | { ok: false; reason: 'invalid' | 'reused' | 'revoked' | 'disabled'; sessionId?: string };
+/** Why a refresh token was refused; `sessionId` is set when the refusal revoked a session (reuse). */
+export type Failure = { ok: false; reason: 'invalid' | 'reused' | 'revoked' | 'disabled'; sessionId?: string };
+export type CheckResult = { ok: true; sessionId: string; userId: string } | Failure;
+export type RotateResult = { ok: true; sessionId: string; userId: string; refreshToken: string } | Failure;
 
 export class SessionStore {
   private cache = new Map<string, { state: SessionState | null; at: number }>();
@@ -67,56 +68,68 @@ export class SessionStore {
   }
 
   /**
-   * Exchange a refresh token for a new one. A token that was already rotated
-   * proves a copy exists somewhere else: the whole session is revoked.
+   * Inside the caller's transaction, with the token and its session locked: whether
+   * `parsed` is the current refresh token of a live session. A token that was
+   * already rotated proves a copy exists somewhere else: the whole session is
+   * revoked (reason `reused`, with its id so the caller can announce it after commit).
    */
-  async rotate(presented: string): Promise<RotateResult> {
-    const parsed = parseOpaqueToken(presented);
-    if (!parsed) return { ok: false, reason: 'invalid' };
-    const result = await this.db.transaction(async (tx): Promise<RotateResult> => {
-      // FOR UPDATE serializes two refreshes racing with the same token: the second sees used_at.
-      const { rows } = await tx.query<{ secret_hash: Uint8Array; session_id: string; used_at: Date | null; live: boolean; revoked_at: Date | null; user_id: string; disabled_at: Date | null }>(
-        `SELECT t.secret_hash, t.session_id, t.used_at, (t.expires_at > now() AND s.expires_at > now()) AS live,
-                s.revoked_at, s.user_id, u.disabled_at
-           FROM basalt.auth_refresh_tokens t
-           JOIN basalt.auth_sessions s ON s.id = t.session_id
-           JOIN basalt.users u ON u.id = s.user_id
-          WHERE t.id = $1 FOR UPDATE OF t, s`,
-        [parsed.id],
-      );
-      const row = rows[0];
-      if (!row || !secretMatches(parsed.secret, row.secret_hash)) return { ok: false, reason: 'invalid' };
-      if (row.revoked_at) return { ok: false, reason: 'revoked' };
-      if (row.used_at) {
-        await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
-        return { ok: false, reason: 'reused', sessionId: row.session_id };
-      }
-      if (!row.live) return { ok: false, reason: 'invalid' };
-      if (row.disabled_at) return { ok: false, reason: 'disabled' };
-      await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [parsed.id]);
-      await tx.query(
-        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1',
-        [row.session_id, REFRESH_TOKEN_SECONDS],
-      );
-      const refreshToken = await this.issueRefresh(tx, row.session_id);
-      return { ok: true, sessionId: row.session_id, userId: row.user_id, refreshToken };
-    });
-    // Announced after commit, so no instance can re-read the session as live.
-    if (!result.ok && result.sessionId) await this.announce(result.sessionId);
-    return result;
-  }
-
-  /** The session a refresh token belongs to, when the token is genuine (for logout). */
-  async sessionOfRefresh(presented: string): Promise<{ sessionId: string; userId: string } | undefined> {
-    const parsed = parseOpaqueToken(presented);
-    if (!parsed) return undefined;
-    const { rows } = await this.db.query<{ secret_hash: Uint8Array; session_id: string; user_id: string }>(
-      `SELECT t.secret_hash, t.session_id, s.user_id FROM basalt.auth_refresh_tokens t
-         JOIN basalt.auth_sessions s ON s.id = t.session_id WHERE t.id = $1`,
+  private async inspect(tx: Queryable, parsed: { id: string; secret: string }): Promise<CheckResult> {
+    // FOR UPDATE serializes two uses racing with the same token: the second sees used_at.
+    const { rows } = await tx.query<{ secret_hash: Uint8Array; session_id: string; used_at: Date | null; live: boolean; revoked_at: Date | null; user_id: string; disabled_at: Date | null }>(
+      `SELECT t.secret_hash, t.session_id, t.used_at, (t.expires_at > now() AND s.expires_at > now()) AS live,
+              s.revoked_at, s.user_id, u.disabled_at
+         FROM basalt.auth_refresh_tokens t
+         JOIN basalt.auth_sessions s ON s.id = t.session_id
+         JOIN basalt.users u ON u.id = s.user_id
+        WHERE t.id = $1 FOR UPDATE OF t, s`,
       [parsed.id],
     );
     const row = rows[0];
-    return row && secretMatches(parsed.secret, row.secret_hash) ? { sessionId: row.session_id, userId: row.user_id } : undefined;
+    if (!row || !secretMatches(parsed.secret, row.secret_hash)) return { ok: false, reason: 'invalid' };
+    if (row.revoked_at) return { ok: false, reason: 'revoked' };
+    if (row.used_at) {
+      await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
+      return { ok: false, reason: 'reused', sessionId: row.session_id };
+    }
+    if (!row.live) return { ok: false, reason: 'invalid' };
+    if (row.disabled_at) return { ok: false, reason: 'disabled' };
+    return { ok: true, sessionId: row.session_id, userId: row.user_id };
+  }
+
+  /** Run `inspect` (and `then` when the token is good) in one transaction; announce a reuse revocation after commit. */
+  private async withLiveToken<T>(presented: string, then: (tx: Queryable, live: { sessionId: string; userId: string; tokenId: string }) => Promise<T>): Promise<T | Failure> {
+    const parsed = parseOpaqueToken(presented);
+    if (!parsed) return { ok: false, reason: 'invalid' };
+    const result = await this.db.transaction(async (tx): Promise<T | Failure> => {
+      const r = await this.inspect(tx, parsed);
+      return r.ok ? then(tx, { sessionId: r.sessionId, userId: r.userId, tokenId: parsed.id }) : r;
+    });
+    // Announced after commit, so no instance can re-read the session as live.
+    const failed = result as Failure;
+    if (failed.ok === false && failed.sessionId) await this.announce(failed.sessionId);
+    return result;
+  }
+
+  /** Exchange a refresh token for a new one (the presented one is spent). */
+  async rotate(presented: string): Promise<RotateResult> {
+    return this.withLiveToken(presented, async (tx, live): Promise<RotateResult> => {
+      await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
+      await tx.query(
+        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1',
+        [live.sessionId, REFRESH_TOKEN_SECONDS],
+      );
+      const refreshToken = await this.issueRefresh(tx, live.sessionId);
+      return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken };
+    });
+  }
+
+  /**
+   * The session of a refresh token presented to logout. Only the current token of a
+   * live session counts — an old leaked one must not end the user's sessions — and a
+   * spent one is reuse, exactly as on refresh: the session is revoked.
+   */
+  async sessionOfRefresh(presented: string): Promise<CheckResult> {
+    return this.withLiveToken(presented, async (_tx, live): Promise<CheckResult> => ({ ok: true, sessionId: live.sessionId, userId: live.userId }));
   }
 
   /** Revoke one session. */

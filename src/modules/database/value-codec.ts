@@ -165,12 +165,25 @@ function decodeArrayElement(kind: ValueKind, e: Parsed): unknown {
   }
 }
 
-/** `2024-01-02 03:04:05.12+00` → `2024-01-02T03:04:05.12Z`; other offsets kept as `+hh:mm`. */
+const PG_TSTZ = /^(\d{4,})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?$/;
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/**
+ * A timestamptz element as Postgres prints it in the session time zone
+ * (`2024-01-02 08:34:05.12+05:30`) → ISO 8601 UTC (`2024-01-02T03:04:05.12Z`), as
+ * scalar timestamptz columns come back. Array elements cannot be read through
+ * `AT TIME ZONE 'UTC'`, so the offset is applied here; the fraction is kept as
+ * printed (microseconds). `infinity` and BC dates are returned as printed.
+ */
 function isoFromPgText(s: string): string {
-  const m = /^(\d{4,}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)([+-]\d\d)(?::?(\d\d))?(?::?(\d\d))?$/.exec(s);
+  const m = PG_TSTZ.exec(s);
   if (!m) return s;
-  const off = m[3] + ':' + (m[4] ?? '00');
-  return `${m[1]}T${m[2]}${off === '+00:00' || off === '-00:00' ? 'Z' : off}`;
+  const offset = (m[8] === '-' ? -1 : 1) * (Number(m[9]) * 3600 + Number(m[10] ?? 0) * 60 + Number(m[11] ?? 0));
+  const d = new Date(0);
+  // setUTCFullYear, not Date.UTC: Date.UTC maps years 0–99 to 1900–1999.
+  d.setUTCFullYear(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
+  d.setUTCHours(Number(m[4]), Number(m[5]), Number(m[6]) - offset, 0);
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}${m[7] ?? ''}Z`;
 }
 
 /** Parse Postgres array text output (`{a,"b c",NULL,{1,2}}`) into nested string arrays. */

@@ -1,7 +1,7 @@
 import type { Server } from 'bun';
 import type { Platform } from './platform';
 import { createApp, type ExtraModules } from './app';
-import { ConfigError } from './config/validate';
+import { ConfigError, checkCombination } from './config/validate';
 
 // Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
 // reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
@@ -9,6 +9,7 @@ import { ConfigError } from './config/validate';
 // port, and each still proves it answers its own port.
 const PROBE_HEADER = 'x-basalt-listener-check';
 const probeToken = crypto.randomUUID();
+const PROBES = 8;
 
 function checked(handler: (req: Request, server: Server<unknown>) => Promise<Response>) {
   return (req: Request, server: Server<unknown>) =>
@@ -17,10 +18,16 @@ function checked(handler: (req: Request, server: Server<unknown>) => Promise<Res
 
 async function assertOwned(server: Server<unknown>, key: string): Promise<void> {
   const host = server.hostname === '0.0.0.0' || !server.hostname ? '127.0.0.1' : server.hostname === '::' ? '[::1]' : server.hostname.includes(':') ? `[${server.hostname}]` : server.hostname;
-  const answer = await fetch(`http://${host}:${server.port}/`, { headers: { [PROBE_HEADER]: probeToken } })
-    .then((r) => r.text())
-    .catch(() => '');
-  if (answer !== probeToken) {
+  // When both sockets hold the port the kernel spreads new connections between them, so one
+  // answer can come from our own listener by chance: probe several fresh connections.
+  let owned = true;
+  for (let i = 0; i < PROBES && owned; i++) {
+    const answer = await fetch(`http://${host}:${server.port}/`, { headers: { [PROBE_HEADER]: probeToken, connection: 'close' } })
+      .then((r) => r.text())
+      .catch(() => '');
+    owned = answer === probeToken;
+  }
+  if (!owned) {
     throw new ConfigError(`${key}: port ${server.port} on ${server.hostname} is already in use; stop the other process or choose another port`);
   }
 }
@@ -37,6 +44,7 @@ export interface Running {
 
 /** Listen on one or two ports (CONTRACT §4). Port 0 picks a free port (tests). */
 export async function listen(p: Platform, extra: ExtraModules = []): Promise<Running> {
+  checkCombination((key) => p.settings.get(key));
   const built = await createApp(p, extra);
   const hostname = p.settings.get<string>('web.host');
   const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {

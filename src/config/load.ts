@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseToml } from 'smol-toml';
 import { SETTINGS, envNames } from './schema';
-import { ConfigError, check, fromText, lookup } from './validate';
+import { ConfigError, check, checkCombination, fromText, lookup } from './validate';
 
 export type Source = 'flag' | 'env' | 'file' | 'database' | 'default';
 
@@ -100,6 +100,10 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     const [key, name] = flag.split('|') as [string, string];
     const def = lookup(key, name ?? key);
     pinned.set(key, { value: typeof v === 'string' ? fromText(def, v, name ?? key) : check(def, v, name ?? key), source: 'flag', origin: name ?? key });
+  }
+  // When every key of a rule is pinned, the database cannot change the outcome: fail before opening it.
+  if (['web.port', 'web.public_port', 'web.public_api_separate'].every((k) => pinned.has(k))) {
+    checkCombination(<T>(k: string) => pinned.get(k)!.value as T);
   }
   return { pinned, configFile: file, extension };
 }

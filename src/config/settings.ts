@@ -1,7 +1,7 @@
 import type { Db } from '../db/engine';
 import { SETTINGS, SETTINGS_BY_KEY, envNames } from './schema';
 import type { BootLayers, Source } from './load';
-import { ConfigError, check, lookup } from './validate';
+import { ConfigError, check, checkCombination, lookup } from './validate';
 
 const CHANNEL = 'basalt_settings';
 /** Keys needed to open the database cannot live in it. */
@@ -76,6 +76,7 @@ export class Settings {
     const def = lookup(key, 'settings');
     if (NOT_IN_DATABASE.has(key)) throw new ConfigError(`settings: ${key} cannot be stored in the database; set ${envNames(def)[0]} or put it in basalt.toml`);
     check(def, value, 'settings');
+    if (key.startsWith('web.') && !this.layers.pinned.has(key)) checkCombination(<T>(k: string) => (k === key ? value : this.get(k)) as T);
     if (!this.db) throw new ConfigError('settings: no database');
     await this.db.query(
       `INSERT INTO basalt.settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())

@@ -54,3 +54,14 @@ export function check(def: SettingDef, value: unknown, where: string): unknown {
   }
   return value;
 }
+
+/**
+ * Rules that span several keys, checked where all layers are known (before listening, and
+ * when a setting is stored). `get` reads the value each key has or would have.
+ */
+export function checkCombination(get: <T>(key: string) => T): void {
+  const port = get<number>('web.port');
+  if (get<boolean>('web.public_api_separate') && port !== 0 && port === get<number>('web.public_port')) {
+    throw new ConfigError(`web.public_port: must differ from web.port (both ${port}) when web.public_api_separate is true`);
+  }
+}

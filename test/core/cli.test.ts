@@ -79,6 +79,12 @@ describe('basalt command line', () => {
   const fatal: [string, string[], Record<string, string>, RegExp][] = [
     ['bad value in the config file', ['serve', '--config', badToml], {}, /^basalt: .*bad\.toml: web\.port must be an integer/],
     ['unknown environment variable', ['serve'], { BASALT_WEB_PORTT: '1' }, /^basalt: environment: unknown variable BASALT_WEB_PORTT/],
+    [
+      'split listeners on one port',
+      ['serve'],
+      { BASALT_WEB_PUBLIC_API_SEPARATE: 'true', BASALT_WEB_PORT: '5077', BASALT_WEB_PUBLIC_PORT: '5077' },
+      /^basalt: web\.public_port: must differ from web\.port \(both 5077\) when web\.public_api_separate is true$/,
+    ],
     ['unreachable database', ['serve'], { BASALT_DATABASE_URL: 'postgres://nobody:pw@127.0.0.1:1/none' }, /^basalt: database\.url: cannot connect to the database \(database unreachable \(ECONNREFUSED\)\)/],
   ];
   test.each(fatal)('%s → one line, exit 1', async (_n, args, env, line) => {

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadBootLayers } from '../../src/config/load';
 import { ConfigError } from '../../src/config/validate';
+import { Settings } from '../../src/config/settings';
+import { listen } from '../../src/serve';
 import { ENGINES, ADMIN_URL, freshDb } from '../helpers/engines';
 import { startServer } from '../helpers/server';
 
@@ -43,6 +45,11 @@ describe('configuration layers', () => {
     ['unknown BASALT_ variable', () => loadBootLayers({ env: { BASALT_WEB_PROT: '1' } }), /unknown variable BASALT_WEB_PROT/],
     ['missing config file', () => loadBootLayers({ configFile: join(dir, 'nope.toml'), env: {} }), /does not exist/],
     ['invalid TOML', () => loadBootLayers({ configFile: toml('[web\nport=1'), env: {} }), /not valid TOML/],
+    [
+      'split listeners on one port',
+      () => loadBootLayers({ configFile: toml('[web]\npublic_api_separate = true\nport = 8080\n'), env: { BASALT_WEB_PUBLIC_PORT: '8080' } }),
+      /^web\.public_port: must differ from web\.port \(both 8080\) when web\.public_api_separate is true$/,
+    ],
   ];
   test.each(bad)('%s → one clear error', (_name, fn, message) => {
     expect(fn).toThrow(ConfigError);
@@ -70,6 +77,19 @@ describe.each(ENGINES)('database-stored settings on %s', (engine) => {
       await expect(st.set('db.max_limit', -1)).rejects.toThrow(/db.max_limit must be an integer/);
       await expect(st.set('nope.key', 1)).rejects.toThrow(/unknown setting 'nope.key'/);
       await expect(st.set('database.url', 'postgres://x')).rejects.toThrow(/cannot be stored in the database/);
+      // Ports that clash only once the split is on (the test server pins its ports, so a second view of the same database):
+      // refused when stored, and by listen() at the next start when written around the check.
+      const plain = new Settings(loadBootLayers({ env: {} }), s.platform.db);
+      await plain.load();
+      await plain.set('web.port', 5077);
+      await plain.set('web.public_port', 5077);
+      await expect(plain.set('web.public_api_separate', true)).rejects.toThrow('web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true');
+      expect(plain.get('web.public_api_separate')).toBe(false);
+      const split = new Settings(loadBootLayers({ env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } }), s.platform.db);
+      await split.load();
+      await expect(listen({ ...s.platform, settings: split })).rejects.toThrow('web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true');
+      await plain.unset('web.port');
+      await plain.unset('web.public_port');
       await st.unset('db.max_limit');
       expect(st.get('db.max_limit')).toBe(1000);
       // A live setting takes effect on the next request: runtime config reflects it.

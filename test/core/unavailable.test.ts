@@ -2,9 +2,31 @@ import { describe, expect, test } from 'bun:test';
 import { ADMIN_URL, freshDb } from '../helpers/engines';
 import { startServer } from '../helpers/server';
 import { tcpProxy } from '../helpers/tcp-proxy';
+import { createKey } from '../helpers/keys';
+
+const MESSAGE = 'The database is unavailable; retry shortly.';
+
+/** Real area routes, each with what it answers while the database is away and once it is back. */
+function scenarios(dbKey: string, mailKey: string) {
+  return [
+    { name: 'login (auth, format A)', method: 'POST', path: '/api/v1/auth/login', body: { email: 'ann@example.com', password: 'correct horse battery' }, headers: {}, format: 'A', back: 200 },
+    { name: 'database query with a key (format A)', method: 'POST', path: '/api/v1/db/query', body: { action: 'select', entity: 'notes' }, headers: { 'x-api-key': dbKey }, format: 'A', back: 200 },
+    { name: 'mail send (format B)', method: 'POST', path: '/api/v1/mail/send', body: { to: ['bob@example.com'], subject: 'Hi', text: 'Hello' }, headers: { 'x-api-key': mailKey }, format: 'B', back: 202 },
+    { name: 'readiness', method: 'GET', path: '/readyz', body: undefined, headers: {}, format: 'A', back: 200 },
+  ] as const;
+}
+
+async function until(fn: () => Promise<boolean>, ms = 5000): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (await fn()) return true;
+    await Bun.sleep(100);
+  }
+  return false;
+}
 
 describe.skipIf(!ADMIN_URL)('database going away (external PostgreSQL)', () => {
-  test('answers 503 database_unavailable while it is away and recovers without a restart', async () => {
+  test('area routes answer 503 database_unavailable in their envelopes while it is away, and recover without a restart', async () => {
     const db = await freshDb('external');
     const target = new URL(db.url);
     const proxy = tcpProxy(target.hostname, Number(target.port || 5432));
@@ -13,25 +35,39 @@ describe.skipIf(!ADMIN_URL)('database going away (external PostgreSQL)', () => {
     viaProxy.port = String(proxy.port);
     const s = await startServer('external', { db: { ...db, env: { ...db.env, BASALT_DATABASE_URL: viaProxy.toString() } } });
     try {
-      expect((await s.req('GET', '/readyz')).status).toBe(200);
+      await s.platform.db.query('CREATE TABLE public.notes (id serial PRIMARY KEY, body text)');
+      await s.platform.db.query(`INSERT INTO public.notes (body) VALUES ('one')`);
+      await s.platform.settings.set('mail.smtp_url', 'smtp://127.0.0.1:1');
+      await s.platform.settings.set('mail.from', 'platform@example.com');
+      const dbKey = await createKey(s, { permissions: ['db:query'], tables: ['notes'] });
+      const mailKey = await createKey(s, { permissions: ['mail:send'] });
+      const reg = await s.req('POST', '/api/v1/auth/register', { body: { email: 'ann@example.com', password: 'correct horse battery' } });
+      expect(reg.status).toBe(201);
+      const table = scenarios(dbKey, mailKey);
+      for (const sc of table) expect([sc.path, (await s.req(sc.method, sc.path, { body: sc.body, headers: sc.headers })).status]).toEqual([sc.path, sc.back]);
+
       proxy.cut();
-      const down = await s.req('GET', '/readyz');
-      expect(down.status).toBe(503);
-      expect(down.body).toEqual({ success: false, error: { code: 'database_unavailable', message: 'The database is unavailable; retry shortly.' } });
+      for (const sc of table) {
+        const r = await s.req(sc.method, sc.path, { body: sc.body, headers: sc.headers });
+        expect([sc.path, r.status]).toEqual([sc.path, 503]);
+        if (sc.format === 'A') expect(r.body).toEqual({ success: false, error: { code: 'database_unavailable', message: MESSAGE } });
+        else expect(r.body).toMatchObject({ success: false, data: {}, errors: [{ code: 'database_unavailable', message: MESSAGE }], meta: { trace_id: r.headers.get('x-request-id') } });
+      }
       // Liveness does not depend on the database.
       expect((await s.req('GET', '/healthz')).status).toBe(200);
+
       proxy.restore();
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 200; i++) {
-        status = (await s.req('GET', '/readyz')).status;
-        if (status !== 200) await Bun.sleep(100);
+      for (const sc of table) {
+        const ok = await until(async () => (await s.req(sc.method, sc.path, { body: sc.body, headers: sc.headers })).status === sc.back);
+        expect([sc.path, ok]).toEqual([sc.path, true]);
       }
-      expect(status).toBe(200);
+      const rows = await s.req('POST', '/api/v1/db/query', { body: { action: 'select', entity: 'notes' }, headers: { 'x-api-key': dbKey } });
+      expect(rows.body.data.rows).toEqual([{ id: 1, body: 'one' }]);
     } finally {
       proxy.restore();
       await s.stop();
       proxy.stop();
       await db.drop();
     }
-  });
+  }, 60_000);
 });

@@ -89,7 +89,10 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Log out',
-            description: 'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once.',
+            description:
+              'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once. ' +
+              'Only live credentials log out: an access token of an ended session → 401 `session_revoked`; an expired refresh token → 401 `invalid_refresh_token`; ' +
+              'a spent one → 401 `refresh_token_reused` and its session is revoked, as on refresh.',
             security: bearer,
           },
         },

@@ -79,6 +79,8 @@ export interface ExtensionContext extends ExtensionGuards {
 export interface BuiltContext {
   ctx: ExtensionContext;
   groups: { prefix: string; listener: 'main' | 'public'; app: AnyElysia }[];
+  /** Run the extension's `onShutdown` hooks now (once): the loader refused it after its setup ran. */
+  stop(): Promise<void>;
 }
 
 /** The schema name of an extension: `ext_` + name with dashes as underscores. */
@@ -103,6 +105,25 @@ export function createContext(p: Platform, def: { name: string; version: string 
     exec: (sql) => p.db.exec(sql),
     transaction: (fn) => p.db.transaction(fn),
   };
+
+  // The extension's shutdown hooks are kept here rather than handed to the platform one by
+  // one, so that an extension refused after its setup (a prefix or route clash, a setup that
+  // threw or timed out) has its timers and clients stopped at once, not at process exit.
+  const hooks: (() => Promise<void> | void)[] = [];
+  let stopped = false;
+  const runHook = async (fn: () => Promise<void> | void) => {
+    try {
+      await fn();
+    } catch (e) {
+      log.error('shutdown step failed', { cause: e });
+    }
+  };
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    for (const fn of hooks.splice(0).reverse()) await runHook(fn);
+  };
+  p.onShutdown(stop);
 
   const ctx: ExtensionContext = {
     name,
@@ -133,8 +154,9 @@ export function createContext(p: Platform, def: { name: string; version: string 
     AppError,
     errors: Errors,
     schemas: { envelope: envelopeB, envelopeC },
-    onShutdown: (fn) => p.onShutdown(fn),
+    // A hook registered after stop (a setup still running past its timeout) runs at once.
+    onShutdown: (fn) => void (stopped ? runHook(fn) : hooks.push(fn)),
     ...extensionGuards(p),
   };
-  return { ctx, groups };
+  return { ctx, groups, stop };
 }

@@ -98,6 +98,7 @@ async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore): 
     c.record.status = 'loaded';
   } catch (e) {
     fail(c, `setup failed: ${message(e)}`);
+    await c.built?.stop();
   }
 }
 
@@ -133,8 +134,14 @@ export async function loadExtensions(p: Platform, dir: string, store: ExtensionS
 
   const live = () => candidates.filter((c) => c.record.status === 'loaded');
   const claimed = (c: Candidate) => c.built!.groups.filter((g) => !g.prefix.startsWith('/api/module/')).map((g) => g.prefix);
-  refuseClashes(live(), claimed, 'prefix');
+  // Routes and claimed prefixes are only known once setup has run, so these clashes are found
+  // after the extensions' migrations and setup: their schemas and migration records stay (they
+  // are the extension's own and harmless), and their shutdown hooks run now, stopping any
+  // timers or clients the setup started. A name clash is refused before anything runs.
+  const setUpOnes = live();
+  refuseClashes(setUpOnes, claimed, 'prefix');
   refuseClashes(live(), (c) => c.record.routes, 'route');
+  for (const c of setUpOnes) if (c.record.status === 'failed') await c.built!.stop();
 
   for (const c of candidates) {
     if (c.record.status === 'loaded') p.log.info('extension loaded', { extension: c.record.name, version: c.record.version, routes: c.record.routes.length, migrations: c.record.migrations });

@@ -51,10 +51,14 @@ import { defineExtension } from 'basalt';
 export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) { ctx.routes.get('${route}', ({ request }) => ctx.reply(request, { from: '${name}' })); } });
 `;
 
-/** Claims the Files prefix (as media-library does). */
+/** Claims the Files prefix (as media-library does); its shutdown hook leaves a `stopped` file in its data dir. */
 export const claimsFiles = (name: string) => `
 import { defineExtension } from 'basalt';
-export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) { ctx.claim('/api/v1/files').get('/', ({ request }) => ctx.reply(request, { from: '${name}' })); } });
+import { writeFileSync } from 'node:fs';
+export default defineExtension({ name: '${name}', version: '1.0.0', setup(ctx) {
+  ctx.onShutdown(() => writeFileSync(ctx.dataDir() + '/stopped', 'yes'));
+  ctx.claim('/api/v1/files').get('/', ({ request }) => ctx.reply(request, { from: '${name}' }));
+} });
 `;
 
 /** A setup that never finishes (start-up must not wait for it). */

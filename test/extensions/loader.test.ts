@@ -4,7 +4,7 @@
  * says what happened, naming both sides of a collision.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { cpSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENGINES, freshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
@@ -68,6 +68,10 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
     expect(r.status).toBe(status);
     if (data) expect(r.body).toEqual({ success: true, data, meta: { trace_id: r.headers.get('x-request-id'), execution_ms: expect.any(Number) }, errors: [] });
     else expect(r.body.success).toBe(false);
+  });
+
+  test('extensions refused for a prefix clash after their setup have had their shutdown hooks run already', () => {
+    for (const name of ['files-one', 'files-two']) expect(existsSync(join(s.platform.dataDir, 'extensions', name, 'stopped'))).toBe(true);
   });
 
   test('a failed migration leaves nothing of its file behind, records nothing, and mounts no route', async () => {

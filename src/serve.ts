@@ -2,6 +2,7 @@ import type { Server } from 'bun';
 import type { Platform } from './platform';
 import { createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
+import { recordMainPort } from './modules/runtime-config/service';
 
 // Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
 // reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
@@ -71,6 +72,7 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
     pub?.stop(true);
     throw e;
   }
+  recordMainPort(p, main.port!);
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
   let stopping: Promise<void> | undefined;
   return {

@@ -38,6 +38,7 @@ export const SETTINGS: SettingDef[] = [
   { key: 'web.cors_origins', kind: 'list', default: [], description: 'Origins allowed by CORS, exact match (e.g. https://app.example.com). Empty: no CORS headers.' },
   { key: 'web.trusted_proxies', kind: 'list', default: [], description: 'Peer addresses whose X-Forwarded-For is believed for the client IP.' },
   { key: 'web.max_json_body_bytes', kind: 'int', default: 1_048_576, min: 1024, max: 104_857_600, description: 'Largest request body outside Files uploads (JSON anywhere, forms and other bodies on extension routes); larger → 413. Files uploads are limited by files.max_bytes.' },
+  { key: 'web.main_base_url', kind: 'string', default: '', description: 'Base URL of the main listener (mail, files) as clients see it, published in runtime config when web.public_api_separate is true. Empty: the request\'s host with web.port.' },
   { key: 'web.shutdown_timeout_ms', kind: 'int', default: 10_000, min: 100, max: 600_000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before they are cut (and again for the shutdown steps); the process then exits.' },
   { key: 'web.public_base_url', kind: 'string', default: '', description: 'Public base URL of the API as clients see it (used in links and runtime config). Empty: derived from the request.' },
   // storage

@@ -317,12 +317,34 @@ describe('listeners', () => {
     if (status === 404) expect(r.body.success).toBe(false);
   });
 
+  test('runtime config publishes both listeners: the public API base and the main one (mail, files)', async () => {
+    const r = await s.req('GET', '/api/v1/public/runtime-config');
+    expect(r.body.data).toMatchObject({ public_api_separate: true, api_base_url: s.publicUrl + '/api', main_api_base_url: s.url + '/api' });
+    // The published base really reaches mail and files (401 from their guards, not 404).
+    const mail = await fetch(r.body.data.main_api_base_url + '/v1/mail/send', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(mail.status).toBe(401);
+    expect(((await mail.json()) as any).errors[0].code).toBe('unauthorized');
+    expect((await fetch(r.body.data.main_api_base_url + '/v1/files')).status).toBe(401);
+    expect((await fetch(r.body.data.api_base_url + '/v1/mail/send', { method: 'POST' })).status).toBe(404);
+    await s.platform.settings.set('web.main_base_url', 'https://admin.example.com/');
+    await s.platform.settings.set('web.public_base_url', 'https://api.example.com');
+    try {
+      const behindProxy = await s.req('GET', '/api/v1/public/runtime-config');
+      expect(behindProxy.body.data).toMatchObject({ api_base_url: 'https://api.example.com/api', main_api_base_url: 'https://admin.example.com/api' });
+    } finally {
+      await s.platform.settings.unset('web.main_base_url');
+      await s.platform.settings.unset('web.public_base_url');
+    }
+  });
+
   test('one listener serves everything when the split is off', async () => {
     const one = await startServer('embedded');
     try {
       expect(one.running.public).toBeUndefined();
       expect((await one.req('GET', '/healthz', { base: one.url })).status).toBe(200);
-      expect((await one.req('GET', '/api/v1/public/runtime-config', { base: one.url })).status).toBe(200);
+      const rc = await one.req('GET', '/api/v1/public/runtime-config', { base: one.url });
+      expect(rc.status).toBe(200);
+      expect(rc.body.data).toMatchObject({ public_api_separate: false, api_base_url: one.url + '/api', main_api_base_url: one.url + '/api' });
     } finally {
       await one.stop();
     }

@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
-import { runtimeConfig } from './service';
+import { mainBaseUrl, runtimeConfig } from './service';
 import { publicAccess } from '../../http/api-key-guard';
 import { siteKeyRuntimeConfig } from '../keys/site-key';
 
@@ -8,7 +8,8 @@ const RuntimeConfig = t.Object({
   success: t.Literal(true),
   data: t.Object({
     app_name: t.String(),
-    api_base_url: t.String(),
+    api_base_url: t.String({ description: 'Public API base: auth, database, extensions, runtime config.' }),
+    main_api_base_url: t.String({ description: 'Main listener API base: mail and files. Equal to api_base_url unless public_api_separate is true.' }),
     access_mode: t.Union([t.Literal('open'), t.Literal('api_key_required')]),
     public_api_separate: t.Boolean(),
     registration_open: t.Boolean(),
@@ -26,9 +27,9 @@ export function runtimeConfigRoutes(p: Platform) {
     '/api/v1/public/runtime-config',
     async ({ request }) => {
       await publicAccess(p, request);
-      const base = p.settings.get<string>('web.public_base_url') || new URL(request.url).origin;
+      const base = (p.settings.get<string>('web.public_base_url') || new URL(request.url).origin).replace(/\/$/, '');
       const extra = Object.assign({}, ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))));
-      return { success: true as const, data: runtimeConfig(p.settings, base.replace(/\/$/, ''), extra) as never };
+      return { success: true as const, data: runtimeConfig(p.settings, { public: base, main: mainBaseUrl(p.settings, p, request.url) }, extra) as never };
     },
     {
       response: { 200: RuntimeConfig },

@@ -7,7 +7,6 @@ import type { Platform } from '../../platform';
 import { getOrCreateSecret } from '../../db/secrets';
 import { ConfigError } from '../../config/validate';
 import { PgError } from '../../db/engine';
-import { SETTINGS_BY_KEY } from '../../config/schema';
 import { AuthErrors } from './errors';
 import type { AppError } from '../../http/errors';
 import type { RequestUser } from '../../http/user-guard';
@@ -48,11 +47,6 @@ const MINUTE = 60;
 /** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
 const PRUNE_EVERY_MS = 15 * 60_000;
-/**
- * Mailed-token submissions (password/reset, verify-email) per minute per IP, used
- * while the settings schema does not declare auth.rate_limit_token_per_ip.
- */
-const TOKEN_PER_IP_DEFAULT = 10;
 
 export class AuthService {
   private pending = new Set<Promise<void>>();
@@ -67,14 +61,9 @@ export class AuthService {
     return this.p.settings.get<T>(`auth.${key}`);
   }
 
-  /** A setting the schema may not declare yet: its stored/pinned value when it does, else `fallback`. */
-  private settingOr<T>(key: string, fallback: T): T {
-    return SETTINGS_BY_KEY.has(`auth.${key}`) ? this.setting<T>(key) : fallback;
-  }
-
   /** Per-IP limit on submitting mailed tokens: guessing is hopeless, but each try costs a lookup (and formerly a hash). */
   private async limitTokenTries(ip: string): Promise<void> {
-    await this.limit(`token_ip:${ip}`, this.settingOr('rate_limit_token_per_ip', TOKEN_PER_IP_DEFAULT));
+    await this.limit(`token_ip:${ip}`, this.setting<number>('rate_limit_token_per_ip'));
   }
 
   private async limit(bucket: string, perMinute: number): Promise<void> {

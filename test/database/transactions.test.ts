@@ -22,7 +22,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   beforeAll(async () => {
     s = await startServer(engine);
     await s.platform.db.exec(TABLE);
-    key = await createKey(s, { type: 'service', service: 'a', permissions: ['db:query'], tables: ['notes', 'slow'] });
+    key = await createKey(s, { type: 'service', service: 'a', permissions: ['db:query'], tables: ['notes', 'slow', 'slow_ok', 'slow_fail'] });
     other = await createKey(s, { type: 'service', service: 'b', permissions: ['db:*'], tables: ['notes'] });
   });
   afterAll(() => s.stop());
@@ -93,12 +93,70 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     expect((await tx(s, key, `${id}/rollback`)).status).toBe(200);
   });
 
-  test('concurrent requests on one transaction run one at a time', async () => {
+  /**
+   * Send `bodies` one after another, `gapMs` apart, without waiting for answers; the
+   * gap makes the send order the order in which they reach the server. Answers are
+   * returned in send order, each with its place in the order of completion.
+   */
+  const fire = async (bodies: Record<string, unknown>[], gapMs = 15) => {
+    let done = 0;
+    const pending = [];
+    for (const b of bodies) {
+      pending.push(q(b).then((r) => ({ r, finished: done++ })));
+      await Bun.sleep(gapMs);
+    }
+    return Promise.all(pending);
+  };
+
+  test('concurrent requests on one transaction run one at a time, in arrival order', async () => {
+    // External: a slow first statement keeps the connection busy while the others
+    // arrive, so they all wait in the transaction's queue. (The embedded engine runs a
+    // statement on the JavaScript thread, so nothing else would arrive meanwhile.)
+    if (engine === 'external') await s.platform.db.exec('CREATE VIEW public.slow_ok AS SELECT 1 AS x FROM pg_sleep(0.3)');
+    s.platform.services.database.catalog.invalidate();
     const id = await begin();
-    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => q({ action: 'insert', data: { body: `c${i}` }, transaction_id: id })));
-    expect(results.map((r) => r.status)).toEqual(Array(8).fill(200));
-    expect((await q({ action: 'select', filters: [{ field: 'body', op: 'like', value: 'c%' }], transaction_id: id, total: true })).body.data.total).toBe(8);
+    const steps: Record<string, unknown>[] = [];
+    if (engine === 'external') steps.push({ entity: 'slow_ok', action: 'select', transaction_id: id });
+    for (let i = 0; i < 6; i++) {
+      steps.push({ action: 'insert', data: { body: `c${i}` }, fields: ['id', 'body'], transaction_id: id });
+      // Each count sees exactly the inserts that arrived before it.
+      steps.push({ action: 'select', filters: [{ field: 'body', op: 'like', value: 'c%' }], transaction_id: id, total: true, limit: 0 });
+    }
+    const t0 = Date.now();
+    const out = await fire(steps);
     await tx(s, key, `${id}/rollback`);
+    expect(out.map((o) => o.r.body.error ?? o.r.status)).toEqual(Array(steps.length).fill(200));
+    if (engine === 'external') expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+    // Answers completed in the order the requests arrived…
+    expect(out.map((o) => o.finished)).toEqual(steps.map((_, i) => i));
+    const rows = out.filter((o) => o.r.body.data.rows[0]?.body).map((o) => o.r.body.data.rows[0]);
+    // …the serial ids were drawn in that order…
+    expect(rows.map((r: any) => r.body)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
+    for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id);
+    // …and each count saw the inserts before it and none after.
+    expect(out.filter((o) => o.r.body.data.total !== undefined).map((o) => o.r.body.data.total)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  test.if(engine === 'external')('requests queued behind a statement that fails answer 409 transaction_aborted, and a queued commit rolls back', async () => {
+    await s.platform.db.exec('CREATE VIEW public.slow_fail AS SELECT 1 / (x - 1) AS x FROM (SELECT 1 AS x FROM pg_sleep(0.3)) s');
+    s.platform.services.database.catalog.invalidate();
+    const id = await begin();
+    const out = await fire([
+      { action: 'insert', data: { body: 'doomed' }, transaction_id: id },
+      { entity: 'slow_fail', action: 'select', transaction_id: id },
+      { action: 'insert', data: { body: 'after' }, transaction_id: id },
+      { action: 'select', transaction_id: id },
+    ]);
+    const commit = await tx(s, key, `${id}/commit`);
+    expect(out.map((o) => [o.r.status, o.r.body.error?.code ?? null])).toEqual([
+      [200, null],
+      [400, 'validation_error'], // division by zero
+      [409, 'transaction_aborted'],
+      [409, 'transaction_aborted'],
+    ]);
+    expect(out[1]!.r.body.error.details?.fields?.entity).toBeUndefined(); // failed in the database, not refused before
+    expectError(commit, 409, 'transaction_aborted');
+    expect(await bodies()).toEqual(['uno', 'two']);
   });
 
   test('idle past db.transaction_idle_timeout_ms → rolled back and forgotten; each query extends it', async () => {

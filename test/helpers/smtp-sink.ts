@@ -2,7 +2,8 @@
  * A real SMTP server on 127.0.0.1 (smtp-server) that keeps every message it
  * receives, parsed by mailparser. Tests point `mail.smtp_url` at `sink.url` and
  * assert on what arrived. It can refuse the next N messages with any SMTP reply
- * code, or hold messages unanswered (to catch a sender mid-send).
+ * code, hold messages unanswered (to catch a sender mid-send), or answer each one
+ * only after a delay (a slow server).
  *
  * @example
  * const sink = await startSmtpSink();
@@ -45,7 +46,12 @@ export interface SmtpSink {
    */
   hold(): void;
   release(): void;
-  /** Messages currently held. */
+  /**
+   * Answer every message `ms` after its DATA (0: at once again), like a slow server. A
+   * delayed message counts as held; its client disconnecting discards it.
+   */
+  delay(ms: number): void;
+  /** Messages currently held (by hold() or delay()). */
   readonly heldCount: number;
   /**
    * Resolves with the messages once at least `n` arrived (only those `match` accepts,
@@ -64,6 +70,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
   let refuseText = 'Temporary failure, try again later';
   let refused = 0;
   let held = false;
+  let delayMs = 0;
   // Answers held back, per SMTP session; dropped when the client disconnects (it never saw a 250, so nothing was delivered).
   const heldCallbacks: { session: string; answer: () => void }[] = [];
 
@@ -122,8 +129,17 @@ export async function startSmtpSink(): Promise<SmtpSink> {
             cb(e as Error);
           }
         };
-        if (held) heldCallbacks.push({ session: session.id, answer: () => void answer() });
-        else await answer();
+        const pending = { session: session.id, answer: () => void answer() };
+        if (held) heldCallbacks.push(pending);
+        else if (delayMs > 0) {
+          heldCallbacks.push(pending);
+          setTimeout(() => {
+            const i = heldCallbacks.indexOf(pending);
+            if (i < 0) return; // released early, or the client went away
+            heldCallbacks.splice(i, 1);
+            pending.answer();
+          }, delayMs);
+        } else await answer();
       });
     },
   });
@@ -150,6 +166,9 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     },
     hold() {
       held = true;
+    },
+    delay(ms) {
+      delayMs = ms;
     },
     get heldCount() {
       return heldCallbacks.length;

@@ -7,7 +7,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { arrived, mailEnv, until, waitState } from './helpers';
+import { FROM, arrived, until, waitState } from './helpers';
 
 describe.each(ENGINES)('mail idempotency on %s', (engine) => {
   let s: TestServer;
@@ -18,7 +18,11 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
 
   beforeAll(async () => {
     sink = await startSmtpSink();
-    s = await startServer(engine, { env: mailEnv(sink) });
+    s = await startServer(engine);
+    // Configured in the database, not the environment (which would win), so a test can unconfigure it.
+    await s.platform.settings.set('mail.smtp_url', sink.url);
+    await s.platform.settings.set('mail.from', FROM);
+    await s.platform.settings.set('mail.retry_base_ms', 40);
     key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
   });
   afterAll(async () => {
@@ -50,6 +54,43 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     expect(sink.messages.filter((m) => m.subject === 'replay')).toHaveLength(1);
   });
 
+  test('a replay answers the original even after the template was deleted, max_recipients lowered or mail unconfigured', async () => {
+    const mail = s.platform.services.mail;
+    await mail.templates.put({ name: 'replay_tpl', subject: 'Hi {{ name }}', text: 'Hello {{ name }}' });
+    const queued = { to: ['ada@example.com', 'bob@example.com'], template: 'replay_tpl', variables: { name: 'Ada' } };
+    const k1 = crypto.randomUUID();
+    const k2 = crypto.randomUUID();
+    const first = await send(queued, { 'Idempotency-Key': k1 });
+    expect(first.status).toBe(202);
+    const firstSync = await send({ ...queued, sync: true }, { 'Idempotency-Key': k2 });
+    expect(firstSync.status).toBe(200);
+    const settings = s.platform.settings;
+    const url = settings.get<string>('mail.smtp_url');
+    try {
+      await mail.templates.delete('replay_tpl');
+      await settings.set('mail.max_recipients', 1);
+      await settings.set('mail.smtp_url', '');
+      // A new key would be refused now, for each of the three changes…
+      const fresh = { 'Idempotency-Key': crypto.randomUUID() };
+      expect((await send(queued, fresh)).body.errors[0].code).toBe('validation_error');
+      expect((await send({ ...queued, to: ['ada@example.com'] }, { 'Idempotency-Key': crypto.randomUUID() })).body.errors[0].code).toBe('template_not_found');
+      expect((await send(msg('new'), { 'Idempotency-Key': crypto.randomUUID() })).body.errors[0].code).toBe('mail_not_configured');
+      // …but the same key and payload get the original answers back.
+      for (const [body, k, orig] of [[queued, k1, first], [{ ...queued, sync: true }, k2, firstSync]] as const) {
+        const again = await send(body, { 'Idempotency-Key': k });
+        expect({ status: again.status, replayed: again.headers.get('idempotent-replayed'), data: again.body.data }).toEqual({ status: orig.status, replayed: 'true', data: orig.body.data });
+      }
+      // A different payload with a used key is still 422, not a validation error of today.
+      expect((await send({ ...queued, variables: { name: 'Eve' } }, { 'Idempotency-Key': k1 })).status).toBe(422);
+    } finally {
+      await settings.set('mail.smtp_url', url);
+      await settings.set('mail.max_recipients', 50);
+    }
+    await waitState(s, key, first.body.data.job_id, 'sent');
+    expect(arrived(sink, first.body.data.job_id)).toHaveLength(1);
+    expect(arrived(sink, firstSync.body.data.job_id)).toHaveLength(1);
+  });
+
   test('same key, different payload → 422 idempotency_key_reused', async () => {
     const k = crypto.randomUUID();
     expect((await send(msg('first'), { 'Idempotency-Key': k })).status).toBe(202);
@@ -61,10 +102,19 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     }
   });
 
-  test('header and body keys that differ → 400; a non-UUID header → 400', async () => {
+  test('header and body keys that differ → 400; both headers that differ → 400; a non-UUID header → 400', async () => {
     const a = await send(msg('x', { idempotency_key: crypto.randomUUID() }), { 'Idempotency-Key': crypto.randomUUID() });
     expect(a.status).toBe(400);
     expect(a.body.errors[0].details.fields).toHaveProperty('idempotency_key');
+    const both = await send(msg('two headers'), { 'Idempotency-Key': crypto.randomUUID(), 'X-Idempotency-Key': crypto.randomUUID() });
+    expect(both.status).toBe(400);
+    expect(both.body.errors[0].code).toBe('validation_error');
+    expect(both.body.errors[0].details.fields).toHaveProperty('X-Idempotency-Key');
+    // The same value in both headers is one key.
+    const k = crypto.randomUUID();
+    const same = await send(msg('two headers'), { 'Idempotency-Key': k, 'X-Idempotency-Key': k.toUpperCase() });
+    expect(same.status).toBe(202);
+    expect((await send(msg('two headers'), { 'X-Idempotency-Key': k })).headers.get('idempotent-replayed')).toBe('true');
     const b = await send(msg('x'), { 'Idempotency-Key': 'order-42' });
     expect(b.status).toBe(400);
     expect(b.body.errors[0].details.fields).toHaveProperty('Idempotency-Key');

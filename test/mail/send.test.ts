@@ -186,6 +186,14 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     expect((await s.req('GET', `/api/v1/mail/jobs/not-a-uuid`, { headers: { 'x-api-key': key } })).status).toBe(404);
     expect((await s.req('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: { 'x-api-key': key } })).status).toBe(404);
     expect((await s.req('GET', `/api/v1/mail/jobs/${id}`)).status).toBe(401);
+    // A key without mail permission is refused before the job is even looked up.
+    const dbKey = await createKey(s, { type: 'service', service: 'reports2', permissions: ['db:query'], tables: ['orders'] });
+    for (const k of [dbKey, await createKey(s, { type: 'public' })]) {
+      const r403 = await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': k } });
+      expect(r403.status).toBe(403);
+      expect(r403.body).toMatchObject({ success: false, errors: [{ code: 'forbidden' }] });
+      expect(r403.text).not.toContain(id);
+    }
     await waitState(s, key, id, 'sent');
   });
 

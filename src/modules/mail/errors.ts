@@ -21,9 +21,10 @@ export const MailErrors = {
     new AppError(400, 'validation_error', `The template uses variables the request does not give: ${names.join(', ')}.`, {
       details: { fields: Object.fromEntries(names.map((n) => [`variables.${n}`, 'required by the template'])), missing_variables: names },
     }),
-  idempotencyConflictingKeys: () =>
-    new AppError(400, 'validation_error', 'The Idempotency-Key header and the body field idempotency_key differ; send one, or the same value in both.', {
-      details: { fields: { idempotency_key: 'differs from the Idempotency-Key header' } },
+  /** Two sources of the key (Idempotency-Key, X-Idempotency-Key, body idempotency_key) disagree. */
+  idempotencyConflictingKeys: (field: string, other: string) =>
+    new AppError(400, 'validation_error', `The idempotency key is given twice with different values (${other} and ${field}); send one, or the same value in both.`, {
+      details: { fields: { [field]: `differs from ${other}` } },
     }),
   idempotencyReused: () =>
     new AppError(422, 'idempotency_key_reused', 'This idempotency key was already used with a different request; use a new key for a new message.'),

@@ -22,19 +22,23 @@ export interface StoredAnswer {
 
 /**
  * The key of a request, from the `Idempotency-Key` / `X-Idempotency-Key` header or the
- * body field `idempotency_key`. Must be a UUID; header and body, when both given, must agree.
+ * body field `idempotency_key`. Must be a UUID; when more than one is given, they must agree.
  */
 export function resolveIdempotencyKey(headers: { get(name: string): string | null }, bodyKey: unknown): string | undefined {
-  const fromHeader = headers.get('idempotency-key') ?? headers.get('x-idempotency-key') ?? undefined;
+  const primary = headers.get('idempotency-key') ?? undefined;
+  const alias = headers.get('x-idempotency-key') ?? undefined;
   const check = (v: unknown, field: string) => {
     if (typeof v !== 'string' || !UUID.test(v.trim())) {
       throw MailErrors.invalid(`The idempotency key must be a UUID (e.g. ${crypto.randomUUID()}).`, { [field]: 'must be a UUID' });
     }
     return v.trim().toLowerCase();
   };
-  const h = fromHeader !== undefined ? check(fromHeader, 'Idempotency-Key') : undefined;
+  const hp = primary !== undefined ? check(primary, 'Idempotency-Key') : undefined;
+  const ha = alias !== undefined ? check(alias, 'X-Idempotency-Key') : undefined;
+  if (hp && ha && hp !== ha) throw MailErrors.idempotencyConflictingKeys('X-Idempotency-Key', 'the Idempotency-Key header');
+  const h = hp ?? ha;
   const b = bodyKey !== undefined && bodyKey !== null ? check(bodyKey, 'idempotency_key') : undefined;
-  if (h && b && h !== b) throw MailErrors.idempotencyConflictingKeys();
+  if (h && b && h !== b) throw MailErrors.idempotencyConflictingKeys('idempotency_key', hp ? 'the Idempotency-Key header' : 'the X-Idempotency-Key header');
   return h ?? b;
 }
 
@@ -50,6 +54,24 @@ export function canonicalJson(v: unknown): string {
 
 export function requestHash(payload: unknown): string {
   return new Bun.CryptoHasher('sha256').update(canonicalJson(payload)).digest('hex');
+}
+
+/**
+ * The live record of a key, if any: its stored answer to replay, or 422 (different
+ * payload) / 409 (still in flight). Undefined when the key is free (never used, expired,
+ * or its owner died): the caller validates the request and then claims the key.
+ */
+export async function lookupKey(q: Queryable, scope: string, key: string, hash: string): Promise<StoredAnswer | undefined> {
+  const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
+    `SELECT request_hash, status, response FROM basalt.mail_idempotency
+      WHERE key_scope = $1 AND idem_key = $2 AND expires_at >= now() AND NOT (status IS NULL AND locked_until < now())`,
+    [scope, key],
+  );
+  const rec = rows[0];
+  if (!rec) return undefined;
+  if (rec.request_hash !== hash) throw MailErrors.idempotencyReused();
+  if (rec.status === null) throw MailErrors.idempotencyInProgress();
+  return { status: rec.status, data: rec.response };
 }
 
 export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer };
@@ -87,6 +109,23 @@ export async function claimKey(q: Queryable, scope: string, key: string, hash: s
     return { owned: false, replay: { status: rec.status, data: rec.response } };
   }
   throw MailErrors.idempotencyInProgress();
+}
+
+/** The idempotency key a sync send holds in flight (renewed with its job's lease). */
+export interface HeldKey {
+  scope: string;
+  key: string;
+}
+
+/** Keep in-flight keys locked `lockMs` longer: their owner is alive, still waiting for the server. */
+export async function renewKeys(q: Queryable, keys: HeldKey[], lockMs: number): Promise<void> {
+  if (!keys.length) return;
+  await q.query(
+    `UPDATE basalt.mail_idempotency r SET locked_until = now() + ($3::int * interval '1 millisecond')
+       FROM unnest($1::text[], $2::uuid[]) AS k(scope, key)
+      WHERE r.key_scope = k.scope AND r.idem_key = k.key AND r.status IS NULL`,
+    [keys.map((k) => k.scope), keys.map((k) => k.key), lockMs],
+  );
 }
 
 /** Store the owner's answer; later requests replay it. */

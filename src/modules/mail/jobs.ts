@@ -101,8 +101,10 @@ export async function insertJob(q: Queryable, j: NewJob, notifyChannel?: string)
  * Claim up to `n` due jobs for `worker`: queued or failed jobs whose time has come,
  * and queued jobs still `sending` under an expired lease (their instance died).
  * Sync jobs are never resent by the queue: their caller was told the outcome.
+ * `exclude`: jobs this instance still holds (sending or about to): never claimed twice by
+ * the same worker, even if their lease could not be renewed in time.
  */
-export async function claimJobs(q: Queryable, worker: string, n: number, leaseMs: number): Promise<JobRow[]> {
+export async function claimJobs(q: Queryable, worker: string, n: number, leaseMs: number, exclude: string[] = []): Promise<JobRow[]> {
   const { rows } = await q.query<JobRow>(
     `UPDATE basalt.mail_jobs j
         SET state = 'sending', attempts = j.attempts + 1, lease_until = now() + ($3::int * interval '1 millisecond'),
@@ -110,14 +112,29 @@ export async function claimJobs(q: Queryable, worker: string, n: number, leaseMs
       WHERE j.id IN (
         SELECT id FROM basalt.mail_jobs
          WHERE (state IN ('queued', 'failed') AND run_at <= now())
-            OR (state = 'sending' AND NOT sync AND lease_until < now() AND attempts < max_attempts)
+            OR (state = 'sending' AND NOT sync AND lease_until < now() AND attempts < max_attempts AND NOT (id = ANY($4::uuid[])))
          ORDER BY run_at
          LIMIT $2
          FOR UPDATE SKIP LOCKED)
       RETURNING j.*`,
-    [worker, n, leaseMs],
+    [worker, n, leaseMs, exclude],
   );
   return rows;
+}
+
+/**
+ * Push the lease of jobs this worker still holds `leaseMs` into the future (the heartbeat
+ * while a send runs). Returns the ids still ours; a missing one was taken over.
+ */
+export async function renewLeases(q: Queryable, ids: string[], worker: string, leaseMs: number): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const { rows } = await q.query<{ id: string }>(
+    `UPDATE basalt.mail_jobs SET lease_until = now() + ($3::int * interval '1 millisecond')
+      WHERE id = ANY($1::uuid[]) AND claimed_by = $2 AND state = 'sending'
+      RETURNING id`,
+    [ids, worker, leaseMs],
+  );
+  return new Set(rows.map((r) => r.id));
 }
 
 /**

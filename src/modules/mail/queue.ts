@@ -3,26 +3,33 @@
  *
  * - Wake-ups: NOTIFY on `basalt_mail` when a job is queued, a timer for the next
  *   retry this instance scheduled, and a poll (every second) as the fallback for a
- *   lost notification or another instance's retry.
+ *   lost notification, a failed LISTEN or another instance's retry.
  * - At most `mail.concurrency` sends at once per instance.
  * - Leases: a claimed job carries `lease_until`; if this process dies, another
  *   instance (or this one after a restart) reclaims it once the lease has passed.
  *   With the embedded engine only one process can own the database, so `sending`
  *   jobs found at start are orphans and go straight back to the queue.
- * - Shutdown: stop claiming, let in-flight sends finish for a few seconds, then
- *   release what is still claimed so it is not stuck until its lease expires.
+ *   While a send runs its lease is renewed every lease/3 (a slow SMTP server may take
+ *   far longer than `mail.lease_ms`), and claims never take a job this worker holds.
+ * - Shutdown: stop claiming, give back jobs claimed but not started, let started sends
+ *   finish for a few seconds, then abort the ones still running (the connection is
+ *   closed before the server accepted) and give those back too. A started send is
+ *   never given back while it could still be accepted: that would deliver it twice.
  */
 import { hostname } from 'node:os';
 import type { Db } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
-import { buryAbandoned, claimJobs, markFailed, markSentMany, purge, releaseJobs, requeueOrphans, type JobRow } from './jobs';
+import { buryAbandoned, claimJobs, markFailed, markSentMany, purge, releaseJobs, renewLeases, requeueOrphans, type JobRow } from './jobs';
 import { SmtpSendError, type SmtpTransport } from './smtp';
+import { renewKeys, type HeldKey } from './idempotency';
 
 export const MAIL_CHANNEL = 'basalt_mail';
 const POLL_MS = 1000;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 const SHUTDOWN_GRACE_MS = 5000;
+/** After aborting the sends still running at shutdown, how long to wait for them to unwind. */
+const ABORT_GRACE_MS = 2000;
 /** Retries never wait longer than this, whatever the attempt number. */
 const MAX_RETRY_DELAY_MS = 6 * 60 * 60 * 1000;
 
@@ -41,13 +48,27 @@ export interface WorkerDeps {
   settings: Settings;
   log: Logger;
   smtp: SmtpTransport;
+  /** Poll interval (default 1 s). Internal: tests stretch it to prove NOTIFY alone wakes the worker. */
+  pollMs?: number;
+  /** How long stop() lets started sends finish before aborting them (default 5 s). */
+  shutdownGraceMs?: number;
 }
 
 export class MailWorker {
   readonly id = `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** One per send in flight: aborted at shutdown if the server has not answered by then. */
+  private readonly aborts = new Map<string, AbortController>();
+  /** Sends aborted at shutdown: not accepted by the server, given back to the queue. */
+  private readonly aborted = new Set<string>();
+  /** Sync sends (service.sendNow) of this process, with the idempotency key they hold: renewed like the worker's leases. */
+  private readonly syncSends = new Map<string, HeldKey | undefined>();
   /** Claimed (leased to us) but not started yet: one claim fills the free slots plus one round ahead. */
-  private buffer: { job: JobRow; claimedAt: number }[] = [];
+  private buffer: { job: JobRow; leasedAt: number }[] = [];
+  private renewTimer?: Timer;
+  private renewing = false;
+  /** Stopped: no more renewals (a send still stuck is left to its lease). */
+  private closed = false;
   /** Sends the server accepted, waiting to be written as `sent` in one statement. */
   private sentQueue: { id: string; note: string | null; done: () => void }[] = [];
   private flushing = false;
@@ -102,7 +123,7 @@ export class MailWorker {
       // Jobs whose instance died on their last attempt: settle them as dead once their lease passed.
       buryAbandoned(db).catch(() => {});
       this.wake();
-    }, POLL_MS);
+    }, this.d.pollMs ?? POLL_MS);
     this.purgeTimer = setInterval(() => void this.purgeNow(), PURGE_EVERY_MS);
     void this.purgeNow();
     this.wake();
@@ -138,23 +159,24 @@ export class MailWorker {
         const concurrency = settings.get<number>('mail.concurrency');
         const leaseMs = settings.get<number>('mail.lease_ms');
         while (this.inFlight.size < concurrency && this.buffer.length) {
-          const { job, claimedAt } = this.buffer.shift()!;
-          // Past half its lease, another instance may soon take it over: starting now could
-          // send it twice. Leave it; it is claimable again once the lease expires.
-          if (Date.now() - claimedAt > leaseMs / 2) continue;
+          const { job, leasedAt } = this.buffer.shift()!;
+          // Past half its lease (renewals failing), another instance may soon take it over:
+          // starting now could send it twice. Leave it; it is claimable again once the lease expires.
+          if (Date.now() - leasedAt > leaseMs / 2) continue;
           this.begin(job);
         }
         const free = concurrency - this.inFlight.size;
         if (free <= 0) return;
         // Claiming costs a commit; taking one round ahead keeps the connections busy
         // without a database round trip between two sends.
-        const claimedAt = Date.now();
-        const jobs = await claimJobs(db, this.id, free + concurrency, leaseMs);
+        const leasedAt = Date.now();
+        const jobs = await claimJobs(db, this.id, free + concurrency, leaseMs, this.heldIds());
         if (this.claimFailing) {
           this.claimFailing = false;
           log.info('mail worker: claiming jobs works again');
         }
-        for (const job of jobs) this.buffer.push({ job, claimedAt });
+        for (const job of jobs) this.buffer.push({ job, leasedAt });
+        if (jobs.length) this.keepLeases();
         if (!jobs.length) return;
       }
     } catch (e) {
@@ -165,11 +187,65 @@ export class MailWorker {
   }
 
   private begin(job: JobRow): void {
-    const p = this.deliver(job).finally(() => {
+    const abort = new AbortController();
+    this.aborts.set(job.id, abort);
+    const p = this.deliver(job, abort.signal).finally(() => {
       this.inFlight.delete(job.id);
+      this.aborts.delete(job.id);
       this.wake();
     });
     this.inFlight.set(job.id, p);
+    this.keepLeases();
+  }
+
+  /** Every job whose lease this process holds: sending, claimed ahead, or a sync send. */
+  private heldIds(): string[] {
+    return [...this.inFlight.keys(), ...this.buffer.map((b) => b.job.id), ...this.syncSends.keys()];
+  }
+
+  /**
+   * A sync send (service.sendNow) leased to this worker: its lease (and the in-flight
+   * lock of its idempotency key) is renewed until the returned function is called, so a
+   * slow server never gets it settled as abandoned or its key taken over by a duplicate.
+   */
+  holdSync(id: string, key?: HeldKey): () => void {
+    this.syncSends.set(id, key);
+    this.keepLeases();
+    return () => this.syncSends.delete(id);
+  }
+
+  /** The heartbeat: while this process holds leases, renew them every lease/3. */
+  private keepLeases(): void {
+    if (this.renewTimer || this.renewing || this.closed) return;
+    const every = Math.max(Math.floor(this.d.settings.get<number>('mail.lease_ms') / 3), 50);
+    this.renewTimer = setTimeout(() => {
+      this.renewTimer = undefined;
+      void this.renewNow();
+    }, every);
+    // Never what keeps a process alive (one-shot CLI commands send through the same service).
+    this.renewTimer.unref?.();
+  }
+
+  private async renewNow(): Promise<void> {
+    const ids = this.heldIds();
+    if (!ids.length) return;
+    this.renewing = true;
+    const at = Date.now();
+    try {
+      const leaseMs = this.d.settings.get<number>('mail.lease_ms');
+      const ours = await renewLeases(this.d.db, ids, this.id, leaseMs);
+      const keys = [...this.syncSends.values()].filter((k): k is HeldKey => k !== undefined);
+      if (keys.length) await renewKeys(this.d.db, keys, leaseMs);
+      for (const b of this.buffer) if (ours.has(b.job.id)) b.leasedAt = at;
+      const lost = ids.filter((id) => !ours.has(id) && (this.inFlight.has(id) || this.syncSends.has(id)));
+      if (lost.length) this.d.log.warn('mail worker: lease of a send in progress was lost (another instance may send it too)', { jobs: lost });
+    } catch (e) {
+      // Retried at the next beat; the half-lease rule keeps claimed-ahead jobs from starting late.
+      this.d.log.warn('mail worker: could not renew leases', { jobs: ids.length, cause: e });
+    } finally {
+      this.renewing = false;
+    }
+    if (this.heldIds().length) this.keepLeases();
   }
 
   /** Record a delivery; concurrent ones are written together (one commit for many). */
@@ -199,7 +275,7 @@ export class MailWorker {
     }
   }
 
-  private async deliver(job: JobRow): Promise<void> {
+  private async deliver(job: JobRow, signal: AbortSignal): Promise<void> {
     const { db, settings, log, smtp } = this.d;
     try {
       const res = await smtp.send({
@@ -209,12 +285,18 @@ export class MailWorker {
         html: job.html ?? undefined,
         messageId: job.message_id,
         headers: { 'X-Basalt-Job-Id': job.id },
+        signal,
       });
       const note = res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null;
       // The slot is free as soon as the server accepted; the `sent` mark is written in the next batch.
       this.pendingMarks.add(this.recordSent(job.id, note));
       log.debug('mail sent', { job_id: job.id, attempt: job.attempts });
     } catch (e) {
+      if (signal.aborted) {
+        // Shutdown closed the connection before the server answered: stop() gives it back.
+        this.aborted.add(job.id);
+        return;
+      }
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
       const delay = retryDelay(job.attempts, settings.get<number>('mail.retry_base_ms'));
       try {
@@ -250,7 +332,11 @@ export class MailWorker {
     }
   }
 
-  /** Stop claiming; wait briefly for sends in flight; give back what is still claimed. */
+  /**
+   * Stop claiming and give back jobs claimed but not started; let started sends finish
+   * (up to the grace), abort those still waiting for the server, give them back too.
+   * Leases are renewed until the last send has settled.
+   */
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
@@ -260,15 +346,32 @@ export class MailWorker {
     this.stopSettings?.();
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
     await this.unlisten?.().catch(() => {});
-    const pending = [...this.inFlight.values()];
-    let timer: Timer | undefined;
-    await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, SHUTDOWN_GRACE_MS)))]);
-    clearTimeout(timer);
-    await Promise.allSettled([...this.pendingMarks]);
-    const left = [...this.inFlight.keys(), ...this.buffer.splice(0).map((b) => b.job.id)];
-    if (left.length) {
-      const n = await releaseJobs(this.d.db, left, this.id).catch(() => 0);
-      this.d.log.info('mail jobs released at shutdown', { released: n });
+    const { db, log } = this.d;
+    let released = 0;
+    const notStarted = this.buffer.splice(0).map((b) => b.job.id);
+    if (notStarted.length) released += await releaseJobs(db, notStarted, this.id).catch(() => 0);
+    if (!(await settled([...this.inFlight.values()], this.d.shutdownGraceMs ?? SHUTDOWN_GRACE_MS))) {
+      for (const a of this.aborts.values()) a.abort(new Error('the instance is stopping'));
+      if (!(await settled([...this.inFlight.values()], ABORT_GRACE_MS))) {
+        // Not even the abort unwound them: leave them leased; another instance (or the next start) reclaims them.
+        log.warn('mail worker: sends still running at shutdown are left to their lease', { jobs: this.inFlight.size });
+      }
     }
+    await Promise.allSettled([...this.pendingMarks]);
+    const aborted = [...this.aborted];
+    this.aborted.clear();
+    if (aborted.length) released += await releaseJobs(db, aborted, this.id).catch(() => 0);
+    if (released) log.info('mail jobs released at shutdown', { released });
+    this.closed = true;
+    clearTimeout(this.renewTimer);
   }
+}
+
+/** True when every promise settled within `ms`. */
+async function settled(ps: Promise<unknown>[], ms: number): Promise<boolean> {
+  if (!ps.length) return true;
+  let timer: Timer | undefined;
+  const done = await Promise.race([Promise.allSettled(ps).then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))]);
+  clearTimeout(timer);
+  return done;
 }

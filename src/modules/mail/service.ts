@@ -10,7 +10,7 @@ import { checkMessage, isValidAddress, type MailMessage, type RenderedMail } fro
 import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
 import { MailWorker, MAIL_CHANNEL } from './queue';
-import { claimKey, completeKey, releaseKey, requestHash, type StoredAnswer } from './idempotency';
+import { claimKey, completeKey, lookupKey, releaseKey, requestHash, type HeldKey, type StoredAnswer } from './idempotency';
 import { countByState, getJob, insertJob, listJobs, markFailed, markSent, retryJob, viewOf, type JobFilter, type JobState, type JobView } from './jobs';
 
 export type { MailMessage } from './message';
@@ -75,9 +75,17 @@ export interface MailService {
   startWorker(): Promise<void>;
 }
 
-export function createMailService(p: Platform): MailService {
+/** Internal knobs (tests): not settings, an operator has no reason to turn them. */
+export interface MailServiceOptions {
+  /** The worker's fallback poll interval (default 1 s). */
+  pollMs?: number;
+  /** How long shutdown lets started sends finish before aborting them (default 5 s). */
+  shutdownGraceMs?: number;
+}
+
+export function createMailService(p: Platform, opts: MailServiceOptions = {}): MailService {
   const smtp = new SmtpTransport(p.settings, p.log);
-  const worker = new MailWorker({ db: p.db, settings: p.settings, log: p.log, smtp });
+  const worker = new MailWorker({ db: p.db, settings: p.settings, log: p.log, smtp, ...opts });
   const templates = templateStore(p.db);
   p.onShutdown(async () => {
     await worker.stop();
@@ -105,11 +113,14 @@ export function createMailService(p: Platform): MailService {
     return id;
   }
 
-  async function deliverNow(mail: RenderedMail, keyId: string | null): Promise<{ jobId: string; messageId: string }> {
+  /** `heldKey`: the idempotency key this send holds in flight (kept locked while the server answers). */
+  async function deliverNow(mail: RenderedMail, keyId: string | null, heldKey?: HeldKey): Promise<{ jobId: string; messageId: string }> {
     const id = crypto.randomUUID();
     const messageId = messageIdFor(id);
     // Recorded first, so the send is visible in the job list whatever happens next.
     await insertJob(p.db, { id, keyId, mail, messageId, maxAttempts: 1, sync: { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id } });
+    // Renewed while the server takes its time, so the job is never settled as abandoned mid-send.
+    const unhold = worker.holdSync(id, heldKey);
     try {
       const res = await smtp.send({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html, messageId, headers: { 'X-Basalt-Job-Id': id } });
       await markSent(p.db, id, worker.id, res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null);
@@ -118,6 +129,8 @@ export function createMailService(p: Platform): MailService {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
       await markFailed(p.db, id, worker.id, err.reason, true, 0).catch(() => {});
       throw MailErrors.provider(err.reason, err.cause);
+    } finally {
+      unhold();
     }
   }
 
@@ -172,10 +185,18 @@ export function createMailService(p: Platform): MailService {
     async submit(req, { keyId, idempotencyKey }) {
       const sync = req.sync === true;
       const msg: MailMessage = { to: req.to, subject: req.subject, text: req.text, html: req.html, template: req.template, variables: req.variables };
+      const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
+      // The fingerprint is of the request, not of the rendered mail: a replay is answered
+      // before anything is checked against today's templates and settings (CONTRACT §9: the
+      // original answer, even if the template was deleted or mail unconfigured since).
+      const hash = idempotencyKey ? requestHash({ ...msg, sync }) : '';
+      if (idempotencyKey) {
+        const earlier = await lookupKey(p.db, keyId, idempotencyKey, hash);
+        if (earlier) return replayOf(earlier);
+      }
       const mail = await prepare(msg);
       requireConfigured();
       const result = (jobId: string): SendResult => ({ job_id: jobId, sync, recipient_count: mail.to.length });
-      const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
 
       if (!idempotencyKey) {
         if (sync) return { status: 200, data: result((await deliverNow(mail, keyId)).jobId), replayed: false };
@@ -184,7 +205,6 @@ export function createMailService(p: Platform): MailService {
         return { status: 202, data: result(jobId), replayed: false };
       }
 
-      const hash = requestHash({ ...msg, sync });
       if (!sync) {
         // Claim, queue and record the answer in one transaction: a duplicate waits on the
         // unique key until this commits, then replays; a crash leaves neither half.
@@ -205,7 +225,7 @@ export function createMailService(p: Platform): MailService {
       if (!claim.owned) return replayOf(claim.replay);
       let data: SendResult;
       try {
-        data = result((await deliverNow(mail, keyId)).jobId);
+        data = result((await deliverNow(mail, keyId, { scope: keyId, key: idempotencyKey })).jobId);
       } catch (e) {
         // Nothing was accepted by the server: the client may retry with the same key.
         await releaseKey(p.db, keyId, idempotencyKey).catch(() => {});

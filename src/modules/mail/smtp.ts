@@ -17,6 +17,8 @@ export interface OutgoingMail {
   /** Stable per job (`<job-id@sender-domain>`), so a resend after a crash is recognisable. */
   messageId: string;
   headers?: Record<string, string>;
+  /** Aborting closes the connection carrying the message before the server accepted it (shutdown). */
+  signal?: AbortSignal;
 }
 
 export interface Delivered {
@@ -48,6 +50,7 @@ const CONNECTION_CODES: Record<string, string> = {
   EDNS: 'the mail server host name does not resolve',
   ETLS: 'TLS with the mail server failed',
   EAUTH: 'the mail server refused the credentials in mail.smtp_url',
+  EABORT: 'sending was aborted (the instance is stopping)',
 };
 
 /** Turn a nodemailer error into a reason a client may see (no host names, no stack). */
@@ -145,6 +148,7 @@ export class SmtpTransport {
         html: mail.html,
         messageId: mail.messageId,
         headers: mail.headers,
+        signal: mail.signal,
         // Our addresses are validated bare addr-specs; never let nodemailer read files or URLs.
         disableFileAccess: true,
         disableUrlAccess: true,

@@ -359,15 +359,20 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     try {
       const id = await begin();
       await q({ action: 'update', data: { body: 'orphan' }, filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id });
+      const keyId = (await s.platform.services.keys.verify(key))!.id;
+      const pid = (await s.platform.services.database.transactions.run(id, keyId, (c) => c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))).rows[0]!.pid;
       // Play a process that stopped tending its transaction: disarm the platform's idle timer.
       const entry = (s.platform.services.database.transactions as any).open.get(id);
       clearTimeout(entry.timer);
       entry.ended = true;
-      const pid = async () => (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'basalt-db-api' AND state = 'idle in transaction'`)[0]!.n;
-      expect(await pid()).toBe(1);
-      // Backstop = idle timeout + 5 s = 6 s.
-      await Bun.sleep(6500);
-      expect(await pid()).toBe(0);
+      const alive = async () => (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`)[0]!.n === 1;
+      const t0 = Date.now();
+      expect(await alive()).toBe(true);
+      // Backstop = idle timeout + 5 s = 6 s after the last statement.
+      while ((await alive()) && Date.now() - t0 < 10_000) await Bun.sleep(100);
+      const gone = Date.now() - t0;
+      expect(gone).toBeGreaterThanOrEqual(5500);
+      expect(gone).toBeLessThan(10_000);
       const after = await direct.begin(async (d) => {
         await d`SET LOCAL lock_timeout = 200`;
         return d`UPDATE public.notes SET body = 'two' WHERE body = 'two' RETURNING body`;

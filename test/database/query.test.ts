@@ -143,6 +143,8 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
     ['raw SQL field', { query: 'SELECT 1' }, 403, 'raw_sql_disabled', null],
     ['raw SQL beside a valid query', { entity: 'items', action: 'select', query: 'DROP TABLE items' }, 403, 'raw_sql_disabled', null],
     ['raw SQL inside a filter', { entity: 'items', action: 'select', filters: [{ field: 'id', op: 'eq', value: 1, query: 'x' }] }, 403, 'raw_sql_disabled', null],
+    ['raw SQL inside a sort item', { entity: 'items', action: 'select', sort: [{ field: 'id', query: 'DROP TABLE items' }] }, 403, 'raw_sql_disabled', null],
+    ['raw SQL inside a later sort item', { entity: 'items', action: 'select', sort: [{ field: 'id' }, { query: 'x' }] }, 403, 'raw_sql_disabled', null],
   ])('%s → error', async (_name, body, status, code, field) => {
     const r = await q(body);
     expectError(r, status as number, code as string);
@@ -150,6 +152,24 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
       const d = r.body.error.details ?? {};
       expect([d.column, ...Object.keys(d.fields ?? {})]).toContain(field);
     }
+  });
+
+  test('deleting a row other rows still reference → 400 naming the column, row kept', async () => {
+    const item = (await q({ entity: 'items', action: 'insert', data: { name: 'referenced' }, fields: ['id'] })).body.data.rows[0].id;
+    expect((await q({ entity: 'orders', action: 'insert', data: { item_id: item } })).status).toBe(200);
+    const r = await q({ entity: 'items', action: 'delete', filters: [{ field: 'id', op: 'eq', value: item }] });
+    expectError(r, 400, 'validation_error');
+    expect(r.body.error.details.column).toBe('id');
+    expect(r.body.error.message).toBe("Column 'id': the row is still referenced by rows of another table; remove or change those first");
+    // Neither the other table nor the constraint is named: the key may not be allowed to know them.
+    expect(r.text).not.toMatch(/orders|fkey/);
+    expect((await q({ entity: 'items', action: 'select', filters: [{ field: 'id', op: 'eq', value: item }] })).body.data.count).toBe(1);
+    // Changing the referenced key is refused the same way.
+    const u = await q({ entity: 'items', action: 'update', data: { id: 999_999 }, filters: [{ field: 'id', op: 'eq', value: item }] });
+    expectError(u, 400, 'validation_error');
+    expect(u.body.error.details.column).toBe('id');
+    await q({ entity: 'orders', action: 'delete', filters: [{ field: 'item_id', op: 'eq', value: item }] });
+    expect((await q({ entity: 'items', action: 'delete', filters: [{ field: 'id', op: 'eq', value: item }] })).body.data.count).toBe(1);
   });
 
   test('a failed bulk insert writes nothing', async () => {

@@ -126,6 +126,11 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
     expect(like.body.data.count).toBe(0);
     const asInt = await query(s, keys.service, { entity: 'items', action: 'select', filters: [{ field: 'qty', op: 'eq', value }] });
     expectError(asInt, 400, 'validation_error');
+    // Inside an `in` / `not_in` list (one array parameter): matched as written, never as SQL or array syntax.
+    const inList = await query(s, keys.service, { entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'in', value: ['apple', name, `${value}"}`, '{x,y}'] }], sort: [{ field: 'name' }] });
+    expect(inList.body.data.rows).toEqual([{ name: 'apple' }, { name }].sort((a, b) => (a.name < b.name ? -1 : 1)));
+    const notIn = await query(s, keys.service, { entity: 'items', action: 'select', total: true, limit: 0, filters: [{ field: 'name', op: 'not_in', value: [name, value] }] });
+    expect(notIn.body.data.total).toBe(ITEMS.length);
     const del = await query(s, keys.service, { entity: 'items', action: 'delete', filters: [{ field: 'name', op: 'eq', value: name }] });
     expect(del.body.data.count).toBe(1);
     expect((await query(s, keys.service, { entity: 'items', action: 'select', total: true, limit: 0 })).body.data.total).toBe(ITEMS.length);

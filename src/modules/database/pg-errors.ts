@@ -78,9 +78,16 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
     case '23505':
       return DbErrors.conflict(constraintColumns(err, ctx), err);
     case '23503': {
-      const cols = constraintColumns(err, ctx);
       const still = /update or delete on table/.test(err.message);
-      const what = still ? 'the row is still referenced by rows of another table; remove or change those first' : 'refers to a row that does not exist';
+      if (still) {
+        // The constraint belongs to the referencing table, whose columns (and name) this
+        // key may not know: name the referenced key columns of the entity instead.
+        const cols = keyColumns(err.detail.detail, ctx.table);
+        const what = 'the row is still referenced by rows of another table; remove or change those first';
+        return cols.length ? DbErrors.column(cols.join(', '), what, err) : DbErrors.invalid('filters', `a matching row ${what.slice(8)}`);
+      }
+      const cols = constraintColumns(err, ctx);
+      const what = 'refers to a row that does not exist';
       return cols.length ? DbErrors.column(cols.join(', '), what, err) : DbErrors.invalid('data', what);
     }
     case '23502': {

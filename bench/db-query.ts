@@ -11,6 +11,7 @@
  * engine. Traffic goes to 127.0.0.1 only; every cell runs for a bounded time.
  *
  *   bun bench/db-query.ts              # BENCH_SECONDS=3 per cell by default
+ *   BENCH_ENGINES=external BENCH_CLIENTS=16 BENCH_TX=0 bun bench/db-query.ts   # one cell, when profiling
  */
 import postgres from 'postgres';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,7 +27,9 @@ import { fmt, p99 } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const CONCURRENCY = [1, 16, 64];
+const CONCURRENCY = (process.env.BENCH_CLIENTS ?? '1,16,64').split(',').map(Number);
+const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
+const TX = process.env.BENCH_TX !== '0';
 const GROUPS = 1000;
 
 /** Run `send` from `concurrency` workers for `seconds`; requests/s and p99 ms. */
@@ -92,7 +95,7 @@ function baselineServer(db: Db, sql: string) {
 
 const table: string[][] = [['engine', 'workload', 'clients', 'baseline req/s', 'baseline p99 ms', 'Basalt req/s', 'Basalt p99 ms', 'ratio']];
 
-for (const engine of ['external', 'embedded'] as const) {
+for (const engine of ENGINES) {
   let db: FreshDb;
   try {
     db = engine === 'external' ? await externalDb() : await freshDb('embedded');
@@ -132,7 +135,7 @@ for (const engine of ['external', 'embedded'] as const) {
     }
 
     // Transaction rounds: begin, 3 inserts, commit.
-    const txc = engine === 'external' ? [1, 16] : [1];
+    const txc = !TX ? [] : engine === 'external' ? [1, 16] : [1];
     for (const c of txc) {
       const inproc = await load(SECONDS, c, async (i) => {
         const tx = await baseDb!.begin();

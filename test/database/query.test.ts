@@ -120,6 +120,8 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
     ['like on an integer column', { entity: 'items', action: 'select', filters: [{ field: 'qty', op: 'like', value: '1%' }] }, 400, 'validation_error', 'filters[0].op'],
     ['negative offset', { entity: 'items', action: 'select', offset: -1 }, 400, 'validation_error', 'offset'],
     ['fractional limit', { entity: 'items', action: 'select', limit: 1.5 }, 400, 'validation_error', 'limit'],
+    ['limit as a string', { entity: 'items', action: 'select', limit: '5' }, 400, 'validation_error', 'limit'],
+    ['offset as a string', { entity: 'items', action: 'select', offset: '0' }, 400, 'validation_error', 'offset'],
     ['empty fields', { entity: 'items', action: 'select', fields: [] }, 400, 'validation_error', 'fields'],
     ['insert without data', { entity: 'items', action: 'insert' }, 400, 'validation_error', 'data'],
     ['insert with an empty array', { entity: 'items', action: 'insert', data: [] }, 400, 'validation_error', 'data'],

@@ -10,7 +10,8 @@
  * statement fails because the schema changed under it (undefined table/column).
  * Operator migrations run before the service starts, so the first load sees them.
  */
-import type { Queryable } from '../../db/engine';
+import { quoteIdent, type Queryable } from '../../db/engine';
+import { selectExpr } from './value-codec';
 
 /** How values of a column are validated, bound and rendered (see value-codec.ts). */
 export type ValueKind =
@@ -29,6 +30,9 @@ export interface Column {
   notNull: boolean;
   /** varchar(n)/char(n) length limit, checked before sending so the error names the column. */
   maxLength: number | null;
+  /** The quoted identifier and the select-list expression, made once per catalog load, not per request. */
+  quoted: string;
+  select: string;
 }
 
 export interface Table {
@@ -36,6 +40,9 @@ export interface Table {
   columns: Map<string, Column>;
   /** Column order as declared, for `select` without `fields`. */
   columnList: Column[];
+  quoted: string;
+  /** The select list of every column (`select` without `fields`). */
+  selectAll: string;
 }
 
 export interface CatalogSnapshot {
@@ -94,7 +101,7 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
   const tables = new Map<string, Table>();
   for (const r of cols.rows) {
     let t = tables.get(r.table_name);
-    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [] }));
+    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [], quoted: quoteIdent(r.table_name), selectAll: '' }));
     const col: Column = {
       name: r.column_name,
       castType: r.cast_type,
@@ -103,10 +110,14 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
       isArray: !!r.is_array,
       notNull: !!r.not_null,
       maxLength: r.max_length === null ? null : Number(r.max_length),
+      quoted: quoteIdent(r.column_name),
+      select: '',
     };
+    col.select = selectExpr(col);
     t.columns.set(col.name, col);
     t.columnList.push(col);
   }
+  for (const t of tables.values()) t.selectAll = t.columnList.map((c) => c.select).join(', ');
   const constraints = new Map<string, string[]>();
   for (const r of cons.rows) constraints.set(r.name, Array.isArray(r.columns) ? r.columns : parseNameArray(r.columns));
   return { tables, constraints, loadedAt: Date.now() };

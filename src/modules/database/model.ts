@@ -5,6 +5,9 @@
  * exact position (`filters[2].op`) and lists what is allowed.
  */
 import { t, type Static } from 'elysia';
+// TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
+// transform, which makes every body go through a decode pass (bench/db-query.ts).
+import { Type } from '@sinclair/typebox';
 
 export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
@@ -41,8 +44,8 @@ export const QueryBody = t.Object(
       t.Union([Row, t.Array(Row)], { description: 'insert: one object or a non-empty array of objects (one statement); update: the columns to set.' }),
     ),
     sort: t.Optional(t.Array(Sort, { description: 'select: ordering, first item first.' })),
-    limit: t.Optional(t.Integer({ minimum: 0, description: 'select: rows to return; default 100, at most the setting db.max_limit (1000).' })),
-    offset: t.Optional(t.Integer({ minimum: 0, description: 'select: rows to skip; default 0.' })),
+    limit: t.Optional(Type.Integer({ minimum: 0, description: 'select: rows to return; default 100, at most the setting db.max_limit (1000).' })),
+    offset: t.Optional(Type.Integer({ minimum: 0, description: 'select: rows to skip; default 0.' })),
     total: t.Optional(t.Boolean({ description: 'select: also return data.total, the number of matching rows ignoring limit/offset.' })),
     transaction_id: t.Optional(t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' })),
   },
@@ -68,8 +71,8 @@ export const QueryResult = t.Object(
     success: t.Boolean({ description: 'true' }),
     data: t.Object({
       rows: t.Array(Row, { description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.' }),
-      count: t.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
-      total: t.Optional(t.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
+      count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
+      total: t.Optional(Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
     }),
   },
   {
@@ -83,7 +86,7 @@ export const ErrorBody = t.Object(
     error: t.Object({
       code: t.String({ description: 'Stable code, e.g. validation_error, forbidden, conflict, query_timeout.' }),
       message: t.String({ description: 'What is wrong and what to do; never SQL text.' }),
-      retry_after: t.Optional(t.Integer()),
+      retry_after: t.Optional(Type.Integer()),
       details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'e.g. {"fields": {"filters[0].op": "..."}} or {"column": "email"}.' })),
     }),
   },

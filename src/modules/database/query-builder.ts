@@ -1,14 +1,13 @@
 /**
- * One Database API request → one parameterized statement. Every identifier has
- * been found in the catalog before `quoteIdent` wraps it; every value is a bind
- * parameter; the only text spliced in comes from the catalog (type names) or
- * from this file (keywords, operators).
+ * One Database API request → one parameterized statement. Every identifier is
+ * the catalog's own quoted form of a name found there (`Column.quoted`, quoted once
+ * per catalog load); every value is a bind parameter; the only text spliced in
+ * comes from the catalog (type names) or from this file (keywords, operators).
  */
-import { quoteIdent } from '../../db/engine';
 import type { Column, Table } from './catalog';
 import { DbErrors } from './errors';
 import { ACTIONS, DIRECTIONS, OPERATORS, type Action, type Operator, type QueryBody } from './model';
-import { castParam, encodeList, encodeValue, selectExpr, ValueError } from './value-codec';
+import { castParam, encodeList, encodeValue, ValueError } from './value-codec';
 
 /** A column or table name the catalog does not know (the caller may refresh the catalog and retry). */
 export class UnknownName extends Error {
@@ -91,7 +90,7 @@ function where(table: Table, filters: unknown, params: Params): string {
       throw DbErrors.invalid(`${path}.op`, `unknown operator; use one of ${OPERATORS.join(', ')}`);
     }
     const col = column(table, f.field, `${path}.field`);
-    const q = quoteIdent(col.name);
+    const q = col.quoted;
     const v = f.value;
     switch (op as Operator) {
       case 'is_null':
@@ -153,7 +152,7 @@ function orderBy(table: Table, sort: unknown): string {
     const dir = s.direction === undefined ? 'asc' : typeof s.direction === 'string' ? s.direction.toLowerCase() : '';
     if (!(DIRECTIONS as readonly string[]).includes(dir)) throw DbErrors.invalid(`${path}.direction`, 'must be asc or desc');
     const col = column(table, s.field, `${path}.field`);
-    return `${quoteIdent(col.name)} ${dir === 'desc' ? 'DESC' : 'ASC'}`;
+    return `${col.quoted} ${dir === 'desc' ? 'DESC' : 'ASC'}`;
   });
   return parts.length ? ' ORDER BY ' + parts.join(', ') : '';
 }
@@ -175,10 +174,10 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
   for (const k of Object.keys(body)) {
     if (!ALLOWED[action].has(k)) throw DbErrors.invalid(k, ALLOWED.select.has(k) || k === 'data' ? `not used by ${action}` : 'unknown field');
   }
-  const t = quoteIdent(table.name);
+  const t = table.quoted;
   const params = new Params();
   const cols = returning(table, body.fields);
-  const list = cols.map(selectExpr).join(', ');
+  const list = cols === table.columnList ? table.selectAll : cols.map((c) => c.select).join(', ');
 
   switch (action) {
     case 'select': {
@@ -214,7 +213,7 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
           return castParam(params.add(encode(cv[0], cv[1], `data[${i}].${n}`), cv[0]), cv[0]);
         }).join(', ') + ')';
       });
-      const sql = `INSERT INTO ${t} (${names.map(quoteIdent).join(', ')}) VALUES ${tuples.join(', ')} RETURNING ${list}`;
+      const sql = `INSERT INTO ${t} (${names.map((n) => table.columns.get(n)!.quoted).join(', ')}) VALUES ${tuples.join(', ')} RETURNING ${list}`;
       return params.statement(sql, cols);
     }
     case 'update': {
@@ -223,7 +222,7 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
       const sets = assignments(table, body.data, 'data');
       if (sets.length === 0) throw DbErrors.invalid('data', 'must set at least one column');
       if (!Array.isArray(body.filters) || body.filters.length === 0) throw DbErrors.filtersRequired('update');
-      const set = sets.map(([c, v]) => `${quoteIdent(c.name)} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`).join(', ');
+      const set = sets.map(([c, v]) => `${c.quoted} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`).join(', ');
       const w = where(table, body.filters, params);
       return params.statement(`UPDATE ${t} SET ${set}${w} RETURNING ${list}`, cols);
     }

@@ -54,7 +54,7 @@ export const SETTINGS: SettingDef[] = [
   { key: 'app.name', kind: 'string', default: 'Basalt', description: 'Application name shown to front-ends (runtime config).' },
   // database API
   { key: 'db.max_limit', kind: 'int', default: 1000, min: 1, max: 100_000, description: 'Largest select limit.' },
-  { key: 'db.statement_timeout_ms', kind: 'int', default: 5000, min: 100, max: 600_000, description: 'Statement timeout of Database API queries (→ 503 query_timeout).' },
+  { key: 'db.statement_timeout_ms', kind: 'int', default: 5000, min: 100, max: 600_000, description: 'Statement timeout of Database API queries (→ 503 query_timeout); lock waits give up at half of it (→ 503 lock_timeout).' },
   { key: 'db.transaction_idle_timeout_ms', kind: 'int', default: 30_000, min: 1000, max: 3_600_000, description: 'Idle time after which an open API transaction is rolled back.' },
   { key: 'db.max_transactions_per_key', kind: 'int', default: 10, min: 1, max: 1000, description: 'Open transactions one API key may hold.' },
   // public auth

@@ -11,7 +11,7 @@ import type { Reply, TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { issueActionToken } from '../../src/modules/auth/action-tokens';
 import { hashesMade } from '../../src/modules/auth/passwords';
-import { PASSWORD, call, email, failure, ip, signedIn, startAuthServer } from './support';
+import { PASSWORD, call, email, failure, ip, signedIn, startAuthServer, twoInstances } from './support';
 
 const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me', token });
 const garbage = () => 'AAAAAAAAAAAAAAAA.' + crypto.randomUUID().replaceAll('-', '').padEnd(43, 'x');
@@ -261,21 +261,10 @@ describe.each(ENGINES)('X-Forwarded-For from an untrusted peer on %s', (engine) 
 });
 
 describe('password change and reset across two instances on one external database', () => {
-  const external = ENGINES.includes('external');
-  let a: TestServer;
-  let b: TestServer;
-  beforeAll(async () => {
-    if (!external) return;
-    a = await startAuthServer('external');
-    b = await startAuthServer('external', { db: a.db });
-  });
-  afterAll(async () => {
-    if (!external) return;
-    await b.stop();
-    await a.stop();
-  });
+  const two = twoInstances();
 
-  test.skipIf(!external)('password change on one instance ends the other sessions on the other instance at once; the changer\'s stays', async () => {
+  test.skipIf(!two.external)('password change on one instance ends the other sessions on the other instance at once; the changer\'s stays', async () => {
+    const { a, b } = two;
     const u = await signedIn(a);
     const other = (await call(b, { path: 'login', body: { email: u.email, password: PASSWORD } })).body.data;
     // B caches both sessions as live first.
@@ -286,7 +275,8 @@ describe('password change and reset across two instances on one external databas
     expect((await me(b, u.access)).status).toBe(200);
   });
 
-  test.skipIf(!external)('password reset on one instance ends every session on the other at once', async () => {
+  test.skipIf(!two.external)('password reset on one instance ends every session on the other at once', async () => {
+    const { a, b } = two;
     const u = await signedIn(a);
     const other = (await call(b, { path: 'login', body: { email: u.email, password: PASSWORD } })).body.data;
     expect((await me(b, other.access_token)).status).toBe(200);

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { Reply, TestServer } from '../helpers/server';
-import { PASSWORD, call, email, failure, ip, register, startAuthServer } from './support';
+import { PASSWORD, call, email, failure, ip, register, startAuthServer, twoInstances } from './support';
 
 function expectLimited(r: Reply, code: string, maxSeconds: number) {
   expect([r.status, r.body]).toEqual([429, failure(code, { retry_after: expect.any(Number) })]);
@@ -101,28 +101,18 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
 });
 
 describe('limits shared by two instances on one external database', () => {
-  const external = ENGINES.includes('external');
-  let a: TestServer;
-  let b: TestServer;
-  beforeAll(async () => {
-    if (!external) return;
-    a = await startAuthServer('external');
-    b = await startAuthServer('external', { db: a.db });
-  });
-  afterAll(async () => {
-    if (!external) return;
-    await b.stop();
-    await a.stop();
-  });
+  const two = twoInstances();
 
-  test.skipIf(!external)('10 logins per IP across both instances, then 429 on either', async () => {
+  test.skipIf(!two.external)('10 logins per IP across both instances, then 429 on either', async () => {
+    const { a, b } = two;
     const from = ip();
     for (let i = 0; i < 10; i++) expect((await login(i % 2 ? b : a, email('nobody'), 'whatever1', from)).status).toBe(401);
     expectLimited(await login(a, email('nobody'), 'whatever1', from), 'rate_limited', 60);
     expectLimited(await login(b, email('nobody'), 'whatever1', from), 'rate_limited', 60);
   });
 
-  test.skipIf(!external)('failures on both instances add up to one lockout', async () => {
+  test.skipIf(!two.external)('failures on both instances add up to one lockout', async () => {
+    const { a, b } = two;
     const address = email();
     await register(a, address);
     for (let i = 0; i < 5; i++) await login(i % 2 ? b : a, address, 'wrong password', ip());
@@ -130,7 +120,8 @@ describe('limits shared by two instances on one external database', () => {
     expectLimited(await login(a, address, PASSWORD, ip()), 'account_locked', 900);
   });
 
-  test.skipIf(!external)('a restart forgets nothing: a new instance sees the lock', async () => {
+  test.skipIf(!two.external)('a restart forgets nothing: a new instance sees the lock', async () => {
+    const { a, b } = two;
     const address = email();
     await register(a, address);
     for (let i = 0; i < 5; i++) await login(a, address, 'wrong password', ip());

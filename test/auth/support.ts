@@ -3,9 +3,9 @@
  * per request (X-Forwarded-For from a trusted 127.0.0.1), unique addresses, and
  * short-hands for register / login.
  */
-import { expect } from 'bun:test';
+import { afterAll, beforeAll, expect } from 'bun:test';
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
-import type { Engine } from '../helpers/engines';
+import { ENGINES, type Engine } from '../helpers/engines';
 
 export const PASSWORD = 'correct horse battery';
 let counter = 0;
@@ -23,6 +23,26 @@ export function ip(): string {
 
 export function startAuthServer(engine: Engine, opts: StartOptions = {}): Promise<TestServer> {
   return startServer(engine, { ...opts, env: { BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1', ...(opts.env ?? {}) } });
+}
+
+/**
+ * Two auth servers on one fresh external database, started before the enclosing
+ * describe's tests and stopped after them; without external PostgreSQL `external` is
+ * false and nothing starts (tests skip on it). Call inside a describe.
+ */
+export function twoInstances(): { external: boolean; a: TestServer; b: TestServer } {
+  const two = { external: ENGINES.includes('external') } as { external: boolean; a: TestServer; b: TestServer };
+  beforeAll(async () => {
+    if (!two.external) return;
+    two.a = await startAuthServer('external');
+    two.b = await startAuthServer('external', { db: two.a.db });
+  });
+  afterAll(async () => {
+    if (!two.external) return;
+    await two.b.stop();
+    await two.a.stop();
+  });
+  return two;
 }
 
 export interface Call {

@@ -10,7 +10,7 @@ import { Elysia } from 'elysia';
 import { getOrCreateSecret } from '../../src/db/secrets';
 import { requireUser } from '../../src/http/user-guard';
 import type { Platform } from '../../src/platform';
-import { PASSWORD, call, failure, signedIn, startAuthServer } from './support';
+import { PASSWORD, call, failure, signedIn, startAuthServer, twoInstances } from './support';
 
 const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me', token });
 
@@ -167,21 +167,10 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
 });
 
 describe('revocation across two instances on one external database', () => {
-  const external = ENGINES.includes('external');
-  let a: TestServer;
-  let b: TestServer;
-  beforeAll(async () => {
-    if (!external) return;
-    a = await startAuthServer('external');
-    b = await startAuthServer('external', { db: a.db });
-  });
-  afterAll(async () => {
-    if (!external) return;
-    await b.stop();
-    await a.stop();
-  });
+  const two = twoInstances();
 
-  test.skipIf(!external)('logout on one instance ends the access token on the other at once', async () => {
+  test.skipIf(!two.external)('logout on one instance ends the access token on the other at once', async () => {
+    const { a, b } = two;
     const u = await signedIn(a);
     // Instance B verifies (and caches) the session first.
     expect((await me(b, u.access)).status).toBe(200);
@@ -196,7 +185,8 @@ describe('revocation across two instances on one external database', () => {
     expect([r.status, r.body]).toEqual([401, failure('session_revoked')]);
   });
 
-  test.skipIf(!external)('a refresh token rotated on one instance is reuse on the other', async () => {
+  test.skipIf(!two.external)('a refresh token rotated on one instance is reuse on the other', async () => {
+    const { a, b } = two;
     const u = await signedIn(a);
     expect((await call(a, { path: 'refresh', body: { refresh_token: u.refresh } })).status).toBe(200);
     expect((await call(b, { path: 'refresh', body: { refresh_token: u.refresh } })).body).toEqual(failure('refresh_token_reused'));

@@ -58,6 +58,9 @@ export async function openEmbedded(dir: string): Promise<Db> {
   if (firstRun) setTimeout(() => Bun.gc(true), 1500).unref();
   const base = queryable(pg);
 
+  /** Transactions from begin() not yet ended: while one is open, other statements queue behind it. */
+  let open = 0;
+
   async function begin(opts: TxOptions = {}): Promise<Tx> {
     // PGlite's transaction() holds its mutex while the callback runs; we keep the
     // callback pending until commit/rollback so the transaction can span requests.
@@ -76,6 +79,8 @@ export async function openEmbedded(dir: string): Promise<Db> {
         if (e !== ROLLBACK) throw normalizeDbError(e);
       });
     done.catch((e) => failed(e));
+    open++;
+    void done.catch(() => {}).finally(() => open--);
     const tx = await started;
     const q = queryable(tx);
     let closed = false;
@@ -110,6 +115,9 @@ export async function openEmbedded(dir: string): Promise<Db> {
   return {
     kind: 'embedded',
     describe: `embedded PostgreSQL (PGlite) in ${dir}`,
+    get busy() {
+      return open > 0;
+    },
     ...base,
     begin,
     async transaction(fn, opts) {

@@ -40,6 +40,11 @@ export interface Db extends Queryable {
   /** Human description without credentials, for logs and errors. */
   readonly describe: string;
   /**
+   * Embedded only: a transaction opened with `begin()` holds the database right now, so
+   * other statements wait for it (readiness must not mistake that for an outage).
+   */
+  readonly busy?: boolean;
+  /**
    * Open a transaction that lives until `commit()`/`rollback()`. External: one
    * reserved pool connection. Embedded: holds the single in-process database, so
    * other work waits until it ends (documented trade-off of the embedded engine).

@@ -231,6 +231,10 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     try {
       const id = await begin();
       expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
+      // Readiness is not an outage while the transaction holds the engine: 200 at once, marked busy.
+      const ready = await s.req('GET', '/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.body.data).toEqual({ status: 'ready', database: 'embedded', busy: true });
       let settled = false;
       const outside = q({ action: 'insert', data: { body: 'waited' } }).then((r) => ((settled = true), r));
       await Bun.sleep(300);

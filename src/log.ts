@@ -8,6 +8,8 @@ export interface Logger {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   child(fields: Record<string, unknown>): Logger;
+  /** Whether a line at `lvl` would be written now: lets a hot path skip building its fields. */
+  enabled(lvl: Exclude<Level, 'silent'>): boolean;
 }
 
 export function createLogger(level: () => Level, base: Record<string, unknown> = {}): Logger {
@@ -22,6 +24,7 @@ export function createLogger(level: () => Level, base: Record<string, unknown> =
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     child: (f) => createLogger(level, { ...base, ...f }),
+    enabled: (lvl) => ORDER[lvl] >= ORDER[level()],
   };
 }
 

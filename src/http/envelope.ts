@@ -19,6 +19,22 @@ export function registerAreaFormat(prefix: string, format: Format): void {
   prefixFormats.unshift({ prefix, format });
 }
 
+/**
+ * The path of a request URL, without query or fragment. Bun hands the listener an
+ * absolute URL whose path is already normalized (dot segments resolved), so no URL
+ * object is needed; this is the same path Elysia's router matches.
+ */
+export function pathOf(url: string): string {
+  const slash = url.indexOf('/', url.indexOf('//') + 2);
+  if (slash === -1) return '/';
+  let end = url.length;
+  const q = url.indexOf('?', slash);
+  if (q !== -1) end = q;
+  const h = url.indexOf('#', slash);
+  if (h !== -1 && h < end) end = h;
+  return url.slice(slash, end);
+}
+
 export function formatFor(path: string): Format {
   for (const p of prefixFormats) if (path === p.prefix || path.startsWith(p.prefix.endsWith('/') ? p.prefix : p.prefix + '/')) return p.format;
   return 'A';

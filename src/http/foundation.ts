@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia';
 import { AppError, Errors } from './errors';
-import { errorResponse, formatFor, success, validationStatus } from './envelope';
+import { errorResponse, formatFor, pathOf, success, validationStatus } from './envelope';
 import { requestInfo } from './request-info';
 import { DatabaseUnavailableError } from '../db/engine';
 import type { Logger } from '../log';
@@ -41,7 +41,7 @@ export function toAppError(err: unknown, path: string): AppError {
 
 /** A success body in the envelope of the area `request` belongs to. */
 export function reply(request: Request, data: unknown): unknown {
-  return success(formatFor(new URL(request.url).pathname), data, requestInfo(request));
+  return success(formatFor(pathOf(request.url)), data, requestInfo(request));
 }
 
 /**
@@ -52,7 +52,7 @@ export function reply(request: Request, data: unknown): unknown {
 export function foundation(log: Logger) {
   return new Elysia({ name: 'basalt.foundation' })
     .onError({ as: 'global' }, ({ error, request, code }) => {
-      const path = new URL(request.url).pathname;
+      const path = pathOf(request.url);
       const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, path);
       const info = requestInfo(request);
       if (appErr.status >= 500) {

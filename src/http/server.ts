@@ -1,14 +1,14 @@
 import type { Server } from 'bun';
 import { AppError, Errors } from './errors';
-import { errorResponse } from './envelope';
+import { errorResponse, pathOf } from './envelope';
 import { clientIp, setRequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
 
-/** Areas that take only JSON bodies: 415 for anything else. */
-const JSON_AREAS = ['/api/v1/auth/', '/api/v1/db/', '/api/v1/mail/', '/api/admin/'];
+/** Areas (a root path and everything below it) that take only JSON bodies: 415 for anything else. */
+const JSON_AREAS = ['/api/v1/auth', '/api/v1/db', '/api/v1/mail', '/api/admin'];
 /**
  * Streamed uploads: the Files module counts the bytes as they arrive and answers 413 past
  * files.max_bytes, so bodies here are not buffered or capped by this layer. Every other
@@ -39,10 +39,17 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    const peer = server?.requestIP(req)?.address ?? '127.0.0.1';
-    const ip = clientIp(peer, req.headers.get('x-forwarded-for'), settings.get<string[]>('web.trusted_proxies'));
-    const path = new URL(req.url).pathname;
-    const info = { id, start, ip };
+    const path = pathOf(req.url);
+    // The client address is worked out when first asked for (rate limits, the request
+    // log line): asking the socket for its peer costs more than the rest of this wrapper.
+    let ip: string | undefined;
+    const info = {
+      id,
+      start,
+      get ip(): string {
+        return (ip ??= clientIp(server?.requestIP(req)?.address ?? '127.0.0.1', req.headers.get('x-forwarded-for'), settings.get<string[]>('web.trusted_proxies')));
+      },
+    };
     const origin = req.headers.get('origin');
     const corsOk = !!origin && settings.get<string[]>('web.cors_origins').includes(origin);
 
@@ -56,7 +63,9 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
-        const checked = await checkBody(req, path, settings.get<number>('web.max_json_body_bytes'));
+        const pending = checkBody(req, path, settings.get<number>('web.max_json_body_bytes'));
+        // Only a chunked body is read here; awaiting a plain value would still cost a turn.
+        const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
         res = await handle(checked);
       }
@@ -80,27 +89,41 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
     if (origin) res.headers.append('Vary', 'Origin');
     const ms = Math.round((performance.now() - start) * 10) / 10;
     metrics?.observe(path, req.method, res.status, ms);
-    log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip });
+    if (log.enabled('info')) log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
 }
 
-function inArea(path: string, prefix: string): boolean {
-  const p = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix;
-  return path === p || path.startsWith(p + '/');
+/** `path` is `area` or below it (`area` without a trailing slash). */
+function inArea(path: string, area: string): boolean {
+  return path.startsWith(area) && (path.length === area.length || path.charCodeAt(area.length) === 47 /* / */);
 }
 
-async function checkBody(req: Request, path: string, limit: number): Promise<Request> {
-  if (STREAMED_AREAS.some((p) => inArea(path, p))) return req;
+function inAreas(path: string, areas: string[]): boolean {
+  for (const a of areas) if (inArea(path, a)) return true;
+  return false;
+}
+
+/**
+ * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
+ * (no Content-Length) and must be read here to be counted.
+ */
+function checkBody(req: Request, path: string, limit: number): Request | Promise<Request> {
+  if (inAreas(path, STREAMED_AREAS)) return req;
   const length = req.headers.get('content-length');
+  // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
-  if (BODY_METHODS.has(req.method) && JSON_AREAS.some((p) => inArea(path, p))) {
+  if (BODY_METHODS.has(req.method) && inAreas(path, JSON_AREAS)) {
     const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json' && !type.endsWith('+json')) throw Errors.unsupportedMediaType();
   }
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
   if (!chunked) return req;
+  return readCapped(req, limit);
+}
+
+async function readCapped(req: Request, limit: number): Promise<Request> {
   // No Content-Length: read at most limit+1 bytes rather than trusting the stream.
   const reader = req.body!.getReader();
   const parts: Uint8Array[] = [];

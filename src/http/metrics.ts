@@ -22,14 +22,27 @@ export function areaOf(path: string): string {
 }
 
 export class Metrics {
-  private requests = new Map<string, number>();
+  /** Label text → counter; the counter object is also reachable from `counters` without building the text. */
+  private requests = new Map<string, { n: number }>();
+  /** area → method → status → counter (the per-request path allocates nothing once a combination was seen). */
+  private counters = new Map<string, Map<string, Map<number, { n: number }>>>();
   private histogram = new Map<string, { buckets: number[]; sum: number; count: number }>();
   private readonly started = Date.now();
 
   observe(path: string, method: string, status: number, ms: number): void {
     const area = areaOf(path);
-    const key = `area="${area}",method="${method.length <= 7 ? method : 'OTHER'}",status="${status}"`;
-    this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
+    const m = method.length <= 7 ? method : 'OTHER';
+    let byMethod = this.counters.get(area);
+    if (!byMethod) this.counters.set(area, (byMethod = new Map()));
+    let byStatus = byMethod.get(m);
+    if (!byStatus) byMethod.set(m, (byStatus = new Map()));
+    let counter = byStatus.get(status);
+    if (!counter) {
+      counter = { n: 0 };
+      byStatus.set(status, counter);
+      this.requests.set(`area="${area}",method="${m}",status="${status}"`, counter);
+    }
+    counter.n++;
     let h = this.histogram.get(area);
     if (!h) this.histogram.set(area, (h = { buckets: BUCKETS.map(() => 0), sum: 0, count: 0 }));
     for (let i = 0; i < BUCKETS.length; i++) if (ms <= BUCKETS[i]!) h.buckets[i]!++;
@@ -42,7 +55,7 @@ export class Metrics {
       '# HELP basalt_http_requests_total HTTP requests answered, by area, method and status.',
       '# TYPE basalt_http_requests_total counter',
     ];
-    for (const [k, v] of this.requests) out.push(`basalt_http_requests_total{${k}} ${v}`);
+    for (const [k, v] of this.requests) out.push(`basalt_http_requests_total{${k}} ${v.n}`);
     out.push('# HELP basalt_http_request_duration_ms Time to answer, by area.', '# TYPE basalt_http_request_duration_ms histogram');
     for (const [area, h] of this.histogram) {
       BUCKETS.forEach((b, i) => out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="${b}"} ${h.buckets[i]}`));

@@ -23,12 +23,20 @@ function carriesRawSql(body: unknown): boolean {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
   const b = body as Record<string, unknown>;
   if ('query' in b) return true;
-  const items = [b.filters, b.sort].flatMap((x) => (Array.isArray(x) ? x : []));
-  return items.some((i) => typeof i === 'object' && i !== null && 'query' in i);
+  return listCarriesQuery(b.filters) || listCarriesQuery(b.sort);
+}
+
+function listCarriesQuery(x: unknown): boolean {
+  if (!Array.isArray(x)) return false;
+  for (const i of x) if (typeof i === 'object' && i !== null && 'query' in i) return true;
+  return false;
 }
 
 const TOP_LEVEL = new Set(Object.keys(QueryBody.properties));
-const ITEM_KEYS = { filters: new Set(['field', 'op', 'value']), sort: new Set(['field', 'direction']) };
+const ITEM_KEYS: [list: 'filters' | 'sort', allowed: Set<string>][] = [
+  ['filters', new Set(['field', 'op', 'value'])],
+  ['sort', new Set(['field', 'direction'])],
+];
 
 /**
  * Unknown keys → 400 naming them. Checked here because body validation would drop
@@ -38,13 +46,14 @@ function rejectUnknownKeys(body: unknown): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
   const b = body as Record<string, unknown>;
   for (const k of Object.keys(b)) if (!TOP_LEVEL.has(k)) throw DbErrors.invalid(k, `unknown field; a query has ${[...TOP_LEVEL].join(', ')}`);
-  for (const [list, allowed] of Object.entries(ITEM_KEYS)) {
+  for (const [list, allowed] of ITEM_KEYS) {
     const items = b[list];
     if (!Array.isArray(items)) continue;
-    items.forEach((item, i) => {
-      if (typeof item !== 'object' || item === null) return;
+    for (let i = 0; i < items.length; i++) {
+      const item: unknown = items[i];
+      if (typeof item !== 'object' || item === null) continue;
       for (const k of Object.keys(item)) if (!allowed.has(k)) throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
-    });
+    }
   }
 }
 

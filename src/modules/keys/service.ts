@@ -61,6 +61,8 @@ export class KeyService {
   private pendingTouches = new Set<Promise<void>>();
   private inflight = new Map<string, Promise<CachedPrincipal | null>>();
   private listening?: Promise<void>;
+  /** `listening` has resolved: the hot path skips awaiting it (one turn per request). */
+  private subscribed = false;
   private unlisten?: () => Promise<void>;
 
   constructor(private p: Platform, opts: KeyServiceOptions = {}) {
@@ -133,7 +135,7 @@ export class KeyService {
     if (typeof rawKey !== 'string') return null;
     const claimed = keyShape(rawKey);
     if (!claimed) return null;
-    await this.listen();
+    if (!this.subscribed) await this.listen();
     const hash = hashKey(rawKey);
     const now = Date.now();
     let entry = this.cache.get(hash, now);
@@ -234,7 +236,10 @@ export class KeyService {
         if (kind === 'revoke' && id) this.cache.evictId(id);
         else if (kind === 'create') this.cache.evictNegative();
       })
-      .then((stop) => void (this.unlisten = stop))
+      .then((stop) => {
+        this.unlisten = stop;
+        this.subscribed = true;
+      })
       .catch((e) => {
         this.listening = undefined; // try again on the next verification
         throw e;

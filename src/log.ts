@@ -15,7 +15,9 @@ export interface Logger {
 export function createLogger(level: () => Level, base: Record<string, unknown> = {}): Logger {
   const emit = (lvl: Exclude<Level, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
     if (ORDER[lvl] < ORDER[level()]) return;
-    const line = JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer);
+    // The replacer costs as much again as the rest of the line: only when a value needs it.
+    const replacer = needsReplacer(base) || needsReplacer(fields) ? errorReplacer : undefined;
+    const line = JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, replacer);
     (lvl === 'error' || lvl === 'warn' ? process.stderr : process.stdout).write(line + '\n');
   };
   return {
@@ -26,6 +28,16 @@ export function createLogger(level: () => Level, base: Record<string, unknown> =
     child: (f) => createLogger(level, { ...base, ...f }),
     enabled: (lvl) => ORDER[lvl] >= ORDER[level()],
   };
+}
+
+/** An object (an Error, or one that may hold one) or a bigint among the values. */
+function needsReplacer(fields: Record<string, unknown> | undefined): boolean {
+  if (!fields) return false;
+  for (const k in fields) {
+    const v = fields[k];
+    if ((typeof v === 'object' && v !== null) || typeof v === 'bigint') return true;
+  }
+  return false;
 }
 
 function errorReplacer(_k: string, v: unknown) {

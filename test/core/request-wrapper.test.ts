@@ -147,3 +147,32 @@ describe('logger', () => {
     expect(log.enabled('error')).toBe(false);
   });
 });
+
+describe('log lines', () => {
+  /** The lines `fn` writes to stdout and stderr. */
+  function capture(fn: () => void): string[] {
+    const out: string[] = [];
+    const [o, e] = [process.stdout.write, process.stderr.write];
+    process.stdout.write = process.stderr.write = ((chunk: string) => (out.push(String(chunk)), true)) as never;
+    try {
+      fn();
+    } finally {
+      [process.stdout.write, process.stderr.write] = [o, e];
+    }
+    return out.map((l) => l.trimEnd());
+  }
+
+  test('plain fields, errors (also nested) and bigints are all written as JSON', () => {
+    const log = createLogger(() => 'info').child({ extension: 'x' });
+    const [plain, failed, nested, big] = capture(() => {
+      log.info('request', { request_id: 'r', status: 200, ms: 1.5, ok: true, none: null });
+      log.error('request failed', { cause: new TypeError('boom') });
+      log.warn('wrapped', { detail: { cause: new Error('inner') } });
+      log.info('count', { n: 12345678901234567890n });
+    });
+    expect(JSON.parse(plain!)).toMatchObject({ level: 'info', msg: 'request', extension: 'x', request_id: 'r', status: 200, ms: 1.5, ok: true, none: null });
+    expect(JSON.parse(failed!).cause).toMatchObject({ name: 'TypeError', message: 'boom' });
+    expect(JSON.parse(nested!).detail.cause).toMatchObject({ name: 'Error', message: 'inner' });
+    expect(JSON.parse(big!).n).toBe('12345678901234567890');
+  });
+});

@@ -44,8 +44,12 @@ export type ExtraModules = RouteModule[];
 
 export async function createApp(p: Platform, extra: ExtraModules = []): Promise<BuiltApp> {
   const separate = p.settings.get<boolean>('web.public_api_separate');
-  const main: AnyElysia = new Elysia({ name: 'basalt.main' }).use(foundation(p.log));
-  const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public' }).use(foundation(p.log)) : undefined;
+  // The router takes the path from the first `/` after `http://` (not Elysia's default of
+  // index 11, which assumes a host of 4+ characters): the listener only hands on
+  // `http://<valid host>/…` (src/http/envelope.ts `hostProblem`), so this is the path.
+  const routing = { standardHostname: false };
+  const main: AnyElysia = new Elysia({ name: 'basalt.main', handler: routing }).use(foundation(p.log));
+  const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public', handler: routing }).use(foundation(p.log)) : undefined;
   const apps = () => (pub ? [pub, main] : [main]);
 
   // Extensions are scanned and set up once per platform; their groups mount after the core list.

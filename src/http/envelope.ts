@@ -21,11 +21,14 @@ export function registerAreaFormat(prefix: string, format: Format): void {
 
 /**
  * The path of a request URL, without query or fragment. Bun hands the listener an
- * absolute URL whose path is already normalized (dot segments resolved), so no URL
- * object is needed; this is the same path Elysia's router matches.
+ * absolute URL `http://<host>/<path>` whose path is already normalized (dot segments
+ * resolved), so no URL object is needed; this is the same path Elysia's router matches
+ * (the apps index from the scheme, `handler.standardHostname: false` in src/app.ts).
+ * When Bun cannot make sense of the Host header it hands the bare request target
+ * `/<path>` instead; the listener refuses those (`hostProblem`), in this path's area.
  */
 export function pathOf(url: string): string {
-  const slash = url.indexOf('/', url.indexOf('//') + 2);
+  const slash = url.charCodeAt(0) === 47 /* / */ ? 0 : url.indexOf('/', url.indexOf('//') + 2);
   if (slash === -1) return '/';
   let end = url.length;
   const q = url.indexOf('?', slash);
@@ -33,6 +36,28 @@ export function pathOf(url: string): string {
   const h = url.indexOf('#', slash);
   if (h !== -1 && h < end) end = h;
   return url.slice(slash, end);
+}
+
+/** A host name (letters, digits, `-`, `_`, dot-separated labels) or an IPv6 literal, with an optional port 1–65535. */
+const AUTHORITY = /^(?:(?:[a-z0-9_-]+\.)*[a-z0-9_-]+\.?|\[[0-9a-f:.]+\])(?::(\d{1,5}))?$/i;
+/** The last authority found valid: nearly every request repeats it, and comparing in place allocates nothing. */
+let knownAuthority = 'http://localhost/';
+
+/**
+ * True when the request URL is not `http://<valid host[:port]>/…`: an empty, garbled
+ * or unparseable Host header (Bun then hands a bare `/<path>`), a port out of range.
+ * The listener answers those 400 before routing, so Elysia's router and `pathOf`
+ * always see the same path. The listener is plain HTTP (TLS ends at a proxy).
+ */
+export function hostProblem(url: string): boolean {
+  if (url.startsWith(knownAuthority)) return false;
+  if (!url.startsWith('http://')) return true;
+  const slash = url.indexOf('/', 7);
+  if (slash === -1) return true;
+  const m = AUTHORITY.exec(url.slice(7, slash));
+  if (!m || (m[1] !== undefined && (Number(m[1]) < 1 || Number(m[1]) > 65535))) return true;
+  knownAuthority = url.slice(0, slash + 1);
+  return false;
 }
 
 export function formatFor(path: string): Format {

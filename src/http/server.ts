@@ -1,6 +1,6 @@
 import type { Server } from 'bun';
 import { AppError, Errors } from './errors';
-import { errorResponse, pathOf } from './envelope';
+import { errorResponse, hostProblem, pathOf } from './envelope';
 import { clientIp, setRequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
@@ -55,6 +55,8 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
 
     let res: Response;
     try {
+      // Routing needs a proper URL: with an empty or garbled Host the path is not where the router looks.
+      if (hostProblem(req.url)) throw new AppError(400, 'invalid_host', 'The Host header is missing or malformed.');
       if (req.method === 'OPTIONS' && req.headers.has('access-control-request-method')) {
         res = new Response(null, { status: 204 });
         if (corsOk) {

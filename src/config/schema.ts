@@ -78,10 +78,14 @@ export const SETTINGS: SettingDef[] = [
   { key: 'mail.max_attempts', kind: 'int', default: 8, min: 1, max: 100, description: 'Delivery attempts before a job is dead.' },
   { key: 'mail.retry_base_ms', kind: 'int', default: 2000, min: 10, max: 3_600_000, description: 'First retry delay; doubles each attempt, with jitter.' },
   { key: 'mail.concurrency', kind: 'int', default: 4, min: 1, max: 100, description: 'Mail jobs sent at once by one instance.' },
-  { key: 'mail.lease_ms', kind: 'int', default: 120_000, min: 1000, max: 3_600_000, description: 'How long a claimed mail job stays with its instance; a job whose instance died is reclaimed after this.' },
+  { key: 'mail.lease_ms', kind: 'int', default: 10_000, min: 1000, max: 3_600_000, description: 'How long a claimed mail job stays with its instance without a renewal (renewed every third of it); a job whose instance died is reclaimed after this.' },
   { key: 'mail.job_retention_days', kind: 'int', default: 7, min: 1, max: 3650, description: 'Sent and dead mail jobs older than this are purged (hourly).' },
   // files module
   { key: 'files.max_bytes', kind: 'int', default: 25 * 1024 * 1024, min: 1, max: 10 * 1024 * 1024 * 1024, description: 'Largest upload (media-library).' },
+  // administration (docs/admin.md)
+  { key: 'admin.session_idle_minutes', kind: 'int', default: 120, min: 1, max: 10_080, description: 'An administrator session unused for this long ends (minutes).' },
+  { key: 'admin.session_max_hours', kind: 'int', default: 12, min: 1, max: 720, description: 'An administrator session ends this long after sign-in, however active (hours).' },
+  { key: 'admin.audit_retention_days', kind: 'int', default: 90, min: 1, max: 36_500, description: 'Audit log entries older than this are deleted (in batches, hourly).' },
 ];
 
 export const SETTINGS_BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));

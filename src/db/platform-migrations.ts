@@ -8,6 +8,7 @@ import m030 from './migrations/030_auth.sql' with { type: 'text' };
 import m040 from './migrations/040_mail.sql' with { type: 'text' };
 import m041 from './migrations/041_mail_default_templates.sql' with { type: 'text' };
 import m050 from './migrations/050_extensions.sql' with { type: 'text' };
+import m070 from './migrations/070_admin.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
   { name: '001_core', sql: m001 },
@@ -16,4 +17,5 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '040_mail', sql: m040 },
   { name: '041_mail_default_templates', sql: m041 },
   { name: '050_extensions', sql: m050 },
+  { name: '070_admin', sql: m070 },
 ];

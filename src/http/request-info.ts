@@ -7,6 +7,8 @@ export interface RequestInfo {
   id: string;
   start: number;
   ip: string;
+  /** Over HTTPS: directly, or `X-Forwarded-Proto: https` from a trusted proxy. */
+  https?: boolean;
 }
 
 const infos = new WeakMap<Request, RequestInfo>();
@@ -89,4 +91,16 @@ export function clientIp(peer: string, forwardedFor: string | null, trusted: str
   }
   // Every hop is a trusted proxy: the leftmost is the closest thing to a client.
   return nearest;
+}
+
+/**
+ * Whether the client reached us over HTTPS: the request URL itself, or — only when the
+ * socket peer is a trusted proxy (web.trusted_proxies) — `X-Forwarded-Proto: https`
+ * (its first value: the proxy nearest the client wrote it). Anyone else can send the header.
+ */
+export function cameOverHttps(req: Request, peer: string, trusted: string[]): boolean {
+  if (req.url.startsWith('https:')) return true;
+  const proto = req.headers.get('x-forwarded-proto');
+  if (!proto) return false;
+  return proto.split(',')[0]!.trim().toLowerCase() === 'https' && isTrusted(normalizeIp(peer), blocksOf(trusted));
 }

@@ -1,7 +1,7 @@
 import type { Server } from 'bun';
 import { AppError, Errors } from './errors';
 import { errorResponse, hostProblem, pathOf } from './envelope';
-import { clientIp, setRequestInfo } from './request-info';
+import { cameOverHttps, clientIp, setRequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
@@ -48,6 +48,10 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
       start,
       get ip(): string {
         return (ip ??= clientIp(server?.requestIP(req)?.address ?? '127.0.0.1', req.headers.get('x-forwarded-for'), settings.get<string[]>('web.trusted_proxies')));
+      },
+      /** The request reached us over HTTPS, directly or per X-Forwarded-Proto from a trusted proxy (admin cookies). */
+      get https(): boolean {
+        return cameOverHttps(req, server?.requestIP(req)?.address ?? '127.0.0.1', settings.get<string[]>('web.trusted_proxies'));
       },
     };
     const origin = req.headers.get('origin');

@@ -121,6 +121,52 @@ describe.each(ENGINES)('mail queue survives SIGKILL on %s', (engine) => {
   }, 90_000);
 });
 
+describe.skipIf(!ENGINES.includes('external'))('crash recovery with the default lease', () => {
+  test('jobs held by an instance killed with SIGKILL are delivered by a survivor within 15 s, once each', async () => {
+    const db = await freshDb('external');
+    const sink = await startSmtpSink();
+    // No BASALT_MAIL_LEASE_MS: the default lease (docs/mail.md) is what is under test.
+    const env = { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM, BASALT_MAIL_CONCURRENCY: '3' };
+    let survivor: Awaited<ReturnType<typeof startServer>> | undefined;
+    let dying: Child | undefined;
+    try {
+      const key = await makeKey(db);
+      sink.hold();
+      dying = await serve(db, env);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await post(dying, key, { to: [`crash${i}@example.com`], subject: `recover ${i}`, text: 'x' });
+        expect(r.status).toBe(202);
+        ids.push(r.body.data.job_id);
+      }
+      await until(() => sink.heldCount, (n) => n === 3, 'three messages held by the SMTP server');
+      // The survivor starts while the doomed instance holds (and renews) every job, so it can take none yet.
+      survivor = await startServer('external', { db, env });
+      await Bun.sleep(500);
+      expect(sink.messages).toHaveLength(0);
+      dying.proc.kill('SIGKILL');
+      await dying.proc.exited;
+      const killedAt = performance.now();
+      await until(() => sink.heldCount, (n) => n === 0, 'the killed sender to disconnect');
+      sink.release();
+      await sink.waitFor(3, 15_000);
+      const recovery = performance.now() - killedAt;
+      expect(recovery).toBeLessThan(15_000);
+      await Bun.sleep(300);
+      const counts = new Map<string, number>();
+      for (const m of sink.messages) counts.set(m.messageId, (counts.get(m.messageId) ?? 0) + 1);
+      expect(ids.map((id) => counts.get(`<${id}@example.com>`) ?? 0)).toEqual([1, 1, 1]);
+      const { rows } = await survivor.platform.db.query<{ state: string }>('SELECT state FROM basalt.mail_jobs ORDER BY created_at');
+      expect(rows.map((r) => r.state)).toEqual(['sent', 'sent', 'sent']);
+    } finally {
+      dying?.proc.kill('SIGKILL');
+      await survivor?.stop();
+      await sink.close();
+      await db.drop();
+    }
+  }, 60_000);
+});
+
 describe.skipIf(!ENGINES.includes('external'))('two instances on one external database', () => {
   test('share one queue: both send, every job delivered exactly once', async () => {
     const sink = await startSmtpSink();

@@ -33,6 +33,8 @@ export interface Column {
   /** The quoted identifier and the select-list expression, made once per catalog load, not per request. */
   quoted: string;
   select: string;
+  /** Filled by the database when an insert leaves it out (DEFAULT, identity or generated); for the admin data browser. */
+  hasDefault: boolean;
 }
 
 export interface Table {
@@ -43,6 +45,8 @@ export interface Table {
   quoted: string;
   /** The select list of every column (`select` without `fields`). */
   selectAll: string;
+  /** Primary key columns in key order; empty when the table has none (views, tables without one). */
+  primaryKey: string[];
 }
 
 export interface CatalogSnapshot {
@@ -69,7 +73,9 @@ SELECT c.relname AS table_name, a.attname AS column_name, a.attnum,
        COALESCE(et.typname, bt.typname, t.typname) AS type_name,
        (t.typcategory = 'A' OR bt.typcategory = 'A') AS is_array,
        a.attnotnull AS not_null,
-       CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length
+       CASE WHEN t.typname IN ('varchar', 'bpchar') AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS max_length,
+       (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '') AS has_default,
+       array_position(pk.indkey::int2[], a.attnum) AS pk_position
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -77,6 +83,7 @@ SELECT c.relname AS table_name, a.attname AS column_name, a.attnum,
   LEFT JOIN pg_catalog.pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
   LEFT JOIN pg_catalog.pg_type et ON et.oid = COALESCE(NULLIF(bt.typelem, 0), NULLIF(t.typelem, 0))
        AND (t.typcategory = 'A' OR bt.typcategory = 'A')
+  LEFT JOIN pg_catalog.pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary
  WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
  ORDER BY c.relname, a.attnum`;
 
@@ -95,13 +102,19 @@ export function isPlatformSchema(schema: string): boolean {
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
   const [cols, cons] = await Promise.all([
-    db.query<{ table_name: string; column_name: string; cast_type: string; full_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null }>(COLUMNS_SQL, [schema]),
+    db.query<{ table_name: string; column_name: string; cast_type: string; full_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null; has_default: boolean; pk_position: number | null }>(COLUMNS_SQL, [schema]),
     db.query<{ name: string; columns: string[] | string }>(CONSTRAINTS_SQL, [schema]),
   ]);
   const tables = new Map<string, Table>();
+  const pkPositions = new Map<Table, [number, string][]>();
   for (const r of cols.rows) {
     let t = tables.get(r.table_name);
-    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [], quoted: quoteIdent(r.table_name), selectAll: '' }));
+    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [], quoted: quoteIdent(r.table_name), selectAll: '', primaryKey: [] }));
+    if (r.pk_position !== null) {
+      const list = pkPositions.get(t) ?? [];
+      list.push([Number(r.pk_position), r.column_name]);
+      pkPositions.set(t, list);
+    }
     const col: Column = {
       name: r.column_name,
       castType: r.cast_type,
@@ -112,12 +125,14 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
       maxLength: r.max_length === null ? null : Number(r.max_length),
       quoted: quoteIdent(r.column_name),
       select: '',
+      hasDefault: !!r.has_default,
     };
     col.select = selectExpr(col);
     t.columns.set(col.name, col);
     t.columnList.push(col);
   }
   for (const t of tables.values()) t.selectAll = t.columnList.map((c) => c.select).join(', ');
+  for (const [t, list] of pkPositions) t.primaryKey = list.sort((a, b) => a[0] - b[0]).map(([, name]) => name);
   const constraints = new Map<string, string[]>();
   for (const r of cons.rows) constraints.set(r.name, Array.isArray(r.columns) ? r.columns : parseNameArray(r.columns));
   return { tables, constraints, loadedAt: Date.now() };

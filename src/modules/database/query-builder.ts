@@ -53,7 +53,8 @@ function column(table: Table, name: unknown, path: string): Column {
   return col;
 }
 
-class Params {
+/** Bind parameters of one statement (exported for the admin data browser's keyset export, docs/admin.md). */
+export class Params {
   readonly list: (string | number | null)[] = [];
   readonly columns: (Column | null)[] = [];
   readonly isList: boolean[] = [];
@@ -78,7 +79,7 @@ function encode(col: Column, v: unknown, path: string): string | null {
   }
 }
 
-function where(table: Table, filters: unknown, params: Params): string {
+export function where(table: Table, filters: unknown, params: Params): string {
   if (filters === undefined) return '';
   if (!Array.isArray(filters)) throw DbErrors.invalid('filters', 'must be an array of {field, op, value}');
   const parts = filters.map((f, i) => {
@@ -142,7 +143,7 @@ function returning(table: Table, fields: unknown): Column[] {
   return cols;
 }
 
-function orderBy(table: Table, sort: unknown): string {
+export function orderBy(table: Table, sort: unknown): string {
   if (sort === undefined) return '';
   if (!Array.isArray(sort)) throw DbErrors.invalid('sort', 'must be an array of {field, direction}');
   const parts = sort.map((s, i) => {

@@ -7,7 +7,8 @@
 import { parseArgs } from 'node:util';
 import { commands } from './cli/commands';
 import { UsageError, type CliIO, type Command, type GlobalFlags } from './cli/command';
-import { openPlatform } from './platform';
+import { openPlatform, type Platform } from './platform';
+import { runRemote } from './cli/control-socket';
 import { ConfigError } from './config/validate';
 import { DataDirLockedError } from './db/datadir-lock';
 import { DatabaseUnavailableError } from './db/engine';
@@ -55,7 +56,10 @@ function findCommand(argv: string[]): { cmd: Command; rest: string[] } | undefin
   return undefined;
 }
 
-export async function main(argv: string[]): Promise<number> {
+type Parsed = { cmd: Command; values: Record<string, unknown>; positionals: string[]; globals: GlobalFlags };
+
+/** The command and its flags, or the exit code after printing help or a usage error. */
+function parseCommand(argv: string[], io: CliIO): Parsed | number {
   const noCommand = argv.filter((a) => !a.startsWith('-')).length === 0;
   if ((noCommand && (argv.includes('--help') || argv.includes('-h'))) || argv[0] === 'help') {
     io.out(help());
@@ -80,16 +84,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const globals: GlobalFlags = { config: values.config as string, data: values.data as string, dev: values.dev as boolean };
+  return { cmd, values, positionals: parsed.positionals, globals };
+}
+
+/** Run a parsed command with `platform` (or none); usage and fatal errors become exit codes. */
+async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO, platform?: Platform): Promise<number> {
   try {
-    const platform = cmd.platform
-      ? await openPlatform({ configFile: globals.config, flags: { 'data.dir|--data': globals.data }, migrate: cmd.platform.migrate ?? false })
-      : undefined;
-    try {
-      const code = await cmd.run({ values, positionals: parsed.positionals, platform, io, globals });
-      return typeof code === 'number' ? code : 0;
-    } finally {
-      await platform?.shutdown();
-    }
+    const code = await cmd.run({ values, positionals, platform, io, globals });
+    return typeof code === 'number' ? code : 0;
   } catch (e) {
     if (e instanceof UsageError) {
       io.err(`basalt ${cmd.name}: ${e.message}\nusage: ${cmd.usage}`);
@@ -97,6 +99,44 @@ export async function main(argv: string[]): Promise<number> {
     }
     io.err(`basalt: ${describeFatal(e)}`);
     return 1;
+  }
+}
+
+/**
+ * A command line run inside the serving process for the management socket
+ * (src/cli/control-socket.ts): the same commands, on that process's platform.
+ */
+export async function runInProcess(argv: string[], io: CliIO, platform: Platform): Promise<number> {
+  const parsed = parseCommand(argv, io);
+  if (typeof parsed === 'number') return parsed;
+  if (!parsed.cmd.platform) {
+    io.err(`basalt ${parsed.cmd.name}: not available while the server runs; run it directly`);
+    return 2;
+  }
+  return execute(parsed, io, platform);
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const parsed = parseCommand(argv, io);
+  if (typeof parsed === 'number') return parsed;
+  const { cmd, globals } = parsed;
+  if (!cmd.platform) return execute(parsed, io);
+  let platform: Platform;
+  try {
+    platform = await openPlatform({ configFile: globals.config, flags: { 'data.dir|--data': globals.data }, migrate: cmd.platform.migrate ?? false });
+  } catch (e) {
+    // The embedded data dir is held by a running server: run the command inside it.
+    if (e instanceof DataDirLockedError && e.dir) {
+      const code = await runRemote(e.dir, argv, io);
+      if (code !== undefined) return code;
+    }
+    io.err(`basalt: ${describeFatal(e)}`);
+    return 1;
+  }
+  try {
+    return await execute(parsed, io, platform);
+  } finally {
+    await platform.shutdown();
   }
 }
 

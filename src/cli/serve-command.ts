@@ -1,6 +1,7 @@
 import { openPlatform } from '../platform';
 import { listen } from '../serve';
 import type { GlobalFlags } from './command';
+import { startControlSocket } from './control-socket';
 
 /** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serveCommand(globals: GlobalFlags): Promise<number> {
@@ -16,6 +17,12 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
   } catch (e) {
     await platform.shutdown();
     throw e;
+  }
+  // Embedded: other `basalt` commands run inside this process over the management socket.
+  if (platform.db.kind === 'embedded') {
+    const { runInProcess } = await import('../main');
+    const close = startControlSocket(platform.dataDir, (argv, io) => runInProcess(argv, io, platform), platform.log);
+    if (close) platform.onShutdown(close);
   }
   return await new Promise<number>((resolve) => {
     const stop = (signal: string) => {

@@ -2,7 +2,15 @@ import { closeSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } f
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
-export class DataDirLockedError extends Error {}
+export class DataDirLockedError extends Error {
+  constructor(
+    message: string,
+    /** The data dir held (where a serving process listens for management commands). */
+    readonly dir?: string,
+  ) {
+    super(message);
+  }
+}
 
 interface Holder {
   pid: number;
@@ -53,6 +61,7 @@ export function lockDataDir(dir: string): () => void {
       const who = h ? `basalt process ${h.pid} on ${h.host} (started ${h.started})` : 'another process (unreadable lock file)';
       throw new DataDirLockedError(
         `the embedded database in ${dir} is in use by ${who}; stop it, or point this one at another data.dir or an external database.url`,
+        dir,
       );
     }
   }

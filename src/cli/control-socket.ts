@@ -1,0 +1,135 @@
+/**
+ * The local management channel. The embedded database belongs to the one process that
+ * serves it, so while `basalt serve` holds a data dir, other `basalt` commands (keys,
+ * settings, templates, admin, …) are run *inside* that process: the command line sends
+ * its arguments over the unix socket `<data.dir>/basalt.sock` and prints what the
+ * command printed there. Only the data dir's owner can open the socket (mode 0600, made
+ * under a 077 umask so it is never briefly wider). See docs/operations.md.
+ */
+import { chmodSync, existsSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Socket } from 'bun';
+import type { CliIO } from './command';
+import type { Logger } from '../log';
+
+export const SOCKET_NAME = 'basalt.sock';
+/** Unix socket paths are limited to 107 bytes (sun_path). */
+const MAX_PATH = 107;
+/** A request is one line of JSON, far smaller than this. */
+const MAX_REQUEST = 64 * 1024;
+
+export function socketPath(dataDir: string): string {
+  return join(dataDir, SOCKET_NAME);
+}
+
+interface Reply {
+  /** Lines in the order printed: [stream, text]. */
+  lines: ['out' | 'err', string][];
+  code: number;
+}
+
+/** Runs one command line inside the serving process; returns the exit code. */
+export type RunInProcess = (argv: string[], io: CliIO) => Promise<number>;
+
+/**
+ * Listen on `<dataDir>/basalt.sock` (embedded engine only: with an external database the
+ * command line opens the database itself). Returns the stop function, or undefined when
+ * the path is too long for a unix socket (logged; commands then say to stop the server).
+ */
+export function startControlSocket(dataDir: string, run: RunInProcess, log: Logger): (() => void) | undefined {
+  const path = socketPath(dataDir);
+  if (Buffer.byteLength(path) > MAX_PATH) {
+    log.warn('management socket not started: the data dir path is too long for a unix socket', { path });
+    return undefined;
+  }
+  // This process holds the data dir's lock, so a socket file left here is a dead process's.
+  if (existsSync(path)) unlinkSync(path);
+  const previous = process.umask(0o077);
+  let listener;
+  try {
+    listener = Bun.listen<{ buf: string; done: boolean }>({
+      unix: path,
+      socket: {
+        open(s) {
+          s.data = { buf: '', done: false };
+        },
+        data(s, chunk) {
+          if (s.data.done) return;
+          s.data.buf += chunk.toString('utf8');
+          if (s.data.buf.length > MAX_REQUEST) return finish(s, { lines: [['err', 'basalt: request too large']], code: 2 });
+          const nl = s.data.buf.indexOf('\n');
+          if (nl === -1) return;
+          s.data.done = true;
+          let argv: unknown;
+          try {
+            argv = (JSON.parse(s.data.buf.slice(0, nl)) as { argv?: unknown }).argv;
+          } catch {}
+          if (!Array.isArray(argv) || !argv.every((a) => typeof a === 'string')) {
+            return finish(s, { lines: [['err', 'basalt: malformed request on the management socket']], code: 2 });
+          }
+          const lines: Reply['lines'] = [];
+          const io: CliIO = { out: (l) => void lines.push(['out', l]), err: (l) => void lines.push(['err', l]) };
+          log.info('management command', { command: argv.filter((a) => !a.startsWith('-')).slice(0, 2).join(' ') });
+          run(argv, io).then(
+            (code) => finish(s, { lines, code }),
+            (e) => {
+              log.error('management command failed', { cause: e });
+              finish(s, { lines: [...lines, ['err', 'basalt: the command failed inside the running server; see its log']], code: 1 });
+            },
+          );
+        },
+      },
+    });
+  } finally {
+    process.umask(previous);
+  }
+  chmodSync(path, 0o600);
+  return () => {
+    listener.stop(true);
+    try {
+      unlinkSync(path);
+    } catch {}
+  };
+}
+
+function finish(s: Socket<{ buf: string; done: boolean }>, reply: Reply): void {
+  s.data.done = true;
+  s.end(JSON.stringify(reply) + '\n');
+}
+
+/**
+ * Send `argv` to the process serving `dataDir`, print what it printed, and return its exit
+ * code; undefined when nothing listens there (no socket, or a dead process's file).
+ */
+export async function runRemote(dataDir: string, argv: string[], io: CliIO): Promise<number | undefined> {
+  const path = socketPath(dataDir);
+  if (!existsSync(path)) return undefined;
+  return new Promise<number | undefined>((resolve) => {
+    let buf = '';
+    let connected = false;
+    const settle = () => {
+      let reply: Reply | undefined;
+      try {
+        reply = JSON.parse(buf) as Reply;
+      } catch {}
+      if (!reply) return resolve(connected ? 1 : undefined);
+      for (const [stream, line] of reply.lines) io[stream](line);
+      resolve(reply.code);
+    };
+    Bun.connect<undefined>({
+      unix: path,
+      socket: {
+        open(s) {
+          connected = true;
+          s.write(JSON.stringify({ argv }) + '\n');
+        },
+        data(_s, chunk) {
+          buf += chunk.toString('utf8');
+        },
+        close: settle,
+        error: () => settle(),
+        connectError: () => resolve(undefined),
+      },
+    }).catch(() => resolve(undefined));
+  });
+}

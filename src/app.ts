@@ -13,6 +13,7 @@ import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
 import { mailRoutes } from './modules/mail/routes';
 import { databaseRoutes } from './modules/database/routes';
+import { adminRoutes } from './modules/admin/routes';
 
 export type Listener = 'main' | 'public';
 
@@ -29,6 +30,7 @@ export const routeModules: RouteModule[] = [
   { name: 'auth', listener: 'public', routes: authRoutes },
   { name: 'database', listener: 'public', routes: databaseRoutes },
   { name: 'mail', listener: 'main', routes: mailRoutes },
+  { name: 'admin', listener: 'main', routes: adminRoutes },
 ];
 
 export interface BuiltApp {

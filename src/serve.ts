@@ -3,6 +3,7 @@ import type { Platform } from './platform';
 import { createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
 import { recordMainPort } from './modules/runtime-config/service';
+import { startAdminTasks, type AdminTasks } from './modules/admin/tasks';
 
 // Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
 // reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
@@ -36,6 +37,8 @@ async function assertOwned(server: Server<unknown>, key: string): Promise<void> 
 export interface Running {
   main: Server<unknown>;
   public?: Server<unknown>;
+  /** The one-time link that creates the first administrator, when none existed at start (docs/admin.md). */
+  setupLink?: string;
   /**
    * Stop accepting, finish in-flight requests (cut after web.shutdown_timeout_ms), run
    * shutdown hooks, close the database.
@@ -74,10 +77,19 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   }
   recordMainPort(p, main.port!);
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
+  let admin: AdminTasks;
+  try {
+    admin = await startAdminTasks(p, p.settings.get<string>('web.main_base_url') || main.url.origin.replace('//0.0.0.0:', '//localhost:').replace('//[::]:', '//localhost:'));
+  } catch (e) {
+    main.stop(true);
+    pub?.stop(true);
+    throw e;
+  }
   let stopping: Promise<void> | undefined;
   return {
     main,
     public: pub,
+    setupLink: admin.setupLink,
     stop: () =>
       (stopping ??= (async () => {
         const servers = pub ? [main, pub] : [main];

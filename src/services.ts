@@ -7,6 +7,7 @@ import { createMailService } from './modules/mail/service';
 import { createAuthService } from './modules/auth/service';
 import { createDatabaseService } from './modules/database/service';
 import { createExtensionRegistry } from './extensions/registry';
+import { createAdminService } from './modules/admin/service';
 
 export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
@@ -14,4 +15,5 @@ export async function createServices(p: Platform): Promise<void> {
   p.services.auth = await createAuthService(p);
   p.services.database = createDatabaseService(p);
   p.services.extensions = createExtensionRegistry(p);
+  p.services.admin = createAdminService(p);
 }

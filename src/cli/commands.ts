@@ -4,5 +4,6 @@ import { coreCommands } from './core-commands';
 import { keyCommands } from '../modules/keys/commands';
 import { mailCommands } from '../modules/mail/commands';
 import { extensionCommands } from '../extensions/commands';
+import { adminCommands } from '../modules/admin/commands';
 
-export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands];
+export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands, ...adminCommands];

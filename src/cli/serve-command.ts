@@ -18,6 +18,8 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     await platform.shutdown();
     throw e;
   }
+  // Besides the log line: a plain line an operator sees whatever the log level or format.
+  if (running.setupLink) console.error(`\nNo administrator yet. Create the first one within 30 minutes at:\n  ${running.setupLink}\n(or run: basalt admin create --email E --password P)\n`);
   // Embedded: other `basalt` commands run inside this process over the management socket.
   if (platform.db.kind === 'embedded') {
     const { runInProcess } = await import('../main');

@@ -1,4 +1,4 @@
-import type { Db } from '../db/engine';
+import type { Db, Queryable } from '../db/engine';
 import { SETTINGS, SETTINGS_BY_KEY, envNames } from './schema';
 import type { BootLayers, Source } from './load';
 import { ConfigError, check, checkCombination, lookup } from './validate';
@@ -71,30 +71,42 @@ export class Settings {
     if (changed.size) for (const l of this.listeners) l([...changed]);
   }
 
-  /** Store a value in the database layer; every instance sees it within a second. */
-  async set(key: string, value: unknown): Promise<{ pinnedBy?: string }> {
+  /**
+   * Store a value in the database layer; every instance sees it within a second.
+   * With `tx` the write joins the caller's transaction (the admin API writes its audit
+   * row in it): the notification goes out at commit, and the caller calls `load()` after.
+   */
+  async set(key: string, value: unknown, tx?: Queryable): Promise<{ pinnedBy?: string }> {
     const def = lookup(key, 'settings');
     if (NOT_IN_DATABASE.has(key)) throw new ConfigError(`settings: ${key} cannot be stored in the database; set ${envNames(def)[0]} or put it in basalt.toml`);
     check(def, value, 'settings');
     if (key.startsWith('web.') && !this.layers.pinned.has(key)) checkCombination(<T>(k: string) => (k === key ? value : this.get(k)) as T);
     if (!this.db) throw new ConfigError('settings: no database');
-    await this.db.query(
+    await (tx ?? this.db).query(
       `INSERT INTO basalt.settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())
        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
       [key, JSON.stringify(value)],
     );
-    await this.db.notify(CHANNEL, key);
-    await this.load();
+    await this.announce(key, tx);
     const p = this.layers.pinned.get(key);
     return { pinnedBy: p?.origin };
   }
 
-  /** Remove the database value (back to file/default). */
-  async unset(key: string): Promise<void> {
+  /** Remove the database value (back to file/default). `tx` as in `set`. */
+  async unset(key: string, tx?: Queryable): Promise<void> {
     lookup(key, 'settings');
     if (!this.db) return;
-    await this.db.query('DELETE FROM basalt.settings WHERE key = $1', [key]);
-    await this.db.notify(CHANNEL, key);
+    await (tx ?? this.db).query('DELETE FROM basalt.settings WHERE key = $1', [key]);
+    await this.announce(key, tx);
+  }
+
+  /** Tell every instance; inside a transaction pg_notify is delivered at commit (and never on rollback). */
+  private async announce(key: string, tx?: Queryable): Promise<void> {
+    if (tx) {
+      await tx.query('SELECT pg_notify($1, $2)', [CHANNEL, key]);
+      return;
+    }
+    await this.db!.notify(CHANNEL, key);
     await this.load();
   }
 

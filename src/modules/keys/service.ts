@@ -4,6 +4,7 @@
  * presented key with a short-lived cache.
  */
 import type { Platform } from '../../platform';
+import type { Queryable } from '../../db/engine';
 import { AppError } from '../../http/errors';
 import { generateKey, hashKey, keyShape, sameHash } from './key-material';
 import { KeyValidationError, validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
@@ -75,15 +76,17 @@ export class KeyService {
    * Create a key. The raw key is in the result and nowhere else: only its SHA-256
    * hash is stored. Throws KeyValidationError (400) naming the field that is wrong.
    */
-  async create(input: CreateKeyInput): Promise<KeyInfo & { key: string }> {
+  async create(input: CreateKeyInput, tx?: Queryable): Promise<KeyInfo & { key: string }> {
     const spec = validateKeyInput(input);
     const material = generateKey(spec.type);
-    const { rows } = await this.p.db.query<KeyRow>(
+    const { rows } = await (tx ?? this.p.db).query<KeyRow>(
       `INSERT INTO basalt.api_keys (type, name, service, permissions, tables, key_hash, prefix, last4, expires_at)
        VALUES ($1, $2, $3, $4::text[], $5::text[], $6, $7, $8, $9) RETURNING ${COLUMNS}`,
       [spec.type, spec.name, spec.service, spec.permissions, spec.tables, material.hash, material.prefix, material.last4, spec.expiresAt],
     );
-    if (spec.site) {
+    if (spec.site && tx) {
+      await this.p.settings.set(SITE_SETTING, material.key, tx); // a failure rolls the key back with the transaction
+    } else if (spec.site) {
       try {
         await this.p.settings.set(SITE_SETTING, material.key);
       } catch (e) {
@@ -92,7 +95,7 @@ export class KeyService {
         throw e;
       }
     }
-    await this.announce(`create:${rows[0]!.id}`);
+    await this.announce(`create:${rows[0]!.id}`, tx);
     return { ...this.info(rows[0]!, spec.site ? material.hash : null), key: material.key };
   }
 
@@ -114,15 +117,15 @@ export class KeyService {
    * Revoke a key: it stops working at once here and, through NOTIFY, on every other
    * instance. Revoking a revoked key is a no-op. Unknown id → 404 `key_not_found`.
    */
-  async revoke(id: string): Promise<KeyInfo> {
+  async revoke(id: string, tx?: Queryable): Promise<KeyInfo> {
     if (!UUID.test(id)) throw keyNotFound(id);
-    const { rows } = await this.p.db.query<KeyRow>(
+    const { rows } = await (tx ?? this.p.db).query<KeyRow>(
       `UPDATE basalt.api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING ${COLUMNS}`,
       [id],
     );
     if (!rows[0]) throw keyNotFound(id);
     this.cache.evictId(id);
-    await this.announce(`revoke:${id}`);
+    await this.announce(`revoke:${id}`, tx);
     return this.info(rows[0], this.siteHash());
   }
 
@@ -246,7 +249,12 @@ export class KeyService {
       }));
   }
 
-  private async announce(payload: string): Promise<void> {
+  /** With `tx`, pg_notify joins the caller's transaction: delivered at commit, never on rollback. */
+  private async announce(payload: string, tx?: Queryable): Promise<void> {
+    if (tx) {
+      await tx.query('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, payload]);
+      return;
+    }
     try {
       await this.p.db.notify(KEYS_CHANNEL, payload);
     } catch (e) {

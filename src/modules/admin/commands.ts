@@ -1,0 +1,64 @@
+/**
+ * `basalt admin create|list|passwd|delete` (docs/admin.md). The same AdminService as
+ * the admin API; changes are written to the audit log as done by `basalt cli`.
+ */
+import type { Command } from '../../cli/command';
+import { UsageError } from '../../cli/command';
+import { CLI_ACTOR } from './audit';
+
+const when = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-');
+
+function required(values: Record<string, unknown>, name: string, command: string): string {
+  const v = values[name];
+  if (typeof v !== 'string' || !v) throw new UsageError(`${command} needs --${name}`);
+  return v;
+}
+
+export const adminCommands: Command[] = [
+  {
+    name: 'admin create',
+    usage: 'basalt admin create --email E --password P',
+    summary: 'Create an administrator of the panel (separate from site users).',
+    options: { email: { type: 'string' }, password: { type: 'string' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      const a = await platform!.services.admin.create(required(values, 'email', 'admin create'), required(values, 'password', 'admin create'), CLI_ACTOR);
+      io.out(`created administrator ${a.email} (${a.id}); sign in at <main base url>/_/`);
+    },
+  },
+  {
+    name: 'admin list',
+    usage: 'basalt admin list [--json]',
+    summary: 'List administrators.',
+    options: { json: { type: 'boolean' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      const list = await platform!.services.admin.list();
+      if (values.json) return io.out(JSON.stringify(list, null, 2));
+      if (!list.length) return io.out("no administrators; create one with 'basalt admin create --email E --password P'");
+      for (const a of list) io.out([a.id, a.email.padEnd(32), `created ${when(a.created_at)}`, `last sign-in ${when(a.last_login_at)}`].join('  '));
+    },
+  },
+  {
+    name: 'admin passwd',
+    usage: 'basalt admin passwd --email E --password P',
+    summary: "Set an administrator's password; their sessions end.",
+    options: { email: { type: 'string' }, password: { type: 'string' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      const a = await platform!.services.admin.setPassword(required(values, 'email', 'admin passwd'), required(values, 'password', 'admin passwd'), CLI_ACTOR);
+      io.out(`password of ${a.email} changed; their sessions have ended`);
+    },
+  },
+  {
+    name: 'admin delete',
+    usage: 'basalt admin delete --email E',
+    summary: 'Delete an administrator (never the last one).',
+    options: { email: { type: 'string' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      const a = await platform!.services.admin.delete(required(values, 'email', 'admin delete'), CLI_ACTOR);
+      io.out(`deleted administrator ${a.email}`);
+    },
+  },
+];

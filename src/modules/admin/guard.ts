@@ -1,0 +1,98 @@
+/**
+ * The admin API's gate (docs/admin-api.md §Sessions and CSRF), run in `transform` so
+ * it answers before anything about a body: state-changing requests pass Fetch
+ * Metadata first (403 `csrf_failed`), then every route but state/setup/login needs a
+ * live session (401 `unauthorized`), then the session's CSRF token (403).
+ */
+import type { Platform } from '../../platform';
+import { pathOf } from '../../http/envelope';
+import { requestInfo } from '../../http/request-info';
+import type { Actor } from './audit';
+import { changesState, checkCsrfToken, checkFetchMetadata } from './csrf';
+import { AdminErrors } from './errors';
+import type { LiveSession } from './sessions';
+import type { ClientMeta } from './service';
+
+export const COOKIE = 'basalt_admin';
+/** Over HTTPS the cookie is `__Host-` prefixed: Secure, no Domain, Path=/ — browsers enforce it. */
+export const SECURE_COOKIE = '__Host-basalt_admin';
+
+/** Routes that work without a session (still CSRF layer 1 when they change state). */
+const OPEN = new Set(['/api/admin/auth/state', '/api/admin/auth/setup', '/api/admin/auth/login']);
+
+export interface AdminRequest {
+  session: LiveSession;
+  actor: Actor;
+  /** Came over HTTPS (the cookie's name and attributes follow). */
+  https: boolean;
+}
+
+const signedIn = new WeakMap<Request, AdminRequest>();
+
+/** The session cookie's token; the `__Host-` one wins when both are sent. */
+export function cookieToken(headers: Headers): string | undefined {
+  const raw = headers.get('cookie');
+  if (!raw) return undefined;
+  let plain: string | undefined;
+  for (const part of raw.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const name = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (name === SECURE_COOKIE) return value;
+    if (name === COOKIE) plain ??= value;
+  }
+  return plain;
+}
+
+export function sessionCookie(token: string, https: boolean, maxAgeSeconds: number): string {
+  return `${https ? SECURE_COOKIE : COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${https ? '; Secure' : ''}`;
+}
+
+export function clearedCookie(https: boolean): string {
+  return `${https ? SECURE_COOKIE : COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0${https ? '; Secure' : ''}`;
+}
+
+export function isHttps(request: Request): boolean {
+  return requestInfo(request).https ?? request.url.startsWith('https:');
+}
+
+export function clientMeta(request: Request): ClientMeta {
+  const info = requestInfo(request);
+  return { ip: info.ip, userAgent: request.headers.get('user-agent'), requestId: info.id };
+}
+
+/** Hosts the main listener is known by besides the Host header (web.main_base_url behind a proxy). */
+function knownHosts(p: Platform): string[] {
+  const base = p.settings.get<string>('web.main_base_url');
+  if (!base) return [];
+  try {
+    return [new URL(base).host.toLowerCase()];
+  } catch {
+    return [];
+  }
+}
+
+export function adminGuard(p: Platform) {
+  return async function adminGate({ request }: { request: Request }): Promise<void> {
+    const mutating = changesState(request.method);
+    if (mutating) checkFetchMetadata(request.headers, knownHosts(p));
+    if (OPEN.has(pathOf(request.url))) return;
+    const session = await p.services.admin.session(cookieToken(request.headers));
+    if (!session) throw AdminErrors.unauthorized();
+    if (mutating) checkCsrfToken(request.headers, session.csrfToken);
+    const meta = clientMeta(request);
+    signedIn.set(request, {
+      session,
+      https: isHttps(request),
+      actor: { adminId: session.adminId, email: session.email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId },
+    });
+  };
+}
+
+/** The signed-in administrator of a request that passed the guard. */
+export function adminOf(request: Request): AdminRequest {
+  const a = signedIn.get(request);
+  if (!a) throw AdminErrors.unauthorized();
+  return a;
+}

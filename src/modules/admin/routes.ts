@@ -1,0 +1,19 @@
+/**
+ * The admin API under /api/admin (docs/admin-api.md): main listener only, format A,
+ * JSON bodies only. Every route passes the guard (CSRF layers, session) in
+ * `transform`; each screen's routes live in routes/<screen>.ts.
+ */
+import { Elysia, type AnyElysia } from 'elysia';
+import type { Platform } from '../../platform';
+import { adminGuard } from './guard';
+import { authRoutes } from './routes/auth';
+import { keysRoutes } from './routes/keys';
+import { settingsRoutes } from './routes/settings';
+
+const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, keysRoutes, settingsRoutes];
+
+export function adminRoutes(p: Platform): AnyElysia {
+  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));
+  for (const add of screens) app = add(app, p);
+  return app;
+}

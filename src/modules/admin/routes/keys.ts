@@ -1,0 +1,46 @@
+/** API keys screen (docs/admin-api.md §API keys), through KeyService. */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import { AppError } from '../../../http/errors';
+import { adminOf } from '../guard';
+import { AdminErrors } from '../errors';
+import { Bodies } from '../model';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+export function keysRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  const keys = () => p.services.keys;
+  return app
+    .get('/keys', async () => ok({ keys: await keys().list() }))
+    .post(
+      '/keys',
+      async ({ body, request, set }: any) => {
+        const { actor } = adminOf(request);
+        const created = await p.services.admin.audited(actor, 'keys.create', async (tx, note) => {
+          const k = await keys().create({ ...body, expiresAt: body.expires_at }, tx);
+          note(k.id, { type: k.type, name: k.name, service: k.service, permissions: k.permissions, tables: k.tables, expires_at: k.expires_at, site: k.site, display: k.display });
+          return k;
+        });
+        if (created.site) await p.settings.load(); // the site key setting was written in the transaction
+        const { key: secret, ...key } = created;
+        set.status = 201;
+        set.headers['cache-control'] = 'no-store';
+        return ok({ key, secret });
+      },
+      { body: Bodies.createKey },
+    )
+    .post('/keys/:id/revoke', async ({ params, request }: any) => {
+      const { actor } = adminOf(request);
+      try {
+        const key = await p.services.admin.audited(actor, 'keys.revoke', async (tx, note) => {
+          const k = await keys().revoke(params.id, tx);
+          note(k.id, { display: k.display });
+          return k;
+        });
+        return ok({ key });
+      } catch (e) {
+        if (e instanceof AppError && e.code === 'key_not_found') throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
+        throw e;
+      }
+    });
+}

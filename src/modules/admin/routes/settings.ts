@@ -1,0 +1,17 @@
+/** Settings screen (docs/admin-api.md §Settings) and the SMTP test send. */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import { adminOf } from '../guard';
+import { Bodies } from '../model';
+import { changeSetting, listSettings } from '../settings';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+export function settingsRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  return app
+    .get('/settings', () => ok({ settings: listSettings(p) }))
+    .put('/settings/:key', async ({ params, body, request }: any) => ok({ setting: await changeSetting(p, adminOf(request).actor, params.key, body.value) }), {
+      body: Bodies.value,
+    })
+    .delete('/settings/:key', async ({ params, request }: any) => ok({ setting: await changeSetting(p, adminOf(request).actor, params.key, undefined) }));
+}

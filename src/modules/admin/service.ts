@@ -1,0 +1,253 @@
+/**
+ * Administration (docs/admin-api.md, docs/admin.md): administrators, their sessions,
+ * the setup link, sign-in hardening and the audit trail. No HTTP here: the admin API,
+ * the CLI (`basalt admin …`) and the panel all come through this one service.
+ */
+import type { Platform } from '../../platform';
+import type { Queryable } from '../../db/engine';
+import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
+import { clearFailures, hit, lockedFor, recordFailure } from '../auth/rate-limit';
+import { emailProblem, normalizeEmail } from '../auth/users';
+import { AdminErrors } from './errors';
+import { ADMINS_LOCK, adminByEmail, adminById, adminView, countAdmins, deleteAdmin, insertAdmin, listAdmins, setAdminPassword, touchLogin, type AdminView } from './admins';
+import { createSession, endAdminSessions, endSession, findSession, pruneSessions, type LiveSession, type SessionLifetimes } from './sessions';
+import { issueSetupToken, spendSetupToken } from './setup-link';
+import { listAudit, pruneAudit, writeAudit, type Actor, type AuditFilter } from './audit';
+import { csrfTokenOf } from './sessions';
+
+declare module '../../platform' {
+  interface Services {
+    admin: AdminService;
+  }
+}
+
+/** Facts about the HTTP request the service needs. */
+export interface ClientMeta {
+  ip: string;
+  userAgent: string | null;
+  requestId: string | null;
+}
+
+/** A new session: the cookie token (sent once, in Set-Cookie) and what the client is shown. */
+export interface SignedIn {
+  admin: AdminView;
+  token: string;
+  csrf_token: string;
+  sessionId: string;
+}
+
+const MINUTE = 60;
+
+export class AdminService {
+  constructor(private p: Platform) {}
+
+  lifetimes(): SessionLifetimes {
+    return { idleMinutes: this.p.settings.get<number>('admin.session_idle_minutes'), maxHours: this.p.settings.get<number>('admin.session_max_hours') };
+  }
+
+  /**
+   * Run `fn` and write its audit row in one transaction: both or neither. `fn` may
+   * name the target and the diff once it knows them (e.g. a new key's id).
+   */
+  async audited<R>(actor: Actor, action: string, fn: (tx: Queryable, note: (target: string | null, diff?: unknown) => void) => Promise<R>): Promise<R> {
+    return this.p.db.transaction(async (tx) => {
+      let target: string | null = null;
+      let diff: unknown;
+      const r = await fn(tx, (t, d) => {
+        target = t;
+        diff = d;
+      });
+      await writeAudit(tx, actor, action, target, diff);
+      return r;
+    });
+  }
+
+  // ── administrators ────────────────────────────────────────────────────────────
+
+  private checkEmail(raw: unknown): string {
+    const email = normalizeEmail(typeof raw === 'string' ? raw : '');
+    const problem = emailProblem(email);
+    if (problem) throw AdminErrors.field('email', problem);
+    return email;
+  }
+
+  private checkPassword(field: string, password: unknown): string {
+    const problem = typeof password === 'string' ? passwordProblem(password, this.p.settings.get<number>('auth.password_min_length')) : 'is required';
+    if (problem) throw AdminErrors.field(field, problem);
+    return password as string;
+  }
+
+  async setupRequired(): Promise<boolean> {
+    return (await countAdmins(this.p.db)) === 0;
+  }
+
+  list(): Promise<AdminView[]> {
+    return listAdmins(this.p.db);
+  }
+
+  /** Create an administrator; 409 `conflict` when the e-mail is taken. */
+  async create(rawEmail: string, password: string, actor: Actor): Promise<AdminView> {
+    const email = this.checkEmail(rawEmail);
+    // Hash outside the transaction: on the embedded engine a transaction holds the database.
+    const hash = await hashPassword(this.checkPassword('password', password));
+    return this.audited(actor, 'admins.create', async (tx, note) => {
+      const row = await insertAdmin(tx, email, hash);
+      if (!row) throw AdminErrors.conflict(`An administrator with the e-mail ${email} already exists.`);
+      note(row.id, { email });
+      return adminView(row);
+    });
+  }
+
+  /** Set an administrator's password (CLI `admin passwd`): every session of theirs ends. */
+  async setPassword(rawEmail: string, password: string, actor: Actor): Promise<AdminView> {
+    const email = this.checkEmail(rawEmail);
+    const hash = await hashPassword(this.checkPassword('password', password));
+    return this.audited(actor, 'admins.password', async (tx, note) => {
+      const row = await adminByEmail(tx, email);
+      if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
+      await setAdminPassword(tx, row.id, hash);
+      const ended = await endAdminSessions(tx, row.id);
+      note(row.id, { email, password: 'changed', sessions_ended: ended });
+      return adminView(row);
+    });
+  }
+
+  /** Delete an administrator; never the last one (409 `last_admin`). */
+  async delete(rawEmail: string, actor: Actor): Promise<AdminView> {
+    const email = this.checkEmail(rawEmail);
+    return this.audited(actor, 'admins.delete', async (tx, note) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [ADMINS_LOCK]);
+      const row = await adminByEmail(tx, email);
+      if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
+      if ((await countAdmins(tx)) <= 1) throw AdminErrors.lastAdmin();
+      await deleteAdmin(tx, row.id);
+      note(row.id, { email });
+      return adminView(row);
+    });
+  }
+
+  // ── setup link ────────────────────────────────────────────────────────────────
+
+  /** A fresh setup token when no administrator exists (serve prints the link), else undefined. */
+  async issueSetupToken(): Promise<string | undefined> {
+    if (!(await this.setupRequired())) return undefined;
+    return issueSetupToken(this.p.db);
+  }
+
+  /**
+   * Create the first administrator with a setup token and sign them in. Of two people
+   * racing (one link or the links of two instances) one wins; the other gets 410.
+   */
+  async setup(token: string, rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
+    // Guessing a 256-bit token is hopeless, but each try costs a password hash: bound them per IP.
+    await this.limit(`admin_setup_ip:${meta.ip}`, this.p.settings.get<number>('auth.rate_limit_token_per_ip'));
+    const email = this.checkEmail(rawEmail);
+    const hash = await hashPassword(this.checkPassword('password', password));
+    const actor: Actor = { adminId: null, email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId };
+    return this.p.db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [ADMINS_LOCK]);
+      if ((await countAdmins(tx)) > 0 || !(await spendSetupToken(tx, token))) throw AdminErrors.setupLinkInvalid();
+      const row = (await insertAdmin(tx, email, hash))!;
+      const session = await createSession(tx, row.id, meta);
+      await writeAudit(tx, { ...actor, adminId: row.id }, 'auth.setup', row.id, { email });
+      const admin = adminView(await touchLogin(tx, row.id));
+      return { admin, token: session.token, csrf_token: csrfTokenOf(session.token), sessionId: session.id };
+    });
+  }
+
+  // ── sign-in ───────────────────────────────────────────────────────────────────
+
+  private async limit(bucket: string, perMinute: number): Promise<void> {
+    const r = await hit(this.p.db, bucket, perMinute, MINUTE);
+    if (!r.allowed) throw AdminErrors.rateLimited(r.retryAfter);
+  }
+
+  /**
+   * Order as in Public Auth: per-IP limit, lock, per-account limit, then the password.
+   * Unknown addresses verify against a dummy hash: same answer, similar time. The
+   * counters are Public Auth's (one implementation), under admin-only bucket names and
+   * with the auth.* limits.
+   */
+  async login(rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
+    const s = <T>(k: string) => this.p.settings.get<T>(`auth.${k}`);
+    await this.limit(`admin_login_ip:${meta.ip}`, s('rate_limit_login_per_ip'));
+    const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
+    const lockKey = `admin:${email}`;
+    const locked = await lockedFor(this.p.db, lockKey);
+    if (locked) throw AdminErrors.accountLocked(locked);
+    await this.limit(`admin_login_account:${email}`, s('rate_limit_login_per_account'));
+    const row = email ? await adminByEmail(this.p.db, email) : undefined;
+    const ok = await verifyPassword(String(password ?? ''), row?.password_hash ?? (await dummyHash()));
+    const actor: Actor = { adminId: row?.id ?? null, email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId };
+    if (!row || !ok) {
+      const nowLocked = await recordFailure(this.p.db, lockKey, s('lockout_threshold'), s('lockout_window_seconds'));
+      await writeAudit(this.p.db, actor, 'auth.login_failed', email || null, nowLocked ? { locked: true } : undefined);
+      if (nowLocked) this.p.log.warn('administrator sign-in locked after failed attempts', { ip: meta.ip });
+      throw AdminErrors.invalidCredentials();
+    }
+    await clearFailures(this.p.db, lockKey);
+    const rehash = needsRehash(row.password_hash) ? await hashPassword(password) : undefined;
+    return this.p.db.transaction(async (tx) => {
+      if (rehash) await setAdminPassword(tx, row.id, rehash);
+      const session = await createSession(tx, row.id, meta);
+      await writeAudit(tx, actor, 'auth.login', row.id);
+      const admin = adminView(await touchLogin(tx, row.id));
+      return { admin, token: session.token, csrf_token: csrfTokenOf(session.token), sessionId: session.id };
+    });
+  }
+
+  /** The live session of a cookie token, or undefined. */
+  session(cookieToken: string | undefined): Promise<LiveSession | undefined> {
+    return findSession(this.p.db, cookieToken, this.lifetimes());
+  }
+
+  async me(session: LiveSession): Promise<AdminView> {
+    const row = await adminById(this.p.db, session.adminId);
+    if (!row) throw AdminErrors.unauthorized();
+    return adminView(row);
+  }
+
+  async logout(session: LiveSession, actor: Actor): Promise<void> {
+    await this.audited(actor, 'auth.logout', async (tx, note) => {
+      await endSession(tx, session.id);
+      note(session.adminId);
+    });
+  }
+
+  /** Change one's own password: needs the current one; the admin's other sessions end, this one stays. */
+  async changePassword(session: LiveSession, current: string, next: string, actor: Actor): Promise<AdminView> {
+    const lockKey = `admin:${session.email}`;
+    const locked = await lockedFor(this.p.db, lockKey);
+    if (locked) throw AdminErrors.accountLocked(locked);
+    const row = await adminById(this.p.db, session.adminId);
+    if (!row) throw AdminErrors.unauthorized();
+    if (!(await verifyPassword(String(current ?? ''), row.password_hash))) {
+      // A stolen session must not become a way to guess the password.
+      await recordFailure(this.p.db, lockKey, this.p.settings.get('auth.lockout_threshold'), this.p.settings.get('auth.lockout_window_seconds'));
+      throw AdminErrors.field('current_password', 'is wrong');
+    }
+    const hash = await hashPassword(this.checkPassword('new_password', next));
+    return this.audited(actor, 'admins.password', async (tx, note) => {
+      await setAdminPassword(tx, row.id, hash);
+      const ended = await endAdminSessions(tx, row.id, session.id);
+      note(row.id, { email: row.email, password: 'changed', sessions_ended: ended });
+      return adminView(row);
+    });
+  }
+
+  // ── audit log ─────────────────────────────────────────────────────────────────
+
+  audit(filter: AuditFilter) {
+    return listAudit(this.p.db, filter);
+  }
+
+  /** Housekeeping: audit retention and ended sessions. */
+  async prune(): Promise<number> {
+    await pruneSessions(this.p.db, this.lifetimes());
+    return pruneAudit(this.p.db, this.p.settings.get<number>('admin.audit_retention_days'));
+  }
+}
+
+export function createAdminService(p: Platform): AdminService {
+  return new AdminService(p);
+}

@@ -1,0 +1,85 @@
+/**
+ * Settings as the admin API shows and changes them (docs/admin-api.md §Settings),
+ * on top of src/config/settings.ts: one list, one validation, one store. A setting
+ * pinned by the environment or the config file cannot be changed here (409, naming
+ * where); a stored change and its audit row share one transaction.
+ */
+import type { Platform } from '../../platform';
+import { SETTINGS, SETTINGS_BY_KEY, type SettingDef } from '../../config/schema';
+import { ConfigError, check } from '../../config/validate';
+import type { Actor } from './audit';
+import { AdminErrors } from './errors';
+
+export interface SettingInfo {
+  key: string;
+  group: string;
+  value: unknown;
+  default: unknown;
+  source: 'default' | 'database' | 'file' | 'environment';
+  pinned_by: string | null;
+  live: boolean;
+  type: SettingDef['kind'];
+  values?: readonly string[];
+  min?: number;
+  max?: number;
+  description: string;
+  secret: boolean;
+}
+
+/** Where a value comes from, in the panel's words (a command-line flag counts as environment). */
+function sourceOf(s: string): SettingInfo['source'] {
+  if (s === 'env' || s === 'flag') return 'environment';
+  return s as SettingInfo['source'];
+}
+
+export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
+  const { source, origin } = p.settings.source(def.key);
+  const secret = !!def.secret;
+  return {
+    key: def.key,
+    group: def.key.split('.')[0]!,
+    value: secret ? null : p.settings.get(def.key),
+    default: secret ? null : def.default,
+    source: sourceOf(source),
+    pinned_by: source === 'env' || source === 'file' || source === 'flag' ? (origin ?? source) : null,
+    live: !def.restart,
+    type: def.kind,
+    ...(def.values ? { values: def.values } : {}),
+    ...(def.min !== undefined ? { min: def.min, max: def.max } : {}),
+    description: def.description,
+    secret,
+  };
+}
+
+export function listSettings(p: Platform): SettingInfo[] {
+  return SETTINGS.map((d) => settingInfo(p, d));
+}
+
+function known(key: string): SettingDef {
+  const def = SETTINGS_BY_KEY.get(key);
+  if (!def) throw AdminErrors.notFound(`The setting '${key.slice(0, 100)}'`);
+  return def;
+}
+
+/** Store a value (or with `value === undefined`, remove the stored one: back to file/default). */
+export async function changeSetting(p: Platform, actor: Actor, key: string, value: unknown): Promise<SettingInfo> {
+  const def = known(key);
+  const pinned = settingInfo(p, def).pinned_by;
+  if (pinned) throw AdminErrors.settingPinned(key, pinned);
+  const before = p.settings.source(key).source === 'database' ? p.settings.get(key) : undefined;
+  try {
+    if (value !== undefined) check(def, value, 'value');
+    await p.services.admin.audited(actor, value === undefined ? 'settings.unset' : 'settings.set', async (tx, note) => {
+      if (value === undefined) await p.settings.unset(key, tx);
+      else await p.settings.set(key, value, tx);
+      const shown = (v: unknown) => (def.secret && v !== undefined ? '[redacted]' : v);
+      note(key, { before: shown(before) ?? null, after: value === undefined ? null : shown(value) });
+    });
+  } catch (e) {
+    // The message names the key and what it must be (never echoing a secret value).
+    if (e instanceof ConfigError) throw AdminErrors.field(key, e.message.replace(/^value: /, ''));
+    throw e;
+  }
+  await p.settings.load(); // this instance answers with the new value; others follow via NOTIFY
+  return settingInfo(p, def);
+}

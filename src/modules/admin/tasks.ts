@@ -1,0 +1,53 @@
+/**
+ * What `serve` runs for administration once it listens (never `createApp`, so building
+ * the app has no side effects): the instance heartbeat behind the dashboard's
+ * "instances seen", hourly housekeeping (audit retention in batches, ended sessions),
+ * and the setup link while no administrator exists (docs/admin.md).
+ */
+import { hostname } from 'node:os';
+import type { Platform } from '../../platform';
+import { setupLink } from './setup-link';
+
+const HEARTBEAT_MS = 30_000;
+const HOUSEKEEPING_MS = 60 * 60_000;
+/** An instance not heard from for this long is no longer "seen". */
+export const INSTANCE_SEEN_SECONDS = 90;
+
+export interface AdminTasks {
+  instanceId: string;
+  /** The one-time setup link, when no administrator existed at start. */
+  setupLink?: string;
+}
+
+export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise<AdminTasks> {
+  const instanceId = crypto.randomUUID();
+  const beat = () =>
+    p.db.query(
+      `INSERT INTO basalt.instances (id, host, pid, version) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (id) DO UPDATE SET seen_at = now()`,
+      [instanceId, hostname(), process.pid, p.version],
+    );
+  await beat();
+  const heartbeat = setInterval(() => beat().catch((e) => p.log.warn('instance heartbeat failed', { cause: e })), HEARTBEAT_MS);
+  heartbeat.unref();
+  const housekeeping = async () => {
+    const deleted = await p.services.admin.prune();
+    if (deleted) p.log.info('audit log entries past retention deleted', { deleted, retention_days: p.settings.get('admin.audit_retention_days') });
+    await p.db.query(`DELETE FROM basalt.instances WHERE seen_at < now() - interval '1 day'`);
+  };
+  void housekeeping().catch((e) => p.log.warn('admin housekeeping failed', { cause: e }));
+  const hourly = setInterval(() => housekeeping().catch((e) => p.log.warn('admin housekeeping failed', { cause: e })), HOUSEKEEPING_MS);
+  hourly.unref();
+  p.onShutdown(async () => {
+    clearInterval(heartbeat);
+    clearInterval(hourly);
+    await p.db.query('DELETE FROM basalt.instances WHERE id = $1', [instanceId]).catch(() => {});
+  });
+
+  const token = await p.services.admin.issueSetupToken();
+  if (!token) return { instanceId };
+  const link = setupLink(mainBaseUrl, token);
+  // The token is a secret, but only until used (30 minutes at most); the operator needs it where they look.
+  p.log.warn('no administrator yet: open the setup link within 30 minutes to create one', { setup_link: link });
+  return { instanceId, setupLink: link };
+}

@@ -1,0 +1,62 @@
+/**
+ * Sign in to the admin API of a test server (docs/admin-api.md) and call it as the
+ * panel does: session cookie, `X-CSRF-Token`, `Sec-Fetch-Site: same-origin`.
+ *
+ * @example
+ * const a = await signInAdmin(s);
+ * const r = await adminReq(s, a, 'POST', '/api/admin/keys', { type: 'public' });
+ * expect(r.status).toBe(201);
+ * // or by hand: fetch(s.url + '/api/admin/keys', { headers: a.headers() })
+ */
+import { resetBucket } from '../../src/modules/auth/rate-limit';
+import { CLI_ACTOR } from '../../src/modules/admin/audit';
+import type { Reply, TestServer } from './server';
+
+export const ADMIN_PASSWORD = 'admin password 1234';
+let n = 0;
+
+export interface AdminAuth {
+  email: string;
+  password: string;
+  admin: { id: string; email: string };
+  /** `basalt_admin=<token>` (a Cookie header value). */
+  cookie: string;
+  /** The raw session token in the cookie. */
+  token: string;
+  csrf: string;
+  /** Cookie, X-CSRF-Token and Sec-Fetch-Site headers for a same-origin panel request. */
+  headers(): Record<string, string>;
+}
+
+/**
+ * Create an administrator (unless `email` names an existing one and `create: false`)
+ * and sign in through POST /api/admin/auth/login. The sign-in rate limit of the test
+ * client's address is reset first, so suites may sign in as often as they like.
+ */
+export async function signInAdmin(s: TestServer, opts: { email?: string; password?: string; create?: boolean } = {}): Promise<AdminAuth> {
+  const email = opts.email ?? `admin-${Date.now().toString(36)}-${++n}@example.com`;
+  const password = opts.password ?? ADMIN_PASSWORD;
+  if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
+  await resetBucket(s.platform.db, 'admin_login_ip:127.0.0.1');
+  const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password }, headers: { 'sec-fetch-site': 'same-origin' } });
+  if (r.status !== 200) throw new Error(`admin sign-in failed: ${r.status} ${r.text}`);
+  const set = r.headers.get('set-cookie') ?? '';
+  const m = /^(?:__Host-)?basalt_admin=([^;]+)/.exec(set);
+  if (!m) throw new Error(`admin sign-in set no session cookie: ${set}`);
+  const cookie = set.split(';')[0]!;
+  const csrf = r.body.data.csrf_token as string;
+  return {
+    email,
+    password,
+    admin: r.body.data.admin,
+    cookie,
+    token: m[1]!,
+    csrf,
+    headers: () => ({ cookie, 'x-csrf-token': csrf, 'sec-fetch-site': 'same-origin' }),
+  };
+}
+
+/** A request to the admin API as the signed-in panel; `headers` are added last (to override). */
+export function adminReq<T = any>(s: TestServer, a: AdminAuth | undefined, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply<T>> {
+  return s.req<T>(method, path, { body, headers: { ...(a ? a.headers() : { 'sec-fetch-site': 'same-origin' }), ...headers } });
+}

@@ -8,6 +8,7 @@ import m030 from './migrations/030_auth.sql' with { type: 'text' };
 import m040 from './migrations/040_mail.sql' with { type: 'text' };
 import m041 from './migrations/041_mail_default_templates.sql' with { type: 'text' };
 import m050 from './migrations/050_extensions.sql' with { type: 'text' };
+import m060 from './migrations/060_users_email_nfkc.sql' with { type: 'text' };
 import m070 from './migrations/070_admin.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
@@ -17,5 +18,6 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '040_mail', sql: m040 },
   { name: '041_mail_default_templates', sql: m041 },
   { name: '050_extensions', sql: m050 },
+  { name: '060_users_email_nfkc', sql: m060 },
   { name: '070_admin', sql: m070 },
 ];

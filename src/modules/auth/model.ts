@@ -4,13 +4,13 @@
  * document. Format A envelopes.
  */
 import { t, type TSchema } from 'elysia';
-import { PASSWORD_MAX_LENGTH } from './passwords';
+import { PASSWORD_MAX_LENGTH, PASSWORD_MAX_UTF16 } from './passwords';
 import { ACCESS_TOKEN_SECONDS } from './jwt';
 import { REFRESH_TOKEN_SECONDS } from './sessions';
 
-const Email = t.String({ maxLength: 320, description: 'E-mail address; trimmed and lower-cased before use.', example: 'ada@example.com' });
+const Email = t.String({ maxLength: 320, description: 'E-mail address; trimmed, NFKC-normalized and lower-cased before use; control and invisible characters are refused.', example: 'ada@example.com' });
 const NewPassword = (description: string) =>
-  t.String({ maxLength: PASSWORD_MAX_LENGTH, description: `${description} At least auth.password_min_length (default 8) characters, at most ${PASSWORD_MAX_LENGTH}.`, example: 'correct horse battery staple' });
+  t.String({ maxLength: PASSWORD_MAX_UTF16, description: `${description} At least auth.password_min_length (default 8) characters, at most ${PASSWORD_MAX_LENGTH} (Unicode code points); used exactly as sent.`, example: 'correct horse battery staple' });
 const OpaqueToken = (description: string) => t.String({ maxLength: 200, description, example: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' });
 
 export const User = t.Object(
@@ -57,7 +57,7 @@ export const Session = ok(t.Object({ user: User, ...tokenFields }));
 
 export const Bodies = {
   register: t.Object({ email: Email, password: NewPassword('Password.') }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
-  login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_LENGTH, example: 'correct horse battery staple' }) }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
+  login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_UTF16, example: 'correct horse battery staple' }) }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
   refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }, { example: { refresh_token: 'ZmkS9Av6a_ZRek_Q.suvUuQV43Wl8WUgT6YIgwmtYutl5ZRhxNFCXDtHYn7o' } }),
   logout: t.Optional(
     t.Object({
@@ -71,7 +71,7 @@ export const Bodies = {
     { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: 'a new long passphrase' } },
   ),
   change: t.Object(
-    { current_password: t.String({ maxLength: PASSWORD_MAX_LENGTH }), new_password: NewPassword('New password.') },
+    { current_password: t.String({ maxLength: PASSWORD_MAX_UTF16 }), new_password: NewPassword('New password.') },
     { example: { current_password: 'correct horse battery staple', new_password: 'a new long passphrase' } },
   ),
   verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }, { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' } }),

@@ -9,8 +9,14 @@
  */
 export const ARGON2 = { algorithm: 'argon2id' as const, memoryCost: 19_456, timeCost: 2 };
 
-/** Passwords longer than this are refused before hashing (bounded work per request). */
+/**
+ * Passwords longer than this many characters (Unicode code points, as the minimum) are
+ * refused before hashing (bounded work per request). A password is hashed exactly as
+ * sent: no trimming, no normalization (docs/auth.md, E-mail addresses and passwords).
+ */
 export const PASSWORD_MAX_LENGTH = 1024;
+/** The request schemas' bound, in UTF-16 units: room for PASSWORD_MAX_LENGTH code points outside the BMP. */
+export const PASSWORD_MAX_UTF16 = 2 * PASSWORD_MAX_LENGTH;
 
 /**
  * At most this many hashes run at once; the rest wait their turn. Each costs 19 MiB,
@@ -77,7 +83,9 @@ export function dummyHash(): Promise<string> {
 
 /** The policy's problem with a new password, or undefined when it is acceptable. */
 export function passwordProblem(password: string, minLength: number): string | undefined {
-  const length = [...password].length;
+  if (!password.isWellFormed()) return 'must be valid Unicode text (no lone surrogates)';
+  let length = 0;
+  for (const _ of password) length++; // code points, not UTF-16 units
   if (length < minLength) return `must be at least ${minLength} characters`;
   if (length > PASSWORD_MAX_LENGTH) return `must be at most ${PASSWORD_MAX_LENGTH} characters`;
   return undefined;

@@ -33,19 +33,65 @@ export function publicUser(u: UserRow): PublicUser {
   };
 }
 
-/** trim + lower-case: the one spelling an address is stored and looked up under. */
+/**
+ * The one spelling an address is stored and looked up under: trimmed, NFKC-normalized
+ * (fullwidth `ＢＯＢ` is `bob`, a decomposed `é` is the composed one) and lower-cased.
+ * Every way an address comes in — register, login, password/forgot,
+ * verify-email/resend, the admin API, the command line — goes through this and
+ * `emailProblem` (or `checkEmail`, both at once) before any lookup or uniqueness check,
+ * so lookalike spellings are one account (docs/auth.md, E-mail addresses).
+ */
 export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase();
+  return email.trim().normalize('NFKC').toLowerCase().normalize('NFKC');
 }
 
-// Deliberately loose (one @, a dot in the domain, no spaces): the mailbox is proven by the verification mail.
-const EMAIL = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
+/** Control characters (C0, DEL, C1): never part of an address; NUL would not even reach the database. */
+const CONTROL = /\p{Cc}/u;
+/**
+ * Characters that render as nothing or reorder text: zero-width spaces and joiners,
+ * soft hyphen, BOM, bidi controls, variation selectors, tags, fillers. They would make
+ * two different-looking spellings of one address, so they are refused, not stripped.
+ */
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}\p{Co}\p{Cn}]/u;
+const WHITESPACE = /\s/u;
+/** Dot-atom local part: no quoting, comments or escapes (the characters only those need). */
+const LOCAL = /^[^\s@"(),:;<>[\]\\.]+(?:\.[^\s@"(),:;<>[\]\\.]+)*$/u;
+/** A domain label: letters (any script), digits, inner hyphens. No address literals (`[127.0.0.1]`). */
+const LABEL = /^[\p{L}\p{N}](?:[\p{L}\p{M}\p{N}-]*[\p{L}\p{M}\p{N}])?$/u;
 
+/**
+ * The problem with a normalized address (`normalizeEmail`), or undefined when it is
+ * acceptable. Deliberately loose about what mail servers accept (the mailbox is proven
+ * by the verification mail) and strict about what makes two spellings of one address.
+ */
 export function emailProblem(normalized: string): string | undefined {
   if (!normalized) return 'is required';
-  if (normalized.length > 254) return 'must be at most 254 characters';
-  if (!EMAIL.test(normalized)) return 'must be an e-mail address like name@example.com';
+  if ([...normalized].length > 254) return 'must be at most 254 characters';
+  if (CONTROL.test(normalized)) return 'must not contain control characters';
+  if (!normalized.isWellFormed()) return 'must be valid Unicode text (no lone surrogates)';
+  if (INVISIBLE.test(normalized)) return 'must not contain invisible or formatting characters (zero-width spaces, soft hyphens, direction marks)';
+  if (WHITESPACE.test(normalized)) return 'must not contain spaces';
+  const at = normalized.lastIndexOf('@');
+  const local = normalized.slice(0, at);
+  const labels = normalized.slice(at + 1).split('.');
+  const shaped =
+    at > 0 &&
+    [...local].length <= 64 &&
+    LOCAL.test(local) &&
+    labels.length >= 2 &&
+    labels.every((l) => l.length <= 63 && LABEL.test(l)) &&
+    !/^\d+$/.test(labels[labels.length - 1]!);
+  if (!shaped) return 'must be an e-mail address like name@example.com';
   return undefined;
+}
+
+export type EmailCheck = { ok: true; email: string } | { ok: false; problem: string };
+
+/** `normalizeEmail` then `emailProblem`: the normalized address, or the problem to answer (422 naming the field). */
+export function checkEmail(raw: string): EmailCheck {
+  const email = normalizeEmail(raw);
+  const problem = emailProblem(email);
+  return problem ? { ok: false, problem } : { ok: true, email };
 }
 
 export async function userByEmail(q: Queryable, email: string): Promise<UserRow | undefined> {

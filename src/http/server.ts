@@ -19,6 +19,17 @@ const STREAMED_AREAS = ['/api/v1/files'];
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED = 'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
+/**
+ * Security headers by area (docs/operations.md, Security headers). Each is set only
+ * when the response does not carry it already: the admin panel and file downloads
+ * bring their own policies, and an extension serving a page may set its own CSP.
+ */
+const API_CSP = "default-src 'none'; frame-ancestors 'none'";
+/** The reference page: its own scripts, styles and the document, nothing from elsewhere. */
+const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/** Areas whose answers carry tokens, secrets or private rows: never stored by a browser or proxy cache. */
+const NO_STORE_AREAS = ['/api/v1/auth', '/api/admin', '/api/v1/db'];
 
 export interface HandlerDeps {
   settings: Settings;
@@ -87,6 +98,7 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
       res = new Response(res.body, res); // immutable headers (e.g. a proxied response)
       res.headers.set('X-Request-Id', id);
     }
+    secure(res.headers, path);
     if (corsOk) {
       res.headers.set('Access-Control-Allow-Origin', origin!);
       res.headers.set('Access-Control-Allow-Credentials', 'true');
@@ -98,6 +110,14 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
     if (log.enabled('info')) log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
+}
+
+function secure(headers: Headers, path: string): void {
+  if (!headers.has('x-content-type-options')) headers.set('X-Content-Type-Options', 'nosniff');
+  if (!headers.has('x-frame-options')) headers.set('X-Frame-Options', 'DENY');
+  if (!headers.has('referrer-policy')) headers.set('Referrer-Policy', 'no-referrer');
+  if (!headers.has('content-security-policy')) headers.set('Content-Security-Policy', inArea(path, '/api/docs') ? DOCS_CSP : API_CSP);
+  if (!headers.has('cache-control') && inAreas(path, NO_STORE_AREAS)) headers.set('Cache-Control', 'no-store');
 }
 
 /** `path` is `area` or below it (`area` without a trailing slash). */

@@ -6,7 +6,7 @@
  * table `basalt.extension_settings` > the declared default. Database values reach
  * every instance within a second (NOTIFY, as platform settings do).
  */
-import type { Db } from '../db/engine';
+import type { Db, Queryable } from '../db/engine';
 import { extensionEnvName, type BootLayers, type Source } from '../config/load';
 import type { SettingDef } from '../config/schema';
 import { ConfigError, check, fromText } from '../config/validate';
@@ -27,10 +27,14 @@ export interface ExtensionSettingView {
 export interface ExtensionSettings {
   /** Live value: env > file > database > default. Unknown key → error naming the known ones. */
   get<T = unknown>(key: string): T;
-  /** Store a value in the database (validated); every instance sees it within a second. */
-  set(key: string, value: unknown): Promise<void>;
+  /**
+   * Store a value in the database (validated); every instance sees it within a second.
+   * With `tx` (the admin API, which writes its audit row in it) the change is announced
+   * at commit and the caller reloads the store after.
+   */
+  set(key: string, value: unknown, tx?: Queryable): Promise<void>;
   /** Back to file/default. */
-  unset(key: string): Promise<void>;
+  unset(key: string, tx?: Queryable): Promise<void>;
   /** A value given as text (command line, form field) parsed by the key's kind; throws naming the key. */
   parse(key: string, text: string): unknown;
   list(): ExtensionSettingView[];
@@ -104,25 +108,30 @@ export class ExtensionSettingsStore {
       }
       return def.default;
     };
-    const write = async (key: string, value: unknown | undefined) => {
+    const write = async (key: string, value: unknown | undefined, tx?: Queryable) => {
       const def = defOf(key);
+      const q = tx ?? this.db;
       if (value === undefined) {
-        await this.db.query('DELETE FROM basalt.extension_settings WHERE extension = $1 AND key = $2', [extension, key]);
+        await q.query('DELETE FROM basalt.extension_settings WHERE extension = $1 AND key = $2', [extension, key]);
       } else {
         check(def, value, 'settings');
-        await this.db.query(
+        await q.query(
           `INSERT INTO basalt.extension_settings (extension, key, value, updated_at) VALUES ($1, $2, $3::jsonb, now())
            ON CONFLICT (extension, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
           [extension, key, JSON.stringify(value)],
         );
+      }
+      if (tx) {
+        await tx.query('SELECT pg_notify($1, $2)', [CHANNEL, extension]);
+        return;
       }
       await this.db.notify(CHANNEL, extension);
       await this.load();
     };
     return {
       get: <T>(key: string) => valueOf(key) as T,
-      set: (key, value) => write(key, value),
-      unset: (key) => write(key, undefined),
+      set: (key, value, tx) => write(key, value, tx),
+      unset: (key, tx) => write(key, undefined, tx),
       parse: (key, text) => fromText(defOf(key), text, 'value'),
       list: () =>
         [...defs.entries()].map(([key, def]) => {

@@ -9,8 +9,12 @@ import { adminGuard } from './guard';
 import { authRoutes } from './routes/auth';
 import { keysRoutes } from './routes/keys';
 import { settingsRoutes } from './routes/settings';
+import { mailRoutes } from './routes/mail';
+import { templatesRoutes } from './routes/templates';
+import { usersRoutes } from './routes/users';
+import { overviewRoutes } from './routes/overview';
 
-const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, keysRoutes, settingsRoutes];
+const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes];
 
 export function adminRoutes(p: Platform): AnyElysia {
   let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));

@@ -138,10 +138,13 @@ export class SessionStore {
     await this.announce(sessionId);
   }
 
-  /** Revoke every session of a user, optionally keeping one (the caller's). */
-  async revokeUser(userId: string, reason: string, keep?: string): Promise<void> {
-    await revokeWhere(this.db, keep ? 'user_id = $1 AND id <> $2' : 'user_id = $1', keep ? [userId, keep] : [userId], reason);
-    await this.announce(`user:${userId}`);
+  /**
+   * Revoke every session of a user, optionally keeping one (the caller's). With `tx`
+   * the revocation joins the caller's transaction and other instances hear of it at commit.
+   */
+  async revokeUser(userId: string, reason: string, keep?: string, tx?: Queryable): Promise<void> {
+    await revokeWhere(tx ?? this.db, keep ? 'user_id = $1 AND id <> $2' : 'user_id = $1', keep ? [userId, keep] : [userId], reason);
+    await this.announce(`user:${userId}`, tx);
   }
 
   /**
@@ -170,10 +173,12 @@ export class SessionStore {
   }
 
   /** Drop cached state here and on every instance: a session id, or `user:<id>` for all of a user's. */
-  async announce(key: string): Promise<void> {
+  async announce(key: string, tx?: Queryable): Promise<void> {
     if (!key) return;
     this.forget(key);
-    await this.db.notify(CHANNEL, key);
+    // In a transaction pg_notify is delivered at commit, to this instance's listener too (which forgets again).
+    if (tx) await tx.query('SELECT pg_notify($1, $2)', [CHANNEL, key]);
+    else await this.db.notify(CHANNEL, key);
   }
 
   private forget(key: string): void {

@@ -8,11 +8,12 @@
  *                        ├─temporary failure─▶ failed ──(run_at reached)──▶ claim again
  *                        └─last attempt / permanent refusal─▶ dead
  *   sending whose lease expired (instance died) ──▶ claimable again
+ *   queued ──administrator cancels──▶ cancelled (never sent)
  */
 import type { Queryable } from '../../db/engine';
 import type { RenderedMail } from './message';
 
-export type JobState = 'queued' | 'sending' | 'sent' | 'failed' | 'dead';
+export type JobState = 'queued' | 'sending' | 'sent' | 'failed' | 'dead' | 'cancelled';
 
 export interface JobRow {
   id: string;
@@ -232,10 +233,12 @@ export async function listJobs(q: Queryable, f: JobFilter = {}): Promise<{ jobs:
   return { jobs: rows.map(viewOf), total };
 }
 
-/** Counts per state (dashboard, metrics). */
-export async function countByState(q: Queryable): Promise<Record<JobState, number>> {
-  const out: Record<JobState, number> = { queued: 0, sending: 0, sent: 0, failed: 0, dead: 0 };
-  const { rows } = await q.query<{ state: JobState; n: string }>('SELECT state, count(*) AS n FROM basalt.mail_jobs GROUP BY state');
+/** Counts per state (dashboard, metrics); with `since`, of jobs created since then. */
+export async function countByState(q: Queryable, since?: Date): Promise<Record<JobState, number>> {
+  const out: Record<JobState, number> = { queued: 0, sending: 0, sent: 0, failed: 0, dead: 0, cancelled: 0 };
+  const { rows } = since
+    ? await q.query<{ state: JobState; n: string }>('SELECT state, count(*) AS n FROM basalt.mail_jobs WHERE created_at >= $1 GROUP BY state', [since])
+    : await q.query<{ state: JobState; n: string }>('SELECT state, count(*) AS n FROM basalt.mail_jobs GROUP BY state');
   for (const r of rows) out[r.state] = Number(r.n);
   return out;
 }
@@ -251,10 +254,53 @@ export async function retryJob(q: Queryable, id: string): Promise<boolean> {
   return r.rowCount > 0;
 }
 
+/** Take a queued job out of the queue before any attempt (admin action). False when it is not queued. */
+export async function cancelJob(q: Queryable, id: string): Promise<boolean> {
+  if (!UUID.test(id)) return false;
+  const r = await q.query(`UPDATE basalt.mail_jobs SET state = 'cancelled', run_at = now(), updated_at = now() WHERE id = $1 AND state = 'queued'`, [id]);
+  return r.rowCount > 0;
+}
+
+/** What the admin panel filters jobs by; newest first, paged by a cursor. */
+export interface JobSearch {
+  state?: JobState;
+  /** Jobs with this address among their recipients (exact, case-insensitive). */
+  recipient?: string;
+  since?: Date;
+  until?: Date;
+  limit?: number;
+  /** Cursor from the previous page: `<created_at ISO>|<id>`. */
+  before?: string;
+}
+
+/** Jobs newest first (whole rows: the admin view shows recipients), and the cursor of the next page. */
+export async function searchJobs(q: Queryable, f: JobSearch): Promise<{ rows: JobRow[]; nextCursor: string | null }> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (f.state) where.push(`state = $${params.push(f.state)}`);
+  if (f.recipient) where.push(`lower($${params.push(f.recipient)}) = ANY (SELECT lower(r) FROM unnest(recipients) AS r)`);
+  if (f.since) where.push(`created_at >= $${params.push(f.since)}`);
+  if (f.until) where.push(`created_at < $${params.push(f.until)}`);
+  if (f.before) {
+    const [at, id] = f.before.split('|');
+    const when = new Date(at ?? '');
+    if (!Number.isNaN(when.getTime()) && id && UUID.test(id)) where.push(`(created_at, id) < ($${params.push(when)}::timestamptz, $${params.push(id)}::uuid)`);
+  }
+  const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+  const { rows } = await q.query<JobRow>(
+    `SELECT * FROM basalt.mail_jobs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY created_at DESC, id DESC LIMIT $${params.push(limit + 1)}`,
+    params,
+  );
+  const more = rows.length > limit;
+  const page = more ? rows.slice(0, limit) : rows;
+  const last = page[page.length - 1];
+  return { rows: page, nextCursor: more && last ? `${last.created_at.toISOString()}|${last.id}` : null };
+}
+
 /** Delete finished jobs older than the retention, and expired idempotency records. */
 export async function purge(q: Queryable, retentionDays: number): Promise<{ jobs: number; idempotency: number }> {
   const jobs = await q.query(
-    `DELETE FROM basalt.mail_jobs WHERE state IN ('sent', 'dead') AND updated_at < now() - ($1::int * interval '1 day')`,
+    `DELETE FROM basalt.mail_jobs WHERE state IN ('sent', 'dead', 'cancelled') AND updated_at < now() - ($1::int * interval '1 day')`,
     [retentionDays],
   );
   const idem = await q.query('DELETE FROM basalt.mail_idempotency WHERE expires_at < now()');

@@ -46,8 +46,8 @@ export const Queued = ok(SendResultSchema, 'Queued (async): the job will be deli
 
 export const JobSchema = t.Object({
   job_id: t.String({ format: 'uuid' }),
-  state: t.Union([t.Literal('queued'), t.Literal('sending'), t.Literal('sent'), t.Literal('failed'), t.Literal('dead')], {
-    description: 'queued → sending → sent; failed = waiting for a retry at next_attempt_at; dead = gave up.',
+  state: t.Union([t.Literal('queued'), t.Literal('sending'), t.Literal('sent'), t.Literal('failed'), t.Literal('dead'), t.Literal('cancelled')], {
+    description: 'queued → sending → sent; failed = waiting for a retry at next_attempt_at; dead = gave up; cancelled = taken out of the queue by an administrator.',
   }),
   sync: t.Boolean(),
   recipient_count: Int(),

@@ -11,7 +11,7 @@ import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
 import { MailWorker, MAIL_CHANNEL } from './queue';
 import { claimKey, completeKey, lookupKey, releaseKey, requestHash, type HeldKey, type StoredAnswer } from './idempotency';
-import { countByState, getJob, insertJob, listJobs, markFailed, markSent, retryJob, viewOf, type JobFilter, type JobState, type JobView } from './jobs';
+import { cancelJob, countByState, getJob, insertJob, listJobs, markFailed, markSent, retryJob, searchJobs, viewOf, type JobFilter, type JobRow, type JobSearch, type JobState, type JobView } from './jobs';
 
 export type { MailMessage } from './message';
 export type { MailTemplate, TemplateInput, TemplateStore } from './templates';
@@ -51,18 +51,25 @@ export interface MailService {
    * Validate, render and hand to SMTP now; resolves once the server accepted it.
    * Throws AppError 502 mail_provider_error, 503 mail_not_configured (and the 400/404 of enqueue).
    */
-  sendNow(msg: MailMessage, opts?: { keyId?: string }): Promise<{ jobId: string; messageId: string }>;
-  /** Send a short test message to `to` now (admin panel's "test send"). */
-  testSend(to: string): Promise<{ jobId: string; messageId: string }>;
+  sendNow(msg: MailMessage, opts?: { keyId?: string }): Promise<{ jobId: string; messageId: string; response: string }>;
+  /** Send a short test message to `to` now (admin panel's "test send"); `response` is the SMTP server's answer. */
+  testSend(to: string): Promise<{ jobId: string; messageId: string; response: string }>;
   /** Stored templates (Liquid). */
   templates: TemplateStore;
   jobs: {
     /** A job's state; with `keyId`, only if that key created it. */
     get(id: string, keyId?: string): Promise<JobView | undefined>;
     list(filter?: JobFilter): Promise<{ jobs: JobView[]; total: number }>;
-    /** Put a failed or dead job back in the queue with fresh attempts. */
-    retry(id: string): Promise<boolean>;
-    counts(): Promise<Record<JobState, number>>;
+    /** Put a failed or dead job back in the queue with fresh attempts. `tx`: in the caller's transaction (woken at commit). */
+    retry(id: string, tx?: Queryable): Promise<boolean>;
+    /** Take a queued job out of the queue (state cancelled); false when it is not queued. */
+    cancel(id: string, tx?: Queryable): Promise<boolean>;
+    /** Whole rows (recipients included) for the admin panel, newest first, with a cursor. */
+    search(f: JobSearch): Promise<{ rows: JobRow[]; nextCursor: string | null }>;
+    /** One whole row, or undefined. */
+    row(id: string): Promise<JobRow | undefined>;
+    /** Jobs per state; with `since`, only those created since then. */
+    counts(since?: Date): Promise<Record<JobState, number>>;
     /** Delete old finished jobs and expired idempotency records now (also runs hourly). */
     purge(): Promise<{ jobs: number; idempotency: number } | undefined>;
   };
@@ -114,7 +121,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
   }
 
   /** `heldKey`: the idempotency key this send holds in flight (kept locked while the server answers). */
-  async function deliverNow(mail: RenderedMail, keyId: string | null, heldKey?: HeldKey): Promise<{ jobId: string; messageId: string }> {
+  async function deliverNow(mail: RenderedMail, keyId: string | null, heldKey?: HeldKey): Promise<{ jobId: string; messageId: string; response: string }> {
     const id = crypto.randomUUID();
     const messageId = messageIdFor(id);
     // Recorded first, so the send is visible in the job list whatever happens next.
@@ -124,7 +131,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     try {
       const res = await smtp.send({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html, messageId, headers: { 'X-Basalt-Job-Id': id } });
       await markSent(p.db, id, worker.id, res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null);
-      return { jobId: id, messageId };
+      return { jobId: id, messageId, response: res.response };
     } catch (e) {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
       await markFailed(p.db, id, worker.id, err.reason, true, 0).catch(() => {});
@@ -170,15 +177,21 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         return viewOf(row);
       },
       list: (filter) => listJobs(p.db, filter),
-      retry: async (id) => {
-        const ok = await retryJob(p.db, id);
-        if (ok) {
+      retry: async (id, tx) => {
+        const ok = await retryJob(tx ?? p.db, id);
+        if (ok && tx) {
+          // Delivered at commit: every instance's worker (this one's too) looks again then.
+          await tx.query('SELECT pg_notify($1, $2)', [MAIL_CHANNEL, '']);
+        } else if (ok) {
           worker.wake();
           await p.db.notify(MAIL_CHANNEL, '').catch(() => {});
         }
         return ok;
       },
-      counts: () => countByState(p.db),
+      cancel: (id, tx) => cancelJob(tx ?? p.db, id),
+      search: (f) => searchJobs(p.db, f),
+      row: (id) => getJob(p.db, id),
+      counts: (since) => countByState(p.db, since),
       purge: () => worker.purgeNow(),
     },
 

@@ -115,6 +115,19 @@ export async function renderMessage(msg: MailMessage, tpl: MailTemplate | undefi
   return { to: msg.to, subject, html: out.html, text: out.text, template: tpl.name };
 }
 
+/** The top-level variables a template's parts read, sorted (the admin panel lists them). Parts that do not parse are skipped. */
+export function templateVariables(tpl: Pick<MailTemplate, 'subject' | 'html' | 'text'>): string[] {
+  const names = new Set<string>();
+  for (const part of ['subject', 'html', 'text'] as const) {
+    const source = tpl[part];
+    if (!source) continue;
+    try {
+      for (const n of globals(part, compile(part, source))) names.add(n);
+    } catch {}
+  }
+  return [...names].sort();
+}
+
 /** Check a template before it is stored: name, subject, sizes, and that every part parses. */
 export function checkTemplate(input: TemplateInput): void {
   const fields: Record<string, string> = {};

@@ -1,0 +1,47 @@
+/**
+ * The dashboard's figures (docs/admin-api.md §Dashboard): health, counts, instances
+ * seen (heartbeats, see tasks.ts), failed extensions and the latest audit entries.
+ */
+import type { Platform } from '../../platform';
+import { countAdmins } from './admins';
+import { listAudit } from './audit';
+import { INSTANCE_SEEN_SECONDS } from './tasks';
+
+async function databaseHealth(p: Platform): Promise<{ ok: boolean; latency_ms: number | null }> {
+  const start = performance.now();
+  try {
+    await p.db.query('SELECT 1');
+    return { ok: true, latency_ms: Math.round((performance.now() - start) * 100) / 100 };
+  } catch {
+    return { ok: false, latency_ms: null };
+  }
+}
+
+export async function dashboard(p: Platform) {
+  const database = await databaseHealth(p);
+  const { rows } = await p.db.query<{ users: number; keys_active: number }>(
+    `SELECT (SELECT count(*)::int FROM basalt.users) AS users,
+            (SELECT count(*)::int FROM basalt.api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS keys_active`,
+  );
+  const instances = (
+    await p.db.query(
+      `SELECT id, host, pid, version, started_at, seen_at FROM basalt.instances
+        WHERE seen_at > now() - make_interval(secs => $1::int) ORDER BY started_at`,
+      [INSTANCE_SEEN_SECONDS],
+    )
+  ).rows;
+  const extensions = p.services.extensions.list();
+  return {
+    version: p.version,
+    engine: p.db.kind,
+    database,
+    mail: { configured: p.services.mail.isConfigured(), jobs_24h: await p.services.mail.jobs.counts(new Date(Date.now() - 86_400_000)) },
+    counts: { users: rows[0]!.users, keys_active: rows[0]!.keys_active, admins: await countAdmins(p.db) },
+    instances,
+    extensions: {
+      loaded: extensions.filter((e) => e.status === 'loaded').length,
+      failed: extensions.filter((e) => e.status === 'failed').map((e) => ({ name: e.name, error: e.error ?? null })),
+    },
+    recent_audit: (await listAudit(p.db, { limit: 10 })).entries,
+  };
+}

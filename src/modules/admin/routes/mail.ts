@@ -1,0 +1,88 @@
+/**
+ * SMTP test send and the mail jobs screen (docs/admin-api.md §Settings, §Mail jobs),
+ * through the mail service. A job's bodies are not shown: the operator sees who,
+ * what subject, when and why it failed.
+ */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import type { JobRow, JobState } from '../../mail/jobs';
+import { AdminErrors } from '../errors';
+import { adminOf } from '../guard';
+import { Bodies, Queries } from '../model';
+import { writeAudit } from '../audit';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+const STATES: JobState[] = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
+
+/** docs/admin-api.md: job. */
+export function jobView(j: JobRow) {
+  return {
+    id: j.id,
+    state: j.state,
+    to: j.recipients,
+    subject: j.subject,
+    template: j.template,
+    attempts: j.attempts,
+    max_attempts: j.max_attempts,
+    created_at: j.created_at,
+    updated_at: j.updated_at,
+    next_attempt_at: j.state === 'queued' || j.state === 'failed' ? j.run_at : null,
+    sent_at: j.sent_at,
+    last_error: j.last_error,
+    message_id: j.message_id,
+  };
+}
+
+export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  const mail = () => p.services.mail;
+  const job = async (id: string) => {
+    const row = await mail().jobs.row(id);
+    if (!row) throw AdminErrors.notFound(`The mail job '${String(id).slice(0, 64)}'`);
+    return row;
+  };
+  const transition = (action: 'retry' | 'cancel', from: string) =>
+    async ({ params, request }: any) => {
+      const before = await job(params.id); // outside the transaction: on the embedded engine it holds the database
+      await p.services.admin.audited(adminOf(request).actor, `mail.jobs.${action}`, async (tx, note) => {
+        // The state is checked by the UPDATE itself, so a job claimed meanwhile is refused, not changed.
+        if (!(await mail().jobs[action](params.id, tx))) throw AdminErrors.invalidState(`Only a ${from} job can be ${action === 'retry' ? 'retried' : 'cancelled'}; this one is ${before.state}.`);
+        note(params.id, { from: before.state, to: action === 'retry' ? 'queued' : 'cancelled' });
+      });
+      return ok({ job: jobView(await job(params.id)) });
+    };
+  return app
+    .post(
+      '/mail/test',
+      async ({ body, request }: any) => {
+        const { actor } = adminOf(request);
+        try {
+          const r = await mail().testSend(body.to);
+          await writeAudit(p.db, actor, 'mail.test', body.to, { ok: true, message_id: r.messageId });
+          return ok({ message_id: r.messageId, response: r.response });
+        } catch (e) {
+          await writeAudit(p.db, actor, 'mail.test', body.to, { ok: false, error: (e as Error).message?.slice(0, 300) }).catch(() => {});
+          throw e;
+        }
+      },
+      { body: Bodies.mailTest },
+    )
+    .get(
+      '/mail/jobs',
+      async ({ query }: any) => {
+        if (query.state && !STATES.includes(query.state)) throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
+        const r = await mail().jobs.search({
+          state: query.state,
+          recipient: query.recipient,
+          since: query.since ? new Date(query.since) : undefined,
+          until: query.until ? new Date(query.until) : undefined,
+          limit: query.limit,
+          before: query.before,
+        });
+        return ok({ jobs: r.rows.map(jobView), next_cursor: r.nextCursor });
+      },
+      { query: Queries.jobs },
+    )
+    .get('/mail/jobs/:id', async ({ params }: any) => ok({ job: jobView(await job(params.id)) }))
+    .post('/mail/jobs/:id/retry', transition('retry', 'failed or dead'))
+    .post('/mail/jobs/:id/cancel', transition('cancel', 'queued'));
+}

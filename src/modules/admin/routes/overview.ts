@@ -1,0 +1,64 @@
+/** Dashboard, extensions and audit log screens (docs/admin-api.md). */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import { ConfigError } from '../../../config/validate';
+import { dashboard } from '../dashboard';
+import { AdminErrors } from '../errors';
+import { adminOf } from '../guard';
+import { Bodies, Queries } from '../model';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+function extensionView(p: Platform, name: string) {
+  const e = p.services.extensions.get(name);
+  if (!e) throw AdminErrors.notFound(`The extension '${name.slice(0, 100)}'`);
+  return e;
+}
+
+export function overviewRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  return app
+    .get('/dashboard', async () => ok(await dashboard(p)))
+    .get('/audit', async ({ query }: any) =>
+      ok(await p.services.admin.audit({ ...query, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined })), { query: Queries.audit })
+    .get('/extensions', () =>
+      ok({
+        extensions: p.services.extensions.list().map((e) => ({
+          name: e.name,
+          version: e.version ?? null,
+          description: e.description ?? null,
+          state: e.status,
+          error: e.error ?? null,
+          routes: e.routes.map((r) => {
+            const [method, ...path] = r.split(' ');
+            return { method, path: path.join(' ') };
+          }),
+          settings: e.settings.map((s) => ({ key: s.key, value: s.secret ? null : s.value, source: s.source === 'env' ? 'environment' : s.source, pinned_by: s.source === 'env' || s.source === 'file' ? (s.origin ?? s.source) : null, secret: s.secret, description: s.description })),
+        })),
+      }),
+    )
+    .put(
+      '/extensions/:name/settings/:key',
+      async ({ params, body, request }: any) => {
+        const e = extensionView(p, params.name);
+        const settings = p.services.extensions.settings(e.name);
+        if (!settings) throw AdminErrors.invalidState(`The extension ${e.name} did not load; its settings cannot be changed until it does.`);
+        const current = e.settings.find((s) => s.key === params.key);
+        if (!current) throw AdminErrors.notFound(`The setting '${String(params.key).slice(0, 100)}' of extension ${e.name}`);
+        if (current.source === 'env' || current.source === 'file') throw AdminErrors.settingPinned(`ext.${e.name}.${current.key}`, current.origin ?? current.source);
+        try {
+          await p.services.admin.audited(adminOf(request).actor, 'extensions.settings.set', async (tx, note) => {
+            if (body.value === null) await settings.unset(current.key, tx);
+            else await settings.set(current.key, body.value, tx);
+            note(`${e.name}.${current.key}`, { before: current.secret ? '[redacted]' : current.value, after: current.secret ? '[redacted]' : body.value });
+          });
+        } catch (err) {
+          if (err instanceof ConfigError) throw AdminErrors.field(current.key, err.message.replace(/^settings: /, ''));
+          throw err;
+        }
+        await p.services.extensions.store.load();
+        const s = extensionView(p, e.name).settings.find((x) => x.key === current.key)!;
+        return ok({ setting: { key: s.key, value: s.secret ? null : s.value, source: s.source, secret: s.secret, description: s.description } });
+      },
+      { body: Bodies.value },
+    );
+}

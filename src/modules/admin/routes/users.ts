@@ -1,0 +1,66 @@
+/**
+ * Users screen (docs/admin-api.md §Users). Each action and its audit row share one
+ * transaction; disabling or deleting ends the user's sessions on every instance at once.
+ */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import type { Queryable } from '../../../db/engine';
+import { AdminErrors } from '../errors';
+import { adminOf, clientMeta } from '../guard';
+import { Queries } from '../model';
+import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
+import { writeAudit } from '../audit';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+type Action = (p: Platform, user: AdminUserView, tx: Queryable) => Promise<unknown>;
+
+const actions: Record<string, Action> = {
+  disable: (p, u, tx) => p.services.auth.setDisabled(u.id, true, tx),
+  enable: (p, u, tx) => p.services.auth.setDisabled(u.id, false, tx),
+  'end-sessions': (p, u, tx) => p.services.auth.sessions.revokeUser(u.id, 'admin', undefined, tx),
+  unlock: (p, u, tx) => p.services.auth.unlock(u.email, tx),
+};
+
+export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  const find = async (id: string, q: Queryable = p.db) => {
+    const u = await userDetail(q, id);
+    if (!u) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
+    return u;
+  };
+  let a = app
+    .get('/users', async ({ query }: any) => ok(await searchUsers(p.db, query)), { query: Queries.users })
+    .get('/users/:id', async ({ params }: any) => {
+      const user = await find(params.id);
+      return ok({ user, sessions: await userSessions(p.db, user.id) });
+    })
+    .delete('/users/:id', async ({ params, request }: any) => {
+      await p.services.admin.audited(adminOf(request).actor, 'users.delete', async (tx, note) => {
+        const u = await find(params.id, tx);
+        await p.services.auth.deleteUser(u.id, tx);
+        note(u.id, { email: u.email });
+      });
+      return ok({});
+    })
+    .post('/users/:id/resend-verification', async ({ params, request }: any) => {
+      const { actor } = adminOf(request);
+      const u = await find(params.id);
+      if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
+      // Public Auth's own path: its mail, its limits (a mail goes out when mail is configured; 503 otherwise).
+      await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: new URL(request.url).origin });
+      await writeAudit(p.db, actor, 'users.resend-verification', u.id, { email: u.email });
+      return ok({ user: u });
+    });
+  for (const [name, act] of Object.entries(actions)) {
+    a = a.post(`/users/:id/${name}`, async ({ params, request }: any) => {
+      const user = await p.services.admin.audited(adminOf(request).actor, `users.${name}`, async (tx, note) => {
+        const u = await find(params.id, tx);
+        await act(p, u, tx);
+        note(u.id, { email: u.email });
+        return (await userDetail(tx, u.id))!;
+      });
+      return ok({ user });
+    });
+  }
+  return a;
+}

@@ -1,0 +1,59 @@
+/**
+ * Site users as the admin panel reads them (docs/admin-api.md §Users): search and
+ * detail. Changes go through the auth service (setDisabled, deleteUser, unlock,
+ * session revocation), so the rules live in one place.
+ */
+import type { Queryable } from '../../db/engine';
+
+export interface AdminUserView {
+  id: string;
+  email: string;
+  email_verified_at: Date | null;
+  disabled_at: Date | null;
+  created_at: Date;
+  last_login_at: Date | null;
+  locked_until: Date | null;
+}
+
+export interface UserSessionView {
+  id: string;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  ip: string | null;
+  user_agent: string | null;
+}
+
+// Last sign-in = newest session; the lock is Public Auth's, keyed by the address.
+const SELECT = `SELECT u.id, u.email, u.email_verified_at, u.disabled_at, u.created_at,
+    (SELECT max(s.created_at) FROM basalt.auth_sessions s WHERE s.user_id = u.id) AS last_login_at,
+    (SELECT f.locked_until FROM basalt.auth_login_failures f WHERE f.email = u.email AND f.locked_until > now()) AS locked_until
+  FROM basalt.users u`;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Users whose e-mail contains `search` (case-insensitive), newest first, with the total of matches. */
+export async function searchUsers(q: Queryable, f: { search?: string; limit?: number; offset?: number }): Promise<{ users: AdminUserView[]; total: number }> {
+  const pattern = f.search ? `%${f.search.trim().toLowerCase().replace(/[\\%_]/g, '\\$&')}%` : null;
+  const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
+  const offset = Math.max(f.offset ?? 0, 0);
+  const where = pattern ? 'WHERE u.email LIKE $1' : 'WHERE $1::text IS NULL';
+  const total = (await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM basalt.users u ${where}`, [pattern])).rows[0]!.n;
+  const { rows } = await q.query<AdminUserView>(`${SELECT} ${where} ORDER BY u.created_at DESC, u.id LIMIT $2 OFFSET $3`, [pattern, limit, offset]);
+  return { users: rows, total };
+}
+
+export async function userDetail(q: Queryable, id: string): Promise<AdminUserView | undefined> {
+  if (!UUID.test(id)) return undefined;
+  return (await q.query<AdminUserView>(`${SELECT} WHERE u.id = $1`, [id])).rows[0];
+}
+
+/** The user's live sessions, newest first. */
+export async function userSessions(q: Queryable, id: string): Promise<UserSessionView[]> {
+  const { rows } = await q.query<UserSessionView>(
+    `SELECT id, created_at, last_used_at, expires_at, ip, user_agent FROM basalt.auth_sessions
+      WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now() ORDER BY created_at DESC LIMIT 100`,
+    [id],
+  );
+  return rows;
+}

@@ -48,7 +48,7 @@ export function authRoutes(p: Platform) {
             tags,
             summary: 'Register a user',
             description:
-              'Creates an account (201). The e-mail is trimmed and lower-cased; an address already registered → 409 `email_taken`. ' +
+              'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`. ' +
               'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
               '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
           },

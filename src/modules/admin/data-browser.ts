@@ -1,0 +1,353 @@
+/**
+ * The admin data browser (docs/admin-api.md §Data browser, docs/admin.md "Data browser"):
+ * tables of the data schema with their columns, rows paged with the Database API's
+ * filter operators and sort, row edits, CSV export and import. No HTTP here: the admin
+ * routes call it with the admin's transaction (so the audit row commits with the change).
+ *
+ * Everything goes through the Database API's pieces (docs/database.md): the live catalog
+ * (names checked there and quoted by it; only the data schema, never `basalt` or `ext_*`),
+ * the query builder (operators, sort, bind parameters), the value codec (bigint as
+ * string, bytea as base64, …) and the Postgres error mapping. What is the admin's own:
+ * no table whitelist (the admin sees every table of the data schema), a page of at most
+ * 500 rows, and counts that stay cheap on big tables (estimates from the planner's
+ * statistics; an exact count only for tables of at most 100,000 estimated rows).
+ */
+import type { Queryable } from '../../db/engine';
+import { AppError, Errors } from '../../http/errors';
+import type { Platform } from '../../platform';
+import { Catalog, type CatalogSnapshot, type Column, type Table } from '../database/catalog';
+import { DbErrors } from '../database/errors';
+import type { QueryBody } from '../database/model';
+import { mapDbError } from '../database/pg-errors';
+import { buildStatement, UnknownName, type Statement } from '../database/query-builder';
+import { decodeValue, encodeValue, ValueError } from '../database/value-codec';
+import { exportCsv, importCsv } from './data-csv';
+
+export type Row = Record<string, unknown>;
+/** The Database API's filter: `op` one of eq neq gt gte lt lte in not_in like ilike is_null. */
+export interface Filter {
+  field: string;
+  op: string;
+  value?: unknown;
+}
+export interface Sort {
+  field: string;
+  direction?: string;
+}
+export interface ColumnInfo {
+  name: string;
+  /** The declared type, e.g. `integer`, `character varying(20)`, `numeric(10,2)`, `text[]`. */
+  type: string;
+  nullable: boolean;
+  /** Filled by the database when left out (DEFAULT, identity or generated column). */
+  has_default: boolean;
+}
+export interface TableInfo {
+  name: string;
+  /** The planner's estimate (pg_class statistics scaled to the table's current size; EXPLAIN when there are none). */
+  estimated_rows: number;
+  /** Primary key columns in key order; empty: browse, export and insert only. */
+  primary_key: string[];
+  columns: ColumnInfo[];
+}
+export interface SelectQuery {
+  filters?: Filter[];
+  sort?: Sort[];
+  limit?: number;
+  offset?: number;
+}
+export interface SelectResult {
+  rows: Row[];
+  count: number;
+  /** Rows matching the filters, estimated (pg_class.reltuples unfiltered, EXPLAIN filtered); equals `total` when that is given. */
+  estimated_total: number;
+  /** Exact count of the matching rows, only when the table holds at most 100,000 rows (estimated). */
+  total?: number;
+}
+
+export interface DataBrowser {
+  tables(): Promise<TableInfo[]>;
+  select(table: string, q: SelectQuery): Promise<SelectResult>;
+  insert(tx: Queryable, table: string, data: Record<string, unknown>): Promise<Row>;
+  update(tx: Queryable, table: string, key: Record<string, unknown>, data: Record<string, unknown>): Promise<Row>;
+  deleteRows(tx: Queryable, table: string, keys: Record<string, unknown>[]): Promise<number>;
+  /**
+   * Every matching row as CSV (header row, RFC 4180), fetched in short batches as the
+   * stream is read. The first chunk (header and first batch) is produced only after the
+   * table, filters and sort were checked and the first batch was read, so an unknown
+   * table (404) or a bad filter (400) rejects the first read: read it before answering.
+   */
+  exportCsv(table: string, q: { filters?: Filter[]; sort?: Sort[] }): ReadableStream<Uint8Array>;
+  importCsv(tx: Queryable, table: string, csv: string): Promise<{ inserted: number }>;
+}
+
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 500;
+/** Above this many estimated rows no exact count is made (docs/admin-api.md §Data browser). */
+export const EXACT_TOTAL_MAX = 100_000;
+export const MAX_DELETE_KEYS = 1000;
+/** How long a table's size estimate is reused (one pg_class read per table per interval). */
+const ESTIMATE_TTL_MS = 5_000;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** 400 `validation_error` naming the field (`details.fields[field]`). */
+export const invalid = (field: string, problem: string): AppError => Errors.validation(`${field}: ${problem}`, { [field]: problem });
+
+// Size of each table of the schema (or of one): the planner's own rule, reltuples/relpages
+// scaled to the current number of pages; NULL when there are no statistics yet (never
+// vacuumed or analyzed, e.g. always on the embedded engine, which has no autovacuum).
+const ESTIMATE_SQL = `
+SELECT c.relname AS name,
+       CASE WHEN c.relkind IN ('r', 'm') AND pg_catalog.pg_relation_size(c.oid) = 0 THEN 0
+            WHEN c.reltuples >= 0 AND c.relpages > 0 AND c.relkind IN ('r', 'm')
+            THEN round(c.reltuples / c.relpages * (pg_catalog.pg_relation_size(c.oid) / current_setting('block_size')::float8))
+       END::float8 AS estimate
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`;
+
+/** Rows of the top plan node of `EXPLAIN (FORMAT JSON) <sql>`. */
+async function explainRows(db: Queryable, sql: string, params: unknown[] = []): Promise<number> {
+  const res = await db.query<Record<string, unknown>>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+  let plan = Object.values(res.rows[0] ?? {})[0];
+  if (typeof plan === 'string') plan = JSON.parse(plan);
+  const rows = (plan as { Plan?: { 'Plan Rows'?: number } }[] | undefined)?.[0]?.Plan?.['Plan Rows'];
+  return typeof rows === 'number' ? Math.round(rows) : 0;
+}
+
+/** Kinds whose driver value already is the API representation (as in the Database API service). */
+const PASS_THROUGH = new Set(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
+
+export function decodeRows(columns: Column[], rows: Row[]): Row[] {
+  const special = columns.filter((c) => c.isArray || !PASS_THROUGH.has(c.kind));
+  if (special.length) for (const r of rows) for (const c of special) r[c.name] = decodeValue(c, r[c.name]);
+  return rows;
+}
+
+/** Internals shared with the CSV half (data-csv.ts). */
+export interface BrowserCore {
+  p: Platform;
+  catalog: Catalog;
+  /** The table named, from the live catalog (reloaded once on a miss); 404 when the data schema has none. */
+  resolve(name: unknown, via?: Queryable): Promise<{ snap: CatalogSnapshot; table: Table }>;
+  /** Build a Database API statement for the table; an unknown column reloads the catalog once, then is a 400 naming it. */
+  build(name: string, body: (t: Table) => QueryBody, via?: Queryable): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }>;
+  /** Run a write in the caller's transaction, mapping Postgres errors like the Database API. */
+  write(tx: Queryable, built: { st: Statement; snap: CatalogSnapshot; table: Table }): Promise<Row[]>;
+  /** Catalog reads inside the caller's transaction must use it on the embedded engine (it holds the only session). */
+  via(tx: Queryable): Queryable | undefined;
+}
+
+export function createDataBrowser(p: Platform): DataBrowser {
+  const schema = p.settings.get<string>('database.data_schema');
+  // The Database API's catalog when it exists (one cache, one refresh policy); the same class otherwise.
+  const catalog = p.services.database?.catalog ?? new Catalog(p.db, { schema });
+  const embedded = p.db.kind === 'embedded';
+  const estimates = new Map<string, { rows: number; at: number }>();
+
+  const core: BrowserCore = {
+    p,
+    catalog,
+    via: (tx) => (embedded ? tx : undefined),
+    async resolve(name, via) {
+      if (typeof name !== 'string' || name === '') throw invalid('table', 'must be a table name');
+      let snap = await catalog.get(via);
+      let table = snap.tables.get(name);
+      if (!table) {
+        const fresh = await catalog.refreshOnMiss(via);
+        if (fresh) (snap = fresh), (table = fresh.tables.get(name));
+      }
+      if (!table) throw Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`);
+      return { snap, table };
+    },
+    async build(name, body, via) {
+      const { snap, table } = await core.resolve(name, via);
+      try {
+        return { st: buildStatement(body(table), table, { maxLimit: MAX_LIMIT }), snap, table };
+      } catch (e) {
+        if (!(e instanceof UnknownName)) throw e;
+        // Maybe a column added since the last load: reload once and try again.
+        const fresh = await catalog.refreshOnMiss(via);
+        const t2 = fresh?.tables.get(name);
+        if (fresh && t2) {
+          try {
+            return { st: buildStatement(body(t2), t2, { maxLimit: MAX_LIMIT }), snap: fresh, table: t2 };
+          } catch (e2) {
+            if (!(e2 instanceof UnknownName)) throw e2;
+            throw invalid(e2.path, `unknown column '${e2.name}' of table '${name}'`);
+          }
+        }
+        throw invalid(e.path, `unknown column '${e.name}' of table '${name}'`);
+      }
+    },
+    async write(tx, { st, snap, table }) {
+      // On the embedded engine a savepoint keeps the transaction usable after a failed
+      // statement, so a bad value can be traced to its column through the same session.
+      const sp = embedded;
+      if (sp) await tx.query('SAVEPOINT basalt_admin_write');
+      try {
+        const res = await tx.query<Row>(st.sql, st.params);
+        if (sp) await tx.query('RELEASE SAVEPOINT basalt_admin_write');
+        return decodeRows(st.columns, res.rows);
+      } catch (err) {
+        if (err instanceof AppError) throw err;
+        if (sp) await tx.query('ROLLBACK TO SAVEPOINT basalt_admin_write').catch(() => {});
+        throw await mapDbError(err, { statement: st, table, snap, catalog, probe: embedded ? tx : p.db, timeoutMs: p.settings.get<number>('db.statement_timeout_ms') });
+      }
+    },
+  };
+
+  /** Estimated rows of one table (cached a few seconds). */
+  async function tableEstimate(table: Table): Promise<number> {
+    const hit = estimates.get(table.name);
+    if (hit && Date.now() - hit.at < ESTIMATE_TTL_MS) return hit.rows;
+    const res = await p.db.query<{ estimate: number | null }>(`${ESTIMATE_SQL} AND c.relname = $2`, [catalog.schema, table.name]);
+    const est = res.rows[0]?.estimate;
+    const rows = est === null || est === undefined ? await explainRows(p.db, `SELECT 1 FROM ${table.quoted}`) : Number(est);
+    estimates.set(table.name, { rows, at: Date.now() });
+    return rows;
+  }
+
+  /** A primary key as eq filters; each key column present, not null and of its type; no other column. */
+  function keyFilters(table: Table, key: unknown, path: string): Filter[] {
+    if (!isObject(key)) throw invalid(path, `must be an object of the primary key column${table.primaryKey.length > 1 ? 's' : ''} (${table.primaryKey.join(', ')})`);
+    for (const k of Object.keys(key)) {
+      if (!table.primaryKey.includes(k)) throw invalid(`${path}.${k}`, `not a primary key column of '${table.name}' (key: ${table.primaryKey.join(', ')})`);
+    }
+    return table.primaryKey.map((name) => {
+      const v = key[name];
+      if (v === undefined || v === null) throw invalid(`${path}.${name}`, 'is required (a primary key column)');
+      try {
+        encodeValue(table.columns.get(name)!, v);
+      } catch (e) {
+        if (e instanceof ValueError) throw invalid(`${path}.${name}`, e.message);
+        throw e;
+      }
+      return { field: name, op: 'eq', value: v };
+    });
+  }
+
+  function requireKey(table: Table, action: string): void {
+    if (table.primaryKey.length === 0) {
+      throw invalid('table', `'${table.name}' has no primary key, so rows cannot be ${action} here (browse, export and insert only); add a primary key to edit it`);
+    }
+  }
+
+  return {
+    async tables() {
+      const snap = await catalog.get();
+      const res = await p.db.query<{ name: string; estimate: number | null }>(ESTIMATE_SQL, [catalog.schema]);
+      const est = new Map(res.rows.map((r) => [r.name, r.estimate]));
+      const out: TableInfo[] = [];
+      for (const t of [...snap.tables.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+        const e = est.get(t.name);
+        let rows: number;
+        if (e === null || e === undefined) {
+          // No statistics yet: ask the planner (planning only, nothing is scanned).
+          rows = await explainRows(p.db, `SELECT 1 FROM ${t.quoted}`).catch(() => 0);
+        } else rows = Number(e);
+        estimates.set(t.name, { rows, at: Date.now() });
+        out.push({
+          name: t.name,
+          estimated_rows: rows,
+          primary_key: [...t.primaryKey],
+          columns: t.columnList.map((c) => ({ name: c.name, type: c.fullType, nullable: !c.notNull, has_default: c.hasDefault })),
+        });
+      }
+      return out;
+    },
+
+    async select(name, q = {}) {
+      if (!isObject(q)) throw invalid('query', 'must be an object {filters?, sort?, limit?, offset?}');
+      const limit = q.limit ?? DEFAULT_LIMIT;
+      if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > MAX_LIMIT) throw invalid('limit', `must be at most ${MAX_LIMIT}; page with offset`);
+      const filters = q.filters;
+      const built = await core.build(name, (t) => ({
+        entity: name,
+        action: 'select',
+        ...(filters === undefined ? {} : { filters }),
+        sort: withKeyOrder(t, q.sort),
+        limit,
+        offset: q.offset ?? 0,
+        total: true,
+      } as QueryBody));
+      const { st, snap, table } = built;
+      const filtered = Array.isArray(filters) && filters.length > 0;
+      try {
+        const [page, tableRows] = await Promise.all([p.db.query<Row>(st.sql, st.params), tableEstimate(table)]);
+        const rows = decodeRows(st.columns, page.rows);
+        const out: SelectResult = { rows, count: rows.length, estimated_total: tableRows };
+        if (tableRows <= EXACT_TOTAL_MAX) {
+          const c = await p.db.query<{ total: string | number }>(st.countSql!, st.countParams);
+          out.total = Number(c.rows[0]?.total ?? 0);
+          out.estimated_total = out.total;
+        } else if (filtered) {
+          // Never an unbounded count(*) on a big table: the planner's estimate of the filtered set.
+          out.estimated_total = await explainRows(p.db, 'SELECT 1' + st.countSql!.slice(st.countSql!.indexOf(' FROM ')), st.countParams);
+        }
+        return out;
+      } catch (err) {
+        if (err instanceof AppError) throw err;
+        throw await mapDbError(err, { statement: st, table, snap, catalog, probe: p.db, timeoutMs: p.settings.get<number>('db.statement_timeout_ms') });
+      }
+    },
+
+    async insert(tx, name, data) {
+      if (!isObject(data)) throw invalid('data', 'must be an object of column → value');
+      const built = await core.build(name, () => ({ entity: name, action: 'insert', data } as QueryBody), core.via(tx));
+      const rows = await core.write(tx, built);
+      return rows[0]!;
+    },
+
+    async update(tx, name, key, data) {
+      const via = core.via(tx);
+      const { table } = await core.resolve(name, via);
+      requireKey(table, 'updated');
+      if (!isObject(data) || Object.keys(data).length === 0) throw invalid('data', 'must be an object of column → new value with at least one column');
+      const built = await core.build(name, (t) => ({ entity: name, action: 'update', data, filters: keyFilters(t, key, 'key') } as QueryBody), via);
+      const rows = await core.write(tx, built);
+      if (rows.length === 0) throw Errors.notFound(`No row of '${name}' has this key.`);
+      return rows[0]!;
+    },
+
+    async deleteRows(tx, name, keys) {
+      const via = core.via(tx);
+      const { table } = await core.resolve(name, via);
+      requireKey(table, 'deleted');
+      if (!Array.isArray(keys) || keys.length === 0) throw invalid('keys', 'must be a non-empty array of primary keys');
+      if (keys.length > MAX_DELETE_KEYS) throw invalid('keys', `at most ${MAX_DELETE_KEYS} rows per request`);
+      const filters = keys.map((k, i) => keyFilters(table, k, `keys[${i}]`));
+      const fields = [...table.primaryKey];
+      if (table.primaryKey.length === 1) {
+        // One statement whatever the number of keys: `pk = ANY($1)` (one array parameter).
+        const [pk] = fields;
+        const values = filters.map((f) => f[0]!.value);
+        const built = await core.build(name, () => ({ entity: name, action: 'delete', fields, filters: [{ field: pk!, op: 'in', value: values }] } as QueryBody), via);
+        return (await core.write(tx, built)).length;
+      }
+      // Composite key: one statement per key, all in the caller's transaction.
+      let count = 0;
+      for (const f of filters) {
+        const built = await core.build(name, () => ({ entity: name, action: 'delete', fields, filters: f } as QueryBody), via);
+        count += (await core.write(tx, built)).length;
+      }
+      return count;
+    },
+
+    exportCsv: (name, q) => exportCsv(core, name, q ?? {}),
+    importCsv: (tx, name, csv) => importCsv(core, tx, name, csv),
+  };
+}
+
+/**
+ * The sort asked for, then the primary key columns it does not name, so pages are
+ * stable (rows with equal sort values keep one order from page to page).
+ */
+export function withKeyOrder(table: Table, sort: unknown): unknown {
+  if (sort !== undefined && !Array.isArray(sort)) return sort; // the builder names the problem
+  const items = (sort ?? []) as unknown[];
+  const named = new Set(items.map((s) => (isObject(s) ? s.field : undefined)));
+  const extra = table.primaryKey.filter((c) => !named.has(c)).map((field) => ({ field, direction: 'asc' }));
+  return items.length || extra.length ? [...items, ...extra] : undefined;
+}

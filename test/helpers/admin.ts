@@ -30,14 +30,15 @@ export interface AdminAuth {
 
 /**
  * Create an administrator (unless `email` names an existing one and `create: false`)
- * and sign in through POST /api/admin/auth/login. The sign-in rate limit of the test
- * client's address is reset first, so suites may sign in as often as they like.
+ * and sign in through POST /api/admin/auth/login. The sign-in rate limits of the test
+ * client's address and of the account are reset first, so suites may sign in as often as they like.
  */
 export async function signInAdmin(s: TestServer, opts: { email?: string; password?: string; create?: boolean } = {}): Promise<AdminAuth> {
   const email = opts.email ?? `admin-${Date.now().toString(36)}-${++n}@example.com`;
   const password = opts.password ?? ADMIN_PASSWORD;
   if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
   await resetBucket(s.platform.db, 'admin_login_ip:127.0.0.1');
+  await resetBucket(s.platform.db, `admin_login_account:${email.toLowerCase()}`);
   const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password }, headers: { 'sec-fetch-site': 'same-origin' } });
   if (r.status !== 200) throw new Error(`admin sign-in failed: ${r.status} ${r.text}`);
   const set = r.headers.get('set-cookie') ?? '';

@@ -13,8 +13,9 @@ import { mailRoutes } from './routes/mail';
 import { templatesRoutes } from './routes/templates';
 import { usersRoutes } from './routes/users';
 import { overviewRoutes } from './routes/overview';
+import { dataRoutes } from './routes/data';
 
-const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes];
+const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes];
 
 export function adminRoutes(p: Platform): AnyElysia {
   let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));

@@ -1,0 +1,113 @@
+/**
+ * Data browser screen (docs/admin-api.md §Data browser): HTTP over the data browser
+ * service (../data-browser.ts), which checks names against the live catalog and
+ * encodes values as the Database API does. Each change and its audit row share one
+ * transaction: a failed change leaves neither.
+ */
+import { t, type AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import { createDataBrowser, type DataBrowser } from '../data-browser';
+import { AdminErrors } from '../errors';
+import { adminOf } from '../guard';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+const Data = t.Record(t.String(), t.Unknown());
+const Bodies = {
+  select: t.Object({ filters: t.Optional(t.Unknown()), sort: t.Optional(t.Unknown()), limit: t.Optional(t.Unknown()), offset: t.Optional(t.Unknown()) }),
+  insert: t.Object({ data: Data }),
+  update: t.Object({ key: Data, data: Data }),
+  delete: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
+  import: t.Object({ csv: t.String({ minLength: 1 }) }),
+};
+
+/** `filters` / `sort` of the export query: JSON text, or absent. */
+function jsonParam(name: string, raw: unknown): any {
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    return JSON.parse(String(raw));
+  } catch {
+    throw AdminErrors.field(name, 'must be JSON, e.g. [{"field":"id","op":"gt","value":10}]');
+  }
+}
+
+/** The first chunk is read before answering, so a bad table or filter is a JSON error, not a broken download. */
+async function startedStream(stream: ReadableStream<Uint8Array>): Promise<ReadableStream<Uint8Array>> {
+  const reader = stream.getReader();
+  const first = await reader.read();
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (first.done) controller.close();
+      else controller.enqueue(first.value);
+    },
+    async pull(controller) {
+      const next = await reader.read();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+}
+
+export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  let browser: DataBrowser | undefined;
+  const data = () => (browser ??= createDataBrowser(p));
+  return app
+    .get('/data/tables', async () => ok({ tables: await data().tables() }))
+    .post('/data/:table/select', async ({ params, body }: any) => ok(await data().select(params.table, body ?? {})), { body: Bodies.select })
+    .post(
+      '/data/:table/rows',
+      async ({ params, body, request, set }: any) => {
+        const row = await p.services.admin.audited(adminOf(request).actor, 'data.insert', async (tx, note) => {
+          const r = await data().insert(tx, params.table, body.data);
+          note(params.table, { data: body.data });
+          return r;
+        });
+        set.status = 201;
+        return ok({ row });
+      },
+      { body: Bodies.insert },
+    )
+    .patch(
+      '/data/:table/rows',
+      async ({ params, body, request }: any) => {
+        const row = await p.services.admin.audited(adminOf(request).actor, 'data.update', async (tx, note) => {
+          const r = await data().update(tx, params.table, body.key, body.data);
+          note(params.table, { key: body.key, data: body.data });
+          return r;
+        });
+        return ok({ row });
+      },
+      { body: Bodies.update },
+    )
+    .post(
+      '/data/:table/delete',
+      async ({ params, body, request }: any) => {
+        const count = await p.services.admin.audited(adminOf(request).actor, 'data.delete', async (tx, note) => {
+          const n = await data().deleteRows(tx, params.table, body.keys);
+          note(params.table, { count: n, keys: body.keys.slice(0, 100) });
+          return n;
+        });
+        return ok({ count });
+      },
+      { body: Bodies.delete },
+    )
+    .post(
+      '/data/:table/import',
+      async ({ params, body, request }: any) => {
+        const r = await p.services.admin.audited(adminOf(request).actor, 'data.import', async (tx, note) => {
+          const out = await data().importCsv(tx, params.table, body.csv);
+          note(params.table, { inserted: out.inserted, bytes: body.csv.length });
+          return out;
+        });
+        return ok(r);
+      },
+      { body: Bodies.import },
+    )
+    .get('/data/:table/export.csv', async ({ params, query }: any) => {
+      const stream = await startedStream(data().exportCsv(params.table, { filters: jsonParam('filters', query.filters), sort: jsonParam('sort', query.sort) }));
+      const name = String(params.table).replace(/[^A-Za-z0-9_.-]/g, '_');
+      return new Response(stream, {
+        headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="${name}.csv"`, 'cache-control': 'no-store' },
+      });
+    });
+}

@@ -13,20 +13,15 @@
  *   bun bench/db-query.ts              # BENCH_SECONDS=3 per cell by default
  *   BENCH_ENGINES=external BENCH_CLIENTS=16 BENCH_TX=0 bun bench/db-query.ts   # one cell, when profiling
  */
-import postgres from 'postgres';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
 import { startServer, type TestServer } from '../test/helpers/server';
 import { createKey } from '../test/helpers/keys';
 import { openExternal } from '../src/db/external';
 import type { Db } from '../src/db/engine';
 import { buildStatement } from '../src/modules/database/query-builder';
-import { fmt, p99 } from './support';
+import { externalDb, fmt, p99 } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
-const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONCURRENCY = (process.env.BENCH_CLIENTS ?? '1,16,64').split(',').map(Number);
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 const TX = process.env.BENCH_TX !== '0';
@@ -47,28 +42,6 @@ async function load(seconds: number, concurrency: number, send: (i: number) => P
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, worker));
   return { perSecond: times.length / ((performance.now() - start) / 1000), p99: p99(times) };
-}
-
-async function externalDb(): Promise<FreshDb> {
-  const name = `basalt_bench_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`;
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(ADMIN_URL);
-  u.pathname = '/' + name;
-  const dataDir = mkdtempSync(join(tmpdir(), 'basalt-bench-'));
-  return {
-    engine: 'external',
-    env: { BASALT_DATA_DIR: dataDir, BASALT_DATABASE_URL: u.toString() },
-    dataDir,
-    url: u.toString(),
-    drop: async () => {
-      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-      await a.end();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
 }
 
 const SCHEMA = `

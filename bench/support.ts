@@ -1,4 +1,12 @@
-/** Small pieces every benchmark shares: statistics, number formatting, a bounded load loop. */
+/** Small pieces every benchmark shares: statistics, number formatting, a bounded load loop, a scratch database. */
+import postgres from 'postgres';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FreshDb } from '../test/helpers/engines';
+
+const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
 
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 export const p99 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;
@@ -24,4 +32,27 @@ export async function countedLoad(count: number, concurrency: number, send: () =
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, worker));
   return { perSecond: count / ((performance.now() - start) / 1000), p50: median(times) };
+}
+
+/** A fresh database on BASALT_BENCH_DATABASE_URL (default: the local server), dropped by `drop()`. */
+export async function externalDb(): Promise<FreshDb> {
+  const name = `basalt_bench_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(ADMIN_URL);
+  u.pathname = '/' + name;
+  const dataDir = mkdtempSync(join(tmpdir(), 'basalt-bench-'));
+  return {
+    engine: 'external',
+    env: { BASALT_DATA_DIR: dataDir, BASALT_DATABASE_URL: u.toString() },
+    dataDir,
+    url: u.toString(),
+    drop: async () => {
+      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await a.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
 }

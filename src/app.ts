@@ -8,12 +8,13 @@ import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
 import { metricsFor } from './http/metrics';
 import { systemRoutes } from './modules/system/routes';
-import { openapiRoutes } from './modules/openapi/routes';
+import { openapiDocument, openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
 import { mailRoutes } from './modules/mail/routes';
 import { databaseRoutes } from './modules/database/routes';
 import { adminRoutes } from './modules/admin/routes';
+import { panelRoutes } from './modules/panel/routes';
 
 export type Listener = 'main' | 'public';
 
@@ -31,6 +32,7 @@ export const routeModules: RouteModule[] = [
   { name: 'database', listener: 'public', routes: databaseRoutes },
   { name: 'mail', listener: 'main', routes: mailRoutes },
   { name: 'admin', listener: 'main', routes: adminRoutes },
+  { name: 'panel', listener: 'main', routes: panelRoutes },
 ];
 
 export interface BuiltApp {
@@ -60,9 +62,11 @@ export async function createApp(p: Platform, extra: ExtraModules = []): Promise<
     const target = m.listener === 'public' && pub ? pub : main;
     target.use(await m.routes(p));
   }
-  // The OpenAPI document is served on both listeners; the reference page on the public one.
-  main.use(openapiRoutes(apps, p.version, !pub));
-  pub?.use(openapiRoutes(apps, p.version, true));
+  // The OpenAPI document is built once, now, before any request (src/modules/openapi/routes.ts),
+  // and served on both listeners; the reference page on the public one.
+  const document = openapiDocument(apps(), p.version);
+  main.use(openapiRoutes(document, !pub));
+  pub?.use(openapiRoutes(document, true));
 
   const handler = (app: AnyElysia) => createHandler({ settings: p.settings, log: p.log, handle: (req) => app.handle(req), metrics: metricsFor(p) });
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };

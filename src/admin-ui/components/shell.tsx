@@ -1,0 +1,118 @@
+/**
+ * The signed-in frame: navigation by the screen names of ADMIN.md, theme toggle, sign
+ * out; collapses to a menu button on a phone. When the session is lost mid-work a
+ * sign-in dialog opens over the current screen, so what was typed stays.
+ */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { signal } from '@preact/signals';
+import { Icon, Logo, type IconName } from './icons';
+import { Toasts } from './toast';
+import { ConfirmHost } from './ui';
+import { get, post, session, sessionLost, setSession } from '../api';
+import { route } from '../router';
+import { theme, toggleTheme } from '../theme';
+import { SignInForm } from '../screens/sign-in';
+
+const NAV: { path: string; label: string; icon: IconName }[] = [
+  { path: '/', label: 'Dashboard', icon: 'dashboard' },
+  { path: '/keys', label: 'API keys', icon: 'key' },
+  { path: '/settings', label: 'Settings', icon: 'settings' },
+  { path: '/templates', label: 'Mail templates', icon: 'template' },
+  { path: '/mail', label: 'Mail jobs', icon: 'mail' },
+  { path: '/users', label: 'Users', icon: 'users' },
+  { path: '/data', label: 'Data', icon: 'data' },
+  { path: '/extensions', label: 'Extensions', icon: 'puzzle' },
+  { path: '/audit', label: 'Audit log', icon: 'audit' },
+];
+
+/** Where `/api/docs` lives: the public listener's base when the split is on. */
+export const docsUrl = signal('/api/docs');
+
+async function loadDocsUrl() {
+  try {
+    const { settings } = await get<{ settings: { key: string; value: unknown }[] }>('/settings');
+    const v = (k: string) => settings.find((s) => s.key === k)?.value;
+    if (!v('web.public_api_separate')) return;
+    const base = String(v('web.public_base_url') || '') || `${location.protocol}//${location.hostname}:${v('web.public_port')}`;
+    docsUrl.value = base.replace(/\/$/, '') + '/api/docs';
+  } catch {
+    /* same origin then */
+  }
+}
+
+function active(path: string): boolean {
+  const first = '/' + (route.value.parts[0] ?? '');
+  return path === first;
+}
+
+export function Shell({ children }: { children: ComponentChildren }) {
+  const [open, setOpen] = useState(false);
+  useEffect(() => void loadDocsUrl(), []);
+  useEffect(() => setOpen(false), [route.value.path]);
+  const signOut = async () => {
+    await post('/auth/logout').catch(() => {});
+    setSession(null);
+  };
+  return (
+    <div class={`shell ${open ? 'nav-open' : ''}`}>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="topbar">
+        <button class="icon-btn menu-btn" aria-label={open ? 'Close menu' : 'Open menu'} aria-expanded={open} onClick={() => setOpen(!open)}>
+          <Icon name={open ? 'x' : 'menu'} />
+        </button>
+        <a class="brand" href="#/">
+          <Logo /> <span>Basalt</span>
+        </a>
+        <div class="topbar-end">
+          <span class="who" title="Signed in as">
+            {session.value?.admin.email}
+          </span>
+          <button class="icon-btn" aria-label={theme.value === 'dark' ? 'Switch to light theme' : 'Switch to dark theme'} onClick={toggleTheme}>
+            <Icon name={theme.value === 'dark' ? 'sun' : 'moon'} />
+          </button>
+          <button class="icon-btn" aria-label="Sign out" title="Sign out" onClick={signOut}>
+            <Icon name="logout" />
+          </button>
+        </div>
+      </header>
+      <nav class="sidenav" aria-label="Main">
+        <ul>
+          {NAV.map((n) => (
+            <li key={n.path}>
+              <a href={'#' + n.path} class={active(n.path) ? 'active' : ''} aria-current={active(n.path) ? 'page' : undefined}>
+                <Icon name={n.icon} /> {n.label}
+              </a>
+            </li>
+          ))}
+          <li class="nav-sep">
+            <a href={docsUrl.value} target="_blank" rel="noopener">
+              <Icon name="book" /> API reference <Icon name="external" size={14} class="icon ext" />
+            </a>
+          </li>
+        </ul>
+      </nav>
+      <div class="scrim" onClick={() => setOpen(false)} />
+      <main id="main" class="content" tabIndex={-1}>
+        {children}
+      </main>
+      {sessionLost.value && <SessionLost />}
+      <ConfirmHost />
+      <Toasts />
+    </div>
+  );
+}
+
+function SessionLost() {
+  return (
+    <div class="overlay">
+      <div class="card signin-card" role="dialog" aria-modal="true" aria-label="Sign in again">
+        <h2>Your session ended</h2>
+        <p class="muted">Sign in again to continue. What you typed on this screen is kept; send it again afterwards.</p>
+        <SignInForm email={session.value?.admin.email} />
+      </div>
+    </div>
+  );
+}

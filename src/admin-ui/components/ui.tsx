@@ -1,0 +1,201 @@
+/** The panel's building blocks: buttons, labelled fields, badges, empty states, dialogs. */
+import type { ButtonHTMLAttributes, ComponentChildren } from 'preact';
+import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
+import { signal } from '@preact/signals';
+import { Icon, type IconName } from './icons';
+import { ApiError, explain } from '../api';
+
+type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & {
+  variant?: 'primary' | 'secondary' | 'danger' | 'ghost';
+  icon?: IconName;
+  busy?: boolean;
+};
+
+export function Button({ variant = 'secondary', icon, busy, children, class: cls, disabled, type = 'button', ...rest }: ButtonProps) {
+  return (
+    <button type={type} class={`btn btn-${variant} ${cls ?? ''}`} disabled={disabled || busy} aria-busy={busy || undefined} {...rest}>
+      {busy ? <span class="spinner" aria-hidden="true" /> : icon && <Icon name={icon} size={16} />}
+      {children}
+    </button>
+  );
+}
+
+/** A labelled control; `children` receives the id to put on the control. */
+export function Field({ label, error, hint, children, class: cls }: { label: string; error?: string; hint?: ComponentChildren; children: (id: string, describedBy?: string) => ComponentChildren; class?: string }) {
+  const id = useId();
+  const note = error || hint ? `${id}-note` : undefined;
+  return (
+    <div class={`field ${error ? 'has-error' : ''} ${cls ?? ''}`}>
+      <label for={id}>{label}</label>
+      {children(id, note)}
+      {error ? (
+        <p class="field-error" id={note} role="alert">
+          {error}
+        </p>
+      ) : hint ? (
+        <p class="field-hint" id={note}>
+          {hint}
+        </p>
+      ) : null}
+    </div>
+  );
+}
+
+export function Badge({ tone = 'neutral', children, title }: { tone?: 'neutral' | 'ok' | 'warn' | 'danger' | 'info' | 'accent'; children: ComponentChildren; title?: string }) {
+  return (
+    <span class={`badge badge-${tone}`} title={title}>
+      {children}
+    </span>
+  );
+}
+
+export function Empty({ icon = 'search', title, children }: { icon?: IconName; title: string; children?: ComponentChildren }) {
+  return (
+    <div class="empty">
+      <div class="empty-icon">
+        <Icon name={icon} size={28} />
+      </div>
+      <p class="empty-title">{title}</p>
+      {children && <div class="empty-body">{children}</div>}
+    </div>
+  );
+}
+
+export function Loading({ label = 'Loading…' }: { label?: string }) {
+  return (
+    <div class="loading" role="status">
+      <span class="spinner" aria-hidden="true" /> {label}
+    </div>
+  );
+}
+
+export function ErrorNote({ error, onRetry }: { error: unknown; onRetry?: () => void }) {
+  if (!error) return null;
+  return (
+    <div class="error-note" role="alert">
+      <Icon name="alert" />
+      <span>{explain(error)}</span>
+      {onRetry && (
+        <Button variant="ghost" onClick={onRetry}>
+          Try again
+        </Button>
+      )}
+    </div>
+  );
+}
+
+export function PageHeader({ title, subtitle, actions }: { title: string; subtitle?: ComponentChildren; actions?: ComponentChildren }) {
+  return (
+    <header class="page-header">
+      <div>
+        <h1>{title}</h1>
+        {subtitle && <p class="subtitle">{subtitle}</p>}
+      </div>
+      {actions && <div class="page-actions">{actions}</div>}
+    </header>
+  );
+}
+
+/** A modal `<dialog>`: focus kept inside, Escape closes. */
+export function Modal({ title, onClose, children, footer, wide }: { title: string; onClose: () => void; children: ComponentChildren; footer?: ComponentChildren; wide?: boolean }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current!;
+    if (!d.open) d.showModal();
+    const cancel = (e: Event) => {
+      e.preventDefault();
+      onClose();
+    };
+    d.addEventListener('cancel', cancel);
+    return () => d.removeEventListener('cancel', cancel);
+  }, [onClose]);
+  return (
+    <dialog ref={ref} class={`modal ${wide ? 'modal-wide' : ''}`} aria-label={title}>
+      <div class="modal-head">
+        <h2>{title}</h2>
+        <button class="icon-btn" aria-label="Close" onClick={onClose}>
+          <Icon name="x" />
+        </button>
+      </div>
+      <div class="modal-body">{children}</div>
+      {footer && <div class="modal-foot">{footer}</div>}
+    </dialog>
+  );
+}
+
+interface ConfirmRequest {
+  title: string;
+  body: ComponentChildren;
+  action: string;
+  danger?: boolean;
+  resolve: (ok: boolean) => void;
+}
+const pending = signal<ConfirmRequest | null>(null);
+
+/** Asks before a destructive action; resolves true when confirmed. */
+export function confirm(opts: Omit<ConfirmRequest, 'resolve'>): Promise<boolean> {
+  return new Promise((resolve) => (pending.value = { ...opts, resolve }));
+}
+
+export function ConfirmHost() {
+  const req = pending.value;
+  const close = useCallback((ok: boolean) => {
+    pending.value?.resolve(ok);
+    pending.value = null;
+  }, []);
+  const cancel = useCallback(() => close(false), [close]);
+  if (!req) return null;
+  return (
+    <Modal
+      title={req.title}
+      onClose={cancel}
+      footer={
+        <>
+          <Button onClick={cancel}>Cancel</Button>
+          <Button variant={req.danger ? 'danger' : 'primary'} onClick={() => close(true)} autoFocus>
+            {req.action}
+          </Button>
+        </>
+      }
+    >
+      {req.body}
+    </Modal>
+  );
+}
+
+export interface Async<T> {
+  data: T | undefined;
+  error: unknown;
+  loading: boolean;
+  reload: () => void;
+}
+
+/** Loads `fn()` when `deps` change; keeps the last data while reloading. */
+export function useAsync<T>(fn: () => Promise<T>, deps: unknown[]): Async<T> {
+  const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setState((s) => ({ ...s, loading: true, error: undefined }));
+    fn().then(
+      (data) => live && setState({ data, loading: false }),
+      (error) => live && setState((s) => ({ data: s.data, error, loading: false })),
+    );
+    return () => {
+      live = false;
+    };
+  }, [...deps, tick]);
+  return { data: state.data, error: state.error, loading: state.loading, reload: () => setTick((t) => t + 1) };
+}
+
+/** The message for one field, from an ApiError's `details.fields`. */
+export function fieldError(e: unknown, name: string): string | undefined {
+  return e instanceof ApiError ? e.fields[name] : undefined;
+}
+
+/** The error not tied to any of `fields`, for a note above the form. */
+export function formError(e: unknown, fields: string[]): unknown {
+  if (!e) return undefined;
+  if (e instanceof ApiError && Object.keys(e.fields).length && Object.keys(e.fields).every((f) => fields.includes(f))) return undefined;
+  return e;
+}

@@ -1,0 +1,85 @@
+/**
+ * The administration panel (ADMIN.md): boot (who is signed in), then the screen the
+ * hash names. Bundled by src/modules/panel/bundle.ts and served at `/_/`.
+ */
+import { render } from 'preact';
+import { useEffect } from 'preact/hooks';
+import './theme';
+import { ApiError, get, session, setSession, type Session } from './api';
+import { route } from './router';
+import { Shell } from './components/shell';
+import { Loading } from './components/ui';
+import { SignIn, setupRequired } from './screens/sign-in';
+import { Setup } from './screens/setup';
+import { Dashboard } from './screens/dashboard';
+import { Keys } from './screens/keys';
+import { Settings } from './screens/settings';
+import { Templates } from './screens/templates';
+import { MailJobs } from './screens/mail-jobs';
+import { Users } from './screens/users';
+import { Data } from './screens/data';
+import { Extensions } from './screens/extensions';
+import { Audit } from './screens/audit';
+import { Empty } from './components/ui';
+
+const SCREENS: Record<string, () => preact.JSX.Element> = {
+  '': Dashboard,
+  keys: Keys,
+  settings: Settings,
+  templates: Templates,
+  mail: MailJobs,
+  users: Users,
+  data: Data,
+  extensions: Extensions,
+  audit: Audit,
+};
+
+const TITLES: Record<string, string> = {
+  '': 'Dashboard',
+  keys: 'API keys',
+  settings: 'Settings',
+  templates: 'Mail templates',
+  mail: 'Mail jobs',
+  users: 'Users',
+  data: 'Data',
+  extensions: 'Extensions',
+  audit: 'Audit log',
+};
+
+async function boot() {
+  get<{ setup_required: boolean }>('/auth/state').then((s) => (setupRequired.value = s.setup_required), () => {});
+  try {
+    setSession(await get<Session>('/auth/me'));
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 401) console.warn('could not ask who is signed in', e);
+    setSession(null);
+  }
+}
+
+function NotFound() {
+  return (
+    <Empty icon="alert" title="No such screen">
+      <a href="#/">Back to the dashboard</a>
+    </Empty>
+  );
+}
+
+function App() {
+  const r = route.value;
+  const first = r.parts[0] ?? '';
+  useEffect(() => {
+    document.title = `${TITLES[first] ?? 'Basalt'} · Basalt administration`;
+  }, [first]);
+  if (first === 'setup') return <Setup />;
+  if (session.value === undefined) return <Loading label="Starting…" />;
+  if (session.value === null) return <SignIn />;
+  const Screen = SCREENS[first] ?? NotFound;
+  return (
+    <Shell>
+      <Screen key={first} />
+    </Shell>
+  );
+}
+
+void boot();
+render(<App />, document.getElementById('app')!);

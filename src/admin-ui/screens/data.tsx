@@ -1,0 +1,216 @@
+/**
+ * Data: the data schema's tables; a grid paged with the Database API's filters and sort
+ * (estimated totals on big tables, long cells cut); insert, edit, delete rows; bulk
+ * delete; CSV export (streamed by the server) and import.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, get, post } from '../api';
+import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync } from '../components/ui';
+import { Icon } from '../components/icons';
+import { toast } from '../components/toast';
+import { cell, number } from '../format';
+import { navigate, route } from '../router';
+import { ModalForm, RowForm, type TableInfo } from './data-row';
+import { FilterEditor, type Filter } from './data-filters';
+
+interface Sort {
+  field: string;
+  direction: 'asc' | 'desc';
+}
+interface Page {
+  rows: Record<string, unknown>[];
+  count: number;
+  estimated_total: number;
+  total?: number;
+}
+
+const LIMIT = 50;
+
+export function Data() {
+  const tables = useAsync(() => get<{ tables: TableInfo[] }>('/data/tables'), []);
+  const name = route.value.parts[1];
+  const table = tables.data?.tables.find((t) => t.name === name);
+  return (
+    <>
+      <PageHeader title="Data" subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log." />
+      <ErrorNote error={tables.error} onRetry={tables.reload} />
+      {tables.loading && !tables.data && <Loading />}
+      {tables.data && !tables.data.tables.length && (
+        <section class="panel"><Empty icon="data" title="The data schema has no tables">Add a SQL file to migrations.dir (e.g. <code>001_init.sql</code>) and restart, or run <code>basalt migrate</code>.</Empty></section>
+      )}
+      {!!tables.data?.tables.length && (
+        <div class="data-layout">
+          <nav class="panel" aria-label="Tables">
+            <ul class="table-list">
+              {tables.data.tables.map((t) => (
+                <li key={t.name}>
+                  <a href={`#/data/${encodeURIComponent(t.name)}`} class={t.name === name ? 'active' : ''} aria-current={t.name === name ? 'page' : undefined}>
+                    <span>{t.name}</span><small title="estimated rows">{compact(t.estimated_rows)}</small>
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+          {table ? <Grid key={table.name} table={table} /> : <section class="panel"><Empty icon="data" title={name ? `No table named ${name}` : 'Pick a table'}>{!name && 'Its rows appear here, with filters, sorting and CSV export.'}</Empty></section>}
+        </div>
+      )}
+    </>
+  );
+}
+
+function compact(n: number): string {
+  if (n < 0) return '?';
+  if (n < 1000) return String(n);
+  if (n < 1e6) return `${(n / 1e3).toFixed(n < 1e4 ? 1 : 0)}k`;
+  return `${(n / 1e6).toFixed(n < 1e7 ? 1 : 0)}M`;
+}
+
+function keyOf(t: TableInfo, row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(t.primary_key.map((c) => [c, row[c]]));
+}
+
+function Grid({ table }: { table: TableInfo }) {
+  const [filters, setFilters] = useState<Filter[]>([]);
+  const [sort, setSort] = useState<Sort[]>([]);
+  const [offset, setOffset] = useState(0);
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [editing, setEditing] = useState<Record<string, unknown> | 'new' | null>(null);
+  const [importing, setImporting] = useState(false);
+  const page = useAsync(() => post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }), [filters, sort, offset]);
+  useEffect(() => setSelected(new Set()), [filters, sort, offset]);
+  const editable = table.primary_key.length > 0;
+  const rows = page.data?.rows ?? [];
+  const total = page.data?.total;
+  const estimated = page.data?.estimated_total ?? table.estimated_rows;
+  const hasNext = total !== undefined ? offset + rows.length < total : rows.length === LIMIT;
+
+  const toggleSort = (c: string) => {
+    const cur = sort.find((s) => s.field === c);
+    setOffset(0);
+    setSort(!cur ? [{ field: c, direction: 'asc' }] : cur.direction === 'asc' ? [{ field: c, direction: 'desc' }] : []);
+  };
+  const rowId = (r: Record<string, unknown>) => JSON.stringify(keyOf(table, r));
+  const allSelected = rows.length > 0 && rows.every((r) => selected.has(rowId(r)));
+  const toggle = (id: string) => {
+    const s = new Set(selected);
+    s.has(id) ? s.delete(id) : s.add(id);
+    setSelected(s);
+  };
+  const bulkDelete = async () => {
+    const n = selected.size;
+    if (!(await confirm({ title: `Delete ${n} row${n === 1 ? '' : 's'} from ${table.name}?`, body: <p>All of them are deleted, or none if one cannot be (e.g. still referenced). This cannot be undone.</p>, action: 'Delete', danger: true }))) return;
+    try {
+      const r = await post<{ count: number }>(`/data/${encodeURIComponent(table.name)}/delete`, { keys: [...selected].map((s) => JSON.parse(s)) });
+      toast(`${r.count} row${r.count === 1 ? '' : 's'} deleted.`);
+      setSelected(new Set());
+      page.reload();
+    } catch (e) {
+      toast(`Nothing deleted: ${(e as Error).message}`, 'error');
+    }
+  };
+  const exportHref = `/api/admin/data/${encodeURIComponent(table.name)}/export.csv?` + new URLSearchParams({ filters: JSON.stringify(filters), sort: JSON.stringify(sort) });
+  const from = rows.length ? offset + 1 : 0;
+  return (
+    <section class="panel" aria-label={`Table ${table.name}`}>
+      <div class="panel-head">
+        <h2>{table.name} <span class="muted" style={{ fontWeight: 400 }}>{table.columns.length} columns{!editable && ' · no primary key: read-only'}</span></h2>
+        <div class="page-actions">
+          {selected.size > 0 && <Button variant="danger" icon="trash" onClick={bulkDelete}>Delete selected ({selected.size})</Button>}
+          {editable && <Button icon="plus" onClick={() => setEditing('new')}>Insert row</Button>}
+          <Button icon="upload" onClick={() => setImporting(true)}>Import CSV</Button>
+          <a class="btn btn-secondary" href={exportHref} download={`${table.name}.csv`}><Icon name="download" size={16} /> Export CSV</a>
+        </div>
+      </div>
+      <FilterEditor columns={table.columns} applied={filters} onApply={(f) => { setOffset(0); setFilters(f); }} error={page.error instanceof ApiError && page.error.status === 400 ? page.error : undefined} />
+      {!(page.error instanceof ApiError && page.error.status === 400) && <ErrorNote error={page.error} onRetry={page.reload} />}
+      <div class="table-wrap" aria-busy={page.loading}>
+        <table class="grid">
+          <thead>
+            <tr>
+              {editable && <th class="check-cell"><input type="checkbox" aria-label="Select all rows on this page" checked={allSelected} onChange={() => setSelected(allSelected ? new Set() : new Set(rows.map(rowId)))} /></th>}
+              {table.columns.map((c) => {
+                const s = sort.find((x) => x.field === c.name);
+                return (
+                  <th key={c.name} aria-sort={s ? (s.direction === 'asc' ? 'ascending' : 'descending') : undefined}>
+                    <button class="sort-btn" onClick={() => toggleSort(c.name)} aria-label={`Sort by ${c.name}`}>
+                      {c.name}<span class="col-type">{c.type}</span>
+                      {s && <Icon name={s.direction === 'asc' ? 'sortUp' : 'sortDown'} size={13} />}
+                    </button>
+                  </th>
+                );
+              })}
+              {editable && <th><span class="sr-only">Actions</span></th>}
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => {
+              const id = rowId(r);
+              return (
+                <tr key={id} class={selected.has(id) ? 'selected' : ''}>
+                  {editable && <td class="check-cell"><input type="checkbox" aria-label={`Select row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} checked={selected.has(id)} onChange={() => toggle(id)} /></td>}
+                  {table.columns.map((c) => <Cell key={c.name} v={r[c.name]} />)}
+                  {editable && <td class="actions"><Button class="btn-sm" variant="ghost" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`}>Edit</Button></td>}
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+        {page.data && !rows.length && <Empty icon="filter" title={filters.length ? 'No row matches these filters' : 'This table is empty'} />}
+        {page.loading && !page.data && <Loading />}
+      </div>
+      <div class="pager">
+        <span class="pager-info" data-testid="pager-info">
+          {rows.length ? `Rows ${number(from)}–${number(offset + rows.length)}` : 'No rows'}
+          {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of about ${number(estimated)}` : ''}
+          {page.loading && page.data && <> · <span class="spinner" aria-label="Loading" /></>}
+        </span>
+        <div class="page-actions">
+          <Button icon="chevronLeft" disabled={offset === 0 || page.loading} onClick={() => setOffset(Math.max(0, offset - LIMIT))}>Previous</Button>
+          <Button disabled={!hasNext || page.loading} onClick={() => setOffset(offset + LIMIT)}>Next <Icon name="chevronRight" size={16} /></Button>
+        </div>
+      </div>
+      {editing && <RowForm table={table} row={editing === 'new' ? null : editing} rowKey={editing === 'new' ? null : keyOf(table, editing)} onClose={() => setEditing(null)} onDone={() => { setEditing(null); page.reload(); }} />}
+      {importing && <ImportCsv table={table} onClose={() => setImporting(false)} onDone={() => { setImporting(false); page.reload(); }} />}
+    </section>
+  );
+}
+
+function Cell({ v }: { v: unknown }) {
+  if (v === null || v === undefined) return <td class="cell cell-null">null</td>;
+  const full = typeof v === 'string' ? v : JSON.stringify(v);
+  return <td class="cell" title={full.length > 120 ? full.slice(0, 2000) : full}>{cell(v)}</td>;
+}
+
+function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () => void; onDone: () => void }) {
+  const [csv, setCsv] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const pick = async (e: Event) => {
+    const f = (e.currentTarget as HTMLInputElement).files?.[0];
+    if (f) setCsv(await f.text());
+  };
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const r = await post<{ inserted: number }>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
+      toast(`${number(r.inserted)} rows imported into ${table.name}.`);
+      onDone();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <ModalForm title={`Import CSV into ${table.name}`} onClose={onClose} busy={busy} action="Import" formId="import-csv">
+      <form id="import-csv" class="form" onSubmit={submit}>
+        <p class="muted">The first row names the columns ({table.columns.map((c) => c.name).join(', ')}). All rows are inserted, or none: a bad row is named by its line.</p>
+        <ErrorNote error={error} />
+        <div class="field"><label for="csv-file">CSV file</label><input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} /></div>
+        <div class="field"><label for="csv-text">CSV text</label><textarea id="csv-text" rows={8} value={csv} onInput={(e) => setCsv(e.currentTarget.value)} spellcheck={false} /></div>
+      </form>
+    </ModalForm>
+  );
+}

@@ -1,0 +1,75 @@
+/** Extensions: loaded and failed, with version, routes, error and their settings. */
+import { useState } from 'preact/hooks';
+import { ApiError, get, put } from '../api';
+import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
+import { toast } from '../components/toast';
+
+interface Extension {
+  name: string;
+  version: string | null;
+  state: 'loaded' | 'failed';
+  error: string | null;
+  routes: { method: string; path: string }[];
+  settings: { key: string; value: unknown; description: string }[];
+}
+
+export function Extensions() {
+  const { data, error, loading, reload } = useAsync(() => get<{ extensions: Extension[] }>('/extensions'), []);
+  return (
+    <>
+      <PageHeader title="Extensions" subtitle="Found in extensions.dir at start. Adding or removing one needs a restart." />
+      <ErrorNote error={error} onRetry={reload} />
+      {loading && !data && <Loading />}
+      {data && !data.extensions.length && <section class="panel"><Empty icon="puzzle" title="No extensions loaded">Put an extension folder in extensions.dir and restart Basalt.</Empty></section>}
+      {data?.extensions.map((x) => (
+        <section class="panel" key={x.name}>
+          <div class="panel-head">
+            <h2>{x.name} {x.version && <span class="muted">v{x.version}</span>}</h2>
+            <Badge tone={x.state === 'loaded' ? 'ok' : 'danger'}>{x.state}</Badge>
+          </div>
+          <div class="panel-body">
+            {x.error && <div class="notice notice-danger" role="alert">{x.error}</div>}
+            <h3>Routes</h3>
+            {x.routes.length ? (
+              <ul class="mono" style={{ margin: '0 0 12px', paddingLeft: '18px' }}>
+                {x.routes.map((r) => <li key={r.method + r.path}>{r.method} {r.path}</li>)}
+              </ul>
+            ) : <p class="muted">None.</p>}
+            <h3>Settings</h3>
+            {x.settings.length ? x.settings.map((s) => <ExtSetting key={s.key} ext={x.name} s={s} />) : <p class="muted">None.</p>}
+          </div>
+        </section>
+      ))}
+    </>
+  );
+}
+
+function ExtSetting({ ext, s }: { ext: string; s: Extension['settings'][number] }) {
+  const initial = typeof s.value === 'string' ? s.value : JSON.stringify(s.value ?? '');
+  const [text, setText] = useState(initial);
+  const [saved, setSaved] = useState(initial);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    let value: unknown = text;
+    if (typeof s.value !== 'string') try { value = JSON.parse(text); } catch { /* sent as text */ }
+    try {
+      await put(`/extensions/${encodeURIComponent(ext)}/settings/${encodeURIComponent(s.key)}`, { value });
+      setSaved(text);
+      toast(`${ext}: ${s.key} saved.`);
+    } catch (err) {
+      setError(err instanceof ApiError ? err.fields[s.key] ?? err.fields.value ?? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="row" onSubmit={save} style={{ marginBottom: '10px' }}>
+      <Field label={s.key} error={error} hint={s.description}>{(id, d) => <input id={id} aria-describedby={d} value={text} onInput={(e) => setText(e.currentTarget.value)} />}</Field>
+      <Button type="submit" class="btn-sm" variant="primary" busy={busy} disabled={text === saved} aria-label={`Save ${s.key}`}>Save</Button>
+    </form>
+  );
+}

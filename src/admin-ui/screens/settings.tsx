@@ -1,0 +1,200 @@
+/**
+ * Settings: every setting grouped, with its value, source, live or restart-needed;
+ * pinned ones (environment, config file) read-only naming where; validation errors
+ * next to the field; the SMTP test send with the server's answer.
+ */
+import { useMemo, useState } from 'preact/hooks';
+import { ApiError, del, get, post, put } from '../api';
+import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
+import { toast } from '../components/toast';
+import { navigate, route } from '../router';
+
+export interface Setting {
+  key: string;
+  group: string;
+  value: unknown;
+  default: unknown;
+  source: 'default' | 'database' | 'file' | 'environment';
+  pinned_by: string | null;
+  live: boolean;
+  type: string;
+  description: string;
+  secret: boolean;
+  values?: string[];
+}
+
+const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'accent' | 'info' | 'warn' }> = {
+  default: { label: 'default', tone: 'neutral' },
+  database: { label: 'set here', tone: 'accent' },
+  file: { label: 'config file', tone: 'info' },
+  environment: { label: 'environment', tone: 'warn' },
+};
+
+export function Settings() {
+  const { data, error, loading, reload } = useAsync(() => get<{ settings: Setting[] }>('/settings'), []);
+  const group = route.value.query.get('group') ?? '';
+  const [search, setSearch] = useState('');
+  const groups = useMemo(() => [...new Set((data?.settings ?? []).map((s) => s.group))], [data]);
+  const shown = (data?.settings ?? []).filter((s) => (!group || s.group === group) && (!search || (s.key + ' ' + s.description).toLowerCase().includes(search.toLowerCase())));
+  const byGroup = groups.map((g) => ({ g, items: shown.filter((s) => s.group === g) })).filter((x) => x.items.length);
+  return (
+    <>
+      <PageHeader title="Settings" subtitle="Precedence: environment > config file > set here > default. Settings pinned by the environment or the config file are read-only here." />
+      <div class="row" style={{ marginBottom: '12px' }}>
+        <Field label="Find a setting">{(id) => <input id={id} type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="cors, smtp, rate…" />}</Field>
+      </div>
+      <div class="group-nav" role="group" aria-label="Groups">
+        <button class="chip" aria-pressed={!group} onClick={() => navigate('/settings')}>All</button>
+        {groups.map((g) => <button key={g} class="chip" aria-pressed={group === g} onClick={() => navigate('/settings', { group: g })}>{g}</button>)}
+      </div>
+      <ErrorNote error={error} onRetry={reload} />
+      {loading && !data && <Loading />}
+      {(!group || group === 'mail' || group === 'smtp') && data && <SmtpTest />}
+      {data && !byGroup.length && <Empty icon="settings" title="No setting matches" />}
+      {byGroup.map(({ g, items }) => (
+        <section class="panel" key={g} aria-label={`${g} settings`}>
+          <div class="panel-head"><h2>{g}</h2><span class="muted">{items.length}</span></div>
+          {items.map((s) => <SettingRow key={s.key} s={s} onChanged={reload} />)}
+        </section>
+      ))}
+    </>
+  );
+}
+
+function kindOf(s: Setting): 'bool' | 'int' | 'list' | 'enum' | 'string' {
+  const t = s.type.toLowerCase();
+  if (t.startsWith('bool')) return 'bool';
+  if (t.startsWith('int') || t === 'number') return 'int';
+  if (t === 'list' || t.endsWith('[]') || t === 'array') return 'list';
+  if (t === 'enum' && s.values?.length) return 'enum';
+  return 'string';
+}
+
+function toText(s: Setting, v: unknown): string {
+  if (v === null || v === undefined) return '';
+  if (Array.isArray(v)) return v.join('\n');
+  return String(v);
+}
+
+function fromText(s: Setting, text: string): unknown {
+  switch (kindOf(s)) {
+    case 'bool': return text === 'true';
+    case 'int': return text.trim() === '' ? text : Number(text);
+    case 'list': return text.split(/[\n,]/).map((x) => x.trim()).filter(Boolean);
+    default: return text;
+  }
+}
+
+function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
+  const [text, setText] = useState(toText(s, s.value));
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string>();
+  const pinned = !!s.pinned_by || s.source === 'environment' || s.source === 'file';
+  const dirty = text !== toText(s, s.value);
+  const kind = kindOf(s);
+  const save = async (e?: Event) => {
+    e?.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const { setting } = await put<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`, { value: fromText(s, text) });
+      setText(toText(setting, setting.value));
+      toast(`${s.key} saved${setting.live ? ' and applied' : '; it applies after a restart'}.`);
+      onChanged();
+    } catch (err) {
+      setError(err instanceof ApiError ? err.fields[s.key] ?? err.fields.value ?? (err.code === 'setting_pinned' ? `Pinned by ${String(err.details.pinned_by ?? 'the environment or config file')}: change it there.` : err.message) : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const reset = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      const { setting } = await del<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`);
+      setText(toText(setting, setting.value));
+      toast(`${s.key} is back to its default.`);
+      onChanged();
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const src = SOURCE[s.source] ?? SOURCE.default;
+  return (
+    <form class="setting" onSubmit={save}>
+      <div>
+        <div class="setting-key">{s.key}</div>
+        <p class="setting-desc">{s.description}</p>
+        <div class="badges">
+          <Badge tone={src.tone}>{src.label}</Badge>
+          {s.live ? <Badge tone="ok">live</Badge> : <Badge tone="warn" title="Takes effect after a restart">restart needed</Badge>}
+          {s.secret && <Badge>secret</Badge>}
+        </div>
+      </div>
+      <div class="setting-edit">
+        <Field label={`Value of ${s.key}`} error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : s.default !== undefined && s.default !== '' ? <>Default: <code>{toText(s, s.default) || '(empty)'}</code></> : undefined}>
+          {(id, d) =>
+            kind === 'bool' ? (
+              <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
+                <option value="true">true</option>
+                <option value="false">false</option>
+              </select>
+            ) : kind === 'enum' ? (
+              <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
+                {s.values!.map((v) => <option key={v} value={v}>{v}</option>)}
+              </select>
+            ) : kind === 'list' ? (
+              <textarea id={id} aria-describedby={d} rows={Math.max(2, text.split('\n').length)} value={text} readOnly={pinned} placeholder="one per line" onInput={(e) => setText(e.currentTarget.value)} />
+            ) : (
+              <input id={id} aria-describedby={d} type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'} value={text} readOnly={pinned} placeholder={s.secret ? 'set but hidden; type to replace' : ''} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" />
+            )
+          }
+        </Field>
+        {!pinned && (
+          <div class="page-actions">
+            <Button type="submit" variant="primary" class="btn-sm" busy={busy} disabled={!dirty} aria-label={`Save ${s.key}`}>Save</Button>
+            {s.source === 'database' && <Button class="btn-sm" variant="ghost" onClick={reset} disabled={busy} aria-label={`Reset ${s.key} to default`}>Reset to default</Button>}
+            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => setText(toText(s, s.value))}>Undo</Button>}
+          </div>
+        )}
+      </div>
+    </form>
+  );
+}
+
+function SmtpTest() {
+  const [to, setTo] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [answer, setAnswer] = useState<{ ok: boolean; text: string } | null>(null);
+  const [error, setError] = useState<string>();
+  const send = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setAnswer(null);
+    setError(undefined);
+    try {
+      const r = await post<{ message_id: string; response: string }>('/mail/test', { to });
+      setAnswer({ ok: true, text: `Accepted. Server answered: ${r.response} (message id ${r.message_id})` });
+    } catch (err) {
+      if (err instanceof ApiError && err.fields.to) setError(err.fields.to);
+      else if (err instanceof ApiError && err.code === 'mail_not_configured') setAnswer({ ok: false, text: 'Mail is not configured: set the SMTP host below first, then send a test.' });
+      else setAnswer({ ok: false, text: err instanceof Error ? `Refused: ${err.message}` : String(err) });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section class="panel">
+      <div class="panel-head"><h2>SMTP test</h2><span class="muted">Sends one message now, outside the queue.</span></div>
+      <form class="panel-body form" onSubmit={send}>
+        <div class="row">
+          <Field label="Test recipient" error={error}>{(id, d) => <input id={id} aria-describedby={d} type="email" value={to} onInput={(e) => setTo(e.currentTarget.value)} placeholder="you@example.com" required />}</Field>
+          <Button type="submit" variant="primary" icon="mail" busy={busy}>Send test</Button>
+        </div>
+        {answer && <div class={`notice ${answer.ok ? '' : 'notice-danger'}`} role="status" data-testid="smtp-answer">{answer.text}</div>}
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,72 @@
+/** `#/setup?token=…`: the one-time link `serve` prints while no administrator exists. */
+import { useState } from 'preact/hooks';
+import { ApiError, post, setSession, type Session } from '../api';
+import { Button, ErrorNote, Field, fieldError, formError } from '../components/ui';
+import { Logo } from '../components/icons';
+import { navigate, route } from '../router';
+import { toast } from '../components/toast';
+
+export function Setup() {
+  const token = route.value.query.get('token') ?? '';
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [repeat, setRepeat] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const mismatch = repeat !== '' && repeat !== password;
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (mismatch) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      const s = await post<Session>('/auth/setup', { token, email, password });
+      setSession(s);
+      navigate('/', undefined, true); // the token leaves the address bar and history entry
+      toast(`Administrator ${s.admin.email} created. Welcome.`);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const gone = error instanceof ApiError && error.code === 'setup_link_invalid';
+  return (
+    <div class="auth-page">
+      <div class="card signin-card">
+        <div class="auth-brand">
+          <Logo size={36} />
+          <div>
+            <h1>Create the first administrator</h1>
+            <p class="muted">This link works once and for 30 minutes.</p>
+          </div>
+        </div>
+        {!token && <div class="notice">This setup link has no token. Copy the whole link that <code>basalt serve</code> printed.</div>}
+        {gone ? (
+          <div class="notice notice-danger" role="alert">
+            This setup link was already used or has expired. Restart <code>basalt serve</code> for a new one (while no administrator exists), or run <code>basalt admin create</code>.
+            <p>
+              <a href="#/">Go to sign-in</a>
+            </p>
+          </div>
+        ) : (
+          <form class="form" onSubmit={submit} noValidate>
+            <ErrorNote error={formError(error, ['email', 'password'])} />
+            <Field label="Email" error={fieldError(error, 'email')}>
+              {(id, d) => <input id={id} aria-describedby={d} type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} autoFocus />}
+            </Field>
+            <Field label="Password" error={fieldError(error, 'password')}>
+              {(id, d) => <input id={id} aria-describedby={d} type="password" autocomplete="new-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />}
+            </Field>
+            <Field label="Repeat password" error={mismatch ? 'The two passwords differ.' : undefined}>
+              {(id, d) => <input id={id} aria-describedby={d} type="password" autocomplete="new-password" required value={repeat} onInput={(e) => setRepeat(e.currentTarget.value)} />}
+            </Field>
+            <Button type="submit" variant="primary" busy={busy} disabled={!token || mismatch} class="btn-block">
+              Create administrator
+            </Button>
+          </form>
+        )}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,194 @@
+/**
+ * Mail templates: list; editor for subject, HTML and text; the variables the template
+ * uses; live preview with sample variables in a sandboxed iframe (no scripts, opaque
+ * origin); a render error names the variable.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, del, get, post, put } from '../api';
+import { Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, fieldError, formError, useAsync } from '../components/ui';
+import { Icon } from '../components/icons';
+import { toast } from '../components/toast';
+import { dateTime } from '../format';
+import { navigate, route } from '../router';
+
+interface TemplateSummary {
+  name: string;
+  subject: string;
+  updated_at: string;
+}
+interface Template extends TemplateSummary {
+  html: string | null;
+  text: string | null;
+  variables: string[];
+}
+
+export function Templates() {
+  const name = route.value.parts[1];
+  return name ? <Editor key={name} name={name === '+new' ? null : name} /> : <TemplateList />;
+}
+
+function TemplateList() {
+  const { data, error, loading, reload } = useAsync(() => get<{ templates: TemplateSummary[] }>('/templates'), []);
+  return (
+    <>
+      <PageHeader title="Mail templates" subtitle="Liquid templates used by the Mail API (template + variables)." actions={<Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>New template</Button>} />
+      <section class="panel">
+        <ErrorNote error={error} onRetry={reload} />
+        {loading && !data && <Loading />}
+        {data && !data.templates.length && (
+          <Empty icon="template" title="No templates yet">
+            <p>A template holds a subject, an HTML and a text body with {'{{ variables }}'}.</p>
+            <Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>New template</Button>
+          </Empty>
+        )}
+        {!!data?.templates.length && (
+          <div class="table-wrap">
+            <table>
+              <thead><tr><th>Name</th><th>Subject</th><th>Updated</th></tr></thead>
+              <tbody>
+                {data.templates.map((t) => (
+                  <tr key={t.name}>
+                    <td><a href={`#/templates/${encodeURIComponent(t.name)}`}>{t.name}</a></td>
+                    <td>{t.subject}</td>
+                    <td>{dateTime(t.updated_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+    </>
+  );
+}
+
+/** `{a: 1, "user.name": "x"}` → `{a: 1, user: {name: "x"}}`; blank samples are left out. */
+function sampleObject(samples: Record<string, string>): Record<string, unknown> {
+  const out: Record<string, any> = {};
+  for (const [k, v] of Object.entries(samples)) {
+    if (v === '') continue;
+    const path = k.split('.');
+    let at = out;
+    for (const p of path.slice(0, -1)) at = at[p] ??= {};
+    at[path[path.length - 1]!] = v;
+  }
+  return out;
+}
+
+function Editor({ name }: { name: string | null }) {
+  const loaded = useAsync(() => (name ? get<{ template: Template }>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template) : Promise.resolve(null)), [name]);
+  if (loaded.loading && !loaded.data) return <Loading />;
+  if (loaded.error) return <><a class="back" href="#/templates"><Icon name="chevronLeft" size={14} /> Mail templates</a><ErrorNote error={loaded.error} onRetry={loaded.reload} /></>;
+  return <EditorForm initial={loaded.data ?? null} />;
+}
+
+function EditorForm({ initial }: { initial: Template | null }) {
+  const [name, setName] = useState(initial?.name ?? '');
+  const [subject, setSubject] = useState(initial?.subject ?? '');
+  const [html, setHtml] = useState(initial?.html ?? '');
+  const [text, setText] = useState(initial?.text ?? '');
+  const [variables, setVariables] = useState<string[]>(initial?.variables ?? []);
+  const [samples, setSamples] = useState<Record<string, string>>(() => Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])));
+  const [preview, setPreview] = useState<{ subject: string; html: string; text: string } | null>(null);
+  const [previewError, setPreviewError] = useState<unknown>();
+  const [saving, setSaving] = useState(false);
+  const [saveError, setSaveError] = useState<unknown>();
+  const timer = useRef<number | undefined>(undefined);
+
+  // Live preview: re-render shortly after the last keystroke.
+  useEffect(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(async () => {
+      try {
+        const r = await post<{ subject: string; html: string; text: string; variables: string[] }>('/templates/preview', { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) });
+        setPreview(r);
+        setPreviewError(undefined);
+        learn(r.variables);
+      } catch (e) {
+        setPreviewError(e);
+        if (e instanceof ApiError) learn(Object.keys(e.fields).filter((f) => !['subject', 'html', 'text', 'variables'].includes(f)));
+      }
+    }, 350) as unknown as number;
+    return () => clearTimeout(timer.current);
+  }, [subject, html, text, samples]);
+
+  function learn(vars: string[] | undefined) {
+    if (!vars?.length) return;
+    setVariables((old) => (vars.every((v) => old.includes(v)) ? old : [...new Set([...old, ...vars])]));
+    setSamples((old) => {
+      const missing = vars.filter((v) => !(v in old));
+      return missing.length ? { ...old, ...Object.fromEntries(missing.map((v) => [v, `[${v}]`])) } : old;
+    });
+  }
+
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setSaving(true);
+    setSaveError(undefined);
+    try {
+      const { template } = await put<{ template: Template }>(`/templates/${encodeURIComponent(name)}`, { subject, html: html || undefined, text: text || undefined });
+      toast(`Template ${template.name} saved.`);
+      if (!initial) navigate(`/templates/${template.name}`, undefined, true);
+    } catch (err) {
+      setSaveError(err);
+    } finally {
+      setSaving(false);
+    }
+  };
+  const remove = async () => {
+    if (!initial || !(await confirm({ title: `Delete template ${initial.name}?`, body: <p>Mail sent with this template name will fail until it exists again.</p>, action: 'Delete', danger: true }))) return;
+    try {
+      await del(`/templates/${encodeURIComponent(initial.name)}`);
+      toast(`Template ${initial.name} deleted.`);
+      navigate('/templates');
+    } catch (err) {
+      toast(`Could not delete: ${(err as Error).message}`, 'error');
+    }
+  };
+  const renderProblem = previewError instanceof ApiError && Object.keys(previewError.fields).length
+    ? Object.entries(previewError.fields).map(([k, v]) => `${k}: ${v}`).join('; ')
+    : previewError ? (previewError as Error).message : '';
+  return (
+    <>
+      <a class="back" href="#/templates"><Icon name="chevronLeft" size={14} /> Mail templates</a>
+      <PageHeader title={initial ? initial.name : 'New template'} subtitle={initial ? `Updated ${dateTime(initial.updated_at)}` : 'Liquid syntax: {{ name }}, {% if %}…'}
+        actions={<>{initial && <Button variant="danger" icon="trash" onClick={remove}>Delete</Button>}<Button variant="primary" type="submit" form="template-form" busy={saving}>Save</Button></>} />
+      <div class="editor">
+        <section class="panel">
+          <form id="template-form" class="panel-body form" onSubmit={save}>
+            <ErrorNote error={formError(saveError, ['name', 'subject', 'html', 'text'])} />
+            {!initial && (
+              <Field label="Name" error={fieldError(saveError, 'name')} hint="Letters, digits, dots, dashes: e.g. welcome or order.shipped">
+                {(id, d) => <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} required autoFocus />}
+              </Field>
+            )}
+            <Field label="Subject" error={fieldError(saveError, 'subject')}>{(id, d) => <input id={id} aria-describedby={d} value={subject} onInput={(e) => setSubject(e.currentTarget.value)} required />}</Field>
+            <Field label="HTML body" error={fieldError(saveError, 'html')}>{(id, d) => <textarea id={id} aria-describedby={d} rows={12} value={html} onInput={(e) => setHtml(e.currentTarget.value)} spellcheck={false} />}</Field>
+            <Field label="Text body" error={fieldError(saveError, 'text')}>{(id, d) => <textarea id={id} aria-describedby={d} rows={6} value={text} onInput={(e) => setText(e.currentTarget.value)} spellcheck={false} />}</Field>
+          </form>
+        </section>
+        <div>
+          <section class="panel">
+            <div class="panel-head"><h2>Variables</h2><span class="muted">sample values for the preview</span></div>
+            <div class="panel-body vars">
+              {!variables.length && <p class="muted">This template uses no variables.</p>}
+              {variables.map((v) => (
+                <Field key={v} label={v} error={previewError instanceof ApiError ? previewError.fields[v] : undefined}>
+                  {(id, d) => <input id={id} aria-describedby={d} value={samples[v] ?? ''} onInput={(e) => setSamples({ ...samples, [v]: e.currentTarget.value })} />}
+                </Field>
+              ))}
+            </div>
+          </section>
+          <section class="panel">
+            <div class="panel-head"><h2>Preview</h2>{preview && <span class="muted">Subject: <strong data-testid="preview-subject">{preview.subject}</strong></span>}</div>
+            <div class="panel-body">
+              {renderProblem && <div class="error-note" role="alert" data-testid="render-error"><Icon name="alert" /><span>Cannot render: {renderProblem}</span></div>}
+              {preview?.html ? <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} /> : <p class="muted">No HTML body.</p>}
+              {preview?.text && <><h3 style={{ marginTop: '12px' }}>Text</h3><pre class="preview-text">{preview.text}</pre></>}
+            </div>
+          </section>
+        </div>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,66 @@
+/**
+ * The administration panel on the main listener (ADMIN.md "Where it lives"): `/_/` is
+ * the page (no-cache, revalidated by ETag), `/_/assets/*` its content-hashed files
+ * (cached for a year), `/` redirects to `/_/`. Every answer carries the panel's own
+ * strict CSP; gzip when the client takes it, compressed once.
+ */
+import { Elysia } from 'elysia';
+import type { Platform } from '../../platform';
+import { panelSource, type PanelFile } from './assets';
+
+/**
+ * No inline script and nothing from another host. `style-src` allows inline styles
+ * only because a mail preview (`<iframe sandbox srcdoc>`, scripts off, opaque origin)
+ * inherits this policy and mail HTML carries its styles inline; the panel itself uses
+ * none. Images in a preview may be `data:` only: a preview never calls another host.
+ */
+export const PANEL_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "frame-src 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "object-src 'none'",
+].join('; ');
+
+const SECURITY = {
+  'content-security-policy': PANEL_CSP,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+  'x-frame-options': 'DENY',
+};
+
+const IMMUTABLE = 'public, max-age=31536000, immutable';
+
+function send(req: Request, file: PanelFile, cacheControl: string): Response {
+  const headers: Record<string, string> = { ...SECURITY, 'content-type': file.type, 'cache-control': cacheControl, etag: file.etag, vary: 'Accept-Encoding' };
+  if (req.headers.get('if-none-match') === file.etag) return new Response(null, { status: 304, headers });
+  const gzip = /\bgzip\b/.test(req.headers.get('accept-encoding') ?? '');
+  if (gzip) headers['content-encoding'] = 'gzip';
+  return new Response((gzip ? file.gzip : file.body) as Uint8Array<ArrayBuffer>, { headers });
+}
+
+function notFound(): Response {
+  return new Response('Not found', { status: 404, headers: { ...SECURITY, 'content-type': 'text/plain; charset=utf-8' } });
+}
+
+export function panelRoutes(_p: Platform) {
+  const assets = panelSource();
+  const redirect = () => new Response(null, { status: 302, headers: { location: '/_/', ...SECURITY } });
+  const hide = { detail: { hide: true } };
+  return new Elysia({ name: 'basalt.panel' })
+    .get('/', redirect, hide)
+    // Elysia matches `/_` and `/_/` alike: the page is served only at `/_/`.
+    .get('/_/', async ({ request }) => (request.url.endsWith('/_') ? redirect() : send(request, (await assets()).index, 'no-cache')), hide)
+    .get(
+      '/_/assets/:file',
+      async ({ request, params }) => {
+        const file = (await assets()).files.get(params.file);
+        return file ? send(request, file, IMMUTABLE) : notFound();
+      },
+      hide,
+    );
+}

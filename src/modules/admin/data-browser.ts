@@ -19,7 +19,7 @@ import { Catalog, type CatalogSnapshot, type Column, type Table } from '../datab
 import { DbErrors } from '../database/errors';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
-import { buildStatement, UnknownName, type Statement } from '../database/query-builder';
+import { buildStatement, orderBy, Params, UnknownName, where, type Statement } from '../database/query-builder';
 import { decodeValue, encodeValue, ValueError } from '../database/value-codec';
 import { exportCsv, importCsv } from './data-csv';
 
@@ -263,29 +263,36 @@ export function createDataBrowser(p: Platform): DataBrowser {
       const limit = q.limit ?? DEFAULT_LIMIT;
       if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > MAX_LIMIT) throw invalid('limit', `must be at most ${MAX_LIMIT}; page with offset`);
       const filters = q.filters;
-      const built = await core.build(name, (t) => ({
+      // The builder checks the request (names against the catalog, operators, values, limit, offset).
+      const { snap, table } = await core.build(name, (t) => ({
         entity: name,
         action: 'select',
         ...(filters === undefined ? {} : { filters }),
         sort: withKeyOrder(t, q.sort),
         limit,
         offset: q.offset ?? 0,
-        total: true,
       } as QueryBody));
-      const { st, snap, table } = built;
+      const page = pageStatement(table, { filters, sort: q.sort, limit: limit as number, offset: (q.offset ?? 0) as number });
+      const st = page.st;
       const filtered = Array.isArray(filters) && filters.length > 0;
       try {
-        const [page, tableRows] = await Promise.all([p.db.query<Row>(st.sql, st.params), tableEstimate(table)]);
-        const rows = decodeRows(st.columns, page.rows);
-        const out: SelectResult = { rows, count: rows.length, estimated_total: tableRows };
-        if (tableRows <= EXACT_TOTAL_MAX) {
-          const c = await p.db.query<{ total: string | number }>(st.countSql!, st.countParams);
-          out.total = Number(c.rows[0]?.total ?? 0);
-          out.estimated_total = out.total;
-        } else if (filtered) {
-          // Never an unbounded count(*) on a big table: the planner's estimate of the filtered set.
-          out.estimated_total = await explainRows(p.db, 'SELECT 1' + st.countSql!.slice(st.countSql!.indexOf(' FROM ')), st.countParams);
-        }
+        // The table's size decides between an exact count and an estimate (cached for a few
+        // seconds); then the page and the count or estimate run side by side (two pool
+        // connections on external PostgreSQL, one after the other on the embedded engine).
+        const tableRows = await tableEstimate(table);
+        const exact = tableRows <= EXACT_TOTAL_MAX;
+        const [res, counted] = await Promise.all([
+          p.db.query<Row>(st.sql, st.params),
+          exact
+            ? p.db.query<{ total: string | number }>(page.countSql, page.countParams).then((c) => Number(c.rows[0]?.total ?? 0))
+            : filtered
+              ? // Never an unbounded count(*) on a big table: the planner's estimate of the filtered set.
+                explainRows(p.db, page.estimateSql, page.countParams)
+              : tableRows,
+        ]);
+        const rows = decodeRows(st.columns, res.rows);
+        const out: SelectResult = { rows, count: rows.length, estimated_total: counted };
+        if (exact) out.total = counted;
         return out;
       } catch (err) {
         if (err instanceof AppError) throw err;
@@ -350,4 +357,35 @@ export function withKeyOrder(table: Table, sort: unknown): unknown {
   const named = new Set(items.map((s) => (isObject(s) ? s.field : undefined)));
   const extra = table.primaryKey.filter((c) => !named.has(c)).map((field) => ({ field, direction: 'asc' }));
   return items.length || extra.length ? [...items, ...extra] : undefined;
+}
+
+export type KeyPart = { col: Column; desc: boolean };
+
+/** The sort items (already checked by the builder) as columns and directions. */
+export function keyParts(table: Table, sort: unknown): KeyPart[] {
+  return ((sort ?? []) as Sort[]).map((s) => ({ col: table.columns.get(s.field)!, desc: String(s.direction ?? 'asc').toLowerCase() === 'desc' }));
+}
+
+/**
+ * ORDER BY on the table's own columns. Qualified, so that a column read through an
+ * expression (timestamps are selected as ISO text) is ordered by its value, not by the
+ * text of the select list's alias — the keyset condition compares values too.
+ */
+export function orderByColumns(table: Table, parts: KeyPart[]): string {
+  return parts.length ? ' ORDER BY ' + parts.map((k) => `${table.quoted}.${k.col.quoted} ${k.desc ? 'DESC' : 'ASC'}`).join(', ') : '';
+}
+
+/**
+ * The page statement of `select`: the builder's WHERE (operators, casts, bind
+ * parameters) with ORDER BY on the table's own columns (see orderByColumns) and the
+ * primary key as tie-breaker; plus the count and the estimate over the same filters.
+ */
+export function pageStatement(table: Table, q: { filters?: unknown; sort?: unknown; limit: number; offset: number }): { st: Statement; countSql: string; countParams: unknown[]; estimateSql: string } {
+  const params = new Params();
+  const w = where(table, q.filters, params);
+  const countParams = params.list.slice();
+  const sort = withKeyOrder(table, q.sort);
+  orderBy(table, sort); // the builder stays the judge of a sort item
+  const sql = `SELECT ${table.selectAll} FROM ${table.quoted}${w}${orderByColumns(table, keyParts(table, sort))} LIMIT $${params.add(q.limit)} OFFSET $${params.add(q.offset)}`;
+  return { st: params.statement(sql, table.columnList), countSql: `SELECT count(*)::int8 AS total FROM ${table.quoted}${w}`, countParams, estimateSql: `SELECT 1 FROM ${table.quoted}${w}` };
 }

@@ -28,7 +28,7 @@ import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
 import { orderBy, Params, where } from '../database/query-builder';
 import { castParam, encodeValue, ValueError } from '../database/value-codec';
-import { decodeRows, invalid, withKeyOrder, type BrowserCore, type Filter, type Row, type Sort } from './data-browser';
+import { decodeRows, invalid, keyParts, orderByColumns, withKeyOrder, type BrowserCore, type Filter, type KeyPart, type Row, type Sort } from './data-browser';
 
 /** Rows per export batch: at most this many, fewer when rows are wide (see BATCH_TARGET_BYTES). */
 export const EXPORT_BATCH_MAX = 1000;
@@ -61,22 +61,6 @@ interface Source {
   /** The next batch, or null at the end. */
   next(size: number): Promise<Row[] | null>;
   close(): Promise<void>;
-}
-
-type KeyPart = { col: Column; desc: boolean };
-
-/** The sort items (already checked by the builder) as columns and directions. */
-function keyParts(table: Table, sort: unknown): KeyPart[] {
-  return ((sort ?? []) as Sort[]).map((s) => ({ col: table.columns.get(s.field)!, desc: String(s.direction ?? 'asc').toLowerCase() === 'desc' }));
-}
-
-/**
- * ORDER BY on the table's own columns. Qualified, so that a column read through an
- * expression (timestamps are selected as ISO text) is ordered by its value, not by the
- * text of the select list's alias — the keyset condition compares values too.
- */
-function orderByColumns(table: Table, parts: KeyPart[]): string {
-  return parts.length ? ' ORDER BY ' + parts.map((k) => `${table.quoted}.${k.col.quoted} ${k.desc ? 'DESC' : 'ASC'}`).join(', ') : '';
 }
 
 /**

@@ -75,6 +75,9 @@ export default defineExtension({
         detail: {
           tags: ['contact-form'],
           summary: 'Send a contact form message',
+          // Statuses and codes this route answers besides its schema's, for the OpenAPI document.
+          'x-codes': { 429: ['rate_limited'], 503: ['not_configured'] },
+          responses: { 303: { description: 'A plain HTML form post when `redirect_url` is set: see Location.', headers: { Location: { schema: { type: 'string' as const } } } } },
           description:
             'JSON, urlencoded or multipart form. 202 when queued for delivery to the operator; 303 to `redirect_url` for a plain form post when set. ' +
             '400 validation_error with details.fields; 429 rate_limited (per IP, ext.contact-form.rate_limit_per_hour); 503 when no recipient or mail is configured.',

@@ -21,9 +21,16 @@ const FileInfo = t.Object({
   created_at: t.String({ format: 'date-time' }),
   owner: t.Object({ type: t.Union([t.Literal('user'), t.Literal('key')]), id: t.String() }),
   url: t.String({ description: 'Path of the content (GET, supports Range and If-None-Match).' }),
-});
+}, { title: 'FileInfo', description: 'A stored file.' });
 const ErrorC = t.Object({ success: t.Literal(false), error: t.String(), code: t.String() });
-const binary = { type: 'string' as const, format: 'binary' };
+/** The raw bytes of a file (OpenAPI 3.1: an unconstrained body of the response's media type). */
+const binary = { description: 'The bytes of the file.' };
+const contentHeaders = {
+  ETag: { $ref: '#/components/headers/ETag' },
+  'Accept-Ranges': { $ref: '#/components/headers/AcceptRanges' },
+  'Content-Disposition': { $ref: '#/components/headers/ContentDisposition' },
+  'Last-Modified': { $ref: '#/components/headers/LastModified' },
+};
 const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorC]));
 
 function info(row: FileRow) {
@@ -92,7 +99,7 @@ export function fileRoutes(ctx: ExtensionContext) {
             'multipart/form-data with the file in a part named `file`. The content type is detected from the bytes; the name is sanitized. Larger than `files.max_bytes` (default 25 MB) → 413. Needs a user access token or an API key with `files:upload`.',
           requestBody: {
             required: true,
-            content: { 'multipart/form-data': { schema: { type: 'object' as const, required: ['file'], properties: { file: binary } } } },
+            content: { 'multipart/form-data': { schema: { type: 'object' as const, required: ['file'], properties: { file: { type: 'string' as const, format: 'binary' } } } } },
           },
           security: [{ Bearer: [] }, { ApiKey: [] }],
         },
@@ -112,12 +119,13 @@ export function fileRoutes(ctx: ExtensionContext) {
       },
       {
         query: t.Object({
-          limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 50 })),
-          offset: t.Optional(t.Integer({ minimum: 0, default: 0 })),
+          // `title` names the field in a 400 (src/http/foundation.ts: Elysia reports these values without a path).
+          limit: t.Optional(t.Integer({ title: 'limit', minimum: 1, maximum: 100, default: 50, description: 'Files per page, 1 to 100.' })),
+          offset: t.Optional(t.Integer({ title: 'offset', minimum: 0, default: 0, description: 'Files to skip.' })),
           owner_type: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { description: 'API keys only: files of one owner.' })),
           owner_id: t.Optional(t.String({ maxLength: 100 })),
         }),
-        response: { 200: ctx.schemas.envelopeC(t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() })), ...errors(400, 401, 403) },
+        response: { 200: t.Composite([t.Object({ success: t.Literal(true) }), t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() })], { title: 'FileList', description: 'One page of files, newest first.' }), ...errors(400, 401, 403) },
         detail: { tags, summary: 'List files', description: 'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.', security: [{ Bearer: [] }, { ApiKey: [] }] },
       },
     )
@@ -143,22 +151,27 @@ export function fileRoutes(ctx: ExtensionContext) {
         detail: {
           tags,
           summary: 'Download a file',
-          description: 'The bytes, with `ETag` (If-None-Match → 304) and `Range` (one byte range → 206; outside the file → 416).',
+          description:
+            'The bytes, sent with the Content-Type detected at upload (`content_type` of the file), with `ETag` (If-None-Match → 304) and `Range` (one byte range → 206; outside the file → 416). ' +
+            'HEAD answers the same status and headers without the bytes. Errors are JSON (format C).',
           security: [{ Bearer: [] }, { ApiKey: [] }],
+          // HEAD is answered by this handler too (download.ts); the document lists it.
+          'x-head': true,
           parameters: [
-            { name: 'Range', in: 'header', required: false, schema: { type: 'string', example: 'bytes=0-1023' } },
+            { name: 'Range', in: 'header', required: false, schema: { type: 'string' }, example: 'bytes=0-1023' },
             { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
+            { name: 'If-Range', in: 'header', required: false, schema: { type: 'string' }, description: 'An ETag: the Range applies only while it still matches.' },
           ],
           responses: {
-            200: { description: 'The whole file.', content: { 'application/octet-stream': { schema: binary } } },
-            206: { description: 'The requested byte range.', content: { 'application/octet-stream': { schema: binary } } },
-            304: { description: 'Not modified (If-None-Match matched the ETag).' },
-            401: { description: 'No valid credentials.' },
-            403: { description: 'The API key lacks files:download.' },
-            404: { description: 'No such file for this caller.' },
-            416: { description: 'Range not satisfiable.' },
+            200: { description: 'The whole file.', headers: contentHeaders, content: { '*/*': { schema: binary } } },
+            206: { description: 'The requested byte range.', headers: { ...contentHeaders, 'Content-Range': { $ref: '#/components/headers/ContentRange' } }, content: { '*/*': { schema: binary } } },
+            304: { description: 'Not modified (If-None-Match matched the ETag).', headers: { ETag: { $ref: '#/components/headers/ETag' } } },
+            401: { description: 'No valid credentials' },
+            403: { description: 'The API key lacks files:download' },
+            404: { description: 'No such file for this caller' },
+            416: { description: 'Range not satisfiable; Content-Range gives the size' },
           },
-        },
+        } as never,
       },
     )
     .delete(

@@ -12,11 +12,25 @@ function describeIssue(item: { path: string; message: string; summary?: string; 
   return (item.summary ?? item.message).replace(/^Expected /, 'expected ');
 }
 
+/**
+ * The field an Elysia validation issue is about, as a client names it (`filters.0.op`).
+ * An empty path means the whole value Elysia checked: the body, the query… — except for
+ * `type: "property"`, which Elysia reports when a single value's transform (`t.Integer`,
+ * `t.Numeric` in a query or path) fails; it carries no path, so such a schema names its
+ * field with `title` (extensions/media-library/routes.ts `limit`).
+ */
+function fieldOf(item: { path: string; schema?: { title?: unknown } }, on: string | undefined): string {
+  const path = item.path.replace(/^\//, '').replace(/\//g, '.');
+  if (path) return path;
+  if (on === 'property') return typeof item.schema?.title === 'string' ? item.schema.title : 'parameter';
+  return on === 'query' || on === 'params' || on === 'headers' || on === 'cookie' ? on : 'body';
+}
+
 /** Map anything thrown into an AppError; unknown errors become a 500 whose cause is logged. */
 export function toAppError(err: unknown, path: string): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
-  type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string } };
+  type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string; title?: unknown } };
   const e = err as { code?: unknown; name?: string; all?: Issue[]; status?: number; type?: string };
   // A response that fails its own schema is the server's bug, not the client's: 500, cause logged.
   if ((e?.name === 'ValidationError' || e?.code === 'VALIDATION') && e.type === 'response') return Errors.internal(err);
@@ -26,10 +40,7 @@ export function toAppError(err: unknown, path: string): AppError {
     try {
       all = e.all ?? [];
     } catch {}
-    for (const item of all) {
-      const field = item.path.replace(/^\//, '').replace(/\//g, '.') || 'body';
-      fields[field] ??= describeIssue(item);
-    }
+    for (const item of all) fields[fieldOf(item, e.type)] ??= describeIssue(item);
     const first = Object.entries(fields)[0];
     const message = first ? `Invalid request: ${first[0]}: ${first[1]}` : 'Invalid request.';
     return Errors.validation(message, fields, validationStatus(path));

@@ -22,10 +22,11 @@ describe.each(ENGINES)('extensions in OpenAPI and listeners on %s', (engine) => 
     const ops = (path: string) => Object.keys(doc.paths[path] ?? {}).sort();
     expect(ops('/api/v1/files')).toEqual(['get', 'post']);
     expect(ops('/api/v1/files/{id}')).toEqual(['delete', 'get']);
-    expect(ops('/api/v1/files/{id}/content')).toEqual(['get']);
+    expect(ops('/api/v1/files/{id}/content')).toEqual(['get', 'head']);
     expect(ops('/api/module/contact-form/submit')).toEqual(['post']);
     expect(doc.paths['/api/v1/files'].post.requestBody.content['multipart/form-data'].schema.properties.file).toEqual({ type: 'string', format: 'binary' });
-    expect(Object.keys(doc.paths['/api/v1/files/{id}/content'].get.responses)).toEqual(['200', '206', '304', '401', '403', '404', '416']);
+    expect(Object.keys(doc.paths['/api/v1/files/{id}/content'].get.responses)).toEqual(['200', '206', '304', '401', '403', '404', '416', '500', '503']);
+    expect(Object.keys(doc.paths['/api/v1/files/{id}/content'])).toEqual(['get', 'head']);
     expect(Object.keys(doc.paths['/api/module/contact-form/submit'].post.requestBody.content)).toContain('application/x-www-form-urlencoded');
     await SwaggerParser.validate(structuredClone(doc));
   });

@@ -22,6 +22,7 @@ export const User = t.Object(
     created_at: t.String({ format: 'date-time' }),
   },
   {
+    title: 'User',
     description: 'A site user.',
     example: { id: '4e80d2fe-8282-4d25-bee5-f7bbb164af71', email: 'ada@example.com', email_verified: true, email_verified_at: '2026-01-02T10:00:00.000Z', created_at: '2026-01-02T09:58:00.000Z' },
   },
@@ -35,7 +36,8 @@ const tokenFields = {
   refresh_expires_in: t.Integer({ description: 'Seconds the refresh token is valid.', example: REFRESH_TOKEN_SECONDS }),
 };
 
-const ok = <T extends TSchema>(data: T) => t.Object({ success: t.Literal(true), data });
+/** A format A success body; `title` names it in the OpenAPI document (components.schemas). */
+const ok = <T extends TSchema>(data: T, title?: string, description?: string) => t.Object({ success: t.Literal(true), data }, { title, description });
 
 export const ErrorBody = t.Object(
   {
@@ -53,29 +55,29 @@ export const ErrorBody = t.Object(
   },
 );
 
-export const Session = ok(t.Object({ user: User, ...tokenFields }));
+export const Session = ok(t.Object({ user: User, ...tokenFields }), 'AuthSession', 'A user and the tokens of a new session.');
 
 export const Bodies = {
-  register: t.Object({ email: Email, password: NewPassword('Password.') }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
-  login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_UTF16, example: 'correct horse battery staple' }) }, { example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
-  refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }, { example: { refresh_token: 'ZmkS9Av6a_ZRek_Q.suvUuQV43Wl8WUgT6YIgwmtYutl5ZRhxNFCXDtHYn7o' } }),
+  register: t.Object({ email: Email, password: NewPassword('Password.') }, { title: 'RegisterRequest', example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
+  login: t.Object({ email: Email, password: t.String({ maxLength: PASSWORD_MAX_UTF16, example: 'correct horse battery staple' }) }, { title: 'LoginRequest', example: { email: 'ada@example.com', password: 'correct horse battery staple' } }),
+  refresh: t.Object({ refresh_token: OpaqueToken('The latest refresh token of the session.') }, { title: 'RefreshRequest', example: { refresh_token: 'ZmkS9Av6a_ZRek_Q.suvUuQV43Wl8WUgT6YIgwmtYutl5ZRhxNFCXDtHYn7o' } }),
   logout: t.Optional(
     t.Object({
       refresh_token: t.Optional(OpaqueToken('Ends this token\'s session when no access token is sent (e.g. it expired).')),
       all: t.Optional(t.Boolean({ description: 'End every session of the user (all devices).', default: false })),
-    }, { example: { all: false } }),
+    }, { title: 'LogoutRequest', example: { all: false } }),
   ),
-  forgot: t.Object({ email: Email }, { example: { email: 'ada@example.com' } }),
+  forgot: t.Object({ email: Email }, { title: 'EmailRequest', example: { email: 'ada@example.com' } }),
   reset: t.Object(
     { token: OpaqueToken('Token from the password_reset mail.'), password: NewPassword('New password.') },
-    { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: 'a new long passphrase' } },
+    { title: 'ResetPasswordRequest', example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: 'a new long passphrase' } },
   ),
   change: t.Object(
     { current_password: t.String({ maxLength: PASSWORD_MAX_UTF16 }), new_password: NewPassword('New password.') },
-    { example: { current_password: 'correct horse battery staple', new_password: 'a new long passphrase' } },
+    { title: 'ChangePasswordRequest', example: { current_password: 'correct horse battery staple', new_password: 'a new long passphrase' } },
   ),
-  verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }, { example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' } }),
-  resend: t.Object({ email: Email }, { example: { email: 'ada@example.com' } }),
+  verify: t.Object({ token: OpaqueToken('Token from the verify_email mail.') }, { title: 'VerifyEmailRequest', example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' } }),
+  resend: t.Object({ email: Email }, { title: 'EmailRequest', example: { email: 'ada@example.com' } }),
 };
 
 export const Responses = {
@@ -89,11 +91,13 @@ export const Responses = {
       refresh_token: t.Optional(tokenFields.refresh_token),
       refresh_expires_in: t.Optional(tokenFields.refresh_expires_in),
     }),
+    'AuthRegistered',
+    'The new user; the tokens unless the address must be verified first.',
   ),
   session: Session,
-  user: ok(t.Object({ user: User })),
-  me: ok(t.Object({ user: User, session_id: t.String({ format: 'uuid' }) })),
-  done: ok(t.Object({ message: t.String() })),
+  user: ok(t.Object({ user: User }), 'AuthUserResult', 'The user after the change.'),
+  me: ok(t.Object({ user: User, session_id: t.String({ format: 'uuid' }) }), 'AuthMe', 'The signed-in user and the id of this session.'),
+  done: ok(t.Object({ message: t.String() }), 'AuthMessage', 'Done; a sentence to show.'),
 };
 
 /** Error responses an operation may answer, documented once. */

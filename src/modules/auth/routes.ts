@@ -7,6 +7,7 @@ import type { Platform } from '../../platform';
 import { publicAccess } from '../../http/api-key-guard';
 import { requestInfo } from '../../http/request-info';
 import { bearerToken, requireUser, type RequestUser } from '../../http/user-guard';
+import { optionalJson } from '../../http/optional-json';
 import { Bodies, Responses, errors } from './model';
 import type { ClientMeta } from './service';
 
@@ -84,6 +85,7 @@ export function authRoutes(p: Platform) {
           return ok({ message: 'Logged out.' });
         },
         {
+          parse: optionalJson,
           body: Bodies.logout,
           response: { 200: Responses.done, ...errors(401, 422) },
           detail: {
@@ -92,8 +94,10 @@ export function authRoutes(p: Platform) {
             description:
               'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once. ' +
               'Only live credentials log out: an access token of an ended session → 401 `session_revoked`; an expired refresh token → 401 `invalid_refresh_token`; ' +
-              'a spent one → 401 `refresh_token_reused` and its session is revoked, as on refresh.',
-            security: bearer,
+              'a spent one → 401 `refresh_token_reused` and its session is revoked, as on refresh. ' +
+              'With neither an access token nor a refresh token → 401 `unauthorized`. The body is optional.',
+            // The Bearer access token, or no scheme at all when the body carries refresh_token.
+            security: [...bearer, {}],
           },
         },
       )

@@ -15,7 +15,7 @@ export const DIRECTIONS = ['asc', 'desc'] as const;
 export type Action = (typeof ACTIONS)[number];
 export type Operator = (typeof OPERATORS)[number];
 
-const Row = t.Record(t.String(), t.Unknown(), { description: 'Column name → value (see docs/database.md for the representation of each type).' });
+const Row = t.Record(t.String(), t.Unknown(), { title: 'DbRow', description: 'Column name → value (see docs/database.md for the representation of each type).' });
 
 export const Filter = t.Object(
   {
@@ -23,15 +23,16 @@ export const Filter = t.Object(
     op: t.String({ enum: [...OPERATORS], description: 'Operator: eq neq gt gte lt lte in not_in like ilike is_null.' }),
     value: t.Optional(t.Unknown({ description: 'Compared value; a non-empty array for in/not_in; true|false for is_null; a pattern for like/ilike.' })),
   },
-  { additionalProperties: false },
+  { title: 'DbFilter', additionalProperties: false },
 );
 
 export const Sort = t.Object(
   {
     field: t.String({ description: 'Column to order by.' }),
-    direction: t.Optional(t.String({ enum: ['asc', 'desc', 'ASC', 'DESC'], description: 'asc (default) or desc, any letter case.' })),
+    // No `enum`: the service takes any letter case (`Desc`), and the document must not be stricter.
+    direction: t.Optional(t.String({ description: 'asc (default) or desc, in any letter case (asc, DESC, Desc…).', examples: ['asc', 'desc'] })),
   },
-  { additionalProperties: false },
+  { title: 'DbSort', additionalProperties: false },
 );
 
 export const QueryBody = t.Object(
@@ -50,6 +51,7 @@ export const QueryBody = t.Object(
     transaction_id: t.Optional(t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' })),
   },
   {
+    title: 'DbQueryRequest',
     additionalProperties: false,
     description: 'A parameterized query. The legacy raw SQL field "query" is refused with 403 raw_sql_disabled.',
     // OpenAPI 3.0 schemas take one `example`; docs/database.md has one per action.
@@ -76,6 +78,7 @@ export const QueryResult = t.Object(
     }),
   },
   {
+    title: 'DbQueryResult',
     example: { success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } },
   },
 );
@@ -90,7 +93,7 @@ export const ErrorBody = t.Object(
       details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'e.g. {"fields": {"filters[0].op": "..."}} or {"column": "email"}.' })),
     }),
   },
-  { example: { success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } } },
+  { title: 'DbError', example: { success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } } },
 );
 
 export const EmptyBody = t.Optional(t.Object({}, { description: 'Empty JSON object.' }));
@@ -105,7 +108,7 @@ export const BeginResult = t.Object(
       expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
     }),
   },
-  { example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } } },
+  { title: 'DbTransactionBegun', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } } },
 );
 
 export const EndResult = t.Object(
@@ -116,7 +119,7 @@ export const EndResult = t.Object(
       status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
     }),
   },
-  { example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } } },
+  { title: 'DbTransactionEnded', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } } },
 );
 
 /** Error responses every Database API route may give. */

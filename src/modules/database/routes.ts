@@ -10,6 +10,7 @@
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { requireApiKey, requirePermission, type ApiKeyPrincipal } from '../../http/api-key-guard';
+import { optionalJson } from '../../http/optional-json';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
 
@@ -112,6 +113,7 @@ export function databaseRoutes(p: Platform) {
       async ({ request }) => ok(await svc().begin(principal(request))),
       {
         transform: authenticate,
+        parse: optionalJson,
         body: EmptyBody,
         response: { 200: BeginResult, ...errorResponses },
         detail: {
@@ -130,6 +132,7 @@ export function databaseRoutes(p: Platform) {
       {
         transform: authenticate,
         params: TxParams,
+        parse: optionalJson,
         body: EmptyBody,
         response: { 200: EndResult, ...errorResponses },
         detail: {
@@ -146,6 +149,7 @@ export function databaseRoutes(p: Platform) {
       {
         transform: authenticate,
         params: TxParams,
+        parse: optionalJson,
         body: EmptyBody,
         response: { 200: EndResult, ...errorResponses },
         detail: {

@@ -23,26 +23,32 @@ export const SendBody = t.Object(
     sync: t.Optional(t.Boolean({ default: false, description: 'true: answer 200 once the SMTP server accepted the message (502 if it refused). false: queue it and answer 202.' })),
     idempotency_key: t.Optional(t.String({ description: 'UUID; same as the Idempotency-Key header.', examples: ['0b6a8f0e-2b1c-4e53-9d0f-6f2f1c1c9a11'] })),
   },
-  { additionalProperties: false },
+  { title: 'MailSendRequest', additionalProperties: false },
 );
 export type SendBodyT = typeof SendBody.static;
 
-const Meta = t.Object({
-  trace_id: t.String({ description: 'Same as the X-Request-Id response header.' }),
-  execution_ms: t.Number(),
-});
+const Meta = t.Object(
+  {
+    trace_id: t.String({ description: 'Same as the X-Request-Id response header.' }),
+    execution_ms: t.Number({ description: 'Time spent on the request, in milliseconds.' }),
+  },
+  { title: 'MetaB', description: 'Format B meta.' },
+);
 
-const ok = <T extends ReturnType<typeof t.Object>>(data: T, description: string) =>
-  t.Object({ success: t.Literal(true), data, meta: Meta, errors: t.Array(t.Any(), { maxItems: 0 }) }, { description });
+const ok = <T extends ReturnType<typeof t.Object>>(data: T, description: string, title: string) =>
+  t.Object({ success: t.Literal(true), data, meta: Meta, errors: t.Array(t.Any(), { maxItems: 0 }) }, { description, title });
 
-export const SendResultSchema = t.Object({
-  job_id: t.String({ format: 'uuid' }),
-  sync: t.Boolean(),
-  recipient_count: Int(),
-});
+export const SendResultSchema = t.Object(
+  {
+    job_id: t.String({ format: 'uuid' }),
+    sync: t.Boolean(),
+    recipient_count: Int(),
+  },
+  { title: 'MailSendResult' },
+);
 
-export const Sent = ok(SendResultSchema, 'Sent (sync): the SMTP server accepted the message.');
-export const Queued = ok(SendResultSchema, 'Queued (async): the job will be delivered with retries.');
+export const Sent = ok(SendResultSchema, 'Sent (sync): the SMTP server accepted the message.', 'MailSent');
+export const Queued = ok(SendResultSchema, 'Queued (async): the job will be delivered with retries.', 'MailQueued');
 
 export const JobSchema = t.Object({
   job_id: t.String({ format: 'uuid' }),
@@ -61,9 +67,9 @@ export const JobSchema = t.Object({
   created_at: t.String({ format: 'date-time' }),
   updated_at: t.String({ format: 'date-time' }),
   sent_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
-});
+}, { title: 'MailJob' });
 
-export const JobAnswer = ok(JobSchema, 'The job.');
+export const JobAnswer = ok(JobSchema, 'The job.', 'MailJobResult');
 
 export const ErrorB = t.Object(
   {

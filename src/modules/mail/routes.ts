@@ -56,6 +56,10 @@ export function mailRoutes(p: Platform) {
             parameters: [
               { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', format: 'uuid' }, description: 'Makes the send safe to retry (24 h, per API key).' },
             ],
+            responses: {
+              200: { headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } },
+              202: { headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } },
+            },
           } as never,
         },
       )

@@ -1,56 +1,272 @@
+/**
+ * The OpenAPI 3.1 document of every public route (docs/operations.md "The OpenAPI
+ * document"). Built once, at start, from the route list of the listeners' apps before
+ * any request is served: Elysia compiles a route's validators on its first request and
+ * adds keywords to the schemas as it does, so a document built later would depend on
+ * the traffic seen. Built from the same TypeBox schemas that validate, plus what the
+ * layers around the routes answer for every route of an area (src/http/server.ts:
+ * 413/415 and the request id; src/http/envelope.ts: the three envelopes;
+ * src/http/api-key-guard.ts: the access-mode key), so each operation lists every
+ * status it can answer, in its area's envelope.
+ */
 import type { AnyElysia } from 'elysia';
-import { toOpenAPISchema } from '@elysiajs/openapi';
+import { SchemaConverter, isOptional } from './schema';
+import { ErrorA, ErrorB, ErrorC, headerComponents } from './envelopes';
 
 type Doc = Record<string, any>;
+type Envelope = 'A' | 'B' | 'C';
+
+/** What the layers around the routes add, per area (CONTRACT §5, §6, §13; docs/operations.md). */
+interface Area {
+  prefix: string;
+  envelope: Envelope;
+  /** Body routes take only JSON: malformed → 400 invalid_json, other types → 415 (src/http/server.ts JSON_AREAS). */
+  jsonOnly?: boolean;
+  /** A public prefix: web.public_api_access_mode=api_key_required needs X-API-Key (401 api_key_required). */
+  gated?: boolean;
+  /** Bodies are capped at web.max_json_body_bytes (413) before the route sees them. */
+  capped?: boolean;
+}
+
+const AREAS: Area[] = [
+  { prefix: '/api/v1/auth/', envelope: 'A', jsonOnly: true, gated: true, capped: true },
+  { prefix: '/api/v1/db/', envelope: 'A', jsonOnly: true, gated: true, capped: true },
+  { prefix: '/api/v1/public/', envelope: 'A', gated: true, capped: true },
+  { prefix: '/api/v1/mail/', envelope: 'B', jsonOnly: true, capped: true },
+  { prefix: '/api/v1/files', envelope: 'C' },
+  { prefix: '/api/module/', envelope: 'B', gated: true, capped: true },
+];
 
 const ONLY = [/^\/api\/v1\//, /^\/api\/module\//];
+const ERROR_REF: Record<Envelope, string> = { A: 'ErrorA', B: 'ErrorB', C: 'ErrorC' };
+
+const STATUS_TEXT: Record<string, string> = {
+  '400': 'Bad request',
+  '401': 'Not authenticated',
+  '403': 'Forbidden',
+  '404': 'Not found',
+  '409': 'Conflict',
+  '413': 'Request body too large',
+  '415': 'Unsupported media type',
+  '416': 'Range not satisfiable',
+  '422': 'Request body failed validation',
+  '429': 'Too many requests; wait `Retry-After` seconds',
+  '500': 'Internal error; the X-Request-Id identifies it in the server log',
+  '502': 'The mail provider refused the message',
+  '503': 'A dependency is unavailable; retry shortly',
+};
+
+/** Error codes the layers around a route answer with, per status (added to each status's description). */
+function layerCodes(area: Area, hasBody: boolean, validationStatus: number): Record<string, string[]> {
+  const codes: Record<string, string[]> = { '500': ['internal_error'], '503': ['database_unavailable'] };
+  const add = (status: number, code: string) => (codes[status] ??= []).push(code);
+  if (hasBody && area.jsonOnly) {
+    add(400, 'invalid_json');
+    add(415, 'unsupported_media_type');
+  } else if (hasBody && area.capped) add(400, 'invalid_json');
+  if (hasBody) add(validationStatus, 'validation_error');
+  if (hasBody && (area.capped || area.prefix === '/api/v1/files')) add(413, 'payload_too_large');
+  if (area.gated) add(401, 'api_key_required');
+  return codes;
+}
+
+/** `getApiV1FilesByIdContent`-style ids, camelCase without the `/api/v1` or `/api` prefix: `getFilesByIdContent`. */
+function operationId(method: string, path: string): string {
+  const words = path
+    .replace(/^\/api\/(v1\/)?/, '')
+    .split('/')
+    .filter(Boolean)
+    .flatMap((seg) => (seg.startsWith(':') || seg.startsWith('{') ? ['by', ...seg.replace(/[:{}]/g, '').split(/[-_]/)] : seg.split(/[-_.]/)));
+  return method.toLowerCase() + words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
+}
+
+/** `/api/v1/files/:id` → `/api/v1/files/{id}`. */
+function openapiPath(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}
 
 /**
- * The OpenAPI 3.1 document of every public route, built from the same TypeBox schemas
- * that validate requests. Routes of both listeners are merged; admin and system routes
- * are not part of the public contract and are left out.
+ * Security alternatives as enforced: on a public prefix every alternative may also carry
+ * the access-mode key (required in `api_key_required` mode), and a route that declares
+ * none is open (`{}`) apart from that key.
  */
-export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
-  const paths: Doc = {};
-  const schemas: Doc = {};
+function securityOf(declared: Doc[] | undefined, gated: boolean): Doc[] {
+  const alts = declared && declared.length ? declared : [{}];
+  if (!gated) return alts;
+  const out: Doc[] = [];
+  const seen = new Set<string>();
+  const push = (a: Doc) => {
+    const k = JSON.stringify(Object.keys(a).sort());
+    if (!seen.has(k)) (seen.add(k), out.push(a));
+  };
+  for (const a of alts) push(a);
+  for (const a of alts) if (!('ApiKey' in a)) push({ ...a, ApiKey: [] });
+  return out;
+}
+
+const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
+
+export interface RouteInfo {
+  method: string;
+  path: string;
+  hooks: Doc;
+}
+
+/** The public routes of the apps (both listeners when split), each once. */
+export function publicRoutes(apps: AnyElysia[]): RouteInfo[] {
+  const seen = new Set<string>();
+  const out: RouteInfo[] = [];
   for (const app of apps) {
-    const part = toOpenAPISchema(app, undefined, undefined, undefined, '3.1.0') as { paths?: Doc; components?: { schemas?: Doc } };
-    for (const [path, item] of Object.entries(part.paths ?? {})) {
-      if (!ONLY.some((r) => r.test(path))) continue;
-      paths[path] = { ...(paths[path] ?? {}), ...(item as Doc) };
+    for (const r of app.routes as unknown as RouteInfo[]) {
+      const key = `${r.method} ${r.path}`;
+      if (seen.has(key) || !ONLY.some((re) => re.test(r.path)) || r.hooks?.detail?.hide || r.method === 'OPTIONS') continue;
+      seen.add(key);
+      out.push(r);
     }
-    Object.assign(schemas, part.components?.schemas ?? {});
   }
-  for (const item of Object.values(paths)) for (const op of Object.values(item as Doc)) normalizeOperation(op as Doc);
+  return out;
+}
+
+export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
+  const conv = new SchemaConverter();
+  // The envelopes first, so they keep their names.
+  for (const s of [ErrorA, ErrorB, ErrorC]) conv.convert(s);
+  const paths: Doc = {};
+  const tags: Doc[] = [
+    { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
+    { name: 'Database', description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).' },
+    { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' },
+    { name: 'Files', description: 'media-library module (format C).' },
+    { name: 'Runtime config', description: 'Public front-end parameters (format A).' },
+  ];
+  for (const route of publicRoutes(apps)) {
+    const area = AREAS.find((a) => route.path.startsWith(a.prefix) || route.path === a.prefix.replace(/\/$/, ''));
+    if (!area) continue;
+    const method = route.method.toLowerCase();
+    const op = operation(conv, route, area);
+    for (const tag of op.tags ?? []) if (!tags.some((t) => t.name === tag)) tags.push({ name: tag, description: `Routes of the ${tag} extension (format B).` });
+    const path = openapiPath(route.path);
+    paths[path] ??= {};
+    paths[path][method] = op;
+    // Elysia answers HEAD through a GET handler that opts in (`detail['x-head']`): same status and headers, no body.
+    if (method === 'get' && route.hooks?.detail?.['x-head']) paths[path].head = headOf(op);
+  }
   return {
     openapi: '3.1.0',
     info: {
       title: 'Basalt API',
       version,
-      description: 'Public HTTP API of the Basalt platform: Public Auth, Database API, Mail API, Files (media-library) and extension routes.',
+      description:
+        'Public HTTP API of the Basalt platform: Public Auth, Database API, Mail API, Files (media-library) and extension routes. ' +
+        'Every response carries X-Request-Id (echoed when the request sent a valid one; also meta.trace_id in format B). ' +
+        'A request whose Host header is missing or malformed is answered 400 `invalid_host` before routing. ' +
+        'With web.public_api_access_mode=api_key_required, every route under /api/v1/auth, /api/v1/db, /api/v1/public and /api/module needs X-API-Key ' +
+        '(the site public key will do, except on the Database API which needs a service key): the security alternatives with ApiKey apply then.',
     },
-    servers: [{ url: '/' }],
-    tags: [
-      { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
-      { name: 'Database', description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).' },
-      { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' },
-      { name: 'Files', description: 'media-library module (format C).' },
-      { name: 'Runtime config', description: 'Public front-end parameters.' },
-    ],
+    servers: [{ url: '/', description: 'This instance (with web.public_api_separate, mail and files are on the main listener: see runtime config main_api_base_url).' }],
+    tags,
     paths,
     components: {
-      schemas,
+      schemas: conv.components,
+      headers: headerComponents,
       securitySchemes: {
-        ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-        Bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'pk_… site public key or sk_… service key (docs/api-keys.md).' },
+        Bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Access token from POST /api/v1/auth/login (15 minutes).' },
       },
     },
   };
 }
 
-/** Every operation must have at least one response for a strict validator. */
-function normalizeOperation(op: Doc) {
-  if (!op || typeof op !== 'object') return;
-  if (!op.responses || Object.keys(op.responses).length === 0) op.responses = { 200: { description: 'Success' } };
-  for (const r of Object.values(op.responses as Doc)) if (r && typeof r === 'object' && !('description' in r) && !('$ref' in r)) (r as Doc).description = 'Response';
+function operation(conv: SchemaConverter, route: RouteInfo, area: Area): Doc {
+  const hooks = route.hooks ?? {};
+  const { responses: detailResponses, requestBody: detailBody, parameters: detailParams, security, 'x-head': _head, 'x-codes': codes, ...detail } = (hooks.detail ?? {}) as Doc;
+  const method = route.method.toLowerCase();
+  const op: Doc = { operationId: detail.operationId ?? operationId(route.method, route.path), ...detail };
+  op.operationId = op.operationId.replace(/[^A-Za-z0-9]/g, '');
+
+  const parameters: Doc[] = [];
+  const params = hooks.params ? conv.convert(hooks.params) : undefined;
+  for (const m of route.path.matchAll(/:([A-Za-z0-9_]+)/g)) {
+    parameters.push({ name: m[1], in: 'path', required: true, schema: params?.properties?.[m[1]!] ?? { type: 'string' } });
+  }
+  if (hooks.query) {
+    const q = conv.convert(hooks.query);
+    for (const [name, schema] of Object.entries((q.properties ?? {}) as Doc)) {
+      // A lowercase `title` only names the field in 400 messages (src/http/foundation.ts).
+      const { description, title, ...rest } = schema as Doc;
+      if (typeof title === 'string' && /^[A-Z]/.test(title)) rest.title = title;
+      parameters.push({ name, in: 'query', required: (q.required ?? []).includes(name), ...(description ? { description } : {}), schema: rest });
+    }
+  }
+  for (const p of detailParams ?? []) parameters.push(p);
+  if (parameters.length) op.parameters = parameters;
+
+  let hasBody = false;
+  if (detailBody) {
+    op.requestBody = detailBody;
+    hasBody = true;
+  } else if (hooks.body && method !== 'get' && method !== 'head') {
+    hasBody = true;
+    const schema = conv.convert(hooks.body);
+    const types = area.jsonOnly ? ['application/json'] : ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'];
+    op.requestBody = { required: !isOptional(hooks.body), content: Object.fromEntries(types.map((t) => [t, { schema }])) };
+  }
+
+  const validationStatus = area.prefix === '/api/v1/auth/' ? 422 : 400;
+  const errorCodes = layerCodes(area, hasBody, validationStatus);
+  for (const [status, list] of Object.entries((codes ?? {}) as Record<string, string[]>)) (errorCodes[status] ??= []).push(...list);
+
+  const responses: Doc = {};
+  const declared = hooks.response && typeof hooks.response === 'object' && !('type' in hooks.response) && !('anyOf' in hooks.response) ? (hooks.response as Doc) : hooks.response ? { 200: hooks.response } : {};
+  for (const [status, schema] of Object.entries(declared)) {
+    if (Number(status) >= 400) {
+      errorCodes[status] ??= [];
+      continue;
+    }
+    const s = conv.convert(schema);
+    responses[status] = {
+      description: (schema as Doc).description ?? (status === '201' ? 'Created' : status === '202' ? 'Accepted' : 'Success'),
+      headers: { 'X-Request-Id': header('XRequestId') },
+      content: { 'application/json': { schema: s } },
+    };
+  }
+  for (const [status, r] of Object.entries((detailResponses ?? {}) as Doc)) {
+    if (Number(status) >= 400) {
+      errorCodes[status] ??= [];
+      if (r.description) (errorCodes[status] as string[] & { text?: string }).text = r.description;
+      continue;
+    }
+    // Merged with the route's own schema for that status, if any (e.g. headers of a JSON success).
+    const base = (responses[status] ?? {}) as Doc;
+    responses[status] = { ...base, ...r, headers: { 'X-Request-Id': header('XRequestId'), ...(base.headers ?? {}), ...(r.headers ?? {}) } };
+  }
+  if (Object.keys(responses).length === 0) responses['200'] = { description: 'Success', headers: { 'X-Request-Id': header('XRequestId') } };
+  for (const status of Object.keys(errorCodes).sort()) {
+    const list = errorCodes[status] as string[] & { text?: string };
+    const uniq = [...new Set(list)];
+    const text = list.text ?? STATUS_TEXT[status] ?? 'Error';
+    const headers: Doc = { 'X-Request-Id': header('XRequestId') };
+    if (status === '429') headers['Retry-After'] = { ...header('RetryAfter') };
+    if (status === '416') headers['Content-Range'] = header('ContentRangeUnsatisfied');
+    if (status === '401' && (security as Doc[] | undefined)?.some((a) => 'Bearer' in a)) headers['WWW-Authenticate'] = header('WWWAuthenticate');
+    responses[status] = {
+      description: `${text}${uniq.length ? ` (codes include: ${uniq.map((c) => '`' + c + '`').join(', ')})` : ''}. Format ${area.envelope} error.`,
+      headers,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${ERROR_REF[area.envelope]}` } } },
+    };
+  }
+  op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
+  op.security = securityOf(security, !!area.gated);
+  return op;
+}
+
+/** HEAD: the GET operation's statuses and headers without bodies. */
+function headOf(get: Doc): Doc {
+  const responses: Doc = {};
+  for (const [status, r] of Object.entries(get.responses as Doc)) {
+    const { content: _c, ...rest } = r as Doc;
+    responses[status] = { ...rest, description: `${rest.description} No body (HEAD).` };
+  }
+  const { requestBody: _b, ...op } = get;
+  return { ...op, operationId: op.operationId.replace(/^get/, 'head'), summary: `${get.summary ?? ''} (headers only)`.trim(), responses };
 }

@@ -16,14 +16,24 @@ const PAGE = `<!doctype html>
 const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
 
 /**
- * `/api/openapi.json` and the interactive reference `/api/docs`, whose assets are
- * embedded in the executable (no CDN).
+ * The document's bytes, built once from the listeners' route list. Call it after every
+ * route is mounted and before the first request: Elysia adds keywords to a route's
+ * schemas when it compiles its validators on that route's first request, so building
+ * later would make the document depend on the traffic seen (docs/operations.md
+ * "The OpenAPI document").
  */
-export function openapiRoutes(apps: () => AnyElysia[], version: string, withDocs: boolean) {
-  let cached: string | undefined;
+export function openapiDocument(apps: AnyElysia[], version: string): string {
+  return JSON.stringify(buildOpenApi(apps, version));
+}
+
+/**
+ * `/api/openapi.json` (the `document` built at start, served as is) and the interactive
+ * reference `/api/docs`, whose assets are embedded in the executable (no CDN).
+ */
+export function openapiRoutes(document: string, withDocs: boolean) {
   const app = new Elysia({ name: `basalt.openapi.${withDocs ? 'docs' : 'spec'}` }).get(
     '/api/openapi.json',
-    () => new Response((cached ??= JSON.stringify(buildOpenApi(apps(), version))), { headers: { 'content-type': 'application/json' } }),
+    () => new Response(document, { headers: { 'content-type': 'application/json' } }),
     { detail: { hide: true } },
   );
   if (!withDocs) return app;

@@ -17,7 +17,7 @@ const RuntimeConfig = t.Object({
     password_policy: t.Object({ min_length: t.Integer(), max_length: t.Integer() }),
     site_public_key: t.Optional(t.String({ description: 'Present in api_key_required mode when a site public key is designated.' })),
   }),
-});
+}, { title: 'RuntimeConfig', description: 'Public front-end parameters.' });
 
 /** Hooks other areas use to add public facts (e.g. the site public key). */
 export const runtimeConfigExtras: ((p: Platform) => Promise<Record<string, unknown>> | Record<string, unknown>)[] = [siteKeyRuntimeConfig];

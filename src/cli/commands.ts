@@ -5,5 +5,6 @@ import { keyCommands } from '../modules/keys/commands';
 import { mailCommands } from '../modules/mail/commands';
 import { extensionCommands } from '../extensions/commands';
 import { adminCommands } from '../modules/admin/commands';
+import { backupCommands } from '../modules/backup/commands';
 
-export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands, ...adminCommands];
+export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands, ...adminCommands, ...backupCommands];

@@ -1,0 +1,174 @@
+/**
+ * `basalt backup [create] | list | delete NAME`, `basalt restore ARCHIVE`,
+ * `basalt export-to URL` (docs/backup.md). `backup` runs inside a serving instance over
+ * the management socket when one holds the data dir; `restore` and `export-to` need the
+ * instance stopped and take the data dir's lock themselves.
+ */
+import { resolve } from 'node:path';
+import type { Command, GlobalFlags } from '../../cli/command';
+import { UsageError } from '../../cli/command';
+import { bootValue, loadBootLayers } from '../../config/load';
+import { BackupError, backupService, type CreatedBackup } from './service';
+
+function mib(n: number): string {
+  return `${(n / 1048576).toFixed(1)} MiB`;
+}
+
+function bootLayers(globals: GlobalFlags) {
+  return loadBootLayers({ configFile: globals.config, flags: { 'data.dir|--data': globals.data } });
+}
+
+/** BackupError → one line, exit 1. */
+async function guarded(io: { err(l: string): void }, fn: () => Promise<number | void>): Promise<number> {
+  try {
+    return (await fn()) ?? 0;
+  } catch (e) {
+    if (e instanceof BackupError) {
+      io.err(`basalt: ${e.message}`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
+export const backupCommands: Command[] = [
+  {
+    name: 'backup',
+    usage: 'basalt backup [create] [--json]',
+    summary: 'Back up the embedded database and local files into <data.dir>/backups/ (online: works while serve runs).',
+    options: { json: { type: 'boolean' } },
+    platform: { migrate: false },
+    async run({ platform, positionals, values, io }) {
+      if (positionals.length && !(positionals.length === 1 && positionals[0] === 'create')) throw new UsageError(`unknown backup subcommand '${positionals[0]}' (create, list, delete NAME)`);
+      return guarded(io, async () => {
+        const b: CreatedBackup = await backupService(platform!).create({ trigger: 'cli' });
+        if (values.json) return io.out(JSON.stringify(b));
+        io.out(`${backupService(platform!).dir}/${b.name}`);
+        io.out(`${b.files} files, ${mib(b.bytes)} → ${mib(b.size)} compressed; database held ${b.held_ms} ms, ${b.total_ms} ms in all`);
+      });
+    },
+  },
+  {
+    name: 'backup list',
+    usage: 'basalt backup list [--json]',
+    summary: 'Backups in <data.dir>/backups/, newest first.',
+    options: { json: { type: 'boolean' } },
+    platform: { migrate: false },
+    async run({ platform, values, io }) {
+      return guarded(io, async () => {
+        const list = await backupService(platform!).list();
+        if (values.json) return io.out(JSON.stringify(list));
+        if (!list.length) return io.out('no backups yet');
+        for (const b of list) io.out(`${b.name.padEnd(40)} ${mib(b.size).padStart(11)}  ${b.created_at}  ${b.trigger ?? '?'}`);
+      });
+    },
+  },
+  {
+    name: 'backup delete',
+    usage: 'basalt backup delete NAME',
+    summary: 'Delete one backup archive.',
+    platform: { migrate: false },
+    async run({ platform, positionals, io }) {
+      const name = positionals[0];
+      if (!name) throw new UsageError('backup delete needs the NAME of a backup (see basalt backup list)');
+      return guarded(io, async () => {
+        await backupService(platform!).delete(name);
+        io.out(`${name} deleted`);
+      });
+    },
+  },
+  {
+    name: 'restore',
+    usage: 'basalt restore ARCHIVE',
+    summary: 'Replace the embedded data dir with a backup (instance stopped; the old data is kept beside it).',
+    platform: false, // needs the data dir unheld: never run inside a server
+    async run({ positionals, io, globals }) {
+      const archive = positionals[0];
+      if (!archive || positionals.length > 1) throw new UsageError('restore needs one ARCHIVE (a path, or a name in <data.dir>/backups/)');
+      const layers = bootLayers(globals);
+      if (bootValue<string>(layers, 'database.url')) {
+        io.err('basalt: restore replaces the embedded data dir, but database.url is set (external PostgreSQL): restore that database with pg_restore or your provider\'s snapshots (docs/backup.md)');
+        return 1;
+      }
+      const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
+      const { restore, RestoreError } = await import('./restore');
+      try {
+        const r = await restore({ archive, dataDir });
+        io.out(`restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`);
+        if (r.previous) io.out(`the previous data is kept in ${r.previous}; delete it once the restored site is checked`);
+        return 0;
+      } catch (e) {
+        if (e instanceof RestoreError) {
+          io.err(`basalt restore: ${e.message}; nothing was changed`);
+          return 1;
+        }
+        throw e;
+      }
+    },
+  },
+  {
+    name: 'export-to',
+    usage: 'basalt export-to URL',
+    summary: 'Copy the embedded database (instance stopped) into an empty external PostgreSQL database.',
+    platform: false, // reads the embedded data dir with nothing else writing to it
+    async run({ positionals, io, globals }) {
+      const url = positionals[0];
+      if (!url || positionals.length > 1 || !/^postgres(ql)?:\/\//.test(url)) throw new UsageError('export-to needs the target database URL (postgres://user:password@host:5432/db)');
+      const layers = bootLayers(globals);
+      if (bootValue<string>(layers, 'database.url')) {
+        io.err('basalt: export-to copies the embedded database, but database.url is already set: unset it (or run with the configuration of the embedded instance)');
+        return 1;
+      }
+      const [{ openDb }, { openExternal, describeUrl }, { Settings }, { resolveExtensionsDir }, { exportTo, ExportError }, { DataDirLockedError }] = await Promise.all([
+        import('../../db/open'),
+        import('../../db/external'),
+        import('../../config/settings'),
+        import('../../extensions/dir'),
+        import('./export-to'),
+        import('../../db/datadir-lock'),
+      ]);
+      let source;
+      try {
+        source = await openDb({ url: '', dataDir: resolve(bootValue<string>(layers, 'data.dir')) });
+      } catch (e) {
+        if (e instanceof DataDirLockedError) {
+          io.err(`basalt export-to: ${e.message.replace(/; stop it.*$/, '')}; stop it first: export-to copies a database nothing else writes to`);
+          return 1;
+        }
+        throw e;
+      }
+      try {
+        const settings = new Settings(layers, source);
+        await settings.load();
+        const target = await openExternal(url, { max: 2 });
+        try {
+          io.out(`exporting to ${describeUrl(url)}`);
+          const r = await exportTo({
+            source,
+            target,
+            dataSchema: settings.get<string>('database.data_schema'),
+            migrationsDir: settings.get<string>('migrations.dir'),
+            extensionsDir: resolveExtensionsDir(settings.get<string>('extensions.dir')),
+            progress: (l) => io.err(l),
+          });
+          const width = Math.max(...r.tables.map((t) => t.table.length), 5);
+          io.out(`${'table'.padEnd(width)}  ${'embedded'.padStart(10)}  ${'target'.padStart(10)}`);
+          for (const t of r.tables) io.out(`${t.table.padEnd(width)}  ${String(t.source).padStart(10)}  ${String(t.target).padStart(10)}`);
+          io.out(`${r.tables.length} tables and ${r.sequences} sequences copied in ${r.ms} ms; every row count matches.`);
+          io.out(`Next: set database.url (BASALT_DATABASE_URL) to this database and start basalt; keep ${resolve(bootValue<string>(layers, 'data.dir'))} until the site is checked.`);
+          return 0;
+        } catch (e) {
+          if (e instanceof ExportError) {
+            io.err(`basalt export-to: ${e.message}`);
+            return 1;
+          }
+          throw e;
+        } finally {
+          await target.close();
+        }
+      } finally {
+        await source.close();
+      }
+    },
+  },
+];

@@ -65,7 +65,7 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
 
   beforeAll(async () => {
     db = await freshDb(engine);
-    p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
+    p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000' }, migrate: false });
     await p.db.exec(SCHEMA);
     b = createDataBrowser(p);
     for (const it of ITEMS) await tx((q) => b.insert(q, 'items', it));
@@ -329,6 +329,24 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     await reader.cancel();
     // The database is free for the next statement (no transaction left open).
     expect((await b.select('items', { limit: 1 })).count).toBe(1);
+  });
+
+  test('an export holding a cursor (no primary key, external) is stopped when left unread; keyset exports hold nothing', async () => {
+    const reader = b.exportCsv('nokey', {}).getReader();
+    expect((await reader.read()).done).toBe(false);
+    await Bun.sleep(1300); // db.transaction_idle_timeout_ms is 1000 here
+    if (engine === 'external') {
+      expect((await appError(reader.read())).code).toBe('export_abandoned');
+      const r = await p.db.query<{ n: number }>(`SELECT count(*)::int4 AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`);
+      expect(r.rows[0]!.n).toBe(0);
+    } else {
+      expect((await new Response(new ReadableStream({ pull: async (c) => { const x = await reader.read(); x.done ? c.close() : c.enqueue(x.value); } })).text()).split('\r\n').length).toBeGreaterThan(1000);
+    }
+    const slow = b.exportCsv('mixed', {}).getReader();
+    await slow.read();
+    await Bun.sleep(1300);
+    expect((await slow.read()).done).toBe(false);
+    await slow.cancel();
   });
 
   test('CSV import: RFC 4180 quoting, CRLF, empty cell → NULL or default, all rows in the transaction', async () => {

@@ -61,6 +61,8 @@ interface Source {
   /** The next batch, or null at the end. */
   next(size: number): Promise<Row[] | null>;
   close(): Promise<void>;
+  /** Holds a connection and its transaction between batches (the cursor). */
+  holds?: boolean;
 }
 
 /**
@@ -163,6 +165,7 @@ async function openSource(core: BrowserCore, name: string, q: { filters?: Filter
           return rows.length ? rows : null;
         },
         close,
+        holds: true,
       },
     };
   }
@@ -186,7 +189,10 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
   let opened: { table: Table; source: Source } | undefined;
   let size = EXPORT_BATCH_MAX;
   let finished = false;
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  let abandoned = false;
   const finish = async () => {
+    if (idle) clearTimeout(idle);
     if (finished) return;
     finished = true;
     await opened?.source.close();
@@ -194,6 +200,11 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        if (idle) clearTimeout(idle);
+        if (abandoned) {
+          controller.error(new AppError(408, 'export_abandoned', 'The export was not read for too long and was stopped; start it again.'));
+          return;
+        }
         try {
           let text = '';
           if (!opened) {
@@ -218,6 +229,14 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
           if (!rows) {
             await finish();
             controller.close();
+          } else if (source.holds) {
+            // A consumer that stops reading without cancelling (a stalled client) must not
+            // hold a connection and its transaction (the cursor of a table without a key).
+            idle = setTimeout(() => {
+              abandoned = true;
+              void finish().catch(() => {});
+            }, core.p.settings.get<number>('db.transaction_idle_timeout_ms'));
+            (idle as { unref?: () => void }).unref?.();
           }
         } catch (e) {
           await finish().catch(() => {});

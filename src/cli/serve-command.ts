@@ -25,6 +25,9 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     const { runInProcess } = await import('../main');
     const close = startControlSocket(platform.dataDir, (argv, io) => runInProcess(argv, io, platform), platform.log);
     if (close) platform.onShutdown(close);
+    // Scheduled backups (backup.schedule, docs/backup.md).
+    const { startBackupSchedule } = await import('../modules/backup/schedule');
+    platform.onShutdown(startBackupSchedule(platform));
   }
   return await new Promise<number>((resolve) => {
     const stop = (signal: string) => {

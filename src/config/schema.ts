@@ -22,6 +22,9 @@ export interface SettingDef {
   min?: number;
   max?: number;
   values?: readonly string[];
+  /** kind 'string': the value must match this regular expression; `expects` says what in words. */
+  pattern?: string;
+  expects?: string;
   description: string;
 }
 
@@ -86,6 +89,9 @@ export const SETTINGS: SettingDef[] = [
   { key: 'admin.session_idle_minutes', kind: 'int', default: 120, min: 1, max: 10_080, description: 'An administrator session unused for this long ends (minutes).' },
   { key: 'admin.session_max_hours', kind: 'int', default: 12, min: 1, max: 720, description: 'An administrator session ends this long after sign-in, however active (hours).' },
   { key: 'admin.audit_retention_days', kind: 'int', default: 90, min: 1, max: 36_500, description: 'Audit log entries older than this are deleted (in batches, hourly).' },
+  // backups of the embedded engine (docs/backup.md)
+  { key: 'backup.schedule', kind: 'string', default: 'off', pattern: '^(|off|every [1-9][0-9]{0,5}[smhd]|daily ([01][0-9]|2[0-3]):[0-5][0-9])$', expects: "'off', 'every N' with a unit s, m, h or d (every 6h), or 'daily HH:MM' in UTC (daily 03:00)", description: 'When serve makes a backup into <data.dir>/backups (embedded engine): off, every N{s,m,h,d} (every 6h), or daily HH:MM (UTC).' },
+  { key: 'backup.keep', kind: 'int', default: 7, min: 1, max: 10_000, description: 'Scheduled backups kept; older scheduled ones are deleted after each scheduled backup (backups made by hand are kept).' },
 ];
 
 export const SETTINGS_BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
@@ -98,7 +104,7 @@ export function envNames(def: SettingDef): string[] {
 export function schemaOf(def: SettingDef): TSchema {
   switch (def.kind) {
     case 'string':
-      return T.String();
+      return def.pattern ? T.String({ pattern: def.pattern }) : T.String();
     case 'int':
       return T.Integer({ minimum: def.min, maximum: def.max });
     case 'bool':

@@ -15,7 +15,7 @@ function expected(def: SettingDef): string {
     case 'list':
       return 'a list of strings (comma-separated in the environment)';
     default:
-      return 'a string';
+      return def.expects ?? 'a string';
   }
 }
 

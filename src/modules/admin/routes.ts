@@ -14,8 +14,9 @@ import { templatesRoutes } from './routes/templates';
 import { usersRoutes } from './routes/users';
 import { overviewRoutes } from './routes/overview';
 import { dataRoutes } from './routes/data';
+import { backupsRoutes } from './routes/backups';
 
-const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes];
+const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, backupsRoutes];
 
 export function adminRoutes(p: Platform): AnyElysia {
   let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));

@@ -1,0 +1,73 @@
+/**
+ * Backups screen (docs/admin-api.md §Backups, docs/backup.md), through the backup
+ * service. On an external database every route answers 409 `not_supported`: backups of
+ * a server the platform does not own are pg_dump's, the provider's snapshots or PITR.
+ */
+import type { AnyElysia } from 'elysia';
+import type { Platform } from '../../../platform';
+import { AppError } from '../../../http/errors';
+import { adminOf } from '../guard';
+import { writeAudit } from '../audit';
+import { AdminErrors } from '../errors';
+import { BackupError, backupService } from '../../backup/service';
+
+const ok = <T>(data: T) => ({ success: true as const, data });
+
+function mapped(e: unknown, name?: string): never {
+  if (e instanceof BackupError) {
+    if (e.code === 'not_supported') throw new AppError(409, 'not_supported', e.message);
+    throw AdminErrors.notFound(`The backup '${String(name ?? '').slice(0, 100)}'`);
+  }
+  throw e;
+}
+
+export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
+  const backups = () => backupService(p);
+  return app
+    .get('/backups', async () => {
+      try {
+        return ok({ backups: await backups().list(), dir: backups().dir });
+      } catch (e) {
+        mapped(e);
+      }
+    })
+    .post('/backups', async ({ request, set }: any) => {
+      const { actor } = adminOf(request);
+      let b;
+      try {
+        b = await backups().create({ trigger: 'admin' });
+      } catch (e) {
+        mapped(e);
+      }
+      // Written after the backup: on the embedded engine a transaction around it would hold the database it copies.
+      await writeAudit(p.db, actor, 'backups.create', b.name, { size: b.size, files: b.files, held_ms: b.held_ms });
+      set.status = 201;
+      const { row_counts: _counts, ...backup } = b;
+      return ok({ backup });
+    })
+    .get('/backups/:name/download', ({ params }: any) => {
+      let path: string;
+      try {
+        path = backups().pathFor(params.name);
+      } catch (e) {
+        mapped(e, params.name);
+      }
+      return new Response(Bun.file(path), {
+        headers: {
+          'content-type': 'application/gzip',
+          'content-disposition': `attachment; filename="${params.name}"`,
+          'cache-control': 'no-store',
+        },
+      });
+    })
+    .delete('/backups/:name', async ({ params, request }: any) => {
+      const { actor } = adminOf(request);
+      try {
+        await backups().delete(params.name);
+      } catch (e) {
+        mapped(e, params.name);
+      }
+      await writeAudit(p.db, actor, 'backups.delete', params.name);
+      return ok({});
+    });
+}

@@ -101,9 +101,22 @@ export class SchemaConverter {
   }
 }
 
-/** A plain JSON copy (TypeBox's symbol keys dropped). */
+/**
+ * Each route schema as it was when the document was first built. Route modules declare
+ * their schemas once per process, and Elysia adds `additionalProperties: false` to a
+ * route's top-level schemas when it compiles that route on its first request; a second
+ * app in the same process (tests, a rebuilt app) would otherwise document what an earlier
+ * one's traffic left behind.
+ */
+const pristine = new WeakMap<object, string>();
+
+/** A plain JSON copy (TypeBox's symbol keys dropped), as first seen. */
 export function plain(schema: unknown): Json {
-  return schema === undefined ? {} : JSON.parse(JSON.stringify(schema));
+  if (schema === undefined) return {};
+  if (typeof schema !== 'object' || schema === null) return JSON.parse(JSON.stringify(schema));
+  let text = pristine.get(schema);
+  if (text === undefined) pristine.set(schema, (text = JSON.stringify(schema)));
+  return JSON.parse(text);
 }
 
 /** True when TypeBox marks the schema optional (e.g. a body declared `t.Optional(...)`). */

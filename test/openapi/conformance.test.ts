@@ -1,0 +1,362 @@
+/**
+ * /api/openapi.json as a contract: traffic through every operation — successes and
+ * errors, in both access modes — and every answer checked against the served document
+ * with ajv (JSON Schema 2020-12, the dialect of OpenAPI 3.1): the status is documented
+ * for the operation, the media type is one it lists, the JSON body matches its schema,
+ * the headers it requires are there and the headers clients act on (Retry-After, ETag,
+ * Content-Range, Idempotent-Replayed, X-Request-Id) are documented where sent. The
+ * document itself: byte-identical before and after the traffic, valid under
+ * @seriousme/openapi-schema-validator (strict) and clean under `redocly lint`
+ * (recommended rules, redocly.yaml).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import { PNG, REPO_EXTENSIONS } from '../extensions/support';
+import { deref } from './support';
+
+const ROOT = resolve(import.meta.dir, '../..');
+const WATCHED_HEADERS = ['x-request-id', 'retry-after', 'etag', 'content-range', 'idempotent-replayed'];
+
+type Doc = Record<string, any>;
+
+/** Checks answers against the document; remembers which operations were exercised. */
+class Conformance {
+  readonly ajv = addFormats(new Ajv2020({ strict: true, strictTypes: false, allErrors: true }));
+  readonly seen = new Map<string, Set<string>>();
+  private readonly validators = new Map<string, ReturnType<Ajv2020['compile']>>();
+  private readonly routes: { method: string; re: RegExp; op: Doc }[] = [];
+
+  constructor(readonly doc: Doc) {
+    this.ajv.addKeyword('example');
+    const defs = JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('#/components/schemas/', '#/$defs/'));
+    this.ajv.addSchema({ $id: 'urn:basalt:components', $defs: defs });
+    for (const [path, item] of Object.entries(doc.paths as Doc)) {
+      const re = new RegExp('^' + path.replace(/\{[^}]+\}/g, '[^/]+') + '$');
+      for (const [method, op] of Object.entries(item as Doc)) this.routes.push({ method, re, op });
+    }
+  }
+
+  check(method: string, path: string, status: number, headers: Headers, body: string): string[] {
+    const problems: string[] = [];
+    const route = this.routes.find((r) => r.method === method.toLowerCase() && r.re.test(path.split('?')[0]!));
+    if (!route) return [`${method} ${path}: no operation in the document`];
+    const opId = route.op.operationId as string;
+    const where = `${opId} ${status}`;
+    (this.seen.get(opId) ?? this.seen.set(opId, new Set()).get(opId)!).add(String(status));
+    const response = deref(this.doc, route.op.responses[String(status)] ?? route.op.responses.default);
+    if (!response) return [`${where}: status not documented (documented: ${Object.keys(route.op.responses).join(' ')})`];
+    const declared = Object.fromEntries(Object.entries((response.headers ?? {}) as Doc).map(([k, v]) => [k.toLowerCase(), v]));
+    for (const [name, h] of Object.entries(declared)) if (h.required && !headers.has(name)) problems.push(`${where}: required header ${name} missing`);
+    for (const name of WATCHED_HEADERS) if (headers.has(name) && !declared[name]) problems.push(`${where}: header ${name} sent but not documented`);
+    const retry = headers.get('retry-after');
+    if (retry !== null && !/^\d+$/.test(retry)) problems.push(`${where}: Retry-After is not an integer: ${retry}`);
+    if (body.length === 0) {
+      if (response.content && method !== 'HEAD' && status !== 304) problems.push(`${where}: documented a body, got none`);
+      return problems;
+    }
+    if (method === 'HEAD') return [...problems, `${where}: HEAD answered with a body`];
+    const type = (headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    const content = (response.content ?? {}) as Doc;
+    const key = content[type] ? type : content[type.replace(/\/.*/, '/*')] ? type.replace(/\/.*/, '/*') : content['*/*'] ? '*/*' : undefined;
+    if (!key) return [...problems, `${where}: media type ${type} not documented (${Object.keys(content).join(', ') || 'no body'})`];
+    if (type !== 'application/json') return problems;
+    const schema = route.op.responses[String(status)].content[key].schema;
+    const id = `${opId}/${status}/${key}`;
+    let validate = this.validators.get(id);
+    if (!validate) {
+      const s = JSON.parse(JSON.stringify(schema).replaceAll('#/components/schemas/', 'urn:basalt:components#/$defs/'));
+      validate = this.ajv.compile({ $id: `urn:basalt:op:${id}`, ...s });
+      this.validators.set(id, validate);
+    }
+    if (!validate(JSON.parse(body))) problems.push(`${where}: body does not match: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 300)}`);
+    return problems;
+  }
+}
+
+describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  let served: string;
+  let doc: Doc;
+  let c: Conformance;
+  const problems: string[] = [];
+  let n = 0;
+  const keys: Record<string, string> = {};
+
+  /** The token of the latest mail of `kind` to `to` (waits for it). */
+  async function mailedToken(to: string, kind: 'verify-email' | 'reset-password'): Promise<string> {
+    const [mail] = (await sink.waitFor(1, 10_000, (m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`))).slice(-1);
+    const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail!.text)![0];
+    return decodeURIComponent(new URL(link).searchParams.get('token')!);
+  }
+
+  /** One request, checked against the document. `ip` is a fresh client address unless given. */
+  async function hit(method: string, path: string, o: { json?: unknown; raw?: BodyInit; type?: string; headers?: Record<string, string>; ip?: string } = {}) {
+    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? `198.18.${(++n >> 8) & 255}.${n & 255}`, ...(o.headers ?? {}) };
+    let body = o.raw;
+    if (o.json !== undefined) body = JSON.stringify(o.json);
+    if (o.json !== undefined || o.type) headers['content-type'] = o.type ?? 'application/json';
+    const main = path.startsWith('/api/v1/mail') || path.startsWith('/api/v1/files');
+    const res = await fetch((main ? s.url : s.publicUrl) + path, { method, headers, body });
+    const text = await res.text();
+    problems.push(...c.check(method, path, res.status, res.headers, text));
+    let parsed: any;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  }
+
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startServer(engine, {
+      env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1' },
+    });
+    // Mail as live settings (not the environment, which would pin them), so a test can take it away.
+    await s.platform.settings.set('mail.from', 'app@example.com');
+    await s.platform.settings.set('mail.smtp_url', sink.url);
+    // The document as first served: before any other request has reached the server.
+    served = await (await fetch(s.publicUrl + '/api/openapi.json')).text();
+    doc = JSON.parse(served);
+    c = new Conformance(doc);
+    await s.platform.db.exec('CREATE TABLE public.items (id serial PRIMARY KEY, name text NOT NULL, note text)');
+    keys.db = await createKey(s, { permissions: ['db:*'], tables: ['items'] });
+    keys.dbOther = await createKey(s, { permissions: ['db:query'], tables: ['orders'] });
+    keys.mail = await createKey(s, { permissions: ['mail:send'] });
+    keys.files = await createKey(s, { permissions: ['files:*'] });
+    keys.site = await createKey(s, { type: 'public', site: true } as never);
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await sink?.close();
+  });
+
+  test('Public Auth and runtime config (open mode)', async () => {
+    const email = `conf-${Date.now().toString(36)}@example.com`;
+    let password = 'correct horse battery';
+    expect((await hit('GET', '/api/v1/public/runtime-config')).status).toBe(200);
+    expect((await hit('POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(201);
+    expect((await hit('POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(409);
+    expect((await hit('POST', '/api/v1/auth/register', { json: { email: 'nope', password } })).status).toBe(422);
+    expect((await hit('POST', '/api/v1/auth/register', { raw: '{bad', type: 'application/json' })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/register', { raw: 'email=a', type: 'application/x-www-form-urlencoded' })).status).toBe(415);
+    expect((await hit('POST', '/api/v1/auth/register', { json: { email, password: 'x'.repeat(1_100_000) } })).status).toBe(413);
+    // A field the schema does not name is accepted (dropped) — the document must not say otherwise.
+    const login = await hit('POST', '/api/v1/auth/login', { json: { email, password, remember: true } });
+    expect(login.status).toBe(200);
+    const { access_token, refresh_token } = login.body.data;
+    const bearer = { authorization: `Bearer ${access_token}` };
+    expect((await hit('POST', '/api/v1/auth/login', { json: { email, password: 'wrong password' } })).status).toBe(401);
+    expect((await hit('GET', '/api/v1/auth/me', { headers: bearer })).status).toBe(200);
+    expect((await hit('GET', '/api/v1/auth/me')).status).toBe(401);
+    const refreshed = await hit('POST', '/api/v1/auth/refresh', { json: { refresh_token } });
+    expect(refreshed.status).toBe(200);
+    expect((await hit('POST', '/api/v1/auth/refresh', { json: { refresh_token: 'not-a-token' } })).status).toBe(401);
+    expect((await hit('POST', '/api/v1/auth/password/forgot', { json: { email } })).status).toBe(200);
+    expect((await hit('POST', '/api/v1/auth/password/reset', { json: { token: 'k3Jd9sQw0PzL1xVb.nope', password: 'another long passphrase' } })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/verify-email', { json: { token: 'k3Jd9sQw0PzL1xVb.nope' } })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/verify-email/resend', { json: { email } })).status).toBe(200);
+    expect((await hit('POST', '/api/v1/auth/verify-email', { json: { token: await mailedToken(email, 'verify-email') } })).status).toBe(200);
+    const reset = await mailedToken(email, 'reset-password');
+    expect((await hit('POST', '/api/v1/auth/password/reset', { json: { token: reset, password: 'the reset passphrase' } })).status).toBe(200);
+    const relog = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'the reset passphrase' } });
+    expect(relog.status).toBe(200);
+    password = 'the reset passphrase';
+    const bearer2 = { authorization: `Bearer ${relog.body.data.access_token}` };
+    expect((await hit('POST', '/api/v1/auth/password/change', { json: { current_password: 'wrong one', new_password: 'a new long passphrase' }, headers: bearer2 })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/password/change', { json: { current_password: password, new_password: 'a new long passphrase' }, headers: bearer2 })).status).toBe(200);
+    // Logout: malformed body → 400; no credentials → 401; a refresh token alone is enough; the body is optional.
+    expect((await hit('POST', '/api/v1/auth/logout', { raw: '{bad', type: 'application/json', headers: bearer2 })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/logout', { json: {} })).status).toBe(401);
+    const again = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'a new long passphrase' } });
+    expect((await hit('POST', '/api/v1/auth/logout', { json: { refresh_token: again.body.data.refresh_token } })).status).toBe(200);
+    const third = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'a new long passphrase' } });
+    expect((await hit('POST', '/api/v1/auth/logout', { headers: { authorization: `Bearer ${third.body.data.access_token}` } })).status).toBe(200);
+    // Per-account limit: 429 with Retry-After.
+    const ip = '198.19.0.1';
+    let last = 0;
+    for (let i = 0; i < 7 && last !== 429; i++) last = (await hit('POST', '/api/v1/auth/login', { json: { email, password: `wrong ${i}` }, ip })).status;
+    expect(last).toBe(429);
+    // Without mail: 503 mail_not_configured on resend.
+    await s.platform.settings.unset('mail.smtp_url');
+    try {
+      expect((await hit('POST', '/api/v1/auth/verify-email/resend', { json: { email } })).status).toBe(503);
+    } finally {
+      await s.platform.settings.set('mail.smtp_url', sink.url);
+    }
+  });
+
+  test('Database API', async () => {
+    const k = { 'x-api-key': keys.db! };
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'insert', data: { name: 'a' } }, headers: k })).status).toBe(200);
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', sort: [{ field: 'id', direction: 'Desc' }], total: true }, headers: k })).status).toBe(200);
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' } })).status).toBe(401);
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' }, headers: { 'x-api-key': keys.dbOther! } })).status).toBe(403);
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', bogus: 1 }, headers: k })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/db/query', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/db/query', { raw: 'a=b', type: 'application/x-www-form-urlencoded', headers: k })).status).toBe(415);
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', transaction_id: crypto.randomUUID() }, headers: k })).status).toBe(404);
+    // Transactions: optional bodies, malformed ones refused.
+    expect((await hit('POST', '/api/v1/db/transaction/begin', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    const tx = (await hit('POST', '/api/v1/db/transaction/begin', { headers: k })).body.data.transaction_id;
+    expect((await hit('POST', `/api/v1/db/transaction/${tx}/commit`, { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect((await hit('POST', `/api/v1/db/transaction/${tx}/commit`, { json: {}, headers: k })).status).toBe(200);
+    const tx2 = (await hit('POST', '/api/v1/db/transaction/begin', { json: {}, headers: k })).body.data.transaction_id;
+    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'insert', data: { note: 'no name' }, transaction_id: tx2 }, headers: k })).status).toBeGreaterThanOrEqual(400);
+    expect((await hit('POST', `/api/v1/db/transaction/${tx2}/commit`, { headers: k })).status).toBe(409);
+    const tx3 = (await hit('POST', '/api/v1/db/transaction/begin', { headers: k })).body.data.transaction_id;
+    expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { headers: k })).status).toBe(200);
+    expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { headers: k })).status).toBe(404);
+  });
+
+  test('Mail API', async () => {
+    const k = { 'x-api-key': keys.mail! };
+    const msg = { to: ['ada@example.com'], subject: 'Hello', text: 'Hi.' };
+    const idem = { ...k, 'idempotency-key': crypto.randomUUID() };
+    const queued = await hit('POST', '/api/v1/mail/send', { json: msg, headers: idem });
+    expect(queued.status).toBe(202);
+    const replay = await hit('POST', '/api/v1/mail/send', { json: msg, headers: idem });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect((await hit('POST', '/api/v1/mail/send', { json: { ...msg, sync: true }, headers: k })).status).toBe(200);
+    expect((await hit('POST', '/api/v1/mail/send', { json: { ...msg, subject: 'Other' }, headers: idem })).status).toBe(422);
+    expect((await hit('POST', '/api/v1/mail/send', { json: { to: ['ada@example.com'], template: 'no_such_template' }, headers: k })).status).toBe(404);
+    expect((await hit('POST', '/api/v1/mail/send', { json: { to: [] }, headers: k })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/mail/send', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/mail/send', { raw: 'to=a', type: 'text/plain', headers: k })).status).toBe(415);
+    expect((await hit('POST', '/api/v1/mail/send', { json: msg })).status).toBe(401);
+    expect((await hit('POST', '/api/v1/mail/send', { json: msg, headers: { 'x-api-key': keys.db! } })).status).toBe(403);
+    expect((await hit('GET', `/api/v1/mail/jobs/${queued.body.data.job_id}`, { headers: k })).status).toBe(200);
+    expect((await hit('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: k })).status).toBe(404);
+    await s.platform.settings.unset('mail.smtp_url');
+    try {
+      expect((await hit('POST', '/api/v1/mail/send', { json: msg, headers: k })).status).toBe(503);
+    } finally {
+      await s.platform.settings.set('mail.smtp_url', sink.url);
+    }
+  });
+
+  test('Files API, including paging bounds', async () => {
+    const k = { 'x-api-key': keys.files! };
+    const form = () => {
+      const f = new FormData();
+      f.append('file', new Blob([PNG], { type: 'image/png' }), 'dot.png');
+      return f;
+    };
+    const up = await hit('POST', '/api/v1/files', { raw: form(), headers: k });
+    expect(up.status).toBe(201);
+    const id = up.body.file.id;
+    expect((await hit('POST', '/api/v1/files', { raw: form() })).status).toBe(401);
+    expect((await hit('POST', '/api/v1/files', { json: { file: 'x' }, headers: k })).status).toBe(415);
+    expect((await hit('GET', '/api/v1/files?limit=10&offset=0', { headers: k })).status).toBe(200);
+    for (const [q, field] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=00', 'limit'], ['limit=-1', 'limit'], ['offset=-1', 'offset'], ['limit=abc', 'limit']] as const) {
+      const r = await hit('GET', `/api/v1/files?${q}`, { headers: k });
+      expect(r.status, q).toBe(400);
+      expect(r.body.error, q).toContain(`${field}:`);
+    }
+    expect((await hit('GET', `/api/v1/files/${id}`, { headers: k })).status).toBe(200);
+    expect((await hit('GET', `/api/v1/files/${crypto.randomUUID()}`, { headers: k })).status).toBe(404);
+    const full = await hit('GET', `/api/v1/files/${id}/content`, { headers: k });
+    expect(full.status).toBe(200);
+    expect(full.headers.get('content-type')).toBe('image/png');
+    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=0-3' } })).status).toBe(206);
+    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, 'if-none-match': full.headers.get('etag')! } })).status).toBe(304);
+    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=100000-' } })).status).toBe(416);
+    expect((await hit('GET', `/api/v1/files/${id}/content`)).status).toBe(401);
+    expect((await hit('HEAD', `/api/v1/files/${id}/content`, { headers: k })).status).toBe(200);
+    expect((await hit('HEAD', `/api/v1/files/${crypto.randomUUID()}/content`, { headers: k })).status).toBe(404);
+    expect((await hit('DELETE', `/api/v1/files/${id}`, { headers: k })).status).toBe(200);
+    expect((await hit('DELETE', `/api/v1/files/${id}`, { headers: k })).status).toBe(404);
+  });
+
+  test('extension routes (contact form)', async () => {
+    const settings = s.platform.services.extensions.settings('contact-form')!;
+    const form = { name: 'Ada', email: 'ada@example.com', message: 'Hello' };
+    expect((await hit('POST', '/api/module/contact-form/submit', { json: form })).status).toBe(503);
+    await settings.set('to', 'owner@example.com');
+    await settings.set('rate_limit_per_hour', 1);
+    const ip = '198.19.1.1';
+    expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(202);
+    expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(429);
+    expect((await hit('POST', '/api/module/contact-form/submit', { json: { name: 'Ada' } })).status).toBe(400);
+    expect((await hit('POST', '/api/module/contact-form/submit', { raw: '{bad', type: 'application/json' })).status).toBe(400);
+    expect((await hit('POST', '/api/module/contact-form/submit', { raw: 'name=Ada&email=ada%40example.com&message=Hi', type: 'application/x-www-form-urlencoded' })).status).toBe(202);
+  });
+
+  test('api_key_required mode: 401 api_key_required on every public prefix, the key opens them', async () => {
+    await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+    try {
+      const site = { 'x-api-key': keys.site! };
+      expect((await hit('GET', '/api/v1/public/runtime-config')).status).toBe(401);
+      expect((await hit('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': 'pk_nope' } })).status).toBe(401);
+      expect((await hit('GET', '/api/v1/public/runtime-config', { headers: site })).status).toBe(200);
+      const email = `conf-key-${Date.now().toString(36)}@example.com`;
+      const password = 'correct horse battery';
+      expect((await hit('POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(401);
+      expect((await hit('POST', '/api/v1/auth/register', { json: { email, password }, headers: site })).status).toBe(201);
+      const login = await hit('POST', '/api/v1/auth/login', { json: { email, password }, headers: site });
+      expect(login.status).toBe(200);
+      const bearer = { authorization: `Bearer ${login.body.data.access_token}` };
+      expect((await hit('GET', '/api/v1/auth/me', { headers: bearer })).status).toBe(401);
+      expect((await hit('GET', '/api/v1/auth/me', { headers: { ...bearer, ...site } })).status).toBe(200);
+      expect((await hit('POST', '/api/v1/auth/password/forgot', { json: { email } })).status).toBe(401);
+      expect((await hit('POST', '/api/v1/auth/logout', { headers: bearer })).status).toBe(401);
+      expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' } })).status).toBe(401);
+      expect((await hit('POST', '/api/v1/db/transaction/begin', {})).status).toBe(401);
+      expect((await hit('POST', '/api/module/contact-form/submit', { json: { name: 'Ada', email: 'ada@example.com', message: 'Hi' } })).status).toBe(401);
+    } finally {
+      await s.platform.settings.set('web.public_api_access_mode', 'open');
+    }
+  });
+
+  test('every answer matched the document, and every operation was exercised', () => {
+    expect(problems).toEqual([]);
+    const ops = Object.values(doc.paths as Doc).flatMap((item) => Object.values(item as Doc).map((op: Doc) => op.operationId as string));
+    expect(ops.filter((id) => !c.seen.has(id))).toEqual([]);
+    for (const id of ops) expect([...c.seen.get(id)!].some((st) => Number(st) < 400), `${id} had no success`).toBe(true);
+  });
+
+  test('the checker itself catches an undocumented status, a wrong body, a missing header and an undocumented media type', () => {
+    const h = (o: Record<string, string> = {}) => new Headers({ 'x-request-id': 'r1', 'content-type': 'application/json', ...o });
+    const fresh = new Conformance(doc);
+    expect(fresh.check('GET', '/api/v1/auth/me', 418, h(), '{}')[0]).toContain('not documented');
+    expect(fresh.check('GET', '/api/v1/auth/me', 200, h(), '{"success":true,"data":{"user":{}}}')[0]).toContain('does not match');
+    expect(fresh.check('GET', '/api/v1/auth/me', 200, new Headers({ 'content-type': 'application/json' }), '{}')[0]).toContain('x-request-id missing');
+    expect(fresh.check('POST', '/api/v1/auth/login', 429, h(), JSON.stringify({ success: false, error: { code: 'rate_limited', message: 'x' } }))[0]).toContain('retry-after missing');
+    expect(fresh.check('GET', '/api/v1/auth/me', 200, h({ 'content-type': 'text/html' }), '<p>')[0]).toContain('media type text/html');
+  });
+
+  test('the served document is byte-identical after the traffic, on both listeners', async () => {
+    expect(await (await fetch(s.publicUrl + '/api/openapi.json')).text()).toBe(served);
+    expect(await (await fetch(s.url + '/api/openapi.json')).text()).toBe(served);
+    // The defect it guards against: Elysia's compile added additionalProperties:false to auth bodies.
+    expect(doc.components.schemas.LoginRequest.additionalProperties).toBeUndefined();
+  });
+
+  test('valid under @seriousme/openapi-schema-validator (strict) and clean under redocly lint', async () => {
+    const v = new Validator({ strict: true });
+    expect(await v.validate(structuredClone(doc))).toEqual({ valid: true });
+    const dir = mkdtempSync(join(tmpdir(), 'basalt-openapi-'));
+    try {
+      writeFileSync(join(dir, 'openapi.json'), served);
+      const lint = Bun.spawnSync(['node', join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', join(dir, 'openapi.json'), '--config', join(ROOT, 'redocly.yaml'), '--format', 'stylish'], {
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+      });
+      const out = lint.stdout.toString() + lint.stderr.toString();
+      expect(lint.exitCode, out).toBe(0);
+      expect(out, out).toContain('Your API description is valid');
+      expect(out, out).not.toMatch(/You have \d+ warning/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

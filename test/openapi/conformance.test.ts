@@ -6,7 +6,7 @@
  * the headers it requires are there and the headers clients act on (Retry-After, ETag,
  * Content-Range, Idempotent-Replayed, X-Request-Id) are documented where sent. The
  * document itself: byte-identical before and after the traffic, valid under
- * @seriousme/openapi-schema-validator (strict) and clean under `redocly lint`
+ * @seriousme/openapi-schema-validator and clean under `redocly lint`
  * (recommended rules, redocly.yaml).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -342,8 +342,9 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect(doc.components.schemas.LoginRequest.additionalProperties).toBeUndefined();
   });
 
-  test('valid under @seriousme/openapi-schema-validator (strict) and clean under redocly lint', async () => {
-    const v = new Validator({ strict: true });
+  test('valid under @seriousme/openapi-schema-validator and clean under redocly lint', async () => {
+    // Its own OpenAPI 3.1 schema (ajv's `strict` is forced off inside it: see its README).
+    const v = new Validator();
     expect(await v.validate(structuredClone(doc))).toEqual({ valid: true });
     const dir = mkdtempSync(join(tmpdir(), 'basalt-openapi-'));
     try {

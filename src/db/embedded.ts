@@ -7,6 +7,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
 import { normalizeDbError } from './engine';
+import { installEmbeddedGuard } from './embedded-guard';
 
 // Same representation as the external driver: int8 and numeric stay strings.
 const parsers = {
@@ -56,6 +57,14 @@ export async function openEmbedded(dir: string): Promise<Db> {
   // the collector may keep it for the life of the process; it stays reachable for a
   // moment after create() returns, so collect it shortly after (measured: ~700 → ~300 MiB).
   if (firstRun) setTimeout(() => Bun.gc(true), 1500).unref();
+  // A JS stack overflow inside the WebAssembly must end as a PostgreSQL error, never as
+  // a session left with dangling error state (src/db/embedded-guard.ts).
+  try {
+    installEmbeddedGuard(pg);
+  } catch (e) {
+    await pg.close().catch(() => {});
+    throw e;
+  }
   const base = queryable(pg);
 
   /** Transactions from begin() not yet ended: while one is open, other statements queue behind it. */

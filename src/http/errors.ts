@@ -25,6 +25,16 @@ export const Errors = {
   validation: (message: string, fields?: Record<string, string>, status = 400) =>
     new AppError(status, 'validation_error', message, { details: fields ? { fields } : undefined }),
   invalidJson: () => new AppError(400, 'invalid_json', 'The request body is not valid JSON.'),
+  /** A JSON body past web.max_json_depth / web.max_json_items (src/http/json-bounds.ts). */
+  jsonTooComplex: (p: { kind: 'depth' | 'items'; limit: number }) =>
+    new AppError(
+      400,
+      'invalid_json',
+      p.kind === 'depth'
+        ? `The request body nests arrays and objects deeper than ${p.limit} levels (setting web.max_json_depth).`
+        : `The request body has an array or object with more than ${p.limit} elements (setting web.max_json_items).`,
+      { details: { limit: p.kind === 'depth' ? 'web.max_json_depth' : 'web.max_json_items', max: p.limit } },
+    ),
   unauthorized: (message = 'Missing or invalid credentials.') => new AppError(401, 'unauthorized', message),
   forbidden: (message = 'Not allowed.') => new AppError(403, 'forbidden', message),
   notFound: (message = 'Not found.') => new AppError(404, 'not_found', message),

@@ -6,6 +6,7 @@ import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
+import { isJsonType, jsonShapeProblem, type JsonBounds } from './json-bounds';
 
 /** Areas (a root path and everything below it) that take only JSON bodies: 415 for anything else. */
 const JSON_AREAS = ['/api/v1/auth', '/api/v1/db', '/api/v1/mail', '/api/admin'];
@@ -80,7 +81,10 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
-        const pending = checkBody(req, path, settings.get<number>('web.max_json_body_bytes'));
+        const pending = checkBody(req, path, settings.get<number>('web.max_json_body_bytes'), {
+          maxDepth: settings.get<number>('web.max_json_depth'),
+          maxItems: settings.get<number>('web.max_json_items'),
+        });
         // Only a chunked body is read here; awaiting a plain value would still cost a turn.
         const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
@@ -134,22 +138,31 @@ function inAreas(path: string, areas: string[]): boolean {
  * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
  * (no Content-Length) and must be read here to be counted.
  */
-function checkBody(req: Request, path: string, limit: number): Request | Promise<Request> {
+function checkBody(req: Request, path: string, limit: number, bounds: JsonBounds): Request | Promise<Request> {
   if (inAreas(path, STREAMED_AREAS)) return req;
   const length = req.headers.get('content-length');
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
-  if (BODY_METHODS.has(req.method) && inAreas(path, JSON_AREAS)) {
-    const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-    if (type !== 'application/json' && !type.endsWith('+json')) throw Errors.unsupportedMediaType();
-  }
+  const json = isJsonType(req.headers.get('content-type'));
+  if (!json && BODY_METHODS.has(req.method) && inAreas(path, JSON_AREAS)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
-  if (!chunked) return req;
-  return readCapped(req, limit);
+  if (chunked) return readCapped(req, limit, json ? bounds : undefined);
+  return json ? readBounded(req, bounds) : req;
 }
 
-async function readCapped(req: Request, limit: number): Promise<Request> {
+/**
+ * A JSON body's text checked against web.max_json_depth and web.max_json_items before
+ * anything parses it (src/http/json-bounds.ts), handed on as the same bytes.
+ */
+async function readBounded(req: Request, bounds: JsonBounds, text?: string): Promise<Request> {
+  text ??= await req.text();
+  const problem = jsonShapeProblem(text, bounds);
+  if (problem) throw Errors.jsonTooComplex(problem);
+  return new Request(req.url, { method: req.method, headers: req.headers, body: text });
+}
+
+async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Promise<Request> {
   // No Content-Length: read at most limit+1 bytes rather than trusting the stream.
   const reader = req.body!.getReader();
   const parts: Uint8Array[] = [];
@@ -164,5 +177,6 @@ async function readCapped(req: Request, limit: number): Promise<Request> {
     }
     parts.push(value);
   }
+  if (bounds) return readBounded(req, bounds, new TextDecoder().decode(Buffer.concat(parts)));
   return new Request(req.url, { method: req.method, headers: req.headers, body: Buffer.concat(parts) });
 }

@@ -1,0 +1,83 @@
+/**
+ * The admin API's backup routes (docs/admin-api.md §Backups): list, create (audited),
+ * download, delete (audited) on the embedded engine; 409 `not_supported` on external
+ * PostgreSQL, with a message pointing at pg_dump and snapshots.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
+import { readManifest } from '../../src/modules/backup/service';
+
+describe('admin API backups (embedded)', () => {
+  let s: TestServer;
+  let a: AdminAuth;
+  beforeAll(async () => {
+    s = await startServer('embedded');
+    a = await signInAdmin(s);
+  });
+  afterAll(async () => s?.stop());
+
+  test('create, list, download, delete; create and delete are audited', async () => {
+    expect((await adminReq(s, a, 'GET', '/api/admin/backups')).body.data.backups).toEqual([]);
+    const c = await adminReq(s, a, 'POST', '/api/admin/backups');
+    expect(c.status).toBe(201);
+    const name = c.body.data.backup.name as string;
+    expect(c.body.data.backup).toMatchObject({ name: expect.stringMatching(/^basalt-.*\.tar\.gz$/), trigger: 'admin', size: expect.any(Number), held_ms: expect.any(Number) });
+    const list = await adminReq(s, a, 'GET', '/api/admin/backups');
+    expect(list.body.data.backups).toEqual([expect.objectContaining({ name, trigger: 'admin', platform_version: s.platform.version })]);
+
+    const dl = await fetch(`${s.url}/api/admin/backups/${name}/download`, { headers: a.headers() });
+    expect(dl.status).toBe(200);
+    expect(dl.headers.get('content-type')).toBe('application/gzip');
+    expect(dl.headers.get('content-disposition')).toBe(`attachment; filename="${name}"`);
+    const path = join(s.platform.dataDir, 'backups', name);
+    expect(Buffer.from(await dl.arrayBuffer()).equals(readFileSync(path))).toBe(true);
+    expect((await readManifest(path))!.trigger).toBe('admin');
+
+    expect((await adminReq(s, a, 'DELETE', `/api/admin/backups/${name}`)).status).toBe(200);
+    expect((await adminReq(s, a, 'GET', '/api/admin/backups')).body.data.backups).toEqual([]);
+    const audit = await adminReq(s, a, 'GET', '/api/admin/audit?action=backups.');
+    expect(audit.body.data.entries.map((e: { action: string; target: string; admin_email: string }) => [e.action, e.target, e.admin_email])).toEqual([
+      ['backups.delete', name, a.email],
+      ['backups.create', name, a.email],
+    ]);
+  });
+
+  test('unknown and malformed names are 404; no session is 401; a cross-site create is refused', async () => {
+    for (const n of ['basalt-2001-01-01T00-00-00Z.tar.gz', '..%2Fpg%2FPG_VERSION', 'x']) {
+      expect((await fetch(`${s.url}/api/admin/backups/${n}/download`, { headers: a.headers() })).status).toBe(404);
+      const d = await adminReq(s, a, 'DELETE', `/api/admin/backups/${n}`);
+      expect(d.status).toBe(404);
+      expect(d.body.error.code).toBe('not_found');
+    }
+    expect((await s.req('GET', '/api/admin/backups')).status).toBe(401);
+    expect((await adminReq(s, a, 'POST', '/api/admin/backups', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+  });
+});
+
+describe.skipIf(!ENGINES.includes('external'))('admin API backups (external)', () => {
+  let s: TestServer;
+  let a: AdminAuth;
+  beforeAll(async () => {
+    s = await startServer('external');
+    a = await signInAdmin(s);
+  });
+  afterAll(async () => s?.stop());
+
+  test('every route answers 409 not_supported pointing at pg_dump and snapshots', async () => {
+    for (const [method, path] of [
+      ['GET', '/api/admin/backups'],
+      ['POST', '/api/admin/backups'],
+      ['GET', '/api/admin/backups/basalt-2001-01-01T00-00-00Z.tar.gz/download'],
+      ['DELETE', '/api/admin/backups/basalt-2001-01-01T00-00-00Z.tar.gz'],
+    ] as const) {
+      const r = await adminReq(s, a, method, path);
+      expect(r.status).toBe(409);
+      expect(r.body).toEqual({ success: false, error: { code: 'not_supported', message: expect.stringContaining('pg_dump') } });
+      expect(r.body.error.message).toContain('snapshots');
+    }
+  });
+});

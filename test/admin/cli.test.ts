@@ -1,7 +1,7 @@
 /** `basalt admin create|list|passwd|delete` (docs/admin.md), through the same service as the admin API. */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { runCli } from '../helpers/cli';
+import { MAIN, childEnv, runCli } from '../helpers/cli';
 
 describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
   let db: FreshDb;
@@ -42,4 +42,43 @@ describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(message);
   }, 60_000);
+});
+
+describe.each(ENGINES)('basalt serve and the setup link on %s', (engine) => {
+  let db: FreshDb;
+  beforeAll(async () => {
+    db = await freshDb(engine);
+  }, 60_000);
+  afterAll(() => db.drop());
+
+  /** Start `basalt serve`, read both streams until `until` matches their text, then SIGTERM it and read the rest. */
+  async function serveUntil(until: RegExp): Promise<{ out: string; code: number }> {
+    const proc = Bun.spawn([process.execPath, MAIN, 'serve'], { env: childEnv({ ...db.env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info' }), stdout: 'pipe', stderr: 'pipe' });
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 50_000);
+    let out = '';
+    const pump = async (stream: ReadableStream<Uint8Array>) => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream) out += decoder.decode(chunk);
+    };
+    const done = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
+    while (!until.test(out) && proc.exitCode === null) await Bun.sleep(50);
+    await Bun.sleep(1000); // whatever start-up prints after the match
+    proc.kill('SIGTERM');
+    const code = await proc.exited;
+    await done;
+    clearTimeout(timer);
+    return { out, code };
+  }
+
+  test('with no administrator, serve prints the link as a log line and as a plain line; with one, it does not', async () => {
+    const first = await serveUntil(/\(or run: basalt admin create/);
+    expect(first.code).toBe(0);
+    expect(first.out).toMatch(/No administrator yet\. Create the first one within 30 minutes at:\n {2}http:\/\/127\.0\.0\.1:\d+\/_\/#\/setup\?token=[A-Za-z0-9_-]{43}\n/);
+    expect(first.out).toMatch(/"setup_link":"http:\/\/127\.0\.0\.1:\d+\/_\/#\/setup\?token=/);
+    expect((await runCli(['admin', 'create', '--email', 'first@example.com', '--password', 'first password 1'], db.env)).code).toBe(0);
+    const second = await serveUntil(/"msg":"listening"|"listening"/);
+    expect(second.code).toBe(0);
+    expect(second.out).toContain('listening');
+    expect(second.out).not.toContain('setup?token=');
+  }, 120_000);
 });

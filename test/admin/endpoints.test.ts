@@ -43,6 +43,10 @@ const scenarios: Scenario[] = [
     expect(r.body.data.key).toMatchObject({ type: 'service', service: 'crm', permissions: ['db:query'], tables: ['orders'], display: expect.stringMatching(/^sk_.+….{4}$/), site: false, revoked_at: null });
     expect(JSON.stringify(r.body.data.key)).not.toContain(r.body.data.secret.slice(10));
   }],
+  ['site public key create (the setting written in the same transaction)', 'POST', () => '/api/admin/keys', () => ({ type: 'public', site: true }), 201, (r, s) => {
+    expect(r.body.data.key).toMatchObject({ type: 'public', site: true });
+    expect(s.platform.settings.get('web.site_public_key')).toBe(r.body.data.secret);
+  }],
   ['key create refused (400 naming the field)', 'POST', () => '/api/admin/keys', () => ({ type: 'service', service: 'crm', permissions: ['db:drop'] }), 400, (r) => expect(r.body).toEqual(failure('validation_error', { details: { fields: { permissions: expect.any(String) } } }))],
   ['key revoke', 'POST', (c) => `/api/admin/keys/${c.keyId}/revoke`, undefined, 200, (r, _s, c) => expect(r.body.data.key).toMatchObject({ id: c.keyId, revoked_at: expect.any(String) })],
   ['key revoke of an unknown id → 404', 'POST', () => `/api/admin/keys/${crypto.randomUUID()}/revoke`, undefined, 404, (r) => expect(r.body).toEqual(failure('not_found'))],

@@ -79,7 +79,7 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
   let admin: AdminTasks;
   try {
-    admin = await startAdminTasks(p, p.settings.get<string>('web.main_base_url') || main.url.origin.replace('//0.0.0.0:', '//localhost:').replace('//[::]:', '//localhost:'));
+    admin = await startAdminTasks(p, p.settings.get<string>('web.main_base_url') || main.url.origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:'));
   } catch (e) {
     main.stop(true);
     pub?.stop(true);

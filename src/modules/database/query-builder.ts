@@ -102,6 +102,8 @@ export function where(table: Table, filters: unknown, params: Params): string {
         if (!Array.isArray(v) || v.length === 0) throw DbErrors.invalid(`${path}.value`, `${op} takes a non-empty array`);
         if (col.isArray || col.kind === 'json') throw DbErrors.invalid(`${path}.op`, `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`);
         if (v.some((x) => x === null)) throw DbErrors.invalid(`${path}.value`, `${op} values cannot be null; add an is_null filter instead`);
+        // One value per element: a nested array would become another dimension of the array parameter.
+        if (v.some((x) => typeof x === 'object')) throw DbErrors.invalid(`${path}.value`, `${op} takes a flat array of values (strings, numbers or booleans); nested arrays and objects are not values`);
         let list: string;
         try {
           list = encodeList(col, v);
@@ -117,6 +119,8 @@ export function where(table: Table, filters: unknown, params: Params): string {
         if (TEXT_OPS.has(op as Operator)) {
           if (col.kind !== 'text' || col.isArray) throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
           if (typeof v !== 'string') throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
+          // Backslash escapes the next character; one at the very end escapes nothing (Postgres refuses the pattern).
+          if (trailingBackslashes(v) % 2 === 1) throw DbErrors.invalid(`${path}.value`, `${op} pattern ends with a lone backslash, which escapes the next character; write \\\\ for a literal backslash`);
           return `${q} ${SQL_OP[op]} $${params.add(v, col)}::text`;
         }
         if (col.kind === 'json' && (ORDER_OPS.has(op as Operator) || col.castType === 'json')) {
@@ -128,6 +132,12 @@ export function where(table: Table, filters: unknown, params: Params): string {
     }
   });
   return parts.length ? ' WHERE ' + parts.join(' AND ') : '';
+}
+
+function trailingBackslashes(s: string): number {
+  let n = 0;
+  while (n < s.length && s.charCodeAt(s.length - 1 - n) === 92 /* \\ */) n++;
+  return n;
 }
 
 function returning(table: Table, fields: unknown): Column[] {

@@ -56,6 +56,23 @@ function rejectUnknownKeys(body: unknown): void {
       for (const k of Object.keys(item)) if (!allowed.has(k)) throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
     }
   }
+  rejectProtoKeys(b.data);
+}
+
+/**
+ * `__proto__` as a key of `data`: JSON.parse keeps it as an ordinary key, but body
+ * validation copies objects and the copy turns it into a prototype, so the column
+ * would vanish without a word. No column can be named so through the API: refused,
+ * naming it (checked here, before validation copies the body).
+ */
+function rejectProtoKeys(data: unknown): void {
+  const rows = Array.isArray(data) ? data : [data];
+  for (let i = 0; i < rows.length; i++) {
+    const row: unknown = rows[i];
+    if (typeof row === 'object' && row !== null && !Array.isArray(row) && Object.hasOwn(row, '__proto__')) {
+      throw DbErrors.invalid(Array.isArray(data) ? `data[${i}].__proto__` : 'data.__proto__', 'is not a column name; "__proto__" cannot be written through the API');
+    }
+  }
 }
 
 const security = [{ ApiKey: [] }];

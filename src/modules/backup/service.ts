@@ -252,7 +252,16 @@ function create(p: Platform): BackupService {
         counts = await countRows(tx, await listTables(tx, dataSchema));
         postgres = (await tx.query<{ v: string }>('SELECT version() AS v')).rows[0]!.v.split(' on ')[0]!;
         await tx.exec('CHECKPOINT');
-        await copyTree(join(p.dataDir, 'pg'), join(staging, 'pg'), (rel) => PG_SKIP.has(rel));
+        // WAL needed to start on the copy: from the checkpoint's redo point to the current
+        // insert position. Older segments and recycled ones kept for reuse are left out.
+        const wal = (await tx.query<{ first: string; last: string }>(
+          'SELECT pg_walfile_name(redo_lsn) AS first, pg_walfile_name(pg_current_wal_insert_lsn()) AS last FROM pg_control_checkpoint()',
+        )).rows[0]!;
+        const unneededWal = (rel: string) => {
+          const m = /^pg_wal\/([0-9A-F]{24})$/.exec(rel);
+          return !!m && (m[1]! < wal.first || m[1]! > wal.last);
+        };
+        await copyTree(join(p.dataDir, 'pg'), join(staging, 'pg'), (rel) => PG_SKIP.has(rel) || unneededWal(rel));
         // Local uploads: rows are deleted before their bytes and bytes put in place before
         // their rows, so files linked now cover every row of the snapshot.
         const ext = join(p.dataDir, 'extensions');

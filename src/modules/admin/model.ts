@@ -31,7 +31,6 @@ export const Bodies = {
     text: t.Optional(t.Nullable(t.String())),
     variables: t.Optional(t.Record(t.String(), t.Unknown())),
   }),
-  empty: t.Optional(t.Object({})),
 };
 
 const Limit = t.Optional(t.Numeric({ minimum: 1, maximum: 500 }));

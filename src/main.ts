@@ -24,13 +24,39 @@ const GLOBAL = {
 
 const io: CliIO = { out: (l) => console.log(l), err: (l) => console.error(l) };
 
+/** Help and usage lines fit a terminal of this many columns. */
+const COLUMNS = 100;
+
+/** `text` in lines of at most `width` columns, broken at spaces; continuation lines start with `indent`. */
+export function wrap(text: string, width = COLUMNS, indent = ''): string[] {
+  const lead = /^ */.exec(text)![0];
+  // An option group in brackets (`[--tables t1,t2]`) stays on one line.
+  const words = text.slice(lead.length).match(/\[[^\]]*\]|\S+/g) ?? [];
+  const lines: string[] = [];
+  let line = lead;
+  for (const word of words) {
+    if (line.trim() && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = indent + word;
+    } else line = line.trim() ? `${line} ${word}` : line + word;
+  }
+  if (line) lines.push(line);
+  return lines;
+}
+
+/** A command's usage, wrapped under its name: `basalt keys create --type …` then aligned options. */
+function usageLines(usage: string, lead: string): string[] {
+  const name = commands.find((c) => usage.startsWith(`basalt ${c.name} `) || usage === `basalt ${c.name}`)?.name;
+  const indent = ' '.repeat(lead.length + (name ? `basalt ${name} `.length : 'basalt '.length));
+  return wrap(lead + usage, COLUMNS, indent);
+}
+
 function help(): string {
-  const width = Math.max(...commands.map((c) => c.usage.length));
   return [
     `basalt ${VERSION} — application platform: public auth, database, mail and extension APIs`,
     '',
     'Usage:',
-    ...commands.map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    ...commands.flatMap((c) => [...usageLines(c.usage, '  '), ...wrap(`      ${c.summary}`, COLUMNS, '      ')]),
     '',
     'Global options:',
     '  --config FILE   read settings from FILE (default ./basalt.toml when present)',
@@ -75,12 +101,12 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
   try {
     parsed = parseArgs({ args: rest, options: { ...GLOBAL, ...(cmd.options ?? {}) } as never, allowPositionals: true, strict: true });
   } catch (e) {
-    io.err(`basalt ${cmd.name}: ${(e as Error).message}\nusage: ${cmd.usage}`);
+    io.err(`basalt ${cmd.name}: ${(e as Error).message}\n${usageLines(cmd.usage, 'usage: ').join('\n')}`);
     return 2;
   }
   const values = parsed.values as Record<string, unknown>;
   if (values.help) {
-    io.out(`usage: ${cmd.usage}\n\n${cmd.summary}`);
+    io.out(`${usageLines(cmd.usage, 'usage: ').join('\n')}\n\n${wrap(cmd.summary).join('\n')}`);
     return 0;
   }
   const globals: GlobalFlags = { config: values.config as string, data: values.data as string, dev: values.dev as boolean };
@@ -94,7 +120,7 @@ async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO,
     return typeof code === 'number' ? code : 0;
   } catch (e) {
     if (e instanceof UsageError) {
-      io.err(`basalt ${cmd.name}: ${e.message}\nusage: ${cmd.usage}`);
+      io.err(`basalt ${cmd.name}: ${e.message}\n${usageLines(cmd.usage, 'usage: ').join('\n')}`);
       return 2;
     }
     io.err(`basalt: ${describeFatal(e)}`);

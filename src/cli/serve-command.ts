@@ -2,6 +2,7 @@ import { openPlatform } from '../platform';
 import { listen } from '../serve';
 import type { GlobalFlags } from './command';
 import { startControlSocket } from './control-socket';
+import { startBanner } from './start-banner';
 
 /** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serveCommand(globals: GlobalFlags): Promise<number> {
@@ -18,6 +19,8 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     await platform.shutdown();
     throw e;
   }
+  // Plain words beside the JSON log: where things are and how to get a key (src/cli/start-banner.ts).
+  console.error(startBanner(platform, running.main, running.public));
   // Besides the log line: a plain line an operator sees whatever the log level or format.
   if (running.setupLink) console.error(`\nNo administrator yet. Create the first one within 30 minutes at:\n  ${running.setupLink}\n(or run: basalt admin create --email E --password P)\n`);
   // Embedded: other `basalt` commands run inside this process over the management socket.

@@ -50,6 +50,19 @@ export function toAppError(err: unknown, path: string): AppError {
   return Errors.internal(err);
 }
 
+/**
+ * The log line of a 5xx answer. A failure (an unexpected throw, or an AppError carrying
+ * the cause behind it, like database_unavailable) is an `error` with that cause and its
+ * stack. An answer the code chose on purpose for a known state, with no cause behind it
+ * (503 `mail_not_configured` until the operator sets up mail), is a `warn` naming the
+ * code and message: nothing broke, so no stack (docs/operations.md "Logs").
+ */
+export function logServerError(log: Logger, appErr: AppError, thrown: unknown, fields: Record<string, unknown>): void {
+  const cause = appErr.extra.cause ?? (thrown instanceof AppError ? undefined : thrown);
+  if (cause === undefined) log.warn('request answered with an error', { ...fields, status: appErr.status, code: appErr.code, message: appErr.message });
+  else log.error('request failed', { ...fields, status: appErr.status, code: appErr.code, cause });
+}
+
 /** A success body in the envelope of the area `request` belongs to. */
 export function reply(request: Request, data: unknown): unknown {
   return success(formatFor(pathOf(request.url)), data, requestInfo(request));
@@ -66,9 +79,7 @@ export function foundation(log: Logger) {
       const path = pathOf(request.url);
       const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, path);
       const info = requestInfo(request);
-      if (appErr.status >= 500) {
-        log.error('request failed', { request_id: info.id, path, code: appErr.code, cause: appErr.extra.cause ?? error });
-      }
+      if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path });
       return errorResponse(path, appErr, info);
     })
     .derive({ as: 'global' }, ({ request }) => ({

@@ -88,6 +88,19 @@ describe('backup while writing, then restore', () => {
     expect(m.files.some((f) => f.path.endsWith('postmaster.pid'))).toBe(false);
   });
 
+  test('an open transaction is waited for: the snapshot starts once it ends, and holds what it committed', async () => {
+    const tx = await s.platform.db.begin();
+    await tx.query('INSERT INTO public.pairs (pair, side) VALUES (-7, 1), (-7, 2)');
+    let done = false;
+    const pending = backupService(s.platform).create().then((b) => ((done = true), b));
+    await Bun.sleep(500);
+    expect(done).toBe(false);
+    await tx.commit();
+    const b = await pending;
+    expect(b.row_counts['public.pairs']).toBe(Number((await s.platform.db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n));
+    await backupService(s.platform).delete(b.name);
+  });
+
   test('restored into a fresh data dir: every pair whole, the counts of the manifest, the uploaded file', async () => {
     const target = join(scratch, 'restored');
     const r = await restore({ archive: join(backupService(s.platform).dir, backup.name), dataDir: target });

@@ -174,6 +174,8 @@ function decodeRows(st: Statement, rows: Record<string, unknown>[]): Record<stri
 export function createDatabaseService(p: Platform): DatabaseService {
   const pool = openApiPool(p);
   const svc = new DatabaseService(p, pool.get);
+  // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions).
+  p.services.keys?.onRevoke((keyId) => svc.transactions.rollbackKey(keyId));
   p.onShutdown(async () => {
     await svc.transactions.rollbackAll();
     await pool.close();

@@ -156,6 +156,24 @@ export class TransactionRegistry {
     });
   }
 
+  /**
+   * Roll back every open transaction of `keyId` (its key was revoked). Its ids answer
+   * 404 at once, operations queued behind a running one are refused, and the rollback
+   * runs as soon as the statement running now (if any) ends, releasing its locks.
+   */
+  async rollbackKey(keyId: string): Promise<number> {
+    const mine = [...this.open.values()].filter((e) => e.keyId === keyId && !e.ended);
+    await Promise.all(
+      mine.map((e) => {
+        e.ended = true;
+        this.open.delete(e.id);
+        if (e.timer) clearTimeout(e.timer);
+        return e.chain.then(() => e.tx.rollback()).catch((err) => this.opts.onError?.("rollback of a revoked key's transaction failed", err));
+      }),
+    );
+    return mine.length;
+  }
+
   /** Roll back everything (shutdown). */
   async rollbackAll(): Promise<void> {
     await Promise.all([...this.open.values()].map((e) => this.finish(e, false).catch((err) => this.opts.onError?.('rollback on shutdown failed', err))));

@@ -65,6 +65,7 @@ export class KeyService {
   /** `listening` has resolved: the hot path skips awaiting it (one turn per request). */
   private subscribed = false;
   private unlisten?: () => Promise<void>;
+  private revokeListeners = new Set<(id: string) => Promise<unknown> | void>();
 
   constructor(private p: Platform, opts: KeyServiceOptions = {}) {
     this.cache = new VerifiedCache(opts.cacheTtlMs ?? 30_000);
@@ -119,6 +120,9 @@ export class KeyService {
    */
   async revoke(id: string, tx?: Queryable): Promise<KeyInfo> {
     if (!UUID.test(id)) throw keyNotFound(id);
+    // The key's open Database API transactions end first: on the embedded engine an open
+    // transaction holds the database, so the UPDATE below would wait for it otherwise.
+    await this.revoked(id);
     const { rows } = await (tx ?? this.p.db).query<KeyRow>(
       `UPDATE basalt.api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING ${COLUMNS}`,
       [id],
@@ -126,7 +130,36 @@ export class KeyService {
     if (!rows[0]) throw keyNotFound(id);
     this.cache.evictId(id);
     await this.announce(`revoke:${id}`, tx);
+    // Again, for one begun while the UPDATE ran; with `tx` the NOTIFY does it at commit.
+    if (!tx) await this.revoked(id);
     return this.info(rows[0], this.siteHash());
+  }
+
+  /**
+   * Call `fn` with the id of every key revoked: here, at once, and on every other
+   * instance sharing the database, when the NOTIFY arrives (docs/api-keys.md). The
+   * Database API rolls back the key's open transactions with it. Returns a remover.
+   */
+  onRevoke(fn: (id: string) => Promise<unknown> | void): () => void {
+    this.revokeListeners.add(fn);
+    return () => this.revokeListeners.delete(fn);
+  }
+
+  /**
+   * Run the revocation listeners for `id` on this instance now (revoke() does it too).
+   * A caller that revokes inside its own transaction on the embedded engine calls this
+   * before opening it, since an open API transaction of the key would hold the database.
+   */
+  async revoked(id: string): Promise<void> {
+    await Promise.all(
+      [...this.revokeListeners].map(async (fn) => {
+        try {
+          await fn(id);
+        } catch (e) {
+          this.p.log.warn('a revocation listener failed', { key_id: id, cause: e });
+        }
+      }),
+    );
   }
 
   /**
@@ -236,8 +269,10 @@ export class KeyService {
     return (this.listening ??= this.p.db
       .listen(KEYS_CHANNEL, (payload) => {
         const [kind, id] = payload.split(':');
-        if (kind === 'revoke' && id) this.cache.evictId(id);
-        else if (kind === 'create') this.cache.evictNegative();
+        if (kind === 'revoke' && id) {
+          this.cache.evictId(id);
+          void this.revoked(id);
+        } else if (kind === 'create') this.cache.evictNegative();
       })
       .then((stop) => {
         this.unlisten = stop;

@@ -126,9 +126,9 @@ export async function readArchive(
         r = await it.next();
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
-        if (err.code?.startsWith('Z_') || /unexpected end|incorrect header|invalid/.test(err.message)) {
-          throw new ArchiveDamagedError(err.code === 'Z_DATA_ERROR' && /incorrect header/.test(err.message) ? 'not a gzip archive' : `the compressed data is damaged (${err.message})`);
-        }
+        if (/incorrect header/.test(err.message)) throw new ArchiveDamagedError('this is not a Basalt backup (not a gzip file)');
+        if (/unexpected end/.test(err.message)) throw new ArchiveDamagedError('the archive is truncated (it ends early)');
+        if (err.code?.startsWith('Z_') || /invalid|incorrect/.test(err.message)) throw new ArchiveDamagedError(`the archive is damaged (its compressed data is corrupt: ${err.message})`);
         throw e;
       }
       if (r.done) eof = true;
@@ -145,13 +145,13 @@ export async function readArchive(
   let paxPath: string | undefined;
   try {
     for (;;) {
-      if (!(await fill(BLOCK))) throw new ArchiveDamagedError('the archive ends in the middle of an entry (truncated)');
+      if (!(await fill(BLOCK))) throw new ArchiveDamagedError('the archive is truncated (it ends in the middle of an entry)');
       const h = take(BLOCK);
       if (h.every((b) => b === 0)) break; // end-of-archive marker
       let sum = 0;
       for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 0x20 : h[i]!;
       const stored = parseInt(h.subarray(148, 156).toString('ascii').replace(/\0.*$/, '').trim(), 8);
-      if (stored !== sum) throw new ArchiveDamagedError('a tar header is damaged (checksum mismatch)');
+      if (stored !== sum) throw new ArchiveDamagedError('the archive is damaged (a tar header fails its checksum)');
       const size = parseInt(h.subarray(124, 136).toString('ascii').replace(/\0.*$/, '').trim() || '0', 8);
       const type = String.fromCharCode(h[156]!);
       const cstr = (from: number, len: number) => {
@@ -164,7 +164,7 @@ export async function readArchive(
       paxPath = undefined;
       const padded = Math.ceil(size / BLOCK) * BLOCK;
       if (type === 'x') {
-        if (size > 1 << 20 || !(await fill(padded))) throw new ArchiveDamagedError('a PAX header is damaged or truncated');
+        if (size > 1 << 20 || !(await fill(padded))) throw new ArchiveDamagedError('the archive is damaged (a PAX header is damaged or cut short)');
         const text = take(padded).subarray(0, size).toString('utf8');
         const m = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(text);
         paxPath = m?.[1];
@@ -174,17 +174,17 @@ export async function readArchive(
         await onEntry({ type: 'dir', path: name.replace(/\/+$/, ''), size: 0 });
         continue;
       }
-      if (type !== '0' && type !== '\0') throw new ArchiveDamagedError(`unexpected tar entry type '${type}' for ${name}`);
+      if (type !== '0' && type !== '\0') throw new ArchiveDamagedError(`the archive holds an entry of unexpected type '${type}' (${name.slice(0, 100)}); it is not a Basalt backup or it is damaged`);
       const sink = await onEntry({ type: 'file', path: name, size });
       let left = size;
       while (left > 0) {
-        if (!(await fill(1))) throw new ArchiveDamagedError(`the archive ends inside ${name} (truncated)`);
+        if (!(await fill(1))) throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
         const chunk = take(Math.min(left, buf.length));
         left -= chunk.length;
         if (sink) await sink.write(chunk);
       }
       if (sink) await sink.end();
-      if (!(await fill(padded - size))) throw new ArchiveDamagedError(`the archive ends inside ${name} (truncated)`);
+      if (!(await fill(padded - size))) throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
       take(padded - size);
     }
     // Drain: the gzip trailer (CRC32, length) is checked only at the very end.

@@ -107,7 +107,7 @@ export async function unpackVerified(archive: string, target: string, pgMajor?: 
     });
   } catch (e) {
     rmSync(target, { recursive: true, force: true });
-    if (e instanceof ArchiveDamagedError) throw new RestoreError(`the archive is damaged: ${e.message}`);
+    if (e instanceof ArchiveDamagedError) throw new RestoreError(e.message);
     throw e;
   }
   const missing = [...expected.keys()].filter((p) => !seen.has(p));

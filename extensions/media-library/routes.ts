@@ -95,6 +95,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         detail: {
           tags,
           summary: 'Upload a file',
+          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'], 413: ['payload_too_large'], 415: ['unsupported_media_type'], 503: ['storage_unavailable'] },
           description:
             'multipart/form-data with the file in a part named `file`. The content type is detected from the bytes; the name is sanitized. Larger than `files.max_bytes` (default 25 MB) → 413. Needs a user access token or an API key with `files:upload`.',
           requestBody: {
@@ -126,7 +127,7 @@ export function fileRoutes(ctx: ExtensionContext) {
           owner_id: t.Optional(t.String({ maxLength: 100 })),
         }),
         response: { 200: t.Composite([t.Object({ success: t.Literal(true) }), t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() })], { title: 'FileList', description: 'One page of files, newest first.' }), ...errors(400, 401, 403) },
-        detail: { tags, summary: 'List files', description: 'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+        detail: { tags, summary: 'List files', 'x-codes': { 400: ['validation_error'], 401: ['unauthorized'], 403: ['forbidden'] }, description: 'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.', security: [{ Bearer: [] }, { ApiKey: [] }] },
       },
     )
     .get(
@@ -139,7 +140,7 @@ export function fileRoutes(ctx: ExtensionContext) {
       {
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(401, 403, 404) },
-        detail: { tags, summary: 'File metadata', security: [{ Bearer: [] }, { ApiKey: [] }] },
+        detail: { tags, summary: 'File metadata', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, security: [{ Bearer: [] }, { ApiKey: [] }] },
       },
     )
     .get(
@@ -151,6 +152,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         detail: {
           tags,
           summary: 'Download a file',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'], 416: ['range_not_satisfiable'] },
           description:
             'The bytes, sent with the Content-Type detected at upload (`content_type` of the file), with `ETag` (If-None-Match → 304) and `Range` (one byte range → 206; outside the file → 416). ' +
             'HEAD answers the same status and headers without the bytes. Errors are JSON (format C).',
@@ -189,7 +191,7 @@ export function fileRoutes(ctx: ExtensionContext) {
       {
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ deleted: t.String({ format: 'uuid' }) })), ...errors(401, 403, 404) },
-        detail: { tags, summary: 'Delete a file', description: 'Needs the owner’s access token or an API key with `files:upload`.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+        detail: { tags, summary: 'Delete a file', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, description: 'Needs the owner’s access token or an API key with `files:upload`.', security: [{ Bearer: [] }, { ApiKey: [] }] },
       },
     );
 }

@@ -48,6 +48,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Register a user',
+            'x-codes': { 403: ['registration_closed'], 409: ['email_taken'], 429: ['rate_limited'] },
             description:
               'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`. ' +
               'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
@@ -61,6 +62,7 @@ export function authRoutes(p: Platform) {
         detail: {
           tags,
           summary: 'Log in with e-mail and password',
+          'x-codes': { 401: ['invalid_credentials'], 403: ['account_disabled', 'email_not_verified'], 429: ['rate_limited', 'account_locked'] },
           description:
             'Returns an access token (15 min) and a refresh token (30 days). Wrong password or unknown e-mail → 401 `invalid_credentials`. ' +
             '429 `rate_limited` past 10/min per IP or 5/min per account; 5 failures in 15 min → 429 `account_locked` for 15 min (both with Retry-After). ' +
@@ -73,6 +75,7 @@ export function authRoutes(p: Platform) {
         detail: {
           tags,
           summary: 'Rotate the refresh token',
+          'x-codes': { 401: ['invalid_refresh_token', 'refresh_token_reused'], 403: ['account_disabled'] },
           description:
             'Exchanges a refresh token for a new access token and a new refresh token; the old one is spent. Presenting a spent token again ' +
             '→ 401 `refresh_token_reused` and the whole session is revoked (its access tokens stop at once).',
@@ -91,6 +94,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Log out',
+            'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked', 'invalid_refresh_token', 'refresh_token_reused'] },
             description:
               'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once. ' +
               'Only live credentials log out: an access token of an ended session → 401 `session_revoked`; an expired refresh token → 401 `invalid_refresh_token`; ' +
@@ -113,6 +117,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'The signed-in user',
+            'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
             description: '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
             security: bearer,
           },
@@ -130,6 +135,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Ask for a password reset mail',
+            'x-codes': { 429: ['rate_limited'] },
             description:
               'Always 200, whether or not the address has an account. When it has one and mail is configured, a password_reset mail carries a link ' +
               'with a single-use token valid 1 hour. 429 past auth.rate_limit_email_per_ip.',
@@ -142,6 +148,7 @@ export function authRoutes(p: Platform) {
         detail: {
           tags,
           summary: 'Set a new password with a mailed token',
+          'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
           description:
             'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used. ' +
             '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with verify-email).',
@@ -158,6 +165,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Change the password',
+            'x-codes': { 400: ['invalid_current_password'], 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'], 429: ['account_locked'] },
             description: 'Needs the current password (400 `invalid_current_password`, counted toward lockout). Every other session of the user is revoked; this one stays.',
             security: bearer,
           },
@@ -169,6 +177,7 @@ export function authRoutes(p: Platform) {
         detail: {
           tags,
           summary: 'Confirm an e-mail address',
+          'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
           description:
             'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used. ' +
             '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with password/reset).',
@@ -186,6 +195,7 @@ export function authRoutes(p: Platform) {
           detail: {
             tags,
             summary: 'Send the verification mail again',
+            'x-codes': { 429: ['rate_limited'], 503: ['mail_not_configured'] },
             description: 'Always 200 for any address (no account enumeration); 503 `mail_not_configured` when the site has no mail; 429 past auth.rate_limit_email_per_ip.',
           },
         },

@@ -117,6 +117,7 @@ export function databaseRoutes(p: Platform) {
         detail: {
           tags: ['Database'],
           summary: 'Run a parameterized query on a whitelisted table',
+          'x-codes': { 400: ['filters_required'], 401: ['unauthorized'], 403: ['forbidden', 'raw_sql_disabled'], 404: ['transaction_not_found'], 409: ['conflict', 'transaction_aborted'], 503: ['query_timeout', 'lock_timeout'] },
           description:
             'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
             'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
@@ -136,6 +137,7 @@ export function databaseRoutes(p: Platform) {
         detail: {
           tags: ['Database'],
           summary: 'Begin a transaction',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 429: ['too_many_transactions'] },
           description:
             'Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other\'s writes. ' +
             'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions.',
@@ -155,6 +157,7 @@ export function databaseRoutes(p: Platform) {
         detail: {
           tags: ['Database'],
           summary: 'Commit a transaction',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'], 409: ['transaction_aborted', 'conflict'], 503: ['query_timeout', 'lock_timeout'] },
           description: 'Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key\'s id → 404 transaction_not_found.',
           security,
         },
@@ -172,6 +175,7 @@ export function databaseRoutes(p: Platform) {
         detail: {
           tags: ['Database'],
           summary: 'Roll back a transaction',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'] },
           description: 'Discards the transaction\'s changes and forgets the id. Unknown, ended or another key\'s id → 404 transaction_not_found.',
           security,
         },

@@ -48,6 +48,7 @@ export function mailRoutes(p: Platform) {
           detail: {
             tags: ['Mail'],
             summary: 'Send an e-mail (template or inline), sync or queued',
+            'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['template_not_found'], 409: ['idempotency_key_in_progress'], 422: ['idempotency_key_reused'], 502: ['mail_provider_error'], 503: ['mail_not_configured'] },
             description:
               'Needs an API key with mail:send (or mail:*). `sync: false` (default) queues the message and answers 202; `sync: true` answers 200 once the SMTP server accepted it, 502 mail_provider_error otherwise. ' +
               'Idempotency: send a UUID in the Idempotency-Key (or X-Idempotency-Key) header or in idempotency_key. For 24 h, the same key with the same payload replays the first answer with `Idempotent-Replayed: true` and sends nothing; with a different payload → 422 idempotency_key_reused; while the first is still running → 409 idempotency_key_in_progress. ' +
@@ -76,6 +77,7 @@ export function mailRoutes(p: Platform) {
           detail: {
             tags: ['Mail'],
             summary: 'State of a mail job',
+            'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['job_not_found'] },
             description: 'State, attempts, last error and timestamps of a job, for the API key that created it (any other key gets 404).',
             security: [{ ApiKey: [] }],
           },

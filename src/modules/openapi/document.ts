@@ -66,7 +66,10 @@ function layerCodes(area: Area, hasBody: boolean, validationStatus: number): Rec
   } else if (hasBody && area.capped) add(400, 'invalid_json');
   if (hasBody) add(validationStatus, 'validation_error');
   if (hasBody && (area.capped || area.prefix === '/api/v1/files')) add(413, 'payload_too_large');
-  if (area.gated) add(401, 'api_key_required');
+  if (area.gated) {
+    add(401, 'api_key_required');
+    add(401, 'unauthorized');
+  }
   return codes;
 }
 

@@ -46,7 +46,12 @@ const TITLES: Record<string, string> = {
   audit: 'Audit log',
 };
 
+let booted = false;
+
+/** Who is signed in: asked once, when a screen other than setup first needs it. */
 async function boot() {
+  if (booted) return;
+  booted = true;
   get<{ setup_required: boolean }>('/auth/state').then((s) => (setupRequired.value = s.setup_required), () => {});
   try {
     setSession(await get<Session>('/auth/me'));
@@ -70,8 +75,11 @@ function App() {
   useEffect(() => {
     document.title = `${TITLES[first] ?? 'Basalt'} · Basalt administration`;
   }, [first]);
-  if (first === 'setup') return <Setup />;
-  if (session.value === undefined) return <Loading label="Starting…" />;
+  if (first === 'setup' && !session.value) return <Setup />;
+  if (session.value === undefined) {
+    void boot();
+    return <Loading label="Starting…" />;
+  }
   if (session.value === null) return <SignIn />;
   const Screen = SCREENS[first] ?? NotFound;
   return (
@@ -81,5 +89,4 @@ function App() {
   );
 }
 
-void boot();
 render(<App />, document.getElementById('app')!);

@@ -21,12 +21,12 @@ export function Button({ variant = 'secondary', icon, busy, children, class: cls
 }
 
 /** A labelled control; `children` receives the id to put on the control. */
-export function Field({ label, error, hint, children, class: cls }: { label: string; error?: string; hint?: ComponentChildren; children: (id: string, describedBy?: string) => ComponentChildren; class?: string }) {
+export function Field({ label, error, hint, children, class: cls, hideLabel }: { label: string; error?: string; hint?: ComponentChildren; children: (id: string, describedBy?: string) => ComponentChildren; class?: string; hideLabel?: boolean }) {
   const id = useId();
   const note = error || hint ? `${id}-note` : undefined;
   return (
     <div class={`field ${error ? 'has-error' : ''} ${cls ?? ''}`}>
-      <label for={id}>{label}</label>
+      <label for={id} class={hideLabel ? 'sr-only' : undefined}>{label}</label>
       {children(id, note)}
       {error ? (
         <p class="field-error" id={note} role="alert">

@@ -128,6 +128,7 @@ function Grid({ table }: { table: TableInfo }) {
           <thead>
             <tr>
               {editable && <th class="check-cell"><input type="checkbox" aria-label="Select all rows on this page" checked={allSelected} onChange={() => setSelected(allSelected ? new Set() : new Set(rows.map(rowId)))} /></th>}
+              {editable && <th class="edit-cell"><span class="sr-only">Edit</span></th>}
               {table.columns.map((c) => {
                 const s = sort.find((x) => x.field === c.name);
                 return (
@@ -139,17 +140,16 @@ function Grid({ table }: { table: TableInfo }) {
                   </th>
                 );
               })}
-              {editable && <th><span class="sr-only">Actions</span></th>}
             </tr>
           </thead>
           <tbody>
             {rows.map((r) => {
               const id = rowId(r);
               return (
-                <tr key={id} class={selected.has(id) ? 'selected' : ''}>
+                <tr key={id} class={selected.has(id) ? 'selected' : ''} onDblClick={editable ? () => setEditing(r) : undefined}>
                   {editable && <td class="check-cell"><input type="checkbox" aria-label={`Select row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} checked={selected.has(id)} onChange={() => toggle(id)} /></td>}
+                  {editable && <td class="edit-cell"><button class="icon-btn icon-btn-sm" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} title="Edit row"><Icon name="edit" size={15} /></button></td>}
                   {table.columns.map((c) => <Cell key={c.name} v={r[c.name]} />)}
-                  {editable && <td class="actions"><Button class="btn-sm" variant="ghost" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`}>Edit</Button></td>}
                 </tr>
               );
             })}

@@ -36,8 +36,9 @@ export function Extensions() {
               </ul>
             ) : <p class="muted">None.</p>}
             <h3>Settings</h3>
-            {x.settings.length ? x.settings.map((s) => <ExtSetting key={s.key} ext={x.name} s={s} />) : <p class="muted">None.</p>}
+            {!x.settings.length && <p class="muted">None.</p>}
           </div>
+          {x.settings.map((s) => <ExtSetting key={s.key} ext={x.name} s={s} />)}
         </section>
       ))}
     </>
@@ -67,9 +68,20 @@ function ExtSetting({ ext, s }: { ext: string; s: Extension['settings'][number] 
     }
   };
   return (
-    <form class="row" onSubmit={save} style={{ marginBottom: '10px' }}>
-      <Field label={s.key} error={error} hint={s.description}>{(id, d) => <input id={id} aria-describedby={d} value={text} onInput={(e) => setText(e.currentTarget.value)} />}</Field>
-      <Button type="submit" class="btn-sm" variant="primary" busy={busy} disabled={text === saved} aria-label={`Save ${s.key}`}>Save</Button>
+    <form class="setting" onSubmit={save}>
+      <div>
+        <div class="setting-key">{s.key}</div>
+        <p class="setting-desc">{s.description}</p>
+      </div>
+      <div class="setting-edit">
+        <Field label={`Value of ${s.key}`} hideLabel error={error}>{(id, d) => <input id={id} aria-describedby={d} value={text} onInput={(e) => setText(e.currentTarget.value)} />}</Field>
+        {(text !== saved || busy) && (
+          <div class="page-actions">
+            <Button type="submit" class="btn-sm" variant="primary" busy={busy} aria-label={`Save ${s.key}`}>Save</Button>
+            <Button class="btn-sm" variant="ghost" onClick={() => setText(saved)}>Undo</Button>
+          </div>
+        )}
+      </div>
     </form>
   );
 }

@@ -134,7 +134,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
         </div>
       </div>
       <div class="setting-edit">
-        <Field label={`Value of ${s.key}`} error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : s.default !== undefined && s.default !== '' ? <>Default: <code>{toText(s, s.default) || '(empty)'}</code></> : undefined}>
+        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : s.default !== undefined && s.default !== '' ? <>Default: <code>{toText(s, s.default) || '(empty)'}</code></> : undefined}>
           {(id, d) =>
             kind === 'bool' ? (
               <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
@@ -152,11 +152,11 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
             )
           }
         </Field>
-        {!pinned && (
+        {!pinned && (dirty || busy || s.source === 'database') && (
           <div class="page-actions">
-            <Button type="submit" variant="primary" class="btn-sm" busy={busy} disabled={!dirty} aria-label={`Save ${s.key}`}>Save</Button>
-            {s.source === 'database' && <Button class="btn-sm" variant="ghost" onClick={reset} disabled={busy} aria-label={`Reset ${s.key} to default`}>Reset to default</Button>}
-            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => setText(toText(s, s.value))}>Undo</Button>}
+            {(dirty || busy) && <Button type="submit" variant="primary" class="btn-sm" busy={busy} aria-label={`Save ${s.key}`}>Save</Button>}
+            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => { setText(toText(s, s.value)); setError(undefined); }}>Undo</Button>}
+            {!dirty && s.source === 'database' && <Button class="btn-sm" variant="ghost" onClick={reset} disabled={busy} aria-label={`Reset ${s.key} to default`}>Reset to default</Button>}
           </div>
         )}
       </div>

@@ -75,6 +75,13 @@ function sampleObject(samples: Record<string, string>): Record<string, unknown> 
   return out;
 }
 
+/** Variables a render error says are missing: `details.missing_variables`, or `variables.<name>` fields. */
+function missingVariables(e: ApiError): string[] {
+  const listed = e.details.missing_variables;
+  if (Array.isArray(listed)) return listed.map(String);
+  return Object.keys(e.fields).filter((f) => f.startsWith('variables.')).map((f) => f.slice('variables.'.length));
+}
+
 function Editor({ name }: { name: string | null }) {
   const loaded = useAsync(() => (name ? get<{ template: Template }>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template) : Promise.resolve(null)), [name]);
   if (loaded.loading && !loaded.data) return <Loading />;
@@ -106,9 +113,9 @@ function EditorForm({ initial }: { initial: Template | null }) {
         learn(r.variables);
       } catch (e) {
         setPreviewError(e);
-        if (e instanceof ApiError) learn(Object.keys(e.fields).filter((f) => !['subject', 'html', 'text', 'variables'].includes(f)));
+        if (e instanceof ApiError) learn(missingVariables(e));
       }
-    }, 350) as unknown as number;
+    }, preview || previewError ? 350 : 0) as unknown as number;
     return () => clearTimeout(timer.current);
   }, [subject, html, text, samples]);
 
@@ -145,9 +152,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
       toast(`Could not delete: ${(err as Error).message}`, 'error');
     }
   };
-  const renderProblem = previewError instanceof ApiError && Object.keys(previewError.fields).length
-    ? Object.entries(previewError.fields).map(([k, v]) => `${k}: ${v}`).join('; ')
-    : previewError ? (previewError as Error).message : '';
+  const renderProblem = previewError ? (previewError as Error).message : '';
   return (
     <>
       <a class="back" href="#/templates"><Icon name="chevronLeft" size={14} /> Mail templates</a>
@@ -173,7 +178,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
             <div class="panel-body vars">
               {!variables.length && <p class="muted">This template uses no variables.</p>}
               {variables.map((v) => (
-                <Field key={v} label={v} error={previewError instanceof ApiError ? previewError.fields[v] : undefined}>
+                <Field key={v} label={v} error={previewError instanceof ApiError && missingVariables(previewError).includes(v) ? 'Needed by the template: give a sample value.' : undefined}>
                   {(id, d) => <input id={id} aria-describedby={d} value={samples[v] ?? ''} onInput={(e) => setSamples({ ...samples, [v]: e.currentTarget.value })} />}
                 </Field>
               ))}
@@ -183,7 +188,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
             <div class="panel-head"><h2>Preview</h2>{preview && <span class="muted">Subject: <strong data-testid="preview-subject">{preview.subject}</strong></span>}</div>
             <div class="panel-body">
               {renderProblem && <div class="error-note" role="alert" data-testid="render-error"><Icon name="alert" /><span>Cannot render: {renderProblem}</span></div>}
-              {preview?.html ? <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} /> : <p class="muted">No HTML body.</p>}
+              {preview?.html ? <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} /> : preview || previewError ? <p class="muted">No HTML body.</p> : <Loading label="Rendering…" />}
               {preview?.text && <><h3 style={{ marginTop: '12px' }}>Text</h3><pre class="preview-text">{preview.text}</pre></>}
             </div>
           </section>

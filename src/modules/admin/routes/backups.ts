@@ -31,8 +31,10 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         mapped(e);
       }
     })
-    .post('/backups', async ({ request, set }: any) => {
+    .post('/backups', async ({ request, set, server }: any) => {
       const { actor } = adminOf(request);
+      // A large site's backup can take longer than the listener's idle timeout (60 s): no timeout for this request.
+      server?.timeout?.(request, 0);
       let b;
       try {
         b = await backups().create({ trigger: 'admin' });

@@ -71,6 +71,18 @@ async function findBadColumn(ctx: ErrorContext): Promise<Column | undefined> {
   return undefined;
 }
 
+/** The request path of the like/ilike pattern Postgres refused: one ending in an odd run of backslashes, else the first. */
+function badPattern(st: Statement | undefined): string | undefined {
+  if (!st?.patterns.length) return undefined;
+  const lone = st.patterns.find(({ param }) => {
+    const v = String(st.params[param] ?? '');
+    let n = 0;
+    while (n < v.length && v.charCodeAt(v.length - 1 - n) === 92 /* \\ */) n++;
+    return n % 2 === 1;
+  });
+  return (lone ?? st.patterns[0]!).path;
+}
+
 export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unknown> {
   if (err instanceof AppError || !(err instanceof PgError)) return err;
   const code = err.code;
@@ -127,6 +139,11 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
       return new AppError(403, 'forbidden', 'The database refuses this action on this entity to the platform role; ask the operator to grant it.', { cause: err });
   }
   if (code.startsWith('54')) return DbErrors.invalid('data', 'the request is too large or complex for the database; split it');
+  // 22025 invalid escape sequence, 22019 invalid escape character: a like/ilike pattern.
+  if (code === '22025' || code === '22019') {
+    const pattern = badPattern(ctx.statement);
+    if (pattern) return DbErrors.invalid(pattern, 'the pattern ends with a lone backslash, which escapes the next character; write \\\\ for a literal backslash');
+  }
   if (code.startsWith('22')) {
     const col = await findBadColumn(ctx);
     const msg = DATA_MESSAGES[code] ?? 'value is not valid for the column type';

@@ -25,6 +25,8 @@ export interface Statement {
   paramColumns: (Column | null)[];
   /** For each parameter, whether it is an array of the column type (in/not_in). */
   paramIsList: boolean[];
+  /** like/ilike patterns: parameter index and request path, to name the one Postgres refuses. */
+  patterns: { param: number; path: string }[];
   /** select with total: the count statement (same filters, same params prefix). */
   countSql?: string;
   countParams?: (string | number | null)[];
@@ -58,6 +60,7 @@ export class Params {
   readonly list: (string | number | null)[] = [];
   readonly columns: (Column | null)[] = [];
   readonly isList: boolean[] = [];
+  readonly patterns: { param: number; path: string }[] = [];
   add(v: string | number | null, col: Column | null = null, isList = false): number {
     if (this.list.length >= MAX_PARAMS) throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS}); split it`);
     this.list.push(v);
@@ -66,7 +69,7 @@ export class Params {
     return this.list.length;
   }
   statement(sql: string, columns: Column[]): Statement {
-    return { sql, params: this.list, columns, paramColumns: this.columns, paramIsList: this.isList };
+    return { sql, params: this.list, columns, paramColumns: this.columns, paramIsList: this.isList, patterns: this.patterns };
   }
 }
 
@@ -119,9 +122,9 @@ export function where(table: Table, filters: unknown, params: Params): string {
         if (TEXT_OPS.has(op as Operator)) {
           if (col.kind !== 'text' || col.isArray) throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
           if (typeof v !== 'string') throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
-          // Backslash escapes the next character; one at the very end escapes nothing (Postgres refuses the pattern).
-          if (trailingBackslashes(v) % 2 === 1) throw DbErrors.invalid(`${path}.value`, `${op} pattern ends with a lone backslash, which escapes the next character; write \\\\ for a literal backslash`);
-          return `${q} ${SQL_OP[op]} $${params.add(v, col)}::text`;
+          const n = params.add(v, col);
+          params.patterns.push({ param: n - 1, path: `${path}.value` });
+          return `${q} ${SQL_OP[op]} $${n}::text`;
         }
         if (col.kind === 'json' && (ORDER_OPS.has(op as Operator) || col.castType === 'json')) {
           throw DbErrors.invalid(`${path}.op`, `${op} is not available for json column '${col.name}'`);
@@ -132,12 +135,6 @@ export function where(table: Table, filters: unknown, params: Params): string {
     }
   });
   return parts.length ? ' WHERE ' + parts.join(' AND ') : '';
-}
-
-function trailingBackslashes(s: string): number {
-  let n = 0;
-  while (n < s.length && s.charCodeAt(s.length - 1 - n) === 92 /* \\ */) n++;
-  return n;
 }
 
 function returning(table: Table, fields: unknown): Column[] {

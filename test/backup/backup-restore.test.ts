@@ -140,6 +140,24 @@ describe('backup while writing, then restore', () => {
     expect(readdirSync(dirname(target)).filter((n) => n.includes('.restore-'))).toEqual([]);
   });
 
+  test('a data dir that is a mount point (a container volume) is restored inside itself, the old data kept in before-restore-<time>/', async () => {
+    const target = join(scratch, 'volume');
+    await restore({ archive: join(backupService(s.platform).dir, backup.name), dataDir: target, layout: 'inside' });
+    require('node:fs').mkdirSync(join(target, 'backups'));
+    writeFileSync(join(target, 'backups', 'marker'), 'x');
+    const r = await restore({ archive: join(backupService(s.platform).dir, backup.name), dataDir: target, layout: 'inside', now: new Date('2030-01-02T03:04:05Z') });
+    expect(r.previous).toBe(join(target, 'before-restore-2030-01-02T03-04-05Z'));
+    expect(readdirSync(target).sort()).toEqual(['backups', 'before-restore-2030-01-02T03-04-05Z', 'extensions', 'pg']);
+    expect(readdirSync(r.previous!).sort()).toEqual(['extensions', 'pg']);
+    expect(readFileSync(join(target, 'backups', 'marker'), 'utf8')).toBe('x');
+    const db = await openEmbedded(join(target, 'pg'));
+    try {
+      expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n)).toBe(backup.row_counts['public.pairs']);
+    } finally {
+      await db.close();
+    }
+  });
+
   describe('refused archives leave the current data untouched', () => {
     let dataDir: string;
     let archive: string;

@@ -6,7 +6,7 @@
  * `<data.dir>.before-restore-<time>`.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, statSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DataDirLockedError, lockDataDir } from '../../db/datadir-lock';
 import { ArchiveDamagedError, readArchive } from './archive';
@@ -126,8 +126,19 @@ function dropOwnLock(dir: string): void {
   } catch {}
 }
 
+/** The parent of the data dir is on the same file system and writable (so whole-directory renames work). */
+function besideIsPossible(dataDir: string): boolean {
+  const parent = dirname(dataDir);
+  try {
+    accessSync(parent, constants.W_OK);
+    return statSync(parent).dev === statSync(dataDir).dev;
+  } catch {
+    return false;
+  }
+}
+
 /** Restore `archive` into `dataDir` (the embedded data dir of a stopped instance). */
-export async function restore(opts: { archive: string; dataDir: string; now?: Date }): Promise<RestoreResult> {
+export async function restore(opts: { archive: string; dataDir: string; now?: Date; /** Force where the copy is made (tests); decided from the file system otherwise. */ layout?: 'beside' | 'inside' }): Promise<RestoreResult> {
   const started = performance.now();
   const dataDir = resolve(opts.dataDir);
   const archive = resolveArchive(opts.archive, dataDir);
@@ -140,8 +151,12 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
     throw e;
   }
   const stamp = (opts.now ?? new Date()).toISOString().slice(0, 19).replace(/:/g, '-') + 'Z';
-  const staging = `${dataDir}.restore-${stamp}`;
-  const previous = `${dataDir}.before-restore-${stamp}`;
+  // Beside the data dir, so the swap is two renames of whole directories. When the data dir
+  // is a mount point (a container volume) or its parent is not writable, inside it instead:
+  // the swap then moves its entries one by one, still renames within one file system.
+  const inside = opts.layout ? opts.layout === 'inside' : !besideIsPossible(dataDir);
+  const staging = inside ? join(dataDir, `.restore-${stamp}`) : `${dataDir}.restore-${stamp}`;
+  const previous = inside ? join(dataDir, `before-restore-${stamp}`) : `${dataDir}.before-restore-${stamp}`;
   try {
     if (existsSync(staging) || existsSync(previous)) throw new RestoreError(`${staging} or ${previous} already exists; move it away first`);
     // The engine's major version, as the current cluster records it (a fresh data dir has none to compare).
@@ -169,7 +184,16 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
       if (e instanceof RestoreError) throw e;
       throw new RestoreError(`the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`);
     }
-    // The swap. Both moves are renames within one directory.
+    // The swap: renames only.
+    if (inside) {
+      const keep = new Set(['basalt.lock', 'basalt.sock', 'backups', basename(staging), basename(previous)]);
+      const moving = readdirSync(dataDir).filter((f) => !keep.has(f) && !f.startsWith('before-restore-'));
+      if (moving.length) mkdirSync(previous, { mode: 0o700 });
+      for (const f of moving) renameSync(join(dataDir, f), join(previous, f));
+      for (const f of readdirSync(staging)) renameSync(join(staging, f), join(dataDir, f));
+      rmSync(staging, { recursive: true, force: true });
+      return { dataDir, previous: moving.length ? previous : undefined, manifest, files, ms: Math.round(performance.now() - started) };
+    }
     const holding = existed && readdirSync(dataDir).some((f) => f !== 'basalt.lock' && f !== 'basalt.sock');
     if (holding) {
       renameSync(dataDir, previous);

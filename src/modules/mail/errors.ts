@@ -7,7 +7,7 @@ import { AppError } from '../../http/errors';
 export const MailErrors = {
   /** 503: no SMTP server or no sender address configured. */
   notConfigured: (why = 'mail.smtp_url or mail.from is empty') =>
-    new AppError(503, 'mail_not_configured', `Mail is not configured on this server (${why}): set mail.smtp_url and mail.from in the admin panel, basalt.toml or BASALT_MAIL_*.`),
+    new AppError(503, 'mail_not_configured', `Mail is not configured on this server (${why}): set mail.smtp_url and mail.from (admin panel /_/ → Settings, 'basalt settings set', basalt.toml or BASALT_MAIL_*).`),
   /** 502: the SMTP server refused the message or could not be reached. */
   provider: (reason: string, cause?: unknown) =>
     new AppError(502, 'mail_provider_error', `The mail server did not accept the message: ${reason}`, { details: { reason }, cause }),

@@ -96,7 +96,8 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
   test.each(PAYLOADS)('filter value %j (text: bound, matches nothing)', async (p) => {
     for (const op of ['eq', 'neq', 'gt', 'like', 'ilike']) {
       const r = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op, value: p }] });
-      expectSafe(r, [200], p);
+      // A pattern ending in the escape character `\` is not a pattern: 400 naming the filter.
+      expectSafe(r, op.endsWith('like') && p.endsWith('\\') ? [200, 400] : [200], p);
       if (op === 'eq') expect(r.body.data.rows).toEqual([]);
     }
     const inList = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'in', value: ['apple', p] }] });

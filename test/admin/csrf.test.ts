@@ -57,7 +57,7 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
     ['cross-site', { 'sec-fetch-site': 'cross-site' }, 403],
     ['foreign Origin without Fetch Metadata', { origin: 'https://evil.example' }, 403],
   ];
-  test.each(signIn)('sign-in %s → %d (login needs no token, only layer 1)', async (_n, headers, status) => {
+  test.each(signIn)('sign-in, %s: only layer 1 (login needs no token)', async (_n, headers, status) => {
     const email = adminEmail();
     await s.platform.services.admin.create(email, ADMIN_PASSWORD, CLI_ACTOR);
     const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password: ADMIN_PASSWORD }, headers: { 'x-forwarded-for': ip(), ...headers } });

@@ -82,6 +82,9 @@ class Conformance {
   }
 }
 
+/** The document each server of this process served first: every one must be the same bytes. */
+const firstServed: string[] = [];
+
 describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   let s: TestServer;
   let sink: SmtpSink;
@@ -340,6 +343,10 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect(await (await fetch(s.url + '/api/openapi.json')).text()).toBe(served);
     // The defect it guards against: Elysia's compile added additionalProperties:false to auth bodies.
     expect(doc.components.schemas.LoginRequest.additionalProperties).toBeUndefined();
+    // A later server in the same process (after an earlier one's traffic compiled the shared
+    // route schemas) serves the very same document.
+    firstServed.push(served);
+    expect(firstServed.every((d) => d === firstServed[0])).toBe(true);
   });
 
   test('valid under @seriousme/openapi-schema-validator and clean under redocly lint', async () => {

@@ -12,11 +12,13 @@ import { settingsRoutes } from './routes/settings';
 import { mailRoutes } from './routes/mail';
 import { templatesRoutes } from './routes/templates';
 import { usersRoutes } from './routes/users';
-import { overviewRoutes } from './routes/overview';
+import { dashboardRoutes } from './routes/dashboard';
+import { extensionsRoutes } from './routes/extensions';
+import { auditRoutes } from './routes/audit';
 import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 
-const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, overviewRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, backupsRoutes];
+const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
 
 export function adminRoutes(p: Platform): AnyElysia {
   let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));

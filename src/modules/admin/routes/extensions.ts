@@ -1,11 +1,10 @@
-/** Dashboard, extensions and audit log screens (docs/admin-api.md). */
+/** Extensions screen (docs/admin-api.md §Extensions): loaded and failed extensions, their routes and settings. */
 import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import { ConfigError } from '../../../config/validate';
-import { dashboard } from '../dashboard';
 import { AdminErrors } from '../errors';
 import { adminOf } from '../guard';
-import { Bodies, Queries } from '../model';
+import { Bodies } from '../model';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
@@ -15,11 +14,8 @@ function extensionView(p: Platform, name: string) {
   return e;
 }
 
-export function overviewRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
   return app
-    .get('/dashboard', async () => ok(await dashboard(p)))
-    .get('/audit', async ({ query }: any) =>
-      ok(await p.services.admin.audit({ ...query, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined })), { query: Queries.audit })
     .get('/extensions', () =>
       ok({
         extensions: p.services.extensions.list().map((e) => ({

@@ -120,6 +120,22 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
     expect(r.body.data.rows[0].meta).toEqual(value);
   });
 
+  test('at the largest allowed depth (1,000) a jsonb value round-trips: the setting cannot reach the engine\'s limit', async () => {
+    await s.platform.settings.set('web.max_json_depth', 1000);
+    try {
+      const value = JSON.parse(nest(997));
+      const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { meta: value }, fields: ['id', 'meta'] } });
+      expect(r.status).toBe(200);
+      expect(r.body.data.rows[0].meta).toEqual(value);
+      const found = await db(dbSelect(nest(996)));
+      expect(found.status).toBe(200);
+      expect((await db(dbSelect(nest(998)))).status).toBe(400);
+    } finally {
+      await s.platform.settings.unset('web.max_json_depth');
+    }
+    expect(await s.platform.settings.set('web.max_json_depth', 1001).then(() => 'stored', () => 'refused')).toBe('refused');
+  });
+
   test('brackets inside strings are text, not nesting', async () => {
     const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { name: '['.repeat(50_000) + '"\\' + '{'.repeat(50_000) }, fields: ['id'] } });
     expect(r.status).toBe(200);

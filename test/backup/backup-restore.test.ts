@@ -152,7 +152,7 @@ describe('backup while writing, then restore', () => {
     expect(readFileSync(join(target, 'backups', 'marker'), 'utf8')).toBe('x');
     const db = await openEmbedded(join(target, 'pg'));
     try {
-      expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n)).toBe(backup.row_counts['public.pairs']);
+      expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n)).toBe(backup.row_counts['public.pairs']!);
     } finally {
       await db.close();
     }

@@ -45,6 +45,8 @@ export const backupCommands: Command[] = [
         if (values.json) return io.out(JSON.stringify(b));
         io.out(`${backupService(platform!).dir}/${b.name}`);
         io.out(`${b.files} files, ${mib(b.bytes)} → ${mib(b.size)} compressed; database held ${b.held_ms} ms, ${b.total_ms} ms in all`);
+        if (b.s3?.key) io.out(`copied to s3://${b.s3.bucket}/${b.s3.key}`);
+        if (b.s3?.error) io.err(`note: not copied to S3 bucket ${b.s3.bucket} (${b.s3.error}); the local archive is complete`);
       });
     },
   },

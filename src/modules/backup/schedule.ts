@@ -74,7 +74,7 @@ export function startBackupSchedule(p: Platform): () => Promise<void> {
         const b = await service.create({ trigger: 'schedule' });
         last = new Date(b.created_at);
         const pruned = await service.prune(p.settings.get<number>('backup.keep'));
-        p.log.info('scheduled backup created', { name: b.name, bytes: b.size, held_ms: b.held_ms, ms: b.total_ms, pruned });
+        p.log.info('scheduled backup created', { name: b.name, bytes: b.size, held_ms: b.held_ms, ms: b.total_ms, pruned, s3: b.s3?.key ?? undefined });
       } catch (e) {
         // Try again at the next due time, not in a tight loop.
         last = new Date();

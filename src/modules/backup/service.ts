@@ -12,6 +12,7 @@ import type { Platform } from '../../platform';
 import type { Queryable } from '../../db/engine';
 import { quoteIdent } from '../../db/engine';
 import { readArchive, writeArchive, type Entry } from './archive';
+import { filesS3Target, uploadArchive, type S3Target } from './s3';
 
 export const MANIFEST_NAME = 'basalt-backup.json';
 export const FORMAT = 'basalt-backup';
@@ -53,6 +54,8 @@ export interface CreatedBackup extends BackupInfo {
   held_ms: number;
   total_ms: number;
   row_counts: Record<string, number>;
+  /** The off-machine copy when the Files module uses S3 (docs/backup.md); null when it does not. */
+  s3: { bucket: string; key: string | null; error?: string } | null;
 }
 
 export class BackupError extends Error {
@@ -297,6 +300,16 @@ function create(p: Platform): BackupService {
       await writeArchive(partial, entries);
       renameSync(partial, join(dir, name));
       const size = statSync(join(dir, name)).size;
+      let s3: CreatedBackup['s3'] = null;
+      let target: S3Target | undefined;
+      try {
+        target = await filesS3Target(p);
+        if (target) s3 = { bucket: target.bucket, key: await uploadArchive(target, join(dir, name), name) };
+      } catch (e) {
+        // The local archive is complete; the copy is a bonus that must not fail the backup.
+        s3 = { bucket: target?.bucket ?? '', key: null, error: (e as Error).message.split('\n')[0] };
+        p.log.warn('backup not copied to S3', { name, bucket: target?.bucket, cause: e });
+      }
       return {
         name,
         size,
@@ -308,6 +321,7 @@ function create(p: Platform): BackupService {
         held_ms: Math.round(held),
         total_ms: Math.round(performance.now() - started),
         row_counts: counts,
+        s3,
       };
     } finally {
       rmSync(staging, { recursive: true, force: true });

@@ -32,6 +32,8 @@ interface PgMod {
   _error_context_stack: number | { value: number };
   _PG_exception_stack: number | { value: number };
   HEAPU8: Uint8Array;
+  /** The WebAssembly memory: its buffer is current even after the heap grew. */
+  wasmMemory?: WebAssembly.Memory;
   stackSave: () => number;
   stackRestore: (sp: number) => void;
 }
@@ -62,7 +64,7 @@ export function installEmbeddedGuard(pg: unknown, onRecover?: (err: unknown) => 
 
   const ctxAddr = addr(mod._error_context_stack);
   const excAddr = addr(mod._PG_exception_stack);
-  const view = () => new DataView(mod.HEAPU8.buffer);
+  const view = () => new DataView(mod.wasmMemory?.buffer ?? mod.HEAPU8.buffer);
   // Between messages: no error context, and the exception stack is PostgresMain's own.
   const restCtx = view().getUint32(ctxAddr, true);
   const restExc = view().getUint32(excAddr, true);

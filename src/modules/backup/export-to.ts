@@ -122,7 +122,8 @@ export async function exportTo(o: ExportOptions): Promise<ExportResult> {
   say('creating the schema on the target (platform, operator and extension migrations)');
   await migratePlatform(target);
   const sourceSchemas = (await source.query<{ name: string }>(`SELECT nspname AS name FROM pg_namespace WHERE nspname = $1 OR nspname LIKE 'ext\\_%'`, [o.dataSchema])).rows.map((r) => r.name);
-  for (const s of sourceSchemas) await target.exec(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(s)}`);
+  // Extension schemas exist whether or not the extension has migrations (the loader makes them); the data schema is the operator's migrations' to create, as on any instance.
+  for (const s of sourceSchemas) if (s.startsWith('ext_')) await target.exec(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(s)}`);
   await migrateDir(target, o.migrationsDir, { table: 'basalt.schema_migrations', schema: o.dataSchema });
   for (const e of extensions) {
     await target.exec(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(extensionSchema(e.name))}`);

@@ -35,7 +35,7 @@ export const backupCommands: Command[] = [
   {
     name: 'backup',
     usage: 'basalt backup [create] [--json]',
-    summary: 'Back up the embedded database and local files into <data.dir>/backups/ (online: works while serve runs).',
+    summary: 'Back up the database and local files into <data.dir>/backups/ (online).',
     options: { json: { type: 'boolean' } },
     platform: { migrate: false },
     async run({ platform, positionals, values, io }) {
@@ -82,7 +82,7 @@ export const backupCommands: Command[] = [
   {
     name: 'restore',
     usage: 'basalt restore ARCHIVE',
-    summary: 'Replace the embedded data dir with a backup (instance stopped; the old data is kept beside it).',
+    summary: 'Replace the data dir with a backup (instance stopped; old data kept).',
     platform: false, // needs the data dir unheld: never run inside a server
     async run({ positionals, io, globals }) {
       const archive = positionals[0];
@@ -111,7 +111,7 @@ export const backupCommands: Command[] = [
   {
     name: 'export-to',
     usage: 'basalt export-to URL',
-    summary: 'Copy the embedded database (instance stopped) into an empty external PostgreSQL database.',
+    summary: 'Copy the embedded database into an empty PostgreSQL database.',
     platform: false, // reads the embedded data dir with nothing else writing to it
     async run({ positionals, io, globals }) {
       const url = positionals[0];

@@ -4,7 +4,8 @@
  * with ajv (JSON Schema 2020-12, the dialect of OpenAPI 3.1): the status is documented
  * for the operation, the media type is one it lists, the JSON body matches its schema,
  * the headers it requires are there and the headers clients act on (Retry-After, ETag,
- * Content-Range, Idempotent-Replayed, X-Request-Id) are documented where sent. The
+ * Content-Range, Idempotent-Replayed, X-Request-Id) are documented where sent; and every
+ * request the server accepted is one the document allows (media type, JSON body, query). The
  * document itself: byte-identical before and after the traffic, valid under
  * @seriousme/openapi-schema-validator and clean under `redocly lint`
  * (recommended rules, redocly.yaml).
@@ -45,6 +46,50 @@ class Conformance {
     }
   }
 
+  /**
+   * A request the server accepted (2xx/3xx) must be one the document allows: its media type
+   * listed, its JSON body valid against the request schema, its query values valid. This
+   * catches a document stricter than the server.
+   */
+  checkRequest(method: string, path: string, type: string | undefined, body: string | undefined): string[] {
+    const [bare, search] = path.split('?') as [string, string | undefined];
+    const route = this.routes.find((r) => r.method === method.toLowerCase() && r.re.test(bare));
+    if (!route) return [];
+    const where = `${route.op.operationId} request`;
+    const problems: string[] = [];
+    for (const [name, value] of new URLSearchParams(search ?? '')) {
+      const param = (route.op.parameters ?? []).find((p: Doc) => p.in === 'query' && p.name === name);
+      if (!param) {
+        problems.push(`${where}: query parameter ${name} not documented`);
+        continue;
+      }
+      const v = param.schema.type === 'integer' || param.schema.type === 'number' ? Number(value) : value;
+      const validate = this.compile(`${route.op.operationId}/query/${name}`, param.schema);
+      if (!validate(v)) problems.push(`${where}: query ${name}=${value} accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)}`);
+    }
+    if (body === undefined || body === '') {
+      if (route.op.requestBody?.required) problems.push(`${where}: accepted without a body, documented as required`);
+      return problems;
+    }
+    const media = (type ?? '').split(';')[0]!.trim().toLowerCase();
+    const content = deref(this.doc, route.op.requestBody)?.content ?? {};
+    if (!content[media]) return [...problems, `${where}: ${media} accepted but not documented (${Object.keys(content).join(', ')})`];
+    if (media !== 'application/json') return problems;
+    const validate = this.compile(`${route.op.operationId}/request`, route.op.requestBody.content[media].schema);
+    if (!validate(JSON.parse(body))) problems.push(`${where}: body accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 200)}`);
+    return problems;
+  }
+
+  private compile(id: string, schema: Doc): ReturnType<Ajv2020['compile']> {
+    let validate = this.validators.get(id);
+    if (!validate) {
+      const s = JSON.parse(JSON.stringify(schema).replaceAll('#/components/schemas/', 'urn:basalt:components#/$defs/'));
+      validate = this.ajv.compile({ $id: `urn:basalt:op:${id}`, ...s });
+      this.validators.set(id, validate);
+    }
+    return validate;
+  }
+
   check(method: string, path: string, status: number, headers: Headers, body: string): string[] {
     const problems: string[] = [];
     const route = this.routes.find((r) => r.method === method.toLowerCase() && r.re.test(path.split('?')[0]!));
@@ -69,14 +114,7 @@ class Conformance {
     const key = content[type] ? type : content[type.replace(/\/.*/, '/*')] ? type.replace(/\/.*/, '/*') : content['*/*'] ? '*/*' : undefined;
     if (!key) return [...problems, `${where}: media type ${type} not documented (${Object.keys(content).join(', ') || 'no body'})`];
     if (type !== 'application/json') return problems;
-    const schema = route.op.responses[String(status)].content[key].schema;
-    const id = `${opId}/${status}/${key}`;
-    let validate = this.validators.get(id);
-    if (!validate) {
-      const s = JSON.parse(JSON.stringify(schema).replaceAll('#/components/schemas/', 'urn:basalt:components#/$defs/'));
-      validate = this.ajv.compile({ $id: `urn:basalt:op:${id}`, ...s });
-      this.validators.set(id, validate);
-    }
+    const validate = this.compile(`${opId}/${status}/${key}`, route.op.responses[String(status)].content[key].schema);
     if (!validate(JSON.parse(body))) problems.push(`${where}: body does not match: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 300)}`);
     return problems;
   }
@@ -112,6 +150,7 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     const res = await fetch((main ? s.url : s.publicUrl) + path, { method, headers, body });
     const text = await res.text();
     problems.push(...c.check(method, path, res.status, res.headers, text));
+    if (res.status < 400) problems.push(...c.checkRequest(method, path, body instanceof FormData ? 'multipart/form-data' : headers['content-type'], typeof body === 'string' ? body : body === undefined ? undefined : '(form)'));
     let parsed: any;
     try {
       parsed = JSON.parse(text);
@@ -328,7 +367,7 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     for (const id of ops) expect([...c.seen.get(id)!].some((st) => Number(st) < 400), `${id} had no success`).toBe(true);
   });
 
-  test('the checker itself catches an undocumented status, a wrong body, a missing header and an undocumented media type', () => {
+  test('the checker itself catches an undocumented status, a wrong body, a missing header, an undocumented media type, and a request the document forbids', () => {
     const h = (o: Record<string, string> = {}) => new Headers({ 'x-request-id': 'r1', 'content-type': 'application/json', ...o });
     const fresh = new Conformance(doc);
     expect(fresh.check('GET', '/api/v1/auth/me', 418, h(), '{}')[0]).toContain('not documented');
@@ -336,6 +375,11 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect(fresh.check('GET', '/api/v1/auth/me', 200, new Headers({ 'content-type': 'application/json' }), '{}')[0]).toContain('x-request-id missing');
     expect(fresh.check('POST', '/api/v1/auth/login', 429, h(), JSON.stringify({ success: false, error: { code: 'rate_limited', message: 'x' } }))[0]).toContain('retry-after missing');
     expect(fresh.check('GET', '/api/v1/auth/me', 200, h({ 'content-type': 'text/html' }), '<p>')[0]).toContain('media type text/html');
+    // The request side: what the server accepted must be allowed by the document.
+    expect(fresh.checkRequest('POST', '/api/v1/auth/login', 'application/x-www-form-urlencoded', 'email=a')[0]).toContain('not documented');
+    expect(fresh.checkRequest('GET', '/api/v1/files?limit=500', undefined, undefined)[0]).toContain('invalid per the document');
+    expect(fresh.checkRequest('POST', '/api/v1/auth/login', 'application/json', undefined)[0]).toContain('documented as required');
+    expect(fresh.checkRequest('POST', '/api/v1/auth/logout', 'application/json', undefined)).toEqual([]);
   });
 
   test('the served document is byte-identical after the traffic, on both listeners', async () => {

@@ -93,3 +93,33 @@ describe('backup while serve runs', () => {
     expect(keys.code).toBe(0);
   });
 });
+
+describe('the compiled executable', () => {
+  test('backup through the running ./basalt serve, then restore after it stops', async () => {
+    const { installBinary, runBinary, serveBinary } = await import('../helpers/binary');
+    const { dir, exe } = await installBinary();
+    try {
+      const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn' });
+      let name = '';
+      try {
+        const started = performance.now();
+        while (!existsSync(join(dir, 'basalt_data', 'basalt.sock')) && performance.now() - started < 30_000) await Bun.sleep(50);
+        const r = await runBinary(exe, ['backup'], dir);
+        expect(r.stderr).toBe('');
+        expect(r.code).toBe(0);
+        name = r.stdout.split('\n')[0]!.split('/').pop()!;
+        expect(name).toMatch(/^basalt-.*\.tar\.gz$/);
+      } finally {
+        server.proc.kill('SIGTERM');
+        expect(await server.proc.exited).toBe(0);
+      }
+      const restored = await runBinary(exe, ['restore', name], dir);
+      expect(restored.stderr).toBe('');
+      expect(restored.code).toBe(0);
+      expect(readdirSync(dir).filter((n) => n.startsWith('basalt_data.before-restore-')).length).toBe(1);
+      expect((await runBinary(exe, ['keys', 'list'], dir)).code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -4,16 +4,15 @@
  * the CLI (`basalt admin …`) and the panel all come through this one service.
  */
 import type { Platform } from '../../platform';
-import type { Queryable } from '../../db/engine';
+import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
 import { clearFailures, hit, lockedFor, recordFailure } from '../auth/rate-limit';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
 import { ADMINS_LOCK, adminByEmail, adminById, adminView, countAdmins, deleteAdmin, insertAdmin, listAdmins, setAdminPassword, touchLogin, type AdminView } from './admins';
-import { createSession, endAdminSessions, endSession, findSession, pruneSessions, type LiveSession, type SessionLifetimes } from './sessions';
+import { createSession, csrfTokenOf, endAdminSessions, endSession, findSession, pruneSessions, type LiveSession, type SessionLifetimes } from './sessions';
 import { issueSetupToken, spendSetupToken } from './setup-link';
 import { listAudit, pruneAudit, writeAudit, type Actor, type AuditFilter } from './audit';
-import { csrfTokenOf } from './sessions';
 
 declare module '../../platform' {
   interface Services {
@@ -37,6 +36,12 @@ export interface SignedIn {
 }
 
 const MINUTE = 60;
+
+/** The table's own check disagreeing with the e-mail normalization is still the client's input: 400, never a 500. */
+function refusedEmail(e: unknown): never {
+  if (e instanceof PgError && e.code === '23514') throw AdminErrors.field('email', 'must be an e-mail address like name@example.com');
+  throw e;
+}
 
 export class AdminService {
   constructor(private p: Platform) {}
@@ -91,7 +96,7 @@ export class AdminService {
     // Hash outside the transaction: on the embedded engine a transaction holds the database.
     const hash = await hashPassword(this.checkPassword('password', password));
     return this.audited(actor, 'admins.create', async (tx, note) => {
-      const row = await insertAdmin(tx, email, hash);
+      const row = await insertAdmin(tx, email, hash).catch(refusedEmail);
       if (!row) throw AdminErrors.conflict(`An administrator with the e-mail ${email} already exists.`);
       note(row.id, { email });
       return adminView(row);
@@ -147,7 +152,7 @@ export class AdminService {
     return this.p.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [ADMINS_LOCK]);
       if ((await countAdmins(tx)) > 0 || !(await spendSetupToken(tx, token))) throw AdminErrors.setupLinkInvalid();
-      const row = (await insertAdmin(tx, email, hash))!;
+      const row = (await insertAdmin(tx, email, hash).catch(refusedEmail))!;
       const session = await createSession(tx, row.id, meta);
       await writeAudit(tx, { ...actor, adminId: row.id }, 'auth.setup', row.id, { email });
       const admin = adminView(await touchLogin(tx, row.id));

@@ -11,6 +11,7 @@ import type { TestServer } from '../helpers/server';
 import { migratePlatform } from '../../src/db/migrate';
 import { PgError } from '../../src/db/engine';
 import { PASSWORD, call, email, failure, register, startAuthServer } from '../auth/support';
+import { rawRequest, requestText } from './raw-http';
 
 const emailField = failure('validation_error', { details: { fields: { email: expect.any(String) } } });
 const passwordField = failure('validation_error', { details: { fields: { password: expect.any(String) } } });
@@ -144,6 +145,20 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     expect(r.status).toBeGreaterThanOrEqual(400);
     expect(r.status).toBeLessThan(500);
     expect(r.body.success).toBe(false);
+  });
+
+  test('a User-Agent of raw high bytes (stored with the session) is no 500', async () => {
+    const address = email('ua');
+    await register(s, address);
+    const body = JSON.stringify({ email: address, password: PASSWORD });
+    const text = requestText('POST', '/api/v1/auth/login', [
+      ['Host', 'x'],
+      ['Content-Type', 'application/json'],
+      ['Content-Length', String(Buffer.byteLength(body))],
+      ['User-Agent', '\xff\xfe\x80 agent \xc3\x28'],
+    ], body);
+    const r = await rawRequest(s.publicUrl, Buffer.from(text, 'latin1'));
+    expect(r.responses[0]?.status).toBe(200);
   });
 
   test('password/change with NUL and astral characters', async () => {

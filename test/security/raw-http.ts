@@ -41,7 +41,7 @@ export function rawRequest(url: string, payload: string | Uint8Array, quietMs = 
       socket.write(payload);
       quiet();
     });
-    socket.on('data', (b) => {
+    socket.on('data', (b: Buffer) => {
       chunks.push(b);
       quiet();
     });

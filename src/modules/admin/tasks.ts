@@ -47,7 +47,8 @@ export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise
   const token = await p.services.admin.issueSetupToken();
   if (!token) return { instanceId };
   const link = setupLink(mainBaseUrl, token);
-  // The token is a secret, but only until used (30 minutes at most); the operator needs it where they look.
-  p.log.warn('no administrator yet: open the setup link within 30 minutes to create one', { setup_link: link });
+  // The link itself goes to the operator's terminal only (serve prints it on stderr): log
+  // lines are often shipped elsewhere, and the token makes whoever holds it the first admin.
+  p.log.warn('no administrator yet: open the one-time setup link printed on stderr within 30 minutes, or run basalt admin create', { setup_path: '/_/#/setup' });
   return { instanceId, setupLink: link };
 }

@@ -56,8 +56,9 @@ export function startBackupSchedule(p: Platform): () => Promise<void> {
     })
     .catch(() => {});
 
+  let stopped = false;
   const tick = async () => {
-    if (running) return;
+    if (running || stopped) return;
     const text = p.settings.get<string>('backup.schedule');
     let s: Schedule;
     try {
@@ -87,6 +88,7 @@ export function startBackupSchedule(p: Platform): () => Promise<void> {
   const timer = setInterval(() => void ready.then(tick), 1000);
   timer.unref();
   return async () => {
+    stopped = true;
     clearInterval(timer);
     await running;
   };

@@ -74,8 +74,8 @@ export const SETTINGS: SettingDef[] = [
   { key: 'auth.lockout_threshold', kind: 'int', default: 5, min: 1, max: 1000, description: 'Failed logins within the lockout window that lock an account.' },
   { key: 'auth.lockout_window_seconds', kind: 'int', default: 900, min: 1, max: 86_400, description: 'Window counting failed logins, and lock duration.' },
   { key: 'auth.rate_limit_email_per_ip', kind: 'int', default: 5, min: 1, max: 100_000, description: 'Password-reset and verification e-mail requests per minute per client IP.' },
-  { key: 'auth.password_reset_url', kind: 'string', default: '', description: 'Front-end page that completes a password reset; the token is appended as ?token=. Empty: <web.public_base_url or request origin>/reset-password.' },
-  { key: 'auth.verify_email_url', kind: 'string', default: '', description: 'Front-end page that confirms an e-mail address; the token is appended as ?token=. Empty: <web.public_base_url or request origin>/verify-email.' },
+  { key: 'auth.password_reset_url', kind: 'string', default: '', description: 'Front-end page that completes a password reset; the token is appended as ?token=. Empty: <web.public_base_url>/reset-password (or the request origin when it is loopback or in web.cors_origins; otherwise no mail).' },
+  { key: 'auth.verify_email_url', kind: 'string', default: '', description: 'Front-end page that confirms an e-mail address; the token is appended as ?token=. Empty: <web.public_base_url>/verify-email (or the request origin when it is loopback or in web.cors_origins; otherwise no mail).' },
   // mail
   { key: 'mail.smtp_url', kind: 'string', default: '', secret: true, description: 'SMTP server, e.g. smtp://user:pass@host:587; empty → mail not configured.' },
   { key: 'mail.from', kind: 'string', default: '', description: 'Sender address of outgoing mail.' },

@@ -75,6 +75,21 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
     expect(after.n).toBe(before.n);
   });
 
+  test('resend verification with mail but no web.public_base_url → 409 naming the setting (a link to the panel would be wrong)', async () => {
+    const u = await user();
+    await s.platform.settings.set('mail.smtp_url', 'smtp://127.0.0.1:9');
+    await s.platform.settings.set('mail.from', 'site@example.com');
+    try {
+      const r = await adminReq(s, a, 'POST', `/api/admin/users/${u.id}/resend-verification`);
+      expect(r.status).toBe(409);
+      expect(r.body.error.code).toBe('invalid_state');
+      expect(r.body.error.message).toContain('web.public_base_url');
+    } finally {
+      await s.platform.settings.unset('mail.smtp_url');
+      await s.platform.settings.unset('mail.from');
+    }
+  });
+
   test('search is by a part of the e-mail, case-insensitive, with LIKE characters taken literally', async () => {
     const u = await user();
     const part = u.email.split('@')[0]!.toUpperCase();

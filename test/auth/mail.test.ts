@@ -144,3 +144,51 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     expect(Buffer.from(rows[0]!.secret_hash).toString('base64url')).not.toBe(token.split('.')[1]);
   });
 });
+
+describe.each(ENGINES)('mail links without a configured base URL on %s', (engine) => {
+  let s: TestServer;
+  let sink: SmtpSink;
+  beforeAll(async () => {
+    sink = await startSmtpSink();
+    s = await startAuthServer(engine, { env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', BASALT_WEB_CORS_ORIGINS: 'http://shop.example' } });
+  });
+  afterAll(async () => {
+    await s.stop();
+    await sink.close();
+  });
+  const forgot = (address: string, host?: string) =>
+    s.req('POST', '/api/v1/auth/password/forgot', { body: { email: address }, headers: host ? { host } : {} });
+  const jobs = async () => (await s.platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM basalt.mail_jobs WHERE template = 'password_reset'")).rows[0]!.n;
+
+  test('a loopback origin (development) gets its link', async () => {
+    const address = email('loop');
+    await register(s, address);
+    expect((await forgot(address)).status).toBe(200);
+    const { link } = await mailTo(sink, address, 'reset-password');
+    expect(link).toStartWith(`${s.url}/reset-password?token=`);
+  });
+
+  test('a front-end origin listed in web.cors_origins gets its link', async () => {
+    const address = email('cors');
+    await register(s, address);
+    expect((await forgot(address, 'shop.example')).status).toBe(200);
+    const { link } = await mailTo(sink, address, 'reset-password');
+    expect(link).toStartWith('http://shop.example/reset-password?token=');
+  });
+
+  test('any other Host header gets no mail (no reset link pointing at it), still 200', async () => {
+    const address = email('poison');
+    await register(s, address);
+    const before = await jobs();
+    const r = await forgot(address, 'evil.example');
+    expect(r.status).toBe(200);
+    await Bun.sleep(500); // the mail work runs after the answer
+    expect(await jobs()).toBe(before);
+    const tokens = await s.platform.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM basalt.auth_action_tokens t JOIN basalt.users u ON u.id = t.user_id WHERE u.email = $1 AND t.purpose = 'password_reset'",
+      [address],
+    );
+    expect(tokens.rows[0]!.n).toBe(0);
+    expect(sink.messages.some((m) => m.to.includes(address) && m.text.includes('/reset-password?token='))).toBe(false);
+  });
+});

@@ -15,23 +15,58 @@ export function mailConfigured(p: Platform): boolean {
   return p.services.mail.isConfigured();
 }
 
-/** The link a mail carries: the configured page, or one under the public base URL, with ?token=. */
-export function actionLink(p: Platform, purpose: Purpose, token: string, origin: string): string {
+/**
+ * Where a mail's link points: the configured page, or `/reset-password` / `/verify-email`
+ * under `web.public_base_url`. With neither set, under the request's origin, but only when
+ * that origin can be trusted: a loopback host (development) or a front-end origin listed in
+ * `web.cors_origins`. Any other Host header may be an attacker's (password-reset
+ * poisoning: the victim's token would travel to their site), so null: no mail is sent
+ * (docs/auth.md, "Links in mails").
+ */
+export function linkBase(p: Platform, purpose: Purpose, origin: string): string | null {
   const page = PAGE[purpose];
   const configured = p.settings.get<string>(page.setting);
-  const base = configured || (p.settings.get<string>('web.public_base_url') || origin).replace(/\/$/, '') + page.path;
+  if (configured) return configured;
+  const base = p.settings.get<string>('web.public_base_url');
+  if (base) return base.replace(/\/$/, '') + page.path;
+  return trustedOrigin(p, origin) ? origin.replace(/\/$/, '') + page.path : null;
+}
+
+function trustedOrigin(p: Platform, origin: string): boolean {
+  if (p.settings.get<string[]>('web.cors_origins').includes(origin)) return true;
+  let host: string;
+  try {
+    host = new URL(origin).hostname;
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** The link a mail carries, with ?token= (or &token=). */
+export function actionLink(base: string, token: string): string {
   return `${base}${base.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}`;
 }
 
-export async function sendActionMail(p: Platform, purpose: Purpose, email: string, token: string, origin: string): Promise<void> {
+/**
+ * Queue the mail of `purpose` to `email`. The token is issued only when a mail will carry
+ * it: not without mail, and not when no trustworthy link can be built (logged with what to set).
+ */
+export async function sendActionMail(p: Platform, purpose: Purpose, email: string, issueToken: () => Promise<string>, origin: string): Promise<void> {
   if (!mailConfigured(p)) return;
+  const base = linkBase(p, purpose, origin);
+  if (!base) {
+    p.log.warn(`${purpose} mail not sent: no trusted base for its link; set web.public_base_url (or ${PAGE[purpose].setting})`, { request_origin: origin.slice(0, 200) });
+    return;
+  }
+  const token = await issueToken();
   await p.services.mail.enqueue({
     to: [email],
     template: purpose,
     variables: {
       app_name: p.settings.get<string>('app.name'),
       email,
-      link: actionLink(p, purpose, token, origin),
+      link: actionLink(base, token),
       token,
       expires_in_minutes: ACTION_TOKEN_SECONDS[purpose] / 60,
     },

@@ -127,7 +127,7 @@ export class AuthService {
       throw e;
     }
     if (mailConfigured(this.p)) {
-      this.background(async () => sendActionMail(this.p, 'verify_email', email, await issueActionToken(this.p.db, row.id, email, 'verify_email'), meta.origin));
+      this.background(async () => sendActionMail(this.p, 'verify_email', email, () => issueActionToken(this.p.db, row.id, email, 'verify_email'), meta.origin));
     }
     const verification_required = this.setting<boolean>('email_verification_required');
     const user = publicUser(row);
@@ -244,7 +244,7 @@ export class AuthService {
     const row = await userByEmail(this.p.db, email);
     if (!row || row.disabled_at || (purpose === 'verify_email' && row.email_verified_at)) return;
     if (!(await hit(this.p.db, `email_addr:${email}`, MAILS_PER_ADDRESS_PER_HOUR, 3600)).allowed) return;
-    await sendActionMail(this.p, purpose, email, await issueActionToken(this.p.db, row.id, email, purpose), origin);
+    await sendActionMail(this.p, purpose, email, () => issueActionToken(this.p.db, row.id, email, purpose), origin);
   }
 
   /**

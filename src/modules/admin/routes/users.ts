@@ -6,6 +6,8 @@ import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import type { Queryable } from '../../../db/engine';
 import { AdminErrors } from '../errors';
+import { AuthErrors } from '../../auth/errors';
+import { linkBase, mailConfigured } from '../../auth/mailer';
 import { adminOf, clientMeta } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
@@ -46,8 +48,13 @@ export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
       const { actor } = adminOf(request);
       const u = await find(params.id);
       if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
-      // Public Auth's own path: its mail, its limits (a mail goes out when mail is configured; 503 otherwise).
-      await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: new URL(request.url).origin });
+      if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
+      // The link must lead to the site's page, never to this panel's address (docs/auth.md, "Links in mails").
+      if (!linkBase(p, 'verify_email', '')) {
+        throw AdminErrors.invalidState('Set web.public_base_url (or auth.verify_email_url) first, so the link in the mail points at your site.');
+      }
+      // Public Auth's own path: its mail, its limits.
+      await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: '' });
       await writeAudit(p.db, actor, 'users.resend-verification', u.id, { email: u.email });
       return ok({ user: u });
     });

@@ -123,6 +123,33 @@ describe.skipIf(!ADMIN_URL)('export-to an external database', () => {
     expect(r.stderr).toMatch(/^basalt export-to: the target database is not empty \(it has .*\); export-to needs an empty database/);
   });
 
+  test('migrations that differ from what the embedded database applied are refused before the target is touched', async () => {
+    const other = await freshDb('external');
+    const extra = mkdtempSync(join(tmpdir(), 'basalt-export-migrations-'));
+    try {
+      writeFileSync(join(extra, '001_orders.sql'), MIGRATION);
+      writeFileSync(join(extra, '002_more.sql'), 'CREATE TABLE more (id int);');
+      const pending = await runCli(['export-to', other.url], { BASALT_DATA_DIR: embedded.dataDir, BASALT_MIGRATIONS_DIR: extra });
+      expect(pending.code).toBe(1);
+      expect(pending.stderr.trim()).toBe("basalt export-to: migrations.dir has 002_more.sql, not yet applied to the embedded database: run 'basalt migrate' first (or move the file away)");
+      rmSync(join(extra, '001_orders.sql'));
+      rmSync(join(extra, '002_more.sql'));
+      const gone = await runCli(['export-to', other.url], { BASALT_DATA_DIR: embedded.dataDir, BASALT_MIGRATIONS_DIR: extra });
+      expect(gone.code).toBe(1);
+      expect(gone.stderr).toContain('migration 001_orders.sql was applied to the embedded database but is not in migrations.dir');
+      const { default: postgres } = await import('postgres');
+      const sql = postgres(other.url, { max: 1, onnotice: () => {} });
+      try {
+        expect((await sql`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'basalt'`)[0]!.n).toBe(0);
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      rmSync(extra, { recursive: true, force: true });
+      await other.drop();
+    }
+  });
+
   test('a data dir held by a running instance is refused', async () => {
     const s = await startServer('embedded', { db: embedded, env });
     try {

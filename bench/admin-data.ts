@@ -5,14 +5,14 @@
  * on the same connection (the baseline). The browser's page also reads the table's
  * size estimate (cached for 5 s) and, since the table is over 100,000 rows, asks the
  * planner for the filtered estimate (EXPLAIN) instead of counting: that is most of the
- * difference. p50 and p99 over BENCH_RUNS runs (default 400) after a warm-up; each run
+ * difference. p50 and p99 over BENCH_RUNS runs (default 1000) after a warm-up; each run
  * picks another lower bound, so no two consecutive pages are the same.
  *
  * External PostgreSQL (a fresh database on BASALT_BENCH_DATABASE_URL, default
  * postgres://postgres@127.0.0.1:5432/postgres, dropped afterwards) and the embedded engine.
  *
  *   bun bench/admin-data.ts
- *   BENCH_ENGINES=external BENCH_RUNS=1000 bun bench/admin-data.ts
+ *   BENCH_ENGINES=external BENCH_RUNS=200 BENCH_ROWS=200000 bun bench/admin-data.ts   # quicker
  */
 import { freshDb, type FreshDb } from '../test/helpers/engines';
 import { openPlatform, type Platform } from '../src/platform';
@@ -20,7 +20,7 @@ import { createDataBrowser, pageStatement, type Filter, type Sort } from '../src
 import { externalDb, fmt, median, p99 } from './support';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 400);
+const RUNS = Number(process.env.BENCH_RUNS ?? 1000);
 const WARMUP = 50;
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 const SCORES = 1_000_000;

@@ -30,8 +30,12 @@ export interface Platform {
   /** Absolute data dir (embedded database, local files). */
   readonly dataDir: string;
   readonly services: Services;
-  /** Run on graceful shutdown, before the database closes, in reverse order of registration. */
-  onShutdown(fn: () => Promise<void> | void): void;
+  /**
+   * Run on graceful shutdown, before the database closes, in reverse order of registration.
+   * `first` steps run before all others: ending work that holds the database (open API
+   * transactions hold the whole embedded engine, so any other step touching it would wait).
+   */
+  onShutdown(fn: () => Promise<void> | void, opts?: { first?: boolean }): void;
   shutdown(): Promise<void>;
 }
 
@@ -49,6 +53,7 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
   const db = await openDb({ url: bootValue<string>(layers, 'database.url'), dataDir, poolMax: bootValue<number>(layers, 'database.pool_max') });
   const hooks: (() => Promise<void> | void)[] = [];
+  const firstHooks: (() => Promise<void> | void)[] = [];
   try {
     await migratePlatform(db);
     settings = new Settings(layers, db);
@@ -70,10 +75,10 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     log,
     dataDir,
     services: {} as Services,
-    onShutdown: (fn) => void hooks.push(fn),
+    onShutdown: (fn, opts) => void (opts?.first ? firstHooks : hooks).push(fn),
     shutdown: () =>
       (closing ??= (async () => {
-        for (const fn of hooks.reverse()) {
+        for (const fn of [...firstHooks.reverse(), ...hooks.reverse()]) {
           try {
             await fn();
           } catch (e) {

@@ -397,3 +397,24 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     expect(await bodies()).toEqual(['uno', 'two']);
   });
 });
+
+describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
+  test('rolls it back first and stops well within web.shutdown_timeout_ms (other steps need the database)', async () => {
+    const own = await startServer(engine);
+    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
+    const k = (await own.platform.services.keys.create({ type: 'service', service: 'sd', permissions: ['db:query'], tables: ['pending'] })).key;
+    const id = (await own.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': k }, body: {} })).body.data.transaction_id;
+    const ins = await own.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': k }, body: { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id } });
+    expect(ins.status).toBe(200);
+    const t0 = performance.now();
+    await own.running.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s
+    expect(performance.now() - t0).toBeLessThan(5000);
+    const again = await startServer(engine, { db: own.db });
+    try {
+      expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
+    } finally {
+      await again.stop();
+      await own.db.drop();
+    }
+  }, 40_000);
+});

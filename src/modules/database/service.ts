@@ -176,9 +176,9 @@ export function createDatabaseService(p: Platform): DatabaseService {
   const svc = new DatabaseService(p, pool.get);
   // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions).
   p.services.keys?.onRevoke((keyId) => svc.transactions.rollbackKey(keyId));
-  p.onShutdown(async () => {
-    await svc.transactions.rollbackAll();
-    await pool.close();
-  });
+  // Open API transactions end first: on the embedded engine they hold the database that the
+  // other shutdown steps (mail jobs given back, instance records) need.
+  p.onShutdown(() => svc.transactions.rollbackAll(), { first: true });
+  p.onShutdown(() => pool.close());
   return svc;
 }

@@ -349,6 +349,14 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     await slow.cancel();
   });
 
+  test('writes outside a transaction (the database itself) work too; an import then opens its own', async () => {
+    const row = await b.insert(p.db, 'nokey', { a: -2, b: 'direct' });
+    expect(row).toEqual({ a: -2, b: 'direct' });
+    expect((await appError(b.importCsv(p.db, 'nokey', 'a,b\n-3,x\nbad,y\n'))).message).toStartWith('Line 3');
+    expect((await b.select('nokey', { filters: [{ field: 'a', op: 'eq', value: -3 }] })).count).toBe(0);
+    expect(await b.importCsv(p.db, 'nokey', 'a,b\n-3,x\n')).toEqual({ inserted: 1 });
+  });
+
   test('CSV import: RFC 4180 quoting, CRLF, empty cell → NULL or default, all rows in the transaction', async () => {
     const csv =
       'name,qty,price,category,active,meta,tags,blob\r\n' +

@@ -184,7 +184,7 @@ export function createDataBrowser(p: Platform): DataBrowser {
     async write(tx, { st, snap, table }) {
       // On the embedded engine a savepoint keeps the transaction usable after a failed
       // statement, so a bad value can be traced to its column through the same session.
-      const sp = embedded;
+      const sp = embedded && tx !== p.db; // a savepoint needs a transaction block
       if (sp) await tx.query('SAVEPOINT basalt_admin_write');
       try {
         const res = await tx.query<Row>(st.sql, st.params);

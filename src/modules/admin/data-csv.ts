@@ -305,6 +305,8 @@ function cellValue(col: Column, cell: Cell): unknown {
 
 export async function importCsv(core: BrowserCore, tx: Queryable, name: string, csv: string): Promise<{ inserted: number }> {
   if (typeof csv !== 'string') throw invalid('csv', 'must be CSV text');
+  // All or nothing needs a transaction: given the database itself, open one.
+  if (tx === core.p.db) return core.p.db.transaction((t) => importCsv(core, t, name, csv));
   const via = core.via(tx);
   let { table, snap } = await core.resolve(name, via);
 

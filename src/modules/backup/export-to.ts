@@ -168,9 +168,14 @@ export async function exportTo(o: ExportOptions): Promise<ExportResult> {
       await src.exec(`DECLARE basalt_export NO SCROLL CURSOR FOR SELECT ${cols.map((c, i) => `${quoteIdent(c.name)}::text AS c${i}`).join(', ')} FROM ${name}`);
       const head = `INSERT INTO ${name} (${cols.map((c) => quoteIdent(c.name)).join(', ')}) OVERRIDING SYSTEM VALUE VALUES `;
       let copied = 0;
+      // The next batch is read from the embedded engine while the target inserts this one.
+      const fetchNext = () => src.query<Record<string, string | null>>(`FETCH ${per} FROM basalt_export`);
+      let next = fetchNext();
       for (;;) {
-        const { rows } = await src.query<Record<string, string | null>>(`FETCH ${per} FROM basalt_export`);
+        const { rows } = await next;
         if (!rows.length) break;
+        next = fetchNext();
+        next.catch(() => {}); // awaited next round; an insert failing first must not leave it unhandled
         const params: (string | null)[] = [];
         const tuples = rows.map((r) => '(' + cols.map((c, i) => (params.push(r[`c${i}`] ?? null), `$${params.length}::text::${c.type}`)).join(', ') + ')');
         await tx.query(head + tuples.join(', '), params);

@@ -16,7 +16,8 @@
  */
 import { freshDb, type FreshDb } from '../test/helpers/engines';
 import { openPlatform, type Platform } from '../src/platform';
-import { createDataBrowser, pageStatement, type Filter, type Sort } from '../src/modules/admin/data-browser';
+import { createDataBrowser, type Filter, type Sort } from '../src/modules/admin/data-browser';
+import { pageStatement } from '../src/modules/admin/data-sql';
 import { externalDb, fmt, median, p99 } from './support';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);

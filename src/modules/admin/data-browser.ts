@@ -15,13 +15,14 @@
 import type { Queryable } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
 import type { Platform } from '../../platform';
-import { Catalog, type CatalogSnapshot, type Column, type Table } from '../database/catalog';
-import { DbErrors } from '../database/errors';
+import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
-import { buildStatement, orderBy, Params, UnknownName, where, type Statement } from '../database/query-builder';
-import { decodeValue, encodeValue, ValueError } from '../database/value-codec';
-import { exportCsv, importCsv } from './data-csv';
+import { buildStatement, UnknownName, type Statement } from '../database/query-builder';
+import { encodeValue, ValueError } from '../database/value-codec';
+import { exportCsv } from './data-export';
+import { importCsv } from './data-import';
+import { decodeRows, ESTIMATE_SQL, explainRows, invalid, isObject, pageStatement, withKeyOrder } from './data-sql';
 
 export type Row = Record<string, unknown>;
 /** The Database API's filter: `op` one of eq neq gt gte lt lte in not_in like ilike is_null. */
@@ -89,43 +90,7 @@ export const MAX_DELETE_KEYS = 1000;
 /** How long a table's size estimate is reused (one pg_class read per table per interval). */
 const ESTIMATE_TTL_MS = 5_000;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** 400 `validation_error` naming the field (`details.fields[field]`). */
-export const invalid = (field: string, problem: string): AppError => Errors.validation(`${field}: ${problem}`, { [field]: problem });
-
-// Size of each table of the schema (or of one): the planner's own rule, reltuples/relpages
-// scaled to the current number of pages; NULL when there are no statistics yet (never
-// vacuumed or analyzed, e.g. always on the embedded engine, which has no autovacuum).
-const ESTIMATE_SQL = `
-SELECT c.relname AS name,
-       CASE WHEN c.relkind IN ('r', 'm') AND pg_catalog.pg_relation_size(c.oid) = 0 THEN 0
-            WHEN c.reltuples >= 0 AND c.relpages > 0 AND c.relkind IN ('r', 'm')
-            THEN round(c.reltuples / c.relpages * (pg_catalog.pg_relation_size(c.oid) / current_setting('block_size')::float8))
-       END::float8 AS estimate
-  FROM pg_catalog.pg_class c
-  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`;
-
-/** Rows of the top plan node of `EXPLAIN (FORMAT JSON) <sql>`. */
-async function explainRows(db: Queryable, sql: string, params: unknown[] = []): Promise<number> {
-  const res = await db.query<Record<string, unknown>>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
-  let plan = Object.values(res.rows[0] ?? {})[0];
-  if (typeof plan === 'string') plan = JSON.parse(plan);
-  const rows = (plan as { Plan?: { 'Plan Rows'?: number } }[] | undefined)?.[0]?.Plan?.['Plan Rows'];
-  return typeof rows === 'number' ? Math.round(rows) : 0;
-}
-
-/** Kinds whose driver value already is the API representation (as in the Database API service). */
-const PASS_THROUGH = new Set(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
-
-export function decodeRows(columns: Column[], rows: Row[]): Row[] {
-  const special = columns.filter((c) => c.isArray || !PASS_THROUGH.has(c.kind));
-  if (special.length) for (const r of rows) for (const c of special) r[c.name] = decodeValue(c, r[c.name]);
-  return rows;
-}
-
-/** Internals shared with the CSV half (data-csv.ts). */
+/** Internals shared with the CSV export and import (data-export.ts, data-import.ts). */
 export interface BrowserCore {
   p: Platform;
   catalog: Catalog;
@@ -345,47 +310,4 @@ export function createDataBrowser(p: Platform): DataBrowser {
     exportCsv: (name, q) => exportCsv(core, name, q ?? {}),
     importCsv: (tx, name, csv) => importCsv(core, tx, name, csv),
   };
-}
-
-/**
- * The sort asked for, then the primary key columns it does not name, so pages are
- * stable (rows with equal sort values keep one order from page to page).
- */
-export function withKeyOrder(table: Table, sort: unknown): unknown {
-  if (sort !== undefined && !Array.isArray(sort)) return sort; // the builder names the problem
-  const items = (sort ?? []) as unknown[];
-  const named = new Set(items.map((s) => (isObject(s) ? s.field : undefined)));
-  const extra = table.primaryKey.filter((c) => !named.has(c)).map((field) => ({ field, direction: 'asc' }));
-  return items.length || extra.length ? [...items, ...extra] : undefined;
-}
-
-export type KeyPart = { col: Column; desc: boolean };
-
-/** The sort items (already checked by the builder) as columns and directions. */
-export function keyParts(table: Table, sort: unknown): KeyPart[] {
-  return ((sort ?? []) as Sort[]).map((s) => ({ col: table.columns.get(s.field)!, desc: String(s.direction ?? 'asc').toLowerCase() === 'desc' }));
-}
-
-/**
- * ORDER BY on the table's own columns. Qualified, so that a column read through an
- * expression (timestamps are selected as ISO text) is ordered by its value, not by the
- * text of the select list's alias — the keyset condition compares values too.
- */
-export function orderByColumns(table: Table, parts: KeyPart[]): string {
-  return parts.length ? ' ORDER BY ' + parts.map((k) => `${table.quoted}.${k.col.quoted} ${k.desc ? 'DESC' : 'ASC'}`).join(', ') : '';
-}
-
-/**
- * The page statement of `select`: the builder's WHERE (operators, casts, bind
- * parameters) with ORDER BY on the table's own columns (see orderByColumns) and the
- * primary key as tie-breaker; plus the count and the estimate over the same filters.
- */
-export function pageStatement(table: Table, q: { filters?: unknown; sort?: unknown; limit: number; offset: number }): { st: Statement; countSql: string; countParams: unknown[]; estimateSql: string } {
-  const params = new Params();
-  const w = where(table, q.filters, params);
-  const countParams = params.list.slice();
-  const sort = withKeyOrder(table, q.sort);
-  orderBy(table, sort); // the builder stays the judge of a sort item
-  const sql = `SELECT ${table.selectAll} FROM ${table.quoted}${w}${orderByColumns(table, keyParts(table, sort))} LIMIT $${params.add(q.limit)} OFFSET $${params.add(q.offset)}`;
-  return { st: params.statement(sql, table.columnList), countSql: `SELECT count(*)::int8 AS total FROM ${table.quoted}${w}`, countParams, estimateSql: `SELECT 1 FROM ${table.quoted}${w}` };
 }

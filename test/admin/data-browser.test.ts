@@ -1,5 +1,5 @@
 /**
- * The admin data browser service (src/modules/admin/data-browser.ts, data-csv.ts),
+ * The admin data browser service (src/modules/admin/data-browser.ts, data-sql.ts, data-export.ts, data-import.ts),
  * called directly on a real platform, on every engine.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

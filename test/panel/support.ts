@@ -23,7 +23,7 @@ export interface RunningBinary {
 }
 
 /** `basalt serve` from a fresh install holding `files` (e.g. migrations), output streamed. */
-export async function startBinary(env: Record<string, string>, files: Record<string, string> = {}): Promise<RunningBinary> {
+export async function startBinary(env: Record<string, string>, files: Record<string, string> = {}, startTimeoutMs = 45_000): Promise<RunningBinary> {
   const { dir, exe } = await installBinary();
   for (const [name, text] of Object.entries(files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });
@@ -49,7 +49,7 @@ export async function startBinary(env: Record<string, string>, files: Record<str
     }
     throw new Error(`no output matching ${re} within ${timeoutMs} ms:\n${out}`);
   };
-  await waitFor(/"msg":"listening"/);
+  await waitFor(/"msg":"listening"/, startTimeoutMs);
   return {
     proc,
     url,

@@ -43,7 +43,8 @@ const EXPECTED = (method: string, path: string, status: number) =>
   (method === 'GET' && path === '/api/admin/auth/me' && status === 401) ||
   (method === 'POST' && path === '/api/admin/auth/login' && status === 401) ||
   (method === 'POST' && path === '/api/admin/templates/preview' && status === 400) ||
-  (method === 'PUT' && path === '/api/admin/settings/db.max_limit' && status === 400);
+  (method === 'PUT' && path === '/api/admin/settings/db.max_limit' && status === 400) ||
+  (method === 'PUT' && path === '/api/admin/settings/app.name' && status === 401);
 
 const SCREENS: [string, string][] = [
   ['dashboard', '#/'],
@@ -177,6 +178,18 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await toast('app.name saved');
   const rc = await (await fetch(url + '/api/v1/public/runtime-config')).json();
   expect(rc.data.app_name).toBe('Tour Shop');
+  //    A session lost mid-edit: sign in again over the screen, what was typed is still there.
+  await page.getByLabel('Value of app.name').fill('Tour Shop, again');
+  await ctx.clearCookies();
+  await page.getByRole('button', { name: 'Save app.name' }).click();
+  const again = page.getByRole('dialog', { name: 'Sign in again' });
+  await again.getByLabel('Password').fill(PASSWORD);
+  await again.getByRole('button', { name: 'Sign in' }).click();
+  await again.waitFor({ state: 'detached' });
+  expect(await page.getByLabel('Value of app.name').inputValue()).toBe('Tour Shop, again');
+  await page.getByRole('button', { name: 'Save app.name' }).click();
+  await page.getByRole('button', { name: 'Save app.name' }).waitFor({ state: 'detached' }); // saved: nothing left to save
+  expect((await (await fetch(url + '/api/v1/public/runtime-config')).json()).data.app_name).toBe('Tour Shop, again');
   //    The SMTP test send reports the server's answer.
   await page.getByLabel('Test recipient').fill('smtp-check@example.com');
   await page.getByRole('button', { name: 'Send test' }).click();

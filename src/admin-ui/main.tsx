@@ -20,6 +20,7 @@ import { Users } from './screens/users';
 import { Data } from './screens/data';
 import { Extensions } from './screens/extensions';
 import { Audit } from './screens/audit';
+import { Backups } from './screens/backups';
 import { Empty } from './components/ui';
 
 const SCREENS: Record<string, () => preact.JSX.Element> = {
@@ -32,6 +33,7 @@ const SCREENS: Record<string, () => preact.JSX.Element> = {
   data: Data,
   extensions: Extensions,
   audit: Audit,
+  backups: Backups,
 };
 
 const TITLES: Record<string, string> = {
@@ -44,6 +46,7 @@ const TITLES: Record<string, string> = {
   data: 'Data',
   extensions: 'Extensions',
   audit: 'Audit log',
+  backups: 'Backups',
 };
 
 let booted = false;

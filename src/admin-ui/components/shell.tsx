@@ -24,21 +24,36 @@ const NAV: { path: string; label: string; icon: IconName }[] = [
   { path: '/data', label: 'Data', icon: 'data' },
   { path: '/extensions', label: 'Extensions', icon: 'puzzle' },
   { path: '/audit', label: 'Audit log', icon: 'audit' },
+  { path: '/backups', label: 'Backups', icon: 'archive' },
 ];
 
 /** Where `/api/docs` lives: the public listener's base when the split is on. */
 export const docsUrl = signal('/api/docs');
 
-async function loadDocsUrl() {
-  try {
-    const { settings } = await get<{ settings: { key: string; value: unknown }[] }>('/settings');
-    const v = (k: string) => settings.find((s) => s.key === k)?.value;
-    if (!v('web.public_api_separate')) return;
-    const base = String(v('web.public_base_url') || '') || `${location.protocol}//${location.hostname}:${v('web.public_port')}`;
-    docsUrl.value = base.replace(/\/$/, '') + '/api/docs';
-  } catch {
-    /* same origin then */
-  }
+export interface PlatformFacts {
+  /** database.url is set (external PostgreSQL): no backups from the panel. */
+  external: boolean;
+}
+let facts: Promise<PlatformFacts> | undefined;
+
+/** Facts the panel reads from the settings once per sign-in. */
+export function platformFacts(): Promise<PlatformFacts> {
+  return (facts ??= (async () => {
+    try {
+      const { settings } = await get<{ settings: { key: string; value: unknown; source: string }[] }>('/settings');
+      const find = (k: string) => settings.find((s) => s.key === k);
+      const v = (k: string) => find(k)?.value;
+      if (v('web.public_api_separate')) {
+        const base = String(v('web.public_base_url') || '') || `${location.protocol}//${location.hostname}:${v('web.public_port')}`;
+        docsUrl.value = base.replace(/\/$/, '') + '/api/docs';
+      }
+      // A secret's value is never shown, but where it comes from is.
+      return { external: (find('database.url')?.source ?? 'default') !== 'default' };
+    } catch {
+      facts = undefined;
+      return { external: false };
+    }
+  })());
 }
 
 function active(path: string): boolean {
@@ -48,10 +63,11 @@ function active(path: string): boolean {
 
 export function Shell({ children }: { children: ComponentChildren }) {
   const [open, setOpen] = useState(false);
-  useEffect(() => void loadDocsUrl(), []);
+  useEffect(() => void platformFacts(), []);
   useEffect(() => setOpen(false), [route.value.path]);
   const signOut = async () => {
     await post('/auth/logout').catch(() => {});
+    facts = undefined;
     setSession(null);
   };
   return (

@@ -78,7 +78,7 @@ export function Audit() {
       <section class="panel">
         <form class="toolbar" onSubmit={apply}>
           <Field label="Administrator">{(id) => <input id={id} value={form.admin} onInput={set('admin')} placeholder="e-mail" />}</Field>
-          <Field label="Action">{(id) => <input id={id} value={form.action} onInput={set('action')} placeholder="keys.create" />}</Field>
+          <Field label="Action">{(id) => <input id={id} value={form.action} onInput={set('action')} placeholder="keys.create, or keys. for all" />}</Field>
           <Field label="Target">{(id) => <input id={id} value={form.target} onInput={set('target')} />}</Field>
           <Field label="From">{(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}</Field>
           <Field label="To">{(id) => <input id={id} type="datetime-local" value={form.until} onInput={set('until')} />}</Field>

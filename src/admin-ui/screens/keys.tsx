@@ -11,6 +11,8 @@ import { ago, dateTime } from '../format';
 
 export interface Key {
   id: string;
+  name?: string | null;
+  status?: 'active' | 'revoked' | 'expired';
   type: 'public' | 'service';
   service: string | null;
   permissions: string[];
@@ -22,6 +24,8 @@ export interface Key {
   last_used_at: string | null;
   revoked_at: string | null;
 }
+
+const status = (k: Key) => k.status ?? (k.revoked_at ? 'revoked' : k.expires_at && new Date(k.expires_at) < new Date() ? 'expired' : 'active');
 
 const PERMISSIONS = ['mail:send', 'mail:*', 'db:query', 'db:*', 'files:upload', 'files:download', 'files:*'];
 
@@ -41,8 +45,8 @@ export function Keys() {
       toast(`Could not revoke ${k.display}: ${(e as Error).message}`, 'error');
     }
   };
-  const keys = (data?.keys ?? []).filter((k) => showRevoked || !k.revoked_at);
-  const revokedCount = (data?.keys ?? []).filter((k) => k.revoked_at).length;
+  const keys = (data?.keys ?? []).filter((k) => showRevoked || status(k) === 'active');
+  const revokedCount = (data?.keys ?? []).filter((k) => status(k) !== 'active').length;
   return (
     <>
       <PageHeader
@@ -54,7 +58,7 @@ export function Keys() {
         <div class="panel-head">
           <h2>{keys.length} key{keys.length === 1 ? '' : 's'}</h2>
           {revokedCount > 0 && (
-            <label class="check"><input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} /> Show {revokedCount} revoked</label>
+            <label class="check"><input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} /> Show {revokedCount} revoked or expired</label>
           )}
         </div>
         <ErrorNote error={error} onRetry={reload} />
@@ -72,14 +76,14 @@ export function Keys() {
               <tbody>
                 {keys.map((k) => (
                   <tr key={k.id}>
-                    <td class="mono">{k.display}</td>
-                    <td>{k.revoked_at ? <Badge tone="danger">revoked</Badge> : <Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>}{k.site && <> <Badge>site</Badge></>}</td>
+                    <td><span class="mono">{k.display}</span>{k.name && <div class="muted">{k.name}</div>}</td>
+                    <td><div class="badges"><Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>{k.site && <Badge>site</Badge>}{status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}</div></td>
                     <td>{k.service ?? '—'}</td>
                     <td><div class="badges">{k.permissions.length ? k.permissions.map((p) => <Badge key={p}>{p}</Badge>) : <span class="muted">none</span>}</div></td>
                     <td>{k.tables.length ? k.tables.join(', ') : <span class="muted">—</span>}</td>
                     <td title={dateTime(k.last_used_at)}>{ago(k.last_used_at)}</td>
                     <td>{k.expires_at ? dateTime(k.expires_at) : <span class="muted">never</span>}</td>
-                    <td class="actions">{!k.revoked_at && <Button class="btn-sm" variant="ghost" aria-label={`Revoke ${k.display}`} onClick={() => revoke(k)}>Revoke</Button>}</td>
+                    <td class="actions">{status(k) === 'active' && <Button class="btn-sm" variant="ghost" aria-label={`Revoke ${k.display}`} onClick={() => revoke(k)}>Revoke</Button>}</td>
                   </tr>
                 ))}
               </tbody>
@@ -95,6 +99,7 @@ export function Keys() {
 
 function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r: { key: Key; secret: string }) => void }) {
   const [type, setType] = useState<'service' | 'public'>('service');
+  const [name, setName] = useState('');
   const [service, setService] = useState('');
   const [perms, setPerms] = useState<string[]>([]);
   const [tables, setTables] = useState<string[]>([]);
@@ -109,9 +114,10 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
     e.preventDefault();
     setBusy(true);
     setError(undefined);
+    const common = { name: name || undefined, expires_at: expires ? new Date(expires).toISOString() : undefined };
     const body = type === 'service'
-      ? { type, service, permissions: perms, tables: needsTables ? tables : [], expires_at: expires ? new Date(expires).toISOString() : undefined }
-      : { type, site, expires_at: expires ? new Date(expires).toISOString() : undefined };
+      ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
+      : { ...common, type, site };
     try {
       onCreated(await post<{ key: Key; secret: string }>('/keys', body));
       toast('Key created. Copy its secret now: it is shown only once.');
@@ -121,7 +127,7 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
       setBusy(false);
     }
   };
-  const fields = ['type', 'service', 'permissions', 'tables', 'expires_at', 'site'];
+  const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];
   return (
     <Modal title="New API key" onClose={onClose} wide
       footer={<><Button onClick={onClose}>Cancel</Button><Button variant="primary" type="submit" form="create-key" busy={busy}>Create key</Button></>}>
@@ -167,6 +173,9 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
         ) : (
           <label class="check"><input type="checkbox" checked={site} onChange={(e) => setSite(e.currentTarget.checked)} /> Site key: published in the runtime config when access mode is api_key_required</label>
         )}
+        <Field label="Name" error={fieldError(error, 'name')} hint="Optional: what this key is for, shown in the list.">
+          {(id, d) => <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+        </Field>
         <Field label="Expires" error={fieldError(error, 'expires_at')} hint="Leave empty for a key that does not expire.">
           {(id, d) => <input id={id} aria-describedby={d} type="datetime-local" value={expires} onInput={(e) => setExpires(e.currentTarget.value)} />}
         </Field>

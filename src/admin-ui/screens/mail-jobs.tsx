@@ -14,6 +14,7 @@ export interface Job {
   subject: string | null;
   template: string | null;
   attempts: number;
+  max_attempts?: number;
   created_at: string;
   updated_at: string;
   next_attempt_at: string | null;
@@ -135,7 +136,7 @@ function JobDetail({ id }: { id: string }) {
                 <dt>State</dt><dd><JobState s={j.state} /></dd>
                 <dt>Recipients</dt><dd>{j.to.join(', ')}</dd>
                 <dt>Template</dt><dd>{j.template ?? '—'}</dd>
-                <dt>Attempts</dt><dd>{j.attempts}</dd>
+                <dt>Attempts</dt><dd>{j.attempts}{j.max_attempts ? ` of ${j.max_attempts}` : ''}</dd>
                 <dt>Queued</dt><dd>{dateTime(j.created_at)}</dd>
                 <dt>Last change</dt><dd>{dateTime(j.updated_at)}</dd>
                 <dt>Next attempt</dt><dd>{j.next_attempt_at ? `${dateTime(j.next_attempt_at)} (${ago(j.next_attempt_at)})` : '—'}</dd>

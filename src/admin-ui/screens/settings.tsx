@@ -21,6 +21,8 @@ export interface Setting {
   description: string;
   secret: boolean;
   values?: string[];
+  min?: number;
+  max?: number;
 }
 
 const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'accent' | 'info' | 'warn' }> = {
@@ -123,7 +125,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
   };
   const src = SOURCE[s.source] ?? SOURCE.default;
   return (
-    <form class="setting" onSubmit={save}>
+    <form class="setting" onSubmit={save} noValidate>
       <div>
         <div class="setting-key">{s.key}</div>
         <p class="setting-desc">{s.description}</p>
@@ -134,7 +136,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
         </div>
       </div>
       <div class="setting-edit">
-        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : s.default !== undefined && s.default !== '' ? <>Default: <code>{toText(s, s.default) || '(empty)'}</code></> : undefined}>
+        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : <>{s.default !== undefined && s.default !== null && s.default !== '' && <>Default: <code>{toText(s, s.default)}</code>. </>}{s.min !== undefined && s.max !== undefined && <>Between {s.min} and {s.max}.</>}</>}>
           {(id, d) =>
             kind === 'bool' ? (
               <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
@@ -148,7 +150,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
             ) : kind === 'list' ? (
               <textarea id={id} aria-describedby={d} rows={Math.max(2, text.split('\n').length)} value={text} readOnly={pinned} placeholder="one per line" onInput={(e) => setText(e.currentTarget.value)} />
             ) : (
-              <input id={id} aria-describedby={d} type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'} value={text} readOnly={pinned} placeholder={s.secret ? 'set but hidden; type to replace' : ''} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" />
+              <input id={id} aria-describedby={d} type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'} value={text} readOnly={pinned} placeholder={s.secret ? 'set but hidden; type to replace' : ''} min={s.min} max={s.max} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" />
             )
           }
         </Field>

@@ -379,6 +379,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
         expect(await page.getByRole('navigation', { name: 'Main' }).isVisible()).toBe(false);
         await page.getByRole('button', { name: 'Open menu' }).click();
         await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).waitFor({ state: 'visible' });
+        await Bun.sleep(300); // the slide-in transition
         await shot(page, `${engine}-${scheme}-390-menu`);
         await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).click();
         await page.getByRole('heading', { level: 1, name: 'Users' }).waitFor();

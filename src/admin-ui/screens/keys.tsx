@@ -76,7 +76,7 @@ export function Keys() {
               <tbody>
                 {keys.map((k) => (
                   <tr key={k.id}>
-                    <td><span class="mono">{k.display}</span>{k.name && <div class="muted">{k.name}</div>}</td>
+                    <td><span class="mono nowrap">{k.display}</span>{k.name && <div class="muted">{k.name}</div>}</td>
                     <td><div class="badges"><Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>{k.site && <Badge>site</Badge>}{status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}</div></td>
                     <td>{k.service ?? '—'}</td>
                     <td><div class="badges">{k.permissions.length ? k.permissions.map((p) => <Badge key={p}>{p}</Badge>) : <span class="muted">none</span>}</div></td>

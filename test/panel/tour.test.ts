@@ -44,7 +44,8 @@ const EXPECTED = (method: string, path: string, status: number) =>
   (method === 'POST' && path === '/api/admin/auth/login' && status === 401) ||
   (method === 'POST' && path === '/api/admin/templates/preview' && status === 400) ||
   (method === 'PUT' && path === '/api/admin/settings/db.max_limit' && status === 400) ||
-  (method === 'PUT' && path === '/api/admin/settings/app.name' && status === 401);
+  (method === 'PUT' && path === '/api/admin/settings/app.name' && status === 401) ||
+  (method === 'POST' && path === '/api/admin/data/orders/import' && status === 400);
 
 const SCREENS: [string, string][] = [
   ['dashboard', '#/'],
@@ -304,6 +305,15 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   expect(csv.length).toBe(1 + 45);
   expect(csv.slice(1).every((l) => l.includes('paid'))).toBe(true);
   await shot(page, `${engine}-light-1280-data-filtered`);
+  //    CSV import: all or nothing, a bad row named by its line.
+  await page.getByRole('button', { name: 'Import CSV' }).click();
+  await dialog().getByLabel('CSV text').fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,not a number\n');
+  await dialog().getByRole('button', { name: 'Import' }).click();
+  await dialog().locator('.error-note', { hasText: /line 3/i }).waitFor();
+  await dialog().getByLabel('CSV text').fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,2.00\n');
+  await dialog().getByRole('button', { name: 'Import' }).click();
+  await toast('2 rows imported into orders');
+  await pager.filter({ hasText: 'of 47' }).waitFor();
 
   //     Backups: made from the panel on the embedded engine; on an external database the
   //     screen says why there is no button.

@@ -424,6 +424,16 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   const docs = await page.getByRole('link', { name: 'API reference' }).getAttribute('href');
   expect(docs).toBe('/api/docs');
 
+  // 13. Revoking the key in the panel stops it at once.
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await page.goto(url + '/_/#/keys');
+  await page.getByRole('button', { name: /^Revoke sk_/ }).click();
+  await dialog().getByRole('button', { name: 'Revoke' }).click();
+  await toast(/^Key sk_.* revoked/);
+  await page.getByRole('heading', { name: 'No API keys yet' }).or(page.getByText('No API keys yet')).first().waitFor();
+  const gone = await fetch(url + '/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': secret }, body: JSON.stringify({ entity: 'orders', action: 'select', limit: 1 }) });
+  expect(gone.status).toBe(401);
+
   expect(problems).toEqual([]);
   await ctx.close();
 }

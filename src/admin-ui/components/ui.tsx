@@ -1,6 +1,6 @@
 /** The panel's building blocks: buttons, labelled fields, badges, empty states, dialogs. */
 import type { ButtonHTMLAttributes, ComponentChildren } from 'preact';
-import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { signal } from '@preact/signals';
 import { Icon, type IconName } from './icons';
 import { ApiError, explain } from '../api';
@@ -170,11 +170,14 @@ export interface Async<T> {
   reload: () => void;
 }
 
-/** Loads `fn()` when `deps` change; keeps the last data while reloading. */
+/**
+ * Loads `fn()` when `deps` change; keeps the last data while reloading. The request
+ * starts right after the render (a layout effect), not after the next paint.
+ */
 export function useAsync<T>(fn: () => Promise<T>, deps: unknown[]): Async<T> {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
-  useEffect(() => {
+  useLayoutEffect(() => {
     let live = true;
     setState((s) => ({ ...s, loading: true, error: undefined }));
     fn().then(

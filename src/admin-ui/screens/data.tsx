@@ -76,13 +76,15 @@ function Grid({ table }: { table: TableInfo }) {
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [editing, setEditing] = useState<Record<string, unknown> | 'new' | null>(null);
   const [importing, setImporting] = useState(false);
-  const page = useAsync(() => post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }), [filters, sort, offset]);
+  // The page remembers its offset: while the next one loads, the pager still describes the rows shown.
+  const page = useAsync(() => post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }).then((p) => ({ ...p, offset })), [filters, sort, offset]);
   useEffect(() => setSelected(new Set()), [filters, sort, offset]);
   const editable = table.primary_key.length > 0;
   const rows = page.data?.rows ?? [];
   const total = page.data?.total;
   const estimated = page.data?.estimated_total ?? table.estimated_rows;
-  const hasNext = total !== undefined ? offset + rows.length < total : rows.length === LIMIT;
+  const shownOffset = page.data?.offset ?? offset;
+  const hasNext = total !== undefined ? shownOffset + rows.length < total : rows.length === LIMIT;
 
   const toggleSort = (c: string) => {
     const cur = sort.find((s) => s.field === c);
@@ -109,7 +111,7 @@ function Grid({ table }: { table: TableInfo }) {
     }
   };
   const exportHref = `/api/admin/data/${encodeURIComponent(table.name)}/export.csv?` + new URLSearchParams({ filters: JSON.stringify(filters), sort: JSON.stringify(sort) });
-  const from = rows.length ? offset + 1 : 0;
+  const from = rows.length ? shownOffset + 1 : 0;
   return (
     <section class="panel" aria-label={`Table ${table.name}`}>
       <div class="panel-head">
@@ -160,13 +162,13 @@ function Grid({ table }: { table: TableInfo }) {
       </div>
       <div class="pager">
         <span class="pager-info" data-testid="pager-info">
-          {rows.length ? `Rows ${number(from)}–${number(offset + rows.length)}` : 'No rows'}
+          {rows.length ? `Rows ${number(from)}–${number(shownOffset + rows.length)}` : 'No rows'}
           {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of about ${number(estimated)}` : ''}
           {page.loading && page.data && <> · <span class="spinner" aria-label="Loading" /></>}
         </span>
         <div class="page-actions">
-          <Button icon="chevronLeft" disabled={offset === 0 || page.loading} onClick={() => setOffset(Math.max(0, offset - LIMIT))}>Previous</Button>
-          <Button disabled={!hasNext || page.loading} onClick={() => setOffset(offset + LIMIT)}>Next <Icon name="chevronRight" size={16} /></Button>
+          <Button icon="chevronLeft" disabled={shownOffset === 0 || page.loading} onClick={() => setOffset(Math.max(0, shownOffset - LIMIT))}>Previous</Button>
+          <Button disabled={!hasNext || page.loading} onClick={() => setOffset(shownOffset + LIMIT)}>Next <Icon name="chevronRight" size={16} /></Button>
         </div>
       </div>
       {editing && <RowForm table={table} row={editing === 'new' ? null : editing} rowKey={editing === 'new' ? null : keyOf(table, editing)} onClose={() => setEditing(null)} onDone={() => { setEditing(null); page.reload(); }} />}

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
-import type { TestServer } from '../helpers/server';
+import type { Reply, TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { pruneAudit } from '../../src/modules/admin/audit';
 import { startAdminServer } from './support';
@@ -95,6 +95,23 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
     expect(future.body.data).toEqual({ entries: [], next_cursor: null });
     const bad = await adminReq(s, a, 'GET', '/api/admin/audit?before=abc');
     expect(bad.status).toBe(400);
+  });
+
+  test('newest first by number across digit counts (9 before 10 would be a text sort), and the cursor walks every entry once', async () => {
+    // Enough entries that ids of one and two more digits are mixed in one listing.
+    for (let i = 0; i < 12; i++) expect((await adminReq(s, a, 'PUT', '/api/admin/settings/app.name', { value: `order ${i}` })).status).toBe(200);
+    const seen: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const r: Reply = await adminReq(s, a, 'GET', `/api/admin/audit?limit=5${cursor ? `&before=${cursor}` : ''}`);
+      expect(r.status).toBe(200);
+      seen.push(...r.body.data.entries.map((e: any) => Number(e.id)));
+      cursor = r.body.data.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual([...seen].sort((x, y) => y - x));
+    expect(new Set(seen).size).toBe(seen.length);
+    const { rows } = await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM basalt.admin_audit');
+    expect(seen.length).toBe(rows[0]!.n);
   });
 
   test('sign-in success and failure, logout and password change are audited; the log itself cannot be changed through the API', async () => {

@@ -86,7 +86,7 @@ export async function listAudit(q: Queryable, f: AuditFilter): Promise<{ entries
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   params.push(limit + 1);
   const { rows } = await q.query<AuditEntry>(
-    `SELECT ${COLUMNS} FROM basalt.admin_audit ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY id DESC LIMIT $${params.length}`,
+    `SELECT ${COLUMNS} FROM basalt.admin_audit ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY admin_audit.id DESC LIMIT $${params.length}`,
     params,
   );
   const more = rows.length > limit;

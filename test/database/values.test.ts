@@ -129,4 +129,20 @@ describe.each(ENGINES)('Database API values on %s', (engine) => {
     const n = await q({ entity: 'vals', action: 'select', fields: ['i8'], filters: [{ field: 'i8', op: 'not_in', value: ['42'] }, { field: 'i8', op: 'is_null', value: false }] });
     expect(n.body.data.rows.map((x: any) => x.i8).sort()).toEqual(['-9223372036854775808', '9007199254740993']);
   });
+
+  // Columns read through an expression (dates, timestamps, arrays) sort by their value, not by
+  // the text the API sends: year 10000 after 9999, {10} after {9}.
+  test.each([
+    ['d', ['10000-01-01', '9999-12-31', '2024-02-29']],
+    ['ia', [[10], [9], [2, 1]]],
+  ])('sort on %s is by value', async (col, values) => {
+    const own = await q({ entity: 'vals', action: 'insert', data: values.map((v) => ({ [col]: v, t: `sort-${col}` })), fields: ['id'] });
+    expect(own.status).toBe(200);
+    for (const dir of ['asc', 'desc'] as const) {
+      const r = await q({ entity: 'vals', action: 'select', fields: [col], filters: [{ field: 't', op: 'eq', value: `sort-${col}` }], sort: [{ field: col, direction: dir }] });
+      expect(r.status).toBe(200);
+      const asc = col === 'd' ? ['2024-02-29', '9999-12-31', '10000-01-01'] : [[2, 1], [9], [10]];
+      expect(r.body.data.rows.map((x: any) => x[col])).toEqual(dir === 'asc' ? asc : [...asc].reverse());
+    }
+  });
 });

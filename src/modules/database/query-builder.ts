@@ -160,7 +160,9 @@ export function orderBy(table: Table, sort: unknown): string {
     const dir = s.direction === undefined ? 'asc' : typeof s.direction === 'string' ? s.direction.toLowerCase() : '';
     if (!(DIRECTIONS as readonly string[]).includes(dir)) throw DbErrors.invalid(`${path}.direction`, 'must be asc or desc');
     const col = column(table, s.field, `${path}.field`);
-    return `${col.quoted} ${dir === 'desc' ? 'DESC' : 'ASC'}`;
+    // Table-qualified: a bare name would resolve to the select list's alias, which for dates,
+    // timestamps and arrays is their text form (year 10000 before 9999, no index use).
+    return `${table.quoted}.${col.quoted} ${dir === 'desc' ? 'DESC' : 'ASC'}`;
   });
   return parts.length ? ' ORDER BY ' + parts.join(', ') : '';
 }

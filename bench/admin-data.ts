@@ -14,11 +14,10 @@
  *   bun bench/admin-data.ts
  *   BENCH_ENGINES=external BENCH_RUNS=200 BENCH_ROWS=200000 bun bench/admin-data.ts   # quicker
  */
-import { freshDb, type FreshDb } from '../test/helpers/engines';
 import { openPlatform, type Platform } from '../src/platform';
 import { createDataBrowser, type Filter, type Sort } from '../src/modules/admin/data-browser';
 import { pageStatement } from '../src/modules/admin/data-sql';
-import { externalDb, fmt, median, p99 } from './support';
+import { benchDb, fmt, median, p99, printTable } from './support';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1000);
@@ -54,13 +53,8 @@ async function timeRuns(n: number, run: (i: number) => Promise<void>): Promise<n
 const table: string[][] = [['engine', 'workload', 'runs', 'baseline p50 ms', 'baseline p99 ms', 'browser p50 ms', 'browser p99 ms', 'ratio p50', 'ratio p99']];
 
 for (const engine of ENGINES) {
-  let db: FreshDb;
-  try {
-    db = engine === 'external' ? await externalDb() : await freshDb('embedded');
-  } catch (e) {
-    console.error(`skipping ${engine}: ${(e as Error).message}`);
-    continue;
-  }
+  const db = await benchDb(engine);
+  if (!db) continue;
   let p: Platform | undefined;
   try {
     p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
@@ -111,9 +105,4 @@ for (const engine of ENGINES) {
   }
 }
 
-const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`\nAdmin data browser select (${RUNS} runs per cell, Bun ${Bun.version})\n`);
-console.log(line(table[0]!));
-console.log('| ' + widths.map((w) => '-'.repeat(w)).join(' | ') + ' |');
-for (const r of table.slice(1)) console.log(line(r));
+printTable(table, `\nAdmin data browser select (${RUNS} runs per cell, Bun ${Bun.version})\n`);

@@ -14,7 +14,7 @@ import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { getOrCreateSecret } from '../src/db/secrets';
 import { ARGON2 } from '../src/modules/auth/passwords';
-import { countedLoad, fmt, median } from './support';
+import { countedLoad, fmt, median, printTable } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
 const LOGINS = Number(process.env.BENCH_LOGINS ?? 60);
@@ -77,9 +77,4 @@ for (const engine of ENGINES) {
 }
 
 const head = ['engine', 'scenario', 'throughput', 'p50', 'ratio'];
-const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`Public Auth (${navigator.hardwareConcurrency} CPUs; /me: median of ${ROUNDS} interleaved rounds of ${REQUESTS} requests, concurrency ${CONCURRENCY}; login: ${Math.ceil(LOGINS / 3)} serial + ${LOGINS} at concurrency ${LOGIN_CONCURRENCY})`);
-console.log(line(head));
-console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
-for (const r of rows) console.log(line(r));
+printTable([head, ...rows], `Public Auth (${navigator.hardwareConcurrency} CPUs; /me: median of ${ROUNDS} interleaved rounds of ${REQUESTS} requests, concurrency ${CONCURRENCY}; login: ${Math.ceil(LOGINS / 3)} serial + ${LOGINS} at concurrency ${LOGIN_CONCURRENCY})`);

@@ -13,13 +13,12 @@
  *   bun bench/db-query.ts              # BENCH_SECONDS=3 per cell by default
  *   BENCH_ENGINES=external BENCH_CLIENTS=16 BENCH_TX=0 bun bench/db-query.ts   # one cell, when profiling
  */
-import { freshDb, type FreshDb } from '../test/helpers/engines';
 import { startServer, type TestServer } from '../test/helpers/server';
 import { createKey } from '../test/helpers/keys';
 import { openExternal } from '../src/db/external';
 import type { Db } from '../src/db/engine';
 import { buildStatement } from '../src/modules/database/query-builder';
-import { externalDb, fmt, p99 } from './support';
+import { benchDb, fmt, p99, printTable } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = (process.env.BENCH_CLIENTS ?? '1,16,64').split(',').map(Number);
@@ -69,13 +68,8 @@ function baselineServer(db: Db, sql: string) {
 const table: string[][] = [['engine', 'workload', 'clients', 'baseline req/s', 'baseline p99 ms', 'Basalt req/s', 'Basalt p99 ms', 'ratio']];
 
 for (const engine of ENGINES) {
-  let db: FreshDb;
-  try {
-    db = engine === 'external' ? await externalDb() : await freshDb('embedded');
-  } catch (e) {
-    console.error(`skipping ${engine}: ${(e as Error).message}`);
-    continue;
-  }
+  const db = await benchDb(engine);
+  if (!db) continue;
   let s: TestServer | undefined;
   let baseDb: Db | undefined;
   let baseline: ReturnType<typeof Bun.serve> | undefined;
@@ -138,9 +132,4 @@ for (const engine of ENGINES) {
   }
 }
 
-const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`\nDatabase API (${SECONDS} s per cell, Bun ${Bun.version})\n`);
-console.log(line(table[0]!));
-console.log('| ' + widths.map((w) => '-'.repeat(w)).join(' | ') + ' |');
-for (const r of table.slice(1)) console.log(line(r));
+printTable(table, `\nDatabase API (${SECONDS} s per cell, Bun ${Bun.version})\n`);

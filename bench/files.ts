@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { createKey } from '../test/helpers/keys';
-import { countedLoad, fmt, median } from './support';
+import { countedLoad, fmt, median, printTable } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 400);
 const CONCURRENCY = 8;
@@ -93,8 +93,4 @@ for (const engine of ENGINES) {
 rmSync(work, { recursive: true, force: true });
 
 const head = ['scenario (local storage, 8 clients)', 'basalt req/s', 'baseline req/s', 'ratio', 'basalt p50 ms', 'baseline p50 ms'];
-const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(line(head));
-console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
-for (const r of rows) console.log(line(r));
+printTable([head, ...rows], undefined);

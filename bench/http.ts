@@ -24,8 +24,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { externalDb, fmt } from './support';
-import { freshDb, type FreshDb } from '../test/helpers/engines';
+import { benchDb, fmt, printTable } from './support';
 import { openPlatform } from '../src/platform';
 import { buildStatement } from '../src/modules/database/query-builder';
 
@@ -192,13 +191,8 @@ const wrkBin = requireWrk();
 const exe = await buildExecutable();
 
 for (const engine of ENGINES) {
-  let db: FreshDb;
-  try {
-    db = engine === 'external' ? await externalDb() : await freshDb('embedded');
-  } catch (e) {
-    console.error(`skipping ${engine}: ${(e as Error).message}`);
-    continue;
-  }
+  const db = await benchDb(engine);
+  if (!db) continue;
   const smtp = silentSmtp();
   const env = {
     ...db.env,
@@ -306,9 +300,4 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`\nHTTP load from wrk against the compiled executable (${SECONDS} s per cell, Bun ${Bun.version})\n`);
-console.log(line(rows[0]!));
-console.log('| ' + widths.map((w) => '-'.repeat(w)).join(' | ') + ' |');
-for (const r of rows.slice(1)) console.log(line(r));
+printTable(rows, `\nHTTP load from wrk against the compiled executable (${SECONDS} s per cell, Bun ${Bun.version})\n`);

@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FreshDb } from '../test/helpers/engines';
+import { freshDb, type FreshDb } from '../test/helpers/engines';
 
 const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -55,4 +55,24 @@ export async function externalDb(): Promise<FreshDb> {
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A fresh database of `engine` for one bench run, or undefined (the reason printed) when none can be had. */
+export async function benchDb(engine: 'external' | 'embedded'): Promise<FreshDb | undefined> {
+  try {
+    return engine === 'external' ? await externalDb() : await freshDb('embedded');
+  } catch (e) {
+    console.error(`skipping ${engine}: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+/** Print `rows` (the first is the header) as a Markdown table, after `title` when given. */
+export function printTable(rows: string[][], title?: string): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
+  if (title) console.log(title);
+  console.log(line(rows[0]!));
+  console.log('| ' + widths.map((w) => '-'.repeat(w)).join(' | ') + ' |');
+  for (const r of rows.slice(1)) console.log(line(r));
 }

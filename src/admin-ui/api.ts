@@ -116,3 +116,6 @@ export function explain(e: unknown): string {
   if (e.code === 'unauthorized') return 'Your session ended. Sign in again to continue.';
   return e.message;
 }
+
+/** A server-side type as it arrives in JSON: dates as ISO strings. The panel imports the admin API's types through it. */
+export type Wire<T> = T extends Date ? string : T extends readonly (infer E)[] ? Wire<E>[] : T extends object ? { [K in keyof T]: Wire<T[K]> } : T;

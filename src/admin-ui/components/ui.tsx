@@ -191,6 +191,40 @@ export function useAsync<T>(fn: () => Promise<T>, deps: unknown[]): Async<T> {
   return { data: state.data, error: state.error, loading: state.loading, reload: () => setTick((t) => t + 1) };
 }
 
+/**
+ * A filtered list the admin API pages newest first with cursors (`before` → `next_cursor`):
+ * the filter form being edited, the filters applied, and the Newer/Older pager.
+ */
+export function useCursorList<F extends Record<string, string>, T extends { next_cursor: string | null }>(initial: F, load: (applied: F, before?: string) => Promise<T>) {
+  const [form, setForm] = useState(initial);
+  const [applied, setApplied] = useState(initial);
+  const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
+  const [cursor, setCursor] = useState<string | undefined>();
+  const list = useAsync(() => load(applied, cursor), [applied, cursor]);
+  return {
+    ...list,
+    form,
+    /** onInput handler for the form field `k`. */
+    set: (k: keyof F) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value }),
+    /** onSubmit of the filter form: back to the first page with the form's filters. */
+    apply: (e: Event) => {
+      e.preventDefault();
+      setPages([]);
+      setCursor(undefined);
+      setApplied(form);
+    },
+    pager: (info: string) => (
+      <div class="pager">
+        <span class="pager-info">{list.data ? info : ''}</span>
+        <div class="page-actions">
+          <Button icon="chevronLeft" disabled={!pages.length} onClick={() => { const p = [...pages]; const prev = p.pop(); setPages(p); setCursor(prev || undefined); }}>Newer</Button>
+          <Button disabled={!list.data?.next_cursor} onClick={() => { setPages([...pages, cursor ?? '']); setCursor(list.data!.next_cursor!); }}>Older</Button>
+        </div>
+      </div>
+    ),
+  };
+}
+
 /** The message for one field, from an ApiError's `details.fields`. */
 export function fieldError(e: unknown, name: string): string | undefined {
   return e instanceof ApiError ? e.fields[name] : undefined;

@@ -1,21 +1,11 @@
 /** Audit log: every administrator change and sign-in, filtered by admin, action, target, time. Read-only. */
 import { useState } from 'preact/hooks';
-import { get, query } from '../api';
-import { Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, useAsync } from '../components/ui';
+import { get, query, type Wire } from '../api';
+import type { AuditEntry as AuditRow } from '../../modules/admin/audit';
+import { Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, useCursorList } from '../components/ui';
 import { dateTime, localToIso } from '../format';
 
-export interface AuditEntry {
-  id: string;
-  at: string;
-  admin_id: string | null;
-  admin_email: string | null;
-  ip: string | null;
-  user_agent: string | null;
-  action: string;
-  target: string | null;
-  diff: unknown;
-  request_id: string | null;
-}
+export type AuditEntry = Wire<AuditRow>;
 
 export function AuditTable({ entries }: { entries: AuditEntry[] }) {
   const [open, setOpen] = useState<AuditEntry | null>(null);
@@ -57,21 +47,9 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
 }
 
 export function Audit() {
-  const [form, setForm] = useState({ admin: '', action: '', target: '', since: '', until: '' });
-  const [applied, setApplied] = useState(form);
-  const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
-  const [cursor, setCursor] = useState<string | undefined>();
-  const { data, error, loading, reload } = useAsync(
-    () => get<{ entries: AuditEntry[]; next_cursor: string | null }>('/audit' + query({ admin: applied.admin, action: applied.action, target: applied.target, since: localToIso(applied.since), until: localToIso(applied.until), limit: 50, before: cursor })),
-    [applied, cursor],
+  const { form, set, apply, pager, data, error, loading, reload } = useCursorList({ admin: '', action: '', target: '', since: '', until: '' }, (f, before) =>
+    get<{ entries: AuditEntry[]; next_cursor: string | null }>('/audit' + query({ admin: f.admin, action: f.action, target: f.target, since: localToIso(f.since), until: localToIso(f.until), limit: 50, before })),
   );
-  const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
-  const apply = (e: Event) => {
-    e.preventDefault();
-    setPages([]);
-    setCursor(undefined);
-    setApplied(form);
-  };
   return (
     <>
       <PageHeader title="Audit log" subtitle="Every change an administrator made, and every sign-in. Read-only; old entries are removed after the retention period (admin.audit_retention_days)." />
@@ -87,13 +65,7 @@ export function Audit() {
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}
         {data && (data.entries.length ? <AuditTable entries={data.entries} /> : <Empty icon="audit" title="No entries match these filters" />)}
-        <div class="pager">
-          <span class="pager-info">{data ? `${data.entries.length} entries on this page` : ''}</span>
-          <div class="page-actions">
-            <Button icon="chevronLeft" disabled={!pages.length} onClick={() => { const p = [...pages]; const prev = p.pop(); setPages(p); setCursor(prev || undefined); }}>Newer</Button>
-            <Button disabled={!data?.next_cursor} onClick={() => { setPages([...pages, cursor ?? '']); setCursor(data!.next_cursor!); }}>Older</Button>
-          </div>
-        </div>
+        {pager(`${data?.entries.length} entries on this page`)}
       </section>
     </>
   );

@@ -5,18 +5,8 @@ import { ApiError, patch, post } from '../api';
 import { Button, ErrorNote, Modal, confirm } from '../components/ui';
 import { toast } from '../components/toast';
 
-export interface Column {
-  name: string;
-  type: string;
-  nullable: boolean;
-  has_default: boolean;
-}
-export interface TableInfo {
-  name: string;
-  estimated_rows: number;
-  primary_key: string[];
-  columns: Column[];
-}
+export type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
+import type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
 
 export function ModalForm({ title, onClose, busy, action, formId, children, extra }: { title: string; onClose: () => void; busy: boolean; action: string; formId: string; children: ComponentChildren; extra?: ComponentChildren }) {
   return (

@@ -1,7 +1,7 @@
 /** Mail jobs: filtered by state, recipient, time; detail with attempts, last error, timing; retry, cancel. */
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../api';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync } from '../components/ui';
+import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync, useCursorList } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, dateTime, localToIso } from '../format';
@@ -33,21 +33,9 @@ export function MailJobs() {
 
 function JobList() {
   const q = route.value.query;
-  const [form, setForm] = useState({ state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' });
-  const [applied, setApplied] = useState(form);
-  const [pages, setPages] = useState<string[]>([]);
-  const [cursor, setCursor] = useState<string | undefined>();
-  const { data, error, loading, reload } = useAsync(
-    () => get<{ jobs: Job[]; next_cursor: string | null }>('/mail/jobs' + query({ state: applied.state, recipient: applied.recipient, since: localToIso(applied.since), until: localToIso(applied.until), limit: 50, before: cursor })),
-    [applied, cursor],
+  const { form, set, apply, pager, data, error, loading, reload } = useCursorList({ state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' }, (f, before) =>
+    get<{ jobs: Job[]; next_cursor: string | null }>('/mail/jobs' + query({ state: f.state, recipient: f.recipient, since: localToIso(f.since), until: localToIso(f.until), limit: 50, before })),
   );
-  const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
-  const apply = (e: Event) => {
-    e.preventDefault();
-    setPages([]);
-    setCursor(undefined);
-    setApplied(form);
-  };
   return (
     <>
       <PageHeader title="Mail jobs" subtitle="The outgoing mail queue, newest first." actions={<Button icon="refresh" onClick={reload}>Refresh</Button>} />
@@ -88,13 +76,7 @@ function JobList() {
             </table>
           </div>
         )}
-        <div class="pager">
-          <span class="pager-info">{data ? `${data.jobs.length} on this page` : ''}</span>
-          <div class="page-actions">
-            <Button icon="chevronLeft" disabled={!pages.length} onClick={() => { const p = [...pages]; const prev = p.pop(); setPages(p); setCursor(prev || undefined); }}>Newer</Button>
-            <Button disabled={!data?.next_cursor} onClick={() => { setPages([...pages, cursor ?? '']); setCursor(data!.next_cursor!); }}>Older</Button>
-          </div>
-        </div>
+        {pager(`${data?.jobs.length} on this page`)}
       </section>
     </>
   );

@@ -4,26 +4,13 @@
  * next to the field; the SMTP test send with the server's answer.
  */
 import { useMemo, useState } from 'preact/hooks';
-import { ApiError, del, get, post, put } from '../api';
+import { ApiError, del, get, post, put, type Wire } from '../api';
+import type { SettingInfo } from '../../modules/admin/settings';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate, route } from '../router';
 
-export interface Setting {
-  key: string;
-  group: string;
-  value: unknown;
-  default: unknown;
-  source: 'default' | 'database' | 'file' | 'environment';
-  pinned_by: string | null;
-  live: boolean;
-  type: string;
-  description: string;
-  secret: boolean;
-  values?: string[];
-  min?: number;
-  max?: number;
-}
+export type Setting = Wire<SettingInfo>;
 
 const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'accent' | 'info' | 'warn' }> = {
   default: { label: 'default', tone: 'neutral' },

@@ -1,6 +1,6 @@
 /**
  * Builds the listeners' apps. The list below is the whole HTTP surface: reading it
- * tells which area is mounted on which listener (CONTRACT §4).
+ * tells which area is mounted on which listener (README.md, What it serves).
  */
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Platform } from './platform';

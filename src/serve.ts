@@ -46,7 +46,7 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-/** Listen on one or two ports (CONTRACT §4). Port 0 picks a free port (tests). */
+/** Listen on one or two ports (README.md, What it serves). Port 0 picks a free port (tests). */
 export async function listen(p: Platform, extra: ExtraModules = []): Promise<Running> {
   checkCombination((key) => p.settings.get(key));
   const built = await createApp(p, extra);

@@ -1,5 +1,5 @@
 /**
- * The administration panel (ADMIN.md): boot (who is signed in), then the screen the
+ * The administration panel (docs/admin.md): boot (who is signed in), then the screen the
  * hash names. Bundled by src/modules/panel/bundle.ts and served at `/_/`.
  */
 import { render } from 'preact';

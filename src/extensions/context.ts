@@ -18,7 +18,7 @@ import { extensionGuards, type ExtensionGuards } from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
 import { envelopeB, envelopeC } from './schemas';
 
-/** Core prefixes a first-party extension may own, with their listener and envelope (CONTRACT §4, §10). */
+/** Core prefixes a first-party extension may own, with their listener and envelope (README.md, What it serves; docs/extensions.md). */
 export const CLAIMABLE_PREFIXES: Record<string, { listener: 'main' | 'public'; format: Format }> = {
   '/api/v1/files': { listener: 'main', format: 'C' },
 };

@@ -1,5 +1,5 @@
 /**
- * The API key guards every area uses (CONTRACT §6): `requireApiKey` for routes that
+ * The API key guards every area uses (docs/api-keys.md): `requireApiKey` for routes that
  * need a key with a permission (mail, database, files; the Database API passes
  * `publicPrefix` because the access mode governs it too), `publicAccess` for the
  * public prefixes where any active key will do (auth, runtime config, modules).
@@ -38,7 +38,7 @@ export interface KeyCheck {
   /**
    * The route is under a public prefix the access mode governs (the Database API):
    * in `api_key_required` mode a missing key answers 401 `api_key_required` there, as
-   * on every public prefix (CONTRACT §6). Off for mail and files, which live on the
+   * on every public prefix (docs/api-keys.md). Off for mail and files, which live on the
    * main listener, where a missing key is always 401 `unauthorized`.
    */
   publicPrefix?: boolean;

@@ -1,5 +1,5 @@
 /**
- * The three response envelopes (CONTRACT §5) and which area uses which.
+ * The three response envelopes (README.md, What it serves) and which area uses which.
  *  A — auth, database, runtime config, admin, system: {success, data} / {success:false, error:{code,message,…}}
  *  B — mail and extension helpers: {success, data, meta:{trace_id, execution_ms}, errors:[…]}
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}

@@ -3,7 +3,7 @@
  * commit, rollback). Elysia's own parser drops a malformed JSON body when the body
  * schema is optional, so `{bad` would be served as if no body had been sent; here an
  * empty body is an empty object and anything else must be JSON (400 invalid_json,
- * CONTRACT §13). The listener has already checked the type and the size
+ * docs/operations.md). The listener has already checked the type and the size
  * (src/http/server.ts).
  */
 import { Errors } from './errors';

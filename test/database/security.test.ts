@@ -41,7 +41,7 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
 
   describe.each(['open', 'api_key_required'] as const)('access mode %s', (mode) => {
     beforeAll(() => s.platform.settings.set('web.public_api_access_mode', mode));
-    // CONTRACT §6: /api/v1/db is a public prefix; in api_key_required mode a missing key says so.
+    // docs/api-keys.md: /api/v1/db is a public prefix; in api_key_required mode a missing key says so.
     const noKey = mode === 'api_key_required' ? 'api_key_required' : 'unauthorized';
 
     test.each([

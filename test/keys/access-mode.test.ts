@@ -52,7 +52,7 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     expect(r.body.data.site_public_key).toBe(shown ? site.key : undefined);
   });
 
-  // CONTRACT §6: every public prefix answers a missing key with api_key_required in that
+  // docs/api-keys.md: every public prefix answers a missing key with api_key_required in that
   // mode; mail is on the main listener, outside the access mode, so it stays unauthorized.
   const routes: [string, string, string, unknown][] = [
     ['runtime config', 'GET', PATH, undefined],

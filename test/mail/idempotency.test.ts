@@ -1,5 +1,5 @@
 /**
- * Idempotency (CONTRACT §9): replay, payload mismatch, in-flight duplicates and
+ * Idempotency (docs/mail.md): replay, payload mismatch, in-flight duplicates and
  * concurrent duplicates, enforced by the database's unique key.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

@@ -1,7 +1,7 @@
 /**
  * The administration panel in a real browser (Debian's Chromium driven by
  * playwright-core) against the compiled executable, on each engine: the tour of
- * ADMIN.md — setup link → sign in → create a key → use it on the public API → change a
+ * The tour of docs/admin.md — setup link → sign in → create a key → use it on the public API → change a
  * live setting and see it apply → edit and preview a template → the job of a send →
  * disable a user who then cannot sign in → browse and filter data → CSV export — then a
  * page of another origin whose forms POST to the admin API (refused, nothing changed),

@@ -1,5 +1,5 @@
 /**
- * The signed-in frame: navigation by the screen names of ADMIN.md, theme toggle, sign
+ * The signed-in frame: navigation by the screen names of docs/admin.md, theme toggle, sign
  * out; collapses to a menu button on a phone. When the session is lost mid-work a
  * sign-in dialog opens over the current screen, so what was typed stays.
  */

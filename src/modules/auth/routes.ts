@@ -1,5 +1,5 @@
 /**
- * Public Auth routes under /api/v1/auth (CONTRACT §8). HTTP only: the access-mode
+ * Public Auth routes under /api/v1/auth (docs/auth.md). HTTP only: the access-mode
  * gate, reading the request, calling the service, answering format A.
  */
 import { Elysia } from 'elysia';
@@ -30,7 +30,7 @@ export function authRoutes(p: Platform) {
   return (
     new Elysia({ name: 'basalt.auth', prefix: '/api/v1/auth' })
       // web.public_api_access_mode: in api_key_required mode every auth route needs X-API-Key.
-      // Checked in transform, before body validation (CONTRACT §6: no key → 401 api_key_required,
+      // Checked in transform, before body validation (docs/api-keys.md: no key → 401 api_key_required,
       // whatever the body). Only malformed JSON is answered earlier, by the parser (400).
       .onTransform(async ({ request }) => {
         await publicAccess(p, request);

@@ -1,5 +1,5 @@
 /**
- * Public Auth (CONTRACT §8): accounts, sessions and tokens, password reset and
+ * Public Auth (docs/auth.md): accounts, sessions and tokens, password reset and
  * e-mail verification, rate limits and lockout. No HTTP here: routes pass plain
  * values in and render what comes back; failures are AppErrors.
  */

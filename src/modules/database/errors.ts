@@ -1,5 +1,5 @@
 /**
- * Error codes of the Database API (CONTRACT §7), declared once with their
+ * Error codes of the Database API (docs/database.md), declared once with their
  * statuses. `lock_timeout` is ours (the contract leaves it open): a wait for a lock
  * is the client's contention, not a slow query, and deserves its own answer. Messages name the offending field, operator or column and say what
  * to do; they never contain SQL text, values from the database or internals.

@@ -1,5 +1,5 @@
 /**
- * Postgres errors of API statements → Database API errors (CONTRACT §7). The
+ * Postgres errors of API statements → Database API errors (docs/database.md). The
  * client learns which column and what to do; never the SQL text, the server's
  * message (it quotes values and internals) or constraint internals.
  */

@@ -1,5 +1,5 @@
 /**
- * `basalt keys create|list|revoke` (CONTRACT §3). The created key is printed once;
+ * `basalt keys create|list|revoke` (README.md, Command line). The created key is printed once;
  * only its hash is stored.
  */
 import type { Command } from '../../cli/command';

@@ -1,5 +1,5 @@
 /**
- * API key shapes and the rules a new key must satisfy (CONTRACT §6). Pure: no
+ * API key shapes and the rules a new key must satisfy (docs/api-keys.md). Pure: no
  * database, no HTTP, so the admin panel, the CLI and the service share one check.
  */
 import { AppError } from '../../http/errors';
@@ -96,7 +96,7 @@ function expiry(v: unknown, now: Date): Date | null {
   return d;
 }
 
-/** Check a creation request against CONTRACT §6; throws KeyValidationError with a message saying what to fix. */
+/** Check a creation request against docs/api-keys.md; throws KeyValidationError with a message saying what to fix. */
 export function validateKeyInput(input: CreateKeyInput, now = new Date()): KeySpec {
   if (!input || typeof input !== 'object') throw new KeyValidationError('type', "A key needs a type: 'public' or 'service'.");
   const type = input.type;

@@ -1,5 +1,5 @@
 /**
- * API keys (CONTRACT §6): creation with validation, listing without secrets,
+ * API keys (docs/api-keys.md): creation with validation, listing without secrets,
  * revocation that takes effect on every instance at once, and verification of a
  * presented key with a short-lived cache.
  */

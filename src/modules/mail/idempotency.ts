@@ -1,5 +1,5 @@
 /**
- * Idempotency keys (CONTRACT §9), enforced by the database: the primary key
+ * Idempotency keys (docs/mail.md), enforced by the database: the primary key
  * (key_scope, idem_key) of `basalt.mail_idempotency` decides which request owns a
  * key, with INSERT … ON CONFLICT, so it holds across instances and restarts.
  *
@@ -11,7 +11,7 @@ import type { Queryable } from '../../db/engine';
 import { MailErrors } from './errors';
 import { UUID } from './jobs';
 
-/** Records are kept this long (CONTRACT §9). */
+/** Records are kept this long (docs/mail.md). */
 export const IDEMPOTENCY_TTL_HOURS = 24;
 
 /** The owner's stored answer, replayed to later requests with the same key and payload. */

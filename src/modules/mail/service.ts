@@ -200,7 +200,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       const msg: MailMessage = { to: req.to, subject: req.subject, text: req.text, html: req.html, template: req.template, variables: req.variables };
       const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
       // The fingerprint is of the request, not of the rendered mail: a replay is answered
-      // before anything is checked against today's templates and settings (CONTRACT §9: the
+      // before anything is checked against today's templates and settings (docs/mail.md: the
       // original answer, even if the template was deleted or mail unconfigured since).
       const hash = idempotencyKey ? requestHash({ ...msg, sync }) : '';
       if (idempotencyKey) {

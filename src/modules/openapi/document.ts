@@ -16,7 +16,7 @@ import { ErrorA, ErrorB, ErrorC, headerComponents } from './envelopes';
 type Doc = Record<string, any>;
 type Envelope = 'A' | 'B' | 'C';
 
-/** What the layers around the routes add, per area (CONTRACT §5, §6, §13; docs/operations.md). */
+/** What the layers around the routes add, per area (README.md, What it serves; docs/api-keys.md; docs/operations.md). */
 interface Area {
   prefix: string;
   envelope: Envelope;

@@ -1,5 +1,5 @@
 /**
- * The error envelopes as src/http/envelope.ts `errorBody` writes them (CONTRACT §5), and
+ * The error envelopes as src/http/envelope.ts `errorBody` writes them (README.md, What it serves), and
  * the response headers the platform sends, as named parts of the OpenAPI document.
  * Every error of an area is rendered by that one function, so one schema per format is
  * the whole truth about error bodies.

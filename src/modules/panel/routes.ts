@@ -1,5 +1,5 @@
 /**
- * The administration panel on the main listener (ADMIN.md "Where it lives"): `/_/` is
+ * The administration panel on the main listener (docs/admin.md): `/_/` is
  * the page (no-cache, revalidated by ETag), `/_/assets/*` its content-hashed files
  * (cached for a year), `/` redirects to `/_/`. Every answer carries the panel's own
  * strict CSP; gzip when the client takes it, compressed once.

@@ -9,7 +9,7 @@ export interface BaseUrls {
 }
 
 /**
- * What a front-end may know before signing in (CONTRACT §11). Built from an explicit
+ * What a front-end may know before signing in (docs/configuration.md). Built from an explicit
  * list of settings, never from the whole settings map, so a secret cannot leak in.
  */
 export function runtimeConfig(settings: Settings, base: BaseUrls, extra: Record<string, unknown> = {}) {

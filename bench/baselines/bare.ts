@@ -17,9 +17,12 @@ import { jwtVerify } from 'jose';
 import type { Db, Tx } from '../../src/db/engine';
 
 const env = process.env;
-const db: Db = env.BENCH_DB_URL
-  ? await (await import('../../src/db/external')).openExternal(env.BENCH_DB_URL, { max: Number(env.BENCH_POOL_MAX ?? 20) })
-  : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
+// External: two pools as in Basalt, the Database API's with prepared statements (src/modules/database/api-pool.ts)
+// and the platform's (mail) without. Embedded: the one in-process engine.
+const external = env.BENCH_DB_URL ? (await import('../../src/db/external')).openExternal : undefined;
+const max = Number(env.BENCH_POOL_MAX ?? 20);
+const db: Db = external ? await external(env.BENCH_DB_URL!, { max }) : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
+const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
 const secret = new TextEncoder().encode(env.BENCH_JWT_SECRET ?? '');
 const txs = new Map<string, Tx>();
@@ -35,7 +38,7 @@ const server = Bun.serve({
     if (path === '/api/v1/db/query') {
       const body = (await req.json()) as { action: string; filters?: { value: unknown }[]; limit?: number; data?: { n: number; note: string }; transaction_id?: string };
       if (body.action === 'select') {
-        const r = await db.query(selectSql, [String(body.filters![0]!.value), body.limit ?? 100, 0]);
+        const r = await apiDb.query(selectSql, [String(body.filters![0]!.value), body.limit ?? 100, 0]);
         return json({ rows: r.rows, count: r.rows.length });
       }
       const tx = txs.get(body.transaction_id!)!;
@@ -44,7 +47,7 @@ const server = Bun.serve({
     }
     if (path === '/api/v1/db/transaction/begin') {
       const id = crypto.randomUUID();
-      txs.set(id, await db.begin());
+      txs.set(id, await apiDb.begin());
       return json({ transaction_id: id });
     }
     const commit = /^\/api\/v1\/db\/transaction\/([^/]+)\/commit$/.exec(path);
@@ -81,6 +84,7 @@ const server = Bun.serve({
 console.log(`ready ${server.port}`);
 process.on('SIGTERM', async () => {
   server.stop(true);
+  if (apiDb !== db) await apiDb.close();
   await db.close();
   process.exit(0);
 });

@@ -1,9 +1,14 @@
 /**
- * Builds the listeners' apps. The list below is the whole HTTP surface: reading it
- * tells which area is mounted on which listener (README.md, What it serves).
+ * The whole HTTP surface in one list: each area's root path, listener, envelope, body
+ * policy, OpenAPI tag and routes (README.md, What it serves). Everything else reads these
+ * facts from here: the listener's body checks and headers (src/http/server.ts), the
+ * envelopes (src/http/envelope.ts), the metrics, the extension loader (which areas an
+ * extension may claim) and the OpenAPI document. Building the apps has no side effects:
+ * `serve` loads the extensions and starts the workers (src/serve.ts).
  */
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Platform } from './platform';
+import { Areas, type AreaFacts, type Listener } from './http/areas';
 import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
 import { metricsFor } from './http/metrics';
@@ -16,24 +21,98 @@ import { databaseRoutes } from './modules/database/routes';
 import { adminRoutes } from './modules/admin/routes';
 import { panelRoutes } from './modules/panel/routes';
 
-export type Listener = 'main' | 'public';
+export type { Listener } from './http/areas';
 
+export interface Area extends AreaFacts {
+  /**
+   * The area's routes, under `prefix`. Absent where they come from elsewhere: an
+   * extension's `ctx.claim` (files), the extensions' own routes (module), the OpenAPI
+   * document, which is built last from every other route (openapi, docs).
+   */
+  routes?: (p: Platform, area: AreaFacts) => AnyElysia | Promise<AnyElysia>;
+}
+
+/** The route list. Its order is the order routes mount in, and the order of the OpenAPI document's tags. */
+export const routeList: readonly Area[] = [
+  { name: 'system', prefix: ['/healthz', '/readyz', '/metrics'], listener: 'main', envelope: 'A', body: 'capped', routes: systemRoutes },
+  {
+    name: 'auth',
+    prefix: '/api/v1/auth',
+    listener: 'public',
+    envelope: 'A',
+    body: 'json',
+    gated: true,
+    noStore: true,
+    validationStatus: 422,
+    openapi: { tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' } },
+    routes: authRoutes,
+  },
+  {
+    name: 'db',
+    prefix: '/api/v1/db',
+    listener: 'public',
+    envelope: 'A',
+    body: 'json',
+    gated: true,
+    noStore: true,
+    openapi: { tag: { name: 'Database', description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).' } },
+    routes: databaseRoutes,
+  },
+  {
+    name: 'mail',
+    prefix: '/api/v1/mail',
+    listener: 'main',
+    envelope: 'B',
+    body: 'json',
+    openapi: { tag: { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' } },
+    routes: mailRoutes,
+  },
+  {
+    name: 'files',
+    prefix: '/api/v1/files',
+    listener: 'main',
+    envelope: 'C',
+    body: 'streamed',
+    claimable: true,
+    openapi: { tag: { name: 'Files', description: 'media-library module (format C).' } },
+  },
+  {
+    name: 'runtime_config',
+    prefix: '/api/v1/public',
+    listener: 'public',
+    envelope: 'A',
+    body: 'capped',
+    gated: true,
+    openapi: { tag: { name: 'Runtime config', description: 'Public front-end parameters (format A).' } },
+    routes: runtimeConfigRoutes,
+  },
+  { name: 'module', prefix: '/api/module', listener: 'public', envelope: 'B', body: 'capped', gated: true, openapi: {} },
+  { name: 'admin', prefix: '/api/admin', listener: 'main', envelope: 'A', body: 'json', noStore: true, routes: adminRoutes },
+  // The panel also answers `/` on the main listener with a redirect to `/_/`.
+  { name: 'panel', prefix: '/_', listener: 'main', envelope: 'A', body: 'capped', routes: panelRoutes },
+  { name: 'openapi', prefix: '/api/openapi.json', listener: 'both', envelope: 'A', body: 'capped' },
+  { name: 'docs', prefix: '/api/docs', listener: 'both', envelope: 'A', body: 'capped', csp: 'docs' },
+];
+
+export const areas = new Areas(routeList);
+
+/** A group of routes mounted beside the list: an extension's (mounted in the area of its prefix) or a test's. */
 export interface RouteModule {
   name: string;
+  /** The listener; an extension's group takes its area's. */
   listener: Listener;
   routes: (p: Platform) => AnyElysia | Promise<AnyElysia>;
 }
 
-/** Every area's routes, and the listener each belongs to when the split is on. */
-export const routeModules: RouteModule[] = [
-  { name: 'system', listener: 'main', routes: systemRoutes },
-  { name: 'runtime-config', listener: 'public', routes: runtimeConfigRoutes },
-  { name: 'auth', listener: 'public', routes: authRoutes },
-  { name: 'database', listener: 'public', routes: databaseRoutes },
-  { name: 'mail', listener: 'main', routes: mailRoutes },
-  { name: 'admin', listener: 'main', routes: adminRoutes },
-  { name: 'panel', listener: 'main', routes: panelRoutes },
-];
+/** An extension's route group: its prefix decides its area (src/extensions/loader.ts). */
+export interface ExtensionGroup {
+  name: string;
+  prefix: string;
+  app: AnyElysia;
+}
+
+/** Extra route modules for tests; mounted after the list. */
+export type ExtraModules = RouteModule[];
 
 export interface BuiltApp {
   main: AnyElysia;
@@ -43,10 +122,13 @@ export interface BuiltApp {
   publicHandler?: Handler;
 }
 
-/** Extra route modules contributed at start (extensions); mounted after the core list. */
-export type ExtraModules = RouteModule[];
+export interface AppParts {
+  /** The loaded extensions' route groups (`p.services.extensions.load(areas)`). */
+  extensions?: ExtensionGroup[];
+  extra?: ExtraModules;
+}
 
-export async function createApp(p: Platform, extra: ExtraModules = []): Promise<BuiltApp> {
+export async function createApp(p: Platform, parts: AppParts = {}): Promise<BuiltApp> {
   const separate = p.settings.get<boolean>('web.public_api_separate');
   // The router takes the path from the first `/` after `http://` (not Elysia's default of
   // index 11, which assumes a host of 4+ characters): the listener only hands on
@@ -54,20 +136,21 @@ export async function createApp(p: Platform, extra: ExtraModules = []): Promise<
   const routing = { standardHostname: false };
   const main: AnyElysia = new Elysia({ name: 'basalt.main', handler: routing }).use(foundation(p.log));
   const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public', handler: routing }).use(foundation(p.log)) : undefined;
-  const apps = () => (pub ? [pub, main] : [main]);
+  const on = (listener: Listener | 'both') => (listener === 'public' && pub ? pub : main);
 
-  // Extensions are scanned and set up once per platform; their groups mount after the core list.
-  const extensions = await p.services.extensions.load();
-  for (const m of [...routeModules, ...extensions, ...extra]) {
-    const target = m.listener === 'public' && pub ? pub : main;
-    target.use(await m.routes(p));
+  const extensions = parts.extensions ?? [];
+  for (const area of routeList) {
+    if (area.routes) on(area.listener).use(await area.routes(p, area));
+    for (const g of extensions) if (areas.of(g.prefix) === area) on(area.listener).use(g.app);
   }
+  for (const m of parts.extra ?? []) on(m.listener).use(await m.routes(p));
   // The OpenAPI document is built once, now, before any request (src/modules/openapi/routes.ts),
-  // and served on both listeners; the reference page on the public one.
-  const document = openapiDocument(apps(), p.version);
+  // from every route above, and served on both listeners; the reference page on the public one.
+  const document = openapiDocument(pub ? [pub, main] : [main], p.version, areas);
   main.use(openapiRoutes(document, !pub));
   pub?.use(openapiRoutes(document, true));
 
-  const handler = (app: AnyElysia) => createHandler({ settings: p.settings, log: p.log, handle: (req) => app.handle(req), metrics: metricsFor(p) });
+  const handler = (app: AnyElysia) =>
+    createHandler({ settings: p.settings, log: p.log, areas, handle: (req) => app.handle(req), metrics: metricsFor(p) });
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
 }

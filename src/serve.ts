@@ -1,6 +1,6 @@
 import type { Server } from 'bun';
 import type { Platform } from './platform';
-import { createApp, type ExtraModules } from './app';
+import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
 import { recordMainPort } from './modules/runtime-config/service';
 import { startAdminTasks, type AdminTasks } from './modules/admin/tasks';
@@ -49,7 +49,9 @@ export interface Running {
 /** Listen on one or two ports (README.md, What it serves). Port 0 picks a free port (tests). */
 export async function listen(p: Platform, extra: ExtraModules = []): Promise<Running> {
   checkCombination((key) => p.settings.get(key));
-  const built = await createApp(p, extra);
+  // Extensions are scanned and set up once per platform; their routes mount in the areas of their prefixes.
+  const extensions = await p.services.extensions.load(areas);
+  const built = await createApp(p, { extensions, extra });
   const hostname = p.settings.get<string>('web.host');
   const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {
     try {

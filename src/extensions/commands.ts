@@ -5,10 +5,11 @@
 import type { Command } from '../cli/command';
 import { UsageError } from '../cli/command';
 import type { Platform } from '../platform';
+import { areas } from '../app';
 
 async function loaded(platform: Platform, name: string | undefined) {
   if (!name) throw new UsageError('name the extension (see basalt extensions list)');
-  await platform.services.extensions.load();
+  await platform.services.extensions.load(areas);
   const record = platform.services.extensions.get(name);
   if (!record) throw new UsageError(`no extension named '${name}' in ${platform.services.extensions.dir}`);
   const settings = platform.services.extensions.settings(name);
@@ -25,7 +26,7 @@ export const extensionCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, values, io }) {
       const registry = platform!.services.extensions;
-      await registry.load();
+      await registry.load(areas);
       const list = registry.list();
       if (values.json) return io.out(JSON.stringify(list));
       if (!list.length) return io.out(`no extensions in ${registry.dir}`);

@@ -10,18 +10,19 @@ import type { Logger } from '../log';
 import type { Queryable } from '../db/engine';
 import { quoteIdent } from '../db/engine';
 import { AppError, Errors } from '../http/errors';
-import { formatFor, registerAreaFormat, success, type Format } from '../http/envelope';
 import { requestInfo } from '../http/request-info';
+import { reply } from '../http/foundation';
+import { prefixesOf, rootOf, type Areas } from '../http/areas';
 import { publicAccess } from '../http/api-key-guard';
 import type { ExtensionSettings } from './settings-store';
 import { extensionGuards, type ExtensionGuards } from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
 import { envelopeB, envelopeC } from './schemas';
 
-/** Core prefixes a first-party extension may own, with their listener and envelope (README.md, What it serves; docs/extensions.md). */
-export const CLAIMABLE_PREFIXES: Record<string, { listener: 'main' | 'public'; format: Format }> = {
-  '/api/v1/files': { listener: 'main', format: 'C' },
-};
+/** The core prefixes an extension may own: the areas of the route list marked `claimable` (src/app.ts; docs/extensions.md). */
+export function claimablePrefixes(areas: Areas): string[] {
+  return areas.list.filter((a) => a.claimable).flatMap(prefixesOf);
+}
 
 /** Database access for an extension: the platform database, its own schema and the data schema. */
 export interface ExtensionDb extends Queryable {
@@ -51,7 +52,7 @@ export interface ExtensionContext extends ExtensionGuards {
    * Returns an Elysia group mounted at that prefix. Two extensions claiming the same
    * prefix are both refused.
    */
-  claim(prefix: keyof typeof CLAIMABLE_PREFIXES | (string & {})): AnyElysia;
+  claim(prefix: '/api/v1/files' | (string & {})): AnyElysia;
   readonly db: ExtensionDb;
   readonly mail: ExtensionMail;
   /** Settings declared in `defineExtension({ settings })`. */
@@ -78,7 +79,8 @@ export interface ExtensionContext extends ExtensionGuards {
 /** What the loader keeps of a context after setup: the route groups to mount. */
 export interface BuiltContext {
   ctx: ExtensionContext;
-  groups: { prefix: string; listener: 'main' | 'public'; app: AnyElysia }[];
+  /** Mounted by src/app.ts in the area of their prefix (its listener, its envelope). */
+  groups: { prefix: string; app: AnyElysia }[];
   /** Run the extension's `onShutdown` hooks now (once): the loader refused it after its setup ran. */
   stop(): Promise<void>;
 }
@@ -88,14 +90,16 @@ export function extensionSchema(name: string): string {
   return 'ext_' + name.replace(/-/g, '_');
 }
 
-export function createContext(p: Platform, def: { name: string; version: string }, settings: ExtensionSettings, log: Logger): BuiltContext {
+export function createContext(p: Platform, def: { name: string; version: string }, settings: ExtensionSettings, log: Logger, areas: Areas): BuiltContext {
   const { name } = def;
   const schema = extensionSchema(name);
-  const moduleApp = new Elysia({ prefix: `/api/module/${name}` }).onBeforeHandle(async ({ request }) => {
+  const modulePrefix = `${rootOf(areas.byName('module'))}/${name}`;
+  const claimable = claimablePrefixes(areas);
+  const moduleApp = new Elysia({ prefix: modulePrefix }).onBeforeHandle(async ({ request }) => {
     // Module routes are a public prefix: the access mode decides whether a key is needed.
     await publicAccess(p, request);
   });
-  const groups: BuiltContext['groups'] = [{ prefix: `/api/module/${name}`, listener: 'public', app: moduleApp }];
+  const groups: BuiltContext['groups'] = [{ prefix: modulePrefix, app: moduleApp }];
 
   const db: ExtensionDb = {
     schema,
@@ -131,12 +135,10 @@ export function createContext(p: Platform, def: { name: string; version: string 
     platformVersion: p.version,
     routes: moduleApp,
     claim(prefix) {
-      const spec = CLAIMABLE_PREFIXES[prefix];
-      if (!spec) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${Object.keys(CLAIMABLE_PREFIXES).join(', ')}; other routes go on ctx.routes (/api/module/${name})`);
+      if (!claimable.includes(prefix)) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${claimable.join(', ')}; other routes go on ctx.routes (${modulePrefix})`);
       if (groups.some((g) => g.prefix === prefix)) throw new Error(`claim('${prefix}'): already claimed by this extension`);
-      if (formatFor(prefix) !== spec.format) registerAreaFormat(prefix, spec.format);
       const app = new Elysia({ prefix });
-      groups.push({ prefix, listener: spec.listener, app });
+      groups.push({ prefix, app });
       return app;
     },
     db,
@@ -149,7 +151,7 @@ export function createContext(p: Platform, def: { name: string; version: string 
       mkdirSync(dir, { recursive: true });
       return dir;
     },
-    reply: (request, data) => success(formatFor(new URL(request.url).pathname), data, requestInfo(request)),
+    reply,
     clientIp: (request) => requestInfo(request).ip,
     AppError,
     errors: Errors,

@@ -8,7 +8,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Platform } from '../platform';
-import type { RouteModule } from '../app';
+import type { ExtensionGroup } from '../app';
+import { rootOf, type Areas } from '../http/areas';
 import { quoteIdent } from '../db/engine';
 import { migrateDir } from '../db/migrate';
 import { definitionProblem, type ExtensionDefinition } from './define';
@@ -77,7 +78,7 @@ async function importOne(folder: string, entry: string): Promise<Candidate> {
 }
 
 /** Migrations, context and setup of one extension whose name is unique. */
-async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore): Promise<void> {
+async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore, areas: Areas): Promise<void> {
   const def = c.def!;
   const log = p.log.child({ extension: def.name });
   try {
@@ -89,7 +90,7 @@ async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore): 
       schema,
       scope: { column: 'extension', value: def.name },
     });
-    c.built = createContext(p, def, settings, log);
+    c.built = createContext(p, def, settings, log, areas);
     // A setup that has not finished in time is marked failed, so start-up cannot hang on one extension.
     const timeout = p.settings.get<number>('extensions.setup_timeout_ms');
     await withTimeout(Promise.resolve(def.setup(c.built.ctx)), timeout, `setup of extension ${def.name}`);
@@ -113,27 +114,33 @@ function refuseClashes(candidates: Candidate[], keysOf: (c: Candidate) => string
   }
 }
 
-export async function loadExtensions(p: Platform, dir: string, store: ExtensionSettingsStore): Promise<{ records: LoadedRecord[]; modules: RouteModule[] }> {
+export async function loadExtensions(
+  p: Platform,
+  dir: string,
+  store: ExtensionSettingsStore,
+  areas: Areas,
+): Promise<{ records: LoadedRecord[]; groups: ExtensionGroup[] }> {
   // Info, not debug: a missing or empty directory is the usual reason the Files API is 404,
   // and the operator needs the absolute path that was actually looked at.
   if (!existsSync(dir)) {
     p.log.info('extensions directory does not exist; no extensions loaded', { dir });
-    return { records: [], modules: [] };
+    return { records: [], groups: [] };
   }
   const found = scan(dir);
   if (!found.length) {
     p.log.info('no extensions found', { dir });
-    return { records: [], modules: [] };
+    return { records: [], groups: [] };
   }
   provideModules();
   const candidates: Candidate[] = [];
   for (const f of found) candidates.push(await importOne(f.folder, f.entry));
 
   refuseClashes(candidates.filter((c) => c.def), (c) => [c.def!.name], 'extension name');
-  for (const c of candidates) if (c.def && !c.record.error) await setUp(p, c, store);
+  for (const c of candidates) if (c.def && !c.record.error) await setUp(p, c, store, areas);
 
   const live = () => candidates.filter((c) => c.record.status === 'loaded');
-  const claimed = (c: Candidate) => c.built!.groups.filter((g) => !g.prefix.startsWith('/api/module/')).map((g) => g.prefix);
+  const modulePrefix = rootOf(areas.byName('module'));
+  const claimed = (c: Candidate) => c.built!.groups.filter((g) => !g.prefix.startsWith(modulePrefix + '/')).map((g) => g.prefix);
   // Routes and claimed prefixes are only known once setup has run, so these clashes are found
   // after the extensions' migrations and setup: their schemas and migration records stay (they
   // are the extension's own and harmless), and their shutdown hooks run now, stopping any
@@ -147,8 +154,8 @@ export async function loadExtensions(p: Platform, dir: string, store: ExtensionS
     if (c.record.status === 'loaded') p.log.info('extension loaded', { extension: c.record.name, version: c.record.version, routes: c.record.routes.length, migrations: c.record.migrations });
     else p.log.error('extension failed', { extension: c.record.name, folder: c.record.folder, error: c.record.error });
   }
-  const modules: RouteModule[] = live().flatMap((c) =>
-    c.built!.groups.map((g) => ({ name: `extension:${c.record.name}${g.prefix.startsWith('/api/module/') ? '' : ':' + g.prefix}`, listener: g.listener, routes: () => g.app })),
+  const groups: ExtensionGroup[] = live().flatMap((c) =>
+    c.built!.groups.map((g) => ({ name: `extension:${c.record.name}${g.prefix.startsWith(modulePrefix + '/') ? '' : ':' + g.prefix}`, prefix: g.prefix, app: g.app })),
   );
-  return { records: candidates.map((c) => c.record), modules };
+  return { records: candidates.map((c) => c.record), groups };
 }

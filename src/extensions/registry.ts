@@ -5,7 +5,8 @@
  * servers behave alike.
  */
 import type { Platform } from '../platform';
-import type { RouteModule } from '../app';
+import type { ExtensionGroup } from '../app';
+import type { Areas } from '../http/areas';
 import { resolveExtensionsDir } from './dir';
 import { loadExtensions } from './loader';
 import { ExtensionSettingsStore, type ExtensionSettings, type ExtensionSettingView } from './settings-store';
@@ -42,7 +43,7 @@ export class ExtensionRegistry {
   /** The scanned directory (setting extensions.dir), absolute: see ./dir.ts for what a relative one means. */
   readonly dir: string;
   private records: LoadedRecord[] = [];
-  private loading?: Promise<RouteModule[]>;
+  private loading?: Promise<ExtensionGroup[]>;
   readonly store: ExtensionSettingsStore;
 
   constructor(private p: Platform) {
@@ -50,15 +51,18 @@ export class ExtensionRegistry {
     this.store = new ExtensionSettingsStore(p.settings.layers, p.db);
   }
 
-  /** Scan, import and set up every extension (once); returns the route groups to mount. */
-  load(): Promise<RouteModule[]> {
+  /**
+   * Scan, import and set up every extension (once); returns the route groups to mount.
+   * `areas` is the route list's (src/app.ts): which prefixes an extension may claim.
+   */
+  load(areas: Areas): Promise<ExtensionGroup[]> {
     return (this.loading ??= (async () => {
       await this.store.load();
       await this.store.watch();
       this.p.onShutdown(() => this.store.close());
-      const { records, modules } = await loadExtensions(this.p, this.dir, this.store);
+      const { records, groups } = await loadExtensions(this.p, this.dir, this.store, areas);
       this.records = records;
-      return modules;
+      return groups;
     })());
   }
 

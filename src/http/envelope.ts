@@ -1,5 +1,6 @@
 /**
- * The three response envelopes (README.md, What it serves) and which area uses which.
+ * The three response envelopes (README.md, What it serves); each area's is named in its
+ * entry of the route list (src/app.ts).
  *  A — auth, database, runtime config, admin, system: {success, data} / {success:false, error:{code,message,…}}
  *  B — mail and extension helpers: {success, data, meta:{trace_id, execution_ms}, errors:[…]}
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}
@@ -7,17 +8,6 @@
 import { AppError } from './errors';
 
 export type Format = 'A' | 'B' | 'C';
-
-/** Extension routes choose their envelope; the loader registers prefixes here. */
-const prefixFormats: { prefix: string; format: Format }[] = [
-  { prefix: '/api/v1/mail', format: 'B' },
-  { prefix: '/api/v1/files', format: 'C' },
-  { prefix: '/api/module/', format: 'B' },
-];
-
-export function registerAreaFormat(prefix: string, format: Format): void {
-  prefixFormats.unshift({ prefix, format });
-}
 
 /**
  * The path of a request URL, without query or fragment. Bun hands the listener an
@@ -60,16 +50,6 @@ export function hostProblem(url: string): boolean {
   return false;
 }
 
-export function formatFor(path: string): Format {
-  for (const p of prefixFormats) if (path === p.prefix || path.startsWith(p.prefix.endsWith('/') ? p.prefix : p.prefix + '/')) return p.format;
-  return 'A';
-}
-
-/** Auth answers format errors with 422 (seed: Public Auth); every other area with 400. */
-export function validationStatus(path: string): number {
-  return path.startsWith('/api/v1/auth/') ? 422 : 400;
-}
-
 export interface RequestMeta {
   id: string;
   start: number;
@@ -96,7 +76,7 @@ function metaOf(meta?: RequestMeta) {
   return meta ? { trace_id: meta.id, execution_ms: Math.round((performance.now() - meta.start) * 100) / 100 } : {};
 }
 
-export function errorResponse(path: string, err: AppError, meta?: RequestMeta): Response {
+export function errorResponse(format: Format, err: AppError, meta?: RequestMeta): Response {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...(err.extra.headers ?? {}) };
-  return new Response(JSON.stringify(errorBody(formatFor(path), err, meta)), { status: err.status, headers });
+  return new Response(JSON.stringify(errorBody(format, err, meta)), { status: err.status, headers });
 }

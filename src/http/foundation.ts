@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia';
 import { AppError, Errors } from './errors';
-import { errorResponse, formatFor, pathOf, success, validationStatus } from './envelope';
+import { errorResponse, pathOf, success } from './envelope';
+import type { AreaFacts } from './areas';
 import { requestInfo } from './request-info';
 import { DatabaseUnavailableError } from '../db/engine';
 import type { Logger } from '../log';
@@ -27,7 +28,7 @@ function fieldOf(item: { path: string; schema?: { title?: unknown } }, on: strin
 }
 
 /** Map anything thrown into an AppError; unknown errors become a 500 whose cause is logged. */
-export function toAppError(err: unknown, path: string): AppError {
+export function toAppError(err: unknown, area: AreaFacts): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
   type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string; title?: unknown } };
@@ -43,7 +44,7 @@ export function toAppError(err: unknown, path: string): AppError {
     for (const item of all) fields[fieldOf(item, e.type)] ??= describeIssue(item);
     const first = Object.entries(fields)[0];
     const message = first ? `Invalid request: ${first[0]}: ${first[1]}` : 'Invalid request.';
-    return Errors.validation(message, fields, validationStatus(path));
+    return Errors.validation(message, fields, area.validationStatus ?? 400);
   }
   if (e?.name === 'ParseError' || e?.code === 'PARSE') return Errors.invalidJson();
   if (e?.name === 'NotFoundError' || e?.code === 'NOT_FOUND') return Errors.notFound(`No route for this path.`);
@@ -65,7 +66,8 @@ export function logServerError(log: Logger, appErr: AppError, thrown: unknown, f
 
 /** A success body in the envelope of the area `request` belongs to. */
 export function reply(request: Request, data: unknown): unknown {
-  return success(formatFor(pathOf(request.url)), data, requestInfo(request));
+  const info = requestInfo(request);
+  return success(info.area.envelope, data, info);
 }
 
 /**
@@ -76,11 +78,10 @@ export function reply(request: Request, data: unknown): unknown {
 export function foundation(log: Logger) {
   return new Elysia({ name: 'basalt.foundation' })
     .onError({ as: 'global' }, ({ error, request, code }) => {
-      const path = pathOf(request.url);
-      const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, path);
       const info = requestInfo(request);
-      if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path });
-      return errorResponse(path, appErr, info);
+      const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, info.area);
+      if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path: pathOf(request.url) });
+      return errorResponse(info.area.envelope, appErr, info);
     })
     .derive({ as: 'global' }, ({ request }) => ({
       /** Success body in this area's envelope. */

@@ -3,10 +3,14 @@
  * client IP), looked up by the Request object from any handler or guard.
  */
 import { BlockList, isIP } from 'node:net';
+import { NO_AREA, type AreaFacts } from './areas';
+
 export interface RequestInfo {
   id: string;
   start: number;
   ip: string;
+  /** The area of the route list (src/app.ts) the request's path belongs to. */
+  area: AreaFacts;
   /** Over HTTPS: directly, or `X-Forwarded-Proto: https` from a trusted proxy. */
   https?: boolean;
 }
@@ -21,7 +25,7 @@ export function requestInfo(req: Request): RequestInfo {
   let info = infos.get(req);
   if (!info) {
     // A request that did not come through the listener (e.g. app.handle in a unit test).
-    info = { id: crypto.randomUUID(), start: performance.now(), ip: '127.0.0.1' };
+    info = { id: crypto.randomUUID(), start: performance.now(), ip: '127.0.0.1', area: NO_AREA };
     infos.set(req, info);
   }
   return info;

@@ -1,6 +1,7 @@
 import type { Server } from 'bun';
 import { AppError, Errors } from './errors';
 import { errorResponse, hostProblem, pathOf } from './envelope';
+import type { AreaFacts, Areas } from './areas';
 import { cameOverHttps, clientIp, setRequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
@@ -8,33 +9,25 @@ import type { Logger } from '../log';
 import type { Metrics } from './metrics';
 import { isJsonType, jsonShapeProblem, type JsonBounds } from './json-bounds';
 
-/** Areas (a root path and everything below it) that take only JSON bodies: 415 for anything else. */
-const JSON_AREAS = ['/api/v1/auth', '/api/v1/db', '/api/v1/mail', '/api/admin'];
-/**
- * Streamed uploads: the Files module counts the bytes as they arrive and answers 413 past
- * files.max_bytes, so bodies here are not buffered or capped by this layer. Every other
- * body, whatever its type (JSON, urlencoded, multipart to an extension route), is capped
- * at web.max_json_body_bytes.
- */
-const STREAMED_AREAS = ['/api/v1/files'];
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED = 'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
 /**
- * Security headers by area (docs/operations.md, Security headers). Each is set only
- * when the response does not carry it already: the admin panel and file downloads
- * bring their own policies, and an extension serving a page may set its own CSP.
+ * Security headers by area (docs/operations.md, Security headers; the area's `csp` and
+ * `noStore` in src/app.ts). Each is set only when the response does not carry it
+ * already: the admin panel and file downloads bring their own policies, and an
+ * extension serving a page may set its own CSP.
  */
 const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 /** The reference page: its own scripts, styles and the document, nothing from elsewhere. */
 const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-/** Areas whose answers carry tokens, secrets or private rows: never stored by a browser or proxy cache. */
-const NO_STORE_AREAS = ['/api/v1/auth', '/api/admin', '/api/v1/db'];
 
 export interface HandlerDeps {
   settings: Settings;
   log: Logger;
+  /** The route list's areas (src/app.ts): body policy, envelope, headers and metrics label by path. */
+  areas: Areas;
   /** Elysia's `handle`. */
   handle: (req: Request) => Promise<Response>;
   metrics?: Metrics;
@@ -46,18 +39,20 @@ export type Handler = (req: Request, server?: Server<unknown>) => Promise<Respon
  * The listener's fetch: request id, CORS, body limits and content type, request
  * log. Everything here answers in the area's envelope, like the app does.
  */
-export function createHandler({ settings, log, handle, metrics }: HandlerDeps): Handler {
+export function createHandler({ settings, log, areas, handle, metrics }: HandlerDeps): Handler {
   return async (req, server) => {
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     const path = pathOf(req.url);
+    const area = areas.of(path);
     // The client address is worked out when first asked for (rate limits, the request
     // log line): asking the socket for its peer costs more than the rest of this wrapper.
     let ip: string | undefined;
     const info = {
       id,
       start,
+      area,
       get ip(): string {
         return (ip ??= clientIp(server?.requestIP(req)?.address ?? '127.0.0.1', req.headers.get('x-forwarded-for'), settings.get<string[]>('web.trusted_proxies')));
       },
@@ -81,7 +76,7 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
-        const pending = checkBody(req, path, settings.get<number>('web.max_json_body_bytes'), {
+        const pending = checkBody(req, area, settings.get<number>('web.max_json_body_bytes'), {
           maxDepth: settings.get<number>('web.max_json_depth'),
           maxItems: settings.get<number>('web.max_json_items'),
         });
@@ -91,9 +86,9 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
         res = await handle(checked);
       }
     } catch (err) {
-      const appErr = err instanceof AppError ? err : toAppError(err, path);
+      const appErr = err instanceof AppError ? err : toAppError(err, area);
       if (appErr.status >= 500) log.error('request failed', { request_id: id, path, cause: err });
-      res = errorResponse(path, appErr, info);
+      res = errorResponse(area.envelope, appErr, info);
     }
 
     try {
@@ -102,7 +97,7 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
       res = new Response(res.body, res); // immutable headers (e.g. a proxied response)
       res.headers.set('X-Request-Id', id);
     }
-    secure(res.headers, path);
+    secure(res.headers, area);
     if (corsOk) {
       res.headers.set('Access-Control-Allow-Origin', origin!);
       res.headers.set('Access-Control-Allow-Credentials', 'true');
@@ -110,42 +105,32 @@ export function createHandler({ settings, log, handle, metrics }: HandlerDeps): 
     }
     if (origin) res.headers.append('Vary', 'Origin');
     const ms = Math.round((performance.now() - start) * 10) / 10;
-    metrics?.observe(path, req.method, res.status, ms);
+    metrics?.observe(area.name, req.method, res.status, ms);
     if (log.enabled('info')) log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
 }
 
-function secure(headers: Headers, path: string): void {
+function secure(headers: Headers, area: AreaFacts): void {
   if (!headers.has('x-content-type-options')) headers.set('X-Content-Type-Options', 'nosniff');
   if (!headers.has('x-frame-options')) headers.set('X-Frame-Options', 'DENY');
   if (!headers.has('referrer-policy')) headers.set('Referrer-Policy', 'no-referrer');
-  if (!headers.has('content-security-policy')) headers.set('Content-Security-Policy', inArea(path, '/api/docs') ? DOCS_CSP : API_CSP);
-  if (!headers.has('cache-control') && inAreas(path, NO_STORE_AREAS)) headers.set('Cache-Control', 'no-store');
-}
-
-/** `path` is `area` or below it (`area` without a trailing slash). */
-function inArea(path: string, area: string): boolean {
-  return path.startsWith(area) && (path.length === area.length || path.charCodeAt(area.length) === 47 /* / */);
-}
-
-function inAreas(path: string, areas: string[]): boolean {
-  for (const a of areas) if (inArea(path, a)) return true;
-  return false;
+  if (!headers.has('content-security-policy')) headers.set('Content-Security-Policy', area.csp === 'docs' ? DOCS_CSP : API_CSP);
+  if (area.noStore && !headers.has('cache-control')) headers.set('Cache-Control', 'no-store');
 }
 
 /**
  * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
  * (no Content-Length) and must be read here to be counted.
  */
-function checkBody(req: Request, path: string, limit: number, bounds: JsonBounds): Request | Promise<Request> {
-  if (inAreas(path, STREAMED_AREAS)) return req;
+function checkBody(req: Request, area: AreaFacts, limit: number, bounds: JsonBounds): Request | Promise<Request> {
+  if (area.body === 'streamed') return req;
   const length = req.headers.get('content-length');
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
   const json = isJsonType(req.headers.get('content-type'));
-  if (!json && BODY_METHODS.has(req.method) && inAreas(path, JSON_AREAS)) throw Errors.unsupportedMediaType();
+  if (!json && area.body === 'json' && BODY_METHODS.has(req.method)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
   if (chunked) return readCapped(req, limit, json ? bounds : undefined);
   return json ? readBounded(req, bounds) : req;

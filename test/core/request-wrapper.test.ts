@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { createHandler } from '../../src/http/server';
+import { areas } from '../../src/app';
 import { pathOf } from '../../src/http/envelope';
 import { Metrics } from '../../src/http/metrics';
 import { requestInfo } from '../../src/http/request-info';
@@ -43,7 +44,7 @@ const json = (body: unknown, headers: Record<string, string> = {}) => {
 describe('request wrapper', () => {
   test('at info level every request has its log line, with the client address behind a trusted proxy', async () => {
     const { log, lines } = recorder('info');
-    const h = createHandler({ settings, log, handle: async () => new Response('{}', { headers: { 'content-type': 'application/json' } }), metrics: new Metrics() });
+    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}', { headers: { 'content-type': 'application/json' } }), metrics: new Metrics() });
     const server = peer('10.0.0.1');
     const res = await h(json({ a: 1 }, { 'x-forwarded-for': '203.0.113.9', 'x-request-id': 'req-1' }), server as never);
     expect(res.status).toBe(200);
@@ -56,7 +57,7 @@ describe('request wrapper', () => {
 
   test('below info level no line is built and the socket is not asked for its peer', async () => {
     const { log, lines } = recorder('warn');
-    const h = createHandler({ settings, log, handle: async () => new Response('{}'), metrics: new Metrics() });
+    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}'), metrics: new Metrics() });
     const server = peer('127.0.0.1');
     const res = await h(json({ a: 1 }), server as never);
     expect(res.status).toBe(200);
@@ -71,6 +72,7 @@ describe('request wrapper', () => {
     const h = createHandler({
       settings,
       log,
+      areas,
       handle: async (req) => {
         seen.push(requestInfo(req).ip, requestInfo(req).ip);
         return new Response('{}');
@@ -84,7 +86,7 @@ describe('request wrapper', () => {
 
   test('415 and 413 still answer in the envelope, with the request id and a log line', async () => {
     const { log, lines } = recorder('info');
-    const h = createHandler({ settings, log, handle: async () => new Response('{}') });
+    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}') });
     const wrongType = await h(new Request('http://h/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'text/plain', 'content-length': '2' }, body: 'hi' }), peer('127.0.0.1') as never);
     expect(wrongType.status).toBe(415);
     expect(wrongType.headers.get('x-request-id')).toBeTruthy();
@@ -97,7 +99,7 @@ describe('request wrapper', () => {
 
   test('CORS headers for an allowed origin', async () => {
     const { log } = recorder('silent');
-    const h = createHandler({ settings, log, handle: async () => new Response('{}') });
+    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}') });
     const res = await h(json({}, { origin: 'https://app.example' }), peer('127.0.0.1') as never);
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(res.headers.get('vary')).toContain('Origin');
@@ -122,9 +124,10 @@ describe('pathOf', () => {
 describe('metrics', () => {
   test('counts per area, method and status; one series per combination', () => {
     const m = new Metrics();
-    for (let i = 0; i < 3; i++) m.observe('/api/v1/db/query', 'POST', 200, 2);
-    m.observe('/api/v1/db/query', 'POST', 400, 2);
-    m.observe('/api/v1/auth/login', 'VERYLONGMETHOD', 200, 30);
+    const area = (path: string) => areas.of(path).name;
+    for (let i = 0; i < 3; i++) m.observe(area('/api/v1/db/query'), 'POST', 200, 2);
+    m.observe(area('/api/v1/db/query'), 'POST', 400, 2);
+    m.observe(area('/api/v1/auth/login'), 'VERYLONGMETHOD', 200, 30);
     const text = m.render();
     expect(text).toContain('basalt_http_requests_total{area="db",method="POST",status="200"} 3\n');
     expect(text).toContain('basalt_http_requests_total{area="db",method="POST",status="400"} 1\n');

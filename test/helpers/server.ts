@@ -4,7 +4,7 @@
  */
 import { openPlatform, type Platform } from '../../src/platform';
 import { listen, type Running } from '../../src/serve';
-import type { ExtraModules } from '../../src/app';
+import { areas, type ExtraModules } from '../../src/app';
 import { freshDb, type Engine, type FreshDb } from './engines';
 
 export interface Reply<T = any> {
@@ -23,7 +23,7 @@ export interface TestServer {
   url: string;
   /** Base URL of the public listener (same as url when the split is off). */
   publicUrl: string;
-  /** JSON request against the listener serving `path` (public when split). */
+  /** JSON request against the listener serving `path` per the route list (src/app.ts). */
   req<T = any>(method: string, path: string, opts?: { body?: unknown; headers?: Record<string, string>; raw?: BodyInit; base?: string }): Promise<Reply<T>>;
   stop(): Promise<void>;
 }
@@ -36,7 +36,8 @@ export interface StartOptions {
   extra?: ExtraModules;
 }
 
-const MAIN_PREFIXES = ['/api/admin', '/api/v1/mail', '/api/v1/files', '/healthz', '/readyz', '/metrics'];
+/** The listener serving `path` per the route list (src/app.ts); the public one for paths both serve. */
+const onMain = (path: string) => areas.of(path.replace(/[?#].*$/, '')).listener === 'main';
 
 export async function startServer(engine: Engine, opts: StartOptions = {}): Promise<TestServer> {
   const db = opts.db ?? (await freshDb(engine));
@@ -60,7 +61,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
     url,
     publicUrl,
     async req(method, path, o = {}) {
-      const base = o.base ?? (MAIN_PREFIXES.some((p) => path.startsWith(p)) ? url : publicUrl);
+      const base = o.base ?? (onMain(path) ? url : publicUrl);
       const headers: Record<string, string> = { ...(o.headers ?? {}) };
       let body: BodyInit | undefined = o.raw;
       if (o.body !== undefined) {

@@ -6,8 +6,9 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { panelRoutes, PANEL_CSP } from '../../src/modules/panel/routes';
 import { startServer, type TestServer } from '../helpers/server';
+import { areas } from '../../src/app';
 
-const app = panelRoutes(undefined as never);
+const app = panelRoutes(undefined as never, areas.byName('panel'));
 const ask = (path: string, headers: Record<string, string> = {}) => app.handle(new Request('http://127.0.0.1' + path, { headers }));
 
 async function page() {

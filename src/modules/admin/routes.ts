@@ -3,6 +3,7 @@
  * JSON bodies only. Every route passes the guard (CSRF layers, session) in
  * `transform`; each screen's routes live in routes/<screen>.ts.
  */
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { adminGuard } from './guard';
@@ -20,8 +21,8 @@ import { backupsRoutes } from './routes/backups';
 
 const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
 
-export function adminRoutes(p: Platform): AnyElysia {
-  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: '/api/admin' }).onTransform(adminGuard(p));
+export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
+  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).onTransform(adminGuard(p));
   for (const add of screens) app = add(app, p);
   return app;
 }

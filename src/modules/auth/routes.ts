@@ -2,6 +2,7 @@
  * Public Auth routes under /api/v1/auth (docs/auth.md). HTTP only: the access-mode
  * gate, reading the request, calling the service, answering format A.
  */
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { publicAccess } from '../../http/api-key-guard';
@@ -18,7 +19,7 @@ function meta(request: Request): ClientMeta {
   return { ip: requestInfo(request).ip, userAgent: request.headers.get('user-agent'), origin: new URL(request.url).origin };
 }
 
-export function authRoutes(p: Platform) {
+export function authRoutes(p: Platform, area: AreaFacts) {
   const auth = () => p.services.auth;
   const ok = <T>(data: T) => ({ success: true as const, data });
   // Bearer routes authenticate in `transform`, which Elysia runs before body validation:
@@ -28,7 +29,7 @@ export function authRoutes(p: Platform) {
   const userOf = (request: Request) => users.get(request)!;
 
   return (
-    new Elysia({ name: 'basalt.auth', prefix: '/api/v1/auth' })
+    new Elysia({ name: 'basalt.auth', prefix: rootOf(area) })
       // web.public_api_access_mode: in api_key_required mode every auth route needs X-API-Key.
       // Checked in transform, before body validation (docs/api-keys.md: no key → 401 api_key_required,
       // whatever the body). Only malformed JSON is answered earlier, by the parser (400).

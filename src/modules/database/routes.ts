@@ -7,6 +7,7 @@
  *
  * All but the last run in `transform`, which Elysia runs before body validation.
  */
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { requireApiKey, requirePermission, type ApiKeyPrincipal } from '../../http/api-key-guard';
@@ -86,7 +87,7 @@ const security = [{ ApiKey: [] }];
 const ok = (data: unknown): Response =>
   new Response(JSON.stringify({ success: true, data }), { headers: { 'content-type': 'application/json' } });
 
-export function databaseRoutes(p: Platform) {
+export function databaseRoutes(p: Platform, area: AreaFacts) {
   const svc = () => p.services.database;
   const principal = (request: Request): ApiKeyPrincipal => {
     const pr = principals.get(request);
@@ -98,9 +99,9 @@ export function databaseRoutes(p: Platform) {
     principals.set(request, await requireApiKey(p, request, 'db:query', { publicPrefix: true }));
   };
 
-  return new Elysia({ name: 'basalt.database' })
+  return new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
     .post(
-      '/api/v1/db/query',
+      '/query',
       async ({ body, request }) => ok(await svc().query(principal(request), body)),
       {
         async transform({ body, request }) {
@@ -127,7 +128,7 @@ export function databaseRoutes(p: Platform) {
       },
     )
     .post(
-      '/api/v1/db/transaction/begin',
+      '/transaction/begin',
       async ({ request }) => ok(await svc().begin(principal(request))),
       {
         transform: authenticate,
@@ -146,7 +147,7 @@ export function databaseRoutes(p: Platform) {
       },
     )
     .post(
-      '/api/v1/db/transaction/:id/commit',
+      '/transaction/:id/commit',
       async ({ params, request }) => ok(await svc().commit(principal(request), params.id)),
       {
         transform: authenticate,
@@ -164,7 +165,7 @@ export function databaseRoutes(p: Platform) {
       },
     )
     .post(
-      '/api/v1/db/transaction/:id/rollback',
+      '/transaction/:id/rollback',
       async ({ params, request }) => ok(await svc().rollback(principal(request), params.id)),
       {
         transform: authenticate,

@@ -2,6 +2,7 @@
  * Mail API routes (main listener, format B): POST /api/v1/mail/send and
  * GET /api/v1/mail/jobs/<job_id>. HTTP only; the work is in service.ts.
  */
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
 import { requireApiKey } from '../../http/api-key-guard';
@@ -23,15 +24,15 @@ function rejectUnknownFields(body: unknown) {
 }
 const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorB]));
 
-export function mailRoutes(p: Platform) {
+export function mailRoutes(p: Platform, area: AreaFacts) {
   // The worker runs in every process that serves HTTP (never in one-shot CLI commands).
   void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
   return (
-    new Elysia({ name: 'basalt.mail' })
+    new Elysia({ name: 'basalt.mail', prefix: rootOf(area) })
       // derive runs before body validation: a request without a valid key gets 401/403, not a 400.
       .derive(async ({ request }) => ({ principal: await requireApiKey(p, request, 'mail:send') }))
       .post(
-        '/api/v1/mail/send',
+        '/send',
         async ({ body, request, principal, set, status }) => {
           const idempotencyKey = resolveIdempotencyKey(request.headers, body.idempotency_key);
           const { idempotency_key: _drop, ...req } = body;
@@ -65,7 +66,7 @@ export function mailRoutes(p: Platform) {
         },
       )
       .get(
-        '/api/v1/mail/jobs/:job_id',
+        '/jobs/:job_id',
         async ({ params, principal, request }) => {
           const job = await p.services.mail.jobs.get(params.job_id, principal.id);
           if (!job) throw MailErrors.jobNotFound();

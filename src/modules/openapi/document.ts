@@ -4,40 +4,19 @@
  * any request is served: Elysia compiles a route's validators on its first request and
  * adds keywords to the schemas as it does, so a document built later would depend on
  * the traffic seen. Built from the same TypeBox schemas that validate, plus what the
- * layers around the routes answer for every route of an area (src/http/server.ts:
- * 413/415 and the request id; src/http/envelope.ts: the three envelopes;
- * src/http/api-key-guard.ts: the access-mode key), so each operation lists every
- * status it can answer, in its area's envelope.
+ * layers around the routes answer for every route of an area, as its entry in the route
+ * list says (src/app.ts: body policy → 413/415, envelope, access-mode key), so each
+ * operation lists every status it can answer, in its area's envelope. The areas with an
+ * `openapi` entry are documented; the others (admin, panel, system) are not.
  */
 import type { AnyElysia } from 'elysia';
+import { prefixesOf, type AreaFacts, type Areas } from '../../http/areas';
 import { SchemaConverter, isOptional } from './schema';
 import { ErrorA, ErrorB, ErrorC, headerComponents } from './envelopes';
 
 type Doc = Record<string, any>;
-type Envelope = 'A' | 'B' | 'C';
+type Envelope = AreaFacts['envelope'];
 
-/** What the layers around the routes add, per area (README.md, What it serves; docs/api-keys.md; docs/operations.md). */
-interface Area {
-  prefix: string;
-  envelope: Envelope;
-  /** Body routes take only JSON: malformed → 400 invalid_json, other types → 415 (src/http/server.ts JSON_AREAS). */
-  jsonOnly?: boolean;
-  /** A public prefix: web.public_api_access_mode=api_key_required needs X-API-Key (401 api_key_required). */
-  gated?: boolean;
-  /** Bodies are capped at web.max_json_body_bytes (413) before the route sees them. */
-  capped?: boolean;
-}
-
-const AREAS: Area[] = [
-  { prefix: '/api/v1/auth/', envelope: 'A', jsonOnly: true, gated: true, capped: true },
-  { prefix: '/api/v1/db/', envelope: 'A', jsonOnly: true, gated: true, capped: true },
-  { prefix: '/api/v1/public/', envelope: 'A', gated: true, capped: true },
-  { prefix: '/api/v1/mail/', envelope: 'B', jsonOnly: true, capped: true },
-  { prefix: '/api/v1/files', envelope: 'C' },
-  { prefix: '/api/module/', envelope: 'B', gated: true, capped: true },
-];
-
-const ONLY = [/^\/api\/v1\//, /^\/api\/module\//];
 const ERROR_REF: Record<Envelope, string> = { A: 'ErrorA', B: 'ErrorB', C: 'ErrorC' };
 
 const STATUS_TEXT: Record<string, string> = {
@@ -57,15 +36,16 @@ const STATUS_TEXT: Record<string, string> = {
 };
 
 /** Error codes the layers around a route answer with, per status (added to each status's description). */
-function layerCodes(area: Area, hasBody: boolean, validationStatus: number): Record<string, string[]> {
+function layerCodes(area: AreaFacts, hasBody: boolean, validationStatus: number): Record<string, string[]> {
   const codes: Record<string, string[]> = { '500': ['internal_error'], '503': ['database_unavailable'] };
   const add = (status: number, code: string) => (codes[status] ??= []).push(code);
-  if (hasBody && area.jsonOnly) {
+  if (hasBody && area.body === 'json') {
     add(400, 'invalid_json');
     add(415, 'unsupported_media_type');
-  } else if (hasBody && area.capped) add(400, 'invalid_json');
+  } else if (hasBody && area.body === 'capped') add(400, 'invalid_json');
   if (hasBody) add(validationStatus, 'validation_error');
-  if (hasBody && (area.capped || area.prefix === '/api/v1/files')) add(413, 'payload_too_large');
+  // Capped at web.max_json_body_bytes by the listener, or at files.max_bytes by the Files module (streamed).
+  if (hasBody) add(413, 'payload_too_large');
   if (area.gated) {
     add(401, 'api_key_required');
     add(401, 'unauthorized');
@@ -107,6 +87,12 @@ function securityOf(declared: Doc[] | undefined, gated: boolean): Doc[] {
   return out;
 }
 
+/** `/api/v1/auth, /api/v1/db and /api/module`: the gated areas' roots, in words. */
+function gatedPrefixes(areas: Areas): string {
+  const roots = areas.list.filter((a) => a.gated).flatMap(prefixesOf);
+  return roots.length > 1 ? `${roots.slice(0, -1).join(', ')} and ${roots.at(-1)}` : roots.join('');
+}
+
 const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 export interface RouteInfo {
@@ -115,14 +101,14 @@ export interface RouteInfo {
   hooks: Doc;
 }
 
-/** The public routes of the apps (both listeners when split), each once. */
-export function publicRoutes(apps: AnyElysia[]): RouteInfo[] {
+/** The routes of the documented areas (both listeners when split), each once. */
+export function publicRoutes(apps: AnyElysia[], areas: Areas): RouteInfo[] {
   const seen = new Set<string>();
   const out: RouteInfo[] = [];
   for (const app of apps) {
     for (const r of app.routes as unknown as RouteInfo[]) {
       const key = `${r.method} ${r.path}`;
-      if (seen.has(key) || !ONLY.some((re) => re.test(r.path)) || r.hooks?.detail?.hide || r.method === 'OPTIONS') continue;
+      if (seen.has(key) || !areas.of(r.path).openapi || r.hooks?.detail?.hide || r.method === 'OPTIONS') continue;
       seen.add(key);
       out.push(r);
     }
@@ -130,21 +116,15 @@ export function publicRoutes(apps: AnyElysia[]): RouteInfo[] {
   return out;
 }
 
-export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
+export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): Doc {
   const conv = new SchemaConverter();
   // The envelopes first, so they keep their names.
   for (const s of [ErrorA, ErrorB, ErrorC]) conv.convert(s);
   const paths: Doc = {};
-  const tags: Doc[] = [
-    { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
-    { name: 'Database', description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).' },
-    { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' },
-    { name: 'Files', description: 'media-library module (format C).' },
-    { name: 'Runtime config', description: 'Public front-end parameters (format A).' },
-  ];
-  for (const route of publicRoutes(apps)) {
-    const area = AREAS.find((a) => route.path.startsWith(a.prefix) || route.path === a.prefix.replace(/\/$/, ''));
-    if (!area) continue;
+  // The areas' tags in route-list order, then one per extension whose module routes are documented.
+  const tags: Doc[] = areas.list.flatMap((a) => (a.openapi?.tag ? [{ ...a.openapi.tag }] : []));
+  for (const route of publicRoutes(apps, areas)) {
+    const area = areas.of(route.path);
     const method = route.method.toLowerCase();
     const op = operation(conv, route, area);
     for (const tag of op.tags ?? []) if (!tags.some((t) => t.name === tag)) tags.push({ name: tag, description: `Routes of the ${tag} extension (format B).` });
@@ -163,7 +143,7 @@ export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
         'Public HTTP API of the Basalt platform: Public Auth, Database API, Mail API, Files (media-library) and extension routes. ' +
         'Every response carries X-Request-Id (echoed when the request sent a valid one; also meta.trace_id in format B). ' +
         'A request whose Host header is missing or malformed is answered 400 `invalid_host` before routing. ' +
-        'With web.public_api_access_mode=api_key_required, every route under /api/v1/auth, /api/v1/db, /api/v1/public and /api/module needs X-API-Key ' +
+        `With web.public_api_access_mode=api_key_required, every route under ${gatedPrefixes(areas)} needs X-API-Key ` +
         '(the site public key will do, except on the Database API which needs a service key): the security alternatives with ApiKey apply then.',
     },
     servers: [{ url: '/', description: 'This instance (with web.public_api_separate, mail and files are on the main listener: see runtime config main_api_base_url).' }],
@@ -180,7 +160,7 @@ export function buildOpenApi(apps: AnyElysia[], version: string): Doc {
   };
 }
 
-function operation(conv: SchemaConverter, route: RouteInfo, area: Area): Doc {
+function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Doc {
   const hooks = route.hooks ?? {};
   const { responses: detailResponses, requestBody: detailBody, parameters: detailParams, security, 'x-head': _head, 'x-codes': codes, ...detail } = (hooks.detail ?? {}) as Doc;
   const method = route.method.toLowerCase();
@@ -211,11 +191,11 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: Area): Doc {
   } else if (hooks.body && method !== 'get' && method !== 'head') {
     hasBody = true;
     const schema = conv.convert(hooks.body);
-    const types = area.jsonOnly ? ['application/json'] : ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'];
+    const types = area.body === 'json' ? ['application/json'] : ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'];
     op.requestBody = { required: !isOptional(hooks.body), content: Object.fromEntries(types.map((t) => [t, { schema }])) };
   }
 
-  const validationStatus = area.prefix === '/api/v1/auth/' ? 422 : 400;
+  const validationStatus = area.validationStatus ?? 400;
   const errorCodes = layerCodes(area, hasBody, validationStatus);
   for (const [status, list] of Object.entries((codes ?? {}) as Record<string, string[]>)) (errorCodes[status] ??= []).push(...list);
 

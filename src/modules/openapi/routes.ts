@@ -3,6 +3,7 @@ import type { AnyElysia } from 'elysia';
 import bundlePath from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'file' };
 import cssPath from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' };
 import { buildOpenApi } from './document';
+import type { Areas } from '../../http/areas';
 
 const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Basalt API reference</title>
@@ -22,8 +23,8 @@ const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#
  * later would make the document depend on the traffic seen (docs/operations.md
  * "The OpenAPI document").
  */
-export function openapiDocument(apps: AnyElysia[], version: string): string {
-  return JSON.stringify(buildOpenApi(apps, version));
+export function openapiDocument(apps: AnyElysia[], version: string, areas: Areas): string {
+  return JSON.stringify(buildOpenApi(apps, version, areas));
 }
 
 /**

@@ -4,6 +4,7 @@
  * (cached for a year), `/` redirects to `/_/`. Every answer carries the panel's own
  * strict CSP; gzip when the client takes it, compressed once.
  */
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { panelSource, type PanelFile } from './assets';
@@ -47,16 +48,17 @@ function notFound(): Response {
   return new Response('Not found', { status: 404, headers: { ...SECURITY, 'content-type': 'text/plain; charset=utf-8' } });
 }
 
-export function panelRoutes(_p: Platform) {
+export function panelRoutes(_p: Platform, area: AreaFacts) {
+  const root = rootOf(area);
   const assets = panelSource();
-  const redirect = () => new Response(null, { status: 302, headers: { location: '/_/', ...SECURITY } });
+  const redirect = () => new Response(null, { status: 302, headers: { location: `${root}/`, ...SECURITY } });
   const hide = { detail: { hide: true } };
   return new Elysia({ name: 'basalt.panel' })
     .get('/', redirect, hide)
     // Elysia matches `/_` and `/_/` alike: the page is served only at `/_/`.
-    .get('/_/', async ({ request }) => (request.url.endsWith('/_') ? redirect() : send(request, (await assets()).index, 'no-cache')), hide)
+    .get(`${root}/`, async ({ request }) => (request.url.endsWith(root) ? redirect() : send(request, (await assets()).index, 'no-cache')), hide)
     .get(
-      '/_/assets/:file',
+      `${root}/assets/:file`,
       async ({ request, params }) => {
         const file = (await assets()).files.get(params.file);
         return file ? send(request, file, IMMUTABLE) : notFound();

@@ -1,3 +1,4 @@
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
 import { mainBaseUrl, runtimeConfig } from './service';
@@ -22,9 +23,9 @@ const RuntimeConfig = t.Object({
 /** Hooks other areas use to add public facts (e.g. the site public key). */
 export const runtimeConfigExtras: ((p: Platform) => Promise<Record<string, unknown>> | Record<string, unknown>)[] = [siteKeyRuntimeConfig];
 
-export function runtimeConfigRoutes(p: Platform) {
-  return new Elysia({ name: 'basalt.runtime-config' }).get(
-    '/api/v1/public/runtime-config',
+export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
+  return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).get(
+    '/runtime-config',
     async ({ request }) => {
       await publicAccess(p, request);
       const base = (p.settings.get<string>('web.public_base_url') || new URL(request.url).origin).replace(/\/$/, '');

@@ -8,7 +8,7 @@
  */
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Platform } from './platform';
-import { Areas, type AreaFacts, type Listener } from './http/areas';
+import { Areas, rootOf, type AreaFacts, type Listener } from './http/areas';
 import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
 import { metricsFor } from './http/metrics';
@@ -147,8 +147,9 @@ export async function createApp(p: Platform, parts: AppParts = {}): Promise<Buil
   // The OpenAPI document is built once, now, before any request (src/modules/openapi/routes.ts),
   // from every route above, and served on both listeners; the reference page on the public one.
   const document = openapiDocument(pub ? [pub, main] : [main], p.version, areas);
-  main.use(openapiRoutes(document, !pub));
-  pub?.use(openapiRoutes(document, true));
+  const at = { spec: rootOf(areas.byName('openapi')), docs: rootOf(areas.byName('docs')) };
+  main.use(openapiRoutes(document, !pub, at));
+  pub?.use(openapiRoutes(document, true, at));
 
   const handler = (app: AnyElysia) =>
     createHandler({ settings: p.settings, log: p.log, areas, handle: (req) => app.handle(req), metrics: metricsFor(p) });

@@ -17,8 +17,8 @@ export const COOKIE = 'basalt_admin';
 /** Over HTTPS the cookie is `__Host-` prefixed: Secure, no Domain, Path=/ — browsers enforce it. */
 export const SECURE_COOKIE = '__Host-basalt_admin';
 
-/** Routes that work without a session (still CSRF layer 1 when they change state). */
-const OPEN = new Set(['/api/admin/auth/state', '/api/admin/auth/setup', '/api/admin/auth/login']);
+/** Routes that work without a session (still CSRF layer 1 when they change state), below the admin area's root. */
+const OPEN = ['/auth/state', '/auth/setup', '/auth/login'];
 
 export interface AdminRequest {
   session: LiveSession;
@@ -73,11 +73,12 @@ function knownHosts(p: Platform): string[] {
   }
 }
 
-export function adminGuard(p: Platform) {
+export function adminGuard(p: Platform, root: string) {
+  const open = new Set(OPEN.map((path) => root + path));
   return async function adminGate({ request }: { request: Request }): Promise<void> {
     const mutating = changesState(request.method);
     if (mutating) checkFetchMetadata(request.headers, knownHosts(p));
-    if (OPEN.has(pathOf(request.url))) return;
+    if (open.has(pathOf(request.url))) return;
     const session = await p.services.admin.session(cookieToken(request.headers));
     if (!session) throw AdminErrors.unauthorized();
     if (mutating) checkCsrfToken(request.headers, session.csrfToken);

@@ -22,7 +22,7 @@ import { backupsRoutes } from './routes/backups';
 const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
-  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).onTransform(adminGuard(p));
+  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).onTransform(adminGuard(p, rootOf(area)));
   for (const add of screens) app = add(app, p);
   return app;
 }

@@ -5,16 +5,16 @@ import cssPath from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' };
 import { buildOpenApi } from './document';
 import type { Areas } from '../../http/areas';
 
-const PAGE = `<!doctype html>
+const page = (docs: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Basalt API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="/api/docs/assets/swagger-ui.css"></head>
+<link rel="stylesheet" href="${docs}/assets/swagger-ui.css"></head>
 <body><div id="ui"></div>
-<script src="/api/docs/assets/swagger-ui-bundle.js"></script>
-<script src="/api/docs/assets/init.js"></script>
+<script src="${docs}/assets/swagger-ui-bundle.js"></script>
+<script src="${docs}/assets/init.js"></script>
 </body></html>`;
 
-const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
+const init = (spec: string) => `window.ui = SwaggerUIBundle({ url: '${spec}', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
 
 /**
  * The document's bytes, built once from the listeners' route list. Call it after every
@@ -28,20 +28,24 @@ export function openapiDocument(apps: AnyElysia[], version: string, areas: Areas
 }
 
 /**
- * `/api/openapi.json` (the `document` built at start, served as is) and the interactive
- * reference `/api/docs`, whose assets are embedded in the executable (no CDN).
+ * The document at the openapi area's root (`/api/openapi.json`, the `document` built at
+ * start, served as is) and the interactive reference at the docs area's (`/api/docs`),
+ * whose assets are embedded in the executable (no CDN); roots from src/app.ts.
  */
-export function openapiRoutes(document: string, withDocs: boolean) {
+export function openapiRoutes(document: string, withDocs: boolean, at: { spec: string; docs: string }) {
+  const { spec, docs } = at;
+  const PAGE = page(docs);
+  const INIT = init(spec);
   const app = new Elysia({ name: `basalt.openapi.${withDocs ? 'docs' : 'spec'}` }).get(
-    '/api/openapi.json',
+    spec,
     () => new Response(document, { headers: { 'content-type': 'application/json' } }),
     { detail: { hide: true } },
   );
   if (!withDocs) return app;
   const asset = (path: string, type: string) => () => new Response(Bun.file(path), { headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } });
   return app
-    .get('/api/docs', () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
-    .get('/api/docs/assets/swagger-ui-bundle.js', asset(bundlePath, 'text/javascript; charset=utf-8'), { detail: { hide: true } })
-    .get('/api/docs/assets/swagger-ui.css', asset(cssPath, 'text/css; charset=utf-8'), { detail: { hide: true } })
-    .get('/api/docs/assets/init.js', () => new Response(INIT, { headers: { 'content-type': 'text/javascript; charset=utf-8' } }), { detail: { hide: true } });
+    .get(docs, () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
+    .get(`${docs}/assets/swagger-ui-bundle.js`, asset(bundlePath, 'text/javascript; charset=utf-8'), { detail: { hide: true } })
+    .get(`${docs}/assets/swagger-ui.css`, asset(cssPath, 'text/css; charset=utf-8'), { detail: { hide: true } })
+    .get(`${docs}/assets/init.js`, () => new Response(INIT, { headers: { 'content-type': 'text/javascript; charset=utf-8' } }), { detail: { hide: true } });
 }

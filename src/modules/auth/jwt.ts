@@ -1,9 +1,9 @@
 /**
- * Access tokens: HS256 JWTs signed and verified with @elysiajs/jwt (jose underneath).
- * The plugin's `sign`/`verify` are taken from its decorator so the same code serves
- * route handlers and `requireUser()` guards that only hold a Request.
+ * Access tokens: HS256 JWTs signed and verified with jose's public API (`SignJWT`,
+ * `jwtVerify`), so the same code serves route handlers and the user guard, which
+ * only holds a token.
  */
-import { jwt } from '@elysiajs/jwt';
+import { jwtVerify, SignJWT, type JWTPayload, type JWTVerifyOptions } from 'jose';
 
 /** Lifetime of an access token. Short because revocation is also checked per request. */
 export const ACCESS_TOKEN_SECONDS = 15 * 60;
@@ -23,11 +23,6 @@ export interface AccessTokens {
   verify(token: string): Promise<VerifyResult>;
 }
 
-interface Signer {
-  sign(v: Record<string, unknown>): Promise<string>;
-  verify(token?: string, options?: Record<string, unknown>): Promise<Record<string, unknown> | false>;
-}
-
 /**
  * The only shape an access token may have (docs/auth.md, Tokens and sessions): three
  * base64url segments without padding, the last an HS256 signature — 32 bytes, so
@@ -38,25 +33,42 @@ const SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw0
 /** User and session ids are UUIDs; anything else is refused before it reaches a query. */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * Only HS256 with our issuer, and only tokens that expire: a token with alg "none",
+ * another issuer or no `exp` never passes, however it is signed.
+ */
+const STRICT: JWTVerifyOptions = { algorithms: ['HS256'], issuer: ISSUER, requiredClaims: ['exp', 'iat', 'sub', 'sid'] };
+/** The same checks without the clock: tells an expired token from a forged one. */
+const IGNORING_THE_CLOCK: JWTVerifyOptions = { ...STRICT, clockTolerance: 10 * 365 * 86_400 };
+
 export function accessTokens(secret: string): AccessTokens {
-  const plugin = jwt({ name: 'accessToken', secret, alg: 'HS256', iss: ISSUER, exp: `${ACCESS_TOKEN_SECONDS}s` });
-  const signer = (plugin as unknown as { decorator: { accessToken: Signer } }).decorator.accessToken;
-  // Only HS256 with our issuer, and only tokens that expire: a token with alg "none",
-  // another issuer or no `exp` never passes, however it is signed.
-  const strict = { algorithms: ['HS256'], issuer: ISSUER, requiredClaims: ['exp', 'iat', 'sub', 'sid'] };
+  const key = new TextEncoder().encode(secret);
+  /** The payload when `token` passes `options`, else null (jose throws on every refusal). */
+  const check = async (token: string, options: JWTVerifyOptions): Promise<JWTPayload | null> => {
+    try {
+      return (await jwtVerify(token, key, options)).payload;
+    } catch {
+      return null;
+    }
+  };
   return {
-    sign: (claims) => signer.sign({ sub: claims.sub, sid: claims.sid }),
+    // Header {alg, typ}; payload iss, sub, sid, then exp and iat.
+    sign: (claims) =>
+      new SignJWT({ iss: ISSUER, sub: claims.sub, sid: claims.sid })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setExpirationTime(`${ACCESS_TOKEN_SECONDS}s`)
+        .setIssuedAt(new Date())
+        .sign(key),
     async verify(token) {
       if (!SHAPE.test(token)) return { ok: false, reason: 'invalid' };
-      const payload = await signer.verify(token, strict);
+      const payload = await check(token, STRICT);
       if (payload) {
         const { sub, sid } = payload;
         if (typeof sub === 'string' && typeof sid === 'string' && UUID.test(sub) && UUID.test(sid)) return { ok: true, claims: { sub, sid } };
         return { ok: false, reason: 'invalid' };
       }
       // Tell "expired" from "forged": verify again ignoring the clock. Only failures pay this.
-      const late = await signer.verify(token, { ...strict, clockTolerance: 10 * 365 * 86_400 });
-      return { ok: false, reason: late ? 'expired' : 'invalid' };
+      return { ok: false, reason: (await check(token, IGNORING_THE_CLOCK)) ? 'expired' : 'invalid' };
     },
   };
 }

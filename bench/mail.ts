@@ -19,7 +19,7 @@ import nodemailer from 'nodemailer';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { startSmtpSink } from '../test/helpers/smtp-sink';
-import { insertJob } from '../src/modules/mail/jobs';
+import { insertJob } from '../src/modules/mail/accept';
 import { fmt } from './support';
 
 const MAILS = Number(process.env.BENCH_MAILS ?? 1500);

@@ -10,7 +10,7 @@ import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openPlatform, type Platform } from '../../src/platform';
-import { MailWorker } from '../../src/modules/mail/queue';
+import { MailWorker } from '../../src/modules/mail/worker';
 import { SmtpTransport } from '../../src/modules/mail/smtp';
 import type { Db } from '../../src/db/engine';
 import { FROM, arrived, until } from './helpers';

@@ -7,7 +7,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { retryDelay } from '../../src/modules/mail/queue';
+import { retryDelay } from '../../src/modules/mail/worker';
 import { openPlatform } from '../../src/platform';
 import { FROM, arrived, mailEnv, until, waitState } from './helpers';
 

@@ -1,7 +1,6 @@
 /**
- * The queue's rows (`basalt.mail_jobs`) and every statement that moves a job
- * between states. Claiming uses FOR UPDATE SKIP LOCKED so any number of
- * instances share one queue without sending a job twice.
+ * The queue's rows (`basalt.mail_jobs`): their shape, the public view, and the reads and
+ * administrator actions (retry, cancel). A job's life (docs/mail.md, "The queue"):
  *
  *   queued ──claim──▶ sending ──accepted──▶ sent
  *                        │
@@ -9,9 +8,12 @@
  *                        └─last attempt / permanent refusal─▶ dead
  *   sending whose lease expired (instance died) ──▶ claimable again
  *   queued ──administrator cancels──▶ cancelled (never sent)
+ *
+ * Acceptance is in accept.ts, the transitions of a leased job in leases.ts, the delivery
+ * worker in worker.ts, the purge of old rows in retention.ts.
  */
 import type { Queryable } from '../../db/engine';
-import type { RenderedMail } from './message';
+import type { JobView } from './model';
 
 export type JobState = 'queued' | 'sending' | 'sent' | 'failed' | 'dead' | 'cancelled';
 
@@ -37,23 +39,8 @@ export interface JobRow {
   sent_at: Date | null;
 }
 
-/** The public view of a job (GET /api/v1/mail/jobs/<id>, admin panel). No bodies. */
-export interface JobView {
-  job_id: string;
-  state: JobState;
-  sync: boolean;
-  recipient_count: number;
-  template: string | null;
-  subject: string;
-  message_id: string;
-  attempts: number;
-  max_attempts: number;
-  last_error: string | null;
-  next_attempt_at: string | null;
-  created_at: string;
-  updated_at: string;
-  sent_at: string | null;
-}
+/** The public view of a job: the `MailJob` schema of model.ts. */
+export type { JobView };
 
 export function viewOf(j: JobRow): JobView {
   return {
@@ -72,139 +59,6 @@ export function viewOf(j: JobRow): JobView {
     updated_at: j.updated_at.toISOString(),
     sent_at: j.sent_at ? j.sent_at.toISOString() : null,
   };
-}
-
-export interface NewJob {
-  id: string;
-  keyId: string | null;
-  mail: RenderedMail;
-  messageId: string;
-  maxAttempts: number;
-  /** Sync sends are inserted already `sending`, leased to the request that sends them. */
-  sync?: { leaseMs: number; worker: string };
-}
-
-/** Insert a job; with `notifyChannel`, NOTIFY it in the same statement (delivered at commit). */
-export async function insertJob(q: Queryable, j: NewJob, notifyChannel?: string): Promise<void> {
-  const insert = `INSERT INTO basalt.mail_jobs (id, key_id, state, sync, recipients, subject, text, html, template, message_id, max_attempts, attempts, lease_until, claimed_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'), $14)`;
-  await q.query(
-    notifyChannel ? `WITH job AS (${insert} RETURNING id) SELECT pg_notify($15, '') FROM job` : insert,
-    [
-      j.id, j.keyId, j.sync ? 'sending' : 'queued', !!j.sync, j.mail.to, j.mail.subject, j.mail.text ?? null, j.mail.html ?? null,
-      j.mail.template ?? null, j.messageId, j.maxAttempts, j.sync ? 1 : 0, j.sync ? j.sync.leaseMs : null, j.sync?.worker ?? null,
-      ...(notifyChannel ? [notifyChannel] : []),
-    ],
-  );
-}
-
-/**
- * Claim up to `n` due jobs for `worker`: queued or failed jobs whose time has come,
- * and queued jobs still `sending` under an expired lease (their instance died).
- * Sync jobs are never resent by the queue: their caller was told the outcome.
- * `exclude`: jobs this instance still holds (sending or about to): never claimed twice by
- * the same worker, even if their lease could not be renewed in time.
- */
-export async function claimJobs(q: Queryable, worker: string, n: number, leaseMs: number, exclude: string[] = []): Promise<JobRow[]> {
-  const { rows } = await q.query<JobRow>(
-    `UPDATE basalt.mail_jobs j
-        SET state = 'sending', attempts = j.attempts + 1, lease_until = now() + ($3::int * interval '1 millisecond'),
-            claimed_by = $1, updated_at = now()
-      WHERE j.id IN (
-        SELECT id FROM basalt.mail_jobs
-         WHERE (state IN ('queued', 'failed') AND run_at <= now())
-            OR (state = 'sending' AND NOT sync AND lease_until < now() AND attempts < max_attempts AND NOT (id = ANY($4::uuid[])))
-         ORDER BY run_at
-         LIMIT $2
-         FOR UPDATE SKIP LOCKED)
-      RETURNING j.*`,
-    [worker, n, leaseMs, exclude],
-  );
-  return rows;
-}
-
-/**
- * Push the lease of jobs this worker still holds `leaseMs` into the future (the heartbeat
- * while a send runs). Returns the ids still ours; a missing one was taken over.
- */
-export async function renewLeases(q: Queryable, ids: string[], worker: string, leaseMs: number): Promise<Set<string>> {
-  if (!ids.length) return new Set();
-  const { rows } = await q.query<{ id: string }>(
-    `UPDATE basalt.mail_jobs SET lease_until = now() + ($3::int * interval '1 millisecond')
-      WHERE id = ANY($1::uuid[]) AND claimed_by = $2 AND state = 'sending'
-      RETURNING id`,
-    [ids, worker, leaseMs],
-  );
-  return new Set(rows.map((r) => r.id));
-}
-
-/**
- * Jobs whose instance died during their last allowed attempt (or during a sync
- * send) cannot be claimed again: mark them dead so they do not stay `sending`.
- */
-export async function buryAbandoned(q: Queryable, ignoreLease = false): Promise<number> {
-  const r = await q.query(
-    `UPDATE basalt.mail_jobs SET state = 'dead', lease_until = NULL, updated_at = now(),
-            last_error = coalesce(last_error || '; ', '') || 'the instance sending it stopped before the outcome was known'
-      WHERE state = 'sending' AND (lease_until < now() OR $1) AND (sync OR attempts >= max_attempts)`,
-    [ignoreLease],
-  );
-  return r.rowCount;
-}
-
-/** Embedded engine only: one process owns the database, so every `sending` job at start is an orphan. */
-export async function requeueOrphans(q: Queryable): Promise<number> {
-  const r = await q.query(
-    `UPDATE basalt.mail_jobs SET state = 'queued', lease_until = NULL, claimed_by = NULL, run_at = now(), updated_at = now()
-      WHERE state = 'sending' AND NOT sync AND attempts < max_attempts`,
-  );
-  return r.rowCount;
-}
-
-/** The server accepted the message. Guarded by the claim, so a job reclaimed by another instance is not touched. */
-export async function markSent(q: Queryable, id: string, worker: string, note: string | null): Promise<void> {
-  await q.query(
-    `UPDATE basalt.mail_jobs SET state = 'sent', sent_at = now(), lease_until = NULL, last_error = $3, updated_at = now()
-      WHERE id = $1 AND claimed_by = $2 AND state = 'sending'`,
-    [id, worker, note],
-  );
-}
-
-/** Several accepted sends at once (the worker batches them: one commit for many). */
-export async function markSentMany(q: Queryable, worker: string, sent: { id: string; note: string | null }[]): Promise<void> {
-  if (!sent.length) return;
-  await q.query(
-    `UPDATE basalt.mail_jobs j SET state = 'sent', sent_at = now(), lease_until = NULL, last_error = v.note, updated_at = now()
-       FROM unnest($1::uuid[], $2::text[]) AS v(id, note)
-      WHERE j.id = v.id AND j.claimed_by = $3 AND j.state = 'sending'`,
-    [sent.map((s) => s.id), sent.map((s) => s.note), worker],
-  );
-}
-
-/** An attempt failed: retry at `retryAt`, or dead when attempts are used up or the refusal is permanent. */
-export async function markFailed(q: Queryable, id: string, worker: string, error: string, dead: boolean, retryInMs: number): Promise<JobState> {
-  const { rows } = await q.query<{ state: JobState }>(
-    `UPDATE basalt.mail_jobs
-        SET state = CASE WHEN $4 OR attempts >= max_attempts THEN 'dead' ELSE 'failed' END,
-            last_error = $3, lease_until = NULL, updated_at = now(),
-            run_at = now() + ($5::int * interval '1 millisecond')
-      WHERE id = $1 AND claimed_by = $2 AND state = 'sending'
-      RETURNING state`,
-    [id, worker, error.slice(0, 1000), dead, Math.round(retryInMs)],
-  );
-  return rows[0]?.state ?? 'sending';
-}
-
-/** Give claimed, not yet attempted work back (graceful shutdown): the attempt does not count. */
-export async function releaseJobs(q: Queryable, ids: string[], worker: string): Promise<number> {
-  if (!ids.length) return 0;
-  const r = await q.query(
-    `UPDATE basalt.mail_jobs SET state = CASE WHEN attempts > 1 THEN 'failed' ELSE 'queued' END, attempts = greatest(attempts - 1, 0),
-            lease_until = NULL, claimed_by = NULL, run_at = now(), updated_at = now()
-      WHERE id = ANY($1::uuid[]) AND claimed_by = $2 AND state = 'sending'`,
-    [ids, worker],
-  );
-  return r.rowCount;
 }
 
 export async function getJob(q: Queryable, id: string): Promise<JobRow | undefined> {
@@ -295,16 +149,6 @@ export async function searchJobs(q: Queryable, f: JobSearch): Promise<{ rows: Jo
   const page = more ? rows.slice(0, limit) : rows;
   const last = page[page.length - 1];
   return { rows: page, nextCursor: more && last ? `${last.created_at.toISOString()}|${last.id}` : null };
-}
-
-/** Delete finished jobs older than the retention, and expired idempotency records. */
-export async function purge(q: Queryable, retentionDays: number): Promise<{ jobs: number; idempotency: number }> {
-  const jobs = await q.query(
-    `DELETE FROM basalt.mail_jobs WHERE state IN ('sent', 'dead', 'cancelled') AND updated_at < now() - ($1::int * interval '1 day')`,
-    [retentionDays],
-  );
-  const idem = await q.query('DELETE FROM basalt.mail_idempotency WHERE expires_at < now()');
-  return { jobs: jobs.rowCount, idempotency: idem.rowCount };
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

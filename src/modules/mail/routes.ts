@@ -25,8 +25,6 @@ function rejectUnknownFields(body: unknown) {
 const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorB]));
 
 export function mailRoutes(p: Platform, area: AreaFacts) {
-  // The worker runs in every process that serves HTTP (never in one-shot CLI commands).
-  void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
   return (
     new Elysia({ name: 'basalt.mail', prefix: rootOf(area) })
       // derive runs before body validation: a request without a valid key gets 401/403, not a 400.

@@ -6,12 +6,16 @@
 import type { Platform } from '../../platform';
 import type { Queryable } from '../../db/engine';
 import { MailErrors } from './errors';
+import type { SendResult } from './model';
 import { checkMessage, isValidAddress, type MailMessage, type RenderedMail } from './message';
 import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
-import { MailWorker, MAIL_CHANNEL } from './queue';
+import { MailWorker } from './worker';
+import { MailRetention } from './retention';
+import { insertJob, MAIL_CHANNEL } from './accept';
+import { markFailed, markSent } from './leases';
 import { claimKey, completeKey, lookupKey, releaseKey, requestHash, type HeldKey, type StoredAnswer } from './idempotency';
-import { cancelJob, countByState, getJob, insertJob, listJobs, markFailed, markSent, retryJob, searchJobs, viewOf, type JobFilter, type JobRow, type JobSearch, type JobState, type JobView } from './jobs';
+import { cancelJob, countByState, getJob, listJobs, retryJob, searchJobs, viewOf, type JobFilter, type JobRow, type JobSearch, type JobState, type JobView } from './jobs';
 
 export type { MailMessage } from './message';
 export type { MailTemplate, TemplateInput, TemplateStore } from './templates';
@@ -23,12 +27,8 @@ declare module '../../platform' {
   }
 }
 
-/** The `data` of a send answer (seed: Mail send result). */
-export interface SendResult {
-  job_id: string;
-  sync: boolean;
-  recipient_count: number;
-}
+/** The `data` of a send answer: the `MailSendResult` schema of model.ts. */
+export type { SendResult };
 
 /** An HTTP send request after schema validation. */
 export interface SendRequest extends MailMessage {
@@ -78,7 +78,7 @@ export interface MailService {
    * `replayed`: the answer is the stored one of an earlier request with the same key.
    */
   submit(req: SendRequest, ctx: { keyId: string; idempotencyKey?: string }): Promise<{ status: 200 | 202; data: SendResult; replayed: boolean }>;
-  /** Start delivering queued jobs in this process (done when the platform serves HTTP). */
+  /** Start delivering queued jobs, and the hourly purge, in this process (`serve` does, once it listens). */
   startWorker(): Promise<void>;
 }
 
@@ -93,9 +93,11 @@ export interface MailServiceOptions {
 export function createMailService(p: Platform, opts: MailServiceOptions = {}): MailService {
   const smtp = new SmtpTransport(p.settings, p.log);
   const worker = new MailWorker({ db: p.db, settings: p.settings, log: p.log, smtp, ...opts });
+  const retention = new MailRetention({ db: p.db, settings: p.settings, log: p.log });
   const templates = templateStore(p.db);
   p.onShutdown(async () => {
     await worker.stop();
+    await retention.stop();
     smtp.close();
   });
 
@@ -192,7 +194,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       search: (f) => searchJobs(p.db, f),
       row: (id) => getJob(p.db, id),
       counts: (since) => countByState(p.db, since),
-      purge: () => worker.purgeNow(),
+      purge: () => retention.purgeNow(),
     },
 
     async submit(req, { keyId, idempotencyKey }) {
@@ -248,7 +250,10 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       return { status: 200, data, replayed: false };
     },
 
-    startWorker: () => worker.start(),
+    startWorker: () => {
+      retention.start();
+      return worker.start();
+    },
   };
   return service;
 }

@@ -1,5 +1,6 @@
 /**
- * The delivery worker: claims due jobs, hands them to SMTP, records the outcome.
+ * The delivery worker (docs/mail.md, "The queue"): claims due jobs, hands them to SMTP,
+ * records the outcome. The statements it runs and the lease heartbeat are in leases.ts.
  *
  * - Wake-ups: NOTIFY on `basalt_mail` when a job is queued, a timer for the next
  *   retry this instance scheduled, and a poll (every second) as the fallback for a
@@ -20,13 +21,13 @@ import { hostname } from 'node:os';
 import type { Db } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
-import { buryAbandoned, claimJobs, markFailed, markSentMany, purge, releaseJobs, renewLeases, requeueOrphans, type JobRow } from './jobs';
+import type { JobRow } from './jobs';
+import { MAIL_CHANNEL } from './accept';
+import { buryAbandoned, claimJobs, LeaseHeartbeat, markFailed, markSentMany, releaseJobs, requeueOrphans } from './leases';
 import { SmtpSendError, type SmtpTransport } from './smtp';
-import { renewKeys, type HeldKey } from './idempotency';
+import type { HeldKey } from './idempotency';
 
-export const MAIL_CHANNEL = 'basalt_mail';
 const POLL_MS = 1000;
-const PURGE_EVERY_MS = 60 * 60 * 1000;
 const SHUTDOWN_GRACE_MS = 5000;
 /** After aborting the sends still running at shutdown, how long to wait for them to unwind. */
 const ABORT_GRACE_MS = 2000;
@@ -65,10 +66,7 @@ export class MailWorker {
   private readonly syncSends = new Map<string, HeldKey | undefined>();
   /** Claimed (leased to us) but not started yet: one claim fills the free slots plus one round ahead. */
   private buffer: { job: JobRow; leasedAt: number }[] = [];
-  private renewTimer?: Timer;
-  private renewing = false;
-  /** Stopped: no more renewals (a send still stuck is left to its lease). */
-  private closed = false;
+  private readonly heartbeat: LeaseHeartbeat;
   /** Sends the server accepted, waiting to be written as `sent` in one statement. */
   private sentQueue: { id: string; note: string | null; done: () => void }[] = [];
   private flushing = false;
@@ -79,12 +77,27 @@ export class MailWorker {
   private pumping = false;
   private again = false;
   private poll?: Timer;
-  private purgeTimer?: Timer;
   private retryTimer?: { at: number; timer: Timer };
   private unlisten?: () => Promise<void>;
   private stopSettings?: () => void;
 
-  constructor(private readonly d: WorkerDeps) {}
+  constructor(private readonly d: WorkerDeps) {
+    this.heartbeat = new LeaseHeartbeat({
+      db: d.db,
+      settings: d.settings,
+      log: d.log,
+      worker: this.id,
+      holder: {
+        held: () => this.heldIds(),
+        heldKeys: () => [...this.syncSends.values()].filter((k): k is HeldKey => k !== undefined),
+        renewed: (ids, ours, at) => {
+          for (const b of this.buffer) if (ours.has(b.job.id)) b.leasedAt = at;
+          const lost = ids.filter((id) => !ours.has(id) && (this.inFlight.has(id) || this.syncSends.has(id)));
+          if (lost.length) d.log.warn('mail worker: lease of a send in progress was lost (another instance may send it too)', { jobs: lost });
+        },
+      },
+    });
+  }
 
   get active(): boolean {
     return this.running;
@@ -124,8 +137,6 @@ export class MailWorker {
       buryAbandoned(db).catch(() => {});
       this.wake();
     }, this.d.pollMs ?? POLL_MS);
-    this.purgeTimer = setInterval(() => void this.purgeNow(), PURGE_EVERY_MS);
-    void this.purgeNow();
     this.wake();
   }
 
@@ -176,7 +187,7 @@ export class MailWorker {
           log.info('mail worker: claiming jobs works again');
         }
         for (const job of jobs) this.buffer.push({ job, leasedAt });
-        if (jobs.length) this.keepLeases();
+        if (jobs.length) this.heartbeat.keep();
         if (!jobs.length) return;
       }
     } catch (e) {
@@ -195,7 +206,7 @@ export class MailWorker {
       this.wake();
     });
     this.inFlight.set(job.id, p);
-    this.keepLeases();
+    this.heartbeat.keep();
   }
 
   /** Every job whose lease this process holds: sending, claimed ahead, or a sync send. */
@@ -210,42 +221,8 @@ export class MailWorker {
    */
   holdSync(id: string, key?: HeldKey): () => void {
     this.syncSends.set(id, key);
-    this.keepLeases();
+    this.heartbeat.keep();
     return () => this.syncSends.delete(id);
-  }
-
-  /** The heartbeat: while this process holds leases, renew them every lease/3. */
-  private keepLeases(): void {
-    if (this.renewTimer || this.renewing || this.closed) return;
-    const every = Math.max(Math.floor(this.d.settings.get<number>('mail.lease_ms') / 3), 50);
-    this.renewTimer = setTimeout(() => {
-      this.renewTimer = undefined;
-      void this.renewNow();
-    }, every);
-    // Never what keeps a process alive (one-shot CLI commands send through the same service).
-    this.renewTimer.unref?.();
-  }
-
-  private async renewNow(): Promise<void> {
-    const ids = this.heldIds();
-    if (!ids.length) return;
-    this.renewing = true;
-    const at = Date.now();
-    try {
-      const leaseMs = this.d.settings.get<number>('mail.lease_ms');
-      const ours = await renewLeases(this.d.db, ids, this.id, leaseMs);
-      const keys = [...this.syncSends.values()].filter((k): k is HeldKey => k !== undefined);
-      if (keys.length) await renewKeys(this.d.db, keys, leaseMs);
-      for (const b of this.buffer) if (ours.has(b.job.id)) b.leasedAt = at;
-      const lost = ids.filter((id) => !ours.has(id) && (this.inFlight.has(id) || this.syncSends.has(id)));
-      if (lost.length) this.d.log.warn('mail worker: lease of a send in progress was lost (another instance may send it too)', { jobs: lost });
-    } catch (e) {
-      // Retried at the next beat; the half-lease rule keeps claimed-ahead jobs from starting late.
-      this.d.log.warn('mail worker: could not renew leases', { jobs: ids.length, cause: e });
-    } finally {
-      this.renewing = false;
-    }
-    if (this.heldIds().length) this.keepLeases();
   }
 
   /** Record a delivery; concurrent ones are written together (one commit for many). */
@@ -321,17 +298,6 @@ export class MailWorker {
     this.retryTimer = { at, timer };
   }
 
-  async purgeNow(): Promise<{ jobs: number; idempotency: number } | undefined> {
-    try {
-      const r = await purge(this.d.db, this.d.settings.get<number>('mail.job_retention_days'));
-      if (r.jobs || r.idempotency) this.d.log.info('mail records purged', r);
-      return r;
-    } catch (e) {
-      this.d.log.warn('mail purge failed', { cause: e });
-      return undefined;
-    }
-  }
-
   /**
    * Stop claiming and give back jobs claimed but not started; let started sends finish
    * (up to the grace), abort those still waiting for the server, give them back too.
@@ -342,7 +308,6 @@ export class MailWorker {
     this.running = false;
     await this.starting?.catch(() => {});
     clearInterval(this.poll);
-    clearInterval(this.purgeTimer);
     this.stopSettings?.();
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
     await this.unlisten?.().catch(() => {});
@@ -362,8 +327,7 @@ export class MailWorker {
     this.aborted.clear();
     if (aborted.length) released += await releaseJobs(db, aborted, this.id).catch(() => 0);
     if (released) log.info('mail jobs released at shutdown', { released });
-    this.closed = true;
-    clearTimeout(this.renewTimer);
+    this.heartbeat.close();
   }
 }
 

@@ -65,7 +65,7 @@ export default defineExtension({
         const isForm = !(request.headers.get('content-type') ?? '').toLowerCase().includes('json');
         if (redirect && isForm) return new Response(null, { status: 303, headers: { Location: redirect } });
         set.status = 202;
-        return ctx.reply(request, { accepted: true }) as never;
+        return ctx.reply(request, { accepted: true });
       },
       {
         body: Submission,

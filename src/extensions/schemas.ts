@@ -1,17 +1,18 @@
-/** Response schemas of the envelopes, so extension routes document their real bodies. */
-import { t, type TSchema } from 'elysia';
+/**
+ * Response schemas of the envelopes, so extension routes document their real bodies:
+ * the platform's own (src/http/envelope-schemas.ts), under the names extensions use.
+ */
+import type { TSchema } from 'elysia';
+import { KindGuard } from '@sinclair/typebox';
+import { SuccessB, SuccessC } from '../http/envelope-schemas';
 
 /** Format B success body around `data` (module routes' default envelope). */
 export function envelopeB<T extends TSchema>(data: T) {
-  return t.Object({
-    success: t.Literal(true),
-    data,
-    meta: t.Object({ trace_id: t.String(), execution_ms: t.Number() }),
-    errors: t.Array(t.Object({ code: t.String(), message: t.String(), details: t.Object({}, { additionalProperties: true }) }), { maxItems: 0 }),
-  });
+  return SuccessB(data);
 }
 
-/** Format C success body: `success: true` and the payload's fields at the top level. */
+/** Format C success body: `success: true` and the payload's fields (a `t.Object`) at the top level. */
 export function envelopeC<T extends TSchema>(payload: T) {
-  return t.Composite([t.Object({ success: t.Literal(true) }), payload as never]);
+  if (!KindGuard.IsObject(payload)) throw new TypeError('envelopeC(payload): the payload must be a t.Object(…), whose fields sit beside success');
+  return SuccessC(payload);
 }

@@ -6,6 +6,7 @@
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}
  */
 import { AppError } from './errors';
+import type { ErrorBodyA, ErrorBodyB, ErrorBodyC, MetaBody, SuccessBodyA, SuccessBodyB, SuccessBodyC } from './envelope-schemas';
 
 export type Format = 'A' | 'B' | 'C';
 
@@ -55,28 +56,35 @@ export interface RequestMeta {
   start: number;
 }
 
-export function success(format: Format, data: unknown, meta?: RequestMeta): unknown {
-  if (format === 'B') return { success: true, data, meta: metaOf(meta), errors: [] };
+type SuccessBody = SuccessBodyA<unknown> | SuccessBodyB<unknown> | SuccessBodyC<object>;
+
+/** A success body in `format` (the schemas: src/http/envelope-schemas.ts), typed for the format when it is known. */
+export function success<T>(format: 'A', data: T, meta?: RequestMeta): SuccessBodyA<T>;
+export function success<T>(format: 'B', data: T, meta: RequestMeta): SuccessBodyB<T>;
+export function success<T extends object>(format: 'C', data: T, meta?: RequestMeta): SuccessBodyC<T>;
+export function success(format: Format, data: unknown, meta: RequestMeta): SuccessBody;
+export function success(format: Format, data: unknown, meta?: RequestMeta): SuccessBody {
+  if (format === 'B') return { success: true, data, meta: metaOf(meta!), errors: [] };
   if (format === 'C') return { success: true, ...(data as object) };
   return { success: true, data };
 }
 
-export function errorBody(format: Format, err: AppError, meta?: RequestMeta): unknown {
+export function errorBody(format: Format, err: AppError, meta: RequestMeta): ErrorBodyA | ErrorBodyB | ErrorBodyC {
   if (format === 'B') {
     return { success: false, data: {}, meta: metaOf(meta), errors: [{ code: err.code, message: err.message, details: { ...(err.extra.details ?? {}), ...(err.extra.retryAfter !== undefined ? { retry_after: err.extra.retryAfter } : {}) } }] };
   }
   if (format === 'C') return { success: false, error: err.message, code: err.code };
-  const error: Record<string, unknown> = { code: err.code, message: err.message };
+  const error: ErrorBodyA['error'] = { code: err.code, message: err.message };
   if (err.extra.retryAfter !== undefined) error.retry_after = err.extra.retryAfter;
   if (err.extra.details) error.details = err.extra.details;
   return { success: false, error };
 }
 
-function metaOf(meta?: RequestMeta) {
-  return meta ? { trace_id: meta.id, execution_ms: Math.round((performance.now() - meta.start) * 100) / 100 } : {};
+function metaOf(meta: RequestMeta): MetaBody {
+  return { trace_id: meta.id, execution_ms: Math.round((performance.now() - meta.start) * 100) / 100 };
 }
 
-export function errorResponse(format: Format, err: AppError, meta?: RequestMeta): Response {
+export function errorResponse(format: Format, err: AppError, meta: RequestMeta): Response {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...(err.extra.headers ?? {}) };
   return new Response(JSON.stringify(errorBody(format, err, meta)), { status: err.status, headers });
 }

@@ -3,7 +3,8 @@
  * `details.fields` on a format problem), type the handlers and make the OpenAPI
  * document. Format A envelopes.
  */
-import { t, type TSchema } from 'elysia';
+import { t, type Static, type TSchema } from 'elysia';
+import { errorResponses, SuccessA } from '../../http/envelope-schemas';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MAX_UTF16 } from './passwords';
 import { ACCESS_TOKEN_SECONDS } from './jwt';
 import { REFRESH_TOKEN_SECONDS } from './sessions';
@@ -37,23 +38,7 @@ const tokenFields = {
 };
 
 /** A format A success body; `title` names it in the OpenAPI document (components.schemas). */
-const ok = <T extends TSchema>(data: T, title?: string, description?: string) => t.Object({ success: t.Literal(true), data }, { title, description });
-
-export const ErrorBody = t.Object(
-  {
-    success: t.Literal(false),
-    error: t.Object({
-      code: t.String({ example: 'invalid_credentials' }),
-      message: t.String({ example: 'E-mail or password is wrong.' }),
-      retry_after: t.Optional(t.Integer({ description: 'Seconds to wait (429 only); also in the Retry-After header.' })),
-      details: t.Optional(t.Object({ fields: t.Optional(t.Record(t.String(), t.String())) }, { description: 'For validation_error: field → problem.' })),
-    }),
-  },
-  {
-    description: 'Format A error.',
-    example: { success: false, error: { code: 'rate_limited', message: 'Too many attempts; try again in 42 seconds.', retry_after: 42 } },
-  },
-);
+const ok = <T extends TSchema>(data: T, title?: string, description?: string) => SuccessA(data, { title, description });
 
 export const Session = ok(t.Object({ user: User, ...tokenFields }), 'AuthSession', 'A user and the tokens of a new session.');
 
@@ -100,7 +85,8 @@ export const Responses = {
   done: ok(t.Object({ message: t.String() }), 'AuthMessage', 'Done; a sentence to show.'),
 };
 
-/** Error responses an operation may answer, documented once. */
-export function errors(...statuses: number[]): Record<number, typeof ErrorBody> {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorBody]));
-}
+/** Error responses an operation may answer (format A). */
+export const errors = (...statuses: number[]) => errorResponses('A', ...statuses);
+
+/** A site user as the API shows it. */
+export type PublicUser = Static<typeof User>;

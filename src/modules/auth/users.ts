@@ -2,6 +2,7 @@
  * The `basalt.users` table: lookups and the public shape of a user record.
  */
 import type { Queryable } from '../../db/engine';
+import type { PublicUser } from './model';
 
 export interface UserRow {
   id: string;
@@ -12,14 +13,8 @@ export interface UserRow {
   created_at: Date;
 }
 
-/** What clients see of a user (never the hash). */
-export interface PublicUser {
-  id: string;
-  email: string;
-  email_verified: boolean;
-  email_verified_at: string | null;
-  created_at: string;
-}
+/** What clients see of a user (never the hash): the `User` schema of model.ts. */
+export type { PublicUser };
 
 const COLUMNS = 'id, email, password_hash, email_verified_at, disabled_at, created_at';
 

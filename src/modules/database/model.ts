@@ -8,6 +8,7 @@ import { t, type Static } from 'elysia';
 // TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
 // transform, which makes every body go through a decode pass (bench/db-query.ts).
 import { Type } from '@sinclair/typebox';
+import { errorResponses as errorsIn, SuccessA } from '../../http/envelope-schemas';
 
 export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
@@ -68,67 +69,38 @@ export const QueryBody = t.Object(
 );
 export type QueryBody = Static<typeof QueryBody>;
 
-export const QueryResult = t.Object(
-  {
-    success: t.Boolean({ description: 'true' }),
-    data: t.Object({
-      rows: t.Array(Row, { description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.' }),
-      count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
-      total: t.Optional(Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
-    }),
-  },
-  {
-    title: 'DbQueryResult',
-    example: { success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } },
-  },
-);
+/** The `data` of a query's answer. */
+export const QueryResultData = t.Object({
+  rows: t.Array(Row, { description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.' }),
+  count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
+  total: t.Optional(Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
+});
+export type QueryResultData = Static<typeof QueryResultData>;
 
-export const ErrorBody = t.Object(
-  {
-    success: t.Boolean({ description: 'false' }),
-    error: t.Object({
-      code: t.String({ description: 'Stable code, e.g. validation_error, forbidden, conflict, query_timeout.' }),
-      message: t.String({ description: 'What is wrong and what to do; never SQL text.' }),
-      retry_after: t.Optional(Type.Integer()),
-      details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'e.g. {"fields": {"filters[0].op": "..."}} or {"column": "email"}.' })),
-    }),
-  },
-  { title: 'DbError', example: { success: false, error: { code: 'forbidden', message: "This API key may not access entity 'payroll'." } } },
-);
+export const QueryResult = SuccessA(QueryResultData, {
+  title: 'DbQueryResult',
+  example: { success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } },
+});
 
 export const EmptyBody = t.Optional(t.Object({}, { description: 'Empty JSON object.' }));
 
 export const TxParams = t.Object({ id: t.String({ description: 'transaction_id from begin.' }) });
 
-export const BeginResult = t.Object(
-  {
-    success: t.Boolean(),
-    data: t.Object({
-      transaction_id: t.String({ description: 'Pass as transaction_id in queries, and in the commit/rollback path.' }),
-      expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
-    }),
-  },
+export const BeginResult = SuccessA(
+  t.Object({
+    transaction_id: t.String({ description: 'Pass as transaction_id in queries, and in the commit/rollback path.' }),
+    expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
+  }),
   { title: 'DbTransactionBegun', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } } },
 );
 
-export const EndResult = t.Object(
-  {
-    success: t.Boolean(),
-    data: t.Object({
-      transaction_id: t.String(),
-      status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
-    }),
-  },
+export const EndResult = SuccessA(
+  t.Object({
+    transaction_id: t.String(),
+    status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
+  }),
   { title: 'DbTransactionEnded', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } } },
 );
 
 /** Error responses every Database API route may give. */
-export const errorResponses = {
-  400: ErrorBody,
-  401: ErrorBody,
-  403: ErrorBody,
-  404: ErrorBody,
-  409: ErrorBody,
-  429: ErrorBody,
-  503: ErrorBody,
-};
+export const errorResponses = errorsIn('A', 400, 401, 403, 404, 409, 429, 503);

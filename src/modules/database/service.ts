@@ -9,7 +9,7 @@ import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
 import { Catalog, isPlatformSchema, type CatalogSnapshot, type Table } from './catalog';
 import { DbErrors } from './errors';
-import type { QueryBody } from './model';
+import type { QueryBody, QueryResultData } from './model';
 import { buildStatement, UnknownName, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
 import { decodeValue } from './value-codec';
@@ -20,12 +20,6 @@ declare module '../../platform' {
   interface Services {
     database: DatabaseService;
   }
-}
-
-export interface QueryResultData {
-  rows: Record<string, unknown>[];
-  count: number;
-  total?: number;
 }
 
 /** Kinds whose driver value is already the JSON representation. */

@@ -5,7 +5,7 @@ import type { Platform } from '../../platform';
  * and only while it is an active public key (a revoked key, or a service key put in
  * the setting by mistake, is never published).
  */
-export async function siteKeyRuntimeConfig(p: Platform): Promise<Record<string, unknown>> {
+export async function siteKeyRuntimeConfig(p: Platform): Promise<{ site_public_key?: string }> {
   if (p.settings.get<string>('web.public_api_access_mode') !== 'api_key_required') return {};
   const key = await p.services.keys.sitePublicKey();
   return key ? { site_public_key: key } : {};

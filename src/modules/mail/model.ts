@@ -2,7 +2,8 @@
  * Schemas of the Mail API (format B envelopes). They validate requests and are the
  * source of the OpenAPI document.
  */
-import { t } from 'elysia';
+import { t, type Static, type TSchema } from 'elysia';
+import { errorResponses, SuccessB } from '../../http/envelope-schemas';
 import { Type } from '@sinclair/typebox';
 
 /** A plain JSON-Schema integer (Elysia's t.Integer also accepts numeric strings, which a response never holds). */
@@ -27,16 +28,7 @@ export const SendBody = t.Object(
 );
 export type SendBodyT = typeof SendBody.static;
 
-const Meta = t.Object(
-  {
-    trace_id: t.String({ description: 'Same as the X-Request-Id response header.' }),
-    execution_ms: t.Number({ description: 'Time spent on the request, in milliseconds.' }),
-  },
-  { title: 'MetaB', description: 'Format B meta.' },
-);
-
-const ok = <T extends ReturnType<typeof t.Object>>(data: T, description: string, title: string) =>
-  t.Object({ success: t.Literal(true), data, meta: Meta, errors: t.Array(t.Any(), { maxItems: 0 }) }, { description, title });
+const ok = <T extends TSchema>(data: T, description: string, title: string) => SuccessB(data, { description, title });
 
 export const SendResultSchema = t.Object(
   {
@@ -46,6 +38,8 @@ export const SendResultSchema = t.Object(
   },
   { title: 'MailSendResult' },
 );
+/** The `data` of a send answer. */
+export type SendResult = Static<typeof SendResultSchema>;
 
 export const Sent = ok(SendResultSchema, 'Sent (sync): the SMTP server accepted the message.', 'MailSent');
 export const Queued = ok(SendResultSchema, 'Queued (async): the job will be delivered with retries.', 'MailQueued');
@@ -68,15 +62,10 @@ export const JobSchema = t.Object({
   updated_at: t.String({ format: 'date-time' }),
   sent_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
 }, { title: 'MailJob' });
+/** The public view of a job (GET /api/v1/mail/jobs/<id>, admin panel). No bodies. */
+export type JobView = Static<typeof JobSchema>;
 
 export const JobAnswer = ok(JobSchema, 'The job.', 'MailJobResult');
 
-export const ErrorB = t.Object(
-  {
-    success: t.Literal(false),
-    data: t.Object({}),
-    meta: t.Object({ trace_id: t.Optional(t.String()), execution_ms: t.Optional(t.Number()) }),
-    errors: t.Array(t.Object({ code: t.String(), message: t.String(), details: t.Record(t.String(), t.Any()) })),
-  },
-  { description: 'Error (format B).' },
-);
+/** Error responses an operation may answer (format B). */
+export const errors = (...statuses: number[]) => errorResponses('B', ...statuses);

@@ -10,10 +10,10 @@ import { success } from '../../http/envelope';
 import { requestInfo } from '../../http/request-info';
 import { MailErrors } from './errors';
 import { resolveIdempotencyKey } from './idempotency';
-import { ErrorB, JobAnswer, Queued, SendBody, Sent } from './model';
+import { errors, JobAnswer, Queued, SendBody, Sent } from './model';
 
 /** A success body in format B, with this request's trace id and timing. */
-const reply = (request: Request, data: unknown) => success('B', data, requestInfo(request));
+const reply = <T>(request: Request, data: T) => success('B', data, requestInfo(request));
 const KNOWN = new Set(Object.keys(SendBody.properties));
 function rejectUnknownFields(body: unknown) {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return;
@@ -22,7 +22,6 @@ function rejectUnknownFields(body: unknown) {
     throw MailErrors.invalid(`Unknown field(s) in the request: ${unknown.join(', ')}.`, Object.fromEntries(unknown.map((k) => [k, 'unknown field'])));
   }
 }
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorB]));
 
 export function mailRoutes(p: Platform, area: AreaFacts) {
   return (
@@ -36,7 +35,7 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
           const { idempotency_key: _drop, ...req } = body;
           const out = await p.services.mail.submit(req, { keyId: principal.id, idempotencyKey });
           if (out.replayed) set.headers['idempotent-replayed'] = 'true';
-          return status(out.status, reply(request, out.data) as never);
+          return status(out.status, reply(request, out.data));
         },
         {
           // Elysia would silently drop unknown fields; a typo (e.g. `tamplate`) must be a 400 instead.
@@ -68,7 +67,7 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
         async ({ params, principal, request }) => {
           const job = await p.services.mail.jobs.get(params.job_id, principal.id);
           if (!job) throw MailErrors.jobNotFound();
-          return reply(request, job) as never;
+          return reply(request, job);
         },
         {
           params: t.Object({ job_id: t.String({ description: 'job_id from the send answer.' }) }),

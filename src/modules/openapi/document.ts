@@ -12,7 +12,8 @@
 import type { AnyElysia } from 'elysia';
 import { prefixesOf, type AreaFacts, type Areas } from '../../http/areas';
 import { SchemaConverter, isOptional } from './schema';
-import { ErrorA, ErrorB, ErrorC, headerComponents } from './envelopes';
+import { ErrorA, ErrorB, ErrorC } from '../../http/envelope-schemas';
+import { headerComponents } from './headers';
 
 type Doc = Record<string, any>;
 type Envelope = AreaFacts['envelope'];

@@ -1,4 +1,5 @@
 import type { Settings } from '../../config/settings';
+import type { RuntimeConfigData } from './model';
 
 /** Base URLs (no trailing slash) as clients reach them. */
 export interface BaseUrls {
@@ -12,13 +13,13 @@ export interface BaseUrls {
  * What a front-end may know before signing in (docs/configuration.md). Built from an explicit
  * list of settings, never from the whole settings map, so a secret cannot leak in.
  */
-export function runtimeConfig(settings: Settings, base: BaseUrls, extra: Record<string, unknown> = {}) {
+export function runtimeConfig(settings: Settings, base: BaseUrls, extra: Partial<RuntimeConfigData> = {}): RuntimeConfigData {
   const separate = settings.get<boolean>('web.public_api_separate');
   return {
     app_name: settings.get<string>('app.name'),
     api_base_url: base.public + '/api',
     main_api_base_url: (separate ? base.main : base.public) + '/api',
-    access_mode: settings.get<string>('web.public_api_access_mode'),
+    access_mode: settings.get<RuntimeConfigData['access_mode']>('web.public_api_access_mode'),
     public_api_separate: separate,
     registration_open: settings.get<boolean>('auth.registration_open'),
     email_verification_required: settings.get<boolean>('auth.email_verification_required'),

@@ -67,7 +67,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     let res: Response;
     try {
       // Routing needs a proper URL: with an empty or garbled Host the path is not where the router looks.
-      if (hostProblem(req.url)) throw new AppError(400, 'invalid_host', 'The Host header is missing or malformed.');
+      if (hostProblem(req.url)) throw Errors.invalidHost();
       if (req.method === 'OPTIONS' && req.headers.has('access-control-request-method')) {
         res = new Response(null, { status: 204 });
         if (corsOk) {

@@ -18,6 +18,7 @@
  */
 import { PgError, type Queryable } from '../../db/engine';
 import { AppError } from '../../http/errors';
+import { AdminErrors } from './errors';
 import type { Column, Table } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
@@ -154,7 +155,7 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
       async pull(controller) {
         if (idle) clearTimeout(idle);
         if (abandoned) {
-          controller.error(new AppError(408, 'export_abandoned', 'The export was not read for too long and was stopped; start it again.'));
+          controller.error(AdminErrors.exportAbandoned());
           return;
         }
         try {

@@ -9,7 +9,7 @@
  */
 import { parse } from 'csv-parse/sync';
 import { PgError, type Queryable } from '../../db/engine';
-import { AppError } from '../../http/errors';
+import { AppError, validationError } from '../../http/errors';
 import type { Column } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
@@ -24,13 +24,18 @@ const BOOLS: Record<string, boolean> = { true: true, t: true, yes: true, y: true
 /** Rows per INSERT statement (fewer for wide tables: Postgres takes at most 65,535 parameters). */
 const IMPORT_CHUNK = 500;
 
+/**
+ * The error naming the CSV line (and column) at fault: a `validation_error` with
+ * `details.fields.csv` and the line, or the error the database gave for that line
+ * (e.g. 409 `conflict`) with the same facts added.
+ */
 function lineError(line: number, column: string | undefined, problem: string, from?: AppError): AppError {
   const where = column === undefined ? `Line ${line}` : `Line ${line}, column '${column}'`;
   const message = `${where}: ${problem}`;
-  return new AppError(from?.status ?? 400, from?.code ?? 'validation_error', message, {
-    details: { ...(from?.extra.details ?? {}), line, ...(column === undefined ? {} : { column }), fields: { csv: message } },
-    cause: from?.extra.cause ?? from,
-  });
+  const facts = { ...(from?.extra.details ?? {}), line, ...(column === undefined ? {} : { column }) };
+  const cause = from?.extra.cause ?? from;
+  if (!from || from.code === 'validation_error') return validationError(message, { csv: message }, { status: from?.status, details: facts, cause });
+  return new AppError(from.status, from.code, message, { details: { ...facts, fields: { csv: message } }, cause });
 }
 
 const CSV_PROBLEMS: Record<string, string> = {

@@ -121,7 +121,7 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
       return DbErrors.lockTimeout(lockTimeoutMs(ctx.timeoutMs), err);
     case '40001':
     case '40P01':
-      return new AppError(409, 'conflict', 'The statement collided with a concurrent transaction; retry it.', { cause: err });
+      return DbErrors.collided(err);
     case '42703':
     case '42P01':
       // The schema changed under the cached catalog.
@@ -136,7 +136,7 @@ export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unkno
       // e.g. writing to a view that is not updatable.
       return DbErrors.invalid('action', 'this entity does not accept this action (a view that is not updatable?)');
     case '42501':
-      return new AppError(403, 'forbidden', 'The database refuses this action on this entity to the platform role; ask the operator to grant it.', { cause: err });
+      return DbErrors.roleForbidden(err);
   }
   if (code.startsWith('54')) return DbErrors.invalid('data', 'the request is too large or complex for the database; split it');
   // 22025 invalid escape sequence, 22019 invalid escape character: a like/ilike pattern.

@@ -2,7 +2,7 @@
  * API key shapes and the rules a new key must satisfy (docs/api-keys.md). Pure: no
  * database, no HTTP, so the admin panel, the CLI and the service share one check.
  */
-import { AppError } from '../../http/errors';
+import { KeyErrors } from './errors';
 
 export type KeyType = 'public' | 'service';
 
@@ -59,14 +59,6 @@ export interface KeyInfo {
   last_used_at: Date | null;
 }
 
-/** A creation request that breaks a rule: 400 `validation_error` naming the field. */
-export class KeyValidationError extends AppError {
-  constructor(field: string, message: string) {
-    super(400, 'validation_error', message, { details: { fields: { [field]: message } } });
-    this.name = 'KeyValidationError';
-  }
-}
-
 // Table names as the Database API accepts them: plain, unquoted-style Postgres identifiers.
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const MAX_TABLES = 1000;
@@ -74,33 +66,33 @@ const MAX_TEXT = 200;
 
 function text(field: string, v: unknown): string | null {
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'string') throw new KeyValidationError(field, `${field} must be a string.`);
+  if (typeof v !== 'string') throw KeyErrors.invalid(field, `${field} must be a string.`);
   const s = v.trim();
   if (!s) return null;
-  if (s.length > MAX_TEXT) throw new KeyValidationError(field, `${field} is longer than ${MAX_TEXT} characters.`);
-  if (/[\u0000-\u001f\u007f]/.test(s)) throw new KeyValidationError(field, `${field} must not contain control characters.`);
+  if (s.length > MAX_TEXT) throw KeyErrors.invalid(field, `${field} is longer than ${MAX_TEXT} characters.`);
+  if (/[\u0000-\u001f\u007f]/.test(s)) throw KeyErrors.invalid(field, `${field} must not contain control characters.`);
   return s;
 }
 
 function list(field: string, v: unknown): string[] {
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new KeyValidationError(field, `${field} must be a list of strings.`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw KeyErrors.invalid(field, `${field} must be a list of strings.`);
   return [...new Set(v.map((x: string) => x.trim()).filter(Boolean))];
 }
 
 function expiry(v: unknown, now: Date): Date | null {
   if (v === undefined || v === null || v === '') return null;
   const d = v instanceof Date ? v : typeof v === 'string' ? new Date(v) : new Date(NaN);
-  if (Number.isNaN(d.getTime())) throw new KeyValidationError('expires_at', 'expires_at must be an ISO 8601 date-time, e.g. 2030-01-31T00:00:00Z.');
-  if (d.getTime() <= now.getTime()) throw new KeyValidationError('expires_at', 'expires_at must be in the future.');
+  if (Number.isNaN(d.getTime())) throw KeyErrors.invalid('expires_at', 'expires_at must be an ISO 8601 date-time, e.g. 2030-01-31T00:00:00Z.');
+  if (d.getTime() <= now.getTime()) throw KeyErrors.invalid('expires_at', 'expires_at must be in the future.');
   return d;
 }
 
-/** Check a creation request against docs/api-keys.md; throws KeyValidationError with a message saying what to fix. */
+/** Check a creation request against docs/api-keys.md; throws `KeyErrors.invalid` with a message saying what to fix. */
 export function validateKeyInput(input: CreateKeyInput, now = new Date()): KeySpec {
-  if (!input || typeof input !== 'object') throw new KeyValidationError('type', "A key needs a type: 'public' or 'service'.");
+  if (!input || typeof input !== 'object') throw KeyErrors.invalid('type', "A key needs a type: 'public' or 'service'.");
   const type = input.type;
-  if (type !== 'public' && type !== 'service') throw new KeyValidationError('type', "type must be 'public' or 'service'.");
+  if (type !== 'public' && type !== 'service') throw KeyErrors.invalid('type', "type must be 'public' or 'service'.");
   const name = text('name', input.name);
   const service = text('service', input.service);
   const permissions = list('permissions', input.permissions);
@@ -110,24 +102,24 @@ export function validateKeyInput(input: CreateKeyInput, now = new Date()): KeySp
 
   if (type === 'public') {
     // A public key is visible in front-ends: it opens auth, runtime config and module routes only.
-    if (permissions.length) throw new KeyValidationError('permissions', 'Public keys carry no permissions; create a service key for mail, database or files access.');
-    if (tables.length) throw new KeyValidationError('tables', 'Public keys have no table whitelist; create a service key with db:query for database access.');
-    if (service) throw new KeyValidationError('service', 'Only service keys are bound to a service; omit service for a public key.');
+    if (permissions.length) throw KeyErrors.invalid('permissions', 'Public keys carry no permissions; create a service key for mail, database or files access.');
+    if (tables.length) throw KeyErrors.invalid('tables', 'Public keys have no table whitelist; create a service key with db:query for database access.');
+    if (service) throw KeyErrors.invalid('service', 'Only service keys are bound to a service; omit service for a public key.');
     return { type, name, service: null, permissions, tables, expiresAt, site };
   }
 
-  if (site) throw new KeyValidationError('site', 'Only a public key can be the site public key.');
-  if (!service) throw new KeyValidationError('service', 'A service key must name the service it belongs to (e.g. --service billing).');
+  if (site) throw KeyErrors.invalid('site', 'Only a public key can be the site public key.');
+  if (!service) throw KeyErrors.invalid('service', 'A service key must name the service it belongs to (e.g. --service billing).');
   const unknown = permissions.filter((p) => !(PERMISSIONS as readonly string[]).includes(p));
   if (unknown.length) {
-    throw new KeyValidationError('permissions', `Unknown permission${unknown.length > 1 ? 's' : ''} ${unknown.map((p) => `'${p}'`).join(', ')}; allowed: ${PERMISSIONS.join(', ')}.`);
+    throw KeyErrors.invalid('permissions', `Unknown permission${unknown.length > 1 ? 's' : ''} ${unknown.map((p) => `'${p}'`).join(', ')}; allowed: ${PERMISSIONS.join(', ')}.`);
   }
-  if (!permissions.length) throw new KeyValidationError('permissions', `A service key needs at least one permission: ${PERMISSIONS.join(', ')}.`);
+  if (!permissions.length) throw KeyErrors.invalid('permissions', `A service key needs at least one permission: ${PERMISSIONS.join(', ')}.`);
   const db = permissions.includes('db:query') || permissions.includes('db:*');
   const bad = tables.find((t) => !IDENT.test(t));
-  if (bad !== undefined) throw new KeyValidationError('tables', `'${bad.slice(0, 80)}' is not a valid table name (letters, digits and _, not starting with a digit, at most 63 characters).`);
-  if (tables.length > MAX_TABLES) throw new KeyValidationError('tables', `At most ${MAX_TABLES} tables per key.`);
-  if (db && !tables.length) throw new KeyValidationError('tables', 'A service key with db:query or db:* needs a non-empty table whitelist (e.g. --tables orders,customers).');
-  if (!db && tables.length) throw new KeyValidationError('tables', 'A table whitelist only applies to keys with db:query or db:*.');
+  if (bad !== undefined) throw KeyErrors.invalid('tables', `'${bad.slice(0, 80)}' is not a valid table name (letters, digits and _, not starting with a digit, at most 63 characters).`);
+  if (tables.length > MAX_TABLES) throw KeyErrors.invalid('tables', `At most ${MAX_TABLES} tables per key.`);
+  if (db && !tables.length) throw KeyErrors.invalid('tables', 'A service key with db:query or db:* needs a non-empty table whitelist (e.g. --tables orders,customers).');
+  if (!db && tables.length) throw KeyErrors.invalid('tables', 'A table whitelist only applies to keys with db:query or db:*.');
   return { type, name, service, permissions, tables, expiresAt, site };
 }

@@ -5,9 +5,9 @@
  */
 import type { Platform } from '../../platform';
 import type { Queryable } from '../../db/engine';
-import { AppError } from '../../http/errors';
+import { KeyErrors } from './errors';
 import { generateKey, hashKey, keyShape, sameHash } from './key-material';
-import { KeyValidationError, validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
+import { validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
 import { VerifiedCache, type CachedPrincipal } from './verified-cache';
 
 declare module '../../platform' {
@@ -75,7 +75,7 @@ export class KeyService {
 
   /**
    * Create a key. The raw key is in the result and nowhere else: only its SHA-256
-   * hash is stored. Throws KeyValidationError (400) naming the field that is wrong.
+   * hash is stored. Throws a 400 `validation_error` (`KeyErrors.invalid`) naming the field that is wrong.
    */
   async create(input: CreateKeyInput, tx?: Queryable): Promise<KeyInfo & { key: string }> {
     const spec = validateKeyInput(input);
@@ -119,7 +119,7 @@ export class KeyService {
    * instance. Revoking a revoked key is a no-op. Unknown id → 404 `key_not_found`.
    */
   async revoke(id: string, tx?: Queryable): Promise<KeyInfo> {
-    if (!UUID.test(id)) throw keyNotFound(id);
+    if (!UUID.test(id)) throw KeyErrors.notFound(id);
     // The key's open Database API transactions end first: on the embedded engine an open
     // transaction holds the database, so the UPDATE below would wait for it otherwise.
     await this.revoked(id);
@@ -127,7 +127,7 @@ export class KeyService {
       `UPDATE basalt.api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING ${COLUMNS}`,
       [id],
     );
-    if (!rows[0]) throw keyNotFound(id);
+    if (!rows[0]) throw KeyErrors.notFound(id);
     this.cache.evictId(id);
     await this.announce(`revoke:${id}`, tx);
     // Again, for one begun while the UPDATE ran; with `tx` the NOTIFY does it at commit.
@@ -192,7 +192,7 @@ export class KeyService {
     }
     const principal = await this.verify(rawKey.trim(), { recordUse: false });
     if (!principal || principal.type !== 'public') {
-      throw new KeyValidationError('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
+      throw KeyErrors.invalid('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
     }
     await this.p.settings.set(SITE_SETTING, rawKey.trim());
   }
@@ -324,10 +324,6 @@ export class KeyService {
       last_used_at: r.last_used_at,
     };
   }
-}
-
-function keyNotFound(id: string): AppError {
-  return new AppError(404, 'key_not_found', `No API key with id '${id.slice(0, 64)}'. List keys with 'basalt keys list'.`);
 }
 
 export function createKeyService(p: Platform, opts?: KeyServiceOptions): KeyService {

@@ -5,7 +5,6 @@
  */
 import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
-import { AppError } from '../../../http/errors';
 import { adminOf } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
@@ -15,7 +14,7 @@ const ok = <T>(data: T) => ({ success: true as const, data });
 
 function mapped(e: unknown, name?: string): never {
   if (e instanceof BackupError) {
-    if (e.code === 'not_supported') throw new AppError(409, 'not_supported', e.message);
+    if (e.code === 'not_supported') throw AdminErrors.notSupported(e.message);
     throw AdminErrors.notFound(`The backup '${String(name ?? '').slice(0, 100)}'`);
   }
   throw e;

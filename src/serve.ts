@@ -4,6 +4,7 @@ import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
 import { recordMainPort } from './modules/runtime-config/service';
 import { startAdminTasks, type AdminTasks } from './modules/admin/tasks';
+import { within } from './util/timeout';
 
 // Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
 // reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
@@ -110,15 +111,4 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
         if (!(await within(p.shutdown(), deadline))) throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
       })()),
   };
-}
-
-/** True when `work` settled within `ms`, false when the time ran out first. */
-async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: Timer | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([work.then(() => true as const), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

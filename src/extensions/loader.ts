@@ -12,6 +12,7 @@ import type { ExtensionGroup } from '../app';
 import { rootOf, type Areas } from '../http/areas';
 import { quoteIdent } from '../db/engine';
 import { migrateDir } from '../db/migrate';
+import { withTimeout } from '../util/timeout';
 import { definitionProblem, type ExtensionDefinition } from './define';
 import { createContext, extensionSchema, type BuiltContext } from './context';
 import { provideModules } from './provided-modules';
@@ -28,14 +29,6 @@ interface Candidate {
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
-}
-
-function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: Timer | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s (extensions.setup_timeout_ms)`)), ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Folders that hold an entry file, in name order. */
@@ -93,7 +86,11 @@ async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore, a
     c.built = createContext(p, def, settings, log, areas);
     // A setup that has not finished in time is marked failed, so start-up cannot hang on one extension.
     const timeout = p.settings.get<number>('extensions.setup_timeout_ms');
-    await withTimeout(Promise.resolve(def.setup(c.built.ctx)), timeout, `setup of extension ${def.name}`);
+    await withTimeout(
+      Promise.resolve(def.setup(c.built.ctx)),
+      timeout,
+      `setup of extension ${def.name} did not finish within ${timeout / 1000} s (extensions.setup_timeout_ms)`,
+    );
     c.record.settingsApi = settings;
     c.record.routes = c.built.groups.flatMap((g) => g.app.routes.map((r) => `${r.method} ${r.path}`));
     c.record.status = 'loaded';

@@ -2,6 +2,7 @@ import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { Errors } from '../../http/errors';
 import { metricsFor } from '../../http/metrics';
+import { withTimeout } from '../../util/timeout';
 
 /** Liveness, readiness and metrics (main listener). */
 export function systemRoutes(p: Platform) {
@@ -31,12 +32,4 @@ export function systemRoutes(p: Platform) {
         }),
       { detail: { hide: true } },
     );
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: Timer;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))),
-  ]).finally(() => clearTimeout(timer));
 }

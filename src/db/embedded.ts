@@ -6,7 +6,7 @@ import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
-import { normalizeDbError } from './engine';
+import { driverCall as run, normalizeDbError, runTransaction } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 
 // Same representation as the external driver: int8 and numeric stay strings.
@@ -21,14 +21,6 @@ function wrap<T>(r: { rows: T[]; affectedRows?: number; fields: { name: string; 
     rowCount: r.fields.length > 0 ? r.rows.length : (r.affectedRows ?? r.rows.length),
     fields: r.fields.map((f) => ({ name: f.name, typeId: f.dataTypeID })),
   };
-}
-
-async function run<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw normalizeDbError(err);
-  }
 }
 
 type PgTx = { query: PGlite['query']; exec: PGlite['exec']; rollback(): Promise<void>; closed: boolean };
@@ -129,17 +121,7 @@ export async function openEmbedded(dir: string): Promise<Db> {
     },
     ...base,
     begin,
-    async transaction(fn, opts) {
-      const tx = await begin(opts);
-      try {
-        const r = await fn(tx);
-        await tx.commit();
-        return r;
-      } catch (e) {
-        await tx.rollback();
-        throw e;
-      }
-    },
+    transaction: (fn, opts) => runTransaction(begin, fn, opts),
     listen: (channel, cb) => run(async () => {
       const unlisten = await pg.listen(channel, cb);
       return async () => void (await unlisten());

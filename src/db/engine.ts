@@ -105,6 +105,31 @@ export function normalizeDbError(err: unknown): unknown {
   return err;
 }
 
+/** A driver call with its errors normalized (normalizeDbError); both engines wrap every call in it. */
+export async function driverCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw normalizeDbError(err);
+  }
+}
+
+/**
+ * `Db.transaction` of both engines, over the engine's own `begin`: run `fn` in the
+ * transaction, commit on success, roll back on throw and rethrow.
+ */
+export async function runTransaction<R>(begin: (opts?: TxOptions) => Promise<Tx>, fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R> {
+  const tx = await begin(opts);
+  try {
+    const r = await fn(tx);
+    await tx.commit();
+    return r;
+  } catch (e) {
+    await tx.rollback();
+    throw e;
+  }
+}
+
 /** Quote an identifier that was already checked against the catalog. */
 export function quoteIdent(name: string): string {
   return '"' + name.replace(/"/g, '""') + '"';

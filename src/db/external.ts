@@ -1,16 +1,8 @@
 import postgres from 'postgres';
 import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
-import { normalizeDbError } from './engine';
+import { driverCall as run, runTransaction } from './engine';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
-
-async function run<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw normalizeDbError(err);
-  }
-}
 
 function queryable(sql: Sql, prepare = false): Queryable {
   return {
@@ -118,17 +110,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     describe: describeUrl(url),
     ...base,
     begin,
-    async transaction(fn, opts) {
-      const tx = await begin(opts);
-      try {
-        const r = await fn(tx);
-        await tx.commit();
-        return r;
-      } catch (e) {
-        await tx.rollback();
-        throw e;
-      }
-    },
+    transaction: (fn, opts) => runTransaction(begin, fn, opts),
     listen: (channel, cb) =>
       run(async () => {
         const sub = await sql.listen(channel, cb);

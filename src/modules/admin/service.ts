@@ -6,7 +6,7 @@
 import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
-import { clearFailures, hit, lockedFor, recordFailure } from '../auth/rate-limit';
+import { clearFailures, limitPerMinute, lockedFor, recordFailure } from '../auth/rate-limit';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
 import { ADMINS_LOCK, adminByEmail, adminById, adminView, countAdmins, deleteAdmin, insertAdmin, listAdmins, setAdminPassword, touchLogin, type AdminView } from './admins';
@@ -34,8 +34,6 @@ export interface SignedIn {
   csrf_token: string;
   sessionId: string;
 }
-
-const MINUTE = 60;
 
 /** The table's own check disagreeing with the e-mail normalization is still the client's input: 400, never a 500. */
 function refusedEmail(e: unknown): never {
@@ -162,9 +160,8 @@ export class AdminService {
 
   // ── sign-in ───────────────────────────────────────────────────────────────────
 
-  private async limit(bucket: string, perMinute: number): Promise<void> {
-    const r = await hit(this.p.db, bucket, perMinute, MINUTE);
-    if (!r.allowed) throw AdminErrors.rateLimited(r.retryAfter);
+  private limit(bucket: string, perMinute: number): Promise<void> {
+    return limitPerMinute(this.p.db, bucket, perMinute, (retryAfter) => AdminErrors.rateLimited(retryAfter));
   }
 
   /**

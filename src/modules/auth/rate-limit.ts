@@ -12,20 +12,49 @@ export interface Hit {
 }
 
 /**
+ * The two fixed-window counters: request buckets (rate limits) and failed logins per
+ * address (lockout). Fixed names, never input: they are spliced into the one SQL below.
+ */
+const COUNTERS = {
+  hits: { table: 'basalt.auth_rate_limits', key: 'bucket', count: 'hits' },
+  failures: { table: 'basalt.auth_login_failures', key: 'email', count: 'failures' },
+} as const;
+
+/**
+ * The one fixed-window counter: count one event for `key` in a window of `windowSeconds`
+ * (a window that has ended starts afresh at 1). Returns the window's count so far and
+ * the seconds until it resets (≥ 1).
+ */
+async function count(db: Queryable, counter: keyof typeof COUNTERS, key: string, windowSeconds: number): Promise<{ count: number; retryAfter: number }> {
+  const { table, key: k, count: n } = COUNTERS[counter];
+  const { rows } = await db.query<{ count: number; retry_after: number }>(
+    `INSERT INTO ${table} AS c (${k}, window_start, ${n}) VALUES ($1, now(), 1)
+     ON CONFLICT (${k}) DO UPDATE SET
+       ${n} = CASE WHEN c.window_start <= now() - make_interval(secs => $2) THEN 1 ELSE c.${n} + 1 END,
+       window_start = CASE WHEN c.window_start <= now() - make_interval(secs => $2) THEN now() ELSE c.window_start END
+     RETURNING ${n} AS count, greatest(1, ceil(extract(epoch FROM c.window_start + make_interval(secs => $2) - now())))::int AS retry_after`,
+    [key, windowSeconds],
+  );
+  const r = rows[0]!;
+  return { count: r.count, retryAfter: r.retry_after };
+}
+
+/**
  * Count one hit in a fixed window of `windowSeconds` for `bucket`; refused once
  * the window holds more than `limit` hits.
  */
 export async function hit(db: Queryable, bucket: string, limit: number, windowSeconds: number): Promise<Hit> {
-  const { rows } = await db.query<{ hits: number; retry_after: number }>(
-    `INSERT INTO basalt.auth_rate_limits AS r (bucket, window_start, hits) VALUES ($1, now(), 1)
-     ON CONFLICT (bucket) DO UPDATE SET
-       hits = CASE WHEN r.window_start <= now() - make_interval(secs => $2) THEN 1 ELSE r.hits + 1 END,
-       window_start = CASE WHEN r.window_start <= now() - make_interval(secs => $2) THEN now() ELSE r.window_start END
-     RETURNING hits, greatest(1, ceil(extract(epoch FROM r.window_start + make_interval(secs => $2) - now())))::int AS retry_after`,
-    [bucket, windowSeconds],
-  );
-  const r = rows[0]!;
-  return { allowed: r.hits <= limit, retryAfter: r.retry_after };
+  const r = await count(db, 'hits', bucket, windowSeconds);
+  return { allowed: r.count <= limit, retryAfter: r.retryAfter };
+}
+
+/**
+ * A limiter's check: count one hit against `perMinute` for `bucket`; past it, throw
+ * `refused(retryAfter)` (each area's own 429 error).
+ */
+export async function limitPerMinute(db: Queryable, bucket: string, perMinute: number, refused: (retryAfter: number) => Error): Promise<void> {
+  const r = await hit(db, bucket, perMinute, 60);
+  if (!r.allowed) throw refused(r.retryAfter);
 }
 
 /** Seconds the address stays locked, or 0 when it is not locked. */
@@ -44,15 +73,7 @@ export async function lockedFor(db: Queryable, email: string): Promise<number> {
  * afresh. Returns true when this failure locked it.
  */
 export async function recordFailure(db: Queryable, email: string, threshold: number, windowSeconds: number): Promise<boolean> {
-  const { rows } = await db.query<{ failures: number }>(
-    `INSERT INTO basalt.auth_login_failures AS f (email, window_start, failures) VALUES ($1, now(), 1)
-     ON CONFLICT (email) DO UPDATE SET
-       failures = CASE WHEN f.window_start <= now() - make_interval(secs => $2) THEN 1 ELSE f.failures + 1 END,
-       window_start = CASE WHEN f.window_start <= now() - make_interval(secs => $2) THEN now() ELSE f.window_start END
-     RETURNING failures`,
-    [email, windowSeconds],
-  );
-  if (rows[0]!.failures < threshold) return false;
+  if ((await count(db, 'failures', email, windowSeconds)).count < threshold) return false;
   await db.query(
     `UPDATE basalt.auth_login_failures SET locked_until = now() + make_interval(secs => $2), failures = 0, window_start = now() WHERE email = $1`,
     [email, windowSeconds],

@@ -13,7 +13,7 @@ import type { RequestUser } from '../../http/user-guard';
 import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
-import { clearFailures, hit, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
+import { clearFailures, hit, limitPerMinute, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
 import { consumeActionToken, isLiveActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
 import { checkEmail, insertUser, markVerified, publicUser, setPasswordHash, userByEmail, userById, type PublicUser } from './users';
 import { mailConfigured, sendActionMail } from './mailer';
@@ -43,7 +43,6 @@ export interface TokenPair {
 /** Who a valid access token belongs to. */
 export type AuthenticatedUser = RequestUser;
 
-const MINUTE = 60;
 /** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
 const PRUNE_EVERY_MS = 15 * 60_000;
@@ -66,9 +65,8 @@ export class AuthService {
     await this.limit(`token_ip:${ip}`, this.setting<number>('rate_limit_token_per_ip'));
   }
 
-  private async limit(bucket: string, perMinute: number): Promise<void> {
-    const r = await hit(this.p.db, bucket, perMinute, MINUTE);
-    if (!r.allowed) throw AuthErrors.rateLimited(r.retryAfter);
+  private limit(bucket: string, perMinute: number): Promise<void> {
+    return limitPerMinute(this.p.db, bucket, perMinute, (retryAfter) => AuthErrors.rateLimited(retryAfter));
   }
 
   /** The normalized address (docs/auth.md, E-mail addresses), or 422 naming `email`. */

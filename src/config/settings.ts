@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../db/engine';
 import { SETTINGS, SETTINGS_BY_KEY, envNames } from './schema';
 import type { BootLayers, Source } from './load';
 import { ConfigError, check, checkCombination, lookup } from './validate';
+import { SettingsWatch, changedKeys } from './settings-watch';
 
 const CHANNEL = 'basalt_settings';
 /** Keys needed to open the database cannot live in it. */
@@ -20,15 +21,16 @@ export interface SettingView {
 /**
  * Live settings: flags > environment > config file > database > defaults.
  * Database values reach every instance within a second: writes NOTIFY, every
- * instance LISTENs, and a poll covers a lost notification.
+ * instance LISTENs, and a poll covers a lost notification (./settings-watch.ts).
  */
 export class Settings {
   private stored = new Map<string, unknown>();
   private listeners = new Set<(keys: string[]) => void>();
-  private stopWatch?: () => Promise<void>;
-  private poll?: Timer;
+  private watcher?: SettingsWatch;
 
-  constructor(readonly layers: BootLayers, private db?: Db) {}
+  constructor(readonly layers: BootLayers, private db?: Db) {
+    if (db) this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
+  }
 
   get<T = unknown>(key: string): T {
     const p = this.layers.pinned.get(key);
@@ -63,12 +65,9 @@ export class Settings {
       if (!def) continue; // a key from a newer version: ignore rather than refuse to start
       next.set(r.key, check(def, r.value, 'stored setting'));
     }
-    const changed = new Set<string>();
-    for (const k of new Set([...next.keys(), ...this.stored.keys()])) {
-      if (JSON.stringify(next.get(k)) !== JSON.stringify(this.stored.get(k))) changed.add(k);
-    }
+    const changed = changedKeys(next, this.stored);
     this.stored = next;
-    if (changed.size) for (const l of this.listeners) l([...changed]);
+    if (changed.length) for (const l of this.listeners) l([...changed]);
   }
 
   /**
@@ -87,7 +86,7 @@ export class Settings {
        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
       [key, JSON.stringify(value)],
     );
-    await this.announce(key, tx);
+    await this.watcher!.announce(key, tx);
     const p = this.layers.pinned.get(key);
     return { pinnedBy: p?.origin };
   }
@@ -97,17 +96,7 @@ export class Settings {
     lookup(key, 'settings');
     if (!this.db) return;
     await (tx ?? this.db).query('DELETE FROM basalt.settings WHERE key = $1', [key]);
-    await this.announce(key, tx);
-  }
-
-  /** Tell every instance; inside a transaction pg_notify is delivered at commit (and never on rollback). */
-  private async announce(key: string, tx?: Queryable): Promise<void> {
-    if (tx) {
-      await tx.query('SELECT pg_notify($1, $2)', [CHANNEL, key]);
-      return;
-    }
-    await this.db!.notify(CHANNEL, key);
-    await this.load();
+    await this.watcher!.announce(key, tx);
   }
 
   /** Called with the changed keys whenever the database layer changes. */
@@ -117,17 +106,13 @@ export class Settings {
   }
 
   async watch(pollMs = 1000): Promise<void> {
-    if (!this.db || this.stopWatch) return;
-    const reload = () => this.load().catch(() => {});
-    this.stopWatch = await this.db.listen(CHANNEL, reload);
+    if (!this.db || !this.watcher) return;
     // Backstop for a notification lost while the listening connection reconnected.
-    if (this.db.kind === 'external') this.poll = setInterval(reload, pollMs * 5);
+    await this.watcher.start(this.db.kind === 'external' ? pollMs * 5 : undefined);
   }
 
   async close(): Promise<void> {
-    if (this.poll) clearInterval(this.poll);
-    await this.stopWatch?.().catch(() => {});
-    this.stopWatch = undefined;
+    await this.watcher?.stop();
   }
 }
 

@@ -4,12 +4,14 @@
  * they use the same layers and the same validation instead:
  * environment `BASALT_EXT_<NAME>_<KEY>` > `[ext.<name>]` in basalt.toml >
  * table `basalt.extension_settings` > the declared default. Database values reach
- * every instance within a second (NOTIFY, as platform settings do).
+ * every instance within a second (NOTIFY, through the platform settings' watcher:
+ * src/config/settings-watch.ts).
  */
 import type { Db, Queryable } from '../db/engine';
 import { extensionEnvName, type BootLayers, type Source } from '../config/load';
 import type { SettingDef } from '../config/schema';
 import { ConfigError, check, fromText } from '../config/validate';
+import { SettingsWatch, changedKeys } from '../config/settings-watch';
 import type { ExtensionSettingDef } from './define';
 
 const CHANNEL = 'basalt_ext_settings';
@@ -50,9 +52,11 @@ function toDef(extension: string, key: string, d: ExtensionSettingDef): SettingD
 export class ExtensionSettingsStore {
   private stored = new Map<string, Map<string, unknown>>();
   private listeners = new Set<(extension: string, keys: string[]) => void>();
-  private stopWatch?: () => Promise<void>;
+  private watcher: SettingsWatch;
 
-  constructor(private layers: BootLayers, private db: Db) {}
+  constructor(private layers: BootLayers, private db: Db) {
+    this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
+  }
 
   async load(): Promise<void> {
     const { rows } = await this.db.query<{ extension: string; key: string; value: unknown }>('SELECT extension, key, value FROM basalt.extension_settings');
@@ -64,20 +68,17 @@ export class ExtensionSettingsStore {
     const old = this.stored;
     this.stored = next;
     for (const ext of new Set([...old.keys(), ...next.keys()])) {
-      const a = old.get(ext) ?? new Map(), b = next.get(ext) ?? new Map();
-      const changed = [...new Set([...a.keys(), ...b.keys()])].filter((k) => JSON.stringify(a.get(k)) !== JSON.stringify(b.get(k)));
+      const changed = changedKeys(old.get(ext) ?? new Map(), next.get(ext) ?? new Map());
       if (changed.length) for (const l of this.listeners) l(ext, changed);
     }
   }
 
-  async watch(): Promise<void> {
-    if (this.stopWatch) return;
-    this.stopWatch = await this.db.listen(CHANNEL, () => void this.load().catch(() => {}));
+  watch(): Promise<void> {
+    return this.watcher.start();
   }
 
-  async close(): Promise<void> {
-    await this.stopWatch?.().catch(() => {});
-    this.stopWatch = undefined;
+  close(): Promise<void> {
+    return this.watcher.stop();
   }
 
   /** The settings view given to one extension; validates pinned values now so a typo fails its load. */
@@ -121,12 +122,7 @@ export class ExtensionSettingsStore {
           [extension, key, JSON.stringify(value)],
         );
       }
-      if (tx) {
-        await tx.query('SELECT pg_notify($1, $2)', [CHANNEL, extension]);
-        return;
-      }
-      await this.db.notify(CHANNEL, extension);
-      await this.load();
+      await this.watcher.announce(extension, tx);
     };
     return {
       get: <T>(key: string) => valueOf(key) as T,

@@ -1,0 +1,54 @@
+/**
+ * How a settings store learns that stored values changed, for the platform settings
+ * (./settings.ts) and the extension settings (src/extensions/settings-store.ts) alike:
+ * a write NOTIFYs the store's channel, every instance LISTENs and reloads its table,
+ * an optional poll backs up a notification lost while a connection reconnected
+ * (docs/configuration.md, Live settings).
+ */
+import type { Db, Queryable } from '../db/engine';
+
+export class SettingsWatch {
+  private stopListen?: () => Promise<void>;
+  private poll?: Timer;
+
+  /** `reload` reads the store's table again (and tells its listeners what changed). */
+  constructor(
+    private db: Db,
+    private channel: string,
+    private reload: () => Promise<void>,
+  ) {}
+
+  /**
+   * Tell every instance that a stored value changed. Without `tx`: notify now and reload
+   * this instance at once. With `tx`: pg_notify joins the caller's transaction, so it is
+   * delivered at commit (never on rollback), and the caller reloads after the commit.
+   */
+  async announce(payload: string, tx?: Queryable): Promise<void> {
+    if (tx) {
+      await tx.query('SELECT pg_notify($1, $2)', [this.channel, payload]);
+      return;
+    }
+    await this.db.notify(this.channel, payload);
+    await this.reload();
+  }
+
+  /** Reload on every notification, and every `backstopMs` when given. Once; a failed reload waits for the next. */
+  async start(backstopMs?: number): Promise<void> {
+    if (this.stopListen) return;
+    const reload = () => this.reload().catch(() => {});
+    this.stopListen = await this.db.listen(this.channel, reload);
+    if (backstopMs !== undefined) this.poll = setInterval(reload, backstopMs);
+  }
+
+  async stop(): Promise<void> {
+    if (this.poll) clearInterval(this.poll);
+    this.poll = undefined;
+    await this.stopListen?.().catch(() => {});
+    this.stopListen = undefined;
+  }
+}
+
+/** Keys whose values differ between two loads of a store (compared as JSON). */
+export function changedKeys(a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>): string[] {
+  return [...new Set([...a.keys(), ...b.keys()])].filter((k) => JSON.stringify(a.get(k)) !== JSON.stringify(b.get(k)));
+}

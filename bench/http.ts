@@ -20,11 +20,11 @@
  *   npm run bench:http                                     # both engines, 1/16/64/256 connections
  *   BENCH_ENGINES=external BENCH_WORKLOADS=select BENCH_CONNECTIONS=64 npm run bench:http
  */
-import { cpSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { benchDb, fmt, printTable } from './support';
+import { BENCH_ITEMS_SQL, LUA_SHOW, benchDb, buildExecutable, fmt, freePort, printTable, requireWrk, selectLua, waitFor, wrk, wrkShort, type Cell } from './support';
 import { openPlatform } from '../src/platform';
 import { buildStatement } from '../src/modules/database/query-builder';
 
@@ -36,100 +36,18 @@ const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as
 // embedded engine until the idle timeout (1 s in this run) rolls it back.
 const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'select,me,mail,tx').split(',');
 const JWT_SECRET = 'bench-secret-' + 'x'.repeat(40);
-const CLK_TCK = 100;
-
-function requireWrk(): string {
-  const found = Bun.which('wrk');
-  if (!found) {
-    console.error('bench:http needs wrk (Debian package): apt-get install -y wrk');
-    process.exit(2);
-  }
-  return found;
-}
-
-async function buildExecutable(): Promise<string> {
-  const exe = process.env.BENCH_EXE ?? join(mkdtempSync(join(tmpdir(), 'basalt-bench-exe-')), 'basalt');
-  if (process.env.BENCH_EXE && existsSync(exe)) return exe;
-  const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', exe], { cwd: ROOT, stdout: 'inherit', stderr: 'inherit' });
-  if ((await proc.exited) !== 0) throw new Error('build.ts failed');
-  return exe;
-}
 
 /** A TCP server that accepts and never answers: the mail worker's sends wait on it. */
 function silentSmtp() {
   return Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
 }
 
-async function waitFor(url: string, proc: Subprocess, what: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode}`);
-    if (await fetch(url).then((r) => r.status < 500, () => false)) return;
-    await Bun.sleep(50);
-  }
-  throw new Error(`${what} did not answer ${url}`);
-}
-
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
-}
-
-interface Cell {
-  rps: number;
-  p50: number;
-  p99: number;
-  cpuPer1000: number;
-  rss: number;
-  errors: number;
-}
-
-function ms(v: string, unit: string): number {
-  return unit === 'us' ? Number(v) / 1000 : unit === 's' ? Number(v) * 1000 : Number(v);
-}
-
-async function wrk(bin: string, url: string, script: string, connections: number, threads: number, pid: number): Promise<Cell> {
-  const cpu0 = cpuSeconds(pid);
-  const proc = Bun.spawn([bin, '-t', String(threads), '-c', String(connections), '-d', `${SECONDS}s`, '--timeout', '10s', '--latency', '-s', script, url], { stdout: 'pipe', stderr: 'pipe' });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
-  if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
-  const cpu = cpuSeconds(pid) - cpu0;
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
-  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
-  const lat = (p: string) => {
-    const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
-    return m ? ms(m[1]!, m[2]!) : NaN;
-  };
-  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
-  const sockErr = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const errors = non2xx + (sockErr ? sockErr.slice(1).reduce((n, x) => n + Number(x), 0) : 0);
-  return { rps, p50: lat('50'), p99: lat('99'), cpuPer1000: total ? (cpu / total) * 1000 : NaN, rss: rssMiB(pid), errors };
-}
-
 /** The wrk scripts of one engine's run: the key and token are written in. */
 function scripts(dir: string, key: string, token: string): Record<string, string> {
   const json = `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["X-API-Key"] = "${key}"\n`;
-  // The first refused answer of each thread goes to wrk's stderr, so an error count comes with its reason.
-  const show = `local shown = false
-function show(status, body)
-  if status >= 300 and not shown then shown = true; io.stderr:write("refused: " .. status .. " " .. string.sub(body, 1, 200) .. "\\n") end
-end
-`;
+  const show = LUA_SHOW;
   const files: Record<string, string> = {
-    select: `${json}${show}wrk.method = "POST"
-local i = 0
-request = function()
-  i = i + 1
-  return wrk.format(nil, "/api/v1/db/query", nil, '{"entity":"bench_items","action":"select","fields":["id","grp","name","price"],"filters":[{"field":"grp","op":"eq","value":' .. (i % 1000) .. '}],"limit":10}')
-end
-response = function(status, headers, body) show(status, body) end
-`,
+    select: selectLua(key),
     tx: `${json}${show}local step, id = 0, ""
 request = function()
   if step == 0 then return wrk.format("POST", "/api/v1/db/transaction/begin", nil, "{}") end
@@ -187,8 +105,8 @@ const LABEL: Record<string, string> = {
 
 const rows: string[][] = [['engine', 'workload', 'conns', 'baseline req/s', 'p50/p99 ms', 'Basalt req/s', 'p50/p99 ms', 'ratio', 'CPU s/1k (base/Basalt)', 'RSS MiB (base/Basalt)']];
 
-const wrkBin = requireWrk();
-const exe = await buildExecutable();
+const wrkBin = requireWrk('bench:http');
+const exe = await buildExecutable(ROOT);
 
 for (const engine of ENGINES) {
   const db = await benchDb(engine);
@@ -209,12 +127,7 @@ for (const engine of ENGINES) {
     const p = await openPlatform({ env, migrate: true });
     let key: string, token: string, selectSql: string, poolMax: number;
     try {
-      await p.db.exec(`
-        CREATE TABLE public.bench_items (id serial PRIMARY KEY, grp int4 NOT NULL, name text NOT NULL, price numeric(10,2), created_at timestamptz NOT NULL DEFAULT now());
-        CREATE INDEX bench_items_grp ON public.bench_items (grp);
-        INSERT INTO public.bench_items (grp, name, price) SELECT g % 1000, 'item ' || g, (g % 100) + 0.99 FROM generate_series(1, 10000) g;
-        CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);
-        ANALYZE public.bench_items;`);
+      await p.db.exec(BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);');
       key = (await p.services.keys.create({ type: 'service', service: 'bench', permissions: ['db:query', 'mail:send'], tables: ['bench_items', 'bench_log'] })).key;
       const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
       await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
@@ -267,9 +180,9 @@ for (const engine of ENGINES) {
         const threads = w === 'tx' ? c : Math.min(c, 2);
         const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
         await settle();
-        const b = await wrk(wrkBin, baseUrl, script(), c, threads, base.pid);
+        const b = await wrk(wrkBin, baseUrl, script(), c, threads, base.pid, SECONDS);
         await settle();
-        const a = await wrk(wrkBin, basaltUrl, script(), c, threads, basalt.pid);
+        const a = await wrk(wrkBin, basaltUrl, script(), c, threads, basalt.pid, SECONDS);
         const per = w === 'tx' ? 5 : 1;
         const lat = (x: Cell) => `${x.p50.toFixed(1)} / ${x.p99.toFixed(1)}`;
         const errs = a.errors || b.errors ? ` (errors: base ${b.errors}, Basalt ${a.errors})` : '';
@@ -286,18 +199,6 @@ for (const engine of ENGINES) {
     smtp.stop(true);
     await db.drop();
   }
-}
-
-async function wrkShort(bin: string, url: string, script: string, connections: number) {
-  const proc = Bun.spawn([bin, '-t', String(connections === 1 ? 1 : 2), '-c', String(connections), '-d', '1s', '-s', script, url], { stdout: 'ignore', stderr: 'ignore' });
-  await proc.exited;
-}
-
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = s.port!;
-  s.stop(true);
-  return port;
 }
 
 printTable(rows, `\nHTTP load from wrk against the compiled executable (${SECONDS} s per cell, Bun ${Bun.version})\n`);

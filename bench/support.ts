@@ -1,6 +1,10 @@
-/** Small pieces every benchmark shares: statistics, number formatting, a bounded load loop, a scratch database. */
+/**
+ * Small pieces every benchmark shares: statistics, number formatting, a bounded load loop, a scratch
+ * database, and the wrk runner with the process meters of the HTTP benchmarks.
+ */
 import postgres from 'postgres';
-import { mkdtempSync, rmSync } from 'node:fs';
+import type { Subprocess } from 'bun';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
@@ -75,4 +79,133 @@ export function printTable(rows: string[][], title?: string): void {
   console.log(line(rows[0]!));
   console.log('| ' + widths.map((w) => '-'.repeat(w)).join(' | ') + ' |');
   for (const r of rows.slice(1)) console.log(line(r));
+}
+
+// ---- HTTP load from wrk against servers started as their own processes (bench:http, bench:peers) ----
+
+/** The path of wrk, or exit with how to install it. */
+export function requireWrk(script: string): string {
+  const found = Bun.which('wrk');
+  if (!found) {
+    console.error(`${script} needs wrk (Debian package): apt-get install -y wrk`);
+    process.exit(2);
+  }
+  return found;
+}
+
+/** The compiled executable: BENCH_EXE when it exists, else built by build.ts into a temp dir. */
+export async function buildExecutable(root: string): Promise<string> {
+  const exe = process.env.BENCH_EXE ?? join(mkdtempSync(join(tmpdir(), 'basalt-bench-exe-')), 'basalt');
+  if (process.env.BENCH_EXE && existsSync(exe)) return exe;
+  const proc = Bun.spawn([process.execPath, join(root, 'build.ts'), '--outfile', exe], { cwd: root, stdout: 'inherit', stderr: 'inherit' });
+  if ((await proc.exited) !== 0) throw new Error('build.ts failed');
+  return exe;
+}
+
+/** Wait until `url` answers below 500 (30 s by default), or throw when the process exits first. */
+export async function waitFor(url: string, proc: Subprocess, what: string, timeoutMs = 30_000, headers?: Record<string, string>): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode}`);
+    if (await fetch(url, { headers }).then((r) => r.status < 500, () => false)) return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`${what} did not answer ${url}`);
+}
+
+/** A loopback port nothing listens on (just now). */
+export async function freePort(): Promise<number> {
+  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+  const port = s.port!;
+  s.stop(true);
+  return port;
+}
+
+const CLK_TCK = 100;
+
+/** User + system CPU seconds of a process, all its threads (/proc/<pid>/stat). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/** Resident set size of a process in MiB (/proc/<pid>/status). */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** One wrk run against one server: throughput, latency, the server's CPU per 1,000 requests, its RSS after. */
+export interface Cell {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuPer1000: number;
+  rss: number;
+  errors: number;
+}
+
+function ms(v: string, unit: string): number {
+  return unit === 'us' ? Number(v) / 1000 : unit === 's' ? Number(v) * 1000 : Number(v);
+}
+
+/** Run wrk for `seconds` against `url` with the Lua `script`, measuring the server process `pid`. */
+export async function wrk(bin: string, url: string, script: string, connections: number, threads: number, pid: number, seconds: number): Promise<Cell> {
+  const cpu0 = cpuSeconds(pid);
+  const proc = Bun.spawn([bin, '-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--timeout', '10s', '--latency', '-s', script, url], { stdout: 'pipe', stderr: 'pipe' });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
+  if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
+  const cpu = cpuSeconds(pid) - cpu0;
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
+  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+  const lat = (p: string) => {
+    const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    return m ? ms(m[1]!, m[2]!) : NaN;
+  };
+  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+  const sockErr = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const errors = non2xx + (sockErr ? sockErr.slice(1).reduce((n, x) => n + Number(x), 0) : 0);
+  return { rps, p50: lat('50'), p99: lat('99'), cpuPer1000: total ? (cpu / total) * 1000 : NaN, rss: rssMiB(pid), errors };
+}
+
+/** A one-second wrk run whose figures are thrown away: connections, prepared statements, JIT. */
+export async function wrkShort(bin: string, url: string, script: string, connections: number): Promise<void> {
+  const proc = Bun.spawn([bin, '-t', String(connections === 1 ? 1 : 2), '-c', String(connections), '-d', '1s', '-s', script, url], { stdout: 'ignore', stderr: 'ignore' });
+  await proc.exited;
+}
+
+/** The table the select workload reads: 10,000 rows, 1,000 groups of 10, an index on the group. */
+export const BENCH_ITEMS_SQL = `
+  CREATE TABLE public.bench_items (id serial PRIMARY KEY, grp int4 NOT NULL, name text NOT NULL, price numeric(10,2), created_at timestamptz NOT NULL DEFAULT now());
+  CREATE INDEX bench_items_grp ON public.bench_items (grp);
+  INSERT INTO public.bench_items (grp, name, price) SELECT g % 1000, 'item ' || g, (g % 100) + 0.99 FROM generate_series(1, 10000) g;
+  ANALYZE public.bench_items;`;
+
+/** The row of bench_items number `g` (1..10,000), for servers that load the same data through their own API. */
+export const benchItem = (g: number) => ({ grp: g % 1000, name: `item ${g}`, price: (g % 100) + 0.99 });
+
+/**
+ * A wrk script line that prints the first refused answer of each thread to stderr, so an
+ * error count comes with its reason. Defines show(status, body).
+ */
+export const LUA_SHOW = `local shown = false
+function show(status, body)
+  if status >= 300 and not shown then shown = true; io.stderr:write("refused: " .. status .. " " .. string.sub(body, 1, 200) .. "\\n") end
+end
+`;
+
+/** The select workload against Basalt: 10 rows of group i % 1000 through the Database API, with service key `key`. */
+export function selectLua(key: string): string {
+  return `wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-API-Key"] = "${key}"
+${LUA_SHOW}wrk.method = "POST"
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, "/api/v1/db/query", nil, '{"entity":"bench_items","action":"select","fields":["id","grp","name","price"],"filters":[{"field":"grp","op":"eq","value":' .. (i % 1000) .. '}],"limit":10}')
+end
+response = function(status, headers, body) show(status, body) end
+`;
 }

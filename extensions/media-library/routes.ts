@@ -5,7 +5,7 @@
 import { t, type ExtensionContext } from 'basalt';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { caller } from './access';
+import { callerOf, type Caller } from './access';
 import { detectType } from './detect';
 import { filesStore, type FileRow } from './files-store';
 import { contentResponse } from './download';
@@ -55,8 +55,8 @@ export function fileRoutes(ctx: ExtensionContext) {
   const tags = ['Files'];
   const notFound = () => ctx.errors.notFound('No such file (or it belongs to someone else).');
 
-  const content = async (request: Request, id: string, forceDownload: boolean) => {
-    const row = await store.find(await caller(ctx, request, 'files:download'), id);
+  const content = async (who: Caller, request: Request, id: string, forceDownload: boolean) => {
+    const row = await store.find(who, id);
     if (!row) throw notFound();
     return contentResponse(row, where.of(row.storage), request, forceDownload);
   };
@@ -65,8 +65,8 @@ export function fileRoutes(ctx: ExtensionContext) {
     .claim('/api/v1/files')
     .post(
       '',
-      async ({ request, set }) => {
-        const who = await caller(ctx, request, 'files:upload');
+      async ({ request, set, user, apiKey }) => {
+        const who = callerOf({ user, apiKey });
         const id = crypto.randomUUID();
         const got = await receiveUpload(request, ctx.platformSetting<number>('files.max_bytes'), join(tmp, id));
         const storage = where.current();
@@ -90,6 +90,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         return ctx.reply(request, { file: info(row) }) as never;
       },
       {
+        userOrApiKey: 'files:upload',
         parse: 'none',
         response: { 201: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(400, 401, 403, 413, 415, 503) },
         detail: {
@@ -108,8 +109,8 @@ export function fileRoutes(ctx: ExtensionContext) {
     )
     .get(
       '',
-      async ({ request, query }) => {
-        const who = await caller(ctx, request, 'files:download');
+      async ({ request, query, user, apiKey }) => {
+        const who = callerOf({ user, apiKey });
         if ((query.owner_type === undefined) !== (query.owner_id === undefined)) throw ctx.errors.badRequest('Give owner_type and owner_id together.');
         if (query.owner_type && who.type === 'user') throw ctx.errors.forbidden('Users list only their own files; owner filters are for API keys.');
         const limit = query.limit ?? 50;
@@ -119,6 +120,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         return ctx.reply(request, { files: rows.map(info), total, limit, offset }) as never;
       },
       {
+        userOrApiKey: 'files:download',
         query: t.Object({
           // `title` names the field in a 400 (src/http/foundation.ts: Elysia reports these values without a path).
           limit: t.Optional(t.Integer({ title: 'limit', minimum: 1, maximum: 100, default: 50, description: 'Files per page, 1 to 100.' })),
@@ -132,12 +134,13 @@ export function fileRoutes(ctx: ExtensionContext) {
     )
     .get(
       '/:id',
-      async ({ request, params }) => {
-        const row = await store.find(await caller(ctx, request, 'files:download'), params.id);
+      async ({ request, params, user, apiKey }) => {
+        const row = await store.find(callerOf({ user, apiKey }), params.id);
         if (!row) throw notFound();
         return ctx.reply(request, { file: info(row) }) as never;
       },
       {
+        userOrApiKey: 'files:download',
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(401, 403, 404) },
         detail: { tags, summary: 'File metadata', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, security: [{ Bearer: [] }, { ApiKey: [] }] },
@@ -145,8 +148,9 @@ export function fileRoutes(ctx: ExtensionContext) {
     )
     .get(
       '/:id/content',
-      ({ request, params, query }) => content(request, params.id, query.download !== undefined),
+      ({ request, params, query, user, apiKey }) => content(callerOf({ user, apiKey }), request, params.id, query.download !== undefined),
       {
+        userOrApiKey: 'files:download',
         params: t.Object({ id: t.String() }),
         query: t.Object({ download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })) }),
         detail: {
@@ -178,8 +182,8 @@ export function fileRoutes(ctx: ExtensionContext) {
     )
     .delete(
       '/:id',
-      async ({ request, params }) => {
-        const row = await store.remove(await caller(ctx, request, 'files:upload'), params.id);
+      async ({ request, params, user, apiKey }) => {
+        const row = await store.remove(callerOf({ user, apiKey }), params.id);
         if (!row) throw notFound();
         // The row is gone first, so the file disappears from the API even if the bytes linger.
         await where
@@ -189,6 +193,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         return ctx.reply(request, { deleted: row.id }) as never;
       },
       {
+        userOrApiKey: 'files:upload',
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ deleted: t.String({ format: 'uuid' }) })), ...errors(401, 403, 404) },
         detail: { tags, summary: 'Delete a file', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, description: 'Needs the owner’s access token or an API key with `files:upload`.', security: [{ Bearer: [] }, { ApiKey: [] }] },

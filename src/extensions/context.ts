@@ -2,7 +2,7 @@
  * `ctx`: everything an extension gets in `setup(ctx)`. It is the whole extension
  * API; an extension needs no other import from the platform (docs/extensions.md).
  */
-import { Elysia, type AnyElysia, type TSchema } from 'elysia';
+import { type AnyElysia, type TSchema } from 'elysia';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Platform } from '../platform';
@@ -13,9 +13,9 @@ import { AppError, Errors } from '../http/errors';
 import { requestInfo } from '../http/request-info';
 import { reply } from '../http/foundation';
 import { prefixesOf, rootOf, type Areas } from '../http/areas';
-import { publicAccess } from '../http/api-key-guard';
+import { guardInputs } from '../guards';
 import type { ExtensionSettings } from './settings-store';
-import { extensionGuards, type ExtensionGuards } from './guards';
+import { extensionGuards, guardedGroup, moduleGroup, type ExtensionApp, type ExtensionGuards, type ModuleApp } from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
 import { envelopeB, envelopeC } from './schemas';
 
@@ -44,15 +44,16 @@ export interface ExtensionContext extends ExtensionGuards {
   /**
    * Routes mounted at `/api/module/<name>` on the public listener, envelope B, behind
    * the access-mode gate (web.public_api_access_mode). Give each route `body`/`response`
-   * schemas and `detail` so the OpenAPI document describes it.
+   * schemas and `detail` so the OpenAPI document describes it. Guard a route with
+   * `{ apiKey: permission }` or `{ user: true }`: its handler receives `apiKey`/`user`.
    */
-  readonly routes: AnyElysia;
+  readonly routes: ModuleApp;
   /**
    * Own a documented core prefix (only `/api/v1/files`, listener main, envelope C).
    * Returns an Elysia group mounted at that prefix. Two extensions claiming the same
    * prefix are both refused.
    */
-  claim(prefix: '/api/v1/files' | (string & {})): AnyElysia;
+  claim(prefix: '/api/v1/files' | (string & {})): ExtensionApp;
   readonly db: ExtensionDb;
   readonly mail: ExtensionMail;
   /** Settings declared in `defineExtension({ settings })`. */
@@ -95,10 +96,9 @@ export function createContext(p: Platform, def: { name: string; version: string 
   const schema = extensionSchema(name);
   const modulePrefix = `${rootOf(areas.byName('module'))}/${name}`;
   const claimable = claimablePrefixes(areas);
-  const moduleApp = new Elysia({ prefix: modulePrefix }).onBeforeHandle(async ({ request }) => {
-    // Module routes are a public prefix: the access mode decides whether a key is needed.
-    await publicAccess(p, request);
-  });
+  // Module routes are a public prefix: the access mode decides whether a key is needed.
+  const guards = guardInputs(p);
+  const moduleApp = moduleGroup(modulePrefix, guards);
   const groups: BuiltContext['groups'] = [{ prefix: modulePrefix, app: moduleApp }];
 
   const db: ExtensionDb = {
@@ -137,7 +137,7 @@ export function createContext(p: Platform, def: { name: string; version: string 
     claim(prefix) {
       if (!claimable.includes(prefix)) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${claimable.join(', ')}; other routes go on ctx.routes (${modulePrefix})`);
       if (groups.some((g) => g.prefix === prefix)) throw new Error(`claim('${prefix}'): already claimed by this extension`);
-      const app = new Elysia({ prefix });
+      const app = guardedGroup(prefix, guards);
       groups.push({ prefix, app });
       return app;
     },
@@ -158,7 +158,7 @@ export function createContext(p: Platform, def: { name: string; version: string 
     schemas: { envelope: envelopeB, envelopeC },
     // A hook registered after stop (a setup still running past its timeout) runs at once.
     onShutdown: (fn) => void (stopped ? runHook(fn) : hooks.push(fn)),
-    ...extensionGuards(p),
+    ...extensionGuards(guards),
   };
   return { ctx, groups, stop };
 }

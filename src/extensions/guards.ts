@@ -1,11 +1,20 @@
 /**
- * Guards for extension routes: the platform's API key and user-token checks, in
- * the two shapes an author needs — a `beforeHandle` hook that only admits, and a
- * lookup that returns who is calling.
+ * Guards for extension routes (docs/extensions.md), built from the guards' narrow
+ * inputs (src/http/guards.ts), never the platform. An extension's route groups
+ * (`ctx.routes`, `ctx.claim(prefix)`) carry the platform's guard macros, so a route
+ * receives its caller as core routes do:
+ *
+ * @example
+ * ctx.routes.post('/import', ({ apiKey }) => …, { apiKey: 'db:query' })
+ * ctx.claim('/api/v1/files').get('', ({ user, apiKey }) => …, { userOrApiKey: 'files:download' })
+ *
+ * The earlier shapes stay for extensions written against them: `beforeHandle` hooks that
+ * only admit, and lookups that return who is calling.
  */
-import type { Platform } from '../platform';
-import { requireApiKey, type ApiKeyPrincipal, type Permission } from '../http/api-key-guard';
-import { requireUser, type RequestUser as UserPrincipal } from '../http/user-guard';
+import { Elysia } from 'elysia';
+import { keyChecks, type ApiKeyPrincipal, type Permission } from '../http/api-key-guard';
+import { guards, type GuardInputs } from '../http/guards';
+import { bearerToken, type RequestUser as UserPrincipal } from '../http/user-guard';
 
 export type { ApiKeyPrincipal, Permission, UserPrincipal };
 
@@ -31,11 +40,33 @@ export interface ExtensionGuards {
   user(request: Request): Promise<UserPrincipal>;
 }
 
-export function extensionGuards(p: Platform): ExtensionGuards {
+export function extensionGuards(inputs: GuardInputs): ExtensionGuards {
+  const keys = keyChecks(inputs);
+  const apiKey = (request: Request, permission?: Permission) => keys.require(request, { permission });
+  const user = (request: Request) => inputs.authenticate(bearerToken(request));
   return {
-    requireApiKey: (permission) => async ({ request }) => void (await requireApiKey(p, request, permission)),
-    requireUser: () => async ({ request }) => void (await requireUser(p, request)),
-    apiKey: (request, permission) => requireApiKey(p, request, permission),
-    user: (request) => requireUser(p, request),
+    requireApiKey: (permission) => async ({ request }) => void (await apiKey(request, permission)),
+    requireUser: () => async ({ request }) => void (await user(request)),
+    apiKey,
+    user,
   };
 }
+
+/** An extension's route group at `prefix`, with the guard macros (`apiKey`, `user`, `userOrApiKey`, …). */
+export function guardedGroup(prefix: string, inputs: GuardInputs) {
+  return new Elysia({ prefix }).use(guards(inputs));
+}
+
+/**
+ * `ctx.routes`: module routes are a public prefix, so the access-mode gate comes first
+ * (docs/api-keys.md), before anything about the request is answered; a route's own guard
+ * applies on top.
+ */
+export function moduleGroup(prefix: string, inputs: GuardInputs) {
+  return guardedGroup(prefix, inputs).guard({ publicAccess: true });
+}
+
+/** A claimed core prefix (`ctx.claim`). */
+export type ExtensionApp = ReturnType<typeof guardedGroup>;
+/** The module routes (`ctx.routes`). */
+export type ModuleApp = ReturnType<typeof moduleGroup>;

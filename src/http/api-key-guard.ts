@@ -1,15 +1,15 @@
 /**
- * The API key guards every area uses (docs/api-keys.md): `requireApiKey` for routes that
- * need a key with a permission (mail, database, files; the Database API passes
- * `publicPrefix` because the access mode governs it too), `publicAccess` for the
- * public prefixes where any active key will do (auth, runtime config, modules).
+ * The API key checks every area uses (docs/api-keys.md), built from two narrow inputs:
+ * a key verifier (the keys module) and a reader of the access mode (the live setting
+ * web.public_api_access_mode). Routes use them through the guard plugin
+ * (src/http/guards.ts); the functions here are the same checks for code that only
+ * holds a Request (extension lookups).
  *
  * @example
- * const principal = await requireApiKey(p, request, 'db:query');
- * if (!principal.tables.includes(entity)) throw Errors.forbidden(...);
+ * const keys = keyChecks({ verify, accessMode });
+ * const principal = await keys.require(request, { permission: 'db:query' });
  */
-import type { Platform } from '../platform';
-import { AppError, Errors } from './errors';
+import { Errors, type AppError } from './errors';
 
 export type Permission = 'mail:send' | 'db:query' | 'files:upload' | 'files:download';
 
@@ -21,20 +21,19 @@ export interface ApiKeyPrincipal {
   tables: string[];
 }
 
-const HEADER = 'x-api-key';
+/** The raw X-API-Key value → its active key, or null (unknown, revoked, expired, malformed). */
+export type KeyVerifier = (raw: string) => Promise<ApiKeyPrincipal | null>;
+export type AccessMode = 'open' | 'api_key_required';
 
-/** `mail:*` covers `mail:send`, `db:*` covers `db:query`, `files:*` covers both files permissions. */
-export function hasPermission(principal: ApiKeyPrincipal, permission: Permission): boolean {
-  const family = permission.slice(0, permission.indexOf(':'));
-  return principal.permissions.includes(permission) || principal.permissions.includes(`${family}:*`);
+export interface KeyGuardInputs {
+  verify: KeyVerifier;
+  /** The access mode now (read on every request, so a change applies at once). */
+  accessMode: () => AccessMode;
 }
 
-function presentedKey(request: Request): string | null {
-  const v = request.headers.get(HEADER);
-  return v === null ? null : v.trim();
-}
-
-export interface KeyCheck {
+export interface KeyNeed {
+  /** The permission the key must carry (omitted = any active key). */
+  permission?: Permission;
   /**
    * The route is under a public prefix the access mode governs (the Database API):
    * in `api_key_required` mode a missing key answers 401 `api_key_required` there, as
@@ -44,26 +43,28 @@ export interface KeyCheck {
   publicPrefix?: boolean;
 }
 
-/** 401 for a request without X-API-Key (see `KeyCheck.publicPrefix` for which code). */
-function missingKey(p: Platform, opts?: KeyCheck): AppError {
-  if (opts?.publicPrefix && p.settings.get<string>('web.public_api_access_mode') === 'api_key_required') {
-    return new AppError(401, 'api_key_required', 'This API requires an API key in the X-API-Key header.');
-  }
-  return Errors.unauthorized('This endpoint needs an API key in the X-API-Key header.');
+export interface KeyChecks {
+  /**
+   * X-API-Key → principal. 401 `unauthorized` when missing (`api_key_required` on a
+   * public prefix in that mode) or unknown/revoked/expired; 403 `forbidden` when it
+   * lacks `need.permission`.
+   */
+  require(request: Request, need?: KeyNeed): Promise<ApiKeyPrincipal>;
+  /**
+   * Access-mode gate for public prefixes (auth, runtime config, modules): in
+   * `api_key_required` mode an active key must be present (missing → 401
+   * `api_key_required`, invalid → 401 `unauthorized`); in `open` mode the principal if
+   * a valid key was sent, else null.
+   */
+  publicAccess(request: Request): Promise<ApiKeyPrincipal | null>;
 }
 
-/**
- * X-API-Key → principal. 401 `unauthorized` when missing (`api_key_required` on a
- * public prefix in that mode) or unknown/revoked/expired; 403 `forbidden` when it
- * lacks `permission` (omitted = any active key).
- */
-export async function requireApiKey(p: Platform, request: Request, permission?: Permission, opts?: KeyCheck): Promise<ApiKeyPrincipal> {
-  const raw = presentedKey(request);
-  if (!raw) throw missingKey(p, opts);
-  const principal = await p.services.keys.verify(raw);
-  if (!principal) throw Errors.unauthorized('The API key is invalid, revoked or expired.');
-  if (permission) requirePermission(principal, permission);
-  return principal;
+const HEADER = 'x-api-key';
+
+/** `mail:*` covers `mail:send`, `db:*` covers `db:query`, `files:*` covers both files permissions. */
+export function hasPermission(principal: ApiKeyPrincipal, permission: Permission): boolean {
+  const family = permission.slice(0, permission.indexOf(':'));
+  return principal.permissions.includes(permission) || principal.permissions.includes(`${family}:*`);
 }
 
 /** 403 `forbidden` naming the permission when `principal` lacks it. */
@@ -71,20 +72,42 @@ export function requirePermission(principal: ApiKeyPrincipal, permission: Permis
   if (!hasPermission(principal, permission)) throw Errors.forbidden(`This API key lacks the '${permission}' permission.`);
 }
 
-/**
- * Access-mode gate for public prefixes (auth, runtime config, modules): in
- * `api_key_required` mode an active key must be present (missing → 401
- * `api_key_required`, invalid → 401 `unauthorized`); in `open` mode returns the
- * principal if a valid key was sent, else null. Reads the live setting
- * web.public_api_access_mode each call.
- */
-export async function publicAccess(p: Platform, request: Request): Promise<ApiKeyPrincipal | null> {
-  const raw = presentedKey(request);
-  if (p.settings.get<string>('web.public_api_access_mode') === 'api_key_required') {
-    if (!raw) throw new AppError(401, 'api_key_required', 'This API requires an API key: send the site public key in the X-API-Key header.');
-    const principal = await p.services.keys.verify(raw);
-    if (!principal) throw Errors.unauthorized('The API key is invalid, revoked or expired.');
-    return principal;
-  }
-  return raw ? p.services.keys.verify(raw) : null;
+/** Whether the request carries the header at all (an empty one included). */
+export function sendsApiKey(request: Request): boolean {
+  return request.headers.has(HEADER);
+}
+
+function presentedKey(request: Request): string | null {
+  const v = request.headers.get(HEADER);
+  return v === null ? null : v.trim();
+}
+
+const invalidKey = () => Errors.unauthorized('The API key is invalid, revoked or expired.');
+
+export function keyChecks({ verify, accessMode }: KeyGuardInputs): KeyChecks {
+  /** 401 for a request without X-API-Key (see `KeyNeed.publicPrefix` for which code). */
+  const missingKey = (need?: KeyNeed): AppError =>
+    need?.publicPrefix && accessMode() === 'api_key_required'
+      ? Errors.apiKeyRequired()
+      : Errors.unauthorized('This endpoint needs an API key in the X-API-Key header.');
+  return {
+    async require(request, need) {
+      const raw = presentedKey(request);
+      if (!raw) throw missingKey(need);
+      const principal = await verify(raw);
+      if (!principal) throw invalidKey();
+      if (need?.permission) requirePermission(principal, need.permission);
+      return principal;
+    },
+    async publicAccess(request) {
+      const raw = presentedKey(request);
+      if (accessMode() === 'api_key_required') {
+        if (!raw) throw Errors.apiKeyRequired('This API requires an API key: send the site public key in the X-API-Key header.');
+        const principal = await verify(raw);
+        if (!principal) throw invalidKey();
+        return principal;
+      }
+      return raw ? verify(raw) : null;
+    },
+  };
 }

@@ -1,33 +1,11 @@
 /**
- * The user guard: a Bearer access token issued by Public Auth → the signed-in user.
- * Used by Public Auth itself, the Files module and extensions. Errors are AppErrors,
- * so each area renders them in its own envelope:
- *  401 `unauthorized` (no/malformed/forged token), 401 `token_expired`,
- *  401 `session_revoked` (logout, password change, refresh-token reuse),
- *  403 `account_disabled`.
- *
- * @example
- * const user = await requireUser(p, request);
- * await listFilesOf(user.userId);
+ * The user check: a Bearer access token → the signed-in site user, through one narrow
+ * input, the authenticator Public Auth provides (docs/auth.md). Which errors a refused
+ * token gets (401 `unauthorized`, `token_expired`, `session_revoked`, 403
+ * `account_disabled`) is the authenticator's business; they are AppErrors, so each
+ * area renders them in its own envelope. Routes use it through the guard plugin
+ * (src/http/guards.ts).
  */
-import type { Platform } from '../platform';
-import { AppError } from './errors';
-
-const challenge = { 'WWW-Authenticate': 'Bearer error="invalid_token"' };
-
-/** The errors of a rejected access token, shared with Public Auth. */
-export const UserErrors = {
-  unauthorized: (message = 'Send a valid access token: Authorization: Bearer <access_token>.') =>
-    new AppError(401, 'unauthorized', message, { headers: { 'WWW-Authenticate': 'Bearer' } }),
-  invalidToken: () => new AppError(401, 'unauthorized', 'The access token is invalid; log in again.', { headers: challenge }),
-  tokenExpired: () =>
-    new AppError(401, 'token_expired', 'The access token has expired; get a new one with POST /api/v1/auth/refresh.', { headers: challenge }),
-  sessionRevoked: () =>
-    new AppError(401, 'session_revoked', 'This session has ended (logout, password change or reuse of a refresh token); log in again.', {
-      headers: challenge,
-    }),
-  accountDisabled: () => new AppError(403, 'account_disabled', 'This account is disabled; contact the site administrator.'),
-};
 
 /** The signed-in user behind a request. */
 export interface RequestUser {
@@ -36,6 +14,9 @@ export interface RequestUser {
   email: string;
 }
 
+/** The token of an `Authorization: Bearer …` header (undefined when there is none) → its user, or throws. */
+export type Authenticator = (token: string | undefined) => Promise<RequestUser>;
+
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */
 export function bearerToken(request: Request): string | undefined {
   const h = request.headers.get('authorization');
@@ -43,9 +24,7 @@ export function bearerToken(request: Request): string | undefined {
   return m?.[1];
 }
 
-/** Bearer access token → user, or throws one of `UserErrors`. */
-export async function requireUser(p: Platform, request: Request): Promise<RequestUser> {
-  const token = bearerToken(request);
-  if (!token) throw UserErrors.unauthorized();
-  return p.services.auth.authenticate(token);
+/** Whether the request carries an Authorization header at all. */
+export function sendsAuthorization(request: Request): boolean {
+  return request.headers.has('authorization');
 }

@@ -3,12 +3,12 @@
  * ends access tokens at once (also on a second instance), expiry, forgery.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { jwt } from '@elysiajs/jwt';
+import { SignJWT } from 'jose';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { Elysia } from 'elysia';
 import { getOrCreateSecret } from '../../src/db/secrets';
-import { requireUser } from '../../src/http/user-guard';
+import { platformGuards } from '../../src/guards';
 import type { Platform } from '../../src/platform';
 import { PASSWORD, call, failure, signedIn, startAuthServer, twoInstances } from './support';
 
@@ -16,8 +16,8 @@ const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me'
 
 describe.each(ENGINES)('tokens on %s', (engine) => {
   let s: TestServer;
-  // An extension route guarded by requireUser: its errors come in the extension's envelope (format B).
-  const probe = (p: Platform) => new Elysia().get('/api/module/probe/whoami', async ({ request }) => ({ success: true, data: await requireUser(p, request) }));
+  // An extension route behind the user guard: its errors come in the extension's envelope (format B).
+  const probe = (p: Platform) => new Elysia().use(platformGuards(p)).get('/api/module/probe/whoami', ({ user }) => ({ success: true, data: user }), { user: true });
   beforeAll(async () => {
     s = await startAuthServer(engine, { extra: [{ name: 'probe', listener: 'public', routes: probe }] });
   });
@@ -117,7 +117,10 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const u = await signedIn(s);
     const { sub, sid } = JSON.parse(Buffer.from(u.access.split('.')[1]!, 'base64url').toString());
     const secret = await getOrCreateSecret(s.platform.db, 'jwt');
-    const signer = (opts: { secret: string }) => (jwt({ name: 'j', secret: opts.secret, iss: 'basalt' }) as any).decorator.j;
+    const signer = (opts: { secret: string }) => ({
+      sign: ({ exp, ...claims }: { sub: string; sid: string; exp: number | string }) =>
+        new SignJWT({ iss: 'basalt', ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setExpirationTime(exp).setIssuedAt().sign(new TextEncoder().encode(opts.secret)),
+    });
     const expired = await signer({ secret }).sign({ sub, sid, exp: Math.floor(Date.now() / 1000) - 5 });
     const r = await me(s, expired);
     expect([r.status, r.body]).toEqual([401, failure('token_expired')]);

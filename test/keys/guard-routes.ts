@@ -4,19 +4,21 @@
  */
 import { Elysia } from 'elysia';
 import type { RouteModule } from '../../src/app';
-import { publicAccess, requireApiKey, type Permission } from '../../src/http/api-key-guard';
+import type { ApiKeyPrincipal } from '../../src/http/api-key-guard';
+import { platformGuards } from '../../src/guards';
+
+const answer = ({ apiKey }: { apiKey: ApiKeyPrincipal }) => ({ success: true, data: { id: apiKey.id, type: apiKey.type } });
 
 export const guardRoutes: RouteModule = {
   name: 'keys-test',
   listener: 'public',
   routes: (p) =>
-    new Elysia({ name: 'keys-test' })
-      .get('/api/v1/keys-test/require/:permission', async ({ request, params }) => {
-        const principal = await requireApiKey(p, request, params.permission === 'any' ? undefined : (params.permission.replace('-', ':') as Permission));
-        return { success: true, data: { id: principal.id, type: principal.type } };
-      })
-      .get('/api/v1/keys-test/public', async ({ request }) => {
-        const principal = await publicAccess(p, request);
-        return { success: true, data: { id: principal?.id ?? null } };
-      }),
+    new Elysia({ name: 'keys-test', prefix: '/api/v1/keys-test' })
+      .use(platformGuards(p))
+      .get('/require/any', answer, { apiKey: true })
+      .get('/require/mail-send', answer, { apiKey: 'mail:send' })
+      .get('/require/db-query', answer, { apiKey: 'db:query' })
+      .get('/require/files-upload', answer, { apiKey: 'files:upload' })
+      .get('/require/files-download', answer, { apiKey: 'files:download' })
+      .get('/public', ({ apiKey }) => ({ success: true, data: { id: apiKey?.id ?? null } }), { publicAccess: true }),
 };

@@ -3,7 +3,7 @@
  * made here with node:crypto and the platform's real signing key, so each case differs
  * from a valid token in exactly one way: a missing `exp`, a malformed claim, a padded
  * or re-spelled signature, another algorithm. Every one is 401 in the area's envelope,
- * never accepted and never a 500 — on Public Auth (`/me`) and through `requireUser`
+ * never accepted and never a 500 — on Public Auth (`/me`) and through the user guard
  * in the Files module (format C).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

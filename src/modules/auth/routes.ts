@@ -5,9 +5,9 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { publicAccess } from '../../http/api-key-guard';
+import { platformGuards } from '../../guards';
 import { requestInfo } from '../../http/request-info';
-import { bearerToken, requireUser, type RequestUser } from '../../http/user-guard';
+import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
 import { Bodies, Responses, errors } from './model';
 import type { ClientMeta } from './service';
@@ -22,20 +22,15 @@ function meta(request: Request): ClientMeta {
 export function authRoutes(p: Platform, area: AreaFacts) {
   const auth = () => p.services.auth;
   const ok = <T>(data: T) => ({ success: true as const, data });
-  // Bearer routes authenticate in `transform`, which Elysia runs before body validation:
-  // a request without a valid token gets 401, never a 422 about a body it may not send.
-  const users = new WeakMap<Request, RequestUser>();
-  const signedIn = { transform: async ({ request }: { request: Request }) => void users.set(request, await requireUser(p, request)) };
-  const userOf = (request: Request) => users.get(request)!;
 
   return (
     new Elysia({ name: 'basalt.auth', prefix: rootOf(area) })
       // web.public_api_access_mode: in api_key_required mode every auth route needs X-API-Key.
-      // Checked in transform, before body validation (docs/api-keys.md: no key → 401 api_key_required,
-      // whatever the body). Only malformed JSON is answered earlier, by the parser (400).
-      .onTransform(async ({ request }) => {
-        await publicAccess(p, request);
-      })
+      // Guards check before body validation (docs/api-keys.md: no key → 401 api_key_required,
+      // whatever the body); so do the Bearer routes' `user: true`: 401, never a 422 about a body
+      // the caller may not send. Only malformed JSON is answered earlier, by the parser (400).
+      .use(platformGuards(p))
+      .guard({ publicAccess: true })
       .post(
         '/register',
         async ({ body, request, set }) => {
@@ -108,12 +103,9 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       )
       .get(
         '/me',
-        async ({ request }) => {
-          const user = userOf(request);
-          return ok({ user: await auth().me(user), session_id: user.sessionId });
-        },
+        async ({ user }) => ok({ user: await auth().me(user), session_id: user.sessionId }),
         {
-          ...signedIn,
+          user: true,
           response: { 200: Responses.me, ...errors(401, 403) },
           detail: {
             tags,
@@ -157,10 +149,9 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       })
       .post(
         '/password/change',
-        async ({ body, request }) =>
-          ok({ user: await auth().changePassword(userOf(request), body.current_password, body.new_password) }),
+        async ({ body, user }) => ok({ user: await auth().changePassword(user, body.current_password, body.new_password) }),
         {
-          ...signedIn,
+          user: true,
           body: Bodies.change,
           response: { 200: Responses.user, ...errors(400, 401, 403, 422, 429) },
           detail: {

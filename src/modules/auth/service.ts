@@ -178,10 +178,12 @@ export class AuthService {
   }
 
   /**
-   * Bearer access token → user. Checks the signature and expiry, then the session
+   * Bearer access token → user: the authenticator of the user guard (src/http/user-guard.ts).
+   * No token → 401 `unauthorized`; then checks the signature and expiry, then the session
    * (cached briefly, invalidated on revocation across instances).
    */
-  async authenticate(accessToken: string): Promise<AuthenticatedUser> {
+  async authenticate(accessToken: string | undefined): Promise<AuthenticatedUser> {
+    if (!accessToken) throw AuthErrors.unauthorized();
     const v = await this.tokens.verify(accessToken);
     if (!v.ok) throw v.reason === 'expired' ? AuthErrors.tokenExpired() : AuthErrors.invalidAccessToken();
     const state = await this.sessions.state(v.claims.sid);

@@ -5,17 +5,18 @@
  * → 403; entity outside the key's whitelist → 403 (before anything reveals whether
  * it exists); then the shape of the body and the catalog check → 400.
  *
- * All but the last run in `transform`, which Elysia runs before body validation.
+ * All but the last run in `transform`, which Elysia runs before body validation: the
+ * key in the area's guard (src/http/guards.ts), the rest in the routes' own `transform`.
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { requireApiKey, requirePermission, type ApiKeyPrincipal } from '../../http/api-key-guard';
+import { platformGuards } from '../../guards';
+import type { KeyAdmitted } from '../../http/guards';
+import { requirePermission } from '../../http/api-key-guard';
 import { optionalJson } from '../../http/optional-json';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
-
-const principals = new WeakMap<Request, ApiKeyPrincipal>();
 
 /**
  * The legacy raw SQL field: at the top level, or in any filter or sort item. Keys of
@@ -89,28 +90,27 @@ const ok = (data: unknown): Response =>
 
 export function databaseRoutes(p: Platform, area: AreaFacts) {
   const svc = () => p.services.database;
-  const principal = (request: Request): ApiKeyPrincipal => {
-    const pr = principals.get(request);
-    if (!pr) throw new Error('internal: API key not checked');
-    return pr;
-  };
-  // /api/v1/db is a public prefix: in api_key_required mode a missing key is 401 api_key_required.
-  const authenticate = async ({ request }: { request: Request }) => {
-    principals.set(request, await requireApiKey(p, request, 'db:query', { publicPrefix: true }));
+  // Behind the guard, a route's own `transform` finds the admitted key on the context.
+  const needsDbQuery = (context: object) => {
+    const { apiKey } = context as KeyAdmitted;
+    requirePermission(apiKey, 'db:query');
   };
 
   return new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
+    .use(platformGuards(p))
+    // Every route: an active key first (401). /api/v1/db is a public prefix: in
+    // api_key_required mode a missing key is 401 api_key_required.
+    .guard({ apiKey: { publicPrefix: true } })
     .post(
       '/query',
-      async ({ body, request }) => ok(await svc().query(principal(request), body)),
+      async ({ body, apiKey }) => ok(await svc().query(apiKey, body)),
       {
-        async transform({ body, request }) {
-          const pr = await requireApiKey(p, request, undefined, { publicPrefix: true });
+        transform: (context) => {
+          const { body, apiKey } = context as object as KeyAdmitted & { body: unknown };
           // Raw SQL before the permission, so any authenticated legacy client learns why.
           if (carriesRawSql(body)) throw DbErrors.rawSql();
-          requirePermission(pr, 'db:query');
-          principals.set(request, pr);
-          svc().checkWhitelist(pr, (body as { entity?: unknown } | undefined)?.entity);
+          requirePermission(apiKey, 'db:query');
+          svc().checkWhitelist(apiKey, (body as { entity?: unknown } | undefined)?.entity);
           rejectUnknownKeys(body);
         },
         body: QueryBody,
@@ -129,9 +129,9 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
     )
     .post(
       '/transaction/begin',
-      async ({ request }) => ok(await svc().begin(principal(request))),
+      async ({ apiKey }) => ok(await svc().begin(apiKey)),
       {
-        transform: authenticate,
+        transform: needsDbQuery,
         parse: optionalJson,
         body: EmptyBody,
         response: { 200: BeginResult, ...errorResponses },
@@ -148,9 +148,9 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
     )
     .post(
       '/transaction/:id/commit',
-      async ({ params, request }) => ok(await svc().commit(principal(request), params.id)),
+      async ({ params, apiKey }) => ok(await svc().commit(apiKey, params.id)),
       {
-        transform: authenticate,
+        transform: needsDbQuery,
         params: TxParams,
         parse: optionalJson,
         body: EmptyBody,
@@ -166,9 +166,9 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
     )
     .post(
       '/transaction/:id/rollback',
-      async ({ params, request }) => ok(await svc().rollback(principal(request), params.id)),
+      async ({ params, apiKey }) => ok(await svc().rollback(apiKey, params.id)),
       {
-        transform: authenticate,
+        transform: needsDbQuery,
         params: TxParams,
         parse: optionalJson,
         body: EmptyBody,

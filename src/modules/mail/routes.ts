@@ -5,7 +5,7 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
-import { requireApiKey } from '../../http/api-key-guard';
+import { platformGuards } from '../../guards';
 import { success } from '../../http/envelope';
 import { requestInfo } from '../../http/request-info';
 import { MailErrors } from './errors';
@@ -26,14 +26,15 @@ function rejectUnknownFields(body: unknown) {
 export function mailRoutes(p: Platform, area: AreaFacts) {
   return (
     new Elysia({ name: 'basalt.mail', prefix: rootOf(area) })
-      // derive runs before body validation: a request without a valid key gets 401/403, not a 400.
-      .derive(async ({ request }) => ({ principal: await requireApiKey(p, request, 'mail:send') }))
+      // The guard checks before body validation: a request without a valid key gets 401/403, not a 400.
+      .use(platformGuards(p))
+      .guard({ apiKey: 'mail:send' })
       .post(
         '/send',
-        async ({ body, request, principal, set, status }) => {
+        async ({ body, request, apiKey, set, status }) => {
           const idempotencyKey = resolveIdempotencyKey(request.headers, body.idempotency_key);
           const { idempotency_key: _drop, ...req } = body;
-          const out = await p.services.mail.submit(req, { keyId: principal.id, idempotencyKey });
+          const out = await p.services.mail.submit(req, { keyId: apiKey.id, idempotencyKey });
           if (out.replayed) set.headers['idempotent-replayed'] = 'true';
           return status(out.status, reply(request, out.data));
         },
@@ -64,8 +65,8 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
       )
       .get(
         '/jobs/:job_id',
-        async ({ params, principal, request }) => {
-          const job = await p.services.mail.jobs.get(params.job_id, principal.id);
+        async ({ params, apiKey, request }) => {
+          const job = await p.services.mail.jobs.get(params.job_id, apiKey.id);
           if (!job) throw MailErrors.jobNotFound();
           return reply(request, job);
         },

@@ -3,22 +3,23 @@ import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { mainBaseUrl, runtimeConfig } from './service';
 import { RuntimeConfig, type RuntimeConfigData } from './model';
-import { publicAccess } from '../../http/api-key-guard';
+import { platformGuards } from '../../guards';
 import { siteKeyRuntimeConfig } from '../keys/site-key';
 
 /** Hooks other areas use to add public facts (e.g. the site public key). */
 export const runtimeConfigExtras: ((p: Platform) => Promise<Partial<RuntimeConfigData>> | Partial<RuntimeConfigData>)[] = [siteKeyRuntimeConfig];
 
 export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
-  return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).get(
+  return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).use(platformGuards(p)).get(
     '/runtime-config',
     async ({ request }) => {
-      await publicAccess(p, request);
       const base = (p.settings.get<string>('web.public_base_url') || new URL(request.url).origin).replace(/\/$/, '');
       const extra: Partial<RuntimeConfigData> = Object.assign({}, ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))));
       return { success: true as const, data: runtimeConfig(p.settings, { public: base, main: mainBaseUrl(p.settings, p, request.url) }, extra) };
     },
     {
+      // The access-mode gate (docs/api-keys.md): in api_key_required mode, an active key.
+      publicAccess: true,
       response: { 200: RuntimeConfig },
       detail: {
         tags: ['Runtime config'],

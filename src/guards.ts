@@ -1,0 +1,20 @@
+/**
+ * The guards' inputs, wired to a platform in this one place: the keys module verifies
+ * API keys, the live setting web.public_api_access_mode is the access mode
+ * (docs/api-keys.md), Public Auth authenticates access tokens (docs/auth.md). Areas
+ * take the guard plugin (src/http/guards.ts) from here.
+ */
+import type { Platform } from './platform';
+import { guards, type GuardInputs } from './http/guards';
+import type { AccessMode } from './http/api-key-guard';
+
+export function guardInputs(p: Platform): GuardInputs {
+  return {
+    verify: (raw) => p.services.keys.verify(raw),
+    accessMode: () => p.settings.get<AccessMode>('web.public_api_access_mode'),
+    authenticate: (token) => p.services.auth.authenticate(token),
+  };
+}
+
+/** The guard plugin of this platform: `.use(platformGuards(p))`. */
+export const platformGuards = (p: Platform) => guards(guardInputs(p));

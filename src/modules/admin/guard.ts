@@ -1,8 +1,10 @@
 /**
- * The admin API's gate (docs/admin-api.md §Sessions and CSRF), run in `transform` so
- * it answers before anything about a body: state-changing requests pass Fetch
- * Metadata first (403 `csrf_failed`), then every route but state/setup/login needs a
- * live session (401 `unauthorized`), then the session's CSRF token (403).
+ * The admin API's gate (docs/admin-api.md §Sessions and CSRF), a `derive`, which Elysia
+ * runs before body validation, so it answers before anything about a body:
+ * state-changing requests pass Fetch Metadata first (403 `csrf_failed`), then every
+ * route but state/setup/login needs a live session (401 `unauthorized`), then the
+ * session's CSRF token (403). A handler receives the signed-in administrator as
+ * `admin` on its context, as other areas' handlers receive `apiKey`/`user`.
  */
 import type { Platform } from '../../platform';
 import { pathOf } from '../../http/envelope';
@@ -26,8 +28,6 @@ export interface AdminRequest {
   /** Came over HTTPS (the cookie's name and attributes follow). */
   https: boolean;
 }
-
-const signedIn = new WeakMap<Request, AdminRequest>();
 
 /** The session cookie's token; the `__Host-` one wins when both are sent. */
 export function cookieToken(headers: Headers): string | undefined {
@@ -75,25 +75,21 @@ function knownHosts(p: Platform): string[] {
 
 export function adminGuard(p: Platform, root: string) {
   const open = new Set(OPEN.map((path) => root + path));
-  return async function adminGate({ request }: { request: Request }): Promise<void> {
+  /** `admin`: the signed-in administrator (absent on the open routes). */
+  return async function adminGate({ request }: { request: Request }): Promise<{ admin?: AdminRequest }> {
     const mutating = changesState(request.method);
     if (mutating) checkFetchMetadata(request.headers, knownHosts(p));
-    if (open.has(pathOf(request.url))) return;
+    if (open.has(pathOf(request.url))) return {};
     const session = await p.services.admin.session(cookieToken(request.headers));
     if (!session) throw AdminErrors.unauthorized();
     if (mutating) checkCsrfToken(request.headers, session.csrfToken);
     const meta = clientMeta(request);
-    signedIn.set(request, {
-      session,
-      https: isHttps(request),
-      actor: { adminId: session.adminId, email: session.email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId },
-    });
+    return {
+      admin: {
+        session,
+        https: isHttps(request),
+        actor: { adminId: session.adminId, email: session.email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId },
+      },
+    };
   };
-}
-
-/** The signed-in administrator of a request that passed the guard. */
-export function adminOf(request: Request): AdminRequest {
-  const a = signedIn.get(request);
-  if (!a) throw AdminErrors.unauthorized();
-  return a;
 }

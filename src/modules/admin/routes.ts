@@ -1,7 +1,8 @@
 /**
  * The admin API under /api/admin (docs/admin-api.md): main listener only, format A,
- * JSON bodies only. Every route passes the guard (CSRF layers, session) in
- * `transform`; each screen's routes live in routes/<screen>.ts.
+ * JSON bodies only. Every route passes the guard (CSRF layers, session) before body
+ * validation, and its handler receives the administrator as `admin`; each screen's
+ * routes live in routes/<screen>.ts.
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, type AnyElysia } from 'elysia';
@@ -22,7 +23,7 @@ import { backupsRoutes } from './routes/backups';
 const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
-  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).onTransform(adminGuard(p, rootOf(area)));
+  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).derive(adminGuard(p, rootOf(area)));
   for (const add of screens) app = add(app, p);
   return app;
 }

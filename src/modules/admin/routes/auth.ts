@@ -4,7 +4,7 @@
  */
 import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
-import { adminOf, clearedCookie, clientMeta, isHttps, sessionCookie } from '../guard';
+import { clearedCookie, clientMeta, isHttps, sessionCookie } from '../guard';
 import { Bodies } from '../model';
 import type { SignedIn } from '../service';
 
@@ -31,21 +31,18 @@ export function authRoutes(app: AnyElysia, p: Platform): AnyElysia {
     .post('/auth/login', async ({ body, request, set }: any) => signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))), {
       body: Bodies.login,
     })
-    .get('/auth/me', async ({ request, set }: any) => {
-      const a = adminOf(request);
+    .get('/auth/me', async ({ set, admin: a }: any) => {
       set.headers['cache-control'] = 'no-store';
       return ok({ admin: await admin().me(a.session), csrf_token: a.session.csrfToken });
     })
-    .post('/auth/logout', async ({ request, set }: any) => {
-      const a = adminOf(request);
+    .post('/auth/logout', async ({ set, admin: a }: any) => {
       await admin().logout(a.session, a.actor);
       set.headers['set-cookie'] = clearedCookie(a.https);
       return ok({});
     })
     .post(
       '/auth/password',
-      async ({ body, request }: any) => {
-        const a = adminOf(request);
+      async ({ body, admin: a }: any) => {
         return ok({ admin: await admin().changePassword(a.session, body.current_password, body.new_password, a.actor) });
       },
       { body: Bodies.password },

@@ -5,7 +5,6 @@
  */
 import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
-import { adminOf } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
 import { BackupError, backupService } from '../../backup/service';
@@ -30,8 +29,8 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         mapped(e);
       }
     })
-    .post('/backups', async ({ request, set, server }: any) => {
-      const { actor } = adminOf(request);
+    .post('/backups', async ({ request, set, server, admin }: any) => {
+      const { actor } = admin;
       // A large site's backup can take longer than the listener's idle timeout (60 s): no timeout for this request.
       server?.timeout?.(request, 0);
       let b;
@@ -61,8 +60,8 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         },
       });
     })
-    .delete('/backups/:name', async ({ params, request }: any) => {
-      const { actor } = adminOf(request);
+    .delete('/backups/:name', async ({ params, admin }: any) => {
+      const { actor } = admin;
       try {
         await backups().delete(params.name);
       } catch (e) {

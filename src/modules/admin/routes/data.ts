@@ -8,7 +8,6 @@ import { t, type AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import { createDataBrowser, type DataBrowser } from '../data-browser';
 import { AdminErrors } from '../errors';
-import { adminOf } from '../guard';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 const Data = t.Record(t.String(), t.Unknown());
@@ -56,8 +55,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     .post('/data/:table/select', async ({ params, body }: any) => ok(await data().select(params.table, body ?? {})), { body: Bodies.select })
     .post(
       '/data/:table/rows',
-      async ({ params, body, request, set }: any) => {
-        const row = await p.services.admin.audited(adminOf(request).actor, 'data.insert', async (tx, note) => {
+      async ({ params, body, set, admin }: any) => {
+        const row = await p.services.admin.audited(admin.actor, 'data.insert', async (tx, note) => {
           const r = await data().insert(tx, params.table, body.data);
           note(params.table, { data: body.data });
           return r;
@@ -69,8 +68,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .patch(
       '/data/:table/rows',
-      async ({ params, body, request }: any) => {
-        const row = await p.services.admin.audited(adminOf(request).actor, 'data.update', async (tx, note) => {
+      async ({ params, body, admin }: any) => {
+        const row = await p.services.admin.audited(admin.actor, 'data.update', async (tx, note) => {
           const r = await data().update(tx, params.table, body.key, body.data);
           note(params.table, { key: body.key, data: body.data });
           return r;
@@ -81,8 +80,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .post(
       '/data/:table/delete',
-      async ({ params, body, request }: any) => {
-        const count = await p.services.admin.audited(adminOf(request).actor, 'data.delete', async (tx, note) => {
+      async ({ params, body, admin }: any) => {
+        const count = await p.services.admin.audited(admin.actor, 'data.delete', async (tx, note) => {
           const n = await data().deleteRows(tx, params.table, body.keys);
           note(params.table, { count: n, keys: body.keys.slice(0, 100) });
           return n;
@@ -93,8 +92,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .post(
       '/data/:table/import',
-      async ({ params, body, request }: any) => {
-        const r = await p.services.admin.audited(adminOf(request).actor, 'data.import', async (tx, note) => {
+      async ({ params, body, admin }: any) => {
+        const r = await p.services.admin.audited(admin.actor, 'data.import', async (tx, note) => {
           const out = await data().importCsv(tx, params.table, body.csv);
           note(params.table, { inserted: out.inserted, bytes: body.csv.length });
           return out;

@@ -3,7 +3,6 @@ import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import { ConfigError } from '../../../config/validate';
 import { AdminErrors } from '../errors';
-import { adminOf } from '../guard';
 import { Bodies } from '../model';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
@@ -34,7 +33,7 @@ export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .put(
       '/extensions/:name/settings/:key',
-      async ({ params, body, request }: any) => {
+      async ({ params, body, admin }: any) => {
         const e = extensionView(p, params.name);
         const settings = p.services.extensions.settings(e.name);
         if (!settings) throw AdminErrors.invalidState(`The extension ${e.name} did not load; its settings cannot be changed until it does.`);
@@ -42,7 +41,7 @@ export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         if (!current) throw AdminErrors.notFound(`The setting '${String(params.key).slice(0, 100)}' of extension ${e.name}`);
         if (current.source === 'env' || current.source === 'file') throw AdminErrors.settingPinned(`ext.${e.name}.${current.key}`, current.origin ?? current.source);
         try {
-          await p.services.admin.audited(adminOf(request).actor, 'extensions.settings.set', async (tx, note) => {
+          await p.services.admin.audited(admin.actor, 'extensions.settings.set', async (tx, note) => {
             if (body.value === null) await settings.unset(current.key, tx);
             else await settings.set(current.key, body.value, tx);
             note(`${e.name}.${current.key}`, { before: current.secret ? '[redacted]' : current.value, after: current.secret ? '[redacted]' : body.value });

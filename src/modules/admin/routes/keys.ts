@@ -2,7 +2,6 @@
 import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import { AppError } from '../../../http/errors';
-import { adminOf } from '../guard';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
 
@@ -14,8 +13,8 @@ export function keysRoutes(app: AnyElysia, p: Platform): AnyElysia {
     .get('/keys', async () => ok({ keys: await keys().list() }))
     .post(
       '/keys',
-      async ({ body, request, set }: any) => {
-        const { actor } = adminOf(request);
+      async ({ body, set, admin }: any) => {
+        const { actor } = admin;
         const created = await p.services.admin.audited(actor, 'keys.create', async (tx, note) => {
           const k = await keys().create({ ...body, expiresAt: body.expires_at }, tx);
           note(k.id, { type: k.type, name: k.name, service: k.service, permissions: k.permissions, tables: k.tables, expires_at: k.expires_at, site: k.site, display: k.display });
@@ -29,8 +28,8 @@ export function keysRoutes(app: AnyElysia, p: Platform): AnyElysia {
       },
       { body: Bodies.createKey },
     )
-    .post('/keys/:id/revoke', async ({ params, request }: any) => {
-      const { actor } = adminOf(request);
+    .post('/keys/:id/revoke', async ({ params, admin }: any) => {
+      const { actor } = admin;
       try {
         const key = await p.services.admin.audited(actor, 'keys.revoke', async (tx, note) => {
           const k = await keys().revoke(params.id, tx);

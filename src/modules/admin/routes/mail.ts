@@ -7,7 +7,6 @@ import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import type { JobRow, JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
-import { adminOf } from '../guard';
 import { Bodies, Queries } from '../model';
 import { writeAudit } from '../audit';
 
@@ -41,9 +40,9 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
     return row;
   };
   const transition = (action: 'retry' | 'cancel', from: string) =>
-    async ({ params, request }: any) => {
+    async ({ params, admin }: any) => {
       const before = await job(params.id); // outside the transaction: on the embedded engine it holds the database
-      await p.services.admin.audited(adminOf(request).actor, `mail.jobs.${action}`, async (tx, note) => {
+      await p.services.admin.audited(admin.actor, `mail.jobs.${action}`, async (tx, note) => {
         // The state is checked by the UPDATE itself, so a job claimed meanwhile is refused, not changed.
         if (!(await mail().jobs[action](params.id, tx))) throw AdminErrors.invalidState(`Only a ${from} job can be ${action === 'retry' ? 'retried' : 'cancelled'}; this one is ${before.state}.`);
         note(params.id, { from: before.state, to: action === 'retry' ? 'queued' : 'cancelled' });
@@ -53,8 +52,8 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
   return app
     .post(
       '/mail/test',
-      async ({ body, request }: any) => {
-        const { actor } = adminOf(request);
+      async ({ body, admin }: any) => {
+        const { actor } = admin;
         try {
           const r = await mail().testSend(body.to);
           await writeAudit(p.db, actor, 'mail.test', body.to, { ok: true, message_id: r.messageId });

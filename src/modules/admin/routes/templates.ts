@@ -6,7 +6,6 @@ import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
 import { templateStore, templateVariables, type MailTemplate } from '../../mail/templates';
 import { AdminErrors } from '../errors';
-import { adminOf } from '../guard';
 import { Bodies } from '../model';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
@@ -33,8 +32,8 @@ export function templatesRoutes(app: AnyElysia, p: Platform): AnyElysia {
     })
     .put(
       '/templates/:name',
-      async ({ params, body, request }: any) => {
-        const t = await p.services.admin.audited(adminOf(request).actor, 'templates.put', async (tx, note) => {
+      async ({ params, body, admin }: any) => {
+        const t = await p.services.admin.audited(admin.actor, 'templates.put', async (tx, note) => {
           const before = await templateStore(tx).get(params.name);
           const saved = await templateStore(tx).put({ name: params.name, subject: body.subject, html: body.html ?? null, text: body.text ?? null });
           note(saved.name, { created: !before, subject: { before: before?.subject ?? null, after: saved.subject }, html_chars: saved.html?.length ?? 0, text_chars: saved.text?.length ?? 0 });
@@ -44,8 +43,8 @@ export function templatesRoutes(app: AnyElysia, p: Platform): AnyElysia {
       },
       { body: Bodies.template },
     )
-    .delete('/templates/:name', async ({ params, request }: any) => {
-      await p.services.admin.audited(adminOf(request).actor, 'templates.delete', async (tx, note) => {
+    .delete('/templates/:name', async ({ params, admin }: any) => {
+      await p.services.admin.audited(admin.actor, 'templates.delete', async (tx, note) => {
         if (!(await templateStore(tx).delete(params.name))) throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
         note(params.name);
       });

@@ -8,7 +8,7 @@ import type { Queryable } from '../../../db/engine';
 import { AdminErrors } from '../errors';
 import { AuthErrors } from '../../auth/errors';
 import { linkBase, mailConfigured } from '../../auth/mailer';
-import { adminOf, clientMeta } from '../guard';
+import { clientMeta } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
 import { writeAudit } from '../audit';
@@ -36,16 +36,16 @@ export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
       const user = await find(params.id);
       return ok({ user, sessions: await userSessions(p.db, user.id) });
     })
-    .delete('/users/:id', async ({ params, request }: any) => {
-      await p.services.admin.audited(adminOf(request).actor, 'users.delete', async (tx, note) => {
+    .delete('/users/:id', async ({ params, admin }: any) => {
+      await p.services.admin.audited(admin.actor, 'users.delete', async (tx, note) => {
         const u = await find(params.id, tx);
         await p.services.auth.deleteUser(u.id, tx);
         note(u.id, { email: u.email });
       });
       return ok({});
     })
-    .post('/users/:id/resend-verification', async ({ params, request }: any) => {
-      const { actor } = adminOf(request);
+    .post('/users/:id/resend-verification', async ({ params, request, admin }: any) => {
+      const { actor } = admin;
       const u = await find(params.id);
       if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
       if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
@@ -59,8 +59,8 @@ export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
       return ok({ user: u });
     });
   for (const [name, act] of Object.entries(actions)) {
-    a = a.post(`/users/:id/${name}`, async ({ params, request }: any) => {
-      const user = await p.services.admin.audited(adminOf(request).actor, `users.${name}`, async (tx, note) => {
+    a = a.post(`/users/:id/${name}`, async ({ params, admin }: any) => {
+      const user = await p.services.admin.audited(admin.actor, `users.${name}`, async (tx, note) => {
         const u = await find(params.id, tx);
         await act(p, u, tx);
         note(u.id, { email: u.email });

@@ -199,6 +199,11 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     // An expired key is free again: the same key with another payload is a new request.
     const fresh = await send(msg('ttl-2'), { 'Idempotency-Key': k });
     expect(fresh.status).toBe(202);
+    expect(fresh.headers.get('idempotent-replayed')).toBeNull();
+    // The record taken over holds the new answer: the retry replays it, not the expired one.
+    const again = await send(msg('ttl-2'), { 'Idempotency-Key': k });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.data).toEqual(fresh.body.data);
     await s.platform.db.query(`UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`, [k]);
     const purged = await s.platform.services.mail.jobs.purge();
     expect(purged!.idempotency).toBeGreaterThanOrEqual(1);

@@ -77,6 +77,31 @@ export async function lookupKey(q: Queryable, scope: string, key: string, hash: 
 export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer };
 
 /**
+ * A key's record, parameters $1..$7 of `claimParams`. With an answer, the record is written
+ * complete: the caller commits it together with the work it stands for, so nobody ever
+ * sees it in flight.
+ */
+const INSERT_KEY = `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at, status, response)
+       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'), $6, $7::jsonb)`;
+
+/** Take a key nobody has used (or whose record is gone): one row when it is now this request's. */
+export const CLAIM_FREE_KEY_SQL = `${INSERT_KEY}
+       ON CONFLICT (key_scope, idem_key) DO NOTHING
+       RETURNING 1`;
+
+/** Take a key: insert its record, or take over one that expired or whose owner died. One row when it is now this request's. */
+const CLAIM_KEY_SQL = `${INSERT_KEY}
+       ON CONFLICT (key_scope, idem_key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now(),
+             locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
+         WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
+       RETURNING 1`;
+
+export function claimParams(scope: string, key: string, hash: string, lockMs: number, answer?: StoredAnswer): unknown[] {
+  return [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS, answer?.status ?? null, answer ? JSON.stringify(answer.data) : null];
+}
+
+/**
  * Take the key for this request, or learn what became of the first request with it.
  * Inside a transaction, a concurrent duplicate waits on the unique key until the owner
  * commits (then replays) or rolls back (then takes the key itself).
@@ -85,18 +110,7 @@ export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer
  */
 export async function claimKey(q: Queryable, scope: string, key: string, hash: string, lockMs: number, answer?: StoredAnswer): Promise<ClaimResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    // With `answer`, the record is written complete: the caller commits it together with
-    // the work it stands for, so nobody ever sees it in flight.
-    const taken = await q.query(
-      `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at, status, response)
-       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'), $6, $7::jsonb)
-       ON CONFLICT (key_scope, idem_key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now(),
-             locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
-         WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
-       RETURNING 1`,
-      [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS, answer?.status ?? null, answer ? JSON.stringify(answer.data) : null],
-    );
+    const taken = await q.query(CLAIM_KEY_SQL, claimParams(scope, key, hash, lockMs, answer));
     if (taken.rowCount > 0) return { owned: true };
     const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
       'SELECT request_hash, status, response FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2',

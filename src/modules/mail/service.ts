@@ -12,7 +12,7 @@ import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
 import { MailWorker } from './worker';
 import { MailRetention } from './retention';
-import { insertJob, MAIL_CHANNEL } from './accept';
+import { acceptKeyed, insertJob, MAIL_CHANNEL } from './accept';
 import { markFailed, markSent } from './leases';
 import { claimKey, completeKey, lookupKey, releaseKey, requestHash, type HeldKey, type StoredAnswer } from './idempotency';
 import { cancelJob, countByState, getJob, listJobs, retryJob, searchJobs, viewOf, type JobFilter, type JobRow, type JobSearch, type JobState, type JobView } from './jobs';
@@ -201,16 +201,21 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       const sync = req.sync === true;
       const msg: MailMessage = { to: req.to, subject: req.subject, text: req.text, html: req.html, template: req.template, variables: req.variables };
       const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
-      // The fingerprint is of the request, not of the rendered mail: a replay is answered
-      // before anything is checked against today's templates and settings (docs/mail.md: the
-      // original answer, even if the template was deleted or mail unconfigured since).
+      // The fingerprint is of the request, not of the rendered mail: a replay gets the
+      // original answer even if the template was deleted or mail unconfigured since
+      // (docs/mail.md, "Idempotency"). So a request refused by today's checks looks for an
+      // earlier answer under its key before the refusal is final; one that passes them finds
+      // it when it tries to take the key (no lookup ahead of every first request).
       const hash = idempotencyKey ? requestHash({ ...msg, sync }) : '';
-      if (idempotencyKey) {
-        const earlier = await lookupKey(p.db, keyId, idempotencyKey, hash);
+      let mail: RenderedMail;
+      try {
+        mail = await prepare(msg);
+        requireConfigured();
+      } catch (e) {
+        const earlier = idempotencyKey ? await lookupKey(p.db, keyId, idempotencyKey, hash) : undefined;
         if (earlier) return replayOf(earlier);
+        throw e;
       }
-      const mail = await prepare(msg);
-      requireConfigured();
       const result = (jobId: string): SendResult => ({ job_id: jobId, sync, recipient_count: mail.to.length });
 
       if (!idempotencyKey) {
@@ -221,12 +226,23 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       }
 
       if (!sync) {
-        // Claim, queue and record the answer in one transaction: a duplicate waits on the
-        // unique key until this commits, then replays; a crash leaves neither half.
         const jobId = crypto.randomUUID();
         const data = result(jobId);
+        const lockMs = p.settings.get<number>('mail.lease_ms');
+        // The common case in one statement: take the key with its answer, queue the job, NOTIFY.
+        const job = { id: jobId, keyId, mail, messageId: messageIdFor(jobId), maxAttempts: p.settings.get<number>('mail.max_attempts') };
+        if (await acceptKeyed(p.db, { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } }, job, MAIL_CHANNEL)) {
+          worker.wake();
+          return { status: 202, data, replayed: false };
+        }
+        // The key has a record. A live one: replay it, or 422 (other payload) / 409 (in flight).
+        const earlier = await lookupKey(p.db, keyId, idempotencyKey, hash);
+        if (earlier) return replayOf(earlier);
+        // One that expired, or whose sync owner died: take it over in a transaction with the
+        // job; a duplicate waits on the unique key until this commits, then replays; a crash
+        // leaves neither half.
         const out = await p.db.transaction(async (tx) => {
-          const claim = await claimKey(tx, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'), { status: 202, data });
+          const claim = await claimKey(tx, keyId, idempotencyKey, hash, lockMs, { status: 202, data });
           if (!claim.owned) return replayOf(claim.replay);
           await queue(mail, keyId, tx, jobId);
           return { status: 202 as const, data, replayed: false };

@@ -82,6 +82,8 @@ export function senderDomain(from: string): string {
 export class SmtpTransport {
   private transporter?: Transporter;
   private builtFor = '';
+  /** The last `mail.from` checked and what was wrong with it: asked on every send request and every worker wake-up. */
+  private fromChecked = { from: '', problem: undefined as string | undefined };
   private readonly stopWatching: () => void;
 
   constructor(
@@ -103,8 +105,11 @@ export class SmtpTransport {
     if (this.settings.get<string>('mail.smtp_url') === '') return 'mail.smtp_url is empty';
     const from = this.settings.get<string>('mail.from');
     if (from === '') return 'mail.from is empty';
-    if (!isValidAddress(senderAddress(from))) return `mail.from '${from.slice(0, 100)}' is not an address (expected app@example.com or "Name" <app@example.com>)`;
-    return undefined;
+    if (this.fromChecked.from !== from) {
+      const problem = isValidAddress(senderAddress(from)) ? undefined : `mail.from '${from.slice(0, 100)}' is not an address (expected app@example.com or "Name" <app@example.com>)`;
+      this.fromChecked = { from, problem };
+    }
+    return this.fromChecked.problem;
   }
 
   from(): string {

@@ -22,7 +22,6 @@ const FileInfo = t.Object({
   owner: t.Object({ type: t.Union([t.Literal('user'), t.Literal('key')]), id: t.String() }),
   url: t.String({ description: 'Path of the content (GET, supports Range and If-None-Match).' }),
 }, { title: 'FileInfo', description: 'A stored file.' });
-const ErrorC = t.Object({ success: t.Literal(false), error: t.String(), code: t.String() });
 /** The raw bytes of a file (OpenAPI 3.1: an unconstrained body of the response's media type). */
 const binary = { description: 'The bytes of the file.' };
 const contentHeaders = {
@@ -31,7 +30,6 @@ const contentHeaders = {
   'Content-Disposition': { $ref: '#/components/headers/ContentDisposition' },
   'Last-Modified': { $ref: '#/components/headers/LastModified' },
 };
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorC]));
 
 function info(row: FileRow) {
   return {
@@ -53,6 +51,7 @@ export function fileRoutes(ctx: ExtensionContext) {
   const tmp = join(root, 'tmp');
   mkdirSync(tmp, { recursive: true });
   const tags = ['Files'];
+  const errors = (...statuses: number[]) => ctx.schemas.errors('C', ...statuses);
   const notFound = () => ctx.errors.notFound('No such file (or it belongs to someone else).');
 
   const content = async (who: Caller, request: Request, id: string, forceDownload: boolean) => {
@@ -87,7 +86,7 @@ export function fileRoutes(ctx: ExtensionContext) {
           throw e;
         }
         set.status = 201;
-        return ctx.reply(request, { file: info(row) }) as never;
+        return ctx.reply(request, { file: info(row) });
       },
       {
         userOrApiKey: 'files:upload',
@@ -117,7 +116,7 @@ export function fileRoutes(ctx: ExtensionContext) {
         const offset = query.offset ?? 0;
         const owner = query.owner_type ? { type: query.owner_type, id: query.owner_id! } : undefined;
         const { rows, total } = await store.list(who, { limit, offset, owner });
-        return ctx.reply(request, { files: rows.map(info), total, limit, offset }) as never;
+        return ctx.reply(request, { files: rows.map(info), total, limit, offset });
       },
       {
         userOrApiKey: 'files:download',
@@ -137,7 +136,7 @@ export function fileRoutes(ctx: ExtensionContext) {
       async ({ request, params, user, apiKey }) => {
         const row = await store.find(callerOf({ user, apiKey }), params.id);
         if (!row) throw notFound();
-        return ctx.reply(request, { file: info(row) }) as never;
+        return ctx.reply(request, { file: info(row) });
       },
       {
         userOrApiKey: 'files:download',
@@ -190,7 +189,7 @@ export function fileRoutes(ctx: ExtensionContext) {
           .of(row.storage)
           .delete(row.storage_key)
           .catch((e) => ctx.log.warn('file bytes not deleted', { id: row.id, storage: row.storage, cause: e }));
-        return ctx.reply(request, { deleted: row.id }) as never;
+        return ctx.reply(request, { deleted: row.id });
       },
       {
         userOrApiKey: 'files:upload',

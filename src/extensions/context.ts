@@ -12,6 +12,7 @@ import { quoteIdent } from '../db/engine';
 import { AppError, Errors } from '../http/errors';
 import { requestInfo } from '../http/request-info';
 import { reply } from '../http/foundation';
+import { errorResponses, type SuccessBodyB, type SuccessBodyC } from '../http/envelope-schemas';
 import { prefixesOf, rootOf, type Areas } from '../http/areas';
 import { guardInputs } from '../guards';
 import type { ExtensionSettings } from './settings-store';
@@ -64,15 +65,23 @@ export interface ExtensionContext extends ExtensionGuards {
   readonly log: Logger;
   /** A directory of the extension's own under the data dir (created on first use). */
   dataDir(): string;
-  /** Success body in the envelope of the request's area (B under /api/module, C under /api/v1/files). */
-  reply(request: Request, data: unknown): unknown;
+  /**
+   * Success body in the envelope of the request's area (B under /api/module, C under
+   * /api/v1/files). Typed as both, so a route's `response` of either envelope accepts it.
+   */
+  reply<T extends object>(request: Request, data: T): SuccessBodyB<T> & SuccessBodyC<T>;
   /** The client's IP (honours web.trusted_proxies). */
   clientIp(request: Request): string;
   /** The one error type: throw `new ctx.AppError(status, code, message)` or `ctx.errors.*`. */
   readonly AppError: typeof AppError;
   readonly errors: typeof Errors;
-  /** Response schemas of the envelopes, for route `response` declarations. */
-  readonly schemas: { envelope<T extends TSchema>(data: T): TSchema; envelopeC<T extends TSchema>(payload: T): TSchema };
+  /** Response schemas of the envelopes, for route `response` declarations (src/http/envelope-schemas.ts). */
+  readonly schemas: {
+    envelope: typeof envelopeB;
+    envelopeC: typeof envelopeC;
+    /** The error statuses a route answers, each with the envelope's error body: `errors('C', 401, 404)`. */
+    errors: typeof errorResponses;
+  };
   /** Run on graceful shutdown (close clients, flush). */
   onShutdown(fn: () => Promise<void> | void): void;
 }
@@ -151,11 +160,11 @@ export function createContext(p: Platform, def: { name: string; version: string 
       mkdirSync(dir, { recursive: true });
       return dir;
     },
-    reply,
+    reply: (request, data) => reply(request, data) as SuccessBodyB<typeof data> & SuccessBodyC<typeof data>,
     clientIp: (request) => requestInfo(request).ip,
     AppError,
     errors: Errors,
-    schemas: { envelope: envelopeB, envelopeC },
+    schemas: { envelope: envelopeB, envelopeC, errors: errorResponses },
     // A hook registered after stop (a setup still running past its timeout) runs at once.
     onShutdown: (fn) => void (stopped ? runHook(fn) : hooks.push(fn)),
     ...extensionGuards(guards),

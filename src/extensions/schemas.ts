@@ -2,7 +2,7 @@
  * Response schemas of the envelopes, so extension routes document their real bodies:
  * the platform's own (src/http/envelope-schemas.ts), under the names extensions use.
  */
-import type { TSchema } from 'elysia';
+import type { TObject, TSchema } from '@sinclair/typebox';
 import { KindGuard } from '@sinclair/typebox';
 import { SuccessB, SuccessC } from '../http/envelope-schemas';
 
@@ -12,7 +12,7 @@ export function envelopeB<T extends TSchema>(data: T) {
 }
 
 /** Format C success body: `success: true` and the payload's fields (a `t.Object`) at the top level. */
-export function envelopeC<T extends TSchema>(payload: T) {
+export function envelopeC<T extends TObject>(payload: T) {
   if (!KindGuard.IsObject(payload)) throw new TypeError('envelopeC(payload): the payload must be a t.Object(…), whose fields sit beside success');
   return SuccessC(payload);
 }

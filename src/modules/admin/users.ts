@@ -4,6 +4,7 @@
  * session revocation), so the rules live in one place.
  */
 import type { Queryable } from '../../db/engine';
+import { isUuid } from '../../util/uuid';
 
 export interface AdminUserView {
   id: string;
@@ -30,7 +31,6 @@ const SELECT = `SELECT u.id, u.email, u.email_verified_at, u.disabled_at, u.crea
     (SELECT f.locked_until FROM basalt.auth_login_failures f WHERE f.email = u.email AND f.locked_until > now()) AS locked_until
   FROM basalt.users u`;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Users whose e-mail contains `search` (case-insensitive), newest first, with the total of matches. */
 export async function searchUsers(q: Queryable, f: { search?: string; limit?: number; offset?: number }): Promise<{ users: AdminUserView[]; total: number }> {
@@ -44,7 +44,7 @@ export async function searchUsers(q: Queryable, f: { search?: string; limit?: nu
 }
 
 export async function userDetail(q: Queryable, id: string): Promise<AdminUserView | undefined> {
-  if (!UUID.test(id)) return undefined;
+  if (!isUuid(id)) return undefined;
   return (await q.query<AdminUserView>(`${SELECT} WHERE u.id = $1`, [id])).rows[0];
 }
 

@@ -4,6 +4,7 @@
  * only holds a token.
  */
 import { jwtVerify, SignJWT, type JWTPayload, type JWTVerifyOptions } from 'jose';
+import { isUuid } from '../../util/uuid';
 
 /** Lifetime of an access token. Short because revocation is also checked per request. */
 export const ACCESS_TOKEN_SECONDS = 15 * 60;
@@ -30,8 +31,6 @@ export interface AccessTokens {
  * one spelling; a trailing `=` or another encoding of the same bytes is refused.
  */
 const SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
-/** User and session ids are UUIDs; anything else is refused before it reaches a query. */
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Only HS256 with our issuer, and only tokens that expire: a token with alg "none",
@@ -64,7 +63,8 @@ export function accessTokens(secret: string): AccessTokens {
       const payload = await check(token, STRICT);
       if (payload) {
         const { sub, sid } = payload;
-        if (typeof sub === 'string' && typeof sid === 'string' && UUID.test(sub) && UUID.test(sid)) return { ok: true, claims: { sub, sid } };
+        // User and session ids are UUIDs; anything else is refused before it reaches a query.
+        if (typeof sub === 'string' && typeof sid === 'string' && isUuid(sub) && isUuid(sid)) return { ok: true, claims: { sub, sid } };
         return { ok: false, reason: 'invalid' };
       }
       // Tell "expired" from "forged": verify again ignoring the clock. Only failures pay this.

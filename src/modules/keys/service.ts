@@ -9,6 +9,7 @@ import { KeyErrors } from './errors';
 import { generateKey, hashKey, keyShape, sameHash } from './key-material';
 import { validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
 import { VerifiedCache, type CachedPrincipal } from './verified-cache';
+import { isUuid } from '../../util/uuid';
 
 declare module '../../platform' {
   interface Services {
@@ -35,7 +36,6 @@ export interface KeyServiceOptions {
 /** NOTIFY channel: payload `revoke:<id>` or `create:<id>`. */
 export const KEYS_CHANNEL = 'basalt_api_keys';
 const SITE_SETTING = 'web.site_public_key';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface KeyRow {
   id: string;
@@ -109,7 +109,7 @@ export class KeyService {
 
   /** One key by id, or null. */
   async get(id: string): Promise<KeyInfo | null> {
-    if (!UUID.test(id)) return null;
+    if (!isUuid(id)) return null;
     const { rows } = await this.p.db.query<KeyRow>(`SELECT ${COLUMNS} FROM basalt.api_keys WHERE id = $1`, [id]);
     return rows[0] ? this.info(rows[0], this.siteHash()) : null;
   }
@@ -119,7 +119,7 @@ export class KeyService {
    * instance. Revoking a revoked key is a no-op. Unknown id → 404 `key_not_found`.
    */
   async revoke(id: string, tx?: Queryable): Promise<KeyInfo> {
-    if (!UUID.test(id)) throw KeyErrors.notFound(id);
+    if (!isUuid(id)) throw KeyErrors.notFound(id);
     // The key's open Database API transactions end first: on the embedded engine an open
     // transaction holds the database, so the UPDATE below would wait for it otherwise.
     await this.revoked(id);

@@ -24,7 +24,8 @@ const max = Number(env.BENCH_POOL_MAX ?? 20);
 const db: Db = external ? await external(env.BENCH_DB_URL!, { max }) : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
 const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
-const secret = new TextEncoder().encode(env.BENCH_JWT_SECRET ?? '');
+// Imported once, as Basalt does (src/modules/auth/jwt.ts).
+const secret = await crypto.subtle.importKey('raw', new TextEncoder().encode(env.BENCH_JWT_SECRET ?? ''), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
 const txs = new Map<string, Tx>();
 
 const json = (data: unknown, status = 200) => Response.json({ success: true, data }, { status });

@@ -47,7 +47,7 @@ export interface KeyClaim {
 /**
  * Keyed async acceptance in one statement (one round trip, one commit): take a key that
  * has no record with its answer stored, insert the queued job only if the key was taken,
- * NOTIFY `channel`. True when the key was this request's and the job is queued. False when
+ * and with `channel`, NOTIFY it. True when the key was this request's and the job is queued. False when
  * the key has a record (nothing was written): the caller reads it to replay or answer
  * 422/409, or takes it over if it expired or its owner died (idempotency.ts, claimKey).
  *
@@ -55,18 +55,18 @@ export interface KeyClaim {
  * request with the same key waits on the unique key until this statement commits (then
  * finds the record) or fails (then takes the key itself), as it would in a transaction.
  */
-export async function acceptKeyed(q: Queryable, claim: KeyClaim, j: Omit<NewJob, 'sync'>, channel: string): Promise<boolean> {
+export async function acceptKeyed(q: Queryable, claim: KeyClaim, j: Omit<NewJob, 'sync'>, channel?: string): Promise<boolean> {
   const { rows } = await q.query(
     `WITH claim AS (${CLAIM_FREE_KEY_SQL}),
      job AS (
        INSERT INTO basalt.mail_jobs (id, key_id, state, recipients, subject, text, html, template, message_id, max_attempts)
        SELECT $8::uuid, $9::text, 'queued', $10::text[], $11::text, $12::text, $13::text, $14::text, $15::text, $16::int FROM claim
        RETURNING id)
-     SELECT pg_notify($17::text, '') FROM job`,
+     SELECT ${channel ? `pg_notify($17::text, '')` : '1'} FROM job`,
     [
       ...claimParams(claim.scope, claim.key, claim.hash, claim.lockMs, claim.answer),
       j.id, j.keyId, j.mail.to, j.mail.subject, j.mail.text ?? null, j.mail.html ?? null, j.mail.template ?? null, j.messageId, j.maxAttempts,
-      channel,
+      ...(channel ? [channel] : []),
     ],
   );
   return rows.length > 0;

@@ -101,6 +101,10 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     smtp.close();
   });
 
+  // Workers of other instances learn of a new job by NOTIFY at commit. The embedded database
+  // belongs to one process (docs/mail.md, "Crashes, restarts, shutdown"), whose worker is
+  // woken directly after the commit: a notification there would only reach itself.
+  const announce = p.db.kind === 'external' ? MAIL_CHANNEL : undefined;
   const messageIdFor = (jobId: string) => `<${jobId}@${senderDomain(smtp.from())}>`;
 
   /** 400/404 before anything is stored. */
@@ -118,7 +122,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
 
   /** Insert a queued job and NOTIFY the workers of every instance (delivered at commit). */
   async function queue(mail: RenderedMail, keyId: string | null, tx: Queryable = p.db, id: string = crypto.randomUUID()): Promise<string> {
-    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') }, MAIL_CHANNEL);
+    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') }, announce);
     return id;
   }
 
@@ -231,7 +235,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         const lockMs = p.settings.get<number>('mail.lease_ms');
         // The common case in one statement: take the key with its answer, queue the job, NOTIFY.
         const job = { id: jobId, keyId, mail, messageId: messageIdFor(jobId), maxAttempts: p.settings.get<number>('mail.max_attempts') };
-        if (await acceptKeyed(p.db, { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } }, job, MAIL_CHANNEL)) {
+        if (await acceptKeyed(p.db, { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } }, job, announce)) {
           worker.wake();
           return { status: 202, data, replayed: false };
         }

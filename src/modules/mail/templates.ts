@@ -103,7 +103,7 @@ export async function renderMessage(msg: MailMessage, tpl: MailTemplate | undefi
   if (tpl.text) parts.push(['text', compile('text', tpl.text, 'template.text')]);
   // Name every missing variable at once, not one per attempt.
   const missing = new Set<string>();
-  for (const [part, parsed] of parts) for (const n of globals(part, parsed)) if (!Object.prototype.hasOwnProperty.call(vars, n)) missing.add(n);
+  for (const [part, parsed] of parts) for (const n of globals(part, parsed)) if (!Object.hasOwn(vars, n)) missing.add(n);
   if (missing.size) throw MailErrors.missingVariables([...missing].sort());
   const out: Partial<Record<Part, string>> = {};
   for (const [part, parsed] of parts) out[part] = await renderPart(part, parsed, vars, tpl.name);

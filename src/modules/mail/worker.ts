@@ -26,6 +26,7 @@ import { MAIL_CHANNEL } from './accept';
 import { buryAbandoned, claimJobs, LeaseHeartbeat, markFailed, markSentMany, releaseJobs, requeueOrphans } from './leases';
 import { SmtpSendError, type SmtpTransport } from './smtp';
 import type { HeldKey } from './idempotency';
+import { within } from '../../util/timeout';
 
 const POLL_MS = 1000;
 const SHUTDOWN_GRACE_MS = 5000;
@@ -332,10 +333,6 @@ export class MailWorker {
 }
 
 /** True when every promise settled within `ms`. */
-async function settled(ps: Promise<unknown>[], ms: number): Promise<boolean> {
-  if (!ps.length) return true;
-  let timer: Timer | undefined;
-  const done = await Promise.race([Promise.allSettled(ps).then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))]);
-  clearTimeout(timer);
-  return done;
+function settled(ps: Promise<unknown>[], ms: number): Promise<boolean> {
+  return ps.length ? within(Promise.allSettled(ps), ms) : Promise.resolve(true);
 }

@@ -1,0 +1,64 @@
+/**
+ * Where the time goes: Basalt from this checkout under Bun's CPU profiler while wrk (a
+ * separate process) drives one bench:http workload at it; writes the profile as markdown
+ * (hot functions, call tree, time per file) for reading before changing code
+ * (docs/operations.md, Where the time goes).
+ *
+ *   npm run bench:profile                                  # select, external PostgreSQL
+ *   BENCH_WORKLOAD=me BENCH_ENGINE=embedded BENCH_SECONDS=10 npm run bench:profile
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { BENCH_ITEMS_SQL, benchDb, freePort, LUA_SHOW, requireWrk, selectLua, waitFor } from './support';
+import { openPlatform } from '../src/platform';
+
+const ROOT = resolve(import.meta.dir, '..');
+const WORKLOAD = process.env.BENCH_WORKLOAD ?? 'select';
+const ENGINE = (process.env.BENCH_ENGINE ?? 'external') as 'external' | 'embedded';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+if (WORKLOAD !== 'select' && WORKLOAD !== 'me') {
+  console.error('BENCH_WORKLOAD is select or me');
+  process.exit(2);
+}
+
+const wrkBin = requireWrk('bench:profile');
+const db = await benchDb(ENGINE);
+if (!db) process.exit(0);
+const env = { ...db.env, BASALT_AUTH_JWT_SECRET: `bench-secret-${'x'.repeat(40)}`, BASALT_LOG_LEVEL: 'warn' };
+const p = await openPlatform({ env, migrate: true });
+let key: string;
+let token: string;
+try {
+  await p.db.exec(BENCH_ITEMS_SQL);
+  key = (await p.services.keys.create({ type: 'service', service: 'bench', permissions: ['db:query'], tables: ['bench_items'] })).key;
+  const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
+  await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
+  token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta)).access_token;
+} finally {
+  await p.shutdown();
+}
+
+const out = mkdtempSync(join(tmpdir(), 'basalt-profile-'));
+const name = `${WORKLOAD}-${ENGINE}.md`;
+const port = await freePort();
+const server = Bun.spawn(
+  [process.execPath, '--cpu-prof-md', `--cpu-prof-dir=${out}`, `--cpu-prof-name=${name}`, join(ROOT, 'src/main.ts'), 'serve'],
+  { env: { ...process.env, ...env, BASALT_WEB_PORT: String(port) }, cwd: db.dataDir, stdout: 'ignore', stderr: 'inherit' },
+);
+try {
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${url}/readyz`, server, 'basalt');
+  const script = join(out, 'load.lua');
+  const me = `${LUA_SHOW}wrk.method = "GET"\nwrk.path = "/api/v1/auth/me"\nwrk.headers["Authorization"] = "Bearer ${token}"\nresponse = function(status, headers, body) show(status, body) end\n`;
+  writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : me);
+  const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], { stdout: 'pipe' });
+  const report = await new Response(load.stdout).text();
+  console.log(report.split('\n').filter((l) => /Requests\/sec|50%|99%/.test(l)).join('\n'));
+} finally {
+  server.kill('SIGTERM');
+  await server.exited;
+  await db.drop();
+}
+console.log(`\nprofile: ${join(out, name)} (see its "Files" table for the time per file)`);

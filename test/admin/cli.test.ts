@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { MAIN, childEnv, runCli } from '../helpers/cli';
+import { eventually } from '../helpers/wait';
 
 describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
   let db: FreshDb;
@@ -61,7 +62,8 @@ describe.each(ENGINES)('basalt serve and the setup link on %s', (engine) => {
       for await (const chunk of stream) out += decoder.decode(chunk);
     };
     const done = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
-    while (!until.test(out) && proc.exitCode === null) await Bun.sleep(50);
+    // Until the match, or the exit (the timer above ends it after 50 s).
+    await eventually(() => until.test(out) || proc.exitCode !== null, { timeout: 60_000, interval: 50, what: `output matching ${until}` });
     await Bun.sleep(1000); // whatever start-up prints after the match
     proc.kill('SIGTERM');
     const code = await proc.exited;

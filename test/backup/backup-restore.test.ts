@@ -14,6 +14,7 @@ import { runCli } from '../helpers/cli';
 import { backupService, readManifest, type CreatedBackup } from '../../src/modules/backup/service';
 import { restore, RestoreError } from '../../src/modules/backup/restore';
 import { openEmbedded } from '../../src/db/embedded';
+import { eventually } from '../helpers/wait';
 
 const PNG = new Uint8Array(Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000' + '1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082', 'hex'));
 
@@ -69,7 +70,7 @@ describe('backup while writing, then restore', () => {
       }
     };
     const writers = [writer(0), writer(1)];
-    while (committed < 50) await Bun.sleep(10);
+    await eventually(() => committed >= 50, { timeout: 60_000, interval: 10, what: '50 pairs committed' });
     committedBefore = committed;
     backup = await backupService(s.platform).create();
     const after = committed;

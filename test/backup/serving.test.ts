@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Subprocess } from 'bun';
 import { MAIN, childEnv, runCli } from '../helpers/cli';
 import { freePort } from '../helpers/binary';
+import { eventually } from '../helpers/wait';
 
 describe('backup while serve runs', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'basalt-backup-serve-'));
@@ -22,12 +23,9 @@ describe('backup while serve runs', () => {
     proc = Bun.spawn([process.execPath, MAIN, 'serve'], { env: childEnv({ ...env, BASALT_WEB_PORT: String(port) }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
     url = `http://127.0.0.1:${port}`;
     const started = performance.now();
-    while (performance.now() - started < 60_000) {
-      if (await fetch(url + '/healthz').then((r) => r.ok, () => false)) break;
-      await Bun.sleep(100);
-    }
+    await eventually(() => fetch(url + '/healthz').then((r) => r.ok, () => false), { timeout: 60_000, interval: 100, what: 'serve to answer /healthz' });
     // The socket appears right after the listeners.
-    while (!existsSync(join(dataDir, 'basalt.sock')) && performance.now() - started < 60_000) await Bun.sleep(50);
+    await eventually(() => existsSync(join(dataDir, 'basalt.sock')), { timeout: 60_000 - (performance.now() - started), interval: 50, what: 'the management socket' });
   });
   afterAll(async () => {
     proc?.kill('SIGTERM');
@@ -102,8 +100,7 @@ describe('the compiled executable', () => {
       const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn' });
       let name = '';
       try {
-        const started = performance.now();
-        while (!existsSync(join(dir, 'basalt_data', 'basalt.sock')) && performance.now() - started < 30_000) await Bun.sleep(50);
+        await eventually(() => existsSync(join(dir, 'basalt_data', 'basalt.sock')), { timeout: 30_000, interval: 50, what: 'the management socket' });
         const r = await runBinary(exe, ['backup'], dir);
         expect(r.stderr).toBe('');
         expect(r.code).toBe(0);

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { installBinary, runBinary, serveBinary } from '../helpers/binary';
+import { eventually } from '../helpers/wait';
 
 describe('commands beside a running embedded server', () => {
   let dir: string;
@@ -25,7 +26,7 @@ describe('commands beside a running embedded server', () => {
 
   test('the socket is in the data dir and only its owner can open it', async () => {
     // It opens right after the listeners.
-    for (let i = 0; i < 100 && !existsSync(sock()); i++) await Bun.sleep(50);
+    await eventually(() => existsSync(sock()), { timeout: 5000, interval: 50, what: 'the management socket' });
     expect(existsSync(sock())).toBe(true);
     expect(statSync(sock()).mode & 0o777).toBe(0o600);
   });

@@ -8,6 +8,7 @@ import { Settings } from '../../src/config/settings';
 import { listen } from '../../src/serve';
 import { ENGINES, ADMIN_URL, freshDb } from '../helpers/engines';
 import { startServer } from '../helpers/server';
+import { eventually } from '../helpers/wait';
 
 const dir = mkdtempSync(join(tmpdir(), 'basalt-config-'));
 function toml(text: string): string {
@@ -109,7 +110,7 @@ describe.skipIf(!ADMIN_URL)('settings across instances (external PostgreSQL)', (
     try {
       const started = performance.now();
       await a.platform.settings.set('web.cors_origins', ['https://shop.example']);
-      while (b.platform.settings.get<string[]>('web.cors_origins').length === 0 && performance.now() - started < 1000) await Bun.sleep(10);
+      await eventually(() => b.platform.settings.get<string[]>('web.cors_origins').length > 0, { timeout: 1000, interval: 10, what: 'the setting on B' });
       expect(b.platform.settings.get('web.cors_origins')).toEqual(['https://shop.example']);
       expect(performance.now() - started).toBeLessThan(1000);
       const res = await fetch(b.publicUrl + '/api/v1/public/runtime-config', { headers: { origin: 'https://shop.example' } });

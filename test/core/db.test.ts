@@ -8,6 +8,7 @@ import { migratePlatform, migrateDir, MigrationError } from '../../src/db/migrat
 import { PgError, type Db } from '../../src/db/engine';
 import { openPlatform } from '../../src/platform';
 import { DataDirLockedError } from '../../src/db/datadir-lock';
+import { eventually } from '../helpers/wait';
 
 async function open(f: FreshDb): Promise<Db> {
   const db = await openDb({ url: f.url, dataDir: f.dataDir });
@@ -102,7 +103,7 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     const got: string[] = [];
     const unlisten = await db.listen('basalt_test_channel', (p) => got.push(p));
     await db.notify('basalt_test_channel', 'hello');
-    for (let i = 0; i < 100 && got.length === 0; i++) await Bun.sleep(10);
+    await eventually(() => got.length > 0, { timeout: 1000, interval: 10, what: 'the notification' });
     expect(got).toEqual(['hello']);
     await unlisten();
   });

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { freshDb, type FreshDb } from '../helpers/engines';
 import { childEnv, MAIN, runCli } from '../helpers/cli';
+import { eventually } from '../helpers/wait';
 
 describe('first run', () => {
   test('--help and every command usage fit 100 columns', async () => {
@@ -36,8 +37,7 @@ describe('first run', () => {
           stderr += new TextDecoder().decode(value);
         }
       })();
-      const deadline = Date.now() + 50_000;
-      while (!stderr.includes('Stop with Ctrl-C') && Date.now() < deadline) await Bun.sleep(50);
+      await eventually(() => stderr.includes('Stop with Ctrl-C'), { timeout: 50_000, interval: 50, what: 'the start-up banner' });
     }, 60_000);
     afterAll(async () => {
       proc?.kill('SIGTERM');

@@ -7,6 +7,7 @@ import { copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
+import { eventually } from './wait';
 
 const ROOT = resolve(import.meta.dir, '../..');
 let built: Promise<string> | undefined;
@@ -45,13 +46,12 @@ export async function serveBinary(exe: string, cwd: string, env: Record<string, 
   const port = await freePort();
   const proc = Bun.spawn([exe, 'serve'], { cwd, env: bareEnv(cwd, { BASALT_WEB_PORT: String(port), ...env }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
   const url = `http://127.0.0.1:${port}`;
-  const started = performance.now();
-  while (performance.now() - started < timeoutMs) {
-    if (proc.exitCode !== null) break;
-    const ok = await fetch(url + '/healthz').then((r) => r.ok, () => false);
-    if (ok) return { proc, url, output: async () => (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text()) };
-    await Bun.sleep(50);
-  }
+  // Healthy (true), or gone ('exited'): either ends the wait.
+  const healthy = await eventually(async () => (proc.exitCode !== null ? 'exited' : await fetch(url + '/healthz').then((r) => r.ok, () => false)), {
+    timeout: timeoutMs,
+    interval: 50,
+  }).catch(() => false);
+  if (healthy === true) return { proc, url, output: async () => (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text()) };
   proc.kill('SIGKILL');
   const out = (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text());
   throw new Error(`basalt serve did not become healthy within ${timeoutMs} ms:\n${out}`);

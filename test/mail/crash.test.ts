@@ -10,7 +10,8 @@ import { startServer } from '../helpers/server';
 import { childEnv, MAIN } from '../helpers/cli';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openPlatform } from '../../src/platform';
-import { FROM, until } from './helpers';
+import { FROM } from './helpers';
+import { eventually } from '../helpers/wait';
 
 interface Child {
   url: string;
@@ -98,11 +99,11 @@ describe.each(ENGINES)('mail queue survives SIGKILL on %s', (engine) => {
       expect(r.status).toBe(202);
       ids.push(r.body.data.job_id);
     }
-    await until(async () => (await Promise.all(ids.map((id) => jobState(first, key, id)))).filter((s) => s === 'sending').length, (n) => n === 3, 'three jobs mid-send');
-    await until(() => sink.heldCount, (n) => n === 3, 'three messages held by the SMTP server');
+    await eventually(async () => (await Promise.all(ids.map((id) => jobState(first, key, id)))).filter((s) => s === 'sending').length, { until: (n) => n === 3, what: 'three jobs mid-send' });
+    await eventually(() => sink.heldCount, { until: (n) => n === 3, what: 'three messages held by the SMTP server' });
     first.proc.kill('SIGKILL');
     await first.proc.exited;
-    await until(() => sink.heldCount, (n) => n === 0, 'the killed sender to disconnect');
+    await eventually(() => sink.heldCount, { until: (n) => n === 0, what: 'the killed sender to disconnect' });
     sink.release();
     expect(sink.messages).toHaveLength(0);
 
@@ -142,7 +143,7 @@ describe.skipIf(!ENGINES.includes('external'))('crash recovery with the default 
         expect(r.status).toBe(202);
         ids.push(r.body.data.job_id);
       }
-      await until(() => sink.heldCount, (n) => n === 3, 'three messages held by the SMTP server');
+      await eventually(() => sink.heldCount, { until: (n) => n === 3, what: 'three messages held by the SMTP server' });
       // The survivor starts while the doomed instance holds (and renews) every job, so it can take none yet.
       survivor = await startServer('external', { db, env });
       await Bun.sleep(500);
@@ -150,7 +151,7 @@ describe.skipIf(!ENGINES.includes('external'))('crash recovery with the default 
       dying.proc.kill('SIGKILL');
       await dying.proc.exited;
       const killedAt = performance.now();
-      await until(() => sink.heldCount, (n) => n === 0, 'the killed sender to disconnect');
+      await eventually(() => sink.heldCount, { until: (n) => n === 0, what: 'the killed sender to disconnect' });
       sink.release();
       await sink.waitFor(3, 15_000);
       const recovery = performance.now() - killedAt;
@@ -187,10 +188,9 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
         ids.push(r.body.data.job_id);
       }
       // Each instance sends at most 2 at once, so 4 in flight means both are working.
-      const claimers = await until(
+      const claimers = await eventually(
         async () => (await a.platform.db.query<{ claimed_by: string }>("SELECT DISTINCT claimed_by FROM basalt.mail_jobs WHERE state = 'sending'")).rows,
-        (r) => r.length === 2,
-        'both instances to claim jobs',
+        { until: (r) => r.length === 2, what: 'both instances to claim jobs' },
       );
       expect(claimers).toHaveLength(2);
       sink.release();

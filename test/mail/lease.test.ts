@@ -11,7 +11,8 @@ import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openPlatform, type Platform } from '../../src/platform';
 import { createMailService } from '../../src/modules/mail/service';
-import { FROM, arrived, mailEnv, until, waitState } from './helpers';
+import { FROM, arrived, mailEnv, waitState } from './helpers';
+import { eventually } from '../helpers/wait';
 
 describe.each(ENGINES)('mail leases on %s', (engine) => {
   let s: TestServer;
@@ -80,13 +81,13 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
     // A: the server answers after 1.2 s (inside the grace). B: the server never answers.
     sink.delay(1200);
     const a = await mail.enqueue({ to: ['ada@example.com'], subject: 'inside grace', text: 'x' });
-    await until(() => sink.heldCount, (n) => n === 1, 'A at the server');
+    await eventually(() => sink.heldCount, { until: (n) => n === 1, what: 'A at the server' });
     sink.hold();
     const b = await mail.enqueue({ to: ['bob@example.com'], subject: 'past grace', text: 'x' });
-    await until(() => sink.heldCount, (n) => n === 2, 'B at the server');
+    await eventually(() => sink.heldCount, { until: (n) => n === 2, what: 'B at the server' });
     await p.shutdown();
     // B's connection was closed before the server answered: releasing it now delivers nothing.
-    await until(() => sink.heldCount, (n) => n === 0, 'the sink to see the aborted connection close', 3000);
+    await eventually(() => sink.heldCount, { until: (n) => n === 0, what: 'the sink to see the aborted connection close', timeout: 3000 });
     sink.release();
     sink.delay(0);
     await Bun.sleep(200);
@@ -99,7 +100,7 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
       // Given back as not attempted, so a restart (or another instance) sends it at once.
       expect(await row(again, b.jobId)).toEqual({ state: 'queued', attempts: 0, claimed_by: null });
       await again.services.mail.startWorker();
-      await until(() => row(again, b.jobId), (r) => r?.state === 'sent', 'B sent after the restart');
+      await eventually(() => row(again, b.jobId), { until: (r) => r?.state === 'sent', what: 'B sent after the restart' });
       await Bun.sleep(200);
       expect(arrived(sink, a.jobId)).toHaveLength(1);
       expect(arrived(sink, b.jobId)).toHaveLength(1);

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import type { BrowserContext, Page } from 'playwright-core';
 import { bareEnv, freePort, installBinary } from '../helpers/binary';
+import { eventually } from '../helpers/wait';
 
 export const SCREENSHOTS = resolve(import.meta.dir, '../../test-output/screenshots');
 
@@ -40,13 +41,9 @@ export async function startBinary(env: Record<string, string>, files: Record<str
   void pump(proc.stderr);
   const url = `http://127.0.0.1:${port}`;
   const waitFor = async (re: RegExp, timeoutMs = 45_000) => {
-    const started = performance.now();
-    while (performance.now() - started < timeoutMs) {
-      const m = out.match(re);
-      if (m) return m;
-      if (proc.exitCode !== null) break;
-      await Bun.sleep(50);
-    }
+    // The match, or 'exited' once the process is gone: either ends the wait.
+    const m = await eventually(() => out.match(re) ?? (proc.exitCode !== null ? 'exited' : false), { timeout: timeoutMs, interval: 50 }).catch(() => null);
+    if (m && m !== 'exited') return m;
     throw new Error(`no output matching ${re} within ${timeoutMs} ms:\n${out}`);
   };
   await waitFor(/"msg":"listening"/, startTimeoutMs);

@@ -10,12 +10,13 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { readFileSync } from 'node:fs';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { HAS_CHROMIUM, launchBrowser } from '../helpers/browser';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { freePort } from '../helpers/binary';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { newContext, shot, startBinary, watch, type RunningBinary } from './support';
+import { eventually } from '../helpers/wait';
 
 const EMAIL = 'ops@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -105,6 +106,16 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   };
   const toast = (text: string | RegExp) => page.locator('.toast').filter({ hasText: text }).first().waitFor();
   const dialog = () => page.getByRole('dialog');
+  /** Until `target` is on the page, `retry` (reload, apply again) every 250 ms: the worker sends in its own time. */
+  const untilShown = (target: Locator, what: string, retry: () => Promise<unknown>) =>
+    eventually(
+      async () => {
+        if (await target.count()) return true;
+        await retry();
+        return false;
+      },
+      { timeout: 20_000, interval: 250, what },
+    );
 
   // 1. The setup link creates the first administrator; the token leaves the address bar.
   await page.goto(link);
@@ -232,11 +243,10 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await nav('Mail jobs');
   await page.getByRole('link', { name: 'ada@example.com' }).click();
   await page.getByText('Job id').waitFor();
-  for (let i = 0; i < 40 && !(await page.locator('.kv .badge', { hasText: 'sent' }).count()); i++) {
-    await Bun.sleep(250);
+  await untilShown(page.locator('.kv .badge', { hasText: 'sent' }), 'the job to be sent', async () => {
     await page.reload();
     await page.getByText('Job id').waitFor();
-  }
+  });
   await page.locator('.kv .badge', { hasText: 'sent' }).waitFor();
   const jobUrl = page.url();
   //    A refused send is dead at once (5xx); Retry puts it back in the queue and it goes out.
@@ -250,19 +260,15 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await nav('Mail jobs');
   await page.getByLabel('State').selectOption('dead');
   await page.getByLabel('Recipient').fill('nobody@example.com');
-  for (let i = 0; i < 40 && !(await page.getByRole('link', { name: 'nobody@example.com' }).count()); i++) {
-    await page.getByRole('button', { name: 'Apply filters' }).click();
-    await Bun.sleep(250);
-  }
+  await untilShown(page.getByRole('link', { name: 'nobody@example.com' }), 'the dead job in the list', () => page.getByRole('button', { name: 'Apply filters' }).click());
   await page.getByRole('link', { name: 'nobody@example.com' }).click();
   await page.locator('.kv', { hasText: 'No such user here' }).waitFor();
   await page.getByRole('button', { name: 'Retry' }).click();
   await toast('Job queued again');
-  for (let i = 0; i < 40 && !(await page.locator('.kv .badge', { hasText: 'sent' }).count()); i++) {
-    await Bun.sleep(250);
+  await untilShown(page.locator('.kv .badge', { hasText: 'sent' }), 'the job to be sent', async () => {
     await page.reload();
     await page.getByText('Job id').waitFor();
-  }
+  });
   await page.locator('.kv .badge', { hasText: 'sent' }).waitFor();
 
   // 8. A user disabled in the panel can no longer sign in.

@@ -11,6 +11,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { runCli } from '../helpers/cli';
 import { adminReq, signInAdmin } from '../helpers/admin';
+import { eventually } from '../helpers/wait';
 
 const IDLE = { BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '60000' };
 const SCHEMA = "CREATE TABLE public.accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO public.accounts VALUES (1, 100), (2, 200);";
@@ -34,15 +35,6 @@ const begin = async (s: TestServer, k: Key): Promise<string> => {
 const setBalance = (s: TestServer, k: Key, id: number, balance: number, tx?: string) =>
   query(s, k, { action: 'update', data: { balance }, filters: [{ field: 'id', op: 'eq', value: id }], ...(tx ? { transaction_id: tx } : {}) });
 const balance = async (s: TestServer, id: number) => (await s.platform.db.query<{ balance: number }>('SELECT balance FROM public.accounts WHERE id = $1', [id])).rows[0]!.balance;
-
-async function until(cond: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await Bun.sleep(20);
-  }
-  return cond();
-}
 
 describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) => {
   let s: TestServer;
@@ -102,7 +94,7 @@ describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) =>
     const tx = await begin(s, k);
     expect((await setBalance(s, k, 2, 0, tx)).status).toBe(200);
     await s.platform.db.transaction((t) => s.platform.services.keys.revoke(k.id, t));
-    expect(await until(() => s.platform.services.database.transactions.size === 0, 3000)).toBe(true);
+    expect(await eventually(() => s.platform.services.database.transactions.size === 0, { timeout: 3000, interval: 20, what: 'no open transactions' })).toBe(true);
     expect(await balance(s, 2)).toBe(250);
   });
   // On the embedded engine an open API transaction holds the one session, so the admin
@@ -149,7 +141,7 @@ describe.skipIf(!ENGINES.includes('external'))('revoking on one instance ends th
     expect((await setBalance(b, k, 1, 0, tx)).status).toBe(200);
     expect(b.platform.services.database.transactions.size).toBe(1);
     await revoke(k);
-    expect(await until(() => b.platform.services.database.transactions.size === 0, 3000)).toBe(true);
+    expect(await eventually(() => b.platform.services.database.transactions.size === 0, { timeout: 3000, interval: 20, what: 'no open transactions' })).toBe(true);
     // The lock is released: a write to the same row from instance A goes through at once
     // (while held it would wait and end in 503 lock_timeout).
     const t0 = performance.now();

@@ -8,7 +8,8 @@ import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { ADMIN_PASSWORD, adminReq, signInAdmin } from '../helpers/admin';
 import { CLI_ACTOR } from '../../src/modules/admin/audit';
-import { adminEmail, auditRows, failure, ip, login, startAdminServer } from './support';
+import { adminEmail, auditRows, ip, login, startAdminServer } from './support';
+import { expectA, expectAError } from '../helpers/envelopes';
 
 const tokenOf = (link: string) => new URL(link.replace('#/setup', '/setup')).searchParams.get('token')!;
 const setup = (s: TestServer, token: string, email = adminEmail(), headers: Record<string, string> = {}) =>
@@ -23,7 +24,7 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
 
   test('serve prints a link to /_/#/setup with a 32-byte token while no administrator exists; only its hash is stored', async () => {
     expect(s.running.setupLink).toMatch(new RegExp(`^${s.url}/_/#/setup\\?token=[A-Za-z0-9_-]{43}$`));
-    expect((await s.req('GET', '/api/admin/auth/state')).body).toEqual({ success: true, data: { setup_required: true } });
+    expectA(await s.req('GET', '/api/admin/auth/state'), 200, { setup_required: true });
     const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>('SELECT token_hash FROM basalt.admin_setup_tokens');
     expect(rows.length).toBe(1);
     expect(Buffer.from(rows[0]!.token_hash).toString('base64url')).not.toBe(tokenOf(s.running.setupLink!));
@@ -43,8 +44,7 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
   ];
   test.each(refusals)('%s → 410 setup_link_invalid, no administrator', async (_name, token) => {
     const r = await setup(s, await token());
-    expect(r.status).toBe(410);
-    expect(r.body).toEqual(failure('setup_link_invalid'));
+    expectAError(r, 410, 'setup_link_invalid');
     expect((await s.platform.services.admin.list()).length).toBe(0);
   });
 
@@ -108,8 +108,7 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
     const c = make();
     const before = (await auditRows(s, 'auth.login_failed')).length;
     const r = await login(s, c.email, c.password);
-    expect(r.status).toBe(401);
-    expect(r.body).toEqual({ success: false, error: { code: 'invalid_credentials', message: 'E-mail or password is wrong.' } });
+    expectAError(r, 401, 'invalid_credentials', { message: 'E-mail or password is wrong.' });
     expect(r.headers.get('set-cookie')).toBeNull();
     expect((await auditRows(s, 'auth.login_failed')).length).toBe(before + 1);
   });
@@ -139,8 +138,7 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
     await s.platform.services.admin.create(e, ADMIN_PASSWORD, CLI_ACTOR);
     for (let i = 0; i < 3; i++) expect((await login(s, e, 'wrong password 123')).status).toBe(401);
     const r = await login(s, e, ADMIN_PASSWORD);
-    expect(r.status).toBe(429);
-    expect(r.body).toEqual(failure('account_locked', { retry_after: expect.any(Number) }));
+    expectAError(r, 429, 'account_locked', { retry_after: expect.any(Number) });
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
     // Counted in the database (shared by every instance), apart from site users' counters.
     const { rows } = await s.platform.db.query('SELECT email FROM basalt.auth_login_failures WHERE locked_until > now()');
@@ -153,8 +151,7 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
     for (let i = 0; i < 5; i++) statuses.push((await login(s, adminEmail('spray'), 'x', from)).status);
     expect(statuses).toEqual([401, 401, 401, 401, 429]);
     const r = await login(s, email, ADMIN_PASSWORD, from);
-    expect(r.status).toBe(429);
-    expect(r.body).toEqual(failure('rate_limited', { retry_after: expect.any(Number) }));
+    expectAError(r, 429, 'rate_limited', { retry_after: expect.any(Number) });
     expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
     expect((await login(s, email, ADMIN_PASSWORD, ip())).status).toBe(200);
   });
@@ -166,16 +163,14 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
   ];
   test.each(bodies)('%s → 400 validation_error naming the field', async (_n, body, status) => {
     const r = await s.req('POST', '/api/admin/auth/login', { body, headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': ip() } });
-    expect(r.status).toBe(status);
-    expect(r.body).toEqual(failure('validation_error', { details: { fields: expect.any(Object) } }));
+    expectAError(r, status, 'validation_error', { details: { fields: expect.any(Object) } });
   });
 
   test('not JSON → 415; malformed JSON → 400 invalid_json', async () => {
     const a = await s.req('POST', '/api/admin/auth/login', { raw: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' } });
     expect(a.status).toBe(415);
     const b = await s.req('POST', '/api/admin/auth/login', { raw: '{"email":', headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' } });
-    expect(b.status).toBe(400);
-    expect(b.body).toEqual(failure('invalid_json'));
+    expectAError(b, 400, 'invalid_json');
   });
 });
 
@@ -225,8 +220,7 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
   ];
   test.each(broken)('%s → 401 unauthorized (never 500)', async (_n, cookie) => {
     const r = await s.req('GET', '/api/admin/auth/me', { headers: cookie ? { cookie } : {} });
-    expect(r.status).toBe(401);
-    expect(r.body).toEqual(failure('unauthorized'));
+    expectAError(r, 401, 'unauthorized');
   });
 
   const expiries: [string, string][] = [
@@ -270,8 +264,7 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
   test('logout ends the session (the cookie no longer works, the cookie is cleared) and is audited', async () => {
     const a = await signInAdmin(s, { email, create: false });
     const r = await adminReq(s, a, 'POST', '/api/admin/auth/logout');
-    expect(r.status).toBe(200);
-    expect(r.body).toEqual({ success: true, data: {} });
+    expectA(r, 200, {});
     expect(r.headers.get('set-cookie')).toMatch(/^basalt_admin=; Path=\/; HttpOnly; SameSite=Strict; Max-Age=0$/);
     expect((await adminReq(s, a, 'GET', '/api/admin/auth/me')).status).toBe(401);
     expect((await auditRows(s, 'auth.logout')).length).toBeGreaterThan(0);
@@ -283,8 +276,7 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
     const here = await signInAdmin(s, { email: e, create: false });
     const elsewhere = await signInAdmin(s, { email: e, create: false });
     const bad = await adminReq(s, here, 'POST', '/api/admin/auth/password', { current_password: 'nope nope nope', new_password: 'new password 5678' });
-    expect(bad.status).toBe(400);
-    expect(bad.body).toEqual(failure('validation_error', { details: { fields: { current_password: 'is wrong' } } }));
+    expectAError(bad, 400, 'validation_error', { details: { fields: { current_password: 'is wrong' } } });
     const short = await adminReq(s, here, 'POST', '/api/admin/auth/password', { current_password: ADMIN_PASSWORD, new_password: 'short' });
     expect(short.status).toBe(400);
     expect(short.body.error.details.fields.new_password).toMatch(/at least/);

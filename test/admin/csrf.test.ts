@@ -8,7 +8,8 @@ import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { ADMIN_PASSWORD, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { CLI_ACTOR } from '../../src/modules/admin/audit';
-import { adminEmail, failure, ip, startAdminServer } from './support';
+import { adminEmail, ip, startAdminServer } from './support';
+import { expectAError } from '../helpers/envelopes';
 
 describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   let s: TestServer;
@@ -41,7 +42,7 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
     const r = await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { cookie: a.cookie, ...headers(a) } });
     expect(r.status).toBe(status);
     if (status === 403) {
-      expect(r.body).toEqual(failure('csrf_failed'));
+      expectAError(r, 403, 'csrf_failed');
       expect((await s.platform.services.keys.list()).length).toBe(before);
     }
   });
@@ -63,15 +64,14 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
     const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password: ADMIN_PASSWORD }, headers: { 'x-forwarded-for': ip(), ...headers } });
     expect(r.status).toBe(status);
     if (status === 403) {
-      expect(r.body).toEqual(failure('csrf_failed'));
+      expectAError(r, 403, 'csrf_failed');
       expect(r.headers.get('set-cookie')).toBeNull();
     }
   });
 
   test('setup from another site → 403 before the token is even looked at', async () => {
     const r = await s.req('POST', '/api/admin/auth/setup', { body: { token: 'x'.repeat(43), email: adminEmail(), password: ADMIN_PASSWORD }, headers: { 'sec-fetch-site': 'cross-site' } });
-    expect(r.status).toBe(403);
-    expect(r.body).toEqual(failure('csrf_failed'));
+    expectAError(r, 403, 'csrf_failed');
   });
 
   test('a cross-site logout does not end the session', async () => {

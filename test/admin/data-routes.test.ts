@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
-import { failure, startAdminServer } from './support';
+import { startAdminServer } from './support';
+import { expectAError } from '../helpers/envelopes';
 
 describe.each(ENGINES)('admin data routes on %s', (engine) => {
   let s: TestServer;
@@ -41,7 +42,7 @@ describe.each(ENGINES)('admin data routes on %s', (engine) => {
     const del = await adminReq(s, a, 'POST', '/api/admin/data/items/delete', { keys: [{ id: 100 }, { id: 1 }] });
     expect(del.body.data).toEqual({ count: 2 });
     expect((await adminReq(s, a, 'POST', '/api/admin/data/items/delete', { keys: [] })).status).toBe(400);
-    expect((await adminReq(s, a, 'POST', '/api/admin/data/nope/select', {})).body).toEqual(failure('not_found'));
+    expectAError(await adminReq(s, a, 'POST', '/api/admin/data/nope/select', {}), 404, 'not_found');
     expect((await adminReq(s, a, 'POST', '/api/admin/data/items/rows', { data: { id: 2, name: 'dup' } })).status).toBe(409);
   });
 
@@ -61,8 +62,7 @@ describe.each(ENGINES)('admin data routes on %s', (engine) => {
     expect(r.headers.get('content-disposition')).toBe('attachment; filename="items.csv"');
     expect((await r.text()).trim().split(/\r?\n/)).toEqual(['id,name,price', '2,item 2,3.00', '3,item 3,4.50']);
     const bad = await fetch(`${s.url}/api/admin/data/items/export.csv?filters=not-json`, { headers: a.headers() });
-    expect(bad.status).toBe(400);
-    expect(await bad.json()).toEqual(failure('validation_error', { details: { fields: { filters: expect.any(String) } } }));
+    expectAError({ status: bad.status, headers: bad.headers, body: await bad.json() }, 400, 'validation_error', { details: { fields: { filters: expect.any(String) } } });
     const none = await fetch(`${s.url}/api/admin/data/nope/export.csv`, { headers: a.headers() });
     expect(none.status).toBe(404);
     expect((await fetch(`${s.url}/api/admin/data/items/export.csv`)).status).toBe(401);

@@ -8,7 +8,9 @@ import { ENGINES } from '../helpers/engines';
 import type { Reply, TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { failure, startAdminServer } from './support';
+import { startAdminServer } from './support';
+import { expectA, expectAError } from '../helpers/envelopes';
+import { registerUser } from '../helpers/users';
 
 interface Ctx {
   userId: string;
@@ -47,9 +49,9 @@ const scenarios: Scenario[] = [
     expect(r.body.data.key).toMatchObject({ type: 'public', site: true });
     expect(s.platform.settings.get('web.site_public_key')).toBe(r.body.data.secret);
   }],
-  ['key create refused (400 naming the field)', 'POST', () => '/api/admin/keys', () => ({ type: 'service', service: 'crm', permissions: ['db:drop'] }), 400, (r) => expect(r.body).toEqual(failure('validation_error', { details: { fields: { permissions: expect.any(String) } } }))],
+  ['key create refused (400 naming the field)', 'POST', () => '/api/admin/keys', () => ({ type: 'service', service: 'crm', permissions: ['db:drop'] }), 400, (r) => expectAError(r, 400, 'validation_error', { details: { fields: { permissions: expect.any(String) } } })],
   ['key revoke', 'POST', (c) => `/api/admin/keys/${c.keyId}/revoke`, undefined, 200, (r, _s, c) => expect(r.body.data.key).toMatchObject({ id: c.keyId, revoked_at: expect.any(String) })],
-  ['key revoke of an unknown id → 404', 'POST', () => `/api/admin/keys/${crypto.randomUUID()}/revoke`, undefined, 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['key revoke of an unknown id → 404', 'POST', () => `/api/admin/keys/${crypto.randomUUID()}/revoke`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
   ['settings list', 'GET', () => '/api/admin/settings', undefined, 200, (r) => {
     const byKey = Object.fromEntries(r.body.data.settings.map((x: any) => [x.key, x]));
     expect(byKey['app.name']).toEqual({ key: 'app.name', group: 'app', value: 'Basalt', default: 'Basalt', source: 'default', pinned_by: null, live: true, type: 'string', description: expect.any(String), secret: false });
@@ -61,21 +63,21 @@ const scenarios: Scenario[] = [
     expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Shop', source: 'database' });
     expect(s.platform.settings.get('app.name')).toBe('Shop');
   }],
-  ['setting set: wrong type → 400 naming the key', 'PUT', () => '/api/admin/settings/db.max_limit', () => ({ value: 'lots' }), 400, (r) => expect(r.body).toEqual(failure('validation_error', { details: { fields: { 'db.max_limit': expect.stringContaining('integer') } } }))],
+  ['setting set: wrong type → 400 naming the key', 'PUT', () => '/api/admin/settings/db.max_limit', () => ({ value: 'lots' }), 400, (r) => expectAError(r, 400, 'validation_error', { details: { fields: { 'db.max_limit': expect.stringContaining('integer') } } })],
   ['setting set: out of range → 400', 'PUT', () => '/api/admin/settings/admin.session_idle_minutes', () => ({ value: 0 }), 400, (r) => expect(r.body.error.details.fields['admin.session_idle_minutes']).toMatch(/from 1/)],
-  ['setting set: pinned by the environment → 409 naming it', 'PUT', () => '/api/admin/settings/web.trusted_proxies', () => ({ value: [] }), 409, (r) => expect(r.body).toEqual(failure('setting_pinned', { details: { pinned_by: 'BASALT_WEB_TRUSTED_PROXIES' } }))],
-  ['setting set: unknown key → 404', 'PUT', () => '/api/admin/settings/no.such', () => ({ value: 1 }), 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['setting set: pinned by the environment → 409 naming it', 'PUT', () => '/api/admin/settings/web.trusted_proxies', () => ({ value: [] }), 409, (r) => expectAError(r, 409, 'setting_pinned', { details: { pinned_by: 'BASALT_WEB_TRUSTED_PROXIES' } })],
+  ['setting set: unknown key → 404', 'PUT', () => '/api/admin/settings/no.such', () => ({ value: 1 }), 404, (r) => expectAError(r, 404, 'not_found')],
   ['setting unset (back to default)', 'DELETE', () => '/api/admin/settings/app.name', undefined, 200, (r) => expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Basalt', source: 'default' })],
   ['SMTP test send reports the server\'s answer', 'POST', () => '/api/admin/mail/test', () => ({ to: 'ops@example.com' }), 200, (r) => expect(r.body.data).toEqual({ message_id: expect.any(String), response: expect.stringMatching(/^250/) })],
-  ['SMTP test send to a bad address → 400', 'POST', () => '/api/admin/mail/test', () => ({ to: 'not-an-address' }), 400, (r) => expect(r.body).toEqual(failure('validation_error'))],
+  ['SMTP test send to a bad address → 400', 'POST', () => '/api/admin/mail/test', () => ({ to: 'not-an-address' }), 400, (r) => expectAError(r, 400, 'validation_error')],
   ['templates list', 'GET', () => '/api/admin/templates', undefined, 200, (r) => expect(r.body.data.templates).toContainEqual({ name: 'verify_email', subject: expect.any(String), updated_at: expect.any(String) })],
   ['template detail with its variables', 'GET', () => '/api/admin/templates/verify_email', undefined, 200, (r) => expect(r.body.data.template).toMatchObject({ name: 'verify_email', variables: expect.arrayContaining(['app_name', 'link']) })],
   ['template put', 'PUT', () => '/api/admin/templates/welcome', () => ({ subject: 'Welcome {{ name }}', html: '<p>Hi {{ name }}, {{ shop.url }}</p>' }), 200, (r) => expect(r.body.data.template).toMatchObject({ name: 'welcome', variables: ['name', 'shop'], text: null })],
-  ['template put that does not parse → 400', 'PUT', () => '/api/admin/templates/broken', () => ({ subject: 'x', text: '{% if %}' }), 400, (r) => expect(r.body).toEqual(failure('validation_error'))],
+  ['template put that does not parse → 400', 'PUT', () => '/api/admin/templates/broken', () => ({ subject: 'x', text: '{% if %}' }), 400, (r) => expectAError(r, 400, 'validation_error')],
   ['template preview', 'POST', () => '/api/admin/templates/preview', () => ({ subject: 'Hi {{ name }}', html: '<b>{{ name }}</b>', variables: { name: '<Ada>' } }), 200, (r) => expect(r.body.data).toEqual({ subject: 'Hi <Ada>', html: '<b>&lt;Ada&gt;</b>', text: null, variables: ['name'] })],
   ['template preview with a missing variable → 400 naming it', 'POST', () => '/api/admin/templates/preview', () => ({ subject: 'Hi {{ name }}', text: '{{ code }}', variables: { name: 'x' } }), 400, (r) => expect(r.body.error.details.fields).toEqual({ 'variables.code': expect.any(String) })],
   ['template delete', 'DELETE', () => '/api/admin/templates/welcome', undefined, 200, (r) => expect(r.body.data).toEqual({})],
-  ['template delete of an unknown one → 404', 'DELETE', () => '/api/admin/templates/welcome', undefined, 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['template delete of an unknown one → 404', 'DELETE', () => '/api/admin/templates/welcome', undefined, 404, (r) => expectAError(r, 404, 'not_found')],
   ['mail jobs list', 'GET', () => '/api/admin/mail/jobs?limit=2', undefined, 200, (r) => {
     expect(r.body.data.jobs.length).toBe(2);
     expect(r.body.data.next_cursor).toEqual(expect.any(String));
@@ -85,16 +87,16 @@ const scenarios: Scenario[] = [
   ['mail jobs with an unknown state → 400', 'GET', () => '/api/admin/mail/jobs?state=lost', undefined, 400, (r) => expect(r.body.error.details.fields.state).toMatch(/one of/)],
   ['mail job detail', 'GET', (c) => `/api/admin/mail/jobs/${c.deadJob}`, undefined, 200, (r, _s, c) => expect(r.body.data.job).toMatchObject({ id: c.deadJob, state: 'dead', to: ['dead@example.com'] })],
   ['mail job retry (dead → queued)', 'POST', (c) => `/api/admin/mail/jobs/${c.deadJob}/retry`, undefined, 200, (r) => expect(['queued', 'sending', 'sent']).toContain(r.body.data.job.state)],
-  ['mail job retry of a queued one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/retry`, undefined, 409, (r) => expect(r.body).toEqual(failure('invalid_state'))],
+  ['mail job retry of a queued one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/retry`, undefined, 409, (r) => expectAError(r, 409, 'invalid_state')],
   ['mail job cancel (queued → cancelled)', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`, undefined, 200, (r) => expect(r.body.data.job.state).toBe('cancelled')],
-  ['mail job cancel of a cancelled one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`, undefined, 409, (r) => expect(r.body).toEqual(failure('invalid_state'))],
-  ['mail job detail of an unknown id → 404', 'GET', () => `/api/admin/mail/jobs/${crypto.randomUUID()}`, undefined, 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['mail job cancel of a cancelled one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`, undefined, 409, (r) => expectAError(r, 409, 'invalid_state')],
+  ['mail job detail of an unknown id → 404', 'GET', () => `/api/admin/mail/jobs/${crypto.randomUUID()}`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
   ['users search', 'GET', () => '/api/admin/users?search=SHOPPER&limit=10', undefined, 200, (r, _s, c) => {
     expect(r.body.data.total).toBe(1);
     expect(r.body.data.users).toEqual([{ id: c.userId, email: c.userEmail, email_verified_at: null, disabled_at: null, created_at: expect.any(String), last_login_at: expect.any(String), locked_until: null }]);
   }],
   ['user detail with sessions', 'GET', (c) => `/api/admin/users/${c.userId}`, undefined, 200, (r) => expect(r.body.data.sessions).toEqual([expect.objectContaining({ id: expect.any(String), ip: expect.any(String), expires_at: expect.any(String) })])],
-  ['user detail of an unknown id → 404', 'GET', () => `/api/admin/users/${crypto.randomUUID()}`, undefined, 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['user detail of an unknown id → 404', 'GET', () => `/api/admin/users/${crypto.randomUUID()}`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
   ['user end sessions', 'POST', (c) => `/api/admin/users/${c.userId}/end-sessions`, undefined, 200, async (r, s, c) => {
     expect(r.body.data.user.id).toBe(c.userId);
     expect((await s.req('GET', `/api/admin/users/${c.userId}`, {})).status).toBe(401);
@@ -116,7 +118,7 @@ const scenarios: Scenario[] = [
     expect(r.body.data.setting).toMatchObject({ key: 'to', value: 'owner@example.com', source: 'database' });
     expect(s.platform.services.extensions.settings('contact-form')!.get('to')).toBe('owner@example.com');
   }],
-  ['extension setting of an unknown extension → 404', 'PUT', () => '/api/admin/extensions/nope/settings/to', () => ({ value: 'x' }), 404, (r) => expect(r.body).toEqual(failure('not_found'))],
+  ['extension setting of an unknown extension → 404', 'PUT', () => '/api/admin/extensions/nope/settings/to', () => ({ value: 'x' }), 404, (r) => expectAError(r, 404, 'not_found')],
   ['audit log filtered', 'GET', () => '/api/admin/audit?action=keys.&limit=5', undefined, 200, (r) => {
     expect(r.body.data.entries.length).toBeGreaterThan(0);
     expect(r.body.data.entries.every((e: any) => e.action.startsWith('keys.'))).toBe(true);
@@ -135,7 +137,7 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     s = await startAdminServer(engine, { env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'site@example.com', BASALT_WEB_PUBLIC_BASE_URL: 'https://shop.example' } });
     a = await signInAdmin(s);
     c.userEmail = `shopper-${Date.now()}@example.com`;
-    const reg = await s.req('POST', '/api/v1/auth/register', { body: { email: c.userEmail, password: 'correct horse battery' } });
+    const reg = await registerUser(s, { email: c.userEmail });
     c.userId = reg.body.data.user.id;
     c.keyId = (await s.platform.services.keys.create({ type: 'public' })).id;
     const mail = s.platform.services.mail;
@@ -155,14 +157,14 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     const r = await adminReq(s, a, method, path(c), body?.(c));
     if (r.status !== status) console.error(r.text);
     expect(r.status).toBe(status);
-    expect(r.body.success).toBe(status < 400);
+    if (status < 400) expectA(r, status);
+    else expect(r.body.success).toBe(false);
     await check(r, s, c);
   });
 
   test.each(scenarios.filter(([n]) => n !== 'auth state'))('%s without a session → 401 unauthorized', async (_name, method, path, body) => {
     const r = await adminReq(s, undefined, method, path(c), body?.(c));
-    expect(r.status).toBe(401);
-    expect(r.body).toEqual(failure('unauthorized'));
+    expectAError(r, 401, 'unauthorized');
   });
 
   const unknown: [string, string][] = [
@@ -174,8 +176,7 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
   test.each(unknown)('unknown route %s %s → 404 in format A (signed in or not)', async (method, path) => {
     for (const auth of [a, undefined]) {
       const r = await adminReq(s, auth, method, path);
-      expect(r.status).toBe(404);
-      expect(r.body).toEqual(failure('not_found'));
+      expectAError(r, 404, 'not_found');
     }
   });
 });
@@ -199,8 +200,7 @@ describe.each(ENGINES)('admin API with the public listener split off, on %s', (e
     const main = await s.req(method, path, { headers: a.headers(), body: method === 'POST' ? { email: a.email, password: a.password } : undefined });
     expect(main.status).toBe(200);
     const pub = await s.req(method, path, { base: s.publicUrl, headers: a.headers(), body: method === 'POST' ? { email: a.email, password: a.password } : undefined });
-    expect(pub.status).toBe(404);
-    expect(pub.body).toEqual(failure('not_found'));
+    expectAError(pub, 404, 'not_found');
   });
 
   test('the admin API is not in the public OpenAPI document', async () => {

@@ -9,19 +9,14 @@ import type { TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { startAdminServer } from './support';
+import { eventually } from '../helpers/wait';
+import { signInUser, userEmail } from '../helpers/users';
+import { expectAError } from '../helpers/envelopes';
 
 const external = ENGINES.includes('external');
 
-/** Ask again until `done` (NOTIFY reaches the other instance within milliseconds; far below any cache TTL). */
-async function within2s<T>(ask: () => Promise<T>, done: (r: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 2000;
-  let r = await ask();
-  while (!done(r) && Date.now() < deadline) {
-    await Bun.sleep(20);
-    r = await ask();
-  }
-  return r;
-}
+/** NOTIFY reaches the other instance within milliseconds, far below any cache TTL: ask again for up to 2 s. */
+const AT_ONCE = { timeout: 2000, interval: 20 };
 
 describe.skipIf(!external)('admin API on two instances sharing a database', () => {
   let a: TestServer;
@@ -56,28 +51,24 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
     const send = () => b.req('POST', '/api/v1/mail/send', { headers: { 'x-api-key': key }, body: { to: ['x@example.com'], subject: 's', text: 't' } });
     expect((await send()).status).toBe(202);
     expect((await adminReq(a, admin, 'POST', `/api/admin/keys/${created.body.data.key.id}/revoke`)).status).toBe(200);
-    expect((await within2s(send, (r) => r.status === 401)).status).toBe(401);
+    expect((await eventually(send, { ...AT_ONCE, until: (r) => r.status === 401, what: 'B to refuse the revoked key' })).status).toBe(401);
   });
 
   test('a user disabled through A: their access token stops at once on B, and they cannot sign in there', async () => {
-    const email = `site-${Date.now()}@example.com`;
-    const reg = await b.req('POST', '/api/v1/auth/register', { body: { email, password: 'correct horse battery' } });
-    const token = reg.body.data.access_token as string;
-    const me = () => b.req('GET', '/api/v1/auth/me', { headers: { authorization: `Bearer ${token}` } });
+    const u = await signInUser(b, { email: userEmail('site') });
+    const me = () => b.req('GET', '/api/v1/auth/me', { headers: u.headers() });
     expect((await me()).status).toBe(200);
-    expect((await adminReq(a, admin, 'POST', `/api/admin/users/${reg.body.data.user.id}/disable`)).status).toBe(200);
-    const after = await within2s(me, (r) => r.status !== 200);
+    expect((await adminReq(a, admin, 'POST', `/api/admin/users/${u.user.id}/disable`)).status).toBe(200);
+    const after = await eventually(me, { ...AT_ONCE, until: (r) => r.status !== 200, what: "B to refuse the disabled user's token" });
     expect(after.status).toBeGreaterThanOrEqual(401);
     expect(after.status).toBeLessThanOrEqual(403);
-    const login = await b.req('POST', '/api/v1/auth/login', { body: { email, password: 'correct horse battery' } });
-    expect(login.status).toBe(403);
-    expect(login.body.error.code).toBe('account_disabled');
+    const login = await b.req('POST', '/api/v1/auth/login', { body: { email: u.email, password: u.password } });
+    expectAError(login, 403, 'account_disabled');
   });
 
   test('a setting changed through A is live on B', async () => {
     expect((await adminReq(a, admin, 'PUT', '/api/admin/settings/app.name', { value: 'Shared' })).status).toBe(200);
-    const deadline = Date.now() + 3000;
-    while (b.platform.settings.get('app.name') !== 'Shared' && Date.now() < deadline) await Bun.sleep(20);
+    await eventually(() => b.platform.settings.get('app.name'), { timeout: 3000, interval: 20, until: (v) => v === 'Shared', what: 'the setting on B' });
     expect(b.platform.settings.get('app.name')).toBe('Shared');
   });
 

@@ -1,9 +1,8 @@
 /**
  * Shared pieces of the admin suites: a server that believes X-Forwarded-For /
  * X-Forwarded-Proto from 127.0.0.1 (so each test picks its client address), fresh
- * addresses, and the expected error body.
+ * addresses, a sign-in request and the audit rows.
  */
-import { expect } from 'bun:test';
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
 import type { Engine } from '../helpers/engines';
 
@@ -21,11 +20,6 @@ export function ip(): string {
 
 export function startAdminServer(engine: Engine, opts: StartOptions = {}): Promise<TestServer> {
   return startServer(engine, { ...opts, env: { BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1', ...(opts.env ?? {}) } });
-}
-
-/** The expected format A error body. */
-export function failure(code: string, extra: Record<string, unknown> = {}) {
-  return { success: false, error: expect.objectContaining({ code, message: expect.any(String), ...extra }) };
 }
 
 /** A sign-in from a chosen address, as a same-origin panel would send it. */

@@ -3,45 +3,49 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import type { TestServer } from '../helpers/server';
+import type { Reply, TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
-import { PASSWORD, call, email, failure, register, signedIn, startAuthServer } from './support';
+import { PASSWORD, call, email, startAuthServer } from './support';
+import { expectA, expectAError } from '../helpers/envelopes';
+import { signInUser, registerUser } from '../helpers/users';
 
-const fields = (f: Record<string, unknown>) => failure('validation_error', { details: { fields: expect.objectContaining(f) } });
+/** A 422 validation_error naming these fields. */
+const fields = (f: Record<string, unknown>) => (r: Reply) => expectAError(r, 422, 'validation_error', { details: { fields: expect.objectContaining(f) } });
+
+/** An assertion on the answer: status and envelope. */
+type Check = (r: Reply) => void;
 
 describe.each(ENGINES)('accounts on %s', (engine) => {
   let s: TestServer;
   const taken = email('taken');
   beforeAll(async () => {
     s = await startAuthServer(engine);
-    await register(s, taken);
+    await registerUser(s, { email: taken });
   });
   afterAll(() => s.stop());
 
-  const registerCases: [string, unknown, number, unknown][] = [
-    ['valid registration', { email: 'New.User@Example.com', password: PASSWORD }, 201, { success: true, data: expect.objectContaining({ user: expect.objectContaining({ email: 'new.user@example.com', email_verified: false }), verification_required: false, token_type: 'Bearer', expires_in: 900, refresh_expires_in: 2_592_000 }) }],
-    ['same address in other case and spaces', { email: `  ${taken.toUpperCase()} `, password: PASSWORD }, 409, failure('email_taken')],
-    ['missing email', { password: PASSWORD }, 422, fields({ email: expect.any(String) })],
-    ['not an address', { email: 'ada.example.com', password: PASSWORD }, 422, fields({ email: expect.stringContaining('e-mail address') })],
-    ['password too short', { email: email(), password: 'short' }, 422, fields({ password: 'must be at least 8 characters' })],
-    ['password over 1024', { email: email(), password: 'x'.repeat(1025) }, 422, fields({ password: expect.any(String) })],
-    ['password not a string', { email: email(), password: 12345678 }, 422, fields({ password: expect.any(String) })],
+  const registerCases: [string, unknown, Check][] = [
+    ['valid registration', { email: 'New.User@Example.com', password: PASSWORD }, (r) => expectA(r, 201, expect.objectContaining({ user: expect.objectContaining({ email: 'new.user@example.com', email_verified: false }), verification_required: false, token_type: 'Bearer', expires_in: 900, refresh_expires_in: 2_592_000 }))],
+    ['same address in other case and spaces', { email: `  ${taken.toUpperCase()} `, password: PASSWORD }, (r) => expectAError(r, 409, 'email_taken')],
+    ['missing email', { password: PASSWORD }, fields({ email: expect.any(String) })],
+    ['not an address', { email: 'ada.example.com', password: PASSWORD }, fields({ email: expect.stringContaining('e-mail address') })],
+    ['password too short', { email: email(), password: 'short' }, fields({ password: 'must be at least 8 characters' })],
+    ['password over 1024', { email: email(), password: 'x'.repeat(1025) }, fields({ password: expect.any(String) })],
+    ['password not a string', { email: email(), password: 12345678 }, fields({ password: expect.any(String) })],
   ];
-  test.each(registerCases)('register: %s', async (_name, body, status, expected) => {
-    const r = await call(s, { path: 'register', body });
-    expect(r.status).toBe(status);
-    expect(r.body).toEqual(expected);
+  test.each(registerCases)('register: %s', async (_name, body, check) => {
+    check(await call(s, { path: 'register', body }));
   });
 
   test('register: malformed JSON and wrong content type', async () => {
     const bad = await s.req('POST', '/api/v1/auth/register', { raw: '{"email":', headers: { 'content-type': 'application/json' } });
-    expect([bad.status, bad.body.error.code]).toEqual([400, 'invalid_json']);
+    expectAError(bad, 400, 'invalid_json');
     const form = await s.req('POST', '/api/v1/auth/register', { raw: 'email=a', headers: { 'content-type': 'text/plain' } });
-    expect([form.status, form.body.error.code]).toEqual([415, 'unsupported_media_type']);
+    expectAError(form, 415, 'unsupported_media_type');
   });
 
   test('the stored hash is argon2id and never returned', async () => {
-    const r = await register(s);
+    const r = await registerUser(s);
     expect(JSON.stringify(r.body)).not.toContain('argon2');
     const { rows } = await s.platform.db.query<{ password_hash: string }>('SELECT password_hash FROM basalt.users WHERE id = $1', [r.body.data.user.id]);
     expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
@@ -49,7 +53,7 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
 
   test('a hash made with other argon2 parameters is upgraded at the next login', async () => {
     const address = email('rehash');
-    const r = await register(s, address);
+    const r = await registerUser(s, { email: address });
     const old = await Bun.password.hash(PASSWORD, { algorithm: 'argon2id', memoryCost: 8192, timeCost: 1 });
     await s.platform.db.query('UPDATE basalt.users SET password_hash = $2 WHERE id = $1', [r.body.data.user.id, old]);
     expect((await call(s, { path: 'login', body: { email: address, password: PASSWORD } })).status).toBe(200);
@@ -63,17 +67,15 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     expect(r.body.data.user.is_admin).toBeUndefined();
   });
 
-  const loginCases: [string, () => unknown, number, unknown][] = [
-    ['right password, address in other case', () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }), 200, { success: true, data: expect.objectContaining({ user: expect.objectContaining({ email: taken }), access_token: expect.any(String), refresh_token: expect.any(String) }) }],
-    ['wrong password', () => ({ email: taken, password: 'wrong password' }), 401, failure('invalid_credentials')],
-    ['unknown address', () => ({ email: email('nobody'), password: PASSWORD }), 401, failure('invalid_credentials')],
-    ['missing password', () => ({ email: taken }), 422, fields({ password: expect.any(String) })],
-    ['not an address', () => ({ email: 'nobody', password: PASSWORD }), 422, fields({ email: expect.any(String) })],
+  const loginCases: [string, () => unknown, Check][] = [
+    ['right password, address in other case', () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }), (r) => expectA(r, 200, expect.objectContaining({ user: expect.objectContaining({ email: taken }), access_token: expect.any(String), refresh_token: expect.any(String) }))],
+    ['wrong password', () => ({ email: taken, password: 'wrong password' }), (r) => expectAError(r, 401, 'invalid_credentials')],
+    ['unknown address', () => ({ email: email('nobody'), password: PASSWORD }), (r) => expectAError(r, 401, 'invalid_credentials')],
+    ['missing password', () => ({ email: taken }), fields({ password: expect.any(String) })],
+    ['not an address', () => ({ email: 'nobody', password: PASSWORD }), fields({ email: expect.any(String) })],
   ];
-  test.each(loginCases)('login: %s', async (_name, body, status, expected) => {
-    const r = await call(s, { path: 'login', body: body() });
-    expect(r.status).toBe(status);
-    expect(r.body).toEqual(expected);
+  test.each(loginCases)('login: %s', async (_name, body, check) => {
+    check(await call(s, { path: 'login', body: body() }));
   });
 
   test('unknown address and wrong password get the same answer in similar time', async () => {
@@ -89,18 +91,17 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     expect(unknown.ms).toBeGreaterThan(known.ms / 3);
   });
 
-  const meCases: [string, (t: string) => Record<string, string>, number, unknown][] = [
-    ['valid token', (t) => ({ authorization: `Bearer ${t}` }), 200, { success: true, data: { user: expect.objectContaining({ email_verified: false }), session_id: expect.any(String) } }],
-    ['no header', () => ({}), 401, failure('unauthorized')],
-    ['not Bearer', (t) => ({ authorization: `Basic ${t}` }), 401, failure('unauthorized')],
-    ['tampered token', (t) => ({ authorization: `Bearer ${t.slice(0, -3)}abc` }), 401, failure('unauthorized')],
-    ['garbage', () => ({ authorization: 'Bearer not.a.jwt' }), 401, failure('unauthorized')],
+  const meCases: [string, (t: string) => Record<string, string>, number, Check][] = [
+    ['valid token', (t) => ({ authorization: `Bearer ${t}` }), 200, (r) => expectA(r, 200, { user: expect.objectContaining({ email_verified: false }), session_id: expect.any(String) })],
+    ['no header', () => ({}), 401, (r) => expectAError(r, 401, 'unauthorized')],
+    ['not Bearer', (t) => ({ authorization: `Basic ${t}` }), 401, (r) => expectAError(r, 401, 'unauthorized')],
+    ['tampered token', (t) => ({ authorization: `Bearer ${t.slice(0, -3)}abc` }), 401, (r) => expectAError(r, 401, 'unauthorized')],
+    ['garbage', () => ({ authorization: 'Bearer not.a.jwt' }), 401, (r) => expectAError(r, 401, 'unauthorized')],
   ];
-  test.each(meCases)('me: %s', async (_name, headers, status, expected) => {
-    const u = await signedIn(s);
-    const r = await call(s, { method: 'GET', path: 'me', headers: headers(u.access) });
-    expect(r.status).toBe(status);
-    expect(r.body).toEqual(expected);
+  test.each(meCases)('me: %s', async (_name, headers, status, check) => {
+    const u = await signInUser(s);
+    const r = await call(s, { method: 'GET', path: 'me', headers: headers(u.access_token) });
+    check(r);
     if (status === 401) expect(r.headers.get('www-authenticate')).toStartWith('Bearer');
   });
 
@@ -108,7 +109,7 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     await s.platform.settings.set('auth.registration_open', false);
     try {
       const r = await call(s, { path: 'register', body: { email: email(), password: PASSWORD } });
-      expect([r.status, r.body]).toEqual([403, failure('registration_closed')]);
+      expectAError(r, 403, 'registration_closed');
     } finally {
       await s.platform.settings.set('auth.registration_open', true);
     }
@@ -118,25 +119,25 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     await s.platform.settings.set('auth.email_verification_required', true);
     try {
       const address = email();
-      const r = await register(s, address);
+      const r = await registerUser(s, { email: address });
       expect(r.body.data.verification_required).toBe(true);
       expect(r.body.data.access_token).toBeUndefined();
       const wrong = await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
-      expect(wrong.body).toEqual(failure('invalid_credentials')); // only the password's owner learns the state
+      expectAError(wrong, 401, 'invalid_credentials'); // only the password's owner learns the state
       const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD } });
-      expect([l.status, l.body]).toEqual([403, failure('email_not_verified')]);
+      expectAError(l, 403, 'email_not_verified');
     } finally {
       await s.platform.settings.set('auth.email_verification_required', false);
     }
   });
 
   test('disabled user: login 403, its access and refresh tokens stop at once; enabled again works', async () => {
-    const u = await signedIn(s);
-    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).status).toBe(200);
+    const u = await signInUser(s);
+    expect((await call(s, { method: 'GET', path: 'me', token: u.access_token })).status).toBe(200);
     await s.platform.services.auth.setDisabled(u.user.id, true);
-    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).body).toEqual(failure('session_revoked'));
+    expectAError(await call(s, { method: 'GET', path: 'me', token: u.access_token }), 401, 'session_revoked');
     const l = await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } });
-    expect([l.status, l.body]).toEqual([403, failure('account_disabled')]);
+    expectAError(l, 403, 'account_disabled');
     await s.platform.services.auth.setDisabled(u.user.id, false);
     expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(200);
   });
@@ -159,8 +160,8 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     test.each(cases)('%s', async (_name, method, path, headers, status, code) => {
       const body = method === 'POST' ? { email: email(), password: PASSWORD } : undefined;
       const r = await call(s, { method, path, body, headers: headers() });
-      expect(r.status).toBe(status);
-      if (code) expect(r.body).toEqual(failure(code));
+      if (code) expectAError(r, status, code);
+      else expect(r.status).toBe(status);
     });
 
     test('login and me with the key', async () => {
@@ -193,9 +194,9 @@ describe('signing key', () => {
     const secret = 'an operator chosen secret of 40 characters!';
     const s = await startAuthServer('embedded', { env: { BASALT_AUTH_JWT_SECRET: secret } });
     try {
-      const u = await signedIn(s);
+      const u = await signInUser(s);
       const { jwtVerify } = await import('jose');
-      const { payload } = await jwtVerify(u.access, new TextEncoder().encode(secret));
+      const { payload } = await jwtVerify(u.access_token, new TextEncoder().encode(secret));
       expect(payload).toEqual(expect.objectContaining({ sub: u.user.id, iss: 'basalt', sid: expect.any(String) }));
       expect(payload.exp! - payload.iat!).toBe(900);
     } finally {

@@ -4,25 +4,24 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import type { TestServer } from '../helpers/server';
+import type { Reply, TestServer } from '../helpers/server';
 import { startSmtpSink, type SinkMessage, type SmtpSink } from '../helpers/smtp-sink';
-import { PASSWORD, call, email, failure, register, signedIn, startAuthServer } from './support';
+import { PASSWORD, call, email, startAuthServer } from './support';
+import { signInUser, registerUser } from '../helpers/users';
+import { eventually } from '../helpers/wait';
+import { expectA, expectAError } from '../helpers/envelopes';
 
 type Kind = 'verify-email' | 'reset-password';
 
 /** The latest mail of a kind to `to` (waits for it), and the token of its link. */
 async function mailTo(sink: SmtpSink, to: string, kind: Kind, nth = 1): Promise<{ mail: SinkMessage; token: string; link: string }> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const mails = sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`));
-    const mail = mails.length >= nth ? mails[mails.length - 1] : undefined;
-    if (mail) {
-      const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail.text)![0];
-      return { mail, link, token: decodeURIComponent(new URL(link).searchParams.get('token')!) };
-    }
-    if (Date.now() > deadline) throw new Error(`no ${kind} mail #${nth} to ${to}`);
-    await Bun.sleep(25);
-  }
+  const mails = await eventually(() => sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`)), {
+    until: (mails) => mails.length >= nth,
+    what: `${kind} mail #${nth} to ${to}`,
+  });
+  const mail = mails[mails.length - 1]!;
+  const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail.text)![0];
+  return { mail, link, token: decodeURIComponent(new URL(link).searchParams.get('token')!) };
 }
 
 describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
@@ -39,10 +38,10 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
 
   test('without mail: forgot still answers 200; resend says mail_not_configured (503)', async () => {
     const address = email();
-    await register(s, address);
+    await registerUser(s, { email: address });
     expect((await call(s, { path: 'password/forgot', body: { email: address } })).status).toBe(200);
     const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
-    expect([r.status, r.body]).toEqual([503, failure('mail_not_configured')]);
+    expectAError(r, 503, 'mail_not_configured');
     // Mail is a live setting: configured now for the rest of this suite.
     await s.platform.settings.set('mail.smtp_url', sink.url);
     await s.platform.settings.set('mail.from', 'noreply@example.com');
@@ -50,7 +49,7 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
 
   test('registration sends verify_email; its token verifies the address once', async () => {
     const address = email('verify');
-    const r = await register(s, address);
+    const r = await registerUser(s, { email: address });
     expect(r.body.data.user.email_verified).toBe(false);
     const me = () => call(s, { method: 'GET', path: 'me', token: r.body.data.access_token });
     expect((await me()).body.data.user.email_verified).toBe(false); // now cached
@@ -58,45 +57,39 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     expect(mail.subject).toContain('Confirm your e-mail address');
     expect(link).toStartWith('https://app.example.com/verify-email?token=');
     expect(mail.text).toContain('1440 minutes');
-    const cases: [unknown, number, unknown][] = [
-      [{ token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, 400, failure('invalid_token')],
-      [{ token }, 200, { success: true, data: { user: expect.objectContaining({ email: address, email_verified: true, email_verified_at: expect.any(String) }) } }],
-      [{ token }, 400, failure('invalid_token')],
-      [{}, 422, failure('validation_error')],
+    const cases: [unknown, (r: Reply) => void][] = [
+      [{ token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, (r) => expectAError(r, 400, 'invalid_token')],
+      [{ token }, (r) => expectA(r, 200, { user: expect.objectContaining({ email: address, email_verified: true, email_verified_at: expect.any(String) }) })],
+      [{ token }, (r) => expectAError(r, 400, 'invalid_token')],
+      [{}, (r) => expectAError(r, 422, 'validation_error')],
     ];
-    for (const [body, status, expected] of cases) {
-      const v = await call(s, { path: 'verify-email', body });
-      expect([v.status, v.body]).toEqual([status, expected]);
-    }
+    for (const [body, check] of cases) check(await call(s, { path: 'verify-email', body }));
     expect((await me()).body.data.user.email_verified).toBe(true); // the cached record was dropped at once
   });
 
   test('forgot → password_reset mail → reset: new password works, sessions end, token spent', async () => {
-    const u = await signedIn(s, email('reset'));
+    const u = await signInUser(s, { email: email('reset') });
     const f = await call(s, { path: 'password/forgot', body: { email: ` ${u.email.toUpperCase()} ` } });
-    expect([f.status, f.body.success]).toEqual([200, true]);
+    expectA(f, 200);
     const { mail, token, link } = await mailTo(sink, u.email, 'reset-password');
     expect(mail.subject).toContain('Reset your');
     expect(link).toStartWith('https://app.example.com/reset-password?token=');
     expect(mail.text).toContain('60 minutes');
-    const cases: [unknown, number, unknown][] = [
-      [{ token, password: 'short' }, 422, failure('validation_error', { details: { fields: { password: expect.any(String) } } })],
-      [{ token: 'nope', password: 'a new password 1' }, 400, failure('invalid_token')],
-      [{ token, password: 'a new password 1' }, 200, { success: true, data: { user: expect.objectContaining({ email: u.email, email_verified: true }) } }],
-      [{ token, password: 'a new password 2' }, 400, failure('invalid_token')],
+    const cases: [unknown, (r: Reply) => void][] = [
+      [{ token, password: 'short' }, (r) => expectAError(r, 422, 'validation_error', { details: { fields: { password: expect.any(String) } } })],
+      [{ token: 'nope', password: 'a new password 1' }, (r) => expectAError(r, 400, 'invalid_token')],
+      [{ token, password: 'a new password 1' }, (r) => expectA(r, 200, { user: expect.objectContaining({ email: u.email, email_verified: true }) })],
+      [{ token, password: 'a new password 2' }, (r) => expectAError(r, 400, 'invalid_token')],
     ];
-    for (const [body, status, expected] of cases) {
-      const r = await call(s, { path: 'password/reset', body });
-      expect([r.status, r.body]).toEqual([status, expected]);
-    }
-    expect((await call(s, { method: 'GET', path: 'me', token: u.access })).body).toEqual(failure('session_revoked'));
+    for (const [body, check] of cases) check(await call(s, { path: 'password/reset', body }));
+    expectAError(await call(s, { method: 'GET', path: 'me', token: u.access_token }), 401, 'session_revoked');
     expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(401);
     expect((await call(s, { path: 'login', body: { email: u.email, password: 'a new password 1' } })).status).toBe(200);
   });
 
   test('forgot for an unknown address: the same 200, and no mail', async () => {
     const known = email('known');
-    await register(s, known);
+    await registerUser(s, { email: known });
     const ghost = email('ghost');
     const a = await call(s, { path: 'password/forgot', body: { email: ghost } });
     const b = await call(s, { path: 'password/forgot', body: { email: known } });
@@ -108,14 +101,14 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
 
   test('a reset token cannot verify an address, an expired token is refused, a reset unlocks the account', async () => {
     const address = email('cross');
-    await register(s, address);
+    await registerUser(s, { email: address });
     for (let i = 0; i < 5; i++) await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
-    expect((await call(s, { path: 'login', body: { email: address, password: PASSWORD } })).body).toEqual(failure('account_locked', { retry_after: expect.any(Number) }));
+    expectAError(await call(s, { path: 'login', body: { email: address, password: PASSWORD } }), 429, 'account_locked', { retry_after: expect.any(Number) });
     await call(s, { path: 'password/forgot', body: { email: address } });
     const { token } = await mailTo(sink, address, 'reset-password');
-    expect((await call(s, { path: 'verify-email', body: { token } })).body).toEqual(failure('invalid_token'));
+    expectAError(await call(s, { path: 'verify-email', body: { token } }), 400, 'invalid_token');
     await s.platform.db.query(`UPDATE basalt.auth_action_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [token.split('.')[0]]);
-    expect((await call(s, { path: 'password/reset', body: { token, password: 'another password' } })).body).toEqual(failure('invalid_token'));
+    expectAError(await call(s, { path: 'password/reset', body: { token, password: 'another password' } }), 400, 'invalid_token');
     await call(s, { path: 'password/forgot', body: { email: address } });
     const { token: fresh } = await mailTo(sink, address, 'reset-password', 2);
     expect((await call(s, { path: 'password/reset', body: { token: fresh, password: 'another password' } })).status).toBe(200);
@@ -124,10 +117,10 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
 
   test('resend: a new verification mail for an unverified account; 200 for anything else', async () => {
     const address = email('resend');
-    await register(s, address);
+    await registerUser(s, { email: address });
     await mailTo(sink, address, 'verify-email');
     const r = await call(s, { path: 'verify-email/resend', body: { email: address } });
-    expect([r.status, r.body.success]).toEqual([200, true]);
+    expectA(r, 200);
     const { token } = await mailTo(sink, address, 'verify-email', 2);
     expect((await call(s, { path: 'verify-email', body: { token } })).status).toBe(200);
     const ghost = await call(s, { path: 'verify-email/resend', body: { email: email('ghost') } });
@@ -137,7 +130,7 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
 
   test('the tokens are stored hashed', async () => {
     const address = email('hashed');
-    await register(s, address);
+    await registerUser(s, { email: address });
     const { token } = await mailTo(sink, address, 'verify-email');
     const { rows } = await s.platform.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM basalt.auth_action_tokens WHERE id = $1', [token.split('.')[0]]);
     expect(rows[0]!.secret_hash.length).toBe(32);
@@ -162,7 +155,7 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
 
   test('a loopback origin (development) gets its link', async () => {
     const address = email('loop');
-    await register(s, address);
+    await registerUser(s, { email: address });
     expect((await forgot(address)).status).toBe(200);
     const { link } = await mailTo(sink, address, 'reset-password');
     expect(link).toStartWith(`${s.url}/reset-password?token=`);
@@ -170,7 +163,7 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
 
   test('a front-end origin listed in web.cors_origins gets its link', async () => {
     const address = email('cors');
-    await register(s, address);
+    await registerUser(s, { email: address });
     expect((await forgot(address, 'shop.example')).status).toBe(200);
     const { link } = await mailTo(sink, address, 'reset-password');
     expect(link).toStartWith('http://shop.example/reset-password?token=');
@@ -178,7 +171,7 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
 
   test('any other Host header gets no mail (no reset link pointing at it), still 200', async () => {
     const address = email('poison');
-    await register(s, address);
+    await registerUser(s, { email: address });
     const before = await jobs();
     const r = await forgot(address, 'evil.example');
     expect(r.status).toBe(200);

@@ -1,13 +1,14 @@
 /**
  * Shared pieces of the Public Auth suites: a server whose client IP can be chosen
- * per request (X-Forwarded-For from a trusted 127.0.0.1), unique addresses, and
- * short-hands for register / login.
+ * per request (X-Forwarded-For from a trusted 127.0.0.1), unique addresses, and a
+ * short-hand for an auth request. Signed-in users: test/helpers/users.ts.
  */
-import { afterAll, beforeAll, expect } from 'bun:test';
+import { afterAll, beforeAll } from 'bun:test';
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
 import { ENGINES, type Engine } from '../helpers/engines';
 
-export const PASSWORD = 'correct horse battery';
+/** The password test/helpers/users.ts gives its users. */
+export { USER_PASSWORD as PASSWORD } from '../helpers/users';
 let counter = 0;
 
 /** A fresh e-mail address, so per-account limits and locks never collide between tests. */
@@ -61,21 +62,3 @@ export function call(s: TestServer, c: Call): Promise<Reply> {
   return s.req(c.method ?? 'POST', `/api/v1/auth/${c.path}`, { body: c.body, headers });
 }
 
-export async function register(s: TestServer, address = email(), password = PASSWORD): Promise<Reply> {
-  const r = await call(s, { path: 'register', body: { email: address, password } });
-  expect(r.status).toBe(201);
-  return r;
-}
-
-/** Register and log in: the session's tokens and the user. */
-export async function signedIn(s: TestServer, address = email()) {
-  await register(s, address);
-  const r = await call(s, { path: 'login', body: { email: address, password: PASSWORD } });
-  expect(r.status).toBe(200);
-  return { email: address, access: r.body.data.access_token as string, refresh: r.body.data.refresh_token as string, user: r.body.data.user };
-}
-
-/** The expected format A error body. */
-export function failure(code: string, extra: Record<string, unknown> = {}) {
-  return { success: false, error: expect.objectContaining({ code, message: expect.any(String), ...extra }) };
-}

@@ -10,6 +10,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { readManifest } from '../../src/modules/backup/service';
+import { expectAError } from '../helpers/envelopes';
 
 describe('admin API backups (embedded)', () => {
   let s: TestServer;
@@ -50,8 +51,7 @@ describe('admin API backups (embedded)', () => {
     for (const n of ['basalt-2001-01-01T00-00-00Z.tar.gz', '..%2Fpg%2FPG_VERSION', 'x']) {
       expect((await fetch(`${s.url}/api/admin/backups/${n}/download`, { headers: a.headers() })).status).toBe(404);
       const d = await adminReq(s, a, 'DELETE', `/api/admin/backups/${n}`);
-      expect(d.status).toBe(404);
-      expect(d.body.error.code).toBe('not_found');
+      expectAError(d, 404, 'not_found');
     }
     expect((await s.req('GET', '/api/admin/backups')).status).toBe(401);
     expect((await adminReq(s, a, 'POST', '/api/admin/backups', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
@@ -75,8 +75,7 @@ describe.skipIf(!ENGINES.includes('external'))('admin API backups (external)', (
       ['DELETE', '/api/admin/backups/basalt-2001-01-01T00-00-00Z.tar.gz'],
     ] as const) {
       const r = await adminReq(s, a, method, path);
-      expect(r.status).toBe(409);
-      expect(r.body).toEqual({ success: false, error: { code: 'not_supported', message: expect.stringContaining('pg_dump') } });
+      expectAError(r, 409, 'not_supported', { message: expect.stringContaining('pg_dump') });
       expect(r.body.error.message).toContain('snapshots');
     }
   });

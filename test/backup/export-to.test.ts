@@ -13,6 +13,7 @@ import { ADMIN_URL, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { runCli } from '../helpers/cli';
+import { registerUser } from '../helpers/users';
 
 const PASSWORD = 'correct horse battery';
 const MIGRATION = `
@@ -48,7 +49,7 @@ describe.skipIf(!ADMIN_URL)('export-to an external database', () => {
     const s = await startServer('embedded', { db: embedded, env });
     try {
       userEmail = `export-${Date.now()}@example.com`;
-      expect((await s.req('POST', '/api/v1/auth/register', { body: { email: userEmail, password: PASSWORD } })).status).toBe(201);
+      await registerUser(s, { email: userEmail, password: PASSWORD });
       serviceKey = await createKey(s, { permissions: ['db:*', 'files:*'], tables: ['orders', 'order_lines'] });
       await s.platform.db.exec(`INSERT INTO orders (customer, details, blob) SELECT 'c' || g, jsonb_build_object('n', g, 's', 'x"y'), '\\x00ff'::bytea FROM generate_series(1, 2500) g`);
       await s.platform.db.exec(`UPDATE orders SET parent = id - 1 WHERE id > 1`);

@@ -7,6 +7,7 @@ import type { RouteModule } from '../../src/app';
 import { reply } from '../../src/http/foundation';
 import { createKey } from '../helpers/keys';
 import pkg from '../../package.json';
+import { expectA, expectAError, expectB, expectBError, replyOf } from '../helpers/envelopes';
 
 /** Routes that exercise the foundation in each area's envelope. */
 const probe: RouteModule = {
@@ -69,10 +70,7 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
   ];
   test.each(errors)('%s (format A)', async (_n, method, path, body, raw, headers, status, code) => {
     const r = await s.req(method, path, { body, raw, headers });
-    expect(r.status).toBe(status);
-    expect(r.body.success).toBe(false);
-    expect(r.body.error.code).toBe(code);
-    expect(typeof r.body.error.message).toBe('string');
+    expectAError(r, status, code);
     expect(r.text).not.toMatch(/hunter2|stack|at .*\.ts|Elysia|ValidationError/);
   });
 
@@ -82,8 +80,7 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     s.platform.log.error = (msg, fields) => void logged.push({ msg, ...fields });
     try {
       const r = await s.req('GET', '/api/v1/auth/_badshape');
-      expect(r.status).toBe(500);
-      expect(r.body).toEqual({ success: false, error: { code: 'internal_error', message: 'Internal error; the request id identifies it in the server log.' } });
+      expectAError(r, 500, 'internal_error', { message: 'Internal error; the request id identifies it in the server log.' });
       expect(r.text).not.toMatch(/internal_column|validation|"id"/);
       expect(logged).toContainEqual(expect.objectContaining({ msg: 'request failed', path: '/api/v1/auth/_badshape', code: 'internal_error' }));
     } finally {
@@ -111,7 +108,7 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     const res = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(413);
     const ok = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: new Blob(['{"n":5}']).stream(), headers: { 'content-type': 'application/json' } });
-    expect(await ok.json()).toEqual({ success: true, data: { echo: { n: 5 } } });
+    expectA(await replyOf(ok), 200, { echo: { n: 5 } });
   });
 
   describe('bodies on extension routes are capped at web.max_json_body_bytes (format B)', () => {
@@ -142,22 +139,19 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     ];
     test.each(over)('%s over the limit → 413', async (_n, send) => {
       const res = await send();
-      expect(res.status).toBe(413);
-      const body = (await res.json()) as any;
-      expect(body).toMatchObject({ success: false, data: {}, errors: [{ code: 'payload_too_large', message: 'The request body is larger than 2048 bytes.' }] });
-      expect(body.meta.trace_id).toBe(res.headers.get('x-request-id'));
+      expectBError(await replyOf(res), 413, 'payload_too_large', { message: 'The request body is larger than 2048 bytes.' });
     });
 
     test('a small body, chunked or not, reaches the route intact', async () => {
       const small = { name: 'Ann', email: 'ann@example.com', message: 'hello' };
       // The form has no recipient in this test: 503 not_configured comes after the body validated.
       for (const res of [await post(chunks(form(small)), 'application/x-www-form-urlencoded'), await post(JSON.stringify(small), 'application/json'), await post(chunks(JSON.stringify(small)), 'application/json')]) {
-        expect(res.status).toBe(503);
-        expect(((await res.json()) as any).errors[0].code).toBe('not_configured');
+        expectBError(await replyOf(res), 503, 'not_configured');
       }
       const invalid = await post(chunks(form({ name: 'Ann', email: 'nope', message: 'hi' })), 'application/x-www-form-urlencoded');
-      expect(invalid.status).toBe(400);
-      expect(((await invalid.json()) as any).errors[0].details.fields.email).toBe('must be a valid email');
+      const refused = await replyOf(invalid);
+      expectBError(refused, 400, 'validation_error');
+      expect(refused.body.errors[0].details.fields.email).toBe('must be a valid email');
     });
 
     test('Files uploads are not capped by this limit (the module enforces files.max_bytes)', async () => {
@@ -172,18 +166,15 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
 
   test('format B errors and success carry meta.trace_id = X-Request-Id', async () => {
     const bad = await s.req('POST', '/api/v1/mail/_probe', { body: { to: [] } });
-    expect(bad.status).toBe(400);
-    expect(bad.body).toMatchObject({ success: false, data: {}, errors: [{ code: 'validation_error' }] });
+    expectBError(bad, 400, 'validation_error');
     expect(bad.body.meta.trace_id).toBe(bad.headers.get('x-request-id'));
     const ok = await s.req('POST', '/api/v1/mail/_probe', { body: { to: ['a@example.com'] }, headers: { 'x-request-id': 'trace-1' } });
-    expect(ok.body).toMatchObject({ success: true, data: { echo: { to: ['a@example.com'] } }, errors: [], meta: { trace_id: 'trace-1' } });
-    expect(typeof ok.body.meta.execution_ms).toBe('number');
+    expectB(ok, 200, { echo: { to: ['a@example.com'] } });
+    expect(ok.body.meta.trace_id).toBe('trace-1');
     const boom = await s.req('GET', '/api/v1/mail/_boom');
-    expect(boom.status).toBe(500);
-    expect(boom.body.errors[0].code).toBe('internal_error');
+    expectBError(boom, 500, 'internal_error');
     const missing = await s.req('GET', '/api/module/nothing-here/x');
-    expect(missing.status).toBe(404);
-    expect(missing.body.errors[0].code).toBe('not_found');
+    expectBError(missing, 404, 'not_found');
   });
 
   test('CORS: exact origin match, preflight, and live changes', async () => {
@@ -263,8 +254,7 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     await Bun.sleep(100);
     const stopping = other.stop();
     const res = await inflight;
-    expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ success: true, data: { slow: true } });
+    expectA(await replyOf(res), 200, { slow: true });
     await stopping;
     await expect(fetch(other.publicUrl + '/healthz')).rejects.toThrow();
   });
@@ -322,8 +312,7 @@ describe('listeners', () => {
     expect(r.body.data).toMatchObject({ public_api_separate: true, api_base_url: s.publicUrl + '/api', main_api_base_url: s.url + '/api' });
     // The published base really reaches mail and files (401 from their guards, not 404).
     const mail = await fetch(r.body.data.main_api_base_url + '/v1/mail/send', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(mail.status).toBe(401);
-    expect(((await mail.json()) as any).errors[0].code).toBe('unauthorized');
+    expectBError(await replyOf(mail), 401, 'unauthorized');
     expect((await fetch(r.body.data.main_api_base_url + '/v1/files')).status).toBe(401);
     expect((await fetch(r.body.data.api_base_url + '/v1/mail/send', { method: 'POST' })).status).toBe(404);
     await s.platform.settings.set('web.main_base_url', 'https://admin.example.com/');

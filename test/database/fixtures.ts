@@ -3,6 +3,7 @@
  */
 import { expect } from 'bun:test';
 import type { Reply, TestServer } from '../helpers/server';
+import { expectAError } from '../helpers/envelopes';
 
 export const SCHEMA_SQL = `
 CREATE TABLE public.items (
@@ -45,11 +46,9 @@ export function tx(s: TestServer, key: string, path: string): Promise<Reply> {
   return s.req('POST', `/api/v1/db/transaction/${path}`, { headers: { 'x-api-key': key }, body: {} });
 }
 
-/** An error body in format A with this status and code, and no SQL text or internals in it. */
+/** A format A error with this status and code (test/helpers/envelopes.ts), and no SQL text or internals in it. */
 export function expectError(r: Reply, status: number, code: string): void {
-  expect({ status: r.status, code: r.body?.error?.code }).toEqual({ status, code });
-  expect(r.body.success).toBe(false);
-  expect(typeof r.body.error.message).toBe('string');
+  expectAError(r, status, code);
   expectNoInternals(r.text);
 }
 

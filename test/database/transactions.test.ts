@@ -4,6 +4,8 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { expectError, query, tx } from './fixtures';
+import { eventually } from '../helpers/wait';
+import { expectA } from '../helpers/envelopes';
 
 const TABLE = 'CREATE TABLE public.notes (id serial PRIMARY KEY, body text NOT NULL UNIQUE)';
 
@@ -40,7 +42,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     const inside = await q({ action: 'select', fields: ['body'], transaction_id: id, total: true });
     expect(inside.body.data).toEqual({ rows: [{ body: 'one' }, { body: 'two' }], count: 2, total: 2 });
     expect((await q({ action: 'update', data: { body: 'uno' }, filters: [{ field: 'body', op: 'eq', value: 'one' }], transaction_id: id })).body.data.count).toBe(1);
-    expect((await tx(s, key, `${id}/commit`)).body).toEqual({ success: true, data: { transaction_id: id, status: 'committed' } });
+    expectA(await tx(s, key, `${id}/commit`), 200, { transaction_id: id, status: 'committed' });
     expect(await bodies()).toEqual(['uno', 'two']);
     expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
     expectError(await tx(s, key, `${id}/rollback`), 404, 'transaction_not_found');
@@ -51,7 +53,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     const id = await begin();
     await q({ action: 'insert', data: { body: 'temp' }, transaction_id: id });
     await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id });
-    expect((await tx(s, key, `${id}/rollback`)).body).toEqual({ success: true, data: { transaction_id: id, status: 'rolled_back' } });
+    expectA(await tx(s, key, `${id}/rollback`), 200, { transaction_id: id, status: 'rolled_back' });
     expect(await bodies()).toEqual(['uno', 'two']);
   });
 
@@ -373,7 +375,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
       const t0 = Date.now();
       expect(await alive()).toBe(true);
       // Backstop = idle timeout + 5 s = 6 s after the last statement.
-      while ((await alive()) && Date.now() - t0 < 10_000) await Bun.sleep(100);
+      await eventually(async () => !(await alive()), { timeout: 10_000, interval: 100, what: 'the backend to end' });
       const gone = Date.now() - t0;
       expect(gone).toBeGreaterThanOrEqual(5500);
       expect(gone).toBeLessThan(10_000);

@@ -9,6 +9,7 @@ import { startServer, type TestServer } from '../helpers/server';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { createKey } from '../helpers/keys';
 import { REPO_EXTENSIONS } from './support';
+import { expectB, expectBError } from '../helpers/envelopes';
 
 const PATH = '/api/module/contact-form/submit';
 let n = 0;
@@ -49,8 +50,7 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
       body: { name: 'Ada', email: 'ada@example.com', subject: 'Hello', message: 'Hi <script>alert(1)</script>' },
       headers: { 'x-forwarded-for': ip() },
     });
-    expect(r.status).toBe(202);
-    expect(r.body).toEqual({ success: true, data: { accepted: true }, meta: { trace_id: expect.any(String), execution_ms: expect.any(Number) }, errors: [] });
+    expectB(r, 202, { accepted: true });
     const [m] = await sink.waitFor(1);
     expect(m!.to).toEqual(['owner@example.com']);
     expect(m!.subject).toBe('Contact form: Hello (from Ada)');
@@ -84,9 +84,7 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     ['message too long', { name: 'A', email: 'a@example.com', message: 'x'.repeat(5001) }, 'message'],
   ])('invalid: %s → 400 naming the field', async (_name, body, field) => {
     const r = await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip() } });
-    expect(r.status).toBe(400);
-    expect(r.body.success).toBe(false);
-    expect(r.body.errors[0].code).toBe('validation_error');
+    expectBError(r, 400, 'validation_error');
     expect(Object.keys(r.body.errors[0].details.fields)).toContain(field);
   });
 
@@ -106,7 +104,7 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     expect(statuses).toEqual([202, 202, 202, 429]);
     const limited = await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': me } });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(3500);
-    expect(limited.body.errors[0]).toMatchObject({ code: 'rate_limited', details: { retry_after: expect.any(Number) } });
+    expectBError(limited, 429, 'rate_limited', { details: expect.objectContaining({ retry_after: expect.any(Number) }) });
     expect((await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip() } })).status).toBe(202);
   });
 
@@ -118,8 +116,7 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     else await settings().set('to', to);
     try {
       const r = await s.req('POST', PATH, { body: { name: 'A', email: 'a@example.com', message: 'x' }, headers: { 'x-forwarded-for': ip() } });
-      expect(r.status).toBe(503);
-      expect(r.body.errors[0].code).toBe('not_configured');
+      expectBError(r, 503, 'not_configured');
       expect(r.text).not.toContain('not-an-address');
     } finally {
       await settings().set('to', 'owner@example.com');
@@ -132,8 +129,7 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     try {
       const body = { name: 'K', email: 'k@example.com', message: 'with key' };
       const without = await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip() } });
-      expect(without.status).toBe(401);
-      expect(without.body.errors[0].code).toBe('api_key_required');
+      expectBError(without, 401, 'api_key_required');
       const withKey = await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip(), 'x-api-key': key } });
       expect(withKey.status).toBe(202);
     } finally {

@@ -9,7 +9,10 @@ import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
-import { download, PNG, REPO_EXTENSIONS, signedIn, startS3, upload } from './support';
+import { download, PNG, REPO_EXTENSIONS, startS3, upload } from './support';
+import { signInUser, type SignedInUser } from '../helpers/users';
+import { eventually } from '../helpers/wait';
+import { expectC, expectCError } from '../helpers/envelopes';
 
 const STORAGES = ['local', 's3'] as const;
 const cases = ENGINES.flatMap((engine) => STORAGES.map((storage) => [engine, storage] as const));
@@ -17,16 +20,15 @@ const cases = ENGINES.flatMap((engine) => STORAGES.map((storage) => [engine, sto
 describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   let s: TestServer;
   let s3: Awaited<ReturnType<typeof startS3>> | undefined;
-  let alice: { token: string; userId: string };
-  let bob: { token: string; userId: string };
+  let alice: SignedInUser;
+  let bob: SignedInUser;
   const keys: Record<string, string> = {};
-  const bearer = (u: { token: string }) => ({ authorization: `Bearer ${u.token}` });
 
   beforeAll(async () => {
     if (storage === 's3') s3 = await startS3();
     s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, ...(s3?.env ?? {}) } });
-    alice = await signedIn(s);
-    bob = await signedIn(s);
+    alice = await signInUser(s);
+    bob = await signInUser(s);
     keys.upload = await createKey(s, { permissions: ['files:upload'] });
     keys.download = await createKey(s, { permissions: ['files:download'] });
     keys.all = await createKey(s, { permissions: ['files:*'] });
@@ -43,11 +45,9 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   });
 
   test('upload detects the content type from the bytes and sanitizes the name', async () => {
-    const r = await upload(s, PNG, { name: '../../etc/<evil>\u202e.png', type: 'text/html', headers: bearer(alice) });
-    expect(r.status).toBe(201);
+    const r = await upload(s, PNG, { name: '../../etc/<evil>\u202e.png', type: 'text/html', headers: alice.headers() });
     const hash = new Bun.CryptoHasher('sha256').update(PNG).digest('hex');
-    expect(r.body).toEqual({
-      success: true,
+    expectC(r, 201, {
       file: {
         id: expect.any(String),
         name: '_evil_.png',
@@ -55,15 +55,15 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
         size: PNG.length,
         etag: `"${hash}"`,
         created_at: expect.any(String),
-        owner: { type: 'user', id: alice.userId },
+        owner: { type: 'user', id: alice.user.id },
         url: `/api/v1/files/${r.body.file.id}/content`,
       },
     });
-    const text = await upload(s, 'plain words\n', { name: ' résumé  ü.txt. ', headers: bearer(alice) });
+    const text = await upload(s, 'plain words\n', { name: ' résumé  ü.txt. ', headers: alice.headers() });
     expect(text.body.file).toMatchObject({ name: 'résumé ü.txt', content_type: 'text/plain; charset=utf-8' });
-    const hidden = await upload(s, 'x', { name: '.htaccess', headers: bearer(alice) });
+    const hidden = await upload(s, 'x', { name: '.htaccess', headers: alice.headers() });
     expect(hidden.body.file.name).toBe('htaccess');
-    const binary = await upload(s, new Uint8Array([0, 1, 2, 3, 255, 254]), { name: 'x.exe', type: 'image/png', headers: bearer(alice) });
+    const binary = await upload(s, new Uint8Array([0, 1, 2, 3, 255, 254]), { name: 'x.exe', type: 'image/png', headers: alice.headers() });
     expect(binary.body.file.content_type).toBe('application/octet-stream');
   });
 
@@ -99,7 +99,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     };
     expect(await stored()).toBe(true);
     const del = await s.req('DELETE', `/api/v1/files/${id}`, { headers: { 'x-api-key': keys.all! } });
-    expect(del.body).toEqual({ success: true, deleted: id });
+    expectC(del, 200, { deleted: id });
     expect(await stored()).toBe(false);
   });
 
@@ -113,8 +113,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   ] as const)('upload refused: %s → %d', async (_name, auth, status, code) => {
     const headers = typeof auth === 'string' ? { 'x-api-key': keys[auth]! } : auth;
     const r = await upload(s, 'x', { headers });
-    expect(r.status).toBe(status);
-    expect(r.body).toEqual({ success: false, error: expect.any(String), code });
+    expectCError(r, status, code);
   });
 
   test.each([
@@ -133,16 +132,16 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   });
 
   test('list, metadata and delete: users see only their own files; keys see all', async () => {
-    const mine = (await upload(s, 'alice file', { headers: bearer(alice) })).body.file;
-    const theirs = (await upload(s, 'bob file', { headers: bearer(bob) })).body.file;
+    const mine = (await upload(s, 'alice file', { headers: alice.headers() })).body.file;
+    const theirs = (await upload(s, 'bob file', { headers: bob.headers() })).body.file;
 
-    const aliceList = await s.req('GET', '/api/v1/files?limit=100', { headers: bearer(alice) });
-    expect(aliceList.status).toBe(200);
-    expect(aliceList.body.files.every((f: any) => f.owner.id === alice.userId)).toBe(true);
+    const aliceList = await s.req('GET', '/api/v1/files?limit=100', { headers: alice.headers() });
+    expectC(aliceList, 200);
+    expect(aliceList.body.files.every((f: any) => f.owner.id === alice.user.id)).toBe(true);
     expect(aliceList.body.files.map((f: any) => f.id)).toContain(mine.id);
     expect(aliceList.body).toMatchObject({ success: true, total: aliceList.body.files.length, limit: 100, offset: 0 });
 
-    const keyList = await s.req('GET', `/api/v1/files?owner_type=user&owner_id=${bob.userId}`, { headers: { 'x-api-key': keys.download! } });
+    const keyList = await s.req('GET', `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`, { headers: { 'x-api-key': keys.download! } });
     expect(keyList.body.files.map((f: any) => f.id)).toEqual([theirs.id]);
 
     const page = await s.req('GET', '/api/v1/files?limit=1&offset=1', { headers: { 'x-api-key': keys.all! } });
@@ -150,19 +149,19 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(page.body.total).toBeGreaterThan(2);
 
     const scenarios: [string, string, string, Record<string, string>, number][] = [
-      ['owner reads metadata', 'GET', `/api/v1/files/${mine.id}`, bearer(alice), 200],
-      ['another user cannot see it', 'GET', `/api/v1/files/${mine.id}`, bearer(bob), 404],
+      ['owner reads metadata', 'GET', `/api/v1/files/${mine.id}`, alice.headers(), 200],
+      ['another user cannot see it', 'GET', `/api/v1/files/${mine.id}`, bob.headers(), 404],
       ['download key reads it', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.download! }, 200],
       ['upload-only key cannot read', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.upload! }, 403],
       ['upload-only key cannot download', 'GET', `/api/v1/files/${mine.id}/content`, { 'x-api-key': keys.upload! }, 403],
       ['upload-only key cannot list', 'GET', '/api/v1/files', { 'x-api-key': keys.upload! }, 403],
-      ['not a uuid', 'GET', '/api/v1/files/nope', bearer(alice), 404],
-      ['users cannot filter by owner', 'GET', `/api/v1/files?owner_type=user&owner_id=${bob.userId}`, bearer(alice), 403],
-      ['limit beyond 100', 'GET', '/api/v1/files?limit=101', bearer(alice), 400],
-      ['another user cannot delete', 'DELETE', `/api/v1/files/${mine.id}`, bearer(bob), 404],
+      ['not a uuid', 'GET', '/api/v1/files/nope', alice.headers(), 404],
+      ['users cannot filter by owner', 'GET', `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`, alice.headers(), 403],
+      ['limit beyond 100', 'GET', '/api/v1/files?limit=101', alice.headers(), 400],
+      ['another user cannot delete', 'DELETE', `/api/v1/files/${mine.id}`, bob.headers(), 404],
       ['download-only key cannot delete', 'DELETE', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.download! }, 403],
-      ['owner deletes', 'DELETE', `/api/v1/files/${mine.id}`, bearer(alice), 200],
-      ['gone afterwards', 'GET', `/api/v1/files/${mine.id}`, bearer(alice), 404],
+      ['owner deletes', 'DELETE', `/api/v1/files/${mine.id}`, alice.headers(), 200],
+      ['gone afterwards', 'GET', `/api/v1/files/${mine.id}`, alice.headers(), 404],
       ['gone for keys too', 'GET', `/api/v1/files/${mine.id}/content`, { 'x-api-key': keys.all! }, 404],
       ['key deletes any file', 'DELETE', `/api/v1/files/${theirs.id}`, { 'x-api-key': keys.all! }, 200],
     ];
@@ -175,8 +174,8 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
 
   test('download: whole file, ranges (206, 416), HEAD, ETag and 304', async () => {
     const bytes = new Uint8Array(10_000).map((_, i) => i % 251);
-    const f = (await upload(s, bytes, { name: 'data.bin', headers: bearer(alice) })).body.file;
-    const h = bearer(alice);
+    const f = (await upload(s, bytes, { name: 'data.bin', headers: alice.headers() })).body.file;
+    const h = alice.headers();
 
     const whole = await download(s, f.id, h);
     expect(whole.status).toBe(200);
@@ -213,7 +212,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     // If-Range with a stale ETag: the whole file, not the range.
     expect((await download(s, f.id, { ...h, range: 'bytes=0-9', 'if-range': '"stale"' })).status).toBe(200);
 
-    const png = (await upload(s, PNG, { name: 'pic.png', headers: bearer(alice) })).body.file;
+    const png = (await upload(s, PNG, { name: 'pic.png', headers: alice.headers() })).body.file;
     const inline = await download(s, png.id, h);
     expect(inline.headers.get('content-disposition')).toStartWith('inline;');
     expect(inline.headers.get('x-content-type-options')).toBe('nosniff');
@@ -226,8 +225,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     await ml.set('s3_bucket', 'nowhere');
     try {
       const r = await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } });
-      expect(r.status).toBe(503);
-      expect(r.body).toEqual({ success: false, error: 'The file storage is unavailable; retry shortly.', code: 'storage_unavailable' });
+      expectCError(r, 503, 'storage_unavailable', 'The file storage is unavailable; retry shortly.');
     } finally {
       await ml.unset('s3_bucket');
       await ml.unset('s3_endpoint');
@@ -239,13 +237,12 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   test('size limit (files.max_bytes) → 413, early on Content-Length or while streaming', async () => {
     await s.platform.settings.set('files.max_bytes', 100_000);
     try {
-      const way_over = await upload(s, new Uint8Array(300_000), { headers: bearer(alice) });
-      expect(way_over.status).toBe(413);
-      expect(way_over.body).toEqual({ success: false, error: 'The request body is larger than 100000 bytes.', code: 'payload_too_large' });
+      const way_over = await upload(s, new Uint8Array(300_000), { headers: alice.headers() });
+      expectCError(way_over, 413, 'payload_too_large', 'The request body is larger than 100000 bytes.');
       // Within Content-Length slack: refused by the streaming parser once the file passes the limit.
-      const just_over = await upload(s, new Uint8Array(100_001), { headers: bearer(alice) });
+      const just_over = await upload(s, new Uint8Array(100_001), { headers: alice.headers() });
       expect(just_over.status).toBe(413);
-      const at_limit = await upload(s, new Uint8Array(100_000), { headers: bearer(alice) });
+      const at_limit = await upload(s, new Uint8Array(100_000), { headers: alice.headers() });
       expect(at_limit.status).toBe(201);
       expect(readdirSync(join(s.db.dataDir, 'extensions', 'media-library', 'tmp'))).toEqual([]);
     } finally {
@@ -290,20 +287,19 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       const res = await fetch(`${s.url}/api/v1/files`, {
         method: 'POST',
         body,
-        headers: { ...bearer(alice), 'content-type': `multipart/form-data; boundary=${boundary}` },
+        headers: { ...alice.headers(), 'content-type': `multipart/form-data; boundary=${boundary}` },
       }).then((r) => {
         sentWhenAnswered = sent;
         answered();
         return r;
       });
       const elapsed = performance.now() - started;
-      expect(res.status).toBe(413);
-      expect(await res.json()).toEqual({ success: false, error: `The request body is larger than ${max} bytes.`, code: 'payload_too_large' });
+      expectCError({ status: res.status, body: await res.json() }, 413, 'payload_too_large', `The request body is larger than ${max} bytes.`);
       expect(sentWhenAnswered).toBeLessThanOrEqual(4 * max);
       expect(elapsed).toBeLessThan(4_000);
       // The temp file is removed once the writer has closed: give it a moment.
       const tmp = join(s.db.dataDir, 'extensions', 'media-library', 'tmp');
-      for (let i = 0; i < 40 && readdirSync(tmp).length; i++) await Bun.sleep(50);
+      await eventually(() => readdirSync(tmp).length === 0, { timeout: 2000, interval: 50, what: 'the temp file to be removed' });
       expect(readdirSync(tmp)).toEqual([]);
       expect(await count()).toBe(before);
     } finally {

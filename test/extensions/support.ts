@@ -1,6 +1,7 @@
 /**
  * Shared pieces of the extension suites: fixture extensions written into temp
- * dirs, a signed-in site user, multipart uploads and a local S3 server (s3rver).
+ * dirs, multipart uploads and a local S3 server (s3rver). Signed-in site users:
+ * test/helpers/users.ts.
  */
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,19 +21,6 @@ export function extensionsDir(files: Record<string, string>): string {
   }
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   return dir;
-}
-
-let n = 0;
-/** Register and log in a fresh site user; returns the access token and user id. */
-export async function signedIn(s: TestServer): Promise<{ token: string; userId: string }> {
-  const email = `files-${Date.now().toString(36)}-${++n}@example.com`;
-  const body = { email, password: 'correct horse battery' };
-  const headers = { 'x-forwarded-for': `203.0.113.${n % 250}` };
-  const reg = await s.req('POST', '/api/v1/auth/register', { body, headers });
-  if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
-  const login = await s.req('POST', '/api/v1/auth/login', { body, headers });
-  if (login.status !== 200) throw new Error(`login failed: ${login.status} ${login.text}`);
-  return { token: login.body.data.access_token, userId: login.body.data.user.id };
 }
 
 /** Multipart upload of `bytes` as part `field` (default `file`). */

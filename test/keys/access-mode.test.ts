@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
+import { expectAError } from '../helpers/envelopes';
 
 const PATH = '/api/v1/public/runtime-config';
 
@@ -42,12 +43,11 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
   test.each(scenarios)('%s', async (_n, m, key, status, code, shown) => {
     await mode(m);
     const r = await rc(key());
-    expect(r.status).toBe(status);
     if (code) {
-      expect(r.body.success).toBe(false);
-      expect(r.body.error.code).toBe(code);
+      expectAError(r, status, code);
       return;
     }
+    expect(r.status).toBe(status);
     expect(r.body.data.access_mode).toBe(m);
     expect(r.body.data.site_public_key).toBe(shown ? site.key : undefined);
   });

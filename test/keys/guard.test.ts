@@ -2,16 +2,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
+import { eventually } from '../helpers/wait';
 import { guardRoutes } from './guard-routes';
 import { KEYS_CHANNEL, KeyService } from '../../src/modules/keys/service';
+import { expectAError } from '../helpers/envelopes';
 
-/** Poll until `fn` is true or `ms` passed; returns the elapsed time. */
+/** Ask `fn` again until it is true, for at most `ms`; returns the time it took. */
 async function within(ms: number, fn: () => Promise<boolean>): Promise<number> {
   const start = Date.now();
-  while (!(await fn())) {
-    if (Date.now() - start > ms) throw new Error(`condition not met within ${ms} ms`);
-    await Bun.sleep(20);
-  }
+  await eventually(fn, { timeout: ms, interval: 20 });
   return Date.now() - start;
 }
 
@@ -67,7 +66,7 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
 
   test('403 names the missing permission, in the area envelope', async () => {
     const r = await get('/api/v1/keys-test/require/db-query', keys.mailSend);
-    expect(r.body).toEqual({ success: false, error: { code: 'forbidden', message: "This API key lacks the 'db:query' permission." } });
+    expectAError(r, 403, 'forbidden', { message: "This API key lacks the 'db:query' permission." });
   });
 
   const invalid: [string, () => string | undefined, string][] = [
@@ -81,8 +80,7 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
   ];
   test.each(invalid)('401 unauthorized: %s', async (_n, key, message) => {
     const r = await get('/api/v1/keys-test/require/any', key());
-    expect(r.status).toBe(401);
-    expect(r.body).toEqual({ success: false, error: { code: 'unauthorized', message } });
+    expectAError(r, 401, 'unauthorized', { message });
   });
 
   test('surrounding whitespace in the header is ignored', async () => {

@@ -1,6 +1,7 @@
 /** Small helpers shared by the mail suites. */
 import type { TestServer } from '../helpers/server';
 import type { SinkMessage, SmtpSink } from '../helpers/smtp-sink';
+import { eventually } from '../helpers/wait';
 
 export const FROM = 'app@example.com';
 
@@ -13,22 +14,11 @@ export function arrived(sink: SmtpSink, jobId: string): SinkMessage[] {
   return sink.messages.filter((m) => m.messageId === `<${jobId}@example.com>`);
 }
 
-/** Poll until `pred` holds; fails with `what` after `timeoutMs`. */
-export async function until<T>(fn: () => Promise<T> | T, pred: (v: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (pred(v)) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(v)}`);
-    await Bun.sleep(25);
-  }
-}
-
 /** The job as its creator sees it over HTTP. */
 export async function job(s: TestServer, key: string, id: string) {
   return (await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': key } })).body.data;
 }
 
 export function waitState(s: TestServer, key: string, id: string, state: string, timeoutMs = 10_000) {
-  return until(() => job(s, key, id), (j) => j?.state === state, `job ${id} to be ${state}`, timeoutMs);
+  return eventually(() => job(s, key, id), { until: (j) => j?.state === state, what: `job ${id} to be ${state}`, timeout: timeoutMs });
 }

@@ -7,7 +7,9 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { FROM, arrived, until, waitState } from './helpers';
+import { FROM, arrived, waitState } from './helpers';
+import { eventually } from '../helpers/wait';
+import { expectBError } from '../helpers/envelopes';
 
 describe.each(ENGINES)('mail idempotency on %s', (engine) => {
   let s: TestServer;
@@ -72,9 +74,9 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
       await settings.set('mail.smtp_url', '');
       // A new key would be refused now, for each of the three changes…
       const fresh = { 'Idempotency-Key': crypto.randomUUID() };
-      expect((await send(queued, fresh)).body.errors[0].code).toBe('validation_error');
-      expect((await send({ ...queued, to: ['ada@example.com'] }, { 'Idempotency-Key': crypto.randomUUID() })).body.errors[0].code).toBe('template_not_found');
-      expect((await send(msg('new'), { 'Idempotency-Key': crypto.randomUUID() })).body.errors[0].code).toBe('mail_not_configured');
+      expectBError(await send(queued, fresh), 400, 'validation_error');
+      expectBError(await send({ ...queued, to: ['ada@example.com'] }, { 'Idempotency-Key': crypto.randomUUID() }), 404, 'template_not_found');
+      expectBError(await send(msg('new'), { 'Idempotency-Key': crypto.randomUUID() }), 503, 'mail_not_configured');
       // …but the same key and payload get the original answers back.
       for (const [body, k, orig] of [[queued, k1, first], [{ ...queued, sync: true }, k2, firstSync]] as const) {
         const again = await send(body, { 'Idempotency-Key': k });
@@ -97,8 +99,7 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     const cases = [msg('second'), msg('first', { to: ['bob@example.com'] }), msg('first', { sync: true }), msg('first', { html: '<p>x</p>' })];
     for (const body of cases) {
       const r = await send(body, { 'Idempotency-Key': k });
-      expect(r.status).toBe(422);
-      expect(r.body.errors[0].code).toBe('idempotency_key_reused');
+      expectBError(r, 422, 'idempotency_key_reused');
     }
   });
 
@@ -107,8 +108,7 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     expect(a.status).toBe(400);
     expect(a.body.errors[0].details.fields).toHaveProperty('idempotency_key');
     const both = await send(msg('two headers'), { 'Idempotency-Key': crypto.randomUUID(), 'X-Idempotency-Key': crypto.randomUUID() });
-    expect(both.status).toBe(400);
-    expect(both.body.errors[0].code).toBe('validation_error');
+    expectBError(both, 400, 'validation_error');
     expect(both.body.errors[0].details.fields).toHaveProperty('X-Idempotency-Key');
     // The same value in both headers is one key.
     const k = crypto.randomUUID();
@@ -153,7 +153,7 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     const codes = rs.map((r) => r.status).sort();
     expect(codes.filter((c) => c === 200).length).toBeGreaterThanOrEqual(1);
     expect(codes.every((c) => c === 200 || c === 409)).toBe(true);
-    for (const r of rs.filter((r) => r.status === 409)) expect(r.body.errors[0].code).toBe('idempotency_key_in_progress');
+    for (const r of rs.filter((r) => r.status === 409)) expectBError(r, 409, 'idempotency_key_in_progress');
     expect(sink.messages.filter((m) => m.subject === 'sync-burst')).toHaveLength(1);
   });
 
@@ -161,10 +161,9 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     const k = crypto.randomUUID();
     sink.hold();
     const first = send(msg('held', { sync: true }), { 'Idempotency-Key': k });
-    await until(() => s.platform.services.mail.jobs.list({ state: 'sending' }), (l) => l.jobs.some((j) => j.subject === 'held'), 'the sync send to start');
+    await eventually(() => s.platform.services.mail.jobs.list({ state: 'sending' }), { until: (l) => l.jobs.some((j) => j.subject === 'held'), what: 'the sync send to start' });
     const dup = await send(msg('held', { sync: true }), { 'Idempotency-Key': k });
-    expect(dup.status).toBe(409);
-    expect(dup.body.errors[0].code).toBe('idempotency_key_in_progress');
+    expectBError(dup, 409, 'idempotency_key_in_progress');
     expect(dup.headers.get('retry-after')).toBe('1');
     sink.release();
     const r = await first;

@@ -13,7 +13,9 @@ import { openPlatform, type Platform } from '../../src/platform';
 import { MailWorker } from '../../src/modules/mail/worker';
 import { SmtpTransport } from '../../src/modules/mail/smtp';
 import type { Db } from '../../src/db/engine';
-import { FROM, arrived, until } from './helpers';
+import { FROM, arrived } from './helpers';
+import { eventually } from '../helpers/wait';
+import { expectBError } from '../helpers/envelopes';
 
 /** A worker of its own on `p` (the platform's own worker only starts with HTTP). */
 function worker(p: Platform, opts: { pollMs: number; db?: Db }) {
@@ -103,7 +105,7 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
       for (let i = 0; i < 3; i++) {
         const t0 = Date.now();
         const { jobId } = await a.services.mail.enqueue(msg(`notify ${i}`));
-        await until(() => arrived(sink, jobId).length, (n) => n === 1, `job ${i} delivered by B`, 5000);
+        await eventually(() => arrived(sink, jobId).length, { until: (n) => n === 1, what: `job ${i} delivered by B`, timeout: 5000 });
         expect(Date.now() - t0).toBeLessThan(3000);
         const row = (await a.db.query<{ state: string; claimed_by: string }>('SELECT state, claimed_by FROM basalt.mail_jobs WHERE id = $1', [jobId])).rows[0]!;
         expect(row.claimed_by).toBe(wb.w.id);
@@ -141,13 +143,13 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
           const rs = await Promise.all([a, b].map((s) => send(s, { ...msg(subject), sync }, { 'Idempotency-Key': k })));
           const ok = sync ? 200 : 202;
           expect(rs.every((r) => r.status === ok || r.status === 409)).toBe(true);
-          for (const r of rs.filter((r) => r.status === 409)) expect(r.body.errors[0].code).toBe('idempotency_key_in_progress');
+          for (const r of rs.filter((r) => r.status === 409)) expectBError(r, 409, 'idempotency_key_in_progress');
           const answered = rs.filter((r) => r.status === ok);
           expect(answered.filter((r) => r.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
           expect(new Set(answered.map((r) => r.body.data.job_id)).size).toBe(1);
           const { rows } = await a.platform.db.query<{ id: string }>('SELECT id FROM basalt.mail_jobs WHERE subject = $1', [subject]);
           expect(rows).toHaveLength(1);
-          await until(() => arrived(sink, rows[0]!.id).length, (n) => n >= 1, `${subject} delivered`);
+          await eventually(() => arrived(sink, rows[0]!.id).length, { until: (n) => n >= 1, what: `${subject} delivered` });
         }
       }
       await Bun.sleep(300);
@@ -161,11 +163,9 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
       try {
         const ids: string[] = [];
         for (let i = 0; i < 6; i++) ids.push((await send(i % 2 ? a : b, msg(`slow pair ${i}`))).body.data.job_id);
-        await until(
+        await eventually(
           async () => (await a.platform.db.query<{ n: string }>("SELECT count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' AND id = ANY($1::uuid[])", [ids])).rows[0]!.n,
-          (n) => n === '6',
-          'all six sent',
-          30_000,
+          { until: (n) => n === '6', what: 'all six sent', timeout: 30_000 },
         );
         await Bun.sleep(1500);
         expect(ids.map((id) => arrived(sink, id).length)).toEqual(ids.map(() => 1));

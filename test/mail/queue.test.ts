@@ -9,7 +9,9 @@ import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { retryDelay } from '../../src/modules/mail/worker';
 import { openPlatform } from '../../src/platform';
-import { FROM, arrived, mailEnv, until, waitState } from './helpers';
+import { FROM, arrived, mailEnv, waitState } from './helpers';
+import { eventually } from '../helpers/wait';
+import { expectBError } from '../helpers/envelopes';
 
 test('retry delays double from mail.retry_base_ms with jitter between half and all of it', () => {
   const table = [1, 2, 3, 4, 8].map((a) => [a, retryDelay(a, 2000, () => 0), retryDelay(a, 2000, () => 1)]);
@@ -79,7 +81,7 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     sink.hold();
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
-    await until(() => sink.heldCount, (n) => n === 2, 'two messages at the SMTP server');
+    await eventually(() => sink.heldCount, { until: (n) => n === 2, what: 'two messages at the SMTP server' });
     await Bun.sleep(300);
     expect(sink.heldCount).toBe(2);
     // The rest are queued, or claimed one round ahead by this instance (state sending, not yet at the server).
@@ -99,7 +101,7 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     );
     await Bun.sleep(400);
     expect(arrived(sink, id)).toHaveLength(0); // still leased to the dead instance
-    const view = await until(() => s.platform.services.mail.jobs.get(id), (j) => j?.state === 'sent', 'the orphan to be sent', 5000);
+    const view = await eventually(() => s.platform.services.mail.jobs.get(id), { until: (j) => j?.state === 'sent', what: 'the orphan to be sent', timeout: 5000 });
     expect(view!.attempts).toBe(2);
     expect(arrived(sink, id)).toHaveLength(1);
   });
@@ -111,7 +113,7 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
        VALUES ($1, 'sending', ARRAY['ada@example.com'], 'last try', 'x', $2, 4, 4, now() - interval '1 second', 'gone-host:1:dead')`,
       [id, `<${id}@example.com>`],
     );
-    const view = await until(() => s.platform.services.mail.jobs.get(id), (j) => j?.state === 'dead', 'the job to be dead', 5000);
+    const view = await eventually(() => s.platform.services.mail.jobs.get(id), { until: (j) => j?.state === 'dead', what: 'the job to be dead', timeout: 5000 });
     expect(view!.last_error).toContain('stopped before the outcome was known');
     expect(arrived(sink, id)).toHaveLength(0);
   });
@@ -126,7 +128,7 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     const now = await mail.sendNow({ to: ['bob@example.com'], subject: 'Direct', text: 'now' });
     expect(now.messageId).toBe(`<${now.jobId}@example.com>`);
     expect(arrived(sink, now.jobId)).toHaveLength(1);
-    await until(() => mail.jobs.get(jobId), (j) => j?.state === 'sent', 'enqueued job sent');
+    await eventually(() => mail.jobs.get(jobId), { until: (j) => j?.state === 'sent', what: 'enqueued job sent' });
     const [m] = arrived(sink, jobId);
     expect(m!.subject).toBe('Hi <Ada>!');
     expect(m!.html.trim()).toBe('<p>&lt;Ada&gt; / <Ada></p>');
@@ -206,8 +208,7 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     const body = { to: ['ada@example.com'], subject: 'live', text: 'x' };
     for (const sync of [false, true]) {
       const r = await s.req('POST', '/api/v1/mail/send', { body: { ...body, sync }, headers: { 'x-api-key': key } });
-      expect(r.status).toBe(503);
-      expect(r.body).toMatchObject({ success: false, errors: [{ code: 'mail_not_configured' }] });
+      expectBError(r, 503, 'mail_not_configured');
       expect(r.body.errors[0].message).toContain('mail.smtp_url');
     }
     expect(s.platform.services.mail.isConfigured()).toBe(false);
@@ -216,7 +217,7 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     expect(s.platform.services.mail.isConfigured()).toBe(false); // still no sender
     await s.platform.settings.set('mail.from', 'not an address');
     const badFrom = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
-    expect(badFrom.status).toBe(503);
+    expectBError(badFrom, 503, 'mail_not_configured');
     expect(badFrom.body.errors[0].message).toContain("mail.from 'not an address' is not an address");
     await s.platform.settings.set('mail.from', `"Acme Shop" <${FROM}>`);
     const r = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
@@ -249,7 +250,7 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     await s.platform.settings.set('mail.retry_base_ms', 40);
     sink.hold();
     const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'at shutdown', text: 'x' }, headers: { 'x-api-key': key } });
-    await until(() => s.platform.services.mail.jobs.counts(), (c) => c.sending === 1, 'the job to be sending');
+    await eventually(() => s.platform.services.mail.jobs.counts(), { until: (c) => c.sending === 1, what: 'the job to be sending' });
     const stopping = s.running.stop();
     await stopping.catch(() => {});
     sink.release();

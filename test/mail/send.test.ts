@@ -9,6 +9,7 @@ import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { FROM, arrived, job, mailEnv, waitState } from './helpers';
 import { isValidAddress } from '../../src/modules/mail/message';
+import { expectB, expectBError } from '../helpers/envelopes';
 
 test.each([
   ['ada@example.com', true],
@@ -56,9 +57,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
 
   test('inline message, async: 202, then delivered with subject, both bodies, every recipient and a stable Message-ID', async () => {
     const r = await send({ to: ['ada@example.com', 'bob@example.org'], subject: 'Order 42 shipped — Grüße 🎉', text: 'Your order is on its way. Ünïcödé ✓', html: '<p>Your order is <b>on its way</b>.</p>' });
-    expect(r.status).toBe(202);
-    expect(r.body).toMatchObject({ success: true, data: { sync: false, recipient_count: 2 }, errors: [] });
-    expect(r.body.meta.trace_id).toBe(r.headers.get('x-request-id'));
+    expectB(r, 202, expect.objectContaining({ sync: false, recipient_count: 2 }));
     expect(typeof r.body.meta.execution_ms).toBe('number');
     const id = r.body.data.job_id;
     await waitState(s, key, id, 'sent');
@@ -119,8 +118,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     const before = sink.messages.length;
     const jobsBefore = (await s.platform.services.mail.jobs.list()).total;
     const r = await send(body);
-    expect(r.status).toBe(status);
-    expect(r.body).toMatchObject({ success: false, data: {}, errors: [{ code }] });
+    expectBError(r, status, code);
     expect(r.body.errors[0].message.length).toBeGreaterThan(10);
     if (field) expect(Object.keys(r.body.errors[0].details.fields ?? {})).toContain(field as string);
     expect((await s.platform.services.mail.jobs.list()).total).toBe(jobsBefore);
@@ -143,14 +141,11 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
 
   test('malformed JSON → 400, wrong content type → 415, body over 1 MB → 413 (format B)', async () => {
     const bad = await s.req('POST', '/api/v1/mail/send', { raw: '{"to": [', headers: { 'x-api-key': key, 'content-type': 'application/json' } });
-    expect(bad.status).toBe(400);
-    expect(bad.body.errors[0].code).toBe('invalid_json');
+    expectBError(bad, 400, 'invalid_json');
     const form = await s.req('POST', '/api/v1/mail/send', { raw: 'to=a@x.io', headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' } });
-    expect(form.status).toBe(415);
-    expect(form.body.errors[0].code).toBe('unsupported_media_type');
+    expectBError(form, 415, 'unsupported_media_type');
     const huge = await send({ to: ['a@x.io'], subject: 's', text: 'x'.repeat(1_100_000) });
-    expect(huge.status).toBe(413);
-    expect(huge.body).toMatchObject({ success: false, errors: [{ code: 'payload_too_large' }] });
+    expectBError(huge, 413, 'payload_too_large');
   });
 
   test('permissions: key checked before the body; mail:send or mail:* needed', async () => {
@@ -172,6 +167,8 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     for (const c of cases) {
       const r = await s.req('POST', '/api/v1/mail/send', { body: c.body, headers: c.headers });
       expect({ name: c.name, status: r.status, code: r.body.errors?.[0]?.code }).toEqual({ name: c.name, status: c.status, code: c.code });
+      if (c.code) expectBError(r, c.status, c.code);
+      else expectB(r, c.status);
     }
   });
 
@@ -181,8 +178,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     const other = await createKey(s, { type: 'service', service: 'other', permissions: ['mail:send'] });
     expect((await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': key } })).status).toBe(200);
     const foreign = await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': other } });
-    expect(foreign.status).toBe(404);
-    expect(foreign.body.errors[0].code).toBe('job_not_found');
+    expectBError(foreign, 404, 'job_not_found');
     expect((await s.req('GET', `/api/v1/mail/jobs/not-a-uuid`, { headers: { 'x-api-key': key } })).status).toBe(404);
     expect((await s.req('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: { 'x-api-key': key } })).status).toBe(404);
     expect((await s.req('GET', `/api/v1/mail/jobs/${id}`)).status).toBe(401);
@@ -190,8 +186,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     const dbKey = await createKey(s, { type: 'service', service: 'reports2', permissions: ['db:query'], tables: ['orders'] });
     for (const k of [dbKey, await createKey(s, { type: 'public' })]) {
       const r403 = await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': k } });
-      expect(r403.status).toBe(403);
-      expect(r403.body).toMatchObject({ success: false, errors: [{ code: 'forbidden' }] });
+      expectBError(r403, 403, 'forbidden');
       expect(r403.text).not.toContain(id);
     }
     await waitState(s, key, id, 'sent');
@@ -201,8 +196,7 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     sink.refuse(1, 550, 'Mailbox unavailable');
     const before = sink.messages.length;
     const r = await send({ to: ['a@x.io'], subject: 'refused', text: 't', sync: true });
-    expect(r.status).toBe(502);
-    expect(r.body.errors[0]).toMatchObject({ code: 'mail_provider_error' });
+    expectBError(r, 502, 'mail_provider_error');
     expect(r.body.errors[0].message).toContain('550');
     expect(sink.messages.length).toBe(before);
     const dead = (await s.platform.services.mail.jobs.list({ state: 'dead' })).jobs.find((j) => j.subject === 'refused');

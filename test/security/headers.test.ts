@@ -11,7 +11,8 @@ import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { HAS_CHROMIUM, launchBrowser } from '../helpers/browser';
-import { PASSWORD, call, email, register, startAuthServer } from '../auth/support';
+import { PASSWORD, call, email, startAuthServer } from '../auth/support';
+import { registerUser } from '../helpers/users';
 import { upload } from '../extensions/support';
 import { rawRequest, requestText } from './raw-http';
 
@@ -62,7 +63,7 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
 
   test('Public Auth: every answer is no-store, the ones carrying tokens first of all', async () => {
     const address = email('headers');
-    const reg = await register(s, address);
+    const reg = await registerUser(s, { email: address });
     expect(reg.headers.get('cache-control')).toBe('no-store');
     expectBaseline(reg.headers);
     const login = await call(s, { path: 'login', body: { email: address, password: PASSWORD } });

@@ -11,7 +11,9 @@ import { createHmac } from 'node:crypto';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { getOrCreateSecret } from '../../src/db/secrets';
-import { signedIn, startAuthServer } from '../auth/support';
+import { startAuthServer } from '../auth/support';
+import { signInUser } from '../helpers/users';
+import { expectAError, expectCError } from '../helpers/envelopes';
 
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 
@@ -38,8 +40,8 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
   beforeAll(async () => {
     s = await startAuthServer(engine);
     secret = await getOrCreateSecret(s.platform.db, 'jwt');
-    const session = await signedIn(s);
-    claims = JSON.parse(Buffer.from(session.access.split('.')[1]!, 'base64url').toString());
+    const session = await signInUser(s);
+    claims = JSON.parse(Buffer.from(session.access_token.split('.')[1]!, 'base64url').toString());
     valid = sign(secret, HS256, claims);
   });
   afterAll(() => s.stop());
@@ -99,18 +101,16 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
 
   test.each(cases)('%s → 401 on /me (format A)', async (_name, make, code) => {
     const r = await me(make());
-    expect([r.status, r.body.error?.code]).toEqual([401, code]);
-    expect(r.body.success).toBe(false);
+    expectAError(r, 401, code);
   });
 
   test.each(cases)('%s → 401 through requireUser in the Files module (format C)', async (_name, make, code) => {
     const r = await files(make());
-    expect([r.status, r.body.code]).toEqual([401, code]);
-    expect(typeof r.body.error).toBe('string');
+    expectCError(r, 401, code);
   });
 
   test('tokens the platform issues have the strict shape', async () => {
-    const { access } = await signedIn(s);
+    const { access_token: access } = await signInUser(s);
     const [h, p, sig] = access.split('.');
     expect(JSON.parse(Buffer.from(h!, 'base64url').toString())).toEqual({ alg: 'HS256', typ: 'JWT' });
     expect(Object.keys(JSON.parse(Buffer.from(p!, 'base64url').toString())).sort()).toEqual(['exp', 'iat', 'iss', 'sid', 'sub']);

@@ -13,24 +13,129 @@ import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { pruneAudit } from '../../src/modules/admin/audit';
 import { startAdminServer } from './support';
 
-const count = async (s: TestServer, sql: string, params: unknown[] = []) => (await s.platform.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, params)).rows[0]!.n;
+const count = async (s: TestServer, sql: string, params: unknown[] = []) =>
+  (await s.platform.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, params)).rows[0]!.n;
 
 /** [name, method, path, body, expected status, action, what the change left in the database (a count that must move or not)] */
 type Change = [string, string, string, unknown, number, string, string];
 const changes: Change[] = [
-  ['key created', 'POST', '/api/admin/keys', { type: 'service', service: 's', permissions: ['mail:send'] }, 201, 'keys.create', 'basalt.api_keys'],
-  ['key refused', 'POST', '/api/admin/keys', { type: 'service', service: 's', permissions: [] }, 400, 'keys.create', 'basalt.api_keys'],
-  ['unknown key revoked', 'POST', `/api/admin/keys/${'0'.repeat(8)}-0000-4000-8000-000000000000/revoke`, undefined, 404, 'keys.revoke', 'basalt.api_keys WHERE revoked_at IS NOT NULL'],
-  ['setting stored', 'PUT', '/api/admin/settings/app.name', { value: 'Audited' }, 200, 'settings.set', 'basalt.settings'],
-  ['setting refused (pinned)', 'PUT', '/api/admin/settings/web.trusted_proxies', { value: [] }, 409, 'settings.set', 'basalt.settings'],
-  ['setting refused (invalid)', 'PUT', '/api/admin/settings/db.max_limit', { value: -1 }, 400, 'settings.set', 'basalt.settings'],
-  ['template stored', 'PUT', '/api/admin/templates/audited', { subject: 'x', text: 'y' }, 200, 'templates.put', 'basalt.mail_templates'],
-  ['template refused', 'PUT', '/api/admin/templates/audited-bad', { subject: 'x', text: '{{ ' }, 400, 'templates.put', 'basalt.mail_templates'],
-  ['unknown template deleted', 'DELETE', '/api/admin/templates/never-was', undefined, 404, 'templates.delete', 'basalt.mail_templates'],
-  ['row inserted', 'POST', '/api/admin/data/notes/rows', { data: { id: 1, body: 'first', password: 'hunter2' } }, 201, 'data.insert', 'public.notes'],
-  ['row refused (duplicate key)', 'POST', '/api/admin/data/notes/rows', { data: { id: 1, body: 'again' } }, 409, 'data.insert', 'public.notes'],
-  ['import refused on a bad line: all or nothing', 'POST', '/api/admin/data/notes/import', { csv: 'id,body\n2,ok\nthree,bad\n' }, 400, 'data.import', 'public.notes'],
-  ['unknown user disabled', 'POST', `/api/admin/users/${'0'.repeat(8)}-0000-4000-8000-000000000000/disable`, undefined, 404, 'users.disable', 'basalt.users WHERE disabled_at IS NOT NULL'],
+  [
+    'key created',
+    'POST',
+    '/api/admin/keys',
+    { type: 'service', service: 's', permissions: ['mail:send'] },
+    201,
+    'keys.create',
+    'basalt.api_keys',
+  ],
+  [
+    'key refused',
+    'POST',
+    '/api/admin/keys',
+    { type: 'service', service: 's', permissions: [] },
+    400,
+    'keys.create',
+    'basalt.api_keys',
+  ],
+  [
+    'unknown key revoked',
+    'POST',
+    `/api/admin/keys/${'0'.repeat(8)}-0000-4000-8000-000000000000/revoke`,
+    undefined,
+    404,
+    'keys.revoke',
+    'basalt.api_keys WHERE revoked_at IS NOT NULL',
+  ],
+  [
+    'setting stored',
+    'PUT',
+    '/api/admin/settings/app.name',
+    { value: 'Audited' },
+    200,
+    'settings.set',
+    'basalt.settings',
+  ],
+  [
+    'setting refused (pinned)',
+    'PUT',
+    '/api/admin/settings/web.trusted_proxies',
+    { value: [] },
+    409,
+    'settings.set',
+    'basalt.settings',
+  ],
+  [
+    'setting refused (invalid)',
+    'PUT',
+    '/api/admin/settings/db.max_limit',
+    { value: -1 },
+    400,
+    'settings.set',
+    'basalt.settings',
+  ],
+  [
+    'template stored',
+    'PUT',
+    '/api/admin/templates/audited',
+    { subject: 'x', text: 'y' },
+    200,
+    'templates.put',
+    'basalt.mail_templates',
+  ],
+  [
+    'template refused',
+    'PUT',
+    '/api/admin/templates/audited-bad',
+    { subject: 'x', text: '{{ ' },
+    400,
+    'templates.put',
+    'basalt.mail_templates',
+  ],
+  [
+    'unknown template deleted',
+    'DELETE',
+    '/api/admin/templates/never-was',
+    undefined,
+    404,
+    'templates.delete',
+    'basalt.mail_templates',
+  ],
+  [
+    'row inserted',
+    'POST',
+    '/api/admin/data/notes/rows',
+    { data: { id: 1, body: 'first', password: 'hunter2' } },
+    201,
+    'data.insert',
+    'public.notes',
+  ],
+  [
+    'row refused (duplicate key)',
+    'POST',
+    '/api/admin/data/notes/rows',
+    { data: { id: 1, body: 'again' } },
+    409,
+    'data.insert',
+    'public.notes',
+  ],
+  [
+    'import refused on a bad line: all or nothing',
+    'POST',
+    '/api/admin/data/notes/import',
+    { csv: 'id,body\n2,ok\nthree,bad\n' },
+    400,
+    'data.import',
+    'public.notes',
+  ],
+  [
+    'unknown user disabled',
+    'POST',
+    `/api/admin/users/${'0'.repeat(8)}-0000-4000-8000-000000000000/disable`,
+    undefined,
+    404,
+    'users.disable',
+    'basalt.users WHERE disabled_at IS NOT NULL',
+  ],
 ];
 
 describe.each(ENGINES)('admin audit log on %s', (engine) => {
@@ -38,32 +143,63 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
   let a: AdminAuth;
   beforeAll(async () => {
     const migrations = mkdtempSync(join(tmpdir(), 'basalt-admin-audit-'));
-    writeFileSync(join(migrations, '001_notes.sql'), 'CREATE TABLE notes (id integer PRIMARY KEY, body text NOT NULL, password text);');
+    writeFileSync(
+      join(migrations, '001_notes.sql'),
+      'CREATE TABLE notes (id integer PRIMARY KEY, body text NOT NULL, password text);',
+    );
     s = await startAdminServer(engine, { env: { BASALT_MIGRATIONS_DIR: migrations } });
     a = await signInAdmin(s);
   }, 60_000);
   afterAll(() => s.stop());
 
-  test.each(changes)('%s: the row is there exactly when the change is', async (_n, method, path, body, status, action, table) => {
-    const rowsBefore = await count(s, 'basalt.admin_audit WHERE action = $1', [action]);
-    const dataBefore = await count(s, table);
-    const r = await adminReq(s, a, method, path, body);
-    expect(r.status).toBe(status);
-    const changed = status < 400;
-    expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBe(rowsBefore + (changed ? 1 : 0));
-    if (changed) expect(await count(s, table)).not.toBe(dataBefore);
-    else expect(await count(s, table)).toBe(dataBefore);
-  });
+  test.each(changes)(
+    '%s: the row is there exactly when the change is',
+    async (_n, method, path, body, status, action, table) => {
+      const rowsBefore = await count(s, 'basalt.admin_audit WHERE action = $1', [action]);
+      const dataBefore = await count(s, table);
+      const r = await adminReq(s, a, method, path, body);
+      expect(r.status).toBe(status);
+      const changed = status < 400;
+      expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBe(rowsBefore + (changed ? 1 : 0));
+      if (changed) expect(await count(s, table)).not.toBe(dataBefore);
+      else expect(await count(s, table)).toBe(dataBefore);
+    },
+  );
 
   test('a row names who, from where, what and the request; secrets are redacted', async () => {
-    const r = await adminReq(s, a, 'POST', '/api/admin/keys', { type: 'public' }, { 'x-request-id': 'req-audit-1', 'user-agent': 'panel-test' });
-    const row = (await s.platform.db.query(`SELECT * FROM basalt.admin_audit WHERE request_id = 'req-audit-1'`)).rows[0] as any;
-    expect(row).toMatchObject({ admin_id: a.admin.id, admin_email: a.email, ip: '127.0.0.1', user_agent: 'panel-test', action: 'keys.create', target: r.body.data.key.id });
+    const r = await adminReq(
+      s,
+      a,
+      'POST',
+      '/api/admin/keys',
+      { type: 'public' },
+      { 'x-request-id': 'req-audit-1', 'user-agent': 'panel-test' },
+    );
+    const row = (await s.platform.db.query(`SELECT * FROM basalt.admin_audit WHERE request_id = 'req-audit-1'`))
+      .rows[0] as any;
+    expect(row).toMatchObject({
+      admin_id: a.admin.id,
+      admin_email: a.email,
+      ip: '127.0.0.1',
+      user_agent: 'panel-test',
+      action: 'keys.create',
+      target: r.body.data.key.id,
+    });
     expect(JSON.stringify(row)).not.toContain(r.body.data.secret);
-    const inserted = (await s.platform.db.query(`SELECT diff FROM basalt.admin_audit WHERE action = 'data.insert' ORDER BY id DESC LIMIT 1`)).rows[0] as any;
+    const inserted = (
+      await s.platform.db.query(
+        `SELECT diff FROM basalt.admin_audit WHERE action = 'data.insert' ORDER BY id DESC LIMIT 1`,
+      )
+    ).rows[0] as any;
     expect(inserted.diff.data).toEqual({ id: 1, body: 'first', password: '[redacted]' });
-    await adminReq(s, a, 'PUT', '/api/admin/settings/auth.jwt_secret', { value: 'a-very-long-secret-value-of-more-than-32-chars' });
-    const secret = (await s.platform.db.query(`SELECT diff FROM basalt.admin_audit WHERE action = 'settings.set' AND target = 'auth.jwt_secret'`)).rows[0] as any;
+    await adminReq(s, a, 'PUT', '/api/admin/settings/auth.jwt_secret', {
+      value: 'a-very-long-secret-value-of-more-than-32-chars',
+    });
+    const secret = (
+      await s.platform.db.query(
+        `SELECT diff FROM basalt.admin_audit WHERE action = 'settings.set' AND target = 'auth.jwt_secret'`,
+      )
+    ).rows[0] as any;
     expect(secret.diff).toEqual({ before: null, after: '[redacted]' });
     await adminReq(s, a, 'DELETE', '/api/admin/settings/auth.jwt_secret');
   });
@@ -83,11 +219,21 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
   });
 
   test('filters: admin, action (exact or prefix), target, time; newest first with a cursor', async () => {
-    const all = await adminReq(s, a, 'GET', `/api/admin/audit?admin=${encodeURIComponent(a.email.toUpperCase())}&limit=2`);
+    const all = await adminReq(
+      s,
+      a,
+      'GET',
+      `/api/admin/audit?admin=${encodeURIComponent(a.email.toUpperCase())}&limit=2`,
+    );
     expect(all.status).toBe(200);
     expect(all.body.data.entries.length).toBe(2);
     expect(Number(all.body.data.entries[0].id)).toBeGreaterThan(Number(all.body.data.entries[1].id));
-    const next = await adminReq(s, a, 'GET', `/api/admin/audit?admin=${encodeURIComponent(a.email)}&limit=2&before=${all.body.data.next_cursor}`);
+    const next = await adminReq(
+      s,
+      a,
+      'GET',
+      `/api/admin/audit?admin=${encodeURIComponent(a.email)}&limit=2&before=${all.body.data.next_cursor}`,
+    );
     expect(Number(next.body.data.entries[0].id)).toBeLessThan(Number(all.body.data.entries[1].id));
     const exact = await adminReq(s, a, 'GET', '/api/admin/audit?action=settings.set&target=app.name');
     expect(exact.body.data.entries.map((e: any) => [e.action, e.target])).toEqual([['settings.set', 'app.name']]);
@@ -99,7 +245,8 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
 
   test('newest first by number across digit counts (9 before 10 would be a text sort), and the cursor walks every entry once', async () => {
     // Enough entries that ids of one and two more digits are mixed in one listing.
-    for (let i = 0; i < 12; i++) expect((await adminReq(s, a, 'PUT', '/api/admin/settings/app.name', { value: `order ${i}` })).status).toBe(200);
+    for (let i = 0; i < 12; i++)
+      expect((await adminReq(s, a, 'PUT', '/api/admin/settings/app.name', { value: `order ${i}` })).status).toBe(200);
     const seen: number[] = [];
     let cursor: string | null = null;
     do {
@@ -115,13 +262,19 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
   });
 
   test('sign-in success and failure, logout and password change are audited; the log itself cannot be changed through the API', async () => {
-    for (const action of ['auth.login', 'admins.create']) expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBeGreaterThan(0);
-    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) expect((await adminReq(s, a, method, '/api/admin/audit', {})).status).toBe(404);
+    for (const action of ['auth.login', 'admins.create'])
+      expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBeGreaterThan(0);
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH'])
+      expect((await adminReq(s, a, method, '/api/admin/audit', {})).status).toBe(404);
   });
 
   test('retention: rows older than admin.audit_retention_days are deleted in batches; newer ones stay', async () => {
-    await s.platform.db.query(`INSERT INTO basalt.admin_audit (at, action, target) SELECT now() - interval '91 days', 'old.entry', g::text FROM generate_series(1, 2500) g`);
-    await s.platform.db.query(`INSERT INTO basalt.admin_audit (at, action, target) VALUES (now() - interval '89 days', 'recent.entry', 'kept')`);
+    await s.platform.db.query(
+      `INSERT INTO basalt.admin_audit (at, action, target) SELECT now() - interval '91 days', 'old.entry', g::text FROM generate_series(1, 2500) g`,
+    );
+    await s.platform.db.query(
+      `INSERT INTO basalt.admin_audit (at, action, target) VALUES (now() - interval '89 days', 'recent.entry', 'kept')`,
+    );
     const deleted = await pruneAudit(s.platform.db, 90, 1000);
     expect(deleted).toBe(2500);
     expect(await count(s, `basalt.admin_audit WHERE action = 'old.entry'`)).toBe(0);

@@ -13,7 +13,10 @@ import { expectA, expectAError } from '../helpers/envelopes';
 
 const tokenOf = (link: string) => new URL(link.replace('#/setup', '/setup')).searchParams.get('token')!;
 const setup = (s: TestServer, token: string, email = adminEmail(), headers: Record<string, string> = {}) =>
-  s.req('POST', '/api/admin/auth/setup', { body: { token, email, password: ADMIN_PASSWORD }, headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': ip(), ...headers } });
+  s.req('POST', '/api/admin/auth/setup', {
+    body: { token, email, password: ADMIN_PASSWORD },
+    headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': ip(), ...headers },
+  });
 
 describe.each(ENGINES)('admin setup link on %s', (engine) => {
   let s: TestServer;
@@ -25,7 +28,9 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
   test('serve prints a link to /_/#/setup with a 32-byte token while no administrator exists; only its hash is stored', async () => {
     expect(s.running.setupLink).toMatch(new RegExp(`^${s.url}/_/#/setup\\?token=[A-Za-z0-9_-]{43}$`));
     expectA(await s.req('GET', '/api/admin/auth/state'), 200, { setup_required: true });
-    const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>('SELECT token_hash FROM basalt.admin_setup_tokens');
+    const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>(
+      'SELECT token_hash FROM basalt.admin_setup_tokens',
+    );
     expect(rows.length).toBe(1);
     expect(Buffer.from(rows[0]!.token_hash).toString('base64url')).not.toBe(tokenOf(s.running.setupLink!));
   });
@@ -37,7 +42,9 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
       'an expired token',
       async () => {
         const token = (await s.platform.services.admin.issueSetupToken())!;
-        await s.platform.db.query(`UPDATE basalt.admin_setup_tokens SET expires_at = now() - interval '1 second' WHERE used_at IS NULL AND created_at = (SELECT max(created_at) FROM basalt.admin_setup_tokens)`);
+        await s.platform.db.query(
+          `UPDATE basalt.admin_setup_tokens SET expires_at = now() - interval '1 second' WHERE used_at IS NULL AND created_at = (SELECT max(created_at) FROM basalt.admin_setup_tokens)`,
+        );
         return token;
       },
     ],
@@ -54,7 +61,10 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
     const [a, b] = await Promise.all([setup(s, token), setup(s, token)]);
     expect([a.status, b.status].sort()).toEqual([201, 410]);
     const won = a.status === 201 ? a : b;
-    expect(won.body.data).toEqual({ admin: expect.objectContaining({ email: expect.any(String), id: expect.any(String) }), csrf_token: expect.any(String) });
+    expect(won.body.data).toEqual({
+      admin: expect.objectContaining({ email: expect.any(String), id: expect.any(String) }),
+      csrf_token: expect.any(String),
+    });
     expect(won.headers.get('set-cookie')).toMatch(/^basalt_admin=[A-Za-z0-9_-]{43}; /);
     expect((await s.platform.services.admin.list()).length).toBe(1);
     expect((await setup(s, token)).status).toBe(410);
@@ -70,7 +80,10 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
   test('racing two different links (two instances): still one administrator', async () => {
     // Fresh state: delete the administrator directly (the API never deletes the last one).
     await s.platform.db.query('DELETE FROM basalt.admins');
-    const [t1, t2] = [(await s.platform.services.admin.issueSetupToken())!, (await s.platform.services.admin.issueSetupToken())!];
+    const [t1, t2] = [
+      (await s.platform.services.admin.issueSetupToken())!,
+      (await s.platform.services.admin.issueSetupToken())!,
+    ];
     const [a, b] = await Promise.all([setup(s, t1), setup(s, t2)]);
     expect([a.status, b.status].sort()).toEqual([201, 410]);
     expect((await s.platform.services.admin.list()).length).toBe(1);
@@ -81,7 +94,13 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
   let s: TestServer;
   let email: string;
   beforeAll(async () => {
-    s = await startAdminServer(engine, { env: { BASALT_AUTH_LOCKOUT_THRESHOLD: '3', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '4', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100' } });
+    s = await startAdminServer(engine, {
+      env: {
+        BASALT_AUTH_LOCKOUT_THRESHOLD: '3',
+        BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '4',
+        BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100',
+      },
+    });
     email = adminEmail();
     await s.platform.services.admin.create(email, ADMIN_PASSWORD, CLI_ACTOR);
   }, 60_000);
@@ -90,18 +109,30 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
   test('right password: 200 {admin, csrf_token}, a session cookie, only the hash stored, audited', async () => {
     const r = await login(s, email, ADMIN_PASSWORD);
     expect(r.status).toBe(200);
-    expect(r.body.data).toEqual({ admin: { id: expect.any(String), email, created_at: expect.any(String), last_login_at: expect.any(String) }, csrf_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(r.body.data).toEqual({
+      admin: { id: expect.any(String), email, created_at: expect.any(String), last_login_at: expect.any(String) },
+      csrf_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
     const token = /^basalt_admin=([^;]+)/.exec(r.headers.get('set-cookie')!)![1]!;
-    const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>('SELECT token_hash FROM basalt.admin_sessions');
+    const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>(
+      'SELECT token_hash FROM basalt.admin_sessions',
+    );
     expect(rows.every((x) => !Buffer.from(x.token_hash).toString('base64url').includes(token))).toBe(true);
     expect(JSON.stringify(rows)).not.toContain(token);
-    expect((await auditRows(s, 'auth.login')).at(-1)).toMatchObject({ admin_email: email, action: 'auth.login', ip: expect.any(String) });
+    expect((await auditRows(s, 'auth.login')).at(-1)).toMatchObject({
+      admin_email: email,
+      action: 'auth.login',
+      ip: expect.any(String),
+    });
   });
 
   const wrong: [string, () => { email: string; password: string }][] = [
     ['a wrong password', () => ({ email, password: 'wrong password 123' })],
     ['an unknown e-mail', () => ({ email: adminEmail('nobody'), password: ADMIN_PASSWORD })],
-    ['a site user\'s e-mail (never an administrator)', () => ({ email: 'site-user@example.com', password: ADMIN_PASSWORD })],
+    [
+      "a site user's e-mail (never an administrator)",
+      () => ({ email: 'site-user@example.com', password: ADMIN_PASSWORD }),
+    ],
     ['a malformed e-mail', () => ({ email: 'not an address', password: ADMIN_PASSWORD })],
   ];
   test.each(wrong)('%s → 401 invalid_credentials, the same answer, failure audited', async (_n, make) => {
@@ -141,7 +172,9 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
     expectAError(r, 429, 'account_locked', { retry_after: expect.any(Number) });
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
     // Counted in the database (shared by every instance), apart from site users' counters.
-    const { rows } = await s.platform.db.query('SELECT email FROM basalt.auth_login_failures WHERE locked_until > now()');
+    const { rows } = await s.platform.db.query(
+      'SELECT email FROM basalt.auth_login_failures WHERE locked_until > now()',
+    );
     expect(rows.map((x: any) => x.email)).toContain(`admin:${e}`);
   });
 
@@ -162,14 +195,23 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
     ['email not a string', { email: 5, password: 'x' }, 400],
   ];
   test.each(bodies)('%s → 400 validation_error naming the field', async (_n, body, status) => {
-    const r = await s.req('POST', '/api/admin/auth/login', { body, headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': ip() } });
+    const r = await s.req('POST', '/api/admin/auth/login', {
+      body,
+      headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': ip() },
+    });
     expectAError(r, status, 'validation_error', { details: { fields: expect.any(Object) } });
   });
 
   test('not JSON → 415; malformed JSON → 400 invalid_json', async () => {
-    const a = await s.req('POST', '/api/admin/auth/login', { raw: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' } });
+    const a = await s.req('POST', '/api/admin/auth/login', {
+      raw: 'email=a',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    });
     expect(a.status).toBe(415);
-    const b = await s.req('POST', '/api/admin/auth/login', { raw: '{"email":', headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' } });
+    const b = await s.req('POST', '/api/admin/auth/login', {
+      raw: '{"email":',
+      headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' },
+    });
     expectAError(b, 400, 'invalid_json');
   });
 });
@@ -186,7 +228,12 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
 
   const cookies: [string, Record<string, string>, RegExp, boolean][] = [
     ['plain HTTP', {}, /^basalt_admin=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/, false],
-    ['HTTPS per X-Forwarded-Proto from a trusted proxy', { 'x-forwarded-proto': 'https' }, /^__Host-basalt_admin=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200; Secure$/, true],
+    [
+      'HTTPS per X-Forwarded-Proto from a trusted proxy',
+      { 'x-forwarded-proto': 'https' },
+      /^__Host-basalt_admin=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200; Secure$/,
+      true,
+    ],
   ];
   test.each(cookies)('%s: %p', async (_n, headers, shape, secure) => {
     const r = await login(s, email, ADMIN_PASSWORD, ip(), headers);
@@ -224,8 +271,14 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
   });
 
   const expiries: [string, string][] = [
-    ['idle longer than admin.session_idle_minutes', `UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '121 minutes' WHERE id = $1`],
-    ['older than admin.session_max_hours however active', `UPDATE basalt.admin_sessions SET created_at = now() - interval '12 hours 1 minute' WHERE id = $1`],
+    [
+      'idle longer than admin.session_idle_minutes',
+      `UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '121 minutes' WHERE id = $1`,
+    ],
+    [
+      'older than admin.session_max_hours however active',
+      `UPDATE basalt.admin_sessions SET created_at = now() - interval '12 hours 1 minute' WHERE id = $1`,
+    ],
   ];
   test.each(expiries)('a session %s → 401', async (_n, sql) => {
     const a = await signInAdmin(s, { email, create: false });
@@ -237,11 +290,17 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
   test('the lifetimes are live settings: a shorter idle timeout applies to existing sessions at once', async () => {
     const a = await signInAdmin(s, { email, create: false });
     const id = (await s.platform.services.admin.session(a.token))!.id;
-    await s.platform.db.query(`UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+    await s.platform.db.query(
+      `UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '10 minutes' WHERE id = $1`,
+      [id],
+    );
     expect((await adminReq(s, a, 'GET', '/api/admin/auth/me')).status).toBe(200);
     await s.platform.settings.set('admin.session_idle_minutes', 5);
     try {
-      await s.platform.db.query(`UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+      await s.platform.db.query(
+        `UPDATE basalt.admin_sessions SET last_seen_at = now() - interval '10 minutes' WHERE id = $1`,
+        [id],
+      );
       expect((await adminReq(s, a, 'GET', '/api/admin/auth/me')).status).toBe(401);
     } finally {
       await s.platform.settings.unset('admin.session_idle_minutes');
@@ -250,7 +309,12 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
 
   test('last_seen_at is written at most once a minute', async () => {
     const a = await signInAdmin(s, { email, create: false });
-    const seen = async () => (await s.platform.db.query<{ t: Date }>('SELECT last_seen_at AS t FROM basalt.admin_sessions WHERE id = (SELECT id FROM basalt.admin_sessions ORDER BY created_at DESC LIMIT 1)')).rows[0]!.t.getTime();
+    const seen = async () =>
+      (
+        await s.platform.db.query<{ t: Date }>(
+          'SELECT last_seen_at AS t FROM basalt.admin_sessions WHERE id = (SELECT id FROM basalt.admin_sessions ORDER BY created_at DESC LIMIT 1)',
+        )
+      ).rows[0]!.t.getTime();
     const first = await seen();
     await Bun.sleep(20);
     await adminReq(s, a, 'GET', '/api/admin/auth/me');
@@ -275,12 +339,21 @@ describe.each(ENGINES)('admin session cookie and lifetimes on %s', (engine) => {
     await s.platform.services.admin.create(e, ADMIN_PASSWORD, CLI_ACTOR);
     const here = await signInAdmin(s, { email: e, create: false });
     const elsewhere = await signInAdmin(s, { email: e, create: false });
-    const bad = await adminReq(s, here, 'POST', '/api/admin/auth/password', { current_password: 'nope nope nope', new_password: 'new password 5678' });
+    const bad = await adminReq(s, here, 'POST', '/api/admin/auth/password', {
+      current_password: 'nope nope nope',
+      new_password: 'new password 5678',
+    });
     expectAError(bad, 400, 'validation_error', { details: { fields: { current_password: 'is wrong' } } });
-    const short = await adminReq(s, here, 'POST', '/api/admin/auth/password', { current_password: ADMIN_PASSWORD, new_password: 'short' });
+    const short = await adminReq(s, here, 'POST', '/api/admin/auth/password', {
+      current_password: ADMIN_PASSWORD,
+      new_password: 'short',
+    });
     expect(short.status).toBe(400);
     expect(short.body.error.details.fields.new_password).toMatch(/at least/);
-    const r = await adminReq(s, here, 'POST', '/api/admin/auth/password', { current_password: ADMIN_PASSWORD, new_password: 'new password 5678' });
+    const r = await adminReq(s, here, 'POST', '/api/admin/auth/password', {
+      current_password: ADMIN_PASSWORD,
+      new_password: 'new password 5678',
+    });
     expect(r.status).toBe(200);
     expect(r.body.data.admin.email).toBe(e);
     expect((await adminReq(s, here, 'GET', '/api/admin/auth/me')).status).toBe(200);

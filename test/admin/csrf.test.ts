@@ -26,16 +26,36 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   // [name, headers beyond the session cookie, expected status]
   const withSession: [string, (a: AdminAuth) => Record<string, string>, number][] = [
     ['same-origin with the token', (a) => ({ 'sec-fetch-site': 'same-origin', 'x-csrf-token': a.csrf }), 201],
-    ['Sec-Fetch-Site none (typed URL, bookmark) with the token', (a) => ({ 'sec-fetch-site': 'none', 'x-csrf-token': a.csrf }), 201],
+    [
+      'Sec-Fetch-Site none (typed URL, bookmark) with the token',
+      (a) => ({ 'sec-fetch-site': 'none', 'x-csrf-token': a.csrf }),
+      201,
+    ],
     ['no Fetch Metadata and no Origin (not a browser) with the token', (a) => ({ 'x-csrf-token': a.csrf }), 201],
-    ['no Fetch Metadata, own Origin, with the token', (a) => ({ origin: `http://${host}`, 'x-csrf-token': a.csrf }), 201],
+    [
+      'no Fetch Metadata, own Origin, with the token',
+      (a) => ({ origin: `http://${host}`, 'x-csrf-token': a.csrf }),
+      201,
+    ],
     ['cross-site Sec-Fetch-Site', (a) => ({ 'sec-fetch-site': 'cross-site', 'x-csrf-token': a.csrf }), 403],
-    ['same-site (a sibling subdomain) Sec-Fetch-Site', (a) => ({ 'sec-fetch-site': 'same-site', 'x-csrf-token': a.csrf }), 403],
+    [
+      'same-site (a sibling subdomain) Sec-Fetch-Site',
+      (a) => ({ 'sec-fetch-site': 'same-site', 'x-csrf-token': a.csrf }),
+      403,
+    ],
     ['no Fetch Metadata, foreign Origin', (a) => ({ origin: 'https://evil.example', 'x-csrf-token': a.csrf }), 403],
     ['no Fetch Metadata, Origin null', (a) => ({ origin: 'null', 'x-csrf-token': a.csrf }), 403],
     ['same-origin without the token', () => ({ 'sec-fetch-site': 'same-origin' }), 403],
-    ['same-origin with a wrong token', () => ({ 'sec-fetch-site': 'same-origin', 'x-csrf-token': 'A'.repeat(43) }), 403],
-    ['same-origin with a token of another length', () => ({ 'sec-fetch-site': 'same-origin', 'x-csrf-token': 'short' }), 403],
+    [
+      'same-origin with a wrong token',
+      () => ({ 'sec-fetch-site': 'same-origin', 'x-csrf-token': 'A'.repeat(43) }),
+      403,
+    ],
+    [
+      'same-origin with a token of another length',
+      () => ({ 'sec-fetch-site': 'same-origin', 'x-csrf-token': 'short' }),
+      403,
+    ],
   ];
   test.each(withSession)('POST /api/admin/keys, %s', async (_n, headers, status) => {
     const before = (await s.platform.services.keys.list()).length;
@@ -49,7 +69,10 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
 
   test("another session's token does not pass", async () => {
     const b = await signInAdmin(s);
-    const r = await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { cookie: a.cookie, 'sec-fetch-site': 'same-origin', 'x-csrf-token': b.csrf } });
+    const r = await s.req('POST', '/api/admin/keys', {
+      body: keyBody,
+      headers: { cookie: a.cookie, 'sec-fetch-site': 'same-origin', 'x-csrf-token': b.csrf },
+    });
     expect(r.status).toBe(403);
   });
 
@@ -61,7 +84,10 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   test.each(signIn)('sign-in, %s: only layer 1 (login needs no token)', async (_n, headers, status) => {
     const email = adminEmail();
     await s.platform.services.admin.create(email, ADMIN_PASSWORD, CLI_ACTOR);
-    const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password: ADMIN_PASSWORD }, headers: { 'x-forwarded-for': ip(), ...headers } });
+    const r = await s.req('POST', '/api/admin/auth/login', {
+      body: { email, password: ADMIN_PASSWORD },
+      headers: { 'x-forwarded-for': ip(), ...headers },
+    });
     expect(r.status).toBe(status);
     if (status === 403) {
       expectAError(r, 403, 'csrf_failed');
@@ -70,12 +96,17 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   });
 
   test('setup from another site → 403 before the token is even looked at', async () => {
-    const r = await s.req('POST', '/api/admin/auth/setup', { body: { token: 'x'.repeat(43), email: adminEmail(), password: ADMIN_PASSWORD }, headers: { 'sec-fetch-site': 'cross-site' } });
+    const r = await s.req('POST', '/api/admin/auth/setup', {
+      body: { token: 'x'.repeat(43), email: adminEmail(), password: ADMIN_PASSWORD },
+      headers: { 'sec-fetch-site': 'cross-site' },
+    });
     expectAError(r, 403, 'csrf_failed');
   });
 
   test('a cross-site logout does not end the session', async () => {
-    const r = await s.req('POST', '/api/admin/auth/logout', { headers: { cookie: a.cookie, 'sec-fetch-site': 'cross-site', 'x-csrf-token': a.csrf } });
+    const r = await s.req('POST', '/api/admin/auth/logout', {
+      headers: { cookie: a.cookie, 'sec-fetch-site': 'cross-site', 'x-csrf-token': a.csrf },
+    });
     expect(r.status).toBe(403);
     expect((await s.req('GET', '/api/admin/auth/me', { headers: { cookie: a.cookie } })).status).toBe(200);
   });
@@ -86,7 +117,11 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   });
 
   test('a state-changing request with no session and a cross-site origin → 403 first; same-origin without a session → 401', async () => {
-    expect((await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
-    expect((await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { 'sec-fetch-site': 'same-origin' } })).status).toBe(401);
+    expect(
+      (await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { 'sec-fetch-site': 'cross-site' } })).status,
+    ).toBe(403);
+    expect(
+      (await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { 'sec-fetch-site': 'same-origin' } })).status,
+    ).toBe(401);
   });
 });

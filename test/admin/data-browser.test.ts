@@ -65,7 +65,10 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
 
   beforeAll(async () => {
     db = await freshDb(engine);
-    p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000' }, migrate: false });
+    p = await openPlatform({
+      env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000' },
+      migrate: false,
+    });
     await p.db.exec(SCHEMA);
     b = createDataBrowser(p);
     for (const it of ITEMS) await tx((q) => b.insert(q, 'items', it));
@@ -107,7 +110,9 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
   });
 
   test('platform tables are not reachable', async () => {
-    const r = await p.db.query<{ relname: string }>(`SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'basalt' AND c.relkind = 'r' ORDER BY 1`);
+    const r = await p.db.query<{ relname: string }>(
+      `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'basalt' AND c.relkind = 'r' ORDER BY 1`,
+    );
     expect(r.rows.length).toBeGreaterThan(0);
     for (const { relname } of r.rows.slice(0, 5)) {
       const e = await appError(b.select(relname, {}));
@@ -135,7 +140,14 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     ['ilike', [{ field: 'name', op: 'ilike', value: 'c%' }], ['Carrot']],
     ['is_null true', [{ field: 'qty', op: 'is_null', value: true }], ['date']],
     ['is_null false', [{ field: 'price', op: 'is_null', value: false }], ['apple', 'banana', 'Carrot', 'date']],
-    ['AND of two', [{ field: 'category', op: 'eq', value: 'fruit' }, { field: 'qty', op: 'gt', value: 0 }], ['apple']],
+    [
+      'AND of two',
+      [
+        { field: 'category', op: 'eq', value: 'fruit' },
+        { field: 'qty', op: 'gt', value: 0 },
+      ],
+      ['apple'],
+    ],
   ])('select with operator %s', async (_n, filters, expected) => {
     const r = await b.select('items', { filters: filters as any });
     expect(names(r.rows)).toEqual(expected);
@@ -145,7 +157,13 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
   });
 
   test('sort, paging, default and maximum limit', async () => {
-    expect(names((await b.select('items', { sort: [{ field: 'name', direction: 'DESC' }] })).rows)).toEqual(['eggplant', 'date', 'banana', 'apple', 'Carrot']);
+    expect(names((await b.select('items', { sort: [{ field: 'name', direction: 'DESC' }] })).rows)).toEqual([
+      'eggplant',
+      'date',
+      'banana',
+      'apple',
+      'Carrot',
+    ]);
     // Equal sort values keep the primary key order, so pages are stable.
     const byCat = await b.select('items', { sort: [{ field: 'category' }], limit: 2, offset: 1 });
     expect(names(byCat.rows)).toEqual(['banana', 'Carrot']);
@@ -157,10 +175,16 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     expect((await b.select('mixed', { limit: 500, offset: 2400 })).count).toBe(100);
     // Timestamps are ordered by value (not by their ISO text), NULLs first when descending.
     const byAt = await b.select('mixed', { sort: [{ field: 'at', direction: 'desc' }], limit: 500, offset: 100 });
-    const sqlOrder = await p.db.query<{ id: number }>('SELECT id FROM public.mixed ORDER BY at DESC, id LIMIT 500 OFFSET 100');
+    const sqlOrder = await p.db.query<{ id: number }>(
+      'SELECT id FROM public.mixed ORDER BY at DESC, id LIMIT 500 OFFSET 100',
+    );
     expect(byAt.rows.map((r) => r.id)).toEqual(sqlOrder.rows.map((r) => r.id));
     const e = await appError(b.select('mixed', { limit: 501 }));
-    expect([e.status, e.code, Object.keys((e.extra.details as any).fields)]).toEqual([400, 'validation_error', ['limit']]);
+    expect([e.status, e.code, Object.keys((e.extra.details as any).fields)]).toEqual([
+      400,
+      'validation_error',
+      ['limit'],
+    ]);
     expect((await appError(b.select('mixed', { limit: -1 }))).status).toBe(400);
   });
 
@@ -184,18 +208,44 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     expect(all.total).toBeUndefined(); // over 100,000 rows: no count(*)
     expect(all.estimated_total).toBeGreaterThan(BIG_ROWS * 0.8);
     expect(all.estimated_total).toBeLessThan(BIG_ROWS * 1.2);
-    const some = await b.select('big', { filters: [{ field: 'id', op: 'lte', value: 2000 }], sort: [{ field: 'n', direction: 'desc' }], limit: 3 });
+    const some = await b.select('big', {
+      filters: [{ field: 'id', op: 'lte', value: 2000 }],
+      sort: [{ field: 'n', direction: 'desc' }],
+      limit: 3,
+    });
     expect(some.total).toBeUndefined();
     expect(some.estimated_total).toBeGreaterThan(1000);
     expect(some.estimated_total).toBeLessThan(4000);
     expect(some.rows.map((r) => r.n)).toEqual([...some.rows.map((r) => r.n as number)].sort((x, y) => y - x));
     const small = await b.select('mixed', { filters: [{ field: 'grp', op: 'eq', value: 3 }] });
-    expect(small.total).toBe((await p.db.query<{ c: string }>('SELECT count(*)::text AS c FROM public.mixed WHERE grp = 3')).rows[0]!.c as unknown as number * 1);
+    expect(small.total).toBe(
+      ((await p.db.query<{ c: string }>('SELECT count(*)::text AS c FROM public.mixed WHERE grp = 3')).rows[0]!
+        .c as unknown as number) * 1,
+    );
   });
 
   test('insert, update, delete with values in the API representation', async () => {
-    const row = await tx((q) => b.insert(q, 'items', { name: 'fig', qty: 3, big: '9007199254740993', meta: { a: [1, 'x'] }, blob: 'AAEC/w==', tags: ['a', null, 'c"d'], day: '2024-02-29' }));
-    expect(row).toMatchObject({ name: 'fig', qty: 3, big: '9007199254740993', meta: { a: [1, 'x'] }, blob: 'AAEC/w==', tags: ['a', null, 'c"d'], day: '2024-02-29', active: true });
+    const row = await tx((q) =>
+      b.insert(q, 'items', {
+        name: 'fig',
+        qty: 3,
+        big: '9007199254740993',
+        meta: { a: [1, 'x'] },
+        blob: 'AAEC/w==',
+        tags: ['a', null, 'c"d'],
+        day: '2024-02-29',
+      }),
+    );
+    expect(row).toMatchObject({
+      name: 'fig',
+      qty: 3,
+      big: '9007199254740993',
+      meta: { a: [1, 'x'] },
+      blob: 'AAEC/w==',
+      tags: ['a', null, 'c"d'],
+      day: '2024-02-29',
+      active: true,
+    });
     const id = row.id as number;
     const upd = await tx((q) => b.update(q, 'items', { id }, { qty: 4, category: 'fruit' }));
     expect(upd).toMatchObject({ id, qty: 4, category: 'fruit', name: 'fig' });
@@ -209,9 +259,20 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     const unknownCol = await appError(tx((q) => b.insert(q, 'items', { name: 'y', nope: 1 })));
     expect(Object.keys((unknownCol.extra.details as any).fields)).toEqual(['data.nope']);
 
-    expect(Object.keys((await appError(tx((q) => b.update(q, 'items', {}, { qty: 1 })))).extra.details!.fields as object)).toEqual(['key.id']);
-    expect(Object.keys((await appError(tx((q) => b.update(q, 'items', { id, name: 'fig' }, { qty: 1 })))).extra.details!.fields as object)).toEqual(['key.name']);
-    expect(Object.keys((await appError(tx((q) => b.update(q, 'items', { id: 'abc' }, { qty: 1 })))).extra.details!.fields as object)).toEqual(['key.id']);
+    expect(
+      Object.keys((await appError(tx((q) => b.update(q, 'items', {}, { qty: 1 })))).extra.details!.fields as object),
+    ).toEqual(['key.id']);
+    expect(
+      Object.keys(
+        (await appError(tx((q) => b.update(q, 'items', { id, name: 'fig' }, { qty: 1 })))).extra.details!
+          .fields as object,
+      ),
+    ).toEqual(['key.name']);
+    expect(
+      Object.keys(
+        (await appError(tx((q) => b.update(q, 'items', { id: 'abc' }, { qty: 1 })))).extra.details!.fields as object,
+      ),
+    ).toEqual(['key.id']);
     expect((await appError(tx((q) => b.update(q, 'items', { id: 999999 }, { qty: 1 })))).status).toBe(404);
     expect((await appError(tx((q) => b.update(q, 'items', { id }, {})))).status).toBe(400);
 
@@ -233,16 +294,37 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     expect((await b.select('pairs', {})).total).toBe(5);
     expect(await tx((q) => b.deleteRows(q, 'pairs', keys))).toBe(3);
     expect((await b.select('pairs', {})).rows.map((r) => r.a)).toEqual([4, 3]); // key order: b, a
-    expect((await tx((q) => b.update(q, 'pairs', { a: 4, b: 'even' }, { v: 'w' })))).toMatchObject({ a: 4, b: 'even', v: 'w' });
+    expect(await tx((q) => b.update(q, 'pairs', { a: 4, b: 'even' }, { v: 'w' }))).toMatchObject({
+      a: 4,
+      b: 'even',
+      v: 'w',
+    });
     expect((await appError(tx((q) => b.deleteRows(q, 'pairs', [])))).status).toBe(400);
-    expect((await appError(tx((q) => b.deleteRows(q, 'pairs', Array.from({ length: 1001 }, () => ({ a: 1, b: 'x' })))))).status).toBe(400);
-    expect(Object.keys((await appError(tx((q) => b.deleteRows(q, 'pairs', [{ a: 1 }])))).extra.details!.fields as object)).toEqual(['keys[0].b']);
+    expect(
+      (
+        await appError(
+          tx((q) =>
+            b.deleteRows(
+              q,
+              'pairs',
+              Array.from({ length: 1001 }, () => ({ a: 1, b: 'x' })),
+            ),
+          ),
+        )
+      ).status,
+    ).toBe(400);
+    expect(
+      Object.keys((await appError(tx((q) => b.deleteRows(q, 'pairs', [{ a: 1 }])))).extra.details!.fields as object),
+    ).toEqual(['keys[0].b']);
   });
 
   test('a table without a primary key: browse, export, insert; no update or delete', async () => {
     expect((await b.select('nokey', { limit: 3 })).count).toBe(3);
     expect(await tx((q) => b.insert(q, 'nokey', { a: -1, b: 'new' }))).toEqual({ a: -1, b: 'new' });
-    for (const e of [await appError(tx((q) => b.update(q, 'nokey', { a: 1 }, { b: 'x' }))), await appError(tx((q) => b.deleteRows(q, 'nokey', [{ a: 1 }])))]) {
+    for (const e of [
+      await appError(tx((q) => b.update(q, 'nokey', { a: 1 }, { b: 'x' }))),
+      await appError(tx((q) => b.deleteRows(q, 'nokey', [{ a: 1 }]))),
+    ]) {
       expect([e.status, e.code]).toEqual([400, 'validation_error']);
       expect(e.message).toContain('no primary key');
     }
@@ -256,9 +338,36 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
 
   test('CSV export: header, RFC 4180 quoting, NULL as empty, json, bytea, arrays', async () => {
     await tx(async (q) => {
-      await b.insert(q, 'csvx', { id: 1, t: 'plain', j: { k: 'v, "q"' }, bin: 'AAEC', arr: [1, null, 3], n: '1.50', ok: true, 'odd, name': 'x' });
-      await b.insert(q, 'csvx', { id: 2, t: 'comma, "quote"\r\nnewline', j: 'str', bin: null, arr: [], n: null, ok: false, 'odd, name': '' });
-      await b.insert(q, 'csvx', { id: 3, t: null, j: null, bin: '', arr: null, n: '-0.001', ok: null, 'odd, name': null });
+      await b.insert(q, 'csvx', {
+        id: 1,
+        t: 'plain',
+        j: { k: 'v, "q"' },
+        bin: 'AAEC',
+        arr: [1, null, 3],
+        n: '1.50',
+        ok: true,
+        'odd, name': 'x',
+      });
+      await b.insert(q, 'csvx', {
+        id: 2,
+        t: 'comma, "quote"\r\nnewline',
+        j: 'str',
+        bin: null,
+        arr: [],
+        n: null,
+        ok: false,
+        'odd, name': '',
+      });
+      await b.insert(q, 'csvx', {
+        id: 3,
+        t: null,
+        j: null,
+        bin: '',
+        arr: null,
+        n: '-0.001',
+        ok: null,
+        'odd, name': null,
+      });
     });
     const csv = await readAll(b.exportCsv('csvx', {}));
     expect(csv).toBe(
@@ -268,7 +377,14 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
         '3,,,"",,-0.001,,\r\n',
     );
     // Filters and sort apply.
-    expect(await readAll(b.exportCsv('csvx', { filters: [{ field: 'id', op: 'gte', value: 2 }], sort: [{ field: 'id', direction: 'desc' }] }))).toMatch(/^id,.*\r\n3,.*\r\n2,/s);
+    expect(
+      await readAll(
+        b.exportCsv('csvx', {
+          filters: [{ field: 'id', op: 'gte', value: 2 }],
+          sort: [{ field: 'id', direction: 'desc' }],
+        }),
+      ),
+    ).toMatch(/^id,.*\r\n3,.*\r\n2,/s);
     // A bad filter rejects the first read.
     const e = await appError(readAll(b.exportCsv('csvx', { filters: [{ field: 'nope', op: 'eq', value: 1 }] })));
     expect(Object.keys((e.extra.details as any).fields)).toEqual(['filters[0].field']);
@@ -283,9 +399,16 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     ['desc then asc on a timestamp', [{ field: 'at', direction: 'desc' }, { field: 'grp' }], 'at DESC, grp ASC, id'],
     ['desc primary key', [{ field: 'id', direction: 'desc' }], 'id DESC'],
   ])('CSV export pages by keyset in the order asked: %s', async (_n, sort, orderSql) => {
-    const csv = await readAll(b.exportCsv('mixed', { sort: sort as any, filters: [{ field: 'id', op: 'gt', value: 10 }] }));
-    const ids = csv.split('\r\n').slice(1, -1).map((l) => Number(l.split(',')[0]));
-    const expected = (await p.db.query<{ id: number }>(`SELECT id FROM public.mixed WHERE id > 10 ORDER BY ${orderSql}`)).rows.map((r) => r.id);
+    const csv = await readAll(
+      b.exportCsv('mixed', { sort: sort as any, filters: [{ field: 'id', op: 'gt', value: 10 }] }),
+    );
+    const ids = csv
+      .split('\r\n')
+      .slice(1, -1)
+      .map((l) => Number(l.split(',')[0]));
+    const expected = (
+      await p.db.query<{ id: number }>(`SELECT id FROM public.mixed WHERE id > 10 ORDER BY ${orderSql}`)
+    ).rows.map((r) => r.id);
     expect(ids.length).toBe(2490);
     expect(ids).toEqual(expected);
   });
@@ -320,7 +443,9 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     expect(maxChunk).toBeLessThan(3 << 20);
     // The whole export is ~47 MB; what stays alive at once is about one batch.
     expect(maxHeap).toBeLessThan(24 << 20);
-    console.log(`${engine}: export ${BIG_ROWS} rows, ${(bytes / 1048576).toFixed(1)} MiB in ${chunks} chunks (max ${(maxChunk / 1024).toFixed(0)} KiB); heap growth max ${(maxHeap / 1048576).toFixed(1)} MiB, RSS growth max ${(maxRss / 1048576).toFixed(1)} MiB`);
+    console.log(
+      `${engine}: export ${BIG_ROWS} rows, ${(bytes / 1048576).toFixed(1)} MiB in ${chunks} chunks (max ${(maxChunk / 1024).toFixed(0)} KiB); heap growth max ${(maxHeap / 1048576).toFixed(1)} MiB, RSS growth max ${(maxRss / 1048576).toFixed(1)} MiB`,
+    );
   }, 120_000);
 
   test('CSV export stops reading when the consumer cancels', async () => {
@@ -337,10 +462,23 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     await Bun.sleep(1300); // db.transaction_idle_timeout_ms is 1000 here
     if (engine === 'external') {
       expect((await appError(reader.read())).code).toBe('export_abandoned');
-      const r = await p.db.query<{ n: number }>(`SELECT count(*)::int4 AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`);
+      const r = await p.db.query<{ n: number }>(
+        `SELECT count(*)::int4 AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+      );
       expect(r.rows[0]!.n).toBe(0);
     } else {
-      expect((await new Response(new ReadableStream({ pull: async (c) => { const x = await reader.read(); x.done ? c.close() : c.enqueue(x.value); } })).text()).split('\r\n').length).toBeGreaterThan(1000);
+      expect(
+        (
+          await new Response(
+            new ReadableStream({
+              pull: async (c) => {
+                const x = await reader.read();
+                x.done ? c.close() : c.enqueue(x.value);
+              },
+            }),
+          ).text()
+        ).split('\r\n').length,
+      ).toBeGreaterThan(1000);
     }
     const slow = b.exportCsv('mixed', {}).getReader();
     await slow.read();
@@ -365,17 +503,55 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
       '\r\n' +
       'plum,2,,,,null,[],\n';
     expect(await tx((q) => b.importCsv(q, 'items', csv))).toEqual({ inserted: 3 });
-    const r = await b.select('items', { filters: [{ field: 'name', op: 'in', value: ['kiwi, green', 'line\r\nbreak', 'plum'] }] });
-    expect(r.rows.map(({ name, qty, price, category, active, meta, tags, blob }) => ({ name, qty, price, category, active, meta, tags, blob }))).toEqual([
-      { name: 'kiwi, green', qty: 1, price: '0.30', category: 'fruit', active: true, meta: { a: 1 }, tags: ['x', null], blob: 'AAE=' },
-      { name: 'line\r\nbreak', qty: null, price: null, category: '', active: false, meta: null, tags: null, blob: null },
+    const r = await b.select('items', {
+      filters: [{ field: 'name', op: 'in', value: ['kiwi, green', 'line\r\nbreak', 'plum'] }],
+    });
+    expect(
+      r.rows.map(({ name, qty, price, category, active, meta, tags, blob }) => ({
+        name,
+        qty,
+        price,
+        category,
+        active,
+        meta,
+        tags,
+        blob,
+      })),
+    ).toEqual([
+      {
+        name: 'kiwi, green',
+        qty: 1,
+        price: '0.30',
+        category: 'fruit',
+        active: true,
+        meta: { a: 1 },
+        tags: ['x', null],
+        blob: 'AAE=',
+      },
+      {
+        name: 'line\r\nbreak',
+        qty: null,
+        price: null,
+        category: '',
+        active: false,
+        meta: null,
+        tags: null,
+        blob: null,
+      },
       { name: 'plum', qty: 2, price: null, category: null, active: true, meta: null, tags: [], blob: null },
     ]);
   });
 
   test.each([
     ['a value the column cannot hold', 'name,qty\nok1,1\nok2,2\nbad,abc\n', 4, 'qty', 400, 'items'],
-    ['a bad date found by the database', 'name,day\nok1,2024-01-01\n"multi\nline",2024-13-45\n', 3, 'day', 400, 'items'],
+    [
+      'a bad date found by the database',
+      'name,day\nok1,2024-01-01\n"multi\nline",2024-13-45\n',
+      3,
+      'day',
+      400,
+      'items',
+    ],
     ['a unique violation', 'name,qty\nnew1,1\napple,2\n', 3, undefined, 409, 'items'],
     ['a check violation', 'name,qty\nnew1,1\nnew2,-5\n', 3, 'qty', 400, 'items'],
     ['NOT NULL without default left empty', 'id,n,payload\n-1,1,x\n-2,,y\n', 3, 'n', 400, 'big'],
@@ -383,7 +559,8 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
     ['a row with too many cells', 'name,qty\nx,1\ny,2,3\n', 3, undefined, 400, 'items'],
     ['an unclosed quote', 'name,qty\nx,1\n"y,2\n', 3, undefined, 400, 'items'],
   ])('CSV import refuses %s, naming the line; nothing is inserted', async (_n, csv, line, column, status, table) => {
-    const count = async () => (await p.db.query<{ c: number }>(`SELECT count(*)::int4 AS c FROM public.${table}`)).rows[0]!.c;
+    const count = async () =>
+      (await p.db.query<{ c: number }>(`SELECT count(*)::int4 AS c FROM public.${table}`)).rows[0]!.c;
     const before = await count();
     const e = await appError(tx((q) => b.importCsv(q, table, csv)));
     expect(e.status).toBe(status);

@@ -25,106 +25,553 @@ type Check = (r: Reply, s: TestServer, c: Ctx) => void | Promise<void>;
 type Scenario = [string, string, (c: Ctx) => string, ((c: Ctx) => unknown) | undefined, number, Check];
 
 const scenarios: Scenario[] = [
-  ['auth state', 'GET', () => '/api/admin/auth/state', undefined, 200, (r) => expect(r.body.data).toEqual({ setup_required: false })],
-  ['me', 'GET', () => '/api/admin/auth/me', undefined, 200, (r) => expect(r.body.data).toEqual({ admin: expect.objectContaining({ email: expect.any(String) }), csrf_token: expect.any(String) })],
-  ['dashboard', 'GET', () => '/api/admin/dashboard', undefined, 200, (r, s) => {
-    expect(r.body.data).toMatchObject({
-      version: expect.any(String),
-      engine: s.engine,
-      database: { ok: true, latency_ms: expect.any(Number) },
-      mail: { configured: true, jobs_24h: { queued: expect.any(Number), sending: expect.any(Number), sent: expect.any(Number), failed: expect.any(Number), dead: expect.any(Number), cancelled: expect.any(Number) } },
-      counts: { users: expect.any(Number), keys_active: expect.any(Number), admins: 1 },
-      extensions: { loaded: expect.any(Number), failed: expect.any(Array) },
-    });
-    expect(r.body.data.instances).toEqual([expect.objectContaining({ id: expect.any(String), host: expect.any(String), pid: process.pid, version: expect.any(String), started_at: expect.any(String), seen_at: expect.any(String) })]);
-    expect(r.body.data.recent_audit.length).toBeGreaterThan(0);
-  }],
-  ['keys list', 'GET', () => '/api/admin/keys', undefined, 200, (r, _s, c) => expect(r.body.data.keys.map((k: any) => k.id)).toContain(c.keyId)],
-  ['key create (the secret once)', 'POST', () => '/api/admin/keys', () => ({ type: 'service', service: 'crm', permissions: ['db:query'], tables: ['orders'], expires_at: new Date(Date.now() + 86_400_000).toISOString() }), 201, (r) => {
-    expect(r.body.data.secret).toMatch(/^sk_[A-Za-z0-9_-]{43}$/);
-    expect(r.body.data.key).toMatchObject({ type: 'service', service: 'crm', permissions: ['db:query'], tables: ['orders'], display: expect.stringMatching(/^sk_.+….{4}$/), site: false, revoked_at: null });
-    expect(JSON.stringify(r.body.data.key)).not.toContain(r.body.data.secret.slice(10));
-  }],
-  ['site public key create (the setting written in the same transaction)', 'POST', () => '/api/admin/keys', () => ({ type: 'public', site: true }), 201, (r, s) => {
-    expect(r.body.data.key).toMatchObject({ type: 'public', site: true });
-    expect(s.platform.settings.get('web.site_public_key')).toBe(r.body.data.secret);
-  }],
-  ['key create refused (400 naming the field)', 'POST', () => '/api/admin/keys', () => ({ type: 'service', service: 'crm', permissions: ['db:drop'] }), 400, (r) => expectAError(r, 400, 'validation_error', { details: { fields: { permissions: expect.any(String) } } })],
-  ['key revoke', 'POST', (c) => `/api/admin/keys/${c.keyId}/revoke`, undefined, 200, (r, _s, c) => expect(r.body.data.key).toMatchObject({ id: c.keyId, revoked_at: expect.any(String) })],
-  ['key revoke of an unknown id → 404', 'POST', () => `/api/admin/keys/${crypto.randomUUID()}/revoke`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
-  ['settings list', 'GET', () => '/api/admin/settings', undefined, 200, (r) => {
-    const byKey = Object.fromEntries(r.body.data.settings.map((x: any) => [x.key, x]));
-    expect(byKey['app.name']).toEqual({ key: 'app.name', group: 'app', value: 'Basalt', default: 'Basalt', source: 'default', pinned_by: null, live: true, type: 'string', description: expect.any(String), secret: false });
-    expect(byKey['web.port']).toMatchObject({ source: 'environment', pinned_by: 'BASALT_WEB_PORT', live: false });
-    expect(byKey['mail.smtp_url']).toMatchObject({ secret: true, value: null, default: null, source: 'environment' });
-    expect(byKey['web.public_api_access_mode']).toMatchObject({ type: 'enum', values: ['open', 'api_key_required'] });
-  }],
-  ['setting set', 'PUT', () => '/api/admin/settings/app.name', () => ({ value: 'Shop' }), 200, (r, s) => {
-    expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Shop', source: 'database' });
-    expect(s.platform.settings.get('app.name')).toBe('Shop');
-  }],
-  ['setting set: wrong type → 400 naming the key', 'PUT', () => '/api/admin/settings/db.max_limit', () => ({ value: 'lots' }), 400, (r) => expectAError(r, 400, 'validation_error', { details: { fields: { 'db.max_limit': expect.stringContaining('integer') } } })],
-  ['setting set: out of range → 400', 'PUT', () => '/api/admin/settings/admin.session_idle_minutes', () => ({ value: 0 }), 400, (r) => expect(r.body.error.details.fields['admin.session_idle_minutes']).toMatch(/from 1/)],
-  ['setting set: pinned by the environment → 409 naming it', 'PUT', () => '/api/admin/settings/web.trusted_proxies', () => ({ value: [] }), 409, (r) => expectAError(r, 409, 'setting_pinned', { details: { pinned_by: 'BASALT_WEB_TRUSTED_PROXIES' } })],
-  ['setting set: unknown key → 404', 'PUT', () => '/api/admin/settings/no.such', () => ({ value: 1 }), 404, (r) => expectAError(r, 404, 'not_found')],
-  ['setting unset (back to default)', 'DELETE', () => '/api/admin/settings/app.name', undefined, 200, (r) => expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Basalt', source: 'default' })],
-  ['SMTP test send reports the server\'s answer', 'POST', () => '/api/admin/mail/test', () => ({ to: 'ops@example.com' }), 200, (r) => expect(r.body.data).toEqual({ message_id: expect.any(String), response: expect.stringMatching(/^250/) })],
-  ['SMTP test send to a bad address → 400', 'POST', () => '/api/admin/mail/test', () => ({ to: 'not-an-address' }), 400, (r) => expectAError(r, 400, 'validation_error')],
-  ['templates list', 'GET', () => '/api/admin/templates', undefined, 200, (r) => expect(r.body.data.templates).toContainEqual({ name: 'verify_email', subject: expect.any(String), updated_at: expect.any(String) })],
-  ['template detail with its variables', 'GET', () => '/api/admin/templates/verify_email', undefined, 200, (r) => expect(r.body.data.template).toMatchObject({ name: 'verify_email', variables: expect.arrayContaining(['app_name', 'link']) })],
-  ['template put', 'PUT', () => '/api/admin/templates/welcome', () => ({ subject: 'Welcome {{ name }}', html: '<p>Hi {{ name }}, {{ shop.url }}</p>' }), 200, (r) => expect(r.body.data.template).toMatchObject({ name: 'welcome', variables: ['name', 'shop'], text: null })],
-  ['template put that does not parse → 400', 'PUT', () => '/api/admin/templates/broken', () => ({ subject: 'x', text: '{% if %}' }), 400, (r) => expectAError(r, 400, 'validation_error')],
-  ['template preview', 'POST', () => '/api/admin/templates/preview', () => ({ subject: 'Hi {{ name }}', html: '<b>{{ name }}</b>', variables: { name: '<Ada>' } }), 200, (r) => expect(r.body.data).toEqual({ subject: 'Hi <Ada>', html: '<b>&lt;Ada&gt;</b>', text: null, variables: ['name'] })],
-  ['template preview with a missing variable → 400 naming it', 'POST', () => '/api/admin/templates/preview', () => ({ subject: 'Hi {{ name }}', text: '{{ code }}', variables: { name: 'x' } }), 400, (r) => expect(r.body.error.details.fields).toEqual({ 'variables.code': expect.any(String) })],
-  ['template delete', 'DELETE', () => '/api/admin/templates/welcome', undefined, 200, (r) => expect(r.body.data).toEqual({})],
-  ['template delete of an unknown one → 404', 'DELETE', () => '/api/admin/templates/welcome', undefined, 404, (r) => expectAError(r, 404, 'not_found')],
-  ['mail jobs list', 'GET', () => '/api/admin/mail/jobs?limit=2', undefined, 200, (r) => {
-    expect(r.body.data.jobs.length).toBe(2);
-    expect(r.body.data.next_cursor).toEqual(expect.any(String));
-    expect(r.body.data.jobs[0]).toEqual({ id: expect.any(String), state: expect.any(String), to: expect.any(Array), subject: expect.any(String), template: null, attempts: expect.any(Number), max_attempts: expect.any(Number), created_at: expect.any(String), updated_at: expect.any(String), next_attempt_at: null, sent_at: expect.any(String), last_error: null, message_id: expect.any(String) });
-  }],
-  ['mail jobs filtered by state and recipient', 'GET', () => '/api/admin/mail/jobs?state=dead&recipient=DEAD@example.com', undefined, 200, (r, _s, c) => expect(r.body.data.jobs.map((j: any) => j.id)).toEqual([c.deadJob])],
-  ['mail jobs with an unknown state → 400', 'GET', () => '/api/admin/mail/jobs?state=lost', undefined, 400, (r) => expect(r.body.error.details.fields.state).toMatch(/one of/)],
-  ['mail job detail', 'GET', (c) => `/api/admin/mail/jobs/${c.deadJob}`, undefined, 200, (r, _s, c) => expect(r.body.data.job).toMatchObject({ id: c.deadJob, state: 'dead', to: ['dead@example.com'] })],
-  ['mail job retry (dead → queued)', 'POST', (c) => `/api/admin/mail/jobs/${c.deadJob}/retry`, undefined, 200, (r) => expect(['queued', 'sending', 'sent']).toContain(r.body.data.job.state)],
-  ['mail job retry of a queued one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/retry`, undefined, 409, (r) => expectAError(r, 409, 'invalid_state')],
-  ['mail job cancel (queued → cancelled)', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`, undefined, 200, (r) => expect(r.body.data.job.state).toBe('cancelled')],
-  ['mail job cancel of a cancelled one → 409', 'POST', (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`, undefined, 409, (r) => expectAError(r, 409, 'invalid_state')],
-  ['mail job detail of an unknown id → 404', 'GET', () => `/api/admin/mail/jobs/${crypto.randomUUID()}`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
-  ['users search', 'GET', () => '/api/admin/users?search=SHOPPER&limit=10', undefined, 200, (r, _s, c) => {
-    expect(r.body.data.total).toBe(1);
-    expect(r.body.data.users).toEqual([{ id: c.userId, email: c.userEmail, email_verified_at: null, disabled_at: null, created_at: expect.any(String), last_login_at: expect.any(String), locked_until: null }]);
-  }],
-  ['user detail with sessions', 'GET', (c) => `/api/admin/users/${c.userId}`, undefined, 200, (r) => expect(r.body.data.sessions).toEqual([expect.objectContaining({ id: expect.any(String), ip: expect.any(String), expires_at: expect.any(String) })])],
-  ['user detail of an unknown id → 404', 'GET', () => `/api/admin/users/${crypto.randomUUID()}`, undefined, 404, (r) => expectAError(r, 404, 'not_found')],
-  ['user end sessions', 'POST', (c) => `/api/admin/users/${c.userId}/end-sessions`, undefined, 200, async (r, s, c) => {
-    expect(r.body.data.user.id).toBe(c.userId);
-    expect((await s.req('GET', `/api/admin/users/${c.userId}`, {})).status).toBe(401);
-  }],
-  ['user unlock', 'POST', (c) => `/api/admin/users/${c.userId}/unlock`, undefined, 200, (r) => expect(r.body.data.user.locked_until).toBeNull()],
-  ['user disable', 'POST', (c) => `/api/admin/users/${c.userId}/disable`, undefined, 200, (r) => expect(r.body.data.user.disabled_at).toEqual(expect.any(String))],
-  ['user enable', 'POST', (c) => `/api/admin/users/${c.userId}/enable`, undefined, 200, (r) => expect(r.body.data.user.disabled_at).toBeNull()],
-  ['user resend verification', 'POST', (c) => `/api/admin/users/${c.userId}/resend-verification`, undefined, 200, (r) => expect(r.body.data.user.email_verified_at).toBeNull()],
-  ['user delete', 'DELETE', (c) => `/api/admin/users/${c.userId}`, undefined, 200, async (r, s, c) => {
-    expect(r.body.data).toEqual({});
-    expect((await s.platform.db.query('SELECT 1 FROM basalt.users WHERE id = $1', [c.userId])).rows.length).toBe(0);
-  }],
-  ['extensions', 'GET', () => '/api/admin/extensions', undefined, 200, (r) => {
-    const cf = r.body.data.extensions.find((e: any) => e.name === 'contact-form');
-    expect(cf).toMatchObject({ state: 'loaded', error: null, version: expect.any(String), routes: [{ method: 'POST', path: '/api/module/contact-form/submit' }] });
-    expect(cf.settings).toContainEqual(expect.objectContaining({ key: 'to', description: expect.any(String) }));
-  }],
-  ['extension setting set', 'PUT', () => '/api/admin/extensions/contact-form/settings/to', () => ({ value: 'owner@example.com' }), 200, (r, s) => {
-    expect(r.body.data.setting).toMatchObject({ key: 'to', value: 'owner@example.com', source: 'database' });
-    expect(s.platform.services.extensions.settings('contact-form')!.get('to')).toBe('owner@example.com');
-  }],
-  ['extension setting of an unknown extension → 404', 'PUT', () => '/api/admin/extensions/nope/settings/to', () => ({ value: 'x' }), 404, (r) => expectAError(r, 404, 'not_found')],
-  ['audit log filtered', 'GET', () => '/api/admin/audit?action=keys.&limit=5', undefined, 200, (r) => {
-    expect(r.body.data.entries.length).toBeGreaterThan(0);
-    expect(r.body.data.entries.every((e: any) => e.action.startsWith('keys.'))).toBe(true);
-    expect(r.body.data.entries[0]).toEqual({ id: expect.any(String), at: expect.any(String), admin_id: expect.any(String), admin_email: expect.any(String), ip: expect.any(String), user_agent: expect.any(String), action: expect.any(String), target: expect.any(String), diff: expect.anything(), request_id: expect.any(String) });
-  }],
-  ['data tables', 'GET', () => '/api/admin/data/tables', undefined, 200, (r) => expect(r.body.data.tables).toEqual(expect.any(Array))],
+  [
+    'auth state',
+    'GET',
+    () => '/api/admin/auth/state',
+    undefined,
+    200,
+    (r) => expect(r.body.data).toEqual({ setup_required: false }),
+  ],
+  [
+    'me',
+    'GET',
+    () => '/api/admin/auth/me',
+    undefined,
+    200,
+    (r) =>
+      expect(r.body.data).toEqual({
+        admin: expect.objectContaining({ email: expect.any(String) }),
+        csrf_token: expect.any(String),
+      }),
+  ],
+  [
+    'dashboard',
+    'GET',
+    () => '/api/admin/dashboard',
+    undefined,
+    200,
+    (r, s) => {
+      expect(r.body.data).toMatchObject({
+        version: expect.any(String),
+        engine: s.engine,
+        database: { ok: true, latency_ms: expect.any(Number) },
+        mail: {
+          configured: true,
+          jobs_24h: {
+            queued: expect.any(Number),
+            sending: expect.any(Number),
+            sent: expect.any(Number),
+            failed: expect.any(Number),
+            dead: expect.any(Number),
+            cancelled: expect.any(Number),
+          },
+        },
+        counts: { users: expect.any(Number), keys_active: expect.any(Number), admins: 1 },
+        extensions: { loaded: expect.any(Number), failed: expect.any(Array) },
+      });
+      expect(r.body.data.instances).toEqual([
+        expect.objectContaining({
+          id: expect.any(String),
+          host: expect.any(String),
+          pid: process.pid,
+          version: expect.any(String),
+          started_at: expect.any(String),
+          seen_at: expect.any(String),
+        }),
+      ]);
+      expect(r.body.data.recent_audit.length).toBeGreaterThan(0);
+    },
+  ],
+  [
+    'keys list',
+    'GET',
+    () => '/api/admin/keys',
+    undefined,
+    200,
+    (r, _s, c) => expect(r.body.data.keys.map((k: any) => k.id)).toContain(c.keyId),
+  ],
+  [
+    'key create (the secret once)',
+    'POST',
+    () => '/api/admin/keys',
+    () => ({
+      type: 'service',
+      service: 'crm',
+      permissions: ['db:query'],
+      tables: ['orders'],
+      expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+    }),
+    201,
+    (r) => {
+      expect(r.body.data.secret).toMatch(/^sk_[A-Za-z0-9_-]{43}$/);
+      expect(r.body.data.key).toMatchObject({
+        type: 'service',
+        service: 'crm',
+        permissions: ['db:query'],
+        tables: ['orders'],
+        display: expect.stringMatching(/^sk_.+….{4}$/),
+        site: false,
+        revoked_at: null,
+      });
+      expect(JSON.stringify(r.body.data.key)).not.toContain(r.body.data.secret.slice(10));
+    },
+  ],
+  [
+    'site public key create (the setting written in the same transaction)',
+    'POST',
+    () => '/api/admin/keys',
+    () => ({ type: 'public', site: true }),
+    201,
+    (r, s) => {
+      expect(r.body.data.key).toMatchObject({ type: 'public', site: true });
+      expect(s.platform.settings.get('web.site_public_key')).toBe(r.body.data.secret);
+    },
+  ],
+  [
+    'key create refused (400 naming the field)',
+    'POST',
+    () => '/api/admin/keys',
+    () => ({ type: 'service', service: 'crm', permissions: ['db:drop'] }),
+    400,
+    (r) => expectAError(r, 400, 'validation_error', { details: { fields: { permissions: expect.any(String) } } }),
+  ],
+  [
+    'key revoke',
+    'POST',
+    (c) => `/api/admin/keys/${c.keyId}/revoke`,
+    undefined,
+    200,
+    (r, _s, c) => expect(r.body.data.key).toMatchObject({ id: c.keyId, revoked_at: expect.any(String) }),
+  ],
+  [
+    'key revoke of an unknown id → 404',
+    'POST',
+    () => `/api/admin/keys/${crypto.randomUUID()}/revoke`,
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'settings list',
+    'GET',
+    () => '/api/admin/settings',
+    undefined,
+    200,
+    (r) => {
+      const byKey = Object.fromEntries(r.body.data.settings.map((x: any) => [x.key, x]));
+      expect(byKey['app.name']).toEqual({
+        key: 'app.name',
+        group: 'app',
+        value: 'Basalt',
+        default: 'Basalt',
+        source: 'default',
+        pinned_by: null,
+        live: true,
+        type: 'string',
+        description: expect.any(String),
+        secret: false,
+      });
+      expect(byKey['web.port']).toMatchObject({ source: 'environment', pinned_by: 'BASALT_WEB_PORT', live: false });
+      expect(byKey['mail.smtp_url']).toMatchObject({ secret: true, value: null, default: null, source: 'environment' });
+      expect(byKey['web.public_api_access_mode']).toMatchObject({ type: 'enum', values: ['open', 'api_key_required'] });
+    },
+  ],
+  [
+    'setting set',
+    'PUT',
+    () => '/api/admin/settings/app.name',
+    () => ({ value: 'Shop' }),
+    200,
+    (r, s) => {
+      expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Shop', source: 'database' });
+      expect(s.platform.settings.get('app.name')).toBe('Shop');
+    },
+  ],
+  [
+    'setting set: wrong type → 400 naming the key',
+    'PUT',
+    () => '/api/admin/settings/db.max_limit',
+    () => ({ value: 'lots' }),
+    400,
+    (r) =>
+      expectAError(r, 400, 'validation_error', {
+        details: { fields: { 'db.max_limit': expect.stringContaining('integer') } },
+      }),
+  ],
+  [
+    'setting set: out of range → 400',
+    'PUT',
+    () => '/api/admin/settings/admin.session_idle_minutes',
+    () => ({ value: 0 }),
+    400,
+    (r) => expect(r.body.error.details.fields['admin.session_idle_minutes']).toMatch(/from 1/),
+  ],
+  [
+    'setting set: pinned by the environment → 409 naming it',
+    'PUT',
+    () => '/api/admin/settings/web.trusted_proxies',
+    () => ({ value: [] }),
+    409,
+    (r) => expectAError(r, 409, 'setting_pinned', { details: { pinned_by: 'BASALT_WEB_TRUSTED_PROXIES' } }),
+  ],
+  [
+    'setting set: unknown key → 404',
+    'PUT',
+    () => '/api/admin/settings/no.such',
+    () => ({ value: 1 }),
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'setting unset (back to default)',
+    'DELETE',
+    () => '/api/admin/settings/app.name',
+    undefined,
+    200,
+    (r) => expect(r.body.data.setting).toMatchObject({ key: 'app.name', value: 'Basalt', source: 'default' }),
+  ],
+  [
+    "SMTP test send reports the server's answer",
+    'POST',
+    () => '/api/admin/mail/test',
+    () => ({ to: 'ops@example.com' }),
+    200,
+    (r) => expect(r.body.data).toEqual({ message_id: expect.any(String), response: expect.stringMatching(/^250/) }),
+  ],
+  [
+    'SMTP test send to a bad address → 400',
+    'POST',
+    () => '/api/admin/mail/test',
+    () => ({ to: 'not-an-address' }),
+    400,
+    (r) => expectAError(r, 400, 'validation_error'),
+  ],
+  [
+    'templates list',
+    'GET',
+    () => '/api/admin/templates',
+    undefined,
+    200,
+    (r) =>
+      expect(r.body.data.templates).toContainEqual({
+        name: 'verify_email',
+        subject: expect.any(String),
+        updated_at: expect.any(String),
+      }),
+  ],
+  [
+    'template detail with its variables',
+    'GET',
+    () => '/api/admin/templates/verify_email',
+    undefined,
+    200,
+    (r) =>
+      expect(r.body.data.template).toMatchObject({
+        name: 'verify_email',
+        variables: expect.arrayContaining(['app_name', 'link']),
+      }),
+  ],
+  [
+    'template put',
+    'PUT',
+    () => '/api/admin/templates/welcome',
+    () => ({ subject: 'Welcome {{ name }}', html: '<p>Hi {{ name }}, {{ shop.url }}</p>' }),
+    200,
+    (r) => expect(r.body.data.template).toMatchObject({ name: 'welcome', variables: ['name', 'shop'], text: null }),
+  ],
+  [
+    'template put that does not parse → 400',
+    'PUT',
+    () => '/api/admin/templates/broken',
+    () => ({ subject: 'x', text: '{% if %}' }),
+    400,
+    (r) => expectAError(r, 400, 'validation_error'),
+  ],
+  [
+    'template preview',
+    'POST',
+    () => '/api/admin/templates/preview',
+    () => ({ subject: 'Hi {{ name }}', html: '<b>{{ name }}</b>', variables: { name: '<Ada>' } }),
+    200,
+    (r) =>
+      expect(r.body.data).toEqual({ subject: 'Hi <Ada>', html: '<b>&lt;Ada&gt;</b>', text: null, variables: ['name'] }),
+  ],
+  [
+    'template preview with a missing variable → 400 naming it',
+    'POST',
+    () => '/api/admin/templates/preview',
+    () => ({ subject: 'Hi {{ name }}', text: '{{ code }}', variables: { name: 'x' } }),
+    400,
+    (r) => expect(r.body.error.details.fields).toEqual({ 'variables.code': expect.any(String) }),
+  ],
+  [
+    'template delete',
+    'DELETE',
+    () => '/api/admin/templates/welcome',
+    undefined,
+    200,
+    (r) => expect(r.body.data).toEqual({}),
+  ],
+  [
+    'template delete of an unknown one → 404',
+    'DELETE',
+    () => '/api/admin/templates/welcome',
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'mail jobs list',
+    'GET',
+    () => '/api/admin/mail/jobs?limit=2',
+    undefined,
+    200,
+    (r) => {
+      expect(r.body.data.jobs.length).toBe(2);
+      expect(r.body.data.next_cursor).toEqual(expect.any(String));
+      expect(r.body.data.jobs[0]).toEqual({
+        id: expect.any(String),
+        state: expect.any(String),
+        to: expect.any(Array),
+        subject: expect.any(String),
+        template: null,
+        attempts: expect.any(Number),
+        max_attempts: expect.any(Number),
+        created_at: expect.any(String),
+        updated_at: expect.any(String),
+        next_attempt_at: null,
+        sent_at: expect.any(String),
+        last_error: null,
+        message_id: expect.any(String),
+      });
+    },
+  ],
+  [
+    'mail jobs filtered by state and recipient',
+    'GET',
+    () => '/api/admin/mail/jobs?state=dead&recipient=DEAD@example.com',
+    undefined,
+    200,
+    (r, _s, c) => expect(r.body.data.jobs.map((j: any) => j.id)).toEqual([c.deadJob]),
+  ],
+  [
+    'mail jobs with an unknown state → 400',
+    'GET',
+    () => '/api/admin/mail/jobs?state=lost',
+    undefined,
+    400,
+    (r) => expect(r.body.error.details.fields.state).toMatch(/one of/),
+  ],
+  [
+    'mail job detail',
+    'GET',
+    (c) => `/api/admin/mail/jobs/${c.deadJob}`,
+    undefined,
+    200,
+    (r, _s, c) => expect(r.body.data.job).toMatchObject({ id: c.deadJob, state: 'dead', to: ['dead@example.com'] }),
+  ],
+  [
+    'mail job retry (dead → queued)',
+    'POST',
+    (c) => `/api/admin/mail/jobs/${c.deadJob}/retry`,
+    undefined,
+    200,
+    (r) => expect(['queued', 'sending', 'sent']).toContain(r.body.data.job.state),
+  ],
+  [
+    'mail job retry of a queued one → 409',
+    'POST',
+    (c) => `/api/admin/mail/jobs/${c.queuedJob}/retry`,
+    undefined,
+    409,
+    (r) => expectAError(r, 409, 'invalid_state'),
+  ],
+  [
+    'mail job cancel (queued → cancelled)',
+    'POST',
+    (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`,
+    undefined,
+    200,
+    (r) => expect(r.body.data.job.state).toBe('cancelled'),
+  ],
+  [
+    'mail job cancel of a cancelled one → 409',
+    'POST',
+    (c) => `/api/admin/mail/jobs/${c.queuedJob}/cancel`,
+    undefined,
+    409,
+    (r) => expectAError(r, 409, 'invalid_state'),
+  ],
+  [
+    'mail job detail of an unknown id → 404',
+    'GET',
+    () => `/api/admin/mail/jobs/${crypto.randomUUID()}`,
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'users search',
+    'GET',
+    () => '/api/admin/users?search=SHOPPER&limit=10',
+    undefined,
+    200,
+    (r, _s, c) => {
+      expect(r.body.data.total).toBe(1);
+      expect(r.body.data.users).toEqual([
+        {
+          id: c.userId,
+          email: c.userEmail,
+          email_verified_at: null,
+          disabled_at: null,
+          created_at: expect.any(String),
+          last_login_at: expect.any(String),
+          locked_until: null,
+        },
+      ]);
+    },
+  ],
+  [
+    'user detail with sessions',
+    'GET',
+    (c) => `/api/admin/users/${c.userId}`,
+    undefined,
+    200,
+    (r) =>
+      expect(r.body.data.sessions).toEqual([
+        expect.objectContaining({ id: expect.any(String), ip: expect.any(String), expires_at: expect.any(String) }),
+      ]),
+  ],
+  [
+    'user detail of an unknown id → 404',
+    'GET',
+    () => `/api/admin/users/${crypto.randomUUID()}`,
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'user end sessions',
+    'POST',
+    (c) => `/api/admin/users/${c.userId}/end-sessions`,
+    undefined,
+    200,
+    async (r, s, c) => {
+      expect(r.body.data.user.id).toBe(c.userId);
+      expect((await s.req('GET', `/api/admin/users/${c.userId}`, {})).status).toBe(401);
+    },
+  ],
+  [
+    'user unlock',
+    'POST',
+    (c) => `/api/admin/users/${c.userId}/unlock`,
+    undefined,
+    200,
+    (r) => expect(r.body.data.user.locked_until).toBeNull(),
+  ],
+  [
+    'user disable',
+    'POST',
+    (c) => `/api/admin/users/${c.userId}/disable`,
+    undefined,
+    200,
+    (r) => expect(r.body.data.user.disabled_at).toEqual(expect.any(String)),
+  ],
+  [
+    'user enable',
+    'POST',
+    (c) => `/api/admin/users/${c.userId}/enable`,
+    undefined,
+    200,
+    (r) => expect(r.body.data.user.disabled_at).toBeNull(),
+  ],
+  [
+    'user resend verification',
+    'POST',
+    (c) => `/api/admin/users/${c.userId}/resend-verification`,
+    undefined,
+    200,
+    (r) => expect(r.body.data.user.email_verified_at).toBeNull(),
+  ],
+  [
+    'user delete',
+    'DELETE',
+    (c) => `/api/admin/users/${c.userId}`,
+    undefined,
+    200,
+    async (r, s, c) => {
+      expect(r.body.data).toEqual({});
+      expect((await s.platform.db.query('SELECT 1 FROM basalt.users WHERE id = $1', [c.userId])).rows.length).toBe(0);
+    },
+  ],
+  [
+    'extensions',
+    'GET',
+    () => '/api/admin/extensions',
+    undefined,
+    200,
+    (r) => {
+      const cf = r.body.data.extensions.find((e: any) => e.name === 'contact-form');
+      expect(cf).toMatchObject({
+        state: 'loaded',
+        error: null,
+        version: expect.any(String),
+        routes: [{ method: 'POST', path: '/api/module/contact-form/submit' }],
+      });
+      expect(cf.settings).toContainEqual(expect.objectContaining({ key: 'to', description: expect.any(String) }));
+    },
+  ],
+  [
+    'extension setting set',
+    'PUT',
+    () => '/api/admin/extensions/contact-form/settings/to',
+    () => ({ value: 'owner@example.com' }),
+    200,
+    (r, s) => {
+      expect(r.body.data.setting).toMatchObject({ key: 'to', value: 'owner@example.com', source: 'database' });
+      expect(s.platform.services.extensions.settings('contact-form')!.get('to')).toBe('owner@example.com');
+    },
+  ],
+  [
+    'extension setting of an unknown extension → 404',
+    'PUT',
+    () => '/api/admin/extensions/nope/settings/to',
+    () => ({ value: 'x' }),
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
+    'audit log filtered',
+    'GET',
+    () => '/api/admin/audit?action=keys.&limit=5',
+    undefined,
+    200,
+    (r) => {
+      expect(r.body.data.entries.length).toBeGreaterThan(0);
+      expect(r.body.data.entries.every((e: any) => e.action.startsWith('keys.'))).toBe(true);
+      expect(r.body.data.entries[0]).toEqual({
+        id: expect.any(String),
+        at: expect.any(String),
+        admin_id: expect.any(String),
+        admin_email: expect.any(String),
+        ip: expect.any(String),
+        user_agent: expect.any(String),
+        action: expect.any(String),
+        target: expect.any(String),
+        diff: expect.anything(),
+        request_id: expect.any(String),
+      });
+    },
+  ],
+  [
+    'data tables',
+    'GET',
+    () => '/api/admin/data/tables',
+    undefined,
+    200,
+    (r) => expect(r.body.data.tables).toEqual(expect.any(Array)),
+  ],
 ];
 
 describe.each(ENGINES)('admin endpoints on %s', (engine) => {
@@ -134,7 +581,13 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
   const c = {} as Ctx;
   beforeAll(async () => {
     sink = await startSmtpSink();
-    s = await startAdminServer(engine, { env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'site@example.com', BASALT_WEB_PUBLIC_BASE_URL: 'https://shop.example' } });
+    s = await startAdminServer(engine, {
+      env: {
+        BASALT_MAIL_SMTP_URL: sink.url,
+        BASALT_MAIL_FROM: 'site@example.com',
+        BASALT_WEB_PUBLIC_BASE_URL: 'https://shop.example',
+      },
+    });
     a = await signInAdmin(s);
     c.userEmail = `shopper-${Date.now()}@example.com`;
     const reg = await registerUser(s, { email: c.userEmail });
@@ -145,8 +598,13 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     c.queuedJob = (await mail.sendNow({ to: ['later@example.com'], subject: 'q', text: 'x' })).jobId;
     await mail.sendNow({ to: ['more@example.com'], subject: 'm', text: 'x' });
     // States a test cannot wait for: a dead job, and a queued one due in an hour.
-    await s.platform.db.query(`UPDATE basalt.mail_jobs SET state = 'dead', last_error = 'refused' WHERE id = $1`, [c.deadJob]);
-    await s.platform.db.query(`UPDATE basalt.mail_jobs SET state = 'queued', sent_at = NULL, run_at = now() + interval '1 hour' WHERE id = $1`, [c.queuedJob]);
+    await s.platform.db.query(`UPDATE basalt.mail_jobs SET state = 'dead', last_error = 'refused' WHERE id = $1`, [
+      c.deadJob,
+    ]);
+    await s.platform.db.query(
+      `UPDATE basalt.mail_jobs SET state = 'queued', sent_at = NULL, run_at = now() + interval '1 hour' WHERE id = $1`,
+      [c.queuedJob],
+    );
   }, 60_000);
   afterAll(async () => {
     await s.stop();
@@ -162,10 +620,13 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     await check(r, s, c);
   });
 
-  test.each(scenarios.filter(([n]) => n !== 'auth state'))('%s without a session → 401 unauthorized', async (_name, method, path, body) => {
-    const r = await adminReq(s, undefined, method, path(c), body?.(c));
-    expectAError(r, 401, 'unauthorized');
-  });
+  test.each(scenarios.filter(([n]) => n !== 'auth state'))(
+    '%s without a session → 401 unauthorized',
+    async (_name, method, path, body) => {
+      const r = await adminReq(s, undefined, method, path(c), body?.(c));
+      expectAError(r, 401, 'unauthorized');
+    },
+  );
 
   const unknown: [string, string][] = [
     ['GET', '/api/admin/nope'],
@@ -197,9 +658,16 @@ describe.each(ENGINES)('admin API with the public listener split off, on %s', (e
     ['GET', '/api/admin/dashboard'],
   ];
   test.each(paths)('%s %s: served on the main listener, 404 on the public one', async (method, path) => {
-    const main = await s.req(method, path, { headers: a.headers(), body: method === 'POST' ? { email: a.email, password: a.password } : undefined });
+    const main = await s.req(method, path, {
+      headers: a.headers(),
+      body: method === 'POST' ? { email: a.email, password: a.password } : undefined,
+    });
     expect(main.status).toBe(200);
-    const pub = await s.req(method, path, { base: s.publicUrl, headers: a.headers(), body: method === 'POST' ? { email: a.email, password: a.password } : undefined });
+    const pub = await s.req(method, path, {
+      base: s.publicUrl,
+      headers: a.headers(),
+      body: method === 'POST' ? { email: a.email, password: a.password } : undefined,
+    });
     expectAError(pub, 404, 'not_found');
   });
 

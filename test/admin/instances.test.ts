@@ -46,12 +46,23 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
   });
 
   test('a key revoked through A stops at once on B', async () => {
-    const created = await adminReq(a, admin, 'POST', '/api/admin/keys', { type: 'service', service: 'billing', permissions: ['mail:send'] });
+    const created = await adminReq(a, admin, 'POST', '/api/admin/keys', {
+      type: 'service',
+      service: 'billing',
+      permissions: ['mail:send'],
+    });
     const key = created.body.data.secret as string;
-    const send = () => b.req('POST', '/api/v1/mail/send', { headers: { 'x-api-key': key }, body: { to: ['x@example.com'], subject: 's', text: 't' } });
+    const send = () =>
+      b.req('POST', '/api/v1/mail/send', {
+        headers: { 'x-api-key': key },
+        body: { to: ['x@example.com'], subject: 's', text: 't' },
+      });
     expect((await send()).status).toBe(202);
     expect((await adminReq(a, admin, 'POST', `/api/admin/keys/${created.body.data.key.id}/revoke`)).status).toBe(200);
-    expect((await eventually(send, { ...AT_ONCE, until: (r) => r.status === 401, what: 'B to refuse the revoked key' })).status).toBe(401);
+    expect(
+      (await eventually(send, { ...AT_ONCE, until: (r) => r.status === 401, what: 'B to refuse the revoked key' }))
+        .status,
+    ).toBe(401);
   });
 
   test('a user disabled through A: their access token stops at once on B, and they cannot sign in there', async () => {
@@ -59,7 +70,11 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
     const me = () => b.req('GET', '/api/v1/auth/me', { headers: u.headers() });
     expect((await me()).status).toBe(200);
     expect((await adminReq(a, admin, 'POST', `/api/admin/users/${u.user.id}/disable`)).status).toBe(200);
-    const after = await eventually(me, { ...AT_ONCE, until: (r) => r.status !== 200, what: "B to refuse the disabled user's token" });
+    const after = await eventually(me, {
+      ...AT_ONCE,
+      until: (r) => r.status !== 200,
+      what: "B to refuse the disabled user's token",
+    });
     expect(after.status).toBeGreaterThanOrEqual(401);
     expect(after.status).toBeLessThanOrEqual(403);
     const login = await b.req('POST', '/api/v1/auth/login', { body: { email: u.email, password: u.password } });
@@ -68,7 +83,12 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
 
   test('a setting changed through A is live on B', async () => {
     expect((await adminReq(a, admin, 'PUT', '/api/admin/settings/app.name', { value: 'Shared' })).status).toBe(200);
-    await eventually(() => b.platform.settings.get('app.name'), { timeout: 3000, interval: 20, until: (v) => v === 'Shared', what: 'the setting on B' });
+    await eventually(() => b.platform.settings.get('app.name'), {
+      timeout: 3000,
+      interval: 20,
+      until: (v) => v === 'Shared',
+      what: 'the setting on B',
+    });
     expect(b.platform.settings.get('app.name')).toBe('Shared');
   });
 
@@ -77,7 +97,10 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
     expect((await adminReq(b, s1, 'POST', '/api/admin/auth/logout')).status).toBe(200);
     expect((await adminReq(a, s1, 'GET', '/api/admin/auth/me')).status).toBe(401);
     const other = await signInAdmin(b, { email: admin.email, create: false });
-    const r = await adminReq(a, admin, 'POST', '/api/admin/auth/password', { current_password: admin.password, new_password: 'another password 99' });
+    const r = await adminReq(a, admin, 'POST', '/api/admin/auth/password', {
+      current_password: admin.password,
+      new_password: 'another password 99',
+    });
     expect(r.status).toBe(200);
     expect((await adminReq(b, other, 'GET', '/api/admin/auth/me')).status).toBe(401);
     expect((await adminReq(b, admin, 'GET', '/api/admin/auth/me')).status).toBe(200);

@@ -23,8 +23,17 @@ export function startAdminServer(engine: Engine, opts: StartOptions = {}): Promi
 }
 
 /** A sign-in from a chosen address, as a same-origin panel would send it. */
-export function login(s: TestServer, email: string, password: string, from = ip(), headers: Record<string, string> = {}): Promise<Reply> {
-  return s.req('POST', '/api/admin/auth/login', { body: { email, password }, headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': from, ...headers } });
+export function login(
+  s: TestServer,
+  email: string,
+  password: string,
+  from = ip(),
+  headers: Record<string, string> = {},
+): Promise<Reply> {
+  return s.req('POST', '/api/admin/auth/login', {
+    body: { email, password },
+    headers: { 'sec-fetch-site': 'same-origin', 'x-forwarded-for': from, ...headers },
+  });
 }
 
 export async function auditRows(s: TestServer, action: string): Promise<any[]> {

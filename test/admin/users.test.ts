@@ -10,12 +10,15 @@ import { ip, startAdminServer } from './support';
 import { USER_PASSWORD, registerUser, signInUser } from '../helpers/users';
 import { expectAError } from '../helpers/envelopes';
 
-
 describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
   let s: TestServer;
   let a: AdminAuth;
   const me = (token: string) => s.req('GET', '/api/v1/auth/me', { headers: { authorization: `Bearer ${token}` } });
-  const login = (email: string) => s.req('POST', '/api/v1/auth/login', { body: { email, password: USER_PASSWORD }, headers: { 'x-forwarded-for': ip() } });
+  const login = (email: string) =>
+    s.req('POST', '/api/v1/auth/login', {
+      body: { email, password: USER_PASSWORD },
+      headers: { 'x-forwarded-for': ip() },
+    });
   beforeAll(async () => {
     s = await startAdminServer(engine, { env: { BASALT_AUTH_LOCKOUT_THRESHOLD: '2' } });
     a = await signInAdmin(s);
@@ -37,13 +40,19 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
     const u = await signInUser(s);
     expect((await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/end-sessions`)).status).toBe(200);
     expect((await me(u.access_token)).status).toBe(401);
-    expect((await s.req('POST', '/api/v1/auth/refresh', { body: { refresh_token: u.refresh_token } })).status).toBe(401);
+    expect((await s.req('POST', '/api/v1/auth/refresh', { body: { refresh_token: u.refresh_token } })).status).toBe(
+      401,
+    );
     expect((await login(u.email)).status).toBe(200);
   });
 
   test('unlock: a locked account signs in again at once', async () => {
     const u = await signInUser(s);
-    for (let i = 0; i < 2; i++) await s.req('POST', '/api/v1/auth/login', { body: { email: u.email, password: 'wrong wrong wrong' }, headers: { 'x-forwarded-for': ip() } });
+    for (let i = 0; i < 2; i++)
+      await s.req('POST', '/api/v1/auth/login', {
+        body: { email: u.email, password: 'wrong wrong wrong' },
+        headers: { 'x-forwarded-for': ip() },
+      });
     expectAError(await login(u.email), 429, 'account_locked');
     const detail = await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}`);
     expect(detail.body.data.user.locked_until).toEqual(expect.any(String));
@@ -62,10 +71,18 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
 
   test('resend verification without mail configured → 503 mail_not_configured, nothing audited', async () => {
     const u = await signInUser(s);
-    const before = (await s.platform.db.query(`SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`)).rows[0] as any;
+    const before = (
+      await s.platform.db.query(
+        `SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`,
+      )
+    ).rows[0] as any;
     const r = await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/resend-verification`);
     expectAError(r, 503, 'mail_not_configured');
-    const after = (await s.platform.db.query(`SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`)).rows[0] as any;
+    const after = (
+      await s.platform.db.query(
+        `SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`,
+      )
+    ).rows[0] as any;
     expect(after.n).toBe(before.n);
   });
 

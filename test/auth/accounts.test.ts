@@ -10,7 +10,8 @@ import { expectA, expectAError } from '../helpers/envelopes';
 import { signInUser, registerUser } from '../helpers/users';
 
 /** A 422 validation_error naming these fields. */
-const fields = (f: Record<string, unknown>) => (r: Reply) => expectAError(r, 422, 'validation_error', { details: { fields: expect.objectContaining(f) } });
+const fields = (f: Record<string, unknown>) => (r: Reply) =>
+  expectAError(r, 422, 'validation_error', { details: { fields: expect.objectContaining(f) } });
 
 /** An assertion on the answer: status and envelope. */
 type Check = (r: Reply) => void;
@@ -25,11 +26,38 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
   afterAll(() => s.stop());
 
   const registerCases: [string, unknown, Check][] = [
-    ['valid registration', { email: 'New.User@Example.com', password: PASSWORD }, (r) => expectA(r, 201, expect.objectContaining({ user: expect.objectContaining({ email: 'new.user@example.com', email_verified: false }), verification_required: false, token_type: 'Bearer', expires_in: 900, refresh_expires_in: 2_592_000 }))],
-    ['same address in other case and spaces', { email: `  ${taken.toUpperCase()} `, password: PASSWORD }, (r) => expectAError(r, 409, 'email_taken')],
+    [
+      'valid registration',
+      { email: 'New.User@Example.com', password: PASSWORD },
+      (r) =>
+        expectA(
+          r,
+          201,
+          expect.objectContaining({
+            user: expect.objectContaining({ email: 'new.user@example.com', email_verified: false }),
+            verification_required: false,
+            token_type: 'Bearer',
+            expires_in: 900,
+            refresh_expires_in: 2_592_000,
+          }),
+        ),
+    ],
+    [
+      'same address in other case and spaces',
+      { email: `  ${taken.toUpperCase()} `, password: PASSWORD },
+      (r) => expectAError(r, 409, 'email_taken'),
+    ],
     ['missing email', { password: PASSWORD }, fields({ email: expect.any(String) })],
-    ['not an address', { email: 'ada.example.com', password: PASSWORD }, fields({ email: expect.stringContaining('e-mail address') })],
-    ['password too short', { email: email(), password: 'short' }, fields({ password: 'must be at least 8 characters' })],
+    [
+      'not an address',
+      { email: 'ada.example.com', password: PASSWORD },
+      fields({ email: expect.stringContaining('e-mail address') }),
+    ],
+    [
+      'password too short',
+      { email: email(), password: 'short' },
+      fields({ password: 'must be at least 8 characters' }),
+    ],
     ['password over 1024', { email: email(), password: 'x'.repeat(1025) }, fields({ password: expect.any(String) })],
     ['password not a string', { email: email(), password: 12345678 }, fields({ password: expect.any(String) })],
   ];
@@ -38,16 +66,25 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
   });
 
   test('register: malformed JSON and wrong content type', async () => {
-    const bad = await s.req('POST', '/api/v1/auth/register', { raw: '{"email":', headers: { 'content-type': 'application/json' } });
+    const bad = await s.req('POST', '/api/v1/auth/register', {
+      raw: '{"email":',
+      headers: { 'content-type': 'application/json' },
+    });
     expectAError(bad, 400, 'invalid_json');
-    const form = await s.req('POST', '/api/v1/auth/register', { raw: 'email=a', headers: { 'content-type': 'text/plain' } });
+    const form = await s.req('POST', '/api/v1/auth/register', {
+      raw: 'email=a',
+      headers: { 'content-type': 'text/plain' },
+    });
     expectAError(form, 415, 'unsupported_media_type');
   });
 
   test('the stored hash is argon2id and never returned', async () => {
     const r = await registerUser(s);
     expect(JSON.stringify(r.body)).not.toContain('argon2');
-    const { rows } = await s.platform.db.query<{ password_hash: string }>('SELECT password_hash FROM basalt.users WHERE id = $1', [r.body.data.user.id]);
+    const { rows } = await s.platform.db.query<{ password_hash: string }>(
+      'SELECT password_hash FROM basalt.users WHERE id = $1',
+      [r.body.data.user.id],
+    );
     expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
   });
 
@@ -57,7 +94,10 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     const old = await Bun.password.hash(PASSWORD, { algorithm: 'argon2id', memoryCost: 8192, timeCost: 1 });
     await s.platform.db.query('UPDATE basalt.users SET password_hash = $2 WHERE id = $1', [r.body.data.user.id, old]);
     expect((await call(s, { path: 'login', body: { email: address, password: PASSWORD } })).status).toBe(200);
-    const { rows } = await s.platform.db.query<{ password_hash: string }>('SELECT password_hash FROM basalt.users WHERE id = $1', [r.body.data.user.id]);
+    const { rows } = await s.platform.db.query<{ password_hash: string }>(
+      'SELECT password_hash FROM basalt.users WHERE id = $1',
+      [r.body.data.user.id],
+    );
     expect(rows[0]!.password_hash).toStartWith('$argon2id$v=19$m=19456,t=2,p=1$');
   });
 
@@ -68,9 +108,30 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
   });
 
   const loginCases: [string, () => unknown, Check][] = [
-    ['right password, address in other case', () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }), (r) => expectA(r, 200, expect.objectContaining({ user: expect.objectContaining({ email: taken }), access_token: expect.any(String), refresh_token: expect.any(String) }))],
-    ['wrong password', () => ({ email: taken, password: 'wrong password' }), (r) => expectAError(r, 401, 'invalid_credentials')],
-    ['unknown address', () => ({ email: email('nobody'), password: PASSWORD }), (r) => expectAError(r, 401, 'invalid_credentials')],
+    [
+      'right password, address in other case',
+      () => ({ email: ` ${taken.toUpperCase()}`, password: PASSWORD }),
+      (r) =>
+        expectA(
+          r,
+          200,
+          expect.objectContaining({
+            user: expect.objectContaining({ email: taken }),
+            access_token: expect.any(String),
+            refresh_token: expect.any(String),
+          }),
+        ),
+    ],
+    [
+      'wrong password',
+      () => ({ email: taken, password: 'wrong password' }),
+      (r) => expectAError(r, 401, 'invalid_credentials'),
+    ],
+    [
+      'unknown address',
+      () => ({ email: email('nobody'), password: PASSWORD }),
+      (r) => expectAError(r, 401, 'invalid_credentials'),
+    ],
     ['missing password', () => ({ email: taken }), fields({ password: expect.any(String) })],
     ['not an address', () => ({ email: 'nobody', password: PASSWORD }), fields({ email: expect.any(String) })],
   ];
@@ -92,10 +153,21 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
   });
 
   const meCases: [string, (t: string) => Record<string, string>, number, Check][] = [
-    ['valid token', (t) => ({ authorization: `Bearer ${t}` }), 200, (r) => expectA(r, 200, { user: expect.objectContaining({ email_verified: false }), session_id: expect.any(String) })],
+    [
+      'valid token',
+      (t) => ({ authorization: `Bearer ${t}` }),
+      200,
+      (r) =>
+        expectA(r, 200, { user: expect.objectContaining({ email_verified: false }), session_id: expect.any(String) }),
+    ],
     ['no header', () => ({}), 401, (r) => expectAError(r, 401, 'unauthorized')],
     ['not Bearer', (t) => ({ authorization: `Basic ${t}` }), 401, (r) => expectAError(r, 401, 'unauthorized')],
-    ['tampered token', (t) => ({ authorization: `Bearer ${t.slice(0, -3)}abc` }), 401, (r) => expectAError(r, 401, 'unauthorized')],
+    [
+      'tampered token',
+      (t) => ({ authorization: `Bearer ${t.slice(0, -3)}abc` }),
+      401,
+      (r) => expectAError(r, 401, 'unauthorized'),
+    ],
     ['garbage', () => ({ authorization: 'Bearer not.a.jwt' }), 401, (r) => expectAError(r, 401, 'unauthorized')],
   ];
   test.each(meCases)('me: %s', async (_name, headers, status, check) => {
@@ -167,14 +239,22 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
     test('login and me with the key', async () => {
       const address = email();
       await call(s, { path: 'register', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
-      const l = await call(s, { path: 'login', body: { email: address, password: PASSWORD }, headers: { 'x-api-key': key } });
+      const l = await call(s, {
+        path: 'login',
+        body: { email: address, password: PASSWORD },
+        headers: { 'x-api-key': key },
+      });
       expect(l.status).toBe(200);
-      const me = await call(s, { method: 'GET', path: 'me', token: l.body.data.access_token, headers: { 'x-api-key': key } });
+      const me = await call(s, {
+        method: 'GET',
+        path: 'me',
+        token: l.body.data.access_token,
+        headers: { 'x-api-key': key },
+      });
       expect(me.body.data.user.email).toBe(address);
     });
   });
 });
-
 
 describe('signing key', () => {
   test('a configured auth.jwt_secret shorter than 32 characters stops start-up with a clear message', async () => {
@@ -182,9 +262,13 @@ describe('signing key', () => {
     const { openPlatform } = await import('../../src/platform');
     const db = await freshDb('embedded');
     try {
-      const err = await openPlatform({ env: { ...db.env, BASALT_AUTH_JWT_SECRET: 'too-short', BASALT_LOG_LEVEL: 'silent' } }).catch((e) => e);
+      const err = await openPlatform({
+        env: { ...db.env, BASALT_AUTH_JWT_SECRET: 'too-short', BASALT_LOG_LEVEL: 'silent' },
+      }).catch((e) => e);
       expect(err).toBeInstanceOf(Error);
-      expect(err.message).toBe('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
+      expect(err.message).toBe(
+        'auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)',
+      );
     } finally {
       await db.drop();
     }

@@ -31,7 +31,12 @@ async function resetToken(s: TestServer, u: { email: string; user: { id: string 
 
 /** `me` on an instance, asked again until it stops answering 200 (NOTIFY arrives in milliseconds: 2 s at most). */
 function meUntilRefused(s: TestServer, token: string): Promise<Reply> {
-  return eventually(() => me(s, token), { timeout: 2000, interval: 20, until: (r) => r.status !== 200, what: 'the token to be refused' });
+  return eventually(() => me(s, token), {
+    timeout: 2000,
+    interval: 20,
+    until: (r) => r.status !== 200,
+    what: 'the token to be refused',
+  });
 }
 
 describe.each(ENGINES)('hardening on %s', (engine) => {
@@ -51,27 +56,42 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
       }
       expect(hashesMade()).toBe(before);
       const token = await resetToken(s, u);
-      expect((await call(s, { path: 'password/reset', body: { token, password: 'a brand new secret' } })).status).toBe(200);
+      expect((await call(s, { path: 'password/reset', body: { token, password: 'a brand new secret' } })).status).toBe(
+        200,
+      );
       expect(hashesMade()).toBe(before + 1);
       // Spent: refused, and no hash for the second try.
-      expectAError(await call(s, { path: 'password/reset', body: { token, password: 'yet another secret' } }), 400, 'invalid_token');
+      expectAError(
+        await call(s, { path: 'password/reset', body: { token, password: 'yet another secret' } }),
+        400,
+        'invalid_token',
+      );
       expect(hashesMade()).toBe(before + 1);
-      expect((await call(s, { path: 'login', body: { email: u.email, password: 'a brand new secret' } })).status).toBe(200);
+      expect((await call(s, { path: 'login', body: { email: u.email, password: 'a brand new secret' } })).status).toBe(
+        200,
+      );
     });
 
     test('the policy is checked before the token: a short password never spends it', async () => {
       const u = await signInUser(s);
       const token = await resetToken(s, u);
       const short = await call(s, { path: 'password/reset', body: { token, password: 'short' } });
-      expect([short.status, short.body.error.details]).toEqual([422, { fields: { password: 'must be at least 8 characters' } }]);
-      expect((await call(s, { path: 'password/reset', body: { token, password: 'long enough now' } })).status).toBe(200);
+      expect([short.status, short.body.error.details]).toEqual([
+        422,
+        { fields: { password: 'must be at least 8 characters' } },
+      ]);
+      expect((await call(s, { path: 'password/reset', body: { token, password: 'long enough now' } })).status).toBe(
+        200,
+      );
     });
 
-    test('two resets racing with one token: exactly one wins, the password is the winner\'s', async () => {
+    test("two resets racing with one token: exactly one wins, the password is the winner's", async () => {
       const u = await signInUser(s);
       const token = await resetToken(s, u);
       const passwords = ['first racing secret', 'second racing secret'];
-      const both = await Promise.all(passwords.map((password) => call(s, { path: 'password/reset', body: { token, password } })));
+      const both = await Promise.all(
+        passwords.map((password) => call(s, { path: 'password/reset', body: { token, password } })),
+      );
       expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
       const winner = passwords[both.findIndex((r) => r.status === 200)]!;
       const loser = passwords.find((p) => p !== winner)!;
@@ -88,16 +108,28 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
         const r = await call(s, { path, body: { token: garbage(), password: 'a brand new secret' }, ip: from });
         expect(r.status).toBe(400);
       }
-      const limited = await call(s, { path: 'password/reset', body: { token: garbage(), password: 'a brand new secret' }, ip: from });
+      const limited = await call(s, {
+        path: 'password/reset',
+        body: { token: garbage(), password: 'a brand new secret' },
+        ip: from,
+      });
       expectLimited(limited);
       expect(limited.body.error.retry_after).toBeLessThanOrEqual(60);
       expectLimited(await call(s, { path: 'verify-email', body: { token: garbage() }, ip: from }));
       // Even a live token waits: the limit comes first.
-      expectLimited(await call(s, { path: 'password/reset', body: { token: await resetToken(s, u), password: 'a brand new secret' }, ip: from }));
+      expectLimited(
+        await call(s, {
+          path: 'password/reset',
+          body: { token: await resetToken(s, u), password: 'a brand new secret' },
+          ip: from,
+        }),
+      );
       expect(hashesMade()).toBe(before);
       // Another client is not affected; the counter is a database row.
       expect((await call(s, { path: 'verify-email', body: { token: garbage() } })).status).toBe(400);
-      const { rows } = await s.platform.db.query(`SELECT hits FROM basalt.auth_rate_limits WHERE bucket = $1`, [`token_ip:${from}`]);
+      const { rows } = await s.platform.db.query(`SELECT hits FROM basalt.auth_rate_limits WHERE bucket = $1`, [
+        `token_ip:${from}`,
+      ]);
       expect(rows).toEqual([{ hits: 13 }]);
     });
   });
@@ -174,7 +206,10 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
 
     test('an expired refresh token → 401 invalid_refresh_token', async () => {
       const a = await signInUser(s);
-      await s.platform.db.query(`UPDATE basalt.auth_refresh_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [a.refresh_token.split('.')[0]]);
+      await s.platform.db.query(
+        `UPDATE basalt.auth_refresh_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`,
+        [a.refresh_token.split('.')[0]],
+      );
       const r = await call(s, { path: 'logout', body: { refresh_token: a.refresh_token, all: true } });
       expectAError(r, 401, 'invalid_refresh_token');
       expect((await me(s, a.access_token)).status).toBe(200);
@@ -189,7 +224,9 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
       expect((await me(s, b.access_token)).status).toBe(200);
       // A dead access token with the session's live refresh token: the refresh token decides.
       const c = (await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).body.data;
-      expect((await call(s, { path: 'logout', token: a.access_token, body: { refresh_token: c.refresh_token } })).status).toBe(200);
+      expect(
+        (await call(s, { path: 'logout', token: a.access_token, body: { refresh_token: c.refresh_token } })).status,
+      ).toBe(200);
       expectAError(await me(s, c.access_token), 401, 'session_revoked');
       expect((await me(s, b.access_token)).status).toBe(200);
     });
@@ -212,11 +249,23 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
         const problem = { fields: { password: 'must be at least 12 characters' } };
         const reg = await call(s, { path: 'register', body: { email: email(), password: eleven } });
         expect([reg.status, reg.body.error.details]).toEqual([422, problem]);
-        const change = await call(s, { path: 'password/change', token: u.access_token, body: { current_password: PASSWORD, new_password: eleven } });
-        expect([change.status, change.body.error.details]).toEqual([422, { fields: { new_password: 'must be at least 12 characters' } }]);
-        const reset = await call(s, { path: 'password/reset', body: { token: await resetToken(s, u), password: eleven } });
+        const change = await call(s, {
+          path: 'password/change',
+          token: u.access_token,
+          body: { current_password: PASSWORD, new_password: eleven },
+        });
+        expect([change.status, change.body.error.details]).toEqual([
+          422,
+          { fields: { new_password: 'must be at least 12 characters' } },
+        ]);
+        const reset = await call(s, {
+          path: 'password/reset',
+          body: { token: await resetToken(s, u), password: eleven },
+        });
         expect([reset.status, reset.body.error.details]).toEqual([422, problem]);
-        expect((await call(s, { path: 'register', body: { email: email(), password: 'twelve chars' } })).status).toBe(201);
+        expect((await call(s, { path: 'register', body: { email: email(), password: 'twelve chars' } })).status).toBe(
+          201,
+        );
         // Existing passwords shorter than the new minimum still log in: the policy is for new passwords.
         expect((await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } })).status).toBe(200);
       } finally {
@@ -228,13 +277,26 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
     test('wrong current passwords on password/change count toward lockout: then 429 account_locked there and on login', async () => {
       const u = await signInUser(s);
       for (let i = 0; i < 5; i++) {
-        const r = await call(s, { path: 'password/change', token: u.access_token, body: { current_password: 'not my password', new_password: 'a brand new secret' } });
+        const r = await call(s, {
+          path: 'password/change',
+          token: u.access_token,
+          body: { current_password: 'not my password', new_password: 'a brand new secret' },
+        });
         expectAError(r, 400, 'invalid_current_password');
       }
-      const change = await call(s, { path: 'password/change', token: u.access_token, body: { current_password: PASSWORD, new_password: 'a brand new secret' } });
+      const change = await call(s, {
+        path: 'password/change',
+        token: u.access_token,
+        body: { current_password: PASSWORD, new_password: 'a brand new secret' },
+      });
       expectAError(change, 429, 'account_locked', { retry_after: expect.any(Number) });
       expect(Number(change.headers.get('retry-after'))).toBeGreaterThan(850);
-      expectAError(await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } }), 429, 'account_locked', { retry_after: expect.any(Number) });
+      expectAError(
+        await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } }),
+        429,
+        'account_locked',
+        { retry_after: expect.any(Number) },
+      );
       // The session itself is not ended by the lock.
       expect((await me(s, u.access_token)).status).toBe(200);
     });
@@ -250,9 +312,14 @@ describe.each(ENGINES)('X-Forwarded-For from an untrusted peer on %s', (engine) 
   afterAll(() => s.stop());
 
   test('a forged header per request does not dodge the per-IP login limit', async () => {
-    for (let i = 0; i < 10; i++) expect((await call(s, { path: 'login', body: { email: email('nobody'), password: 'whatever1' }, ip: ip() })).status).toBe(401);
+    for (let i = 0; i < 10; i++)
+      expect(
+        (await call(s, { path: 'login', body: { email: email('nobody'), password: 'whatever1' }, ip: ip() })).status,
+      ).toBe(401);
     expectLimited(await call(s, { path: 'login', body: { email: email('nobody'), password: 'whatever1' }, ip: ip() }));
-    const { rows } = await s.platform.db.query<{ bucket: string }>(`SELECT bucket FROM basalt.auth_rate_limits WHERE bucket LIKE 'login_ip:%'`);
+    const { rows } = await s.platform.db.query<{ bucket: string }>(
+      `SELECT bucket FROM basalt.auth_rate_limits WHERE bucket LIKE 'login_ip:%'`,
+    );
     expect(rows.map((r) => r.bucket)).toEqual(['login_ip:127.0.0.1']);
   });
 });
@@ -260,17 +327,28 @@ describe.each(ENGINES)('X-Forwarded-For from an untrusted peer on %s', (engine) 
 describe('password change and reset across two instances on one external database', () => {
   const two = twoInstances();
 
-  test.skipIf(!two.external)('password change on one instance ends the other sessions on the other instance at once; the changer\'s stays', async () => {
-    const { a, b } = two;
-    const u = await signInUser(a);
-    const other = (await call(b, { path: 'login', body: { email: u.email, password: PASSWORD } })).body.data;
-    // B caches both sessions as live first.
-    expect((await me(b, other.access_token)).status).toBe(200);
-    expect((await me(b, u.access_token)).status).toBe(200);
-    expect((await call(a, { path: 'password/change', token: u.access_token, body: { current_password: PASSWORD, new_password: 'a brand new secret' } })).status).toBe(200);
-    expectAError(await meUntilRefused(b, other.access_token), 401, 'session_revoked');
-    expect((await me(b, u.access_token)).status).toBe(200);
-  });
+  test.skipIf(!two.external)(
+    "password change on one instance ends the other sessions on the other instance at once; the changer's stays",
+    async () => {
+      const { a, b } = two;
+      const u = await signInUser(a);
+      const other = (await call(b, { path: 'login', body: { email: u.email, password: PASSWORD } })).body.data;
+      // B caches both sessions as live first.
+      expect((await me(b, other.access_token)).status).toBe(200);
+      expect((await me(b, u.access_token)).status).toBe(200);
+      expect(
+        (
+          await call(a, {
+            path: 'password/change',
+            token: u.access_token,
+            body: { current_password: PASSWORD, new_password: 'a brand new secret' },
+          })
+        ).status,
+      ).toBe(200);
+      expectAError(await meUntilRefused(b, other.access_token), 401, 'session_revoked');
+      expect((await me(b, u.access_token)).status).toBe(200);
+    },
+  );
 
   test.skipIf(!two.external)('password reset on one instance ends every session on the other at once', async () => {
     const { a, b } = two;
@@ -279,7 +357,9 @@ describe('password change and reset across two instances on one external databas
     expect((await me(b, other.access_token)).status).toBe(200);
     expect((await me(b, u.access_token)).status).toBe(200);
     const token = await issueActionToken(a.platform.db, u.user.id, u.email, 'password_reset');
-    expect((await call(a, { path: 'password/reset', body: { token, password: 'a brand new secret' } })).status).toBe(200);
+    expect((await call(a, { path: 'password/reset', body: { token, password: 'a brand new secret' } })).status).toBe(
+      200,
+    );
     expectAError(await meUntilRefused(b, other.access_token), 401, 'session_revoked');
     expectAError(await meUntilRefused(b, u.access_token), 401, 'session_revoked');
   });

@@ -17,7 +17,8 @@ function expectLimited(r: Reply, code: string, maxSeconds: number) {
   expect(after).toBeLessThanOrEqual(maxSeconds);
 }
 
-const login = (s: TestServer, address: string, password: string, from: string) => call(s, { path: 'login', body: { email: address, password }, ip: from });
+const login = (s: TestServer, address: string, password: string, from: string) =>
+  call(s, { path: 'login', body: { email: address, password }, ip: from });
 
 describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
   let s: TestServer;
@@ -43,8 +44,15 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
 
   test('register: 5 per minute per IP, the 6th → 429 rate_limited', async () => {
     const from = ip();
-    for (let i = 0; i < 5; i++) expect((await call(s, { path: 'register', body: { email: email(), password: PASSWORD }, ip: from })).status).toBe(201);
-    expectLimited(await call(s, { path: 'register', body: { email: email(), password: PASSWORD }, ip: from }), 'rate_limited', 60);
+    for (let i = 0; i < 5; i++)
+      expect((await call(s, { path: 'register', body: { email: email(), password: PASSWORD }, ip: from })).status).toBe(
+        201,
+      );
+    expectLimited(
+      await call(s, { path: 'register', body: { email: email(), password: PASSWORD }, ip: from }),
+      'rate_limited',
+      60,
+    );
   });
 
   test('password/forgot: 5 per minute per IP, then 429; the answer never depends on the account', async () => {
@@ -63,7 +71,8 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
   test('lockout: 5 failures lock the account for 15 minutes, even for the right password', async () => {
     const address = email();
     await registerUser(s, { email: address });
-    for (let i = 0; i < 5; i++) expectAError(await login(s, address, 'wrong password', ip()), 401, 'invalid_credentials');
+    for (let i = 0; i < 5; i++)
+      expectAError(await login(s, address, 'wrong password', ip()), 401, 'invalid_credentials');
     const locked = await login(s, address, PASSWORD, ip());
     expectLimited(locked, 'account_locked', 900);
     expect(locked.body.error.retry_after).toBeGreaterThan(850);
@@ -97,7 +106,9 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
   });
 
   test('counters live in the database', async () => {
-    const { rows } = await s.platform.db.query<{ n: string }>(`SELECT count(*) AS n FROM basalt.auth_rate_limits WHERE bucket LIKE 'login_ip:%'`);
+    const { rows } = await s.platform.db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM basalt.auth_rate_limits WHERE bucket LIKE 'login_ip:%'`,
+    );
     expect(Number(rows[0]!.n)).toBeGreaterThan(0);
   });
 });
@@ -108,7 +119,8 @@ describe('limits shared by two instances on one external database', () => {
   test.skipIf(!two.external)('10 logins per IP across both instances, then 429 on either', async () => {
     const { a, b } = two;
     const from = ip();
-    for (let i = 0; i < 10; i++) expect((await login(i % 2 ? b : a, email('nobody'), 'whatever1', from)).status).toBe(401);
+    for (let i = 0; i < 10; i++)
+      expect((await login(i % 2 ? b : a, email('nobody'), 'whatever1', from)).status).toBe(401);
     expectLimited(await login(a, email('nobody'), 'whatever1', from), 'rate_limited', 60);
     expectLimited(await login(b, email('nobody'), 'whatever1', from), 'rate_limited', 60);
   });
@@ -123,7 +135,7 @@ describe('limits shared by two instances on one external database', () => {
   });
 
   test.skipIf(!two.external)('a restart forgets nothing: a new instance sees the lock', async () => {
-    const { a, b } = two;
+    const { a } = two;
     const address = email();
     await registerUser(a, { email: address });
     for (let i = 0; i < 5; i++) await login(a, address, 'wrong password', ip());

@@ -14,11 +14,19 @@ import { expectA, expectAError } from '../helpers/envelopes';
 type Kind = 'verify-email' | 'reset-password';
 
 /** The latest mail of a kind to `to` (waits for it), and the token of its link. */
-async function mailTo(sink: SmtpSink, to: string, kind: Kind, nth = 1): Promise<{ mail: SinkMessage; token: string; link: string }> {
-  const mails = await eventually(() => sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`)), {
-    until: (mails) => mails.length >= nth,
-    what: `${kind} mail #${nth} to ${to}`,
-  });
+async function mailTo(
+  sink: SmtpSink,
+  to: string,
+  kind: Kind,
+  nth = 1,
+): Promise<{ mail: SinkMessage; token: string; link: string }> {
+  const mails = await eventually(
+    () => sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`)),
+    {
+      until: (mails) => mails.length >= nth,
+      what: `${kind} mail #${nth} to ${to}`,
+    },
+  );
   const mail = mails[mails.length - 1]!;
   const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail.text)![0];
   return { mail, link, token: decodeURIComponent(new URL(link).searchParams.get('token')!) };
@@ -59,7 +67,17 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     expect(mail.text).toContain('1440 minutes');
     const cases: [unknown, (r: Reply) => void][] = [
       [{ token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, (r) => expectAError(r, 400, 'invalid_token')],
-      [{ token }, (r) => expectA(r, 200, { user: expect.objectContaining({ email: address, email_verified: true, email_verified_at: expect.any(String) }) })],
+      [
+        { token },
+        (r) =>
+          expectA(r, 200, {
+            user: expect.objectContaining({
+              email: address,
+              email_verified: true,
+              email_verified_at: expect.any(String),
+            }),
+          }),
+      ],
       [{ token }, (r) => expectAError(r, 400, 'invalid_token')],
       [{}, (r) => expectAError(r, 422, 'validation_error')],
     ];
@@ -76,9 +94,15 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     expect(link).toStartWith('https://app.example.com/reset-password?token=');
     expect(mail.text).toContain('60 minutes');
     const cases: [unknown, (r: Reply) => void][] = [
-      [{ token, password: 'short' }, (r) => expectAError(r, 422, 'validation_error', { details: { fields: { password: expect.any(String) } } })],
+      [
+        { token, password: 'short' },
+        (r) => expectAError(r, 422, 'validation_error', { details: { fields: { password: expect.any(String) } } }),
+      ],
       [{ token: 'nope', password: 'a new password 1' }, (r) => expectAError(r, 400, 'invalid_token')],
-      [{ token, password: 'a new password 1' }, (r) => expectA(r, 200, { user: expect.objectContaining({ email: u.email, email_verified: true }) })],
+      [
+        { token, password: 'a new password 1' },
+        (r) => expectA(r, 200, { user: expect.objectContaining({ email: u.email, email_verified: true }) }),
+      ],
       [{ token, password: 'a new password 2' }, (r) => expectAError(r, 400, 'invalid_token')],
     ];
     for (const [body, check] of cases) check(await call(s, { path: 'password/reset', body }));
@@ -103,15 +127,29 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     const address = email('cross');
     await registerUser(s, { email: address });
     for (let i = 0; i < 5; i++) await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
-    expectAError(await call(s, { path: 'login', body: { email: address, password: PASSWORD } }), 429, 'account_locked', { retry_after: expect.any(Number) });
+    expectAError(
+      await call(s, { path: 'login', body: { email: address, password: PASSWORD } }),
+      429,
+      'account_locked',
+      { retry_after: expect.any(Number) },
+    );
     await call(s, { path: 'password/forgot', body: { email: address } });
     const { token } = await mailTo(sink, address, 'reset-password');
     expectAError(await call(s, { path: 'verify-email', body: { token } }), 400, 'invalid_token');
-    await s.platform.db.query(`UPDATE basalt.auth_action_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`, [token.split('.')[0]]);
-    expectAError(await call(s, { path: 'password/reset', body: { token, password: 'another password' } }), 400, 'invalid_token');
+    await s.platform.db.query(
+      `UPDATE basalt.auth_action_tokens SET expires_at = now() - interval '1 second' WHERE id = $1`,
+      [token.split('.')[0]],
+    );
+    expectAError(
+      await call(s, { path: 'password/reset', body: { token, password: 'another password' } }),
+      400,
+      'invalid_token',
+    );
     await call(s, { path: 'password/forgot', body: { email: address } });
     const { token: fresh } = await mailTo(sink, address, 'reset-password', 2);
-    expect((await call(s, { path: 'password/reset', body: { token: fresh, password: 'another password' } })).status).toBe(200);
+    expect(
+      (await call(s, { path: 'password/reset', body: { token: fresh, password: 'another password' } })).status,
+    ).toBe(200);
     expect((await call(s, { path: 'login', body: { email: address, password: 'another password' } })).status).toBe(200);
   });
 
@@ -132,7 +170,10 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     const address = email('hashed');
     await registerUser(s, { email: address });
     const { token } = await mailTo(sink, address, 'verify-email');
-    const { rows } = await s.platform.db.query<{ secret_hash: Uint8Array }>('SELECT secret_hash FROM basalt.auth_action_tokens WHERE id = $1', [token.split('.')[0]]);
+    const { rows } = await s.platform.db.query<{ secret_hash: Uint8Array }>(
+      'SELECT secret_hash FROM basalt.auth_action_tokens WHERE id = $1',
+      [token.split('.')[0]],
+    );
     expect(rows[0]!.secret_hash.length).toBe(32);
     expect(Buffer.from(rows[0]!.secret_hash).toString('base64url')).not.toBe(token.split('.')[1]);
   });
@@ -143,7 +184,13 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
   let sink: SmtpSink;
   beforeAll(async () => {
     sink = await startSmtpSink();
-    s = await startAuthServer(engine, { env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', BASALT_WEB_CORS_ORIGINS: 'http://shop.example' } });
+    s = await startAuthServer(engine, {
+      env: {
+        BASALT_MAIL_SMTP_URL: sink.url,
+        BASALT_MAIL_FROM: 'noreply@example.com',
+        BASALT_WEB_CORS_ORIGINS: 'http://shop.example',
+      },
+    });
   });
   afterAll(async () => {
     await s.stop();
@@ -151,7 +198,12 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
   });
   const forgot = (address: string, host?: string) =>
     s.req('POST', '/api/v1/auth/password/forgot', { body: { email: address }, headers: host ? { host } : {} });
-  const jobs = async () => (await s.platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM basalt.mail_jobs WHERE template = 'password_reset'")).rows[0]!.n;
+  const jobs = async () =>
+    (
+      await s.platform.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM basalt.mail_jobs WHERE template = 'password_reset'",
+      )
+    ).rows[0]!.n;
 
   test('a loopback origin (development) gets its link', async () => {
     const address = email('loop');

@@ -48,12 +48,16 @@ describe('Public Auth in the OpenAPI document', () => {
     expect(ok.properties.data).toBeDefined();
     const errorStatuses = Object.keys(op.responses).filter((k) => k >= '400');
     expect(errorStatuses.length).toBeGreaterThan(0);
-    for (const st of errorStatuses) expect(op.responses[st].content['application/json'].schema.properties.error).toBeDefined();
+    for (const st of errorStatuses)
+      expect(op.responses[st].content['application/json'].schema.properties.error).toBeDefined();
     if (hasBody) expect(op.requestBody.content['application/json'].schema.type).toBe('object');
   });
 
   test('login documents an example body and the Bearer routes their security', () => {
-    expect(doc.paths['/api/v1/auth/login'].post.requestBody.content['application/json'].schema.example).toEqual({ email: 'ada@example.com', password: expect.any(String) });
+    expect(doc.paths['/api/v1/auth/login'].post.requestBody.content['application/json'].schema.example).toEqual({
+      email: 'ada@example.com',
+      password: expect.any(String),
+    });
     // The access-mode key comes on top of the token in api_key_required mode.
     expect(doc.paths['/api/v1/auth/me'].get.security).toEqual([{ Bearer: [] }, { Bearer: [], ApiKey: [] }]);
   });

@@ -2,7 +2,15 @@
  * Password hashing rules, in process (no server needed).
  */
 import { describe, expect, test } from 'bun:test';
-import { ARGON2, MAX_CONCURRENT_HASHES, hashPassword, needsRehash, passwordProblem, peakConcurrentHashes, verifyPassword } from '../../src/modules/auth/passwords';
+import {
+  ARGON2,
+  MAX_CONCURRENT_HASHES,
+  hashPassword,
+  needsRehash,
+  passwordProblem,
+  peakConcurrentHashes,
+  verifyPassword,
+} from '../../src/modules/auth/passwords';
 
 describe('passwords', () => {
   const policy: [string, string, number, string | undefined][] = [
@@ -28,7 +36,9 @@ describe('passwords', () => {
   });
 
   test('a burst of hashes runs at most MAX_CONCURRENT_HASHES at once, and all complete', async () => {
-    const hashes = await Promise.all(Array.from({ length: MAX_CONCURRENT_HASHES * 3 }, (_, i) => hashPassword(`password ${i}`)));
+    const hashes = await Promise.all(
+      Array.from({ length: MAX_CONCURRENT_HASHES * 3 }, (_, i) => hashPassword(`password ${i}`)),
+    );
     expect(new Set(hashes).size).toBe(MAX_CONCURRENT_HASHES * 3);
     expect(peakConcurrentHashes()).toBe(MAX_CONCURRENT_HASHES);
   });

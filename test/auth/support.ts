@@ -61,4 +61,3 @@ export function call(s: TestServer, c: Call): Promise<Reply> {
   if (c.token) headers.authorization = `Bearer ${c.token}`;
   return s.req(c.method ?? 'POST', `/api/v1/auth/${c.path}`, { body: c.body, headers });
 }
-

@@ -20,20 +20,27 @@ const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me'
 describe.each(ENGINES)('tokens on %s', (engine) => {
   let s: TestServer;
   // An extension route behind the user guard: its errors come in the extension's envelope (format B).
-  const probe = (p: Platform) => new Elysia().use(platformGuards(p)).get('/api/module/probe/whoami', ({ user }) => ({ success: true, data: user }), { user: true });
+  const probe = (p: Platform) =>
+    new Elysia()
+      .use(platformGuards(p))
+      .get('/api/module/probe/whoami', ({ user }) => ({ success: true, data: user }), { user: true });
   beforeAll(async () => {
     s = await startAuthServer(engine, { extra: [{ name: 'probe', listener: 'public', routes: probe }] });
   });
   afterAll(() => s.stop());
 
-  test('requireUser in another area: the user, or errors in that area\'s envelope', async () => {
+  test("requireUser in another area: the user, or errors in that area's envelope", async () => {
     const u = await signInUser(s);
-    const ok = await s.req('GET', '/api/module/probe/whoami', { headers: { authorization: `Bearer ${u.access_token}` } });
+    const ok = await s.req('GET', '/api/module/probe/whoami', {
+      headers: { authorization: `Bearer ${u.access_token}` },
+    });
     expectA(ok, 200, { userId: u.user.id, sessionId: expect.any(String), email: u.email });
     const none = await s.req('GET', '/api/module/probe/whoami');
     expectBError(none, 401, 'unauthorized');
     await call(s, { path: 'logout', token: u.access_token });
-    const gone = await s.req('GET', '/api/module/probe/whoami', { headers: { authorization: `Bearer ${u.access_token}` } });
+    const gone = await s.req('GET', '/api/module/probe/whoami', {
+      headers: { authorization: `Bearer ${u.access_token}` },
+    });
     expectBError(gone, 401, 'session_revoked');
   });
 
@@ -41,7 +48,13 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const u = await signInUser(s);
     const r1 = await call(s, { path: 'refresh', body: { refresh_token: u.refresh_token } });
     expect(r1.status).toBe(200);
-    expect(r1.body.data).toEqual(expect.objectContaining({ user: expect.objectContaining({ email: u.email }), token_type: 'Bearer', expires_in: 900 }));
+    expect(r1.body.data).toEqual(
+      expect.objectContaining({
+        user: expect.objectContaining({ email: u.email }),
+        token_type: 'Bearer',
+        expires_in: 900,
+      }),
+    );
     expect(r1.body.data.refresh_token).not.toBe(u.refresh_token);
     const m = await me(s, r1.body.data.access_token);
     expect(m.body.data.session_id).toBe((await me(s, u.access_token)).body.data.session_id);
@@ -55,20 +68,32 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const reuse = await call(s, { path: 'refresh', body: { refresh_token: u.refresh_token } });
     expectAError(reuse, 401, 'refresh_token_reused');
     // Everything of that session is dead: the newest refresh token and every access token.
-    expectAError(await call(s, { path: 'refresh', body: { refresh_token: next.refresh_token } }), 401, 'session_revoked');
+    expectAError(
+      await call(s, { path: 'refresh', body: { refresh_token: next.refresh_token } }),
+      401,
+      'session_revoked',
+    );
     expectAError(await me(s, next.access_token), 401, 'session_revoked');
     expectAError(await me(s, u.access_token), 401, 'session_revoked');
   });
 
   test('two refreshes racing with one token: exactly one wins', async () => {
     const u = await signInUser(s);
-    const both = await Promise.all([0, 1].map(() => call(s, { path: 'refresh', body: { refresh_token: u.refresh_token } })));
+    const both = await Promise.all(
+      [0, 1].map(() => call(s, { path: 'refresh', body: { refresh_token: u.refresh_token } })),
+    );
     expect(both.map((r) => r.status).sort()).toEqual([200, 401]);
   });
 
   // Every row has all five columns: bun takes a test function with more parameters than the row for one awaiting `done`.
   const refreshCases: [string, unknown, number, string, Record<string, unknown>][] = [
-    ['unknown token of the right shape', { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) }, 401, 'invalid_refresh_token', {}],
+    [
+      'unknown token of the right shape',
+      { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) },
+      401,
+      'invalid_refresh_token',
+      {},
+    ],
     ['malformed token', { refresh_token: 'nope' }, 401, 'invalid_refresh_token', {}],
     ['missing field', {}, 422, 'validation_error', { details: { fields: { refresh_token: expect.any(String) } } }],
   ];
@@ -109,7 +134,12 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
   const logoutCases: [string, () => { token?: string; body?: unknown }, number, string][] = [
     ['no credentials', () => ({}), 401, 'unauthorized'],
     ['forged access token', () => ({ token: 'eyJhbGciOiJIUzI1NiJ9.e30.bad' }), 401, 'unauthorized'],
-    ['unknown refresh token', () => ({ body: { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) } }), 401, 'invalid_refresh_token'],
+    [
+      'unknown refresh token',
+      () => ({ body: { refresh_token: 'AAAAAAAAAAAAAAAA.' + 'B'.repeat(43) } }),
+      401,
+      'invalid_refresh_token',
+    ],
   ];
   test.each(logoutCases)('logout: %s', async (_n, c, status, code) => {
     const r = await call(s, { path: 'logout', ...c() });
@@ -122,7 +152,11 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const secret = await getOrCreateSecret(s.platform.db, 'jwt');
     const signer = (opts: { secret: string }) => ({
       sign: ({ exp, ...claims }: { sub: string; sid: string; exp: number | string }) =>
-        new SignJWT({ iss: 'basalt', ...claims }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setExpirationTime(exp).setIssuedAt().sign(new TextEncoder().encode(opts.secret)),
+        new SignJWT({ iss: 'basalt', ...claims })
+          .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+          .setExpirationTime(exp)
+          .setIssuedAt()
+          .sign(new TextEncoder().encode(opts.secret)),
     });
     const expired = await signer({ secret }).sign({ sub, sid, exp: Math.floor(Date.now() / 1000) - 5 });
     const r = await me(s, expired);
@@ -141,7 +175,9 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const u = await signInUser(s);
     const db = s.platform.db;
     const id = u.refresh_token.split('.')[0];
-    await db.query(`INSERT INTO basalt.auth_rate_limits (bucket, window_start, hits) VALUES ('test:old', now() - interval '2 days', 1)`);
+    await db.query(
+      `INSERT INTO basalt.auth_rate_limits (bucket, window_start, hits) VALUES ('test:old', now() - interval '2 days', 1)`,
+    );
     await s.platform.services.auth.prune();
     expect((await db.query('SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1', [id])).rowCount).toBe(1);
     expect((await db.query(`SELECT 1 FROM basalt.auth_rate_limits WHERE bucket = 'test:old'`)).rowCount).toBe(0);
@@ -167,8 +203,12 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     expect((await me(s, a.access_token)).status).toBe(200);
     expectAError(await me(s, b.access_token), 401, 'session_revoked');
     expect((await call(s, { path: 'login', body: { email: a.email, password: PASSWORD } })).status).toBe(401);
-    expect((await call(s, { path: 'login', body: { email: a.email, password: 'a brand new secret' } })).status).toBe(200);
-    expect((await call(s, { path: 'password/change', body: { current_password: 'x', new_password: 'yyyyyyyyyy' } })).status).toBe(401);
+    expect((await call(s, { path: 'login', body: { email: a.email, password: 'a brand new secret' } })).status).toBe(
+      200,
+    );
+    expect(
+      (await call(s, { path: 'password/change', body: { current_password: 'x', new_password: 'yyyyyyyyyy' } })).status,
+    ).toBe(401);
   });
 });
 
@@ -182,7 +222,12 @@ describe('revocation across two instances on one external database', () => {
     expect((await me(b, u.access_token)).status).toBe(200);
     expect((await call(a, { path: 'logout', token: u.access_token })).status).toBe(200);
     // NOTIFY reaches B within milliseconds; give it a moment rather than the cache TTL (30 s).
-    const r = await eventually(() => me(b, u.access_token), { timeout: 2000, interval: 20, until: (r) => r.status !== 200, what: 'B to refuse the token' });
+    const r = await eventually(() => me(b, u.access_token), {
+      timeout: 2000,
+      interval: 20,
+      until: (r) => r.status !== 200,
+      what: 'B to refuse the token',
+    });
     expectAError(r, 401, 'session_revoked');
   });
 
@@ -190,6 +235,10 @@ describe('revocation across two instances on one external database', () => {
     const { a, b } = two;
     const u = await signInUser(a);
     expect((await call(a, { path: 'refresh', body: { refresh_token: u.refresh_token } })).status).toBe(200);
-    expectAError(await call(b, { path: 'refresh', body: { refresh_token: u.refresh_token } }), 401, 'refresh_token_reused');
+    expectAError(
+      await call(b, { path: 'refresh', body: { refresh_token: u.refresh_token } }),
+      401,
+      'refresh_token_reused',
+    );
   });
 });

@@ -26,9 +26,16 @@ describe('admin API backups (embedded)', () => {
     const c = await adminReq(s, a, 'POST', '/api/admin/backups');
     expect(c.status).toBe(201);
     const name = c.body.data.backup.name as string;
-    expect(c.body.data.backup).toMatchObject({ name: expect.stringMatching(/^basalt-.*\.tar\.gz$/), trigger: 'admin', size: expect.any(Number), held_ms: expect.any(Number) });
+    expect(c.body.data.backup).toMatchObject({
+      name: expect.stringMatching(/^basalt-.*\.tar\.gz$/),
+      trigger: 'admin',
+      size: expect.any(Number),
+      held_ms: expect.any(Number),
+    });
     const list = await adminReq(s, a, 'GET', '/api/admin/backups');
-    expect(list.body.data.backups).toEqual([expect.objectContaining({ name, trigger: 'admin', platform_version: s.platform.version })]);
+    expect(list.body.data.backups).toEqual([
+      expect.objectContaining({ name, trigger: 'admin', platform_version: s.platform.version }),
+    ]);
 
     const dl = await fetch(`${s.url}/api/admin/backups/${name}/download`, { headers: a.headers() });
     expect(dl.status).toBe(200);
@@ -41,7 +48,13 @@ describe('admin API backups (embedded)', () => {
     expect((await adminReq(s, a, 'DELETE', `/api/admin/backups/${name}`)).status).toBe(200);
     expect((await adminReq(s, a, 'GET', '/api/admin/backups')).body.data.backups).toEqual([]);
     const audit = await adminReq(s, a, 'GET', '/api/admin/audit?action=backups.');
-    expect(audit.body.data.entries.map((e: { action: string; target: string; admin_email: string }) => [e.action, e.target, e.admin_email])).toEqual([
+    expect(
+      audit.body.data.entries.map((e: { action: string; target: string; admin_email: string }) => [
+        e.action,
+        e.target,
+        e.admin_email,
+      ]),
+    ).toEqual([
       ['backups.delete', name, a.email],
       ['backups.create', name, a.email],
     ]);
@@ -54,7 +67,9 @@ describe('admin API backups (embedded)', () => {
       expectAError(d, 404, 'not_found');
     }
     expect((await s.req('GET', '/api/admin/backups')).status).toBe(401);
-    expect((await adminReq(s, a, 'POST', '/api/admin/backups', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect(
+      (await adminReq(s, a, 'POST', '/api/admin/backups', undefined, { 'sec-fetch-site': 'cross-site' })).status,
+    ).toBe(403);
   });
 });
 

@@ -4,7 +4,16 @@
  * a data dir held by a running process. docs/backup.md.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { startServer, type TestServer } from '../helpers/server';
@@ -16,7 +25,13 @@ import { restore, RestoreError } from '../../src/modules/backup/restore';
 import { openEmbedded } from '../../src/db/embedded';
 import { eventually } from '../helpers/wait';
 
-const PNG = new Uint8Array(Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000' + '1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082', 'hex'));
+const PNG = new Uint8Array(
+  Buffer.from(
+    '89504e470d0a1a0a0000000d4948445200000001000000010806000000' +
+      '1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082',
+    'hex',
+  ),
+);
 
 /** Names and sizes of every file under `dir` (a cheap fingerprint of "untouched"). */
 function fingerprint(dir: string): string {
@@ -41,7 +56,9 @@ describe('backup while writing, then restore', () => {
 
   beforeAll(async () => {
     s = await startServer('embedded');
-    await s.platform.db.exec('CREATE TABLE public.pairs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, pair int NOT NULL, side int NOT NULL, UNIQUE (pair, side))');
+    await s.platform.db.exec(
+      'CREATE TABLE public.pairs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, pair int NOT NULL, side int NOT NULL, UNIQUE (pair, side))',
+    );
     // An uploaded file (local storage), so the archive carries extension files too.
     const key = await createKey(s, { permissions: ['files:*'] });
     const form = new FormData();
@@ -80,10 +97,18 @@ describe('backup while writing, then restore', () => {
     expect(backup.row_counts['public.pairs']! % 2).toBe(0);
     expect(backup.row_counts['public.pairs']! / 2).toBeGreaterThanOrEqual(committedBefore);
     expect(backup.row_counts['ext_media_library.files']).toBe(1);
-    console.log(`backup: ${backup.files} files, ${backup.bytes} bytes → ${backup.size} compressed; held ${backup.held_ms} ms, ${backup.total_ms} ms in all; ${committed} pairs committed in all`);
+    console.log(
+      `backup: ${backup.files} files, ${backup.bytes} bytes → ${backup.size} compressed; held ${backup.held_ms} ms, ${backup.total_ms} ms in all; ${committed} pairs committed in all`,
+    );
 
     const m = (await readManifest(join(backupService(s.platform).dir, backup.name)))!;
-    expect(m).toMatchObject({ format: 'basalt-backup', format_version: 1, platform_version: s.platform.version, engine: { kind: 'embedded' }, trigger: 'cli' });
+    expect(m).toMatchObject({
+      format: 'basalt-backup',
+      format_version: 1,
+      platform_version: s.platform.version,
+      engine: { kind: 'embedded' },
+      trigger: 'cli',
+    });
     expect(m.files.every((f) => /^[0-9a-f]{64}$/.test(f.sha256))).toBe(true);
     expect(m.files.some((f) => f.path.startsWith('extensions/media-library/files/'))).toBe(true);
     expect(m.files.some((f) => f.path.endsWith('postmaster.pid'))).toBe(false);
@@ -93,12 +118,19 @@ describe('backup while writing, then restore', () => {
     const tx = await s.platform.db.begin();
     await tx.query('INSERT INTO public.pairs (pair, side) VALUES (-7, 1), (-7, 2)');
     let done = false;
-    const pending = backupService(s.platform).create().then((b) => ((done = true), b));
+    const pending = backupService(s.platform)
+      .create()
+      .then((b) => {
+        done = true;
+        return b;
+      });
     await Bun.sleep(500);
     expect(done).toBe(false);
     await tx.commit();
     const b = await pending;
-    expect(b.row_counts['public.pairs']).toBe(Number((await s.platform.db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n));
+    expect(b.row_counts['public.pairs']).toBe(
+      Number((await s.platform.db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n),
+    );
     await backupService(s.platform).delete(b.name);
   });
 
@@ -108,7 +140,9 @@ describe('backup while writing, then restore', () => {
     expect(r.previous).toBeUndefined();
     const db = await openEmbedded(join(target, 'pg'));
     try {
-      const half = await db.query<{ n: string }>('SELECT count(*) AS n FROM (SELECT pair FROM public.pairs GROUP BY pair HAVING count(*) <> 2) x');
+      const half = await db.query<{ n: string }>(
+        'SELECT count(*) AS n FROM (SELECT pair FROM public.pairs GROUP BY pair HAVING count(*) <> 2) x',
+      );
       expect(half.rows[0]!.n).toBe('0');
       const pairs = await db.query<{ n: string; max: number }>('SELECT count(DISTINCT pair) AS n FROM public.pairs');
       expect(Number(pairs.rows[0]!.n)).toBe(backup.row_counts['public.pairs']! / 2);
@@ -117,7 +151,10 @@ describe('backup while writing, then restore', () => {
       const next = await db.query<{ id: string }>('INSERT INTO public.pairs (pair, side) VALUES (-1, 1) RETURNING id');
       const max = await db.query<{ id: string }>('SELECT max(id) AS id FROM public.pairs WHERE pair <> -1');
       expect(BigInt(next.rows[0]!.id)).toBeGreaterThan(BigInt(max.rows[0]!.id));
-      const file = await db.query<{ storage_key: string; sha256: string }>('SELECT storage_key, sha256 FROM ext_media_library.files WHERE id = $1', [fileId]);
+      const file = await db.query<{ storage_key: string; sha256: string }>(
+        'SELECT storage_key, sha256 FROM ext_media_library.files WHERE id = $1',
+        [fileId],
+      );
       expect(file.rows.length).toBe(1);
       const bytes = readFileSync(join(target, 'extensions/media-library/files', file.rows[0]!.storage_key));
       expect(new Uint8Array(bytes)).toEqual(PNG);
@@ -134,7 +171,11 @@ describe('backup while writing, then restore', () => {
     const backups = join(target, 'backups');
     require('node:fs').mkdirSync(backups);
     writeFileSync(join(backups, 'marker'), 'x');
-    const r = await restore({ archive: join(scratch, 'copy.tar.gz'), dataDir: target, now: new Date('2030-01-02T03:04:05Z') });
+    const r = await restore({
+      archive: join(scratch, 'copy.tar.gz'),
+      dataDir: target,
+      now: new Date('2030-01-02T03:04:05Z'),
+    });
     expect(r.previous).toBe(`${target}.before-restore-2030-01-02T03-04-05Z`);
     expect(existsSync(join(r.previous!, 'pg', 'PG_VERSION'))).toBe(true);
     expect(readFileSync(join(target, 'backups', 'marker'), 'utf8')).toBe('x');
@@ -146,14 +187,21 @@ describe('backup while writing, then restore', () => {
     await restore({ archive: join(backupService(s.platform).dir, backup.name), dataDir: target, layout: 'inside' });
     require('node:fs').mkdirSync(join(target, 'backups'));
     writeFileSync(join(target, 'backups', 'marker'), 'x');
-    const r = await restore({ archive: join(backupService(s.platform).dir, backup.name), dataDir: target, layout: 'inside', now: new Date('2030-01-02T03:04:05Z') });
+    const r = await restore({
+      archive: join(backupService(s.platform).dir, backup.name),
+      dataDir: target,
+      layout: 'inside',
+      now: new Date('2030-01-02T03:04:05Z'),
+    });
     expect(r.previous).toBe(join(target, 'before-restore-2030-01-02T03-04-05Z'));
     expect(readdirSync(target).sort()).toEqual(['backups', 'before-restore-2030-01-02T03-04-05Z', 'extensions', 'pg']);
     expect(readdirSync(r.previous!).sort()).toEqual(['extensions', 'pg']);
     expect(readFileSync(join(target, 'backups', 'marker'), 'utf8')).toBe('x');
     const db = await openEmbedded(join(target, 'pg'));
     try {
-      expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n)).toBe(backup.row_counts['public.pairs']!);
+      expect(Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM public.pairs')).rows[0]!.n)).toBe(
+        backup.row_counts['public.pairs']!,
+      );
     } finally {
       await db.close();
     }
@@ -182,7 +230,9 @@ describe('backup while writing, then restore', () => {
       const cut = join(scratch, 'truncated.tar.gz');
       writeFileSync(cut, bytes.subarray(0, Math.floor(bytes.length * 0.6)));
       const msg = await attempt(cut);
-      expect(msg).toMatch(/^basalt restore: the archive is truncated \(it ends (early|inside .*)\); nothing was changed$/);
+      expect(msg).toMatch(
+        /^basalt restore: the archive is truncated \(it ends (early|inside .*)\); nothing was changed$/,
+      );
       expect(msg.split('\n').length).toBe(1);
     });
 
@@ -200,10 +250,14 @@ describe('backup while writing, then restore', () => {
     test('a tar.gz that is not a Basalt backup, and a file that is not gzip', async () => {
       const foreign = join(scratch, 'foreign.tar.gz');
       await Bun.write(foreign, await new Bun.Archive({ 'hello.txt': 'hi' }, { compress: 'gzip' }).bytes());
-      expect(await attempt(foreign)).toBe('basalt restore: this is not a Basalt backup (it does not start with a basalt-backup.json manifest); nothing was changed');
+      expect(await attempt(foreign)).toBe(
+        'basalt restore: this is not a Basalt backup (it does not start with a basalt-backup.json manifest); nothing was changed',
+      );
       const text = join(scratch, 'notes.txt');
       writeFileSync(text, 'not an archive at all');
-      expect(await attempt(text)).toBe('basalt restore: this is not a Basalt backup (not a gzip file); nothing was changed');
+      expect(await attempt(text)).toBe(
+        'basalt restore: this is not a Basalt backup (not a gzip file); nothing was changed',
+      );
     });
 
     test('an archive whose manifest claims another format version', async () => {
@@ -212,17 +266,25 @@ describe('backup while writing, then restore', () => {
       entries['basalt-backup.json'] = JSON.stringify({ ...m, format_version: 99 });
       const odd = join(scratch, 'future.tar.gz');
       await Bun.write(odd, await new Bun.Archive(entries, { compress: 'gzip' }).bytes());
-      expect(await attempt(odd)).toMatch(/^basalt restore: this backup has format 99, made by a newer Basalt .*; nothing was changed$/);
+      expect(await attempt(odd)).toMatch(
+        /^basalt restore: this backup has format 99, made by a newer Basalt .*; nothing was changed$/,
+      );
     });
   });
 
   test('restore into the data dir this running platform holds is refused, nothing changed', async () => {
     const before = fingerprint(join(s.platform.dataDir, 'pg'));
-    const r = await runCli(['restore', join(backupService(s.platform).dir, backup.name)], { BASALT_DATA_DIR: s.platform.dataDir });
+    const r = await runCli(['restore', join(backupService(s.platform).dir, backup.name)], {
+      BASALT_DATA_DIR: s.platform.dataDir,
+    });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toMatch(/^basalt restore: the embedded database in .* is in use by basalt process \d+ .*; stop it first: restore needs the instance stopped; nothing was changed$/);
+    expect(r.stderr.trim()).toMatch(
+      /^basalt restore: the embedded database in .* is in use by basalt process \d+ .*; stop it first: restore needs the instance stopped; nothing was changed$/,
+    );
     expect(existsSync(`${s.platform.dataDir}.restore-`)).toBe(false);
-    expect(readdirSync(dirname(s.platform.dataDir)).filter((n) => n.startsWith(s.platform.dataDir.split('/').pop()! + '.'))).toEqual([]);
+    expect(
+      readdirSync(dirname(s.platform.dataDir)).filter((n) => n.startsWith(s.platform.dataDir.split('/').pop()! + '.')),
+    ).toEqual([]);
     expect(fingerprint(join(s.platform.dataDir, 'pg')).split('\n').length).toBeGreaterThan(100);
     void before;
   });

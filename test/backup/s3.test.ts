@@ -17,7 +17,13 @@ describe('backup copy to the Files module S3 bucket', () => {
     try {
       const b = await backupService(s.platform).create();
       expect(b.s3).toEqual({ bucket: 'basalt', key: `basalt-backups/${b.name}` });
-      const client = new S3Client({ bucket: 'basalt', endpoint: s3.env.BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT, region: 'us-east-1', accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
+      const client = new S3Client({
+        bucket: 'basalt',
+        endpoint: s3.env.BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT,
+        region: 'us-east-1',
+        accessKeyId: 'S3RVER',
+        secretAccessKey: 'S3RVER',
+      });
       const copy = new Uint8Array(await client.file(`basalt-backups/${b.name}`).arrayBuffer());
       expect(Buffer.from(copy).equals(readFileSync(join(backupService(s.platform).dir, b.name)))).toBe(true);
     } finally {
@@ -28,7 +34,13 @@ describe('backup copy to the Files module S3 bucket', () => {
 
   test('an unreachable bucket: the local backup is complete, the failure is reported', async () => {
     const s = await startServer('embedded', {
-      env: { BASALT_EXT_MEDIA_LIBRARY_S3_BUCKET: 'basalt', BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT: 'http://127.0.0.1:9', BASALT_EXT_MEDIA_LIBRARY_S3_REGION: 'us-east-1', BASALT_EXT_MEDIA_LIBRARY_S3_ACCESS_KEY_ID: 'x', BASALT_EXT_MEDIA_LIBRARY_S3_SECRET_ACCESS_KEY: 'y' },
+      env: {
+        BASALT_EXT_MEDIA_LIBRARY_S3_BUCKET: 'basalt',
+        BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT: 'http://127.0.0.1:9',
+        BASALT_EXT_MEDIA_LIBRARY_S3_REGION: 'us-east-1',
+        BASALT_EXT_MEDIA_LIBRARY_S3_ACCESS_KEY_ID: 'x',
+        BASALT_EXT_MEDIA_LIBRARY_S3_SECRET_ACCESS_KEY: 'y',
+      },
     });
     try {
       const b = await backupService(s.platform).create();

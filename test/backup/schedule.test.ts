@@ -18,7 +18,9 @@ describe('backup.schedule', () => {
     expect(parseSchedule('every 2d')).toEqual({ kind: 'every', ms: 2 * 86_400_000 });
     expect(parseSchedule('daily 03:00')).toEqual({ kind: 'daily', hour: 3, minute: 0 });
     for (const bad of ['weekly', 'every 0h', 'every 6', 'every 6 h', 'daily 24:00', 'daily 3:00', '0 3 * * *']) {
-      expect(() => parseSchedule(bad)).toThrow(/^backup.schedule: must be 'off', 'every N' with a unit s, m, h or d \(every 6h\), or 'daily HH:MM' in UTC/);
+      expect(() => parseSchedule(bad)).toThrow(
+        /^backup.schedule: must be 'off', 'every N' with a unit s, m, h or d \(every 6h\), or 'daily HH:MM' in UTC/,
+      );
     }
   });
 
@@ -26,17 +28,23 @@ describe('backup.schedule', () => {
     const start = new Date('2026-11-23T19:05:00Z');
     expect(nextRun({ kind: 'off' }, undefined, start)).toBeUndefined();
     expect(nextRun(parseSchedule('every 6h'), undefined, start)!.toISOString()).toBe('2026-11-24T01:05:00.000Z');
-    expect(nextRun(parseSchedule('every 6h'), new Date('2026-11-23T10:00:00Z'), start)!.toISOString()).toBe('2026-11-23T16:00:00.000Z');
+    expect(nextRun(parseSchedule('every 6h'), new Date('2026-11-23T10:00:00Z'), start)!.toISOString()).toBe(
+      '2026-11-23T16:00:00.000Z',
+    );
     expect(nextRun(parseSchedule('daily 03:00'), undefined, start)!.toISOString()).toBe('2026-11-24T03:00:00.000Z');
     expect(nextRun(parseSchedule('daily 23:30'), undefined, start)!.toISOString()).toBe('2026-11-23T23:30:00.000Z');
-    expect(nextRun(parseSchedule('daily 03:00'), new Date('2026-11-23T03:00:01Z'), start)!.toISOString()).toBe('2026-11-24T03:00:00.000Z');
+    expect(nextRun(parseSchedule('daily 03:00'), new Date('2026-11-23T03:00:01Z'), start)!.toISOString()).toBe(
+      '2026-11-24T03:00:00.000Z',
+    );
   });
 
   test('a bad value is refused where it is set, naming the forms', async () => {
     const s = await startServer('embedded');
     try {
       await expect(s.platform.settings.set('backup.schedule', 'weekly')).rejects.toThrow(ConfigError);
-      await expect(s.platform.settings.set('backup.schedule', 'weekly')).rejects.toThrow("backup.schedule must be 'off', 'every N' with a unit s, m, h or d (every 6h), or 'daily HH:MM' in UTC (daily 03:00), got \"weekly\"");
+      await expect(s.platform.settings.set('backup.schedule', 'weekly')).rejects.toThrow(
+        "backup.schedule must be 'off', 'every N' with a unit s, m, h or d (every 6h), or 'daily HH:MM' in UTC (daily 03:00), got \"weekly\"",
+      );
       await s.platform.settings.set('backup.schedule', 'daily 03:00');
     } finally {
       await s.stop();

@@ -20,12 +20,28 @@ describe('backup while serve runs', () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    proc = Bun.spawn([process.execPath, MAIN, 'serve'], { env: childEnv({ ...env, BASALT_WEB_PORT: String(port) }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+    proc = Bun.spawn([process.execPath, MAIN, 'serve'], {
+      env: childEnv({ ...env, BASALT_WEB_PORT: String(port) }),
+      stdin: 'ignore',
+      stdout: 'pipe',
+      stderr: 'pipe',
+    });
     url = `http://127.0.0.1:${port}`;
     const started = performance.now();
-    await eventually(() => fetch(url + '/healthz').then((r) => r.ok, () => false), { timeout: 60_000, interval: 100, what: 'serve to answer /healthz' });
+    await eventually(
+      () =>
+        fetch(url + '/healthz').then(
+          (r) => r.ok,
+          () => false,
+        ),
+      { timeout: 60_000, interval: 100, what: 'serve to answer /healthz' },
+    );
     // The socket appears right after the listeners.
-    await eventually(() => existsSync(join(dataDir, 'basalt.sock')), { timeout: 60_000 - (performance.now() - started), interval: 50, what: 'the management socket' });
+    await eventually(() => existsSync(join(dataDir, 'basalt.sock')), {
+      timeout: 60_000 - (performance.now() - started),
+      interval: 50,
+      what: 'the management socket',
+    });
   });
   afterAll(async () => {
     proc?.kill('SIGTERM');
@@ -48,7 +64,9 @@ describe('backup while serve runs', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const path = r.stdout.split('\n')[0]!;
-    expect(path).toMatch(new RegExp(`^${dataDir}/backups/basalt-\\d{4}-\\d\\d-\\d\\dT\\d\\d-\\d\\d-\\d\\dZ(-\\d+)?\\.tar\\.gz$`));
+    expect(path).toMatch(
+      new RegExp(`^${dataDir}/backups/basalt-\\d{4}-\\d\\d-\\d\\dT\\d\\d-\\d\\d-\\d\\dZ(-\\d+)?\\.tar\\.gz$`),
+    );
     expect(existsSync(path)).toBe(true);
     expect(answered).toBeGreaterThan(0);
     // The server still holds its data dir: the command could only have run inside it.
@@ -61,7 +79,9 @@ describe('backup while serve runs', () => {
 
     const refused = await runCli(['restore', name], env);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/^basalt restore: the embedded database in .* is in use by basalt process \d+ .*; stop it first: restore needs the instance stopped; nothing was changed\n$/);
+    expect(refused.stderr).toMatch(
+      /^basalt restore: the embedded database in .* is in use by basalt process \d+ .*; stop it first: restore needs the instance stopped; nothing was changed\n$/,
+    );
 
     const del = await runCli(['backup', 'delete', name], env);
     expect(del).toMatchObject({ code: 0, stdout: `${name} deleted\n` });
@@ -82,7 +102,9 @@ describe('backup while serve runs', () => {
     expect(restored.stderr).toBe('');
     expect(restored.code).toBe(0);
     expect(restored.stdout).toContain(`the previous data is kept in ${dataDir}.before-restore-`);
-    const kept = readdirSync(join(dataDir, '..')).filter((n) => n.startsWith(dataDir.split('/').pop()! + '.before-restore-'));
+    const kept = readdirSync(join(dataDir, '..')).filter((n) =>
+      n.startsWith(dataDir.split('/').pop()! + '.before-restore-'),
+    );
     expect(kept.length).toBe(1);
     // The backups folder came along with the restored data.
     expect(readdirSync(join(dataDir, 'backups'))).toEqual([name]);
@@ -100,7 +122,11 @@ describe('the compiled executable', () => {
       const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn' });
       let name = '';
       try {
-        await eventually(() => existsSync(join(dir, 'basalt_data', 'basalt.sock')), { timeout: 30_000, interval: 50, what: 'the management socket' });
+        await eventually(() => existsSync(join(dir, 'basalt_data', 'basalt.sock')), {
+          timeout: 30_000,
+          interval: 50,
+          what: 'the management socket',
+        });
         const r = await runBinary(exe, ['backup'], dir);
         expect(r.stderr).toBe('');
         expect(r.code).toBe(0);

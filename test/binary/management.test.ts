@@ -32,7 +32,12 @@ describe('commands beside a running embedded server', () => {
   });
 
   test('keys create runs inside the server, and the key works on its API at once', async () => {
-    const r = await runBinary(exe, ['keys', 'create', '--type', 'service', '--service', 'ops', '--permissions', 'mail:send', '--json'], dir, env);
+    const r = await runBinary(
+      exe,
+      ['keys', 'create', '--type', 'service', '--service', 'ops', '--permissions', 'mail:send', '--json'],
+      dir,
+      env,
+    );
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const created = JSON.parse(r.stdout) as { id: string; key: string };

@@ -9,7 +9,10 @@ import { startServer } from '../helpers/server';
 
 /** Every fatal start-up problem is one line on stderr naming the key or cause, exit ≠ 0. */
 function oneLine(stderr: string): string {
-  const lines = stderr.trim().split('\n').filter((l) => !l.startsWith('{'));
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((l) => !l.startsWith('{'));
   expect(lines.length).toBe(1);
   return lines[0]!;
 }
@@ -20,7 +23,8 @@ describe('basalt command line', () => {
     expect(v).toMatchObject({ code: 0, stdout: pkg.version + '\n' });
     const h = await runCli(['--help']);
     expect(h.code).toBe(0);
-    for (const cmd of ['serve', 'migrate', 'settings get', 'settings set', 'version']) expect(h.stdout).toContain(`basalt ${cmd}`);
+    for (const cmd of ['serve', 'migrate', 'settings get', 'settings set', 'version'])
+      expect(h.stdout).toContain(`basalt ${cmd}`);
     const sub = await runCli(['settings', 'set', '--help']);
     expect(sub.stdout).toContain('usage: basalt settings set KEY VALUE');
   });
@@ -45,12 +49,16 @@ describe('basalt command line', () => {
       expect(pinned.stdout.trim()).toBe('db.max_limit = 300  (env: BASALT_DB_MAX_LIMIT)');
       const bad = await runCli(['settings', 'set', 'db.max_limit', 'lots'], db.env);
       expect(bad.code).toBe(1);
-      expect(oneLine(bad.stderr)).toBe('basalt: settings set: db.max_limit must be an integer from 1 to 100000, got "lots"');
+      expect(oneLine(bad.stderr)).toBe(
+        'basalt: settings set: db.max_limit must be an integer from 1 to 100000, got "lots"',
+      );
       const unknown = await runCli(['settings', 'get', 'db.maxlimit'], db.env);
       expect(unknown.code).toBe(1);
       expect(oneLine(unknown.stderr)).toContain("unknown setting 'db.maxlimit'");
       expect((await runCli(['settings', 'unset', 'db.max_limit'], db.env)).code).toBe(0);
-      expect((await runCli(['settings', 'get', 'db.max_limit'], db.env)).stdout.trim()).toBe('db.max_limit = 1000  (default)');
+      expect((await runCli(['settings', 'get', 'db.max_limit'], db.env)).stdout.trim()).toBe(
+        'db.max_limit = 1000  (default)',
+      );
     } finally {
       await db.drop();
     }
@@ -77,15 +85,30 @@ describe('basalt command line', () => {
   const badToml = join(dir, 'bad.toml');
   writeFileSync(badToml, '[web]\nport = "high"\n');
   const fatal: [string, string[], Record<string, string>, RegExp][] = [
-    ['bad value in the config file', ['serve', '--config', badToml], {}, /^basalt: .*bad\.toml: web\.port must be an integer/],
-    ['unknown environment variable', ['serve'], { BASALT_WEB_PORTT: '1' }, /^basalt: environment: unknown variable BASALT_WEB_PORTT/],
+    [
+      'bad value in the config file',
+      ['serve', '--config', badToml],
+      {},
+      /^basalt: .*bad\.toml: web\.port must be an integer/,
+    ],
+    [
+      'unknown environment variable',
+      ['serve'],
+      { BASALT_WEB_PORTT: '1' },
+      /^basalt: environment: unknown variable BASALT_WEB_PORTT/,
+    ],
     [
       'split listeners on one port',
       ['serve'],
       { BASALT_WEB_PUBLIC_API_SEPARATE: 'true', BASALT_WEB_PORT: '5077', BASALT_WEB_PUBLIC_PORT: '5077' },
       /^basalt: web\.public_port: must differ from web\.port \(both 5077\) when web\.public_api_separate is true$/,
     ],
-    ['unreachable database', ['serve'], { BASALT_DATABASE_URL: 'postgres://nobody:pw@127.0.0.1:1/none' }, /^basalt: database\.url: cannot connect to the database \(database unreachable \(ECONNREFUSED\)\)/],
+    [
+      'unreachable database',
+      ['serve'],
+      { BASALT_DATABASE_URL: 'postgres://nobody:pw@127.0.0.1:1/none' },
+      /^basalt: database\.url: cannot connect to the database \(database unreachable \(ECONNREFUSED\)\)/,
+    ],
   ];
   test.each(fatal)('%s → one line, exit 1', async (_n, args, env, line) => {
     const r = await runCli(args, { BASALT_DATA_DIR: join(dir, 'data'), ...env });
@@ -101,7 +124,9 @@ describe('basalt command line', () => {
       const port = new URL(s.url).port;
       const r = await runCli(['serve'], { ...db.env, BASALT_WEB_PORT: port });
       expect(r.code).toBe(1);
-      expect(oneLine(r.stderr)).toBe(`basalt: web.port: port ${port} on 127.0.0.1 is already in use; stop the other process or choose another port`);
+      expect(oneLine(r.stderr)).toBe(
+        `basalt: web.port: port ${port} on 127.0.0.1 is already in use; stop the other process or choose another port`,
+      );
     } finally {
       await s.stop();
       await db.drop();

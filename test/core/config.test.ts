@@ -27,28 +27,60 @@ describe('configuration layers', () => {
   });
 
   test('DATABASE_URL is honoured after BASALT_DATABASE_URL', () => {
-    expect(loadBootLayers({ env: { DATABASE_URL: 'postgres://a@h/d' } }).pinned.get('database.url')?.origin).toBe('DATABASE_URL');
-    expect(loadBootLayers({ env: { DATABASE_URL: 'postgres://a@h/d', BASALT_DATABASE_URL: 'postgres://b@h/d' } }).pinned.get('database.url')?.value).toBe('postgres://b@h/d');
+    expect(loadBootLayers({ env: { DATABASE_URL: 'postgres://a@h/d' } }).pinned.get('database.url')?.origin).toBe(
+      'DATABASE_URL',
+    );
+    expect(
+      loadBootLayers({ env: { DATABASE_URL: 'postgres://a@h/d', BASALT_DATABASE_URL: 'postgres://b@h/d' } }).pinned.get(
+        'database.url',
+      )?.value,
+    ).toBe('postgres://b@h/d');
   });
 
   test('lists and booleans from the environment', () => {
-    const l = loadBootLayers({ env: { BASALT_WEB_CORS_ORIGINS: 'https://a.example, https://b.example', BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } });
+    const l = loadBootLayers({
+      env: { BASALT_WEB_CORS_ORIGINS: 'https://a.example, https://b.example', BASALT_WEB_PUBLIC_API_SEPARATE: 'true' },
+    });
     expect(l.pinned.get('web.cors_origins')?.value).toEqual(['https://a.example', 'https://b.example']);
     expect(l.pinned.get('web.public_api_separate')?.value).toBe(true);
   });
 
   const bad: [string, () => unknown, RegExp][] = [
-    ['unknown key in the file', () => loadBootLayers({ configFile: toml('[web]\nprot = 1\n'), env: {} }), /unknown setting 'web.prot'.*web.port/],
-    ['wrong type in the file', () => loadBootLayers({ configFile: toml('[web]\nport = "five"\n'), env: {} }), /web.port must be an integer from 0 to 65535, got "five"/],
-    ['port out of range', () => loadBootLayers({ env: { BASALT_WEB_PORT: '70000' } }), /BASALT_WEB_PORT: web.port must be an integer/],
-    ['bad enum', () => loadBootLayers({ env: { BASALT_WEB_PUBLIC_API_ACCESS_MODE: 'closed' } }), /one of open, api_key_required/],
+    [
+      'unknown key in the file',
+      () => loadBootLayers({ configFile: toml('[web]\nprot = 1\n'), env: {} }),
+      /unknown setting 'web.prot'.*web.port/,
+    ],
+    [
+      'wrong type in the file',
+      () => loadBootLayers({ configFile: toml('[web]\nport = "five"\n'), env: {} }),
+      /web.port must be an integer from 0 to 65535, got "five"/,
+    ],
+    [
+      'port out of range',
+      () => loadBootLayers({ env: { BASALT_WEB_PORT: '70000' } }),
+      /BASALT_WEB_PORT: web.port must be an integer/,
+    ],
+    [
+      'bad enum',
+      () => loadBootLayers({ env: { BASALT_WEB_PUBLIC_API_ACCESS_MODE: 'closed' } }),
+      /one of open, api_key_required/,
+    ],
     ['bad boolean', () => loadBootLayers({ env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'yes' } }), /true or false/],
-    ['unknown BASALT_ variable', () => loadBootLayers({ env: { BASALT_WEB_PROT: '1' } }), /unknown variable BASALT_WEB_PROT/],
+    [
+      'unknown BASALT_ variable',
+      () => loadBootLayers({ env: { BASALT_WEB_PROT: '1' } }),
+      /unknown variable BASALT_WEB_PROT/,
+    ],
     ['missing config file', () => loadBootLayers({ configFile: join(dir, 'nope.toml'), env: {} }), /does not exist/],
     ['invalid TOML', () => loadBootLayers({ configFile: toml('[web\nport=1'), env: {} }), /not valid TOML/],
     [
       'split listeners on one port',
-      () => loadBootLayers({ configFile: toml('[web]\npublic_api_separate = true\nport = 8080\n'), env: { BASALT_WEB_PUBLIC_PORT: '8080' } }),
+      () =>
+        loadBootLayers({
+          configFile: toml('[web]\npublic_api_separate = true\nport = 8080\n'),
+          env: { BASALT_WEB_PUBLIC_PORT: '8080' },
+        }),
       /^web\.public_port: must differ from web\.port \(both 8080\) when web\.public_api_separate is true$/,
     ],
   ];
@@ -84,11 +116,15 @@ describe.each(ENGINES)('database-stored settings on %s', (engine) => {
       await plain.load();
       await plain.set('web.port', 5077);
       await plain.set('web.public_port', 5077);
-      await expect(plain.set('web.public_api_separate', true)).rejects.toThrow('web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true');
+      await expect(plain.set('web.public_api_separate', true)).rejects.toThrow(
+        'web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true',
+      );
       expect(plain.get('web.public_api_separate')).toBe(false);
       const split = new Settings(loadBootLayers({ env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } }), s.platform.db);
       await split.load();
-      await expect(listen({ ...s.platform, settings: split })).rejects.toThrow('web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true');
+      await expect(listen({ ...s.platform, settings: split })).rejects.toThrow(
+        'web.public_port: must differ from web.port (both 5077) when web.public_api_separate is true',
+      );
       await plain.unset('web.port');
       await plain.unset('web.public_port');
       await st.unset('db.max_limit');
@@ -110,10 +146,16 @@ describe.skipIf(!ADMIN_URL)('settings across instances (external PostgreSQL)', (
     try {
       const started = performance.now();
       await a.platform.settings.set('web.cors_origins', ['https://shop.example']);
-      await eventually(() => b.platform.settings.get<string[]>('web.cors_origins').length > 0, { timeout: 1000, interval: 10, what: 'the setting on B' });
+      await eventually(() => b.platform.settings.get<string[]>('web.cors_origins').length > 0, {
+        timeout: 1000,
+        interval: 10,
+        what: 'the setting on B',
+      });
       expect(b.platform.settings.get('web.cors_origins')).toEqual(['https://shop.example']);
       expect(performance.now() - started).toBeLessThan(1000);
-      const res = await fetch(b.publicUrl + '/api/v1/public/runtime-config', { headers: { origin: 'https://shop.example' } });
+      const res = await fetch(b.publicUrl + '/api/v1/public/runtime-config', {
+        headers: { origin: 'https://shop.example' },
+      });
       expect(res.headers.get('access-control-allow-origin')).toBe('https://shop.example');
     } finally {
       await a.stop();
@@ -122,8 +164,6 @@ describe.skipIf(!ADMIN_URL)('settings across instances (external PostgreSQL)', (
     }
   });
 });
-
-
 
 describe('docs', () => {
   test('docs/configuration.md lists every setting as defined (run `bun scripts/config-docs.ts` after changing one)', async () => {

@@ -55,7 +55,11 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
   test('parameters are bound, JSON and bytea parameters included', async () => {
     await db.exec('CREATE TABLE public.t_params (id serial PRIMARY KEY, name text, doc jsonb, bin bytea)');
     const hostile = "x'); DROP TABLE public.t_params; --";
-    const ins = await db.query('INSERT INTO public.t_params (name, doc, bin) VALUES ($1, $2::jsonb, $3) RETURNING id', [hostile, JSON.stringify({ k: 'v' }), new Uint8Array([1, 2])]);
+    const ins = await db.query('INSERT INTO public.t_params (name, doc, bin) VALUES ($1, $2::jsonb, $3) RETURNING id', [
+      hostile,
+      JSON.stringify({ k: 'v' }),
+      new Uint8Array([1, 2]),
+    ]);
     expect(ins.rowCount).toBe(1);
     const { rows } = await db.query('SELECT name, doc, bin FROM public.t_params WHERE id = $1', [ins.rows[0]!.id]);
     expect(rows[0]).toEqual({ name: hostile, doc: { k: 'v' }, bin: new Uint8Array([1, 2]) });
@@ -86,10 +90,12 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     await b.query('INSERT INTO public.t_tx VALUES (2)');
     await b.rollback();
     expect((await db.query('SELECT array_agg(v) AS v FROM public.t_tx')).rows[0]!.v).toEqual([1]);
-    await expect(db.transaction(async (tx) => {
-      await tx.query('INSERT INTO public.t_tx VALUES (3)');
-      throw new Error('abort');
-    })).rejects.toThrow('abort');
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query('INSERT INTO public.t_tx VALUES (3)');
+        throw new Error('abort');
+      }),
+    ).rejects.toThrow('abort');
     expect((await db.query('SELECT count(*)::int AS c FROM public.t_tx')).rows[0]!.c).toBe(1);
   });
 
@@ -123,7 +129,9 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     expect(err.message).toContain('nowhere');
     // The failing file ran in a transaction: nothing of it remains, and it is not recorded.
     expect((await db.query("SELECT to_regclass('public.m_more') AS t")).rows[0]!.t).toBeNull();
-    expect((await db.query('SELECT name FROM basalt.schema_migrations ORDER BY name')).rows.map((r) => r.name)).toEqual(['001_table.sql', '002_rows.sql']);
+    expect((await db.query('SELECT name FROM basalt.schema_migrations ORDER BY name')).rows.map((r) => r.name)).toEqual(
+      ['001_table.sql', '002_rows.sql'],
+    );
   });
 });
 
@@ -152,7 +160,10 @@ describe('embedded data dir ownership', () => {
 
   test('a lock left by a dead process is taken over', async () => {
     const f = await freshDb('embedded');
-    writeFileSync(join(f.dataDir, 'basalt.lock'), JSON.stringify({ pid: 2 ** 22 - 7, host: (await import('node:os')).hostname(), started: 'earlier' }));
+    writeFileSync(
+      join(f.dataDir, 'basalt.lock'),
+      JSON.stringify({ pid: 2 ** 22 - 7, host: (await import('node:os')).hostname(), started: 'earlier' }),
+    );
     const db = await openDb({ url: '', dataDir: f.dataDir });
     await db.close();
     await f.drop();
@@ -179,8 +190,13 @@ describe.skipIf(!ADMIN_URL)('external engine', () => {
   test('several instances migrate one database at once without conflict', async () => {
     const f = await freshDb('external');
     try {
-      const ps = await Promise.all([1, 2, 3].map(() => openPlatform({ env: { ...f.env, BASALT_LOG_LEVEL: 'silent' } })));
-      const { rows } = await ps[0]!.db.query<{ n: number }>('SELECT count(*)::int AS n FROM basalt.platform_migrations WHERE name = $1', ['001_core']);
+      const ps = await Promise.all(
+        [1, 2, 3].map(() => openPlatform({ env: { ...f.env, BASALT_LOG_LEVEL: 'silent' } })),
+      );
+      const { rows } = await ps[0]!.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM basalt.platform_migrations WHERE name = $1',
+        ['001_core'],
+      );
       expect(rows[0]!.n).toBe(1);
       await Promise.all(ps.map((p) => p.shutdown()));
     } finally {

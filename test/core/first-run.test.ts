@@ -28,7 +28,11 @@ describe('first run', () => {
       db = await freshDb('embedded');
       const port = 20000 + Math.floor(Math.random() * 20000);
       base = `http://127.0.0.1:${port}`;
-      proc = Bun.spawn([process.execPath, MAIN, 'serve'], { env: childEnv({ ...db.env, BASALT_WEB_PORT: String(port), BASALT_LOG_LEVEL: 'info' }), stdout: 'ignore', stderr: 'pipe' });
+      proc = Bun.spawn([process.execPath, MAIN, 'serve'], {
+        env: childEnv({ ...db.env, BASALT_WEB_PORT: String(port), BASALT_LOG_LEVEL: 'info' }),
+        stdout: 'ignore',
+        stderr: 'pipe',
+      });
       const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
       void (async () => {
         for (;;) {
@@ -37,7 +41,11 @@ describe('first run', () => {
           stderr += new TextDecoder().decode(value);
         }
       })();
-      await eventually(() => stderr.includes('Stop with Ctrl-C'), { timeout: 50_000, interval: 50, what: 'the start-up banner' });
+      await eventually(() => stderr.includes('Stop with Ctrl-C'), {
+        timeout: 50_000,
+        interval: 50,
+        what: 'the start-up banner',
+      });
     }, 60_000);
     afterAll(async () => {
       proc?.kill('SIGTERM');
@@ -60,7 +68,11 @@ describe('first run', () => {
     });
 
     test('503 mail_not_configured is a warning naming the code, without a stack', async () => {
-      const r = await fetch(`${base}/api/v1/auth/verify-email/resend`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"ada@example.com"}' });
+      const r = await fetch(`${base}/api/v1/auth/verify-email/resend`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"email":"ada@example.com"}',
+      });
       expect(r.status).toBe(503);
       await Bun.sleep(200);
       const lines = stderr.split('\n').filter((l) => l.includes('mail_not_configured'));

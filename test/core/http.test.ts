@@ -15,8 +15,12 @@ const probe: RouteModule = {
   listener: 'public',
   routes: () =>
     new Elysia()
-      .post('/api/v1/auth/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ email: t.String({ format: 'email' }), age: t.Integer({ minimum: 0 }) }) })
-      .post('/api/v1/db/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ n: t.Integer() }) })
+      .post('/api/v1/auth/_probe', ({ body, request }) => reply(request, { echo: body }), {
+        body: t.Object({ email: t.String({ format: 'email' }), age: t.Integer({ minimum: 0 }) }),
+      })
+      .post('/api/v1/db/_probe', ({ body, request }) => reply(request, { echo: body }), {
+        body: t.Object({ n: t.Integer() }),
+      })
       .get('/api/v1/auth/_boom', () => {
         throw new Error('secret internals: password=hunter2');
       })
@@ -34,7 +38,9 @@ const mailProbe: RouteModule = {
   listener: 'main',
   routes: () =>
     new Elysia()
-      .post('/api/v1/mail/_probe', ({ body, request }) => reply(request, { echo: body }), { body: t.Object({ to: t.Array(t.String(), { minItems: 1 }) }) })
+      .post('/api/v1/mail/_probe', ({ body, request }) => reply(request, { echo: body }), {
+        body: t.Object({ to: t.Array(t.String(), { minItems: 1 }) }),
+      })
       .get('/api/v1/mail/_boom', () => {
         throw new Error('internals');
       }),
@@ -57,16 +63,70 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     expect(hostile.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  const errors: [string, string, string, Record<string, unknown> | undefined, string | undefined, Record<string, string>, number, string][] = [
+  const errors: [
+    string,
+    string,
+    string,
+    Record<string, unknown> | undefined,
+    string | undefined,
+    Record<string, string>,
+    number,
+    string,
+  ][] = [
     // name, method, path, json body, raw body, headers, status, code
     ['unknown route in auth', 'GET', '/api/v1/auth/nope', undefined, undefined, {}, 404, 'not_found'],
     ['unknown route at root', 'GET', '/nope', undefined, undefined, {}, 404, 'not_found'],
-    ['auth format error → 422 with fields', 'POST', '/api/v1/auth/_probe', { email: 'x', age: -1 }, undefined, {}, 422, 'validation_error'],
+    [
+      'auth format error → 422 with fields',
+      'POST',
+      '/api/v1/auth/_probe',
+      { email: 'x', age: -1 },
+      undefined,
+      {},
+      422,
+      'validation_error',
+    ],
     ['db format error → 400', 'POST', '/api/v1/db/_probe', { n: 'x' }, undefined, {}, 400, 'validation_error'],
-    ['malformed JSON → 400', 'POST', '/api/v1/db/_probe', undefined, '{"n": 1', { 'content-type': 'application/json' }, 400, 'invalid_json'],
-    ['wrong content type → 415', 'POST', '/api/v1/db/_probe', undefined, 'n=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type'],
-    ['body over the limit → 413', 'POST', '/api/v1/db/_probe', undefined, JSON.stringify({ n: 1, pad: 'x'.repeat(4000) }), { 'content-type': 'application/json' }, 413, 'payload_too_large'],
-    ['thrown error → 500 without internals', 'GET', '/api/v1/auth/_boom', undefined, undefined, {}, 500, 'internal_error'],
+    [
+      'malformed JSON → 400',
+      'POST',
+      '/api/v1/db/_probe',
+      undefined,
+      '{"n": 1',
+      { 'content-type': 'application/json' },
+      400,
+      'invalid_json',
+    ],
+    [
+      'wrong content type → 415',
+      'POST',
+      '/api/v1/db/_probe',
+      undefined,
+      'n=1',
+      { 'content-type': 'application/x-www-form-urlencoded' },
+      415,
+      'unsupported_media_type',
+    ],
+    [
+      'body over the limit → 413',
+      'POST',
+      '/api/v1/db/_probe',
+      undefined,
+      JSON.stringify({ n: 1, pad: 'x'.repeat(4000) }),
+      { 'content-type': 'application/json' },
+      413,
+      'payload_too_large',
+    ],
+    [
+      'thrown error → 500 without internals',
+      'GET',
+      '/api/v1/auth/_boom',
+      undefined,
+      undefined,
+      {},
+      500,
+      'internal_error',
+    ],
   ];
   test.each(errors)('%s (format A)', async (_n, method, path, body, raw, headers, status, code) => {
     const r = await s.req(method, path, { body, raw, headers });
@@ -80,9 +140,13 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     s.platform.log.error = (msg, fields) => void logged.push({ msg, ...fields });
     try {
       const r = await s.req('GET', '/api/v1/auth/_badshape');
-      expectAError(r, 500, 'internal_error', { message: 'Internal error; the request id identifies it in the server log.' });
+      expectAError(r, 500, 'internal_error', {
+        message: 'Internal error; the request id identifies it in the server log.',
+      });
       expect(r.text).not.toMatch(/internal_column|validation|"id"/);
-      expect(logged).toContainEqual(expect.objectContaining({ msg: 'request failed', path: '/api/v1/auth/_badshape', code: 'internal_error' }));
+      expect(logged).toContainEqual(
+        expect.objectContaining({ msg: 'request failed', path: '/api/v1/auth/_badshape', code: 'internal_error' }),
+      );
     } finally {
       s.platform.log.error = original;
     }
@@ -105,9 +169,17 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
         c.close();
       },
     });
-    const res = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: stream, headers: { 'content-type': 'application/json' } });
+    const res = await fetch(s.publicUrl + '/api/v1/db/_probe', {
+      method: 'POST',
+      body: stream,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(413);
-    const ok = await fetch(s.publicUrl + '/api/v1/db/_probe', { method: 'POST', body: new Blob(['{"n":5}']).stream(), headers: { 'content-type': 'application/json' } });
+    const ok = await fetch(s.publicUrl + '/api/v1/db/_probe', {
+      method: 'POST',
+      body: new Blob(['{"n":5}']).stream(),
+      headers: { 'content-type': 'application/json' },
+    });
     expectA(await replyOf(ok), 200, { echo: { n: 5 } });
   });
 
@@ -122,7 +194,8 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
           c.close();
         },
       });
-    const post = (body: BodyInit, type: string) => fetch(s.publicUrl + path, { method: 'POST', body, headers: { 'content-type': type } });
+    const post = (body: BodyInit, type: string) =>
+      fetch(s.publicUrl + path, { method: 'POST', body, headers: { 'content-type': type } });
     const multipart = () => {
       const fd = new FormData();
       for (const [k, v] of Object.entries(big)) fd.set(k, v);
@@ -139,16 +212,25 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     ];
     test.each(over)('%s over the limit → 413', async (_n, send) => {
       const res = await send();
-      expectBError(await replyOf(res), 413, 'payload_too_large', { message: 'The request body is larger than 2048 bytes.' });
+      expectBError(await replyOf(res), 413, 'payload_too_large', {
+        message: 'The request body is larger than 2048 bytes.',
+      });
     });
 
     test('a small body, chunked or not, reaches the route intact', async () => {
       const small = { name: 'Ann', email: 'ann@example.com', message: 'hello' };
       // The form has no recipient in this test: 503 not_configured comes after the body validated.
-      for (const res of [await post(chunks(form(small)), 'application/x-www-form-urlencoded'), await post(JSON.stringify(small), 'application/json'), await post(chunks(JSON.stringify(small)), 'application/json')]) {
+      for (const res of [
+        await post(chunks(form(small)), 'application/x-www-form-urlencoded'),
+        await post(JSON.stringify(small), 'application/json'),
+        await post(chunks(JSON.stringify(small)), 'application/json'),
+      ]) {
         expectBError(await replyOf(res), 503, 'not_configured');
       }
-      const invalid = await post(chunks(form({ name: 'Ann', email: 'nope', message: 'hi' })), 'application/x-www-form-urlencoded');
+      const invalid = await post(
+        chunks(form({ name: 'Ann', email: 'nope', message: 'hi' })),
+        'application/x-www-form-urlencoded',
+      );
       const refused = await replyOf(invalid);
       expectBError(refused, 400, 'validation_error');
       expect(refused.body.errors[0].details.fields.email).toBe('must be a valid email');
@@ -168,7 +250,10 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     const bad = await s.req('POST', '/api/v1/mail/_probe', { body: { to: [] } });
     expectBError(bad, 400, 'validation_error');
     expect(bad.body.meta.trace_id).toBe(bad.headers.get('x-request-id'));
-    const ok = await s.req('POST', '/api/v1/mail/_probe', { body: { to: ['a@example.com'] }, headers: { 'x-request-id': 'trace-1' } });
+    const ok = await s.req('POST', '/api/v1/mail/_probe', {
+      body: { to: ['a@example.com'] },
+      headers: { 'x-request-id': 'trace-1' },
+    });
     expectB(ok, 200, { echo: { to: ['a@example.com'] } });
     expect(ok.body.meta.trace_id).toBe('trace-1');
     const boom = await s.req('GET', '/api/v1/mail/_boom');
@@ -185,7 +270,14 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
       const r = await s.req('GET', '/api/v1/public/runtime-config', { headers: { origin } });
       expect(r.headers.get('access-control-allow-origin')).toBeNull();
     }
-    const pre = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, x-api-key' } });
+    const pre = await fetch(s.publicUrl + '/api/v1/db/query', {
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://app.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type, x-api-key',
+      },
+    });
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
     expect(pre.headers.get('access-control-allow-headers')).toBe('content-type, x-api-key');
@@ -203,7 +295,11 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
     try {
       const r = await s.req('GET', '/api/v1/public/runtime-config');
       expect(r.status).toBe(200);
-      expect(r.body.data).toMatchObject({ app_name: 'Basalt', access_mode: 'open', password_policy: { min_length: 8, max_length: 1024 } });
+      expect(r.body.data).toMatchObject({
+        app_name: 'Basalt',
+        access_mode: 'open',
+        password_policy: { min_length: 8, max_length: 1024 },
+      });
       expect(r.text).not.toContain('s3cr3t-pass');
       expect(r.text).not.toMatch(/smtp|jwt|secret|database/i);
     } finally {
@@ -262,10 +358,17 @@ describe.each(ENGINES)('HTTP foundation on %s', (engine) => {
   test('a hung request is cut after web.shutdown_timeout_ms and the stop completes', async () => {
     let release!: () => void;
     const hang = new Promise<void>((r) => (release = r));
-    const hung: RouteModule = { name: 'hung', listener: 'public', routes: () => new Elysia().get('/api/v1/db/_hang', () => hang.then(() => 'late')) };
+    const hung: RouteModule = {
+      name: 'hung',
+      listener: 'public',
+      routes: () => new Elysia().get('/api/v1/db/_hang', () => hang.then(() => 'late')),
+    };
     const other = await startServer(engine, { extra: [hung], env: { BASALT_WEB_SHUTDOWN_TIMEOUT_MS: '300' } });
     try {
-      const inflight = fetch(other.publicUrl + '/api/v1/db/_hang').then((r) => r.status, () => 'cut');
+      const inflight = fetch(other.publicUrl + '/api/v1/db/_hang').then(
+        (r) => r.status,
+        () => 'cut',
+      );
       await Bun.sleep(100);
       const t0 = performance.now();
       await other.stop();
@@ -309,9 +412,17 @@ describe('listeners', () => {
 
   test('runtime config publishes both listeners: the public API base and the main one (mail, files)', async () => {
     const r = await s.req('GET', '/api/v1/public/runtime-config');
-    expect(r.body.data).toMatchObject({ public_api_separate: true, api_base_url: s.publicUrl + '/api', main_api_base_url: s.url + '/api' });
+    expect(r.body.data).toMatchObject({
+      public_api_separate: true,
+      api_base_url: s.publicUrl + '/api',
+      main_api_base_url: s.url + '/api',
+    });
     // The published base really reaches mail and files (401 from their guards, not 404).
-    const mail = await fetch(r.body.data.main_api_base_url + '/v1/mail/send', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const mail = await fetch(r.body.data.main_api_base_url + '/v1/mail/send', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expectBError(await replyOf(mail), 401, 'unauthorized');
     expect((await fetch(r.body.data.main_api_base_url + '/v1/files')).status).toBe(401);
     expect((await fetch(r.body.data.api_base_url + '/v1/mail/send', { method: 'POST' })).status).toBe(404);
@@ -319,7 +430,10 @@ describe('listeners', () => {
     await s.platform.settings.set('web.public_base_url', 'https://api.example.com');
     try {
       const behindProxy = await s.req('GET', '/api/v1/public/runtime-config');
-      expect(behindProxy.body.data).toMatchObject({ api_base_url: 'https://api.example.com/api', main_api_base_url: 'https://admin.example.com/api' });
+      expect(behindProxy.body.data).toMatchObject({
+        api_base_url: 'https://api.example.com/api',
+        main_api_base_url: 'https://admin.example.com/api',
+      });
     } finally {
       await s.platform.settings.unset('web.main_base_url');
       await s.platform.settings.unset('web.public_base_url');
@@ -333,7 +447,11 @@ describe('listeners', () => {
       expect((await one.req('GET', '/healthz', { base: one.url })).status).toBe(200);
       const rc = await one.req('GET', '/api/v1/public/runtime-config', { base: one.url });
       expect(rc.status).toBe(200);
-      expect(rc.body.data).toMatchObject({ public_api_separate: false, api_base_url: one.url + '/api', main_api_base_url: one.url + '/api' });
+      expect(rc.body.data).toMatchObject({
+        public_api_separate: false,
+        api_base_url: one.url + '/api',
+        main_api_base_url: one.url + '/api',
+      });
     } finally {
       await one.stop();
     }

@@ -12,7 +12,11 @@ import { requestInfo } from '../../src/http/request-info';
 import { createLogger, type Level, type Logger } from '../../src/log';
 import type { Settings } from '../../src/config/settings';
 
-const values: Record<string, unknown> = { 'web.trusted_proxies': ['10.0.0.1'], 'web.cors_origins': ['https://app.example'], 'web.max_json_body_bytes': 1000 };
+const values: Record<string, unknown> = {
+  'web.trusted_proxies': ['10.0.0.1'],
+  'web.cors_origins': ['https://app.example'],
+  'web.max_json_body_bytes': 1000,
+};
 const settings = { get: (k: string) => values[k] } as unknown as Settings;
 
 /** A logger that records lines instead of writing them. */
@@ -32,26 +36,48 @@ function recorder(level: Level) {
 
 /** Stands in for Bun's server: counts how often the socket peer is asked for. */
 function peer(address: string) {
-  const server = { asked: 0, requestIP: () => (server.asked++, { address, family: 'IPv4', port: 1 }) };
+  const server = {
+    asked: 0,
+    requestIP: () => {
+      server.asked++;
+      return { address, family: 'IPv4', port: 1 };
+    },
+  };
   return server;
 }
 
 const json = (body: unknown, headers: Record<string, string> = {}) => {
   const text = JSON.stringify(body);
-  return new Request('http://127.0.0.1:3000/api/v1/db/query?x=1', { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(text.length), ...headers }, body: text });
+  return new Request('http://127.0.0.1:3000/api/v1/db/query?x=1', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-length': String(text.length), ...headers },
+    body: text,
+  });
 };
 
 describe('request wrapper', () => {
   test('at info level every request has its log line, with the client address behind a trusted proxy', async () => {
     const { log, lines } = recorder('info');
-    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}', { headers: { 'content-type': 'application/json' } }), metrics: new Metrics() });
+    const h = createHandler({
+      settings,
+      log,
+      areas,
+      handle: async () => new Response('{}', { headers: { 'content-type': 'application/json' } }),
+      metrics: new Metrics(),
+    });
     const server = peer('10.0.0.1');
     const res = await h(json({ a: 1 }, { 'x-forwarded-for': '203.0.113.9', 'x-request-id': 'req-1' }), server as never);
     expect(res.status).toBe(200);
     expect(res.headers.get('x-request-id')).toBe('req-1');
     expect(lines).toHaveLength(1);
     expect(lines[0]!.msg).toBe('request');
-    expect(lines[0]!.fields).toMatchObject({ request_id: 'req-1', method: 'POST', path: '/api/v1/db/query', status: 200, ip: '203.0.113.9' });
+    expect(lines[0]!.fields).toMatchObject({
+      request_id: 'req-1',
+      method: 'POST',
+      path: '/api/v1/db/query',
+      status: 200,
+      ip: '203.0.113.9',
+    });
     expect(typeof lines[0]!.fields!.ms).toBe('number');
   });
 
@@ -87,11 +113,25 @@ describe('request wrapper', () => {
   test('415 and 413 still answer in the envelope, with the request id and a log line', async () => {
     const { log, lines } = recorder('info');
     const h = createHandler({ settings, log, areas, handle: async () => new Response('{}') });
-    const wrongType = await h(new Request('http://h/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'text/plain', 'content-length': '2' }, body: 'hi' }), peer('127.0.0.1') as never);
+    const wrongType = await h(
+      new Request('http://h/api/v1/db/query', {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain', 'content-length': '2' },
+        body: 'hi',
+      }),
+      peer('127.0.0.1') as never,
+    );
     expect(wrongType.status).toBe(415);
     expect(wrongType.headers.get('x-request-id')).toBeTruthy();
     const big = 'x'.repeat(2000);
-    const tooBig = await h(new Request('http://h/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(big.length) }, body: big }), peer('127.0.0.1') as never);
+    const tooBig = await h(
+      new Request('http://h/api/v1/db/query', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': String(big.length) },
+        body: big,
+      }),
+      peer('127.0.0.1') as never,
+    );
     expect(tooBig.status).toBe(413);
     expect(((await tooBig.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
     expect(lines.map((l) => l.fields!.status)).toEqual([415, 413]);
@@ -156,7 +196,10 @@ describe('log lines', () => {
   function capture(fn: () => void): string[] {
     const out: string[] = [];
     const [o, e] = [process.stdout.write, process.stderr.write];
-    process.stdout.write = process.stderr.write = ((chunk: string) => (out.push(String(chunk)), true)) as never;
+    process.stdout.write = process.stderr.write = ((chunk: string) => {
+      out.push(String(chunk));
+      return true;
+    }) as never;
     try {
       fn();
     } finally {
@@ -173,7 +216,16 @@ describe('log lines', () => {
       log.warn('wrapped', { detail: { cause: new Error('inner') } });
       log.info('count', { n: 12345678901234567890n });
     });
-    expect(JSON.parse(plain!)).toMatchObject({ level: 'info', msg: 'request', extension: 'x', request_id: 'r', status: 200, ms: 1.5, ok: true, none: null });
+    expect(JSON.parse(plain!)).toMatchObject({
+      level: 'info',
+      msg: 'request',
+      extension: 'x',
+      request_id: 'r',
+      status: 200,
+      ms: 1.5,
+      ok: true,
+      none: null,
+    });
     expect(JSON.parse(failed!).cause).toMatchObject({ name: 'TypeError', message: 'boom' });
     expect(JSON.parse(nested!).detail.cause).toMatchObject({ name: 'Error', message: 'inner' });
     expect(JSON.parse(big!).n).toBe('12345678901234567890');

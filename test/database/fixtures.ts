@@ -53,7 +53,19 @@ export function expectError(r: Reply, status: number, code: string): void {
 }
 
 /** Phrases only SQL text, server messages or stack traces would contain. */
-const INTERNAL = [/SELECT .* FROM/i, /INSERT INTO/i, /RETURNING/i, /::text/, /\$\d/, /syntax error/i, /pg_catalog/, /\bat .*\.ts:\d+/, /invalid input syntax/i, /violates/i, /SQLSTATE/i];
+const INTERNAL = [
+  /SELECT .* FROM/i,
+  /INSERT INTO/i,
+  /RETURNING/i,
+  /::text/,
+  /\$\d/,
+  /syntax error/i,
+  /pg_catalog/,
+  /\bat .*\.ts:\d+/,
+  /invalid input syntax/i,
+  /violates/i,
+  /SQLSTATE/i,
+];
 
 export function expectNoInternals(text: string): void {
   for (const re of INTERNAL) expect(text).not.toMatch(re);

@@ -13,17 +13,34 @@ describe('Database API in the OpenAPI document', () => {
   test('every route is described with request and response schemas, and the document is valid', async () => {
     const raw = (await s.req('GET', '/api/openapi.json')).body;
     const doc = { ...raw, paths: deref(raw, raw.paths) };
-    const paths = ['/api/v1/db/query', '/api/v1/db/transaction/begin', '/api/v1/db/transaction/{id}/commit', '/api/v1/db/transaction/{id}/rollback'];
+    const paths = [
+      '/api/v1/db/query',
+      '/api/v1/db/transaction/begin',
+      '/api/v1/db/transaction/{id}/commit',
+      '/api/v1/db/transaction/{id}/rollback',
+    ];
     for (const p of paths) {
       const op = doc.paths[p]?.post;
       expect(op, p).toBeDefined();
       expect(op.tags).toEqual(['Database']);
       expect(op.summary.length).toBeGreaterThan(5);
       expect(op.security).toEqual([{ ApiKey: [] }]);
-      for (const status of ['200', '400', '401', '403', '404', '409', '429', '503']) expect(op.responses[status], `${p} ${status}`).toBeDefined();
+      for (const status of ['200', '400', '401', '403', '404', '409', '429', '503'])
+        expect(op.responses[status], `${p} ${status}`).toBeDefined();
     }
     const body = doc.paths['/api/v1/db/query'].post.requestBody.content['application/json'].schema;
-    expect(Object.keys(body.properties).sort()).toEqual(['action', 'data', 'entity', 'fields', 'filters', 'limit', 'offset', 'sort', 'total', 'transaction_id']);
+    expect(Object.keys(body.properties).sort()).toEqual([
+      'action',
+      'data',
+      'entity',
+      'fields',
+      'filters',
+      'limit',
+      'offset',
+      'sort',
+      'total',
+      'transaction_id',
+    ]);
     expect(body.properties.action.enum).toEqual(['select', 'insert', 'update', 'delete']);
     expect(body.properties.filters.items.properties.op.enum).toContain('not_in');
     expect(body.example.action).toBe('select');

@@ -26,12 +26,27 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
   beforeAll(async () => {
     s = await startServer(engine);
     await setupTables(s);
-    keys.service = await createKey(s, { type: 'service', service: 'shop', permissions: ['db:query'], tables: ['items', 'orders', 'api_keys'] });
+    keys.service = await createKey(s, {
+      type: 'service',
+      service: 'shop',
+      permissions: ['db:query'],
+      tables: ['items', 'orders', 'api_keys'],
+    });
     keys.star = await createKey(s, { type: 'service', service: 'shop', permissions: ['db:*'], tables: ['items'] });
-    keys.ordersOnly = await createKey(s, { type: 'service', service: 'shop', permissions: ['db:query'], tables: ['orders'] });
+    keys.ordersOnly = await createKey(s, {
+      type: 'service',
+      service: 'shop',
+      permissions: ['db:query'],
+      tables: ['orders'],
+    });
     keys.mailOnly = await createKey(s, { type: 'service', service: 'mailer', permissions: ['mail:send'] });
     keys.public = await createKey(s, { type: 'public' });
-    keys.revoked = await createKey(s, { type: 'service', service: 'shop', permissions: ['db:query'], tables: ['items'] });
+    keys.revoked = await createKey(s, {
+      type: 'service',
+      service: 'shop',
+      permissions: ['db:query'],
+      tables: ['items'],
+    });
     const listed = await s.platform.services.keys.list();
     const revokedId = listed.find((k) => keys.revoked!.startsWith(k.prefix) && keys.revoked!.endsWith(k.last4))!.id;
     await s.platform.services.keys.revoke(revokedId);
@@ -54,13 +69,43 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
       ['public key (no db permission)', 'public', SELECT, 403, 'forbidden'],
       ['service key without a db permission', 'mailOnly', SELECT, 403, 'forbidden'],
       ['entity outside the whitelist', 'ordersOnly', SELECT, 403, 'forbidden'],
-      ['a table that does not exist, outside the whitelist → 403, not 400', 'ordersOnly', { entity: 'no_such_table', action: 'select' }, 403, 'forbidden'],
-      ['a platform table, outside the whitelist', 'star', { entity: 'basalt.api_keys', action: 'select' }, 403, 'forbidden'],
-      ['a platform table name in the whitelist is still not reachable', 'service', { entity: 'api_keys', action: 'select' }, 400, 'validation_error'],
-      ['whitelist is checked before the body shape', 'ordersOnly', { entity: 'items', action: 'select', bogus: 1 }, 403, 'forbidden'],
+      [
+        'a table that does not exist, outside the whitelist → 403, not 400',
+        'ordersOnly',
+        { entity: 'no_such_table', action: 'select' },
+        403,
+        'forbidden',
+      ],
+      [
+        'a platform table, outside the whitelist',
+        'star',
+        { entity: 'basalt.api_keys', action: 'select' },
+        403,
+        'forbidden',
+      ],
+      [
+        'a platform table name in the whitelist is still not reachable',
+        'service',
+        { entity: 'api_keys', action: 'select' },
+        400,
+        'validation_error',
+      ],
+      [
+        'whitelist is checked before the body shape',
+        'ordersOnly',
+        { entity: 'items', action: 'select', bogus: 1 },
+        403,
+        'forbidden',
+      ],
       // A caller without a key learns nothing about its body: not raw SQL, not its shape.
       ['no key, raw SQL: the key is checked first', undefined, { query: 'SELECT * FROM basalt.api_keys' }, 401, noKey],
-      ['no key, malformed body: the key is checked first', undefined, { entity: 7, action: 'explode', bogus: true }, 401, noKey],
+      [
+        'no key, malformed body: the key is checked first',
+        undefined,
+        { entity: 7, action: 'explode', bogus: true },
+        401,
+        noKey,
+      ],
       ['no key, body not an object', undefined, [1, 2], 401, noKey],
       ['unknown key, raw SQL', 'sk_notarealkey', { query: 'SELECT 1' }, 401, 'unauthorized'],
       ['unknown key, malformed body', 'sk_notarealkey', { entity: 7 }, 401, 'unauthorized'],
@@ -69,17 +114,32 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
       ['service key, raw SQL', 'service', { query: 'SELECT * FROM basalt.api_keys' }, 403, 'raw_sql_disabled'],
     ])('%s', async (_name, who, body, status, code) => {
       const key = who === undefined ? undefined : (keys[who] ?? who);
-      const r = key === '' ? await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': '' }, body }) : await query(s, key, body);
+      const r =
+        key === ''
+          ? await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': '' }, body })
+          : await query(s, key, body);
       if (code) expectError(r, status as number, code);
       else expect(r.status).toBe(status as number);
     });
 
     test('transactions need the permission too', async () => {
       expectError(await s.req('POST', '/api/v1/db/transaction/begin', { body: {} }), 401, noKey);
-      expectError(await s.req('POST', '/api/v1/db/transaction/00000000-0000-0000-0000-000000000000/commit', { body: {} }), 401, noKey);
+      expectError(
+        await s.req('POST', '/api/v1/db/transaction/00000000-0000-0000-0000-000000000000/commit', { body: {} }),
+        401,
+        noKey,
+      );
       expectError(await s.req('POST', '/api/v1/db/transaction/not-an-id/rollback', { body: { x: 1 } }), 401, noKey);
-      expectError(await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': 'sk_notarealkey' }, body: {} }), 401, 'unauthorized');
-      expectError(await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': keys.public! }, body: {} }), 403, 'forbidden');
+      expectError(
+        await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': 'sk_notarealkey' }, body: {} }),
+        401,
+        'unauthorized',
+      );
+      expectError(
+        await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': keys.public! }, body: {} }),
+        403,
+        'forbidden',
+      );
     });
   });
 
@@ -91,7 +151,10 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
     ['sort field', (h) => ({ entity: 'items', action: 'select', sort: [{ field: h }] })],
     ['direction', (h) => ({ entity: 'items', action: 'select', sort: [{ field: 'name', direction: h }] })],
     ['data key (insert)', (h) => ({ entity: 'items', action: 'insert', data: { name: 'x', [h]: 1 } })],
-    ['data key (update)', (h) => ({ entity: 'items', action: 'update', data: { [h]: 1 }, filters: [{ field: 'id', op: 'eq', value: 1 }] })],
+    [
+      'data key (update)',
+      (h) => ({ entity: 'items', action: 'update', data: { [h]: 1 }, filters: [{ field: 'id', op: 'eq', value: 1 }] }),
+    ],
     ['action', (h) => ({ entity: 'items', action: h })],
   ];
 
@@ -118,21 +181,58 @@ describe.each(ENGINES)('Database API security on %s', (engine) => {
     ['\\'],
   ])('hostile value %p is data: stored and found as written, matches nothing else', async (value) => {
     const name = `v:${value}`;
-    const ins = await query(s, keys.service, { entity: 'items', action: 'insert', data: { name, category: 'x' }, fields: ['name'] });
+    const ins = await query(s, keys.service, {
+      entity: 'items',
+      action: 'insert',
+      data: { name, category: 'x' },
+      fields: ['name'],
+    });
     expect(ins.body.data.rows).toEqual([{ name }]);
-    const eq = await query(s, keys.service, { entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'eq', value: name }] });
+    const eq = await query(s, keys.service, {
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'eq', value: name }],
+    });
     expect(eq.body.data.rows).toEqual([{ name }]);
-    const like = await query(s, keys.service, { entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'like', value }] });
+    const like = await query(s, keys.service, {
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'like', value }],
+    });
     expect(like.body.data.count).toBe(0);
-    const asInt = await query(s, keys.service, { entity: 'items', action: 'select', filters: [{ field: 'qty', op: 'eq', value }] });
+    const asInt = await query(s, keys.service, {
+      entity: 'items',
+      action: 'select',
+      filters: [{ field: 'qty', op: 'eq', value }],
+    });
     expectError(asInt, 400, 'validation_error');
     // Inside an `in` / `not_in` list (one array parameter): matched as written, never as SQL or array syntax.
-    const inList = await query(s, keys.service, { entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'in', value: ['apple', name, `${value}"}`, '{x,y}'] }], sort: [{ field: 'name' }] });
+    const inList = await query(s, keys.service, {
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'in', value: ['apple', name, `${value}"}`, '{x,y}'] }],
+      sort: [{ field: 'name' }],
+    });
     expect(inList.body.data.rows).toEqual([{ name: 'apple' }, { name }].sort((a, b) => (a.name < b.name ? -1 : 1)));
-    const notIn = await query(s, keys.service, { entity: 'items', action: 'select', total: true, limit: 0, filters: [{ field: 'name', op: 'not_in', value: [name, value] }] });
+    const notIn = await query(s, keys.service, {
+      entity: 'items',
+      action: 'select',
+      total: true,
+      limit: 0,
+      filters: [{ field: 'name', op: 'not_in', value: [name, value] }],
+    });
     expect(notIn.body.data.total).toBe(ITEMS.length);
-    const del = await query(s, keys.service, { entity: 'items', action: 'delete', filters: [{ field: 'name', op: 'eq', value: name }] });
+    const del = await query(s, keys.service, {
+      entity: 'items',
+      action: 'delete',
+      filters: [{ field: 'name', op: 'eq', value: name }],
+    });
     expect(del.body.data.count).toBe(1);
-    expect((await query(s, keys.service, { entity: 'items', action: 'select', total: true, limit: 0 })).body.data.total).toBe(ITEMS.length);
+    expect(
+      (await query(s, keys.service, { entity: 'items', action: 'select', total: true, limit: 0 })).body.data.total,
+    ).toBe(ITEMS.length);
   });
 });

@@ -19,12 +19,18 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     expect(r.status).toBe(200);
     return r.body.data.transaction_id as string;
   };
-  const bodies = async () => (await q({ action: 'select', fields: ['body'], sort: [{ field: 'id' }] })).body.data.rows.map((r: any) => r.body);
+  const bodies = async () =>
+    (await q({ action: 'select', fields: ['body'], sort: [{ field: 'id' }] })).body.data.rows.map((r: any) => r.body);
 
   beforeAll(async () => {
     s = await startServer(engine);
     await s.platform.db.exec(TABLE);
-    key = await createKey(s, { type: 'service', service: 'a', permissions: ['db:query'], tables: ['notes', 'slow', 'slow_ok', 'slow_fail'] });
+    key = await createKey(s, {
+      type: 'service',
+      service: 'a',
+      permissions: ['db:query'],
+      tables: ['notes', 'slow', 'slow_ok', 'slow_fail'],
+    });
     other = await createKey(s, { type: 'service', service: 'b', permissions: ['db:*'], tables: ['notes'] });
   });
   afterAll(() => s.stop());
@@ -38,10 +44,21 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     expect(expires).toBeGreaterThanOrEqual(before + 29_000);
     expect(expires).toBeLessThanOrEqual(Date.now() + 31_000);
     const id = r.body.data.transaction_id;
-    expect((await q({ action: 'insert', data: [{ body: 'one' }, { body: 'two' }], transaction_id: id })).body.data.count).toBe(2);
+    expect(
+      (await q({ action: 'insert', data: [{ body: 'one' }, { body: 'two' }], transaction_id: id })).body.data.count,
+    ).toBe(2);
     const inside = await q({ action: 'select', fields: ['body'], transaction_id: id, total: true });
     expect(inside.body.data).toEqual({ rows: [{ body: 'one' }, { body: 'two' }], count: 2, total: 2 });
-    expect((await q({ action: 'update', data: { body: 'uno' }, filters: [{ field: 'body', op: 'eq', value: 'one' }], transaction_id: id })).body.data.count).toBe(1);
+    expect(
+      (
+        await q({
+          action: 'update',
+          data: { body: 'uno' },
+          filters: [{ field: 'body', op: 'eq', value: 'one' }],
+          transaction_id: id,
+        })
+      ).body.data.count,
+    ).toBe(1);
     expectA(await tx(s, key, `${id}/commit`), 200, { transaction_id: id, status: 'committed' });
     expect(await bodies()).toEqual(['uno', 'two']);
     expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
@@ -114,7 +131,8 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     // External: a slow first statement keeps the connection busy while the others
     // arrive, so they all wait in the transaction's queue. (The embedded engine runs a
     // statement on the JavaScript thread, so nothing else would arrive meanwhile.)
-    if (engine === 'external') await s.platform.db.exec('CREATE VIEW public.slow_ok AS SELECT 1 AS x FROM pg_sleep(0.3)');
+    if (engine === 'external')
+      await s.platform.db.exec('CREATE VIEW public.slow_ok AS SELECT 1 AS x FROM pg_sleep(0.3)');
     s.platform.services.database.catalog.invalidate();
     const id = await begin();
     const steps: Record<string, unknown>[] = [];
@@ -122,7 +140,13 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     for (let i = 0; i < 6; i++) {
       steps.push({ action: 'insert', data: { body: `c${i}` }, fields: ['id', 'body'], transaction_id: id });
       // Each count sees exactly the inserts that arrived before it.
-      steps.push({ action: 'select', filters: [{ field: 'body', op: 'like', value: 'c%' }], transaction_id: id, total: true, limit: 0 });
+      steps.push({
+        action: 'select',
+        filters: [{ field: 'body', op: 'like', value: 'c%' }],
+        transaction_id: id,
+        total: true,
+        limit: 0,
+      });
     }
     const t0 = Date.now();
     const out = await fire(steps);
@@ -136,30 +160,37 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     expect(rows.map((r: any) => r.body)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
     for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id);
     // …and each count saw the inserts before it and none after.
-    expect(out.filter((o) => o.r.body.data.total !== undefined).map((o) => o.r.body.data.total)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(out.filter((o) => o.r.body.data.total !== undefined).map((o) => o.r.body.data.total)).toEqual([
+      1, 2, 3, 4, 5, 6,
+    ]);
   });
 
-  test.if(engine === 'external')('requests queued behind a statement that fails answer 409 transaction_aborted, and a queued commit rolls back', async () => {
-    await s.platform.db.exec('CREATE VIEW public.slow_fail AS SELECT 1 / (x - 1) AS x FROM (SELECT 1 AS x FROM pg_sleep(0.3)) s');
-    s.platform.services.database.catalog.invalidate();
-    const id = await begin();
-    const out = await fire([
-      { action: 'insert', data: { body: 'doomed' }, transaction_id: id },
-      { entity: 'slow_fail', action: 'select', transaction_id: id },
-      { action: 'insert', data: { body: 'after' }, transaction_id: id },
-      { action: 'select', transaction_id: id },
-    ]);
-    const commit = await tx(s, key, `${id}/commit`);
-    expect(out.map((o) => [o.r.status, o.r.body.error?.code ?? null])).toEqual([
-      [200, null],
-      [400, 'validation_error'], // division by zero
-      [409, 'transaction_aborted'],
-      [409, 'transaction_aborted'],
-    ]);
-    expect(out[1]!.r.body.error.details?.fields?.entity).toBeUndefined(); // failed in the database, not refused before
-    expectError(commit, 409, 'transaction_aborted');
-    expect(await bodies()).toEqual(['uno', 'two']);
-  });
+  test.if(engine === 'external')(
+    'requests queued behind a statement that fails answer 409 transaction_aborted, and a queued commit rolls back',
+    async () => {
+      await s.platform.db.exec(
+        'CREATE VIEW public.slow_fail AS SELECT 1 / (x - 1) AS x FROM (SELECT 1 AS x FROM pg_sleep(0.3)) s',
+      );
+      s.platform.services.database.catalog.invalidate();
+      const id = await begin();
+      const out = await fire([
+        { action: 'insert', data: { body: 'doomed' }, transaction_id: id },
+        { entity: 'slow_fail', action: 'select', transaction_id: id },
+        { action: 'insert', data: { body: 'after' }, transaction_id: id },
+        { action: 'select', transaction_id: id },
+      ]);
+      const commit = await tx(s, key, `${id}/commit`);
+      expect(out.map((o) => [o.r.status, o.r.body.error?.code ?? null])).toEqual([
+        [200, null],
+        [400, 'validation_error'], // division by zero
+        [409, 'transaction_aborted'],
+        [409, 'transaction_aborted'],
+      ]);
+      expect(out[1]!.r.body.error.details?.fields?.entity).toBeUndefined(); // failed in the database, not refused before
+      expectError(commit, 409, 'transaction_aborted');
+      expect(await bodies()).toEqual(['uno', 'two']);
+    },
+  );
 
   test('idle past db.transaction_idle_timeout_ms → rolled back and forgotten; each query extends it', async () => {
     await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
@@ -198,20 +229,23 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     }
   });
 
-  test.if(engine === 'external')('uncommitted rows are invisible to other connections and to queries outside the transaction', async () => {
-    const id = await begin();
-    await q({ action: 'insert', data: { body: 'secret' }, transaction_id: id });
-    expect(await bodies()).toEqual(['uno', 'two']);
-    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
-    try {
-      expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(0);
-      await tx(s, key, `${id}/commit`);
-      expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(1);
-    } finally {
-      await direct.end();
-    }
-    await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'secret' }] });
-  });
+  test.if(engine === 'external')(
+    'uncommitted rows are invisible to other connections and to queries outside the transaction',
+    async () => {
+      const id = await begin();
+      await q({ action: 'insert', data: { body: 'secret' }, transaction_id: id });
+      expect(await bodies()).toEqual(['uno', 'two']);
+      const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+      try {
+        expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(0);
+        await tx(s, key, `${id}/commit`);
+        expect((await direct`SELECT body FROM public.notes WHERE body = 'secret'`).length).toBe(1);
+      } finally {
+        await direct.end();
+      }
+      await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'secret' }] });
+    },
+  );
 
   test.if(engine === 'external')('open transactions per key are capped → 429 too_many_transactions', async () => {
     await s.platform.settings.set('db.max_transactions_per_key', 2);
@@ -222,179 +256,253 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
       const o = await begin(other);
       await tx(s, key, `${a}/commit`);
       const c = await begin();
-      for (const [k, id] of [[key, b], [key, c], [other, o]] as const) await tx(s, k, `${id}/rollback`);
+      for (const [k, id] of [
+        [key, b],
+        [key, c],
+        [other, o],
+      ] as const)
+        await tx(s, k, `${id}/rollback`);
     } finally {
       await s.platform.settings.set('db.max_transactions_per_key', 10);
     }
   });
 
-  test.if(engine === 'embedded')('embedded engine: one transaction at a time; other work waits for it; the per-key cap still answers 429 at once', async () => {
-    await s.platform.settings.set('db.max_transactions_per_key', 1);
-    try {
-      const id = await begin();
-      expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
-      // Readiness is not an outage while the transaction holds the engine: 200 at once, marked busy.
-      const ready = await s.req('GET', '/readyz');
-      expect(ready.status).toBe(200);
-      expect(ready.body.data).toEqual({ status: 'ready', database: 'embedded', busy: true });
-      let settled = false;
-      const outside = q({ action: 'insert', data: { body: 'waited' } }).then((r) => ((settled = true), r));
-      await Bun.sleep(300);
-      expect(settled).toBe(false);
-      expect((await q({ action: 'select', filters: [{ field: 'body', op: 'eq', value: 'waited' }], transaction_id: id })).body.data.count).toBe(0);
-      await tx(s, key, `${id}/commit`);
-      expect((await outside).status).toBe(200);
-      await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'waited' }] });
-    } finally {
-      await s.platform.settings.set('db.max_transactions_per_key', 10);
-    }
-  });
+  test.if(engine === 'embedded')(
+    'embedded engine: one transaction at a time; other work waits for it; the per-key cap still answers 429 at once',
+    async () => {
+      await s.platform.settings.set('db.max_transactions_per_key', 1);
+      try {
+        const id = await begin();
+        expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
+        // Readiness is not an outage while the transaction holds the engine: 200 at once, marked busy.
+        const ready = await s.req('GET', '/readyz');
+        expect(ready.status).toBe(200);
+        expect(ready.body.data).toEqual({ status: 'ready', database: 'embedded', busy: true });
+        let settled = false;
+        const outside = q({ action: 'insert', data: { body: 'waited' } }).then((r) => {
+          settled = true;
+          return r;
+        });
+        await Bun.sleep(300);
+        expect(settled).toBe(false);
+        expect(
+          (await q({ action: 'select', filters: [{ field: 'body', op: 'eq', value: 'waited' }], transaction_id: id }))
+            .body.data.count,
+        ).toBe(0);
+        await tx(s, key, `${id}/commit`);
+        expect((await outside).status).toBe(200);
+        await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'waited' }] });
+      } finally {
+        await s.platform.settings.set('db.max_transactions_per_key', 10);
+      }
+    },
+  );
 
-  test.if(engine === 'external')('a statement timeout inside a transaction → 503 query_timeout, then commit → 409', async () => {
-    await s.platform.db.exec('CREATE VIEW public.slow AS SELECT 1 AS x FROM pg_sleep(2)');
-    await s.platform.settings.set('db.statement_timeout_ms', 200);
-    try {
-      const id = await begin();
-      expectError(await query(s, key, { entity: 'slow', action: 'select', transaction_id: id }), 503, 'query_timeout');
-      expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
-    } finally {
-      await s.platform.settings.set('db.statement_timeout_ms', 5000);
-    }
-  });
+  test.if(engine === 'external')(
+    'a statement timeout inside a transaction → 503 query_timeout, then commit → 409',
+    async () => {
+      await s.platform.db.exec('CREATE VIEW public.slow AS SELECT 1 AS x FROM pg_sleep(2)');
+      await s.platform.settings.set('db.statement_timeout_ms', 200);
+      try {
+        const id = await begin();
+        expectError(
+          await query(s, key, { entity: 'slow', action: 'select', transaction_id: id }),
+          503,
+          'query_timeout',
+        );
+        expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
+      } finally {
+        await s.platform.settings.set('db.statement_timeout_ms', 5000);
+      }
+    },
+  );
 
   /** Read run-time settings on the transaction's own reserved connection. */
   const settingsIn = async (id: string, names: string[]) => {
     const keyId = (await s.platform.services.keys.verify(key))!.id;
     const res = await s.platform.services.database.transactions.run(id, keyId, (c) =>
-      c.query<{ name: string; setting: string }>('SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[]) ORDER BY name', [names]),
+      c.query<{ name: string; setting: string }>(
+        'SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[]) ORDER BY name',
+        [names],
+      ),
     );
     return Object.fromEntries(res.rows.map((r) => [r.name, Number(r.setting)]));
   };
 
-  test.if(engine === 'external')('the reserved connection carries the server-side backstops; lock_timeout is half the statement timeout', async () => {
-    const id = await begin();
-    expect(await settingsIn(id, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout'])).toEqual({
-      idle_in_transaction_session_timeout: 35_000, // idle timeout 30 s + 5 s
-      lock_timeout: 2500,
-      statement_timeout: 5000,
-    });
-    await tx(s, key, `${id}/rollback`);
-    await s.platform.settings.set('db.statement_timeout_ms', 1200);
-    await s.platform.settings.set('db.transaction_idle_timeout_ms', 2000);
-    try {
-      const id2 = await begin();
-      expect(await settingsIn(id2, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout'])).toEqual({
-        idle_in_transaction_session_timeout: 7000,
-        lock_timeout: 600,
-        statement_timeout: 1200,
-      });
-      await tx(s, key, `${id2}/rollback`);
-    } finally {
-      await s.platform.settings.set('db.statement_timeout_ms', 5000);
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
-    }
-  });
-
-  test.if(engine === 'external')('a row locked by another connection → 503 lock_timeout (before the statement timeout), in and outside a transaction', async () => {
-    await s.platform.settings.set('db.statement_timeout_ms', 2000);
-    const holder = postgres(s.db.url, { max: 1, onnotice: () => {} });
-    try {
-      let free!: () => void;
-      const release = new Promise<void>((r) => (free = r));
-      let locked!: () => void;
-      const isLocked = new Promise<void>((r) => (locked = r));
-      const held = holder.begin(async (h) => {
-        await h`SELECT id FROM public.notes WHERE body = 'uno' FOR UPDATE`;
-        locked();
-        await release;
-      });
-      await isLocked;
-
+  test.if(engine === 'external')(
+    'the reserved connection carries the server-side backstops; lock_timeout is half the statement timeout',
+    async () => {
       const id = await begin();
-      let t0 = Date.now();
-      const r = await q({ action: 'update', data: { body: 'uno!' }, filters: [{ field: 'body', op: 'eq', value: 'uno' }], transaction_id: id });
-      const waited = Date.now() - t0;
-      expectError(r, 503, 'lock_timeout');
-      expect(r.body.error.message).toContain('1000 ms');
-      expect(waited).toBeGreaterThanOrEqual(900);
-      expect(waited).toBeLessThan(1900); // lock_timeout (1000 ms), not statement_timeout (2000 ms)
-      expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
-
-      t0 = Date.now();
-      expectError(await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'uno' }] }), 503, 'lock_timeout');
-      expect(Date.now() - t0).toBeLessThan(1900);
-
-      free();
-      await held;
-      expect(await bodies()).toEqual(['uno', 'two']);
-    } finally {
-      await holder.end();
-      await s.platform.settings.set('db.statement_timeout_ms', 5000);
-    }
-  });
-
-  test.if(engine === 'external')('the row locks of a transaction that idled out are released: another connection can update the row', async () => {
-    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
-    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
-    try {
-      const id = await begin();
-      expect((await q({ action: 'update', data: { body: 'locked' }, filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id })).body.data.count).toBe(1);
-      // While the transaction lives, the row is locked against other connections.
-      await expect(direct.begin(async (d) => {
-        await d`SET LOCAL lock_timeout = 200`;
-        await d`UPDATE public.notes SET body = 'two' WHERE body = 'two'`;
-      })).rejects.toMatchObject({ code: '55P03' });
-      await Bun.sleep(1500);
-      expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
-      const after = await direct.begin(async (d) => {
-        await d`SET LOCAL lock_timeout = 200`;
-        return d`UPDATE public.notes SET body = 'two-again' WHERE body = 'two' RETURNING body`;
+      expect(
+        await settingsIn(id, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout']),
+      ).toEqual({
+        idle_in_transaction_session_timeout: 35_000, // idle timeout 30 s + 5 s
+        lock_timeout: 2500,
+        statement_timeout: 5000,
       });
-      expect(after.map((r) => r.body)).toEqual(['two-again']);
-      await direct`UPDATE public.notes SET body = 'two' WHERE body = 'two-again'`;
-      expect(await bodies()).toEqual(['uno', 'two']);
-    } finally {
-      await direct.end();
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
-    }
-  });
+      await tx(s, key, `${id}/rollback`);
+      await s.platform.settings.set('db.statement_timeout_ms', 1200);
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 2000);
+      try {
+        const id2 = await begin();
+        expect(
+          await settingsIn(id2, ['idle_in_transaction_session_timeout', 'lock_timeout', 'statement_timeout']),
+        ).toEqual({
+          idle_in_transaction_session_timeout: 7000,
+          lock_timeout: 600,
+          statement_timeout: 1200,
+        });
+        await tx(s, key, `${id2}/rollback`);
+      } finally {
+        await s.platform.settings.set('db.statement_timeout_ms', 5000);
+        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+      }
+    },
+  );
 
-  test.if(engine === 'external')('idle_in_transaction_session_timeout ends the session on the server even if the process never rolls back', async () => {
-    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
-    const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
-    try {
-      const id = await begin();
-      await q({ action: 'update', data: { body: 'orphan' }, filters: [{ field: 'body', op: 'eq', value: 'two' }], transaction_id: id });
-      const keyId = (await s.platform.services.keys.verify(key))!.id;
-      const pid = (await s.platform.services.database.transactions.run(id, keyId, (c) => c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))).rows[0]!.pid;
-      // Play a process that stopped tending its transaction: disarm the platform's idle timer.
-      const entry = (s.platform.services.database.transactions as any).open.get(id);
-      clearTimeout(entry.timer);
-      entry.ended = true;
-      const alive = async () => (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`)[0]!.n === 1;
-      const t0 = Date.now();
-      expect(await alive()).toBe(true);
-      // Backstop = idle timeout + 5 s = 6 s after the last statement.
-      await eventually(async () => !(await alive()), { timeout: 10_000, interval: 100, what: 'the backend to end' });
-      const gone = Date.now() - t0;
-      expect(gone).toBeGreaterThanOrEqual(5500);
-      expect(gone).toBeLessThan(10_000);
-      const after = await direct.begin(async (d) => {
-        await d`SET LOCAL lock_timeout = 200`;
-        return d`UPDATE public.notes SET body = 'two' WHERE body = 'two' RETURNING body`;
-      });
-      expect(after.length).toBe(1);
-      (s.platform.services.database.transactions as any).open.delete(id);
-    } finally {
-      await direct.end();
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
-    }
-  }, 20_000);
+  test.if(engine === 'external')(
+    'a row locked by another connection → 503 lock_timeout (before the statement timeout), in and outside a transaction',
+    async () => {
+      await s.platform.settings.set('db.statement_timeout_ms', 2000);
+      const holder = postgres(s.db.url, { max: 1, onnotice: () => {} });
+      try {
+        let free!: () => void;
+        const release = new Promise<void>((r) => (free = r));
+        let locked!: () => void;
+        const isLocked = new Promise<void>((r) => (locked = r));
+        const held = holder.begin(async (h) => {
+          await h`SELECT id FROM public.notes WHERE body = 'uno' FOR UPDATE`;
+          locked();
+          await release;
+        });
+        await isLocked;
+
+        const id = await begin();
+        let t0 = Date.now();
+        const r = await q({
+          action: 'update',
+          data: { body: 'uno!' },
+          filters: [{ field: 'body', op: 'eq', value: 'uno' }],
+          transaction_id: id,
+        });
+        const waited = Date.now() - t0;
+        expectError(r, 503, 'lock_timeout');
+        expect(r.body.error.message).toContain('1000 ms');
+        expect(waited).toBeGreaterThanOrEqual(900);
+        expect(waited).toBeLessThan(1900); // lock_timeout (1000 ms), not statement_timeout (2000 ms)
+        expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
+
+        t0 = Date.now();
+        expectError(
+          await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'uno' }] }),
+          503,
+          'lock_timeout',
+        );
+        expect(Date.now() - t0).toBeLessThan(1900);
+
+        free();
+        await held;
+        expect(await bodies()).toEqual(['uno', 'two']);
+      } finally {
+        await holder.end();
+        await s.platform.settings.set('db.statement_timeout_ms', 5000);
+      }
+    },
+  );
+
+  test.if(engine === 'external')(
+    'the row locks of a transaction that idled out are released: another connection can update the row',
+    async () => {
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+      const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+      try {
+        const id = await begin();
+        expect(
+          (
+            await q({
+              action: 'update',
+              data: { body: 'locked' },
+              filters: [{ field: 'body', op: 'eq', value: 'two' }],
+              transaction_id: id,
+            })
+          ).body.data.count,
+        ).toBe(1);
+        // While the transaction lives, the row is locked against other connections.
+        await expect(
+          direct.begin(async (d) => {
+            await d`SET LOCAL lock_timeout = 200`;
+            await d`UPDATE public.notes SET body = 'two' WHERE body = 'two'`;
+          }),
+        ).rejects.toMatchObject({ code: '55P03' });
+        await Bun.sleep(1500);
+        expectError(await q({ action: 'select', transaction_id: id }), 404, 'transaction_not_found');
+        const after = await direct.begin(async (d) => {
+          await d`SET LOCAL lock_timeout = 200`;
+          return d`UPDATE public.notes SET body = 'two-again' WHERE body = 'two' RETURNING body`;
+        });
+        expect(after.map((r) => r.body)).toEqual(['two-again']);
+        await direct`UPDATE public.notes SET body = 'two' WHERE body = 'two-again'`;
+        expect(await bodies()).toEqual(['uno', 'two']);
+      } finally {
+        await direct.end();
+        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+      }
+    },
+  );
+
+  test.if(engine === 'external')(
+    'idle_in_transaction_session_timeout ends the session on the server even if the process never rolls back',
+    async () => {
+      await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+      const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
+      try {
+        const id = await begin();
+        await q({
+          action: 'update',
+          data: { body: 'orphan' },
+          filters: [{ field: 'body', op: 'eq', value: 'two' }],
+          transaction_id: id,
+        });
+        const keyId = (await s.platform.services.keys.verify(key))!.id;
+        const pid = (
+          await s.platform.services.database.transactions.run(id, keyId, (c) =>
+            c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'),
+          )
+        ).rows[0]!.pid;
+        // Play a process that stopped tending its transaction: disarm the platform's idle timer.
+        const entry = (s.platform.services.database.transactions as any).open.get(id);
+        clearTimeout(entry.timer);
+        entry.ended = true;
+        const alive = async () =>
+          (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`)[0]!.n === 1;
+        const t0 = Date.now();
+        expect(await alive()).toBe(true);
+        // Backstop = idle timeout + 5 s = 6 s after the last statement.
+        await eventually(async () => !(await alive()), { timeout: 10_000, interval: 100, what: 'the backend to end' });
+        const gone = Date.now() - t0;
+        expect(gone).toBeGreaterThanOrEqual(5500);
+        expect(gone).toBeLessThan(10_000);
+        const after = await direct.begin(async (d) => {
+          await d`SET LOCAL lock_timeout = 200`;
+          return d`UPDATE public.notes SET body = 'two' WHERE body = 'two' RETURNING body`;
+        });
+        expect(after.length).toBe(1);
+        (s.platform.services.database.transactions as any).open.delete(id);
+      } finally {
+        await direct.end();
+        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+      }
+    },
+    20_000,
+  );
 
   test.if(engine === 'external')('shutdown rolls back the open transactions of that instance', async () => {
     const second = await startServer(engine, { db: s.db });
     const id = (await tx(second, key, 'begin')).body.data.transaction_id;
-    expect((await query(second, key, { entity: 'notes', action: 'insert', data: { body: 'in flight' }, transaction_id: id })).status).toBe(200);
+    expect(
+      (await query(second, key, { entity: 'notes', action: 'insert', data: { body: 'in flight' }, transaction_id: id }))
+        .status,
+    ).toBe(200);
     await second.stop();
     expect(await bodies()).toEqual(['uno', 'two']);
   });
@@ -404,9 +512,20 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   test('rolls it back first and stops well within web.shutdown_timeout_ms (other steps need the database)', async () => {
     const own = await startServer(engine);
     await own.platform.db.exec('CREATE TABLE public.pending (id int)');
-    const k = (await own.platform.services.keys.create({ type: 'service', service: 'sd', permissions: ['db:query'], tables: ['pending'] })).key;
-    const id = (await own.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': k }, body: {} })).body.data.transaction_id;
-    const ins = await own.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': k }, body: { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id } });
+    const k = (
+      await own.platform.services.keys.create({
+        type: 'service',
+        service: 'sd',
+        permissions: ['db:query'],
+        tables: ['pending'],
+      })
+    ).key;
+    const id = (await own.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': k }, body: {} })).body
+      .data.transaction_id;
+    const ins = await own.req('POST', '/api/v1/db/query', {
+      headers: { 'x-api-key': k },
+      body: { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id },
+    });
     expect(ins.status).toBe(200);
     const t0 = performance.now();
     await own.running.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s

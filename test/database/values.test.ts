@@ -57,7 +57,13 @@ const CASES: [string, unknown, unknown?][] = [
   ['tsa', ['2024-01-02T03:04:05Z', null]],
   ['bya', ['3q0=', null]],
   ['jba', [{ a: 1 }, [1, 2], 'x', null]],
-  ['ia2', [[1, 2], [3, null]]],
+  [
+    'ia2',
+    [
+      [1, 2],
+      [3, null],
+    ],
+  ],
   ['ua', ['3f2504e0-4f89-11d3-9a0c-0305e82c3301']],
   ['ma', ['sad', 'ok']],
   ['ta', []],
@@ -82,10 +88,21 @@ describe.each(ENGINES)('Database API values on %s', (engine) => {
     expect(ins.status).toBe(200);
     expect(ins.body.data.rows[0][col]).toEqual(expected);
     const id = ins.body.data.rows[0].id;
-    const sel = await q({ entity: 'vals', action: 'select', fields: [col], filters: [{ field: 'id', op: 'eq', value: id }] });
+    const sel = await q({
+      entity: 'vals',
+      action: 'select',
+      fields: [col],
+      filters: [{ field: 'id', op: 'eq', value: id }],
+    });
     expect(sel.body.data.rows).toEqual([{ [col]: expected }]);
     // The value written back as read comes back unchanged (a client can round-trip it).
-    const up = await q({ entity: 'vals', action: 'update', data: { [col]: expected }, filters: [{ field: 'id', op: 'eq', value: id }], fields: [col] });
+    const up = await q({
+      entity: 'vals',
+      action: 'update',
+      data: { [col]: expected },
+      filters: [{ field: 'id', op: 'eq', value: id }],
+      fields: [col],
+    });
     expect(up.body.data.rows).toEqual([{ [col]: expected }]);
   });
 
@@ -124,9 +141,22 @@ describe.each(ENGINES)('Database API values on %s', (engine) => {
   });
 
   test('in / not_in on uuid, int8 and enum columns', async () => {
-    const r = await q({ entity: 'vals', action: 'select', fields: ['m'], filters: [{ field: 'm', op: 'in', value: ['happy', 'ok'] }] });
+    const r = await q({
+      entity: 'vals',
+      action: 'select',
+      fields: ['m'],
+      filters: [{ field: 'm', op: 'in', value: ['happy', 'ok'] }],
+    });
     expect(r.body.data.rows.every((x: any) => x.m === 'happy')).toBe(true);
-    const n = await q({ entity: 'vals', action: 'select', fields: ['i8'], filters: [{ field: 'i8', op: 'not_in', value: ['42'] }, { field: 'i8', op: 'is_null', value: false }] });
+    const n = await q({
+      entity: 'vals',
+      action: 'select',
+      fields: ['i8'],
+      filters: [
+        { field: 'i8', op: 'not_in', value: ['42'] },
+        { field: 'i8', op: 'is_null', value: false },
+      ],
+    });
     expect(n.body.data.rows.map((x: any) => x.i8).sort()).toEqual(['-9223372036854775808', '9007199254740993']);
   });
 
@@ -136,10 +166,21 @@ describe.each(ENGINES)('Database API values on %s', (engine) => {
     ['d', ['10000-01-01', '9999-12-31', '2024-02-29']],
     ['ia', [[10], [9], [2, 1]]],
   ])('sort on %s is by value', async (col, values) => {
-    const own = await q({ entity: 'vals', action: 'insert', data: values.map((v) => ({ [col]: v, t: `sort-${col}` })), fields: ['id'] });
+    const own = await q({
+      entity: 'vals',
+      action: 'insert',
+      data: values.map((v) => ({ [col]: v, t: `sort-${col}` })),
+      fields: ['id'],
+    });
     expect(own.status).toBe(200);
     for (const dir of ['asc', 'desc'] as const) {
-      const r = await q({ entity: 'vals', action: 'select', fields: [col], filters: [{ field: 't', op: 'eq', value: `sort-${col}` }], sort: [{ field: col, direction: dir }] });
+      const r = await q({
+        entity: 'vals',
+        action: 'select',
+        fields: [col],
+        filters: [{ field: 't', op: 'eq', value: `sort-${col}` }],
+        sort: [{ field: col, direction: dir }],
+      });
       expect(r.status).toBe(200);
       const asc = col === 'd' ? ['2024-02-29', '9999-12-31', '10000-01-01'] : [[2, 1], [9], [10]];
       expect(r.body.data.rows.map((x: any) => x[col])).toEqual(dir === 'asc' ? asc : [...asc].reverse());

@@ -52,7 +52,12 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     mkdirSync(join(ext, 'broken'), { recursive: true });
     writeFileSync(join(ext, 'broken', 'index.ts'), IMPORT_THROWS);
     env = { BASALT_DATA_DIR: join(dir, 'data') };
-    const created = await runBinary(exe, ['keys', 'create', '--type', 'service', '--service', 'files', '--permissions', 'files:*', '--json'], elsewhere, env);
+    const created = await runBinary(
+      exe,
+      ['keys', 'create', '--type', 'service', '--service', 'files', '--permissions', 'files:*', '--json'],
+      elsewhere,
+      env,
+    );
     expect(created.code).toBe(0);
     key = JSON.parse(created.stdout).key;
     server = await serveBinary(exe, elsewhere, env, 60_000);
@@ -75,14 +80,18 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     const body = await up.json();
     expect(up.status).toBe(201);
     expect(body.file).toMatchObject({ name: 'pixel.png', content_type: 'image/png', size: PNG.length });
-    const got = await fetch(`${server.url}/api/v1/files/${body.file.id}/content`, { headers: { 'x-api-key': key, range: 'bytes=0-7' } });
+    const got = await fetch(`${server.url}/api/v1/files/${body.file.id}/content`, {
+      headers: { 'x-api-key': key, range: 'bytes=0-7' },
+    });
     expect(got.status).toBe(206);
     expect(new Uint8Array(await got.arrayBuffer())).toEqual(PNG.slice(0, 8));
   });
 
   test('the failing extension did not stop the platform, and the OpenAPI document has the loaded ones', async () => {
     const doc = await (await fetch(`${server.url}/api/openapi.json`)).json();
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/module/plain-js/hello', '/api/v1/files', '/api/v1/files/{id}/content']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/api/module/plain-js/hello', '/api/v1/files', '/api/v1/files/{id}/content']),
+    );
     expect((await fetch(`${server.url}/api/module/broken/anything`)).status).toBe(404);
   });
 
@@ -90,8 +99,17 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     server.proc.kill('SIGTERM');
     await server.proc.exited;
     const out = await server.output();
-    const failed = out.split('\n').filter((l) => l.includes('"extension failed"')).map((l) => JSON.parse(l));
-    expect(failed).toEqual([expect.objectContaining({ level: 'error', extension: 'broken', error: expect.stringContaining('broken at import') })]);
+    const failed = out
+      .split('\n')
+      .filter((l) => l.includes('"extension failed"'))
+      .map((l) => JSON.parse(l));
+    expect(failed).toEqual([
+      expect.objectContaining({
+        level: 'error',
+        extension: 'broken',
+        error: expect.stringContaining('broken at import'),
+      }),
+    ]);
   });
 
   // Runs after the server above has stopped: the embedded data dir has one owner at a time.
@@ -99,11 +117,21 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     const other = mkdtempSync(join(tmpdir(), 'basalt-other-ext-'));
     mkdirSync(join(other, 'plain-js'));
     writeFileSync(join(other, 'plain-js', 'index.js'), JS_EXTENSION);
-    const absolute = await runBinary(exe, ['extensions', 'list', '--json'], elsewhere, { ...env, BASALT_EXTENSIONS_DIR: other, BASALT_LOG_LEVEL: 'error' });
+    const absolute = await runBinary(exe, ['extensions', 'list', '--json'], elsewhere, {
+      ...env,
+      BASALT_EXTENSIONS_DIR: other,
+      BASALT_LOG_LEVEL: 'error',
+    });
     expect(absolute.code).toBe(0);
-    expect(JSON.parse(absolute.stdout).map((r: { name: string; folder: string }) => [r.name, r.folder])).toEqual([['plain-js', join(other, 'plain-js')]]);
+    expect(JSON.parse(absolute.stdout).map((r: { name: string; folder: string }) => [r.name, r.folder])).toEqual([
+      ['plain-js', join(other, 'plain-js')],
+    ]);
 
-    const missing = await runBinary(exe, ['extensions', 'list'], elsewhere, { ...env, BASALT_EXTENSIONS_DIR: 'nope', BASALT_LOG_LEVEL: 'info' });
+    const missing = await runBinary(exe, ['extensions', 'list'], elsewhere, {
+      ...env,
+      BASALT_EXTENSIONS_DIR: 'nope',
+      BASALT_LOG_LEVEL: 'info',
+    });
     expect(missing.code).toBe(0);
     const lines = missing.stdout.split('\n');
     expect(lines).toContain(`no extensions in ${join(dir, 'nope')}`);

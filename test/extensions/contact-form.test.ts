@@ -40,8 +40,14 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
   });
 
   test('set up: loaded, its migration applied, its template ensured', async () => {
-    expect(s.platform.services.extensions.get('contact-form')).toMatchObject({ status: 'loaded', migrations: ['001_rate_limits.sql'], routes: ['POST /api/module/contact-form/submit'] });
-    expect(await s.platform.services.mail.templates.get('contact_form_message')).toMatchObject({ name: 'contact_form_message' });
+    expect(s.platform.services.extensions.get('contact-form')).toMatchObject({
+      status: 'loaded',
+      migrations: ['001_rate_limits.sql'],
+      routes: ['POST /api/module/contact-form/submit'],
+    });
+    expect(await s.platform.services.mail.templates.get('contact_form_message')).toMatchObject({
+      name: 'contact_form_message',
+    });
   });
 
   test('a JSON submission reaches the operator, HTML-escaped', async () => {
@@ -67,14 +73,22 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     expect(r.status).toBe(202);
     await settings().set('redirect_url', 'https://site.example/thanks');
     try {
-      const res = await fetch(s.publicUrl + PATH, { method: 'POST', body: form.toString(), headers: { ...headers, 'x-forwarded-for': ip() }, redirect: 'manual' });
+      const res = await fetch(s.publicUrl + PATH, {
+        method: 'POST',
+        body: form.toString(),
+        headers: { ...headers, 'x-forwarded-for': ip() },
+        redirect: 'manual',
+      });
       expect(res.status).toBe(303);
       expect(res.headers.get('location')).toBe('https://site.example/thanks');
     } finally {
       await settings().unset('redirect_url');
     }
     const got = await sink.waitFor(2);
-    expect(got.map((m) => m.subject)).toEqual(['Contact form: new message (from Grace)', 'Contact form: new message (from Grace)']);
+    expect(got.map((m) => m.subject)).toEqual([
+      'Contact form: new message (from Grace)',
+      'Contact form: new message (from Grace)',
+    ]);
   });
 
   test.each([
@@ -90,7 +104,10 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
 
   test('the honeypot field is accepted silently and nothing is sent', async () => {
     sink.clear();
-    const r = await s.req('POST', PATH, { body: { name: 'Bot', email: 'bot@example.com', message: 'buy', website: 'http://spam' }, headers: { 'x-forwarded-for': ip() } });
+    const r = await s.req('POST', PATH, {
+      body: { name: 'Bot', email: 'bot@example.com', message: 'buy', website: 'http://spam' },
+      headers: { 'x-forwarded-for': ip() },
+    });
     expect(r.status).toBe(202);
     await Bun.sleep(300);
     expect(sink.messages).toHaveLength(0);
@@ -100,11 +117,14 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     const me = ip();
     const body = { name: 'R', email: 'r@example.com', message: 'again' };
     const statuses = [];
-    for (let i = 0; i < 4; i++) statuses.push((await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': me } })).status);
+    for (let i = 0; i < 4; i++)
+      statuses.push((await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': me } })).status);
     expect(statuses).toEqual([202, 202, 202, 429]);
     const limited = await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': me } });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(3500);
-    expectBError(limited, 429, 'rate_limited', { details: expect.objectContaining({ retry_after: expect.any(Number) }) });
+    expectBError(limited, 429, 'rate_limited', {
+      details: expect.objectContaining({ retry_after: expect.any(Number) }),
+    });
     expect((await s.req('POST', PATH, { body, headers: { 'x-forwarded-for': ip() } })).status).toBe(202);
   });
 
@@ -115,7 +135,10 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     if (to === undefined) await settings().unset('to');
     else await settings().set('to', to);
     try {
-      const r = await s.req('POST', PATH, { body: { name: 'A', email: 'a@example.com', message: 'x' }, headers: { 'x-forwarded-for': ip() } });
+      const r = await s.req('POST', PATH, {
+        body: { name: 'A', email: 'a@example.com', message: 'x' },
+        headers: { 'x-forwarded-for': ip() },
+      });
       expectBError(r, 503, 'not_configured');
       expect(r.text).not.toContain('not-an-address');
     } finally {

@@ -63,7 +63,11 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(text.body.file).toMatchObject({ name: 'résumé ü.txt', content_type: 'text/plain; charset=utf-8' });
     const hidden = await upload(s, 'x', { name: '.htaccess', headers: alice.headers() });
     expect(hidden.body.file.name).toBe('htaccess');
-    const binary = await upload(s, new Uint8Array([0, 1, 2, 3, 255, 254]), { name: 'x.exe', type: 'image/png', headers: alice.headers() });
+    const binary = await upload(s, new Uint8Array([0, 1, 2, 3, 255, 254]), {
+      name: 'x.exe',
+      type: 'image/png',
+      headers: alice.headers(),
+    });
     expect(binary.body.file.content_type).toBe('application/octet-stream');
   });
 
@@ -86,7 +90,8 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
 
     // Look where the bytes are kept, past the API: the data dir, or the bucket itself.
     const stored = async () => {
-      if (storage === 'local') return existsSync(join(s.db.dataDir, 'extensions', 'media-library', 'files', id.slice(0, 2), id));
+      if (storage === 'local')
+        return existsSync(join(s.db.dataDir, 'extensions', 'media-library', 'files', id.slice(0, 2), id));
       const e = s3!.env;
       const client = new Bun.S3Client({
         bucket: e.BASALT_EXT_MEDIA_LIBRARY_S3_BUCKET,
@@ -141,7 +146,9 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(aliceList.body.files.map((f: any) => f.id)).toContain(mine.id);
     expect(aliceList.body).toMatchObject({ success: true, total: aliceList.body.files.length, limit: 100, offset: 0 });
 
-    const keyList = await s.req('GET', `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`, { headers: { 'x-api-key': keys.download! } });
+    const keyList = await s.req('GET', `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`, {
+      headers: { 'x-api-key': keys.download! },
+    });
     expect(keyList.body.files.map((f: any) => f.id)).toEqual([theirs.id]);
 
     const page = await s.req('GET', '/api/v1/files?limit=1&offset=1', { headers: { 'x-api-key': keys.all! } });
@@ -153,10 +160,22 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       ['another user cannot see it', 'GET', `/api/v1/files/${mine.id}`, bob.headers(), 404],
       ['download key reads it', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.download! }, 200],
       ['upload-only key cannot read', 'GET', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.upload! }, 403],
-      ['upload-only key cannot download', 'GET', `/api/v1/files/${mine.id}/content`, { 'x-api-key': keys.upload! }, 403],
+      [
+        'upload-only key cannot download',
+        'GET',
+        `/api/v1/files/${mine.id}/content`,
+        { 'x-api-key': keys.upload! },
+        403,
+      ],
       ['upload-only key cannot list', 'GET', '/api/v1/files', { 'x-api-key': keys.upload! }, 403],
       ['not a uuid', 'GET', '/api/v1/files/nope', alice.headers(), 404],
-      ['users cannot filter by owner', 'GET', `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`, alice.headers(), 403],
+      [
+        'users cannot filter by owner',
+        'GET',
+        `/api/v1/files?owner_type=user&owner_id=${bob.user.id}`,
+        alice.headers(),
+        403,
+      ],
       ['limit beyond 100', 'GET', '/api/v1/files?limit=101', alice.headers(), 400],
       ['another user cannot delete', 'DELETE', `/api/v1/files/${mine.id}`, bob.headers(), 404],
       ['download-only key cannot delete', 'DELETE', `/api/v1/files/${mine.id}`, { 'x-api-key': keys.download! }, 403],
@@ -202,8 +221,16 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       expect(r.headers.get('content-range') ?? '').toBe(contentRange);
     }
 
-    const head = await fetch(`${s.url}/api/v1/files/${f.id}/content`, { method: 'HEAD', headers: { ...h, range: 'bytes=0-99' } });
-    expect([head.status, head.headers.get('content-length'), head.headers.get('etag'), (await head.arrayBuffer()).byteLength]).toEqual([206, '100', f.etag, 0]);
+    const head = await fetch(`${s.url}/api/v1/files/${f.id}/content`, {
+      method: 'HEAD',
+      headers: { ...h, range: 'bytes=0-99' },
+    });
+    expect([
+      head.status,
+      head.headers.get('content-length'),
+      head.headers.get('etag'),
+      (await head.arrayBuffer()).byteLength,
+    ]).toEqual([206, '100', f.etag, 0]);
 
     const notModified = await download(s, f.id, { ...h, 'if-none-match': f.etag });
     expect(notModified.status).toBe(304);
@@ -218,21 +245,24 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     expect(inline.headers.get('x-content-type-options')).toBe('nosniff');
   });
 
-  test.if(storage === 'local')('S3 settings take effect live; an unreachable bucket → 503 and nothing recorded', async () => {
-    const ml = s.platform.services.extensions.settings('media-library')!;
-    const before = (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
-    await ml.set('s3_endpoint', 'http://127.0.0.1:1');
-    await ml.set('s3_bucket', 'nowhere');
-    try {
-      const r = await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } });
-      expectCError(r, 503, 'storage_unavailable', 'The file storage is unavailable; retry shortly.');
-    } finally {
-      await ml.unset('s3_bucket');
-      await ml.unset('s3_endpoint');
-    }
-    expect((await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total).toBe(before);
-    expect((await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } })).status).toBe(201);
-  });
+  test.if(storage === 'local')(
+    'S3 settings take effect live; an unreachable bucket → 503 and nothing recorded',
+    async () => {
+      const ml = s.platform.services.extensions.settings('media-library')!;
+      const before = (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
+      await ml.set('s3_endpoint', 'http://127.0.0.1:1');
+      await ml.set('s3_bucket', 'nowhere');
+      try {
+        const r = await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } });
+        expectCError(r, 503, 'storage_unavailable', 'The file storage is unavailable; retry shortly.');
+      } finally {
+        await ml.unset('s3_bucket');
+        await ml.unset('s3_endpoint');
+      }
+      expect((await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total).toBe(before);
+      expect((await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } })).status).toBe(201);
+    },
+  );
 
   test('size limit (files.max_bytes) → 413, early on Content-Length or while streaming', async () => {
     await s.platform.settings.set('files.max_bytes', 100_000);
@@ -272,7 +302,11 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
         async pull(c) {
           if (phase === 0) {
             phase = 1;
-            return c.enqueue(enc.encode(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`));
+            return c.enqueue(
+              enc.encode(
+                `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`,
+              ),
+            );
           }
           if (sent >= total) {
             c.enqueue(enc.encode(`\r\n--${boundary}--\r\n`));
@@ -294,12 +328,21 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
         return r;
       });
       const elapsed = performance.now() - started;
-      expectCError({ status: res.status, body: await res.json() }, 413, 'payload_too_large', `The request body is larger than ${max} bytes.`);
+      expectCError(
+        { status: res.status, body: await res.json() },
+        413,
+        'payload_too_large',
+        `The request body is larger than ${max} bytes.`,
+      );
       expect(sentWhenAnswered).toBeLessThanOrEqual(4 * max);
       expect(elapsed).toBeLessThan(4_000);
       // The temp file is removed once the writer has closed: give it a moment.
       const tmp = join(s.db.dataDir, 'extensions', 'media-library', 'tmp');
-      await eventually(() => readdirSync(tmp).length === 0, { timeout: 2000, interval: 50, what: 'the temp file to be removed' });
+      await eventually(() => readdirSync(tmp).length === 0, {
+        timeout: 2000,
+        interval: 50,
+        what: 'the temp file to be removed',
+      });
       expect(readdirSync(tmp)).toEqual([]);
       expect(await count()).toBe(before);
     } finally {

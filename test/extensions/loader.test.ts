@@ -11,7 +11,18 @@ import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { extensionsDir, REPO_EXTENSIONS, upload } from './support';
 import { signInUser } from '../helpers/users';
-import { BAD_MIGRATION, claimsFiles, DATA_READER, GOOD, GOOD_MIGRATION, IMPORT_THROWS, named, NOT_AN_EXTENSION, SETUP_HANGS, SETUP_THROWS } from './fixtures';
+import {
+  BAD_MIGRATION,
+  claimsFiles,
+  DATA_READER,
+  GOOD,
+  GOOD_MIGRATION,
+  IMPORT_THROWS,
+  named,
+  NOT_AN_EXTENSION,
+  SETUP_HANGS,
+  SETUP_THROWS,
+} from './fixtures';
 import { expectB, expectBError, expectCError } from '../helpers/envelopes';
 
 const DIR = extensionsDir({
@@ -34,21 +45,50 @@ const DIR = extensionsDir({
 describe.each(ENGINES)('extension loader on %s', (engine) => {
   let s: TestServer;
   beforeAll(async () => {
-    s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: DIR, BASALT_EXT_NOTES_GREETING: 'Hi', BASALT_EXTENSIONS_SETUP_TIMEOUT_MS: '300' } });
+    s = await startServer(engine, {
+      env: { BASALT_EXTENSIONS_DIR: DIR, BASALT_EXT_NOTES_GREETING: 'Hi', BASALT_EXTENSIONS_SETUP_TIMEOUT_MS: '300' },
+    });
   });
   afterAll(() => s.stop());
 
   test('the platform starts; each extension is loaded or failed with its error', () => {
-    const byFolder = Object.fromEntries(s.platform.services.extensions.list().map((r) => [r.folder.split('/').pop(), r]));
-    expect(Object.keys(byFolder).sort()).toEqual(['bad-migration', 'data-reader', 'files-one', 'files-two', 'import-throws', 'not-an-extension', 'notes', 'setup-hangs', 'setup-throws', 'twin-a', 'twin-b']);
+    const byFolder = Object.fromEntries(
+      s.platform.services.extensions.list().map((r) => [r.folder.split('/').pop(), r]),
+    );
+    expect(Object.keys(byFolder).sort()).toEqual([
+      'bad-migration',
+      'data-reader',
+      'files-one',
+      'files-two',
+      'import-throws',
+      'not-an-extension',
+      'notes',
+      'setup-hangs',
+      'setup-throws',
+      'twin-a',
+      'twin-b',
+    ]);
     expect(byFolder['data-reader']).toMatchObject({ status: 'loaded' });
-    expect(byFolder.notes).toMatchObject({ name: 'notes', version: '2.1.0', status: 'loaded', migrations: ['001_notes.sql'] });
-    expect(byFolder.notes!.routes).toEqual(['GET /api/module/notes/greet/:who', 'POST /api/module/notes/notes', 'GET /api/module/notes/me', 'GET /api/module/notes/boom']);
+    expect(byFolder.notes).toMatchObject({
+      name: 'notes',
+      version: '2.1.0',
+      status: 'loaded',
+      migrations: ['001_notes.sql'],
+    });
+    expect(byFolder.notes!.routes).toEqual([
+      'GET /api/module/notes/greet/:who',
+      'POST /api/module/notes/notes',
+      'GET /api/module/notes/me',
+      'GET /api/module/notes/boom',
+    ]);
     const failures: [string, RegExp][] = [
       ['import-throws', /^import of .*import-throws\/index.ts failed: broken at import$/],
       ['setup-throws', /^setup failed: broken in setup$/],
       ['bad-migration', /^setup failed: migration .*bad-migration\/migrations\/001_bad.sql failed: .*no_such_function/],
-      ['setup-hangs', /^setup failed: setup of extension hangs did not finish within 0.3 s \(extensions.setup_timeout_ms\)$/],
+      [
+        'setup-hangs',
+        /^setup failed: setup of extension hangs did not finish within 0.3 s \(extensions.setup_timeout_ms\)$/,
+      ],
       ['not-an-extension', /name undefined is not valid/],
       ['twin-a', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
       ['twin-b', /^extension name twin is claimed by 'twin' \(.*twin-a\) and 'twin' \(.*twin-b\)/],
@@ -62,7 +102,13 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
   });
 
   test.each([
-    ['a loaded extension serves, envelope B, with its setting from the environment', 'GET', '/api/module/notes/greet/Ada', 200, { text: 'Hi, Ada' }],
+    [
+      'a loaded extension serves, envelope B, with its setting from the environment',
+      'GET',
+      '/api/module/notes/greet/Ada',
+      200,
+      { text: 'Hi, Ada' },
+    ],
     ['failed extensions have no routes', 'GET', '/api/module/twin/ping', 404, undefined],
     ['neither claimant of a contested prefix is mounted', 'GET', '/api/v1/files', 404, undefined],
   ] as const)('%s', async (_name, method, path, status, data) => {
@@ -75,19 +121,24 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
   });
 
   test('extensions refused for a prefix clash after their setup have had their shutdown hooks run already', () => {
-    for (const name of ['files-one', 'files-two']) expect(existsSync(join(s.platform.dataDir, 'extensions', name, 'stopped'))).toBe(true);
+    for (const name of ['files-one', 'files-two'])
+      expect(existsSync(join(s.platform.dataDir, 'extensions', name, 'stopped'))).toBe(true);
   });
 
   test('a failed migration leaves nothing of its file behind, records nothing, and mounts no route', async () => {
     const table = await s.platform.db.query("SELECT to_regclass('ext_bad_migration.half_done') AS t");
     expect(table.rows).toEqual([{ t: null }]);
-    const applied = await s.platform.db.query("SELECT name FROM basalt.extension_migrations WHERE extension = 'bad-migration'");
+    const applied = await s.platform.db.query(
+      "SELECT name FROM basalt.extension_migrations WHERE extension = 'bad-migration'",
+    );
     expect(applied.rows).toEqual([]);
     expect((await s.req('GET', '/api/module/bad-migration/ping')).status).toBe(404);
   });
 
-  test('ctx.db.dataSchema names the application tables\' schema, and the extension can query it', async () => {
-    await s.platform.db.exec("CREATE TABLE IF NOT EXISTS public.loader_widgets (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO public.loader_widgets (name) VALUES ('bolt'), ('nut')");
+  test("ctx.db.dataSchema names the application tables' schema, and the extension can query it", async () => {
+    await s.platform.db.exec(
+      "CREATE TABLE IF NOT EXISTS public.loader_widgets (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO public.loader_widgets (name) VALUES ('bolt'), ('nut')",
+    );
     const r = await s.req('GET', '/api/module/data-reader/widgets');
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ schema: 'public', names: ['bolt', 'nut'] });
@@ -95,7 +146,9 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
 
   test('route validation errors and thrown errors are in envelope B, with no internals', async () => {
     const bad = await s.req('GET', '/api/module/notes/greet/' + 'x'.repeat(30));
-    expectBError(bad, 400, 'validation_error', { details: expect.objectContaining({ fields: expect.objectContaining({ who: expect.any(String) }) }) });
+    expectBError(bad, 400, 'validation_error', {
+      details: expect.objectContaining({ fields: expect.objectContaining({ who: expect.any(String) }) }),
+    });
     const boom = await s.req('GET', '/api/module/notes/boom');
     expectBError(boom, 500, 'internal_error');
     expect(boom.text).not.toContain('internal detail');
@@ -128,7 +181,14 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
   test('extension settings: env pins, the database layer is live, unknown keys are refused', async () => {
     const notes = s.platform.services.extensions.settings('notes')!;
     expect(notes.list()).toEqual([
-      { key: 'greeting', value: 'Hi', source: 'env', origin: 'BASALT_EXT_NOTES_GREETING', secret: false, description: 'Greeting word.' },
+      {
+        key: 'greeting',
+        value: 'Hi',
+        source: 'env',
+        origin: 'BASALT_EXT_NOTES_GREETING',
+        secret: false,
+        description: 'Greeting word.',
+      },
       { key: 'max_notes', value: 10, source: 'default', origin: undefined, secret: false, description: 'Cap.' },
     ]);
     await notes.set('max_notes', 42);
@@ -136,7 +196,9 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
     expect(notes.list()[1]).toMatchObject({ value: 42, source: 'database' });
     await expect(notes.set('max_notes', 1000)).rejects.toThrow('ext.notes.max_notes must be an integer from 1 to 100');
     expect(() => notes.get('nope')).toThrow("extension notes: unknown setting 'nope' (declared: greeting, max_notes)");
-    const { rows } = await s.platform.db.query("SELECT value FROM basalt.extension_settings WHERE extension = 'notes' AND key = 'max_notes'");
+    const { rows } = await s.platform.db.query(
+      "SELECT value FROM basalt.extension_settings WHERE extension = 'notes' AND key = 'max_notes'",
+    );
     expect(rows).toEqual([{ value: 42 }]);
   });
 });
@@ -149,14 +211,21 @@ describe.each(ENGINES)('extension lifecycle on %s', (engine) => {
       const first = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir } });
       expect(first.platform.services.extensions.get('notes')!.migrations).toEqual(['001_notes.sql']);
       await first.stop();
-      const second = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir, BASALT_EXT_NOTES_MAX_NOTES: 'many' } });
+      const second = await startServer(engine, {
+        db,
+        env: { BASALT_EXTENSIONS_DIR: dir, BASALT_EXT_NOTES_MAX_NOTES: 'many' },
+      });
       const rec = second.platform.services.extensions.get('notes')!;
       await second.stop();
       expect(rec.status).toBe('failed');
-      expect(rec.error).toBe('setup failed: BASALT_EXT_NOTES_MAX_NOTES: ext.notes.max_notes must be an integer from 1 to 100, got "many"');
+      expect(rec.error).toBe(
+        'setup failed: BASALT_EXT_NOTES_MAX_NOTES: ext.notes.max_notes must be an integer from 1 to 100, got "many"',
+      );
       const third = await startServer(engine, { db, env: { BASALT_EXTENSIONS_DIR: dir } });
       const again = third.platform.services.extensions.get('notes')!;
-      const applied = await third.platform.db.query("SELECT name FROM basalt.extension_migrations WHERE extension = 'notes'");
+      const applied = await third.platform.db.query(
+        "SELECT name FROM basalt.extension_migrations WHERE extension = 'notes'",
+      );
       await third.stop();
       expect(again).toMatchObject({ status: 'loaded', migrations: [] });
       expect(applied.rows).toEqual([{ name: '001_notes.sql' }]);
@@ -170,9 +239,13 @@ describe.each(ENGINES)('extension lifecycle on %s', (engine) => {
     cpSync(join(REPO_EXTENSIONS, 'contact-form'), join(dir, 'contact-form'), { recursive: true });
     const s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: dir } });
     try {
-      expect(s.platform.services.extensions.list().map((r) => [r.name, r.status])).toEqual([['contact-form', 'loaded']]);
+      expect(s.platform.services.extensions.list().map((r) => [r.name, r.status])).toEqual([
+        ['contact-form', 'loaded'],
+      ]);
       // contact-form serves (503: no recipient configured), so extensions are mounted at all.
-      const contact = await s.req('POST', '/api/module/contact-form/submit', { body: { name: 'A', email: 'a@example.com', message: 'hi' } });
+      const contact = await s.req('POST', '/api/module/contact-form/submit', {
+        body: { name: 'A', email: 'a@example.com', message: 'hi' },
+      });
       expect(contact.status).toBe(503);
       // With a key that would be allowed everything, so a 404 is not an auth answer in disguise.
       const headers = { 'x-api-key': await createKey(s, { permissions: ['files:*'] }) };

@@ -11,7 +11,9 @@ import { REPO_EXTENSIONS } from './support';
 describe.each(ENGINES)('extensions in OpenAPI and listeners on %s', (engine) => {
   let s: TestServer;
   beforeAll(async () => {
-    s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } });
+    s = await startServer(engine, {
+      env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, BASALT_WEB_PUBLIC_API_SEPARATE: 'true' },
+    });
   });
   afterAll(() => s.stop());
 
@@ -24,10 +26,25 @@ describe.each(ENGINES)('extensions in OpenAPI and listeners on %s', (engine) => 
     expect(ops('/api/v1/files/{id}')).toEqual(['delete', 'get']);
     expect(ops('/api/v1/files/{id}/content')).toEqual(['get', 'head']);
     expect(ops('/api/module/contact-form/submit')).toEqual(['post']);
-    expect(doc.paths['/api/v1/files'].post.requestBody.content['multipart/form-data'].schema.properties.file).toEqual({ type: 'string', format: 'binary' });
-    expect(Object.keys(doc.paths['/api/v1/files/{id}/content'].get.responses)).toEqual(['200', '206', '304', '401', '403', '404', '416', '500', '503']);
+    expect(doc.paths['/api/v1/files'].post.requestBody.content['multipart/form-data'].schema.properties.file).toEqual({
+      type: 'string',
+      format: 'binary',
+    });
+    expect(Object.keys(doc.paths['/api/v1/files/{id}/content'].get.responses)).toEqual([
+      '200',
+      '206',
+      '304',
+      '401',
+      '403',
+      '404',
+      '416',
+      '500',
+      '503',
+    ]);
     expect(Object.keys(doc.paths['/api/v1/files/{id}/content'])).toEqual(['get', 'head']);
-    expect(Object.keys(doc.paths['/api/module/contact-form/submit'].post.requestBody.content)).toContain('application/x-www-form-urlencoded');
+    expect(Object.keys(doc.paths['/api/module/contact-form/submit'].post.requestBody.content)).toContain(
+      'application/x-www-form-urlencoded',
+    );
     await SwaggerParser.validate(structuredClone(doc));
   });
 

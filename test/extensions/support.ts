@@ -24,9 +24,17 @@ export function extensionsDir(files: Record<string, string>): string {
 }
 
 /** Multipart upload of `bytes` as part `field` (default `file`). */
-export function upload(s: TestServer, bytes: Uint8Array | string, opts: { name?: string; type?: string; headers?: Record<string, string>; field?: string } = {}) {
+export function upload(
+  s: TestServer,
+  bytes: Uint8Array | string,
+  opts: { name?: string; type?: string; headers?: Record<string, string>; field?: string } = {},
+) {
   const form = new FormData();
-  form.append(opts.field ?? 'file', new Blob([bytes as BlobPart], { type: opts.type ?? 'application/octet-stream' }), opts.name ?? 'upload.bin');
+  form.append(
+    opts.field ?? 'file',
+    new Blob([bytes as BlobPart], { type: opts.type ?? 'application/octet-stream' }),
+    opts.name ?? 'upload.bin',
+  );
   return s.req('POST', '/api/v1/files', { raw: form, headers: opts.headers ?? {} });
 }
 
@@ -39,7 +47,13 @@ export async function download(s: TestServer, id: string, headers: Record<string
 /** A local S3 server with bucket `basalt`; env points media-library at it. */
 export async function startS3(): Promise<{ env: Record<string, string>; stop(): Promise<void> }> {
   const directory = mkdtempSync(join(tmpdir(), 'basalt-s3-'));
-  const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory, configureBuckets: [{ name: 'basalt', configs: [] }] });
+  const server = new S3rver({
+    port: 0,
+    address: '127.0.0.1',
+    silent: true,
+    directory,
+    configureBuckets: [{ name: 'basalt', configs: [] }],
+  });
   const { port } = (await server.run()) as unknown as { port: number };
   return {
     env: {
@@ -58,5 +72,8 @@ export async function startS3(): Promise<{ env: Record<string, string>; stop(): 
 
 /** A real 1×1 PNG. */
 export const PNG = Uint8Array.from(
-  Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64'),
+  Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
+    'base64',
+  ),
 );

@@ -33,13 +33,19 @@ export interface AdminAuth {
  * and sign in through POST /api/admin/auth/login. The sign-in rate limits of the test
  * client's address and of the account are reset first, so suites may sign in as often as they like.
  */
-export async function signInAdmin(s: TestServer, opts: { email?: string; password?: string; create?: boolean } = {}): Promise<AdminAuth> {
+export async function signInAdmin(
+  s: TestServer,
+  opts: { email?: string; password?: string; create?: boolean } = {},
+): Promise<AdminAuth> {
   const email = opts.email ?? `admin-${Date.now().toString(36)}-${++n}@example.com`;
   const password = opts.password ?? ADMIN_PASSWORD;
   if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
   await resetBucket(s.platform.db, 'admin_login_ip:127.0.0.1');
   await resetBucket(s.platform.db, `admin_login_account:${email.toLowerCase()}`);
-  const r = await s.req('POST', '/api/admin/auth/login', { body: { email, password }, headers: { 'sec-fetch-site': 'same-origin' } });
+  const r = await s.req('POST', '/api/admin/auth/login', {
+    body: { email, password },
+    headers: { 'sec-fetch-site': 'same-origin' },
+  });
   if (r.status !== 200) throw new Error(`admin sign-in failed: ${r.status} ${r.text}`);
   const set = r.headers.get('set-cookie') ?? '';
   const m = /^(?:__Host-)?basalt_admin=([^;]+)/.exec(set);
@@ -58,6 +64,16 @@ export async function signInAdmin(s: TestServer, opts: { email?: string; passwor
 }
 
 /** A request to the admin API as the signed-in panel; `headers` are added last (to override). */
-export function adminReq<T = any>(s: TestServer, a: AdminAuth | undefined, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply<T>> {
-  return s.req<T>(method, path, { body, headers: { ...(a ? a.headers() : { 'sec-fetch-site': 'same-origin' }), ...headers } });
+export function adminReq<T = any>(
+  s: TestServer,
+  a: AdminAuth | undefined,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Reply<T>> {
+  return s.req<T>(method, path, {
+    body,
+    headers: { ...(a ? a.headers() : { 'sec-fetch-site': 'same-origin' }), ...headers },
+  });
 }

@@ -15,7 +15,11 @@ let built: Promise<string> | undefined;
 export function buildBinary(): Promise<string> {
   return (built ??= (async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'basalt-build-')), 'basalt');
-    const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out], { cwd: ROOT, stdout: 'pipe', stderr: 'pipe' });
+    const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out], {
+      cwd: ROOT,
+      stdout: 'pipe',
+      stderr: 'pipe',
+    });
     const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
     if (code !== 0) throw new Error(`build.ts failed (${code}): ${err}`);
     return out;
@@ -37,21 +41,50 @@ export function bareEnv(dir: string, env: Record<string, string> = {}): Record<s
 
 export async function runBinary(exe: string, args: string[], cwd: string, env: Record<string, string> = {}) {
   const proc = Bun.spawn([exe, ...args], { cwd, env: bareEnv(cwd, env), stdout: 'pipe', stderr: 'pipe' });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stdout, stderr };
 }
 
 /** Start `basalt serve` and wait until /healthz answers; returns the process and its base URL. */
-export async function serveBinary(exe: string, cwd: string, env: Record<string, string> = {}, timeoutMs = 30_000): Promise<{ proc: Subprocess<'ignore', 'pipe', 'pipe'>; url: string; output: () => Promise<string> }> {
+export async function serveBinary(
+  exe: string,
+  cwd: string,
+  env: Record<string, string> = {},
+  timeoutMs = 30_000,
+): Promise<{ proc: Subprocess<'ignore', 'pipe', 'pipe'>; url: string; output: () => Promise<string> }> {
   const port = await freePort();
-  const proc = Bun.spawn([exe, 'serve'], { cwd, env: bareEnv(cwd, { BASALT_WEB_PORT: String(port), ...env }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+  const proc = Bun.spawn([exe, 'serve'], {
+    cwd,
+    env: bareEnv(cwd, { BASALT_WEB_PORT: String(port), ...env }),
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
   const url = `http://127.0.0.1:${port}`;
   // Healthy (true), or gone ('exited'): either ends the wait.
-  const healthy = await eventually(async () => (proc.exitCode !== null ? 'exited' : await fetch(url + '/healthz').then((r) => r.ok, () => false)), {
-    timeout: timeoutMs,
-    interval: 50,
-  }).catch(() => false);
-  if (healthy === true) return { proc, url, output: async () => (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text()) };
+  const healthy = await eventually(
+    async () =>
+      proc.exitCode !== null
+        ? 'exited'
+        : await fetch(url + '/healthz').then(
+            (r) => r.ok,
+            () => false,
+          ),
+    {
+      timeout: timeoutMs,
+      interval: 50,
+    },
+  ).catch(() => false);
+  if (healthy === true)
+    return {
+      proc,
+      url,
+      output: async () => (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text()),
+    };
   proc.kill('SIGKILL');
   const out = (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text());
   throw new Error(`basalt serve did not become healthy within ${timeoutMs} ms:\n${out}`);

@@ -12,14 +12,28 @@ export interface CliResult {
 /** Environment for a child: the parent's minus BASALT_* settings, plus `env`. */
 export function childEnv(env: Record<string, string>): Record<string, string> {
   const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('BASALT_') && k !== 'DATABASE_URL') base[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith('BASALT_') && k !== 'DATABASE_URL') base[k] = v;
   return { ...base, BASALT_LOG_LEVEL: 'warn', ...env };
 }
 
-export async function runCli(args: string[], env: Record<string, string> = {}, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
-  const proc = Bun.spawn([process.execPath, MAIN, ...args], { env: childEnv(env), cwd: opts.cwd, stdout: 'pipe', stderr: 'pipe' });
+export async function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+  opts: { cwd?: string; timeoutMs?: number } = {},
+): Promise<CliResult> {
+  const proc = Bun.spawn([process.execPath, MAIN, ...args], {
+    env: childEnv(env),
+    cwd: opts.cwd,
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
   const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 55_000);
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   clearTimeout(timer);
   return { code, stdout, stderr };
 }

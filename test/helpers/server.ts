@@ -24,7 +24,11 @@ export interface TestServer {
   /** Base URL of the public listener (same as url when the split is off). */
   publicUrl: string;
   /** JSON request against the listener serving `path` per the route list (src/app.ts). */
-  req<T = any>(method: string, path: string, opts?: { body?: unknown; headers?: Record<string, string>; raw?: BodyInit; base?: string }): Promise<Reply<T>>;
+  req<T = any>(
+    method: string,
+    path: string,
+    opts?: { body?: unknown; headers?: Record<string, string>; raw?: BodyInit; base?: string },
+  ): Promise<Reply<T>>;
   stop(): Promise<void>;
 }
 

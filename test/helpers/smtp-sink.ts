@@ -85,7 +85,8 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     closeTimeout: 200,
     disableReverseLookup: true,
     onClose(session) {
-      for (let i = heldCallbacks.length - 1; i >= 0; i--) if (heldCallbacks[i]!.session === session.id) heldCallbacks.splice(i, 1);
+      for (let i = heldCallbacks.length - 1; i >= 0; i--)
+        if (heldCallbacks[i]!.session === session.id) heldCallbacks.splice(i, 1);
     },
     onAuth(auth, _session, cb) {
       cb(null, { user: auth.username });
@@ -108,7 +109,9 @@ export async function startSmtpSink(): Promise<SmtpSink> {
             const parsed = await simpleParser(raw);
             const addrs = (v: unknown): string[] => {
               const list = Array.isArray(v) ? v : v ? [v] : [];
-              return list.flatMap((a: { value?: { address?: string }[] }) => (a.value ?? []).map((x) => x.address ?? ''));
+              return list.flatMap((a: { value?: { address?: string }[] }) =>
+                (a.value ?? []).map((x) => x.address ?? ''),
+              );
             };
             messages.push({
               envelopeFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',

@@ -105,7 +105,11 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     for (const bad of [service, 'pk_' + 'q'.repeat(43), 'not a key']) {
       let err: any;
       await keys.setSiteKey(bad).catch((e) => (err = e));
-      expect([err?.status, err?.code, err?.message]).toEqual([400, 'validation_error', 'The site public key must be an active public key (pk_…); service keys are never published.']);
+      expect([err?.status, err?.code, err?.message]).toEqual([
+        400,
+        'validation_error',
+        'The site public key must be an active public key (pk_…); service keys are never published.',
+      ]);
     }
     expect(s.platform.settings.get('web.site_public_key')).toBe(site.key); // unchanged by refusals
     await keys.setSiteKey(otherPublic);

@@ -13,11 +13,35 @@ describe.each(ENGINES)('basalt keys (CLI) on %s', (engine) => {
   afterAll(() => db.drop());
 
   test('create --json prints the key once, with its id and attributes', async () => {
-    const svc = await runCli(['keys', 'create', '--type', 'service', '--service', 'billing', '--permissions', 'db:query,mail:send', '--tables', 'orders,customers', '--name', 'billing backend', '--json'], db.env);
+    const svc = await runCli(
+      [
+        'keys',
+        'create',
+        '--type',
+        'service',
+        '--service',
+        'billing',
+        '--permissions',
+        'db:query,mail:send',
+        '--tables',
+        'orders,customers',
+        '--name',
+        'billing backend',
+        '--json',
+      ],
+      db.env,
+    );
     expect(svc.stderr).toBe('');
     expect(svc.code).toBe(0);
     created.service = JSON.parse(svc.stdout);
-    expect(created.service).toMatchObject({ type: 'service', service: 'billing', name: 'billing backend', permissions: ['db:query', 'mail:send'], tables: ['orders', 'customers'], status: 'active' });
+    expect(created.service).toMatchObject({
+      type: 'service',
+      service: 'billing',
+      name: 'billing backend',
+      permissions: ['db:query', 'mail:send'],
+      tables: ['orders', 'customers'],
+      status: 'active',
+    });
     expect(created.service.key).toMatch(/^sk_[A-Za-z0-9_-]{43}$/);
 
     const pub = await runCli(['keys', 'create', '--type', 'public', '--site', '--expires', '30d', '--json'], db.env);
@@ -68,19 +92,38 @@ describe(`basalt keys refusals (on ${REFUSAL_ENGINE})`, () => {
 
   const refusals: [string, string[], number, RegExp][] = [
     ['no --type', ['keys', 'create'], 2, /--type must be public or service/],
-    ['service key without --service', ['keys', 'create', '--type', 'service', '--permissions', 'mail:send'], 1, /must name the service/],
-    ['unknown permission', ['keys', 'create', '--type', 'service', '--service', 's', '--permissions', 'db:drop'], 1, /Unknown permission 'db:drop'; allowed:/],
-    ['db key without tables', ['keys', 'create', '--type', 'service', '--service', 's', '--permissions', 'db:*'], 1, /non-empty table whitelist/],
+    [
+      'service key without --service',
+      ['keys', 'create', '--type', 'service', '--permissions', 'mail:send'],
+      1,
+      /must name the service/,
+    ],
+    [
+      'unknown permission',
+      ['keys', 'create', '--type', 'service', '--service', 's', '--permissions', 'db:drop'],
+      1,
+      /Unknown permission 'db:drop'; allowed:/,
+    ],
+    [
+      'db key without tables',
+      ['keys', 'create', '--type', 'service', '--service', 's', '--permissions', 'db:*'],
+      1,
+      /non-empty table whitelist/,
+    ],
     ['bad --expires', ['keys', 'create', '--type', 'public', '--expires', 'soon'], 2, /--expires 'soon' is neither/],
     ['revoke without id', ['keys', 'revoke'], 2, /needs the key ID/],
     ['revoke unknown id', ['keys', 'revoke', '00000000-0000-4000-8000-000000000000'], 1, /No API key with id/],
   ];
-  test.each(refusals)('refuses %s with a clear line and exit code', async (_n, args, code, message) => {
-    const r = await runCli(args, db.env);
-    expect(r.code).toBe(code);
-    expect(r.stderr).toMatch(message);
-    expect(r.stdout).toBe('');
-  }, 60_000);
+  test.each(refusals)(
+    'refuses %s with a clear line and exit code',
+    async (_n, args, code, message) => {
+      const r = await runCli(args, db.env);
+      expect(r.code).toBe(code);
+      expect(r.stderr).toMatch(message);
+      expect(r.stdout).toBe('');
+    },
+    60_000,
+  );
 
   test('nothing was written by the refusals', async () => {
     const list = await runCli(['keys', 'list', '--json'], db.env);
@@ -99,7 +142,11 @@ describe.if(ENGINES.includes('external'))('basalt keys alongside a running serve
       expect((await rc()).status).toBe(200);
       const revoke = await runCli(['keys', 'revoke', created.id], s.db.env);
       expect(revoke.code).toBe(0);
-      await eventually(async () => (await rc()).status === 401, { timeout: 1000, interval: 20, what: 'the revoked key to be refused' });
+      await eventually(async () => (await rc()).status === 401, {
+        timeout: 1000,
+        interval: 20,
+        what: 'the revoked key to be refused',
+      });
     } finally {
       await s.stop();
     }

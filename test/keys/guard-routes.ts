@@ -7,7 +7,10 @@ import type { RouteModule } from '../../src/app';
 import type { ApiKeyPrincipal } from '../../src/http/api-key-guard';
 import { platformGuards } from '../../src/guards';
 
-const answer = ({ apiKey }: { apiKey: ApiKeyPrincipal }) => ({ success: true, data: { id: apiKey.id, type: apiKey.type } });
+const answer = ({ apiKey }: { apiKey: ApiKeyPrincipal }) => ({
+  success: true,
+  data: { id: apiKey.id, type: apiKey.type },
+});
 
 export const guardRoutes: RouteModule = {
   name: 'keys-test',

@@ -29,8 +29,10 @@ async function settle(s: TestServer): Promise<void> {
 describe.each(ENGINES)('API key guard on %s', (engine) => {
   let s: TestServer;
   const keys: Record<string, string> = {};
-  const get = (path: string, key?: string) => s.req('GET', path, { headers: key === undefined ? {} : { 'x-api-key': key } });
-  const status = async (key: string | undefined, permission: string) => (await get(`/api/v1/keys-test/require/${permission.replace(':', '-')}`, key)).status;
+  const get = (path: string, key?: string) =>
+    s.req('GET', path, { headers: key === undefined ? {} : { 'x-api-key': key } });
+  const status = async (key: string | undefined, permission: string) =>
+    (await get(`/api/v1/keys-test/require/${permission.replace(':', '-')}`, key)).status;
 
   beforeAll(async () => {
     s = await startServer(engine, { extra: [guardRoutes] });
@@ -60,7 +62,8 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
   ];
   test.each(matrix)('permission matching: %s key', async (name, expected) => {
     const got = [];
-    for (const perm of ['any', 'mail:send', 'db:query', 'files:upload', 'files:download']) got.push(await status(keys[name]!, perm));
+    for (const perm of ['any', 'mail:send', 'db:query', 'files:upload', 'files:download'])
+      got.push(await status(keys[name]!, perm));
     expect(got).toEqual(expected);
   });
 
@@ -74,8 +77,16 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
     ['empty header', () => '', 'This endpoint needs an API key in the X-API-Key header.'],
     ['garbage', () => 'hello', 'The API key is invalid, revoked or expired.'],
     ['well-formed but unknown', () => 'sk_' + 'A'.repeat(43), 'The API key is invalid, revoked or expired.'],
-    ['service key presented as public', () => 'pk_' + keys.mailSend!.slice(3), 'The API key is invalid, revoked or expired.'],
-    ['key with a character changed', () => keys.mailSend!.slice(0, -1) + (keys.mailSend!.endsWith('A') ? 'B' : 'A'), 'The API key is invalid, revoked or expired.'],
+    [
+      'service key presented as public',
+      () => 'pk_' + keys.mailSend!.slice(3),
+      'The API key is invalid, revoked or expired.',
+    ],
+    [
+      'key with a character changed',
+      () => keys.mailSend!.slice(0, -1) + (keys.mailSend!.endsWith('A') ? 'B' : 'A'),
+      'The API key is invalid, revoked or expired.',
+    ],
     ['key with a suffix', () => keys.mailSend + 'x', 'The API key is invalid, revoked or expired.'],
   ];
   test.each(invalid)('401 unauthorized: %s', async (_n, key, message) => {
@@ -96,7 +107,12 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
   });
 
   test('expired key → 401, even while its verification is cached', async () => {
-    const created = await s.platform.services.keys.create({ type: 'service', service: 't', permissions: ['mail:send'], expiresAt: new Date(Date.now() + 1500) });
+    const created = await s.platform.services.keys.create({
+      type: 'service',
+      service: 't',
+      permissions: ['mail:send'],
+      expiresAt: new Date(Date.now() + 1500),
+    });
     expect(await status(created.key, 'mail:send')).toBe(200);
     await within(3000, async () => (await status(created.key, 'mail:send')) === 401);
     expect((await s.platform.services.keys.get(created.id))!.status).toBe('expired');
@@ -127,7 +143,11 @@ describe.each(ENGINES)('API key guard on %s', (engine) => {
   });
 
   test('last_used_at: written on first use, then at most once per interval', async () => {
-    const created = await s.platform.services.keys.create({ type: 'service', service: 't', permissions: ['mail:send'] });
+    const created = await s.platform.services.keys.create({
+      type: 'service',
+      service: 't',
+      permissions: ['mail:send'],
+    });
     const lastUsed = async () => (await s.platform.services.keys.get(created.id))!.last_used_at;
     expect(await lastUsed()).toBeNull();
     expect(await status(created.key, 'mail:send')).toBe(200);
@@ -167,7 +187,11 @@ describe.if(ENGINES.includes('external'))('two instances on one external databas
   });
 
   test('a key revoked on one instance is refused by the other within a second', async () => {
-    const created = await a.platform.services.keys.create({ type: 'service', service: 't', permissions: ['mail:send'] });
+    const created = await a.platform.services.keys.create({
+      type: 'service',
+      service: 't',
+      permissions: ['mail:send'],
+    });
     const onB = () => b.req('GET', '/api/v1/keys-test/require/mail-send', { headers: { 'x-api-key': created.key } });
     expect((await onB()).status).toBe(200); // B has verified and cached it
     await a.platform.services.keys.revoke(created.id);
@@ -198,6 +222,8 @@ describe.if(ENGINES.includes('external'))('two instances on one external databas
 
   test('a key created on one instance works on the other at once', async () => {
     const created = await a.platform.services.keys.create({ type: 'public' });
-    expect((await b.req('GET', '/api/v1/keys-test/require/any', { headers: { 'x-api-key': created.key } })).status).toBe(200);
+    expect(
+      (await b.req('GET', '/api/v1/keys-test/require/any', { headers: { 'x-api-key': created.key } })).status,
+    ).toBe(200);
   });
 });

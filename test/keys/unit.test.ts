@@ -4,7 +4,13 @@ import { VerifiedCache } from '../../src/modules/keys/verified-cache';
 import { generateKey, hashKey, keyShape, sameHash } from '../../src/modules/keys/key-material';
 import { parseExpires } from '../../src/modules/keys/commands';
 
-const principal = (permissions: string[]): ApiKeyPrincipal => ({ id: 'x', type: 'service', service: 's', permissions, tables: [] });
+const principal = (permissions: string[]): ApiKeyPrincipal => ({
+  id: 'x',
+  type: 'service',
+  service: 's',
+  permissions,
+  tables: [],
+});
 
 describe('hasPermission', () => {
   const table: [string[], Permission, boolean][] = [
@@ -40,12 +46,27 @@ describe('key material', () => {
     expect(k.hash).toBe(hashKey(k.key));
     expect(sameHash(k.hash, hashKey(k.key))).toBe(true);
     expect(sameHash(k.hash, hashKey(k.key + 'x'))).toBe(false);
-    for (const bad of ['', 'sk_', 'xk_' + 'a'.repeat(43), 'sk_' + 'a'.repeat(42), 'sk_' + 'a'.repeat(44), 'sk_' + 'a'.repeat(42) + '!']) expect(keyShape(bad)).toBeNull();
+    for (const bad of [
+      '',
+      'sk_',
+      'xk_' + 'a'.repeat(43),
+      'sk_' + 'a'.repeat(42),
+      'sk_' + 'a'.repeat(44),
+      'sk_' + 'a'.repeat(42) + '!',
+    ])
+      expect(keyShape(bad)).toBeNull();
   });
 });
 
 describe('VerifiedCache', () => {
-  const entry = (id: string) => ({ id, type: 'service' as const, service: 's', permissions: [], tables: [], expiresAt: null });
+  const entry = (id: string) => ({
+    id,
+    type: 'service' as const,
+    service: 's',
+    permissions: [],
+    tables: [],
+    expiresAt: null,
+  });
   test('TTL, LRU eviction and targeted invalidation', () => {
     const c = new VerifiedCache(1000, 3);
     c.set('a', entry('1'), 0);

@@ -17,7 +17,8 @@ describe.each(ENGINES)('mail CLI on %s', (engine) => {
     writeFileSync(p, text);
     return p;
   };
-  const cli = (...args: string[]) => runCli(args, { ...db.env, BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM });
+  const cli = (...args: string[]) =>
+    runCli(args, { ...db.env, BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM });
 
   beforeAll(async () => {
     db = await freshDb(engine);
@@ -31,13 +32,26 @@ describe.each(ENGINES)('mail CLI on %s', (engine) => {
   test('put creates then updates; list shows it beside the defaults', async () => {
     const html = file('promo.html', '<h1>Hi {{ name }}</h1>');
     const text = file('promo.txt', 'Hi {{ name }}');
-    const created = await cli('templates', 'put', 'promo', '--subject', 'Offer for {{ name }}', '--html', html, '--text', text);
+    const created = await cli(
+      'templates',
+      'put',
+      'promo',
+      '--subject',
+      'Offer for {{ name }}',
+      '--html',
+      html,
+      '--text',
+      text,
+    );
     expect(created).toMatchObject({ code: 0, stdout: 'template promo created\n' });
     const updated = await cli('templates', 'put', 'promo', '--subject', 'New offer for {{ name }}', '--text', text);
     expect(updated).toMatchObject({ code: 0, stdout: 'template promo updated\n' });
     const list = await cli('templates', 'list');
     expect(list.code).toBe(0);
-    const names = list.stdout.trim().split('\n').map((l) => l.split(/\s+/)[0]);
+    const names = list.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split(/\s+/)[0]);
     expect(names).toEqual(['password_reset', 'promo', 'verify_email']);
     expect(list.stdout).toContain('New offer for {{ name }}');
   }, 60_000);
@@ -45,7 +59,11 @@ describe.each(ENGINES)('mail CLI on %s', (engine) => {
   test('bad input: one clear line and a non-zero exit', async () => {
     const cases: { args: string[]; code: number; err: RegExp }[] = [
       { args: ['templates', 'put', 'x', '--text', file('a.txt', 'a')], code: 2, err: /needs --subject/ },
-      { args: ['templates', 'put', 'x', '--subject', 's', '--text', file('b.txt', '{% if a %}never closed')], code: 1, err: /does not parse/ },
+      {
+        args: ['templates', 'put', 'x', '--subject', 's', '--text', file('b.txt', '{% if a %}never closed')],
+        code: 1,
+        err: /does not parse/,
+      },
     ];
     for (const c of cases) {
       const r = await cli(...c.args);

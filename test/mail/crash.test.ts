@@ -52,7 +52,11 @@ async function serve(db: FreshDb, env: Record<string, string>): Promise<Child> {
 }
 
 async function post(child: Child, key: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${child.url}/api/v1/mail/send`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${child.url}/api/v1/mail/send`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': key, ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 
@@ -87,7 +91,13 @@ describe.each(ENGINES)('mail queue survives SIGKILL on %s', (engine) => {
     db = await freshDb(engine);
     sink = await startSmtpSink();
     const key = await makeKey(db);
-    const env = { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM, BASALT_MAIL_LEASE_MS: '2000', BASALT_MAIL_RETRY_BASE_MS: '50', BASALT_MAIL_CONCURRENCY: '3' };
+    const env = {
+      BASALT_MAIL_SMTP_URL: sink.url,
+      BASALT_MAIL_FROM: FROM,
+      BASALT_MAIL_LEASE_MS: '2000',
+      BASALT_MAIL_RETRY_BASE_MS: '50',
+      BASALT_MAIL_CONCURRENCY: '3',
+    };
 
     // The server holds every message unanswered: the first process dies with sends in flight.
     sink.hold();
@@ -95,11 +105,19 @@ describe.each(ENGINES)('mail queue survives SIGKILL on %s', (engine) => {
     children.push(first);
     const ids: string[] = [];
     for (let i = 0; i < N; i++) {
-      const r = await post(first, key, { to: [`user${i}@example.com`], subject: `durable ${i}`, text: `message ${i}` }, { 'Idempotency-Key': crypto.randomUUID() });
+      const r = await post(
+        first,
+        key,
+        { to: [`user${i}@example.com`], subject: `durable ${i}`, text: `message ${i}` },
+        { 'Idempotency-Key': crypto.randomUUID() },
+      );
       expect(r.status).toBe(202);
       ids.push(r.body.data.job_id);
     }
-    await eventually(async () => (await Promise.all(ids.map((id) => jobState(first, key, id)))).filter((s) => s === 'sending').length, { until: (n) => n === 3, what: 'three jobs mid-send' });
+    await eventually(
+      async () => (await Promise.all(ids.map((id) => jobState(first, key, id)))).filter((s) => s === 'sending').length,
+      { until: (n) => n === 3, what: 'three jobs mid-send' },
+    );
     await eventually(() => sink.heldCount, { until: (n) => n === 3, what: 'three messages held by the SMTP server' });
     first.proc.kill('SIGKILL');
     await first.proc.exited;
@@ -160,7 +178,9 @@ describe.skipIf(!ENGINES.includes('external'))('crash recovery with the default 
       const counts = new Map<string, number>();
       for (const m of sink.messages) counts.set(m.messageId, (counts.get(m.messageId) ?? 0) + 1);
       expect(ids.map((id) => counts.get(`<${id}@example.com>`) ?? 0)).toEqual([1, 1, 1]);
-      const { rows } = await survivor.platform.db.query<{ state: string }>('SELECT state FROM basalt.mail_jobs ORDER BY created_at');
+      const { rows } = await survivor.platform.db.query<{ state: string }>(
+        'SELECT state FROM basalt.mail_jobs ORDER BY created_at',
+      );
       expect(rows.map((r) => r.state)).toEqual(['sent', 'sent', 'sent']);
     } finally {
       dying?.proc.kill('SIGKILL');
@@ -178,18 +198,28 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
     const a = await startServer('external', { env });
     const b = await startServer('external', { db: a.db, env });
     try {
-      const key = (await a.platform.services.keys.create({ type: 'service', service: 'scale', permissions: ['mail:send'] })).key;
+      const key = (
+        await a.platform.services.keys.create({ type: 'service', service: 'scale', permissions: ['mail:send'] })
+      ).key;
       sink.hold();
       const ids: string[] = [];
       for (let i = 0; i < 30; i++) {
         const s = i % 2 ? a : b;
-        const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['ada@example.com'], subject: `shared ${i}`, text: 'x' }, headers: { 'x-api-key': key } });
+        const r = await s.req('POST', '/api/v1/mail/send', {
+          body: { to: ['ada@example.com'], subject: `shared ${i}`, text: 'x' },
+          headers: { 'x-api-key': key },
+        });
         expect(r.status).toBe(202);
         ids.push(r.body.data.job_id);
       }
       // Each instance sends at most 2 at once, so 4 in flight means both are working.
       const claimers = await eventually(
-        async () => (await a.platform.db.query<{ claimed_by: string }>("SELECT DISTINCT claimed_by FROM basalt.mail_jobs WHERE state = 'sending'")).rows,
+        async () =>
+          (
+            await a.platform.db.query<{ claimed_by: string }>(
+              "SELECT DISTINCT claimed_by FROM basalt.mail_jobs WHERE state = 'sending'",
+            )
+          ).rows,
         { until: (r) => r.length === 2, what: 'both instances to claim jobs' },
       );
       expect(claimers).toHaveLength(2);
@@ -199,7 +229,9 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
       const counts = new Map<string, number>();
       for (const m of sink.messages) counts.set(m.messageId, (counts.get(m.messageId) ?? 0) + 1);
       expect(ids.map((id) => counts.get(`<${id}@example.com>`) ?? 0)).toEqual(ids.map(() => 1));
-      const { rows } = await a.platform.db.query<{ claimed_by: string; n: string }>("SELECT claimed_by, count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' GROUP BY claimed_by");
+      const { rows } = await a.platform.db.query<{ claimed_by: string; n: string }>(
+        "SELECT claimed_by, count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' GROUP BY claimed_by",
+      );
       expect(rows.length).toBe(2);
     } finally {
       await b.stop();

@@ -20,5 +20,9 @@ export async function job(s: TestServer, key: string, id: string) {
 }
 
 export function waitState(s: TestServer, key: string, id: string, state: string, timeoutMs = 10_000) {
-  return eventually(() => job(s, key, id), { until: (j) => j?.state === state, what: `job ${id} to be ${state}`, timeout: timeoutMs });
+  return eventually(() => job(s, key, id), {
+    until: (j) => j?.state === state,
+    what: `job ${id} to be ${state}`,
+    timeout: timeoutMs,
+  });
 }

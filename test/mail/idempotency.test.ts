@@ -15,8 +15,14 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
   let s: TestServer;
   let sink: SmtpSink;
   let key: string;
-  const send = (body: unknown, headers: Record<string, string> = {}, k = key) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': k, ...headers } });
-  const msg = (subject: string, extra: Record<string, unknown> = {}) => ({ to: ['ada@example.com'], subject, text: 'body', ...extra });
+  const send = (body: unknown, headers: Record<string, string> = {}, k = key) =>
+    s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': k, ...headers } });
+  const msg = (subject: string, extra: Record<string, unknown> = {}) => ({
+    to: ['ada@example.com'],
+    subject,
+    text: 'body',
+    ...extra,
+  });
 
   beforeAll(async () => {
     sink = await startSmtpSink();
@@ -75,12 +81,23 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
       // A new key would be refused now, for each of the three changes…
       const fresh = { 'Idempotency-Key': crypto.randomUUID() };
       expectBError(await send(queued, fresh), 400, 'validation_error');
-      expectBError(await send({ ...queued, to: ['ada@example.com'] }, { 'Idempotency-Key': crypto.randomUUID() }), 404, 'template_not_found');
+      expectBError(
+        await send({ ...queued, to: ['ada@example.com'] }, { 'Idempotency-Key': crypto.randomUUID() }),
+        404,
+        'template_not_found',
+      );
       expectBError(await send(msg('new'), { 'Idempotency-Key': crypto.randomUUID() }), 503, 'mail_not_configured');
       // …but the same key and payload get the original answers back.
-      for (const [body, k, orig] of [[queued, k1, first], [{ ...queued, sync: true }, k2, firstSync]] as const) {
+      for (const [body, k, orig] of [
+        [queued, k1, first],
+        [{ ...queued, sync: true }, k2, firstSync],
+      ] as const) {
         const again = await send(body, { 'Idempotency-Key': k });
-        expect({ status: again.status, replayed: again.headers.get('idempotent-replayed'), data: again.body.data }).toEqual({ status: orig.status, replayed: 'true', data: orig.body.data });
+        expect({
+          status: again.status,
+          replayed: again.headers.get('idempotent-replayed'),
+          data: again.body.data,
+        }).toEqual({ status: orig.status, replayed: 'true', data: orig.body.data });
       }
       // A different payload with a used key is still 422, not a validation error of today.
       expect((await send({ ...queued, variables: { name: 'Eve' } }, { 'Idempotency-Key': k1 })).status).toBe(422);
@@ -96,7 +113,12 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
   test('same key, different payload → 422 idempotency_key_reused', async () => {
     const k = crypto.randomUUID();
     expect((await send(msg('first'), { 'Idempotency-Key': k })).status).toBe(202);
-    const cases = [msg('second'), msg('first', { to: ['bob@example.com'] }), msg('first', { sync: true }), msg('first', { html: '<p>x</p>' })];
+    const cases = [
+      msg('second'),
+      msg('first', { to: ['bob@example.com'] }),
+      msg('first', { sync: true }),
+      msg('first', { html: '<p>x</p>' }),
+    ];
     for (const body of cases) {
       const r = await send(body, { 'Idempotency-Key': k });
       expectBError(r, 422, 'idempotency_key_reused');
@@ -104,17 +126,24 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
   });
 
   test('header and body keys that differ → 400; both headers that differ → 400; a non-UUID header → 400', async () => {
-    const a = await send(msg('x', { idempotency_key: crypto.randomUUID() }), { 'Idempotency-Key': crypto.randomUUID() });
+    const a = await send(msg('x', { idempotency_key: crypto.randomUUID() }), {
+      'Idempotency-Key': crypto.randomUUID(),
+    });
     expect(a.status).toBe(400);
     expect(a.body.errors[0].details.fields).toHaveProperty('idempotency_key');
-    const both = await send(msg('two headers'), { 'Idempotency-Key': crypto.randomUUID(), 'X-Idempotency-Key': crypto.randomUUID() });
+    const both = await send(msg('two headers'), {
+      'Idempotency-Key': crypto.randomUUID(),
+      'X-Idempotency-Key': crypto.randomUUID(),
+    });
     expectBError(both, 400, 'validation_error');
     expect(both.body.errors[0].details.fields).toHaveProperty('X-Idempotency-Key');
     // The same value in both headers is one key.
     const k = crypto.randomUUID();
     const same = await send(msg('two headers'), { 'Idempotency-Key': k, 'X-Idempotency-Key': k.toUpperCase() });
     expect(same.status).toBe(202);
-    expect((await send(msg('two headers'), { 'X-Idempotency-Key': k })).headers.get('idempotent-replayed')).toBe('true');
+    expect((await send(msg('two headers'), { 'X-Idempotency-Key': k })).headers.get('idempotent-replayed')).toBe(
+      'true',
+    );
     const b = await send(msg('x'), { 'Idempotency-Key': 'order-42' });
     expect(b.status).toBe(400);
     expect(b.body.errors[0].details.fields).toHaveProperty('Idempotency-Key');
@@ -143,13 +172,17 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     await waitState(s, key, id, 'sent');
     await Bun.sleep(150);
     expect(sink.messages.filter((m) => m.subject === 'burst')).toHaveLength(1);
-    const { rows } = await s.platform.db.query<{ n: string }>("SELECT count(*) AS n FROM basalt.mail_jobs WHERE subject = 'burst'");
+    const { rows } = await s.platform.db.query<{ n: string }>(
+      "SELECT count(*) AS n FROM basalt.mail_jobs WHERE subject = 'burst'",
+    );
     expect(rows[0]!.n).toBe('1');
   });
 
   test('8 concurrent sync duplicates → exactly one delivery; the others replay it or get 409', async () => {
     const k = crypto.randomUUID();
-    const rs = await Promise.all(Array.from({ length: 8 }, () => send(msg('sync-burst', { sync: true }), { 'Idempotency-Key': k })));
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, () => send(msg('sync-burst', { sync: true }), { 'Idempotency-Key': k })),
+    );
     const codes = rs.map((r) => r.status).sort();
     expect(codes.filter((c) => c === 200).length).toBeGreaterThanOrEqual(1);
     expect(codes.every((c) => c === 200 || c === 409)).toBe(true);
@@ -161,7 +194,10 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     const k = crypto.randomUUID();
     sink.hold();
     const first = send(msg('held', { sync: true }), { 'Idempotency-Key': k });
-    await eventually(() => s.platform.services.mail.jobs.list({ state: 'sending' }), { until: (l) => l.jobs.some((j) => j.subject === 'held'), what: 'the sync send to start' });
+    await eventually(() => s.platform.services.mail.jobs.list({ state: 'sending' }), {
+      until: (l) => l.jobs.some((j) => j.subject === 'held'),
+      what: 'the sync send to start',
+    });
     const dup = await send(msg('held', { sync: true }), { 'Idempotency-Key': k });
     expectBError(dup, 409, 'idempotency_key_in_progress');
     expect(dup.headers.get('retry-after')).toBe('1');
@@ -194,7 +230,10 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
       [k],
     );
     expect(rows).toEqual([{ hours: 24, status: 202 }]);
-    await s.platform.db.query(`UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`, [k]);
+    await s.platform.db.query(
+      `UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`,
+      [k],
+    );
     // An expired key is free again: the same key with another payload is a new request.
     const fresh = await send(msg('ttl-2'), { 'Idempotency-Key': k });
     expect(fresh.status).toBe(202);
@@ -203,9 +242,14 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     const again = await send(msg('ttl-2'), { 'Idempotency-Key': k });
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.body.data).toEqual(fresh.body.data);
-    await s.platform.db.query(`UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`, [k]);
+    await s.platform.db.query(
+      `UPDATE basalt.mail_idempotency SET expires_at = now() - interval '1 second' WHERE idem_key = $1`,
+      [k],
+    );
     const purged = await s.platform.services.mail.jobs.purge();
     expect(purged!.idempotency).toBeGreaterThanOrEqual(1);
-    expect((await s.platform.db.query('SELECT 1 FROM basalt.mail_idempotency WHERE idem_key = $1', [k])).rows).toHaveLength(0);
+    expect(
+      (await s.platform.db.query('SELECT 1 FROM basalt.mail_idempotency WHERE idem_key = $1', [k])).rows,
+    ).toHaveLength(0);
   });
 });

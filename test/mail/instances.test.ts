@@ -51,7 +51,10 @@ describe.each(ENGINES)('mail without LISTEN on %s', (engine) => {
   beforeAll(async () => {
     db = await freshDb(engine);
     sink = await startSmtpSink();
-    p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM }, migrate: true });
+    p = await openPlatform({
+      env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM },
+      migrate: true,
+    });
   });
   afterAll(async () => {
     await p.shutdown();
@@ -105,9 +108,18 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
       for (let i = 0; i < 3; i++) {
         const t0 = Date.now();
         const { jobId } = await a.services.mail.enqueue(msg(`notify ${i}`));
-        await eventually(() => arrived(sink, jobId).length, { until: (n) => n === 1, what: `job ${i} delivered by B`, timeout: 5000 });
+        await eventually(() => arrived(sink, jobId).length, {
+          until: (n) => n === 1,
+          what: `job ${i} delivered by B`,
+          timeout: 5000,
+        });
         expect(Date.now() - t0).toBeLessThan(3000);
-        const row = (await a.db.query<{ state: string; claimed_by: string }>('SELECT state, claimed_by FROM basalt.mail_jobs WHERE id = $1', [jobId])).rows[0]!;
+        const row = (
+          await a.db.query<{ state: string; claimed_by: string }>(
+            'SELECT state, claimed_by FROM basalt.mail_jobs WHERE id = $1',
+            [jobId],
+          )
+        ).rows[0]!;
         expect(row.claimed_by).toBe(wb.w.id);
         await Bun.sleep(100); // B sits idle between jobs: the next one needs a fresh notification
       }
@@ -125,10 +137,16 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
     const send = (s: TestServer, body: unknown, headers: Record<string, string> = {}) =>
       s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
     beforeAll(async () => {
-      const env = { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM, BASALT_MAIL_LEASE_MS: '1000', BASALT_MAIL_CONCURRENCY: '2' };
+      const env = {
+        BASALT_MAIL_SMTP_URL: sink.url,
+        BASALT_MAIL_FROM: FROM,
+        BASALT_MAIL_LEASE_MS: '1000',
+        BASALT_MAIL_CONCURRENCY: '2',
+      };
       a = await startServer('external', { db, env });
       b = await startServer('external', { db, env });
-      key = (await a.platform.services.keys.create({ type: 'service', service: 'pair', permissions: ['mail:send'] })).key;
+      key = (await a.platform.services.keys.create({ type: 'service', service: 'pair', permissions: ['mail:send'] }))
+        .key;
     });
     afterAll(async () => {
       await b?.stop();
@@ -147,9 +165,15 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
           const answered = rs.filter((r) => r.status === ok);
           expect(answered.filter((r) => r.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
           expect(new Set(answered.map((r) => r.body.data.job_id)).size).toBe(1);
-          const { rows } = await a.platform.db.query<{ id: string }>('SELECT id FROM basalt.mail_jobs WHERE subject = $1', [subject]);
+          const { rows } = await a.platform.db.query<{ id: string }>(
+            'SELECT id FROM basalt.mail_jobs WHERE subject = $1',
+            [subject],
+          );
           expect(rows).toHaveLength(1);
-          await eventually(() => arrived(sink, rows[0]!.id).length, { until: (n) => n >= 1, what: `${subject} delivered` });
+          await eventually(() => arrived(sink, rows[0]!.id).length, {
+            until: (n) => n >= 1,
+            what: `${subject} delivered`,
+          });
         }
       }
       await Bun.sleep(300);
@@ -164,12 +188,21 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
         const ids: string[] = [];
         for (let i = 0; i < 6; i++) ids.push((await send(i % 2 ? a : b, msg(`slow pair ${i}`))).body.data.job_id);
         await eventually(
-          async () => (await a.platform.db.query<{ n: string }>("SELECT count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' AND id = ANY($1::uuid[])", [ids])).rows[0]!.n,
+          async () =>
+            (
+              await a.platform.db.query<{ n: string }>(
+                "SELECT count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' AND id = ANY($1::uuid[])",
+                [ids],
+              )
+            ).rows[0]!.n,
           { until: (n) => n === '6', what: 'all six sent', timeout: 30_000 },
         );
         await Bun.sleep(1500);
         expect(ids.map((id) => arrived(sink, id).length)).toEqual(ids.map(() => 1));
-        const { rows } = await a.platform.db.query<{ attempts: number }>('SELECT attempts FROM basalt.mail_jobs WHERE id = ANY($1::uuid[])', [ids]);
+        const { rows } = await a.platform.db.query<{ attempts: number }>(
+          'SELECT attempts FROM basalt.mail_jobs WHERE id = ANY($1::uuid[])',
+          [ids],
+        );
         expect(rows.map((r) => r.attempts)).toEqual(ids.map(() => 1));
       } finally {
         sink.delay(0);

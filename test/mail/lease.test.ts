@@ -23,7 +23,9 @@ describe.each(ENGINES)('mail leases on %s', (engine) => {
   beforeAll(async () => {
     sink = await startSmtpSink();
     // The shortest lease the settings allow, far below the server's answer time.
-    s = await startServer(engine, { env: mailEnv(sink, { BASALT_MAIL_LEASE_MS: '1000', BASALT_MAIL_CONCURRENCY: '2' }) });
+    s = await startServer(engine, {
+      env: mailEnv(sink, { BASALT_MAIL_LEASE_MS: '1000', BASALT_MAIL_CONCURRENCY: '2' }),
+    });
     key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
   });
   afterAll(async () => {
@@ -35,13 +37,20 @@ describe.each(ENGINES)('mail leases on %s', (engine) => {
     sink.delay(3500);
     try {
       const queued = [];
-      for (let i = 0; i < 3; i++) queued.push((await send({ to: ['ada@example.com'], subject: `slow ${i}`, text: 'x' })).body.data.job_id);
+      for (let i = 0; i < 3; i++)
+        queued.push((await send({ to: ['ada@example.com'], subject: `slow ${i}`, text: 'x' })).body.data.job_id);
       const k = crypto.randomUUID();
       const syncBody = { to: ['ada@example.com'], subject: 'slow sync', text: 'x', sync: true };
-      const pending = s.req('POST', '/api/v1/mail/send', { body: syncBody, headers: { 'x-api-key': key, 'Idempotency-Key': k } });
+      const pending = s.req('POST', '/api/v1/mail/send', {
+        body: syncBody,
+        headers: { 'x-api-key': key, 'Idempotency-Key': k },
+      });
       // Twice the lease later the key is still held by the running send: a duplicate is 409, not a second send.
       await Bun.sleep(2000);
-      const dup = await s.req('POST', '/api/v1/mail/send', { body: syncBody, headers: { 'x-api-key': key, 'Idempotency-Key': k } });
+      const dup = await s.req('POST', '/api/v1/mail/send', {
+        body: syncBody,
+        headers: { 'x-api-key': key, 'Idempotency-Key': k },
+      });
       expect(dup.status).toBe(409);
       const sync = await pending;
       expect(sync.status).toBe(200);
@@ -61,9 +70,24 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
   let db: FreshDb;
   let sink: SmtpSink;
   const open = (extra: Record<string, string> = {}) =>
-    openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM, BASALT_MAIL_CONCURRENCY: '2', ...extra }, migrate: true });
+    openPlatform({
+      env: {
+        ...db.env,
+        BASALT_LOG_LEVEL: 'silent',
+        BASALT_MAIL_SMTP_URL: sink.url,
+        BASALT_MAIL_FROM: FROM,
+        BASALT_MAIL_CONCURRENCY: '2',
+        ...extra,
+      },
+      migrate: true,
+    });
   const row = async (p: Platform, id: string) =>
-    (await p.db.query<{ state: string; attempts: number; claimed_by: string | null }>('SELECT state, attempts, claimed_by FROM basalt.mail_jobs WHERE id = $1', [id])).rows[0];
+    (
+      await p.db.query<{ state: string; attempts: number; claimed_by: string | null }>(
+        'SELECT state, attempts, claimed_by FROM basalt.mail_jobs WHERE id = $1',
+        [id],
+      )
+    ).rows[0];
 
   beforeAll(async () => {
     db = await freshDb(engine);
@@ -87,7 +111,11 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
     await eventually(() => sink.heldCount, { until: (n) => n === 2, what: 'B at the server' });
     await p.shutdown();
     // B's connection was closed before the server answered: releasing it now delivers nothing.
-    await eventually(() => sink.heldCount, { until: (n) => n === 0, what: 'the sink to see the aborted connection close', timeout: 3000 });
+    await eventually(() => sink.heldCount, {
+      until: (n) => n === 0,
+      what: 'the sink to see the aborted connection close',
+      timeout: 3000,
+    });
     sink.release();
     sink.delay(0);
     await Bun.sleep(200);
@@ -100,7 +128,10 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
       // Given back as not attempted, so a restart (or another instance) sends it at once.
       expect(await row(again, b.jobId)).toEqual({ state: 'queued', attempts: 0, claimed_by: null });
       await again.services.mail.startWorker();
-      await eventually(() => row(again, b.jobId), { until: (r) => r?.state === 'sent', what: 'B sent after the restart' });
+      await eventually(() => row(again, b.jobId), {
+        until: (r) => r?.state === 'sent',
+        what: 'B sent after the restart',
+      });
       await Bun.sleep(200);
       expect(arrived(sink, a.jobId)).toHaveLength(1);
       expect(arrived(sink, b.jobId)).toHaveLength(1);

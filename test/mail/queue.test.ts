@@ -33,7 +33,9 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
 
   beforeAll(async () => {
     sink = await startSmtpSink();
-    s = await startServer(engine, { env: mailEnv(sink, { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }) });
+    s = await startServer(engine, {
+      env: mailEnv(sink, { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }),
+    });
     key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
   });
   afterAll(async () => {
@@ -80,7 +82,8 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   test('at most mail.concurrency sends at once; the rest wait queued', async () => {
     sink.hold();
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
+    for (let i = 0; i < 5; i++)
+      ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
     await eventually(() => sink.heldCount, { until: (n) => n === 2, what: 'two messages at the SMTP server' });
     await Bun.sleep(300);
     expect(sink.heldCount).toBe(2);
@@ -101,7 +104,11 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     );
     await Bun.sleep(400);
     expect(arrived(sink, id)).toHaveLength(0); // still leased to the dead instance
-    const view = await eventually(() => s.platform.services.mail.jobs.get(id), { until: (j) => j?.state === 'sent', what: 'the orphan to be sent', timeout: 5000 });
+    const view = await eventually(() => s.platform.services.mail.jobs.get(id), {
+      until: (j) => j?.state === 'sent',
+      what: 'the orphan to be sent',
+      timeout: 5000,
+    });
     expect(view!.attempts).toBe(2);
     expect(arrived(sink, id)).toHaveLength(1);
   });
@@ -113,7 +120,11 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
        VALUES ($1, 'sending', ARRAY['ada@example.com'], 'last try', 'x', $2, 4, 4, now() - interval '1 second', 'gone-host:1:dead')`,
       [id, `<${id}@example.com>`],
     );
-    const view = await eventually(() => s.platform.services.mail.jobs.get(id), { until: (j) => j?.state === 'dead', what: 'the job to be dead', timeout: 5000 });
+    const view = await eventually(() => s.platform.services.mail.jobs.get(id), {
+      until: (j) => j?.state === 'dead',
+      what: 'the job to be dead',
+      timeout: 5000,
+    });
     expect(view!.last_error).toContain('stopped before the outcome was known');
     expect(arrived(sink, id)).toHaveLength(0);
   });
@@ -121,10 +132,22 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   test('in-process API: enqueue and sendNow with templates; ensure never overwrites an edited template', async () => {
     const mail = s.platform.services.mail;
     expect(mail.isConfigured()).toBe(true);
-    expect(await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' })).toBe(true);
-    await mail.templates.put({ name: 'welcome', subject: 'Hi {{ name }}!', html: '<p>{{ name }} / {{ name | raw }}</p>' });
-    expect(await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' })).toBe(false);
-    const { jobId } = await mail.enqueue({ to: ['ada@example.com'], template: 'welcome', variables: { name: '<Ada>' } });
+    expect(
+      await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' }),
+    ).toBe(true);
+    await mail.templates.put({
+      name: 'welcome',
+      subject: 'Hi {{ name }}!',
+      html: '<p>{{ name }} / {{ name | raw }}</p>',
+    });
+    expect(
+      await mail.templates.ensure({ name: 'welcome', subject: 'Welcome {{ name }}', text: 'Hello {{ name }}' }),
+    ).toBe(false);
+    const { jobId } = await mail.enqueue({
+      to: ['ada@example.com'],
+      template: 'welcome',
+      variables: { name: '<Ada>' },
+    });
     const now = await mail.sendNow({ to: ['bob@example.com'], subject: 'Direct', text: 'now' });
     expect(now.messageId).toBe(`<${now.jobId}@example.com>`);
     expect(arrived(sink, now.jobId)).toHaveLength(1);
@@ -132,10 +155,24 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
     const [m] = arrived(sink, jobId);
     expect(m!.subject).toBe('Hi <Ada>!');
     expect(m!.html.trim()).toBe('<p>&lt;Ada&gt; / <Ada></p>');
-    expect(await mail.templates.preview('welcome', { name: 'x&y' })).toEqual({ subject: 'Hi x&y!', html: '<p>x&amp;y / x&y</p>', text: undefined });
-    expect(await mail.templates.render({ name: 'draft', subject: '{{ n }} items', text: '{% for i in (1..n) %}{{ i }}{% endfor %}' }, { n: 3 })).toEqual({ subject: '3 items', text: '123', html: undefined });
-    await expect(mail.templates.render({ name: 'draft', subject: 's', text: '{{ a.b }}' }, { a: {} })).rejects.toMatchObject({ status: 400, extra: { details: { missing_variables: ['a.b'] } } });
-    await expect(mail.enqueue({ to: ['a@x.io'], template: 'missing' })).rejects.toMatchObject({ status: 404, code: 'template_not_found' });
+    expect(await mail.templates.preview('welcome', { name: 'x&y' })).toEqual({
+      subject: 'Hi x&y!',
+      html: '<p>x&amp;y / x&y</p>',
+      text: undefined,
+    });
+    expect(
+      await mail.templates.render(
+        { name: 'draft', subject: '{{ n }} items', text: '{% for i in (1..n) %}{{ i }}{% endfor %}' },
+        { n: 3 },
+      ),
+    ).toEqual({ subject: '3 items', text: '123', html: undefined });
+    await expect(
+      mail.templates.render({ name: 'draft', subject: 's', text: '{{ a.b }}' }, { a: {} }),
+    ).rejects.toMatchObject({ status: 400, extra: { details: { missing_variables: ['a.b'] } } });
+    await expect(mail.enqueue({ to: ['a@x.io'], template: 'missing' })).rejects.toMatchObject({
+      status: 404,
+      code: 'template_not_found',
+    });
   });
 
   test('templates cannot read files or run code, and are checked before they are stored', async () => {
@@ -181,7 +218,9 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   test('finished jobs older than mail.job_retention_days are purged; recent and pending ones stay', async () => {
     const r = await send({ to: ['ada@example.com'], subject: 'old', text: 'x' });
     await waitState(s, key, r.body.data.job_id, 'sent');
-    await s.platform.db.query(`UPDATE basalt.mail_jobs SET updated_at = now() - interval '8 days' WHERE id = $1`, [r.body.data.job_id]);
+    await s.platform.db.query(`UPDATE basalt.mail_jobs SET updated_at = now() - interval '8 days' WHERE id = $1`, [
+      r.body.data.job_id,
+    ]);
     const before = await s.platform.services.mail.jobs.counts();
     const purged = await s.platform.services.mail.jobs.purge();
     expect(purged!.jobs).toBe(1);
@@ -233,10 +272,16 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     expect(other.messages.map((m) => m.messageId)).toEqual([t.messageId]);
     expect(other.messages[0]!.subject).toContain('test message');
     await other.close();
-    const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'down', text: 'x', sync: true }, headers: { 'x-api-key': key } });
+    const r = await s.req('POST', '/api/v1/mail/send', {
+      body: { to: ['a@x.io'], subject: 'down', text: 'x', sync: true },
+      headers: { 'x-api-key': key },
+    });
     expect(r.status).toBe(502);
     expect(r.body.errors[0].message).not.toContain('127.0.0.1');
-    const q = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'down', text: 'x' }, headers: { 'x-api-key': key } });
+    const q = await s.req('POST', '/api/v1/mail/send', {
+      body: { to: ['a@x.io'], subject: 'down', text: 'x' },
+      headers: { 'x-api-key': key },
+    });
     const failed = await waitState(s, key, q.body.data.job_id, 'failed');
     expect(failed.last_error).toMatch(/could not connect|connection to the mail server failed/);
     await s.platform.settings.set('mail.smtp_url', sink.url);
@@ -249,15 +294,26 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
   test('graceful shutdown gives claimed jobs back to the queue', async () => {
     await s.platform.settings.set('mail.retry_base_ms', 40);
     sink.hold();
-    const r = await s.req('POST', '/api/v1/mail/send', { body: { to: ['a@x.io'], subject: 'at shutdown', text: 'x' }, headers: { 'x-api-key': key } });
-    await eventually(() => s.platform.services.mail.jobs.counts(), { until: (c) => c.sending === 1, what: 'the job to be sending' });
+    const r = await s.req('POST', '/api/v1/mail/send', {
+      body: { to: ['a@x.io'], subject: 'at shutdown', text: 'x' },
+      headers: { 'x-api-key': key },
+    });
+    await eventually(() => s.platform.services.mail.jobs.counts(), {
+      until: (c) => c.sending === 1,
+      what: 'the job to be sending',
+    });
     const stopping = s.running.stop();
     await stopping.catch(() => {});
     sink.release();
     // The platform is closed; read the row through a platform that runs no worker (no listener).
     const again = await openPlatform({ env: { ...s.db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
     try {
-      const row = (await again.db.query<{ state: string; claimed_by: string | null; attempts: number }>('SELECT state, claimed_by, attempts FROM basalt.mail_jobs WHERE id = $1', [r.body.data.job_id])).rows[0]!;
+      const row = (
+        await again.db.query<{ state: string; claimed_by: string | null; attempts: number }>(
+          'SELECT state, claimed_by, attempts FROM basalt.mail_jobs WHERE id = $1',
+          [r.body.data.job_id],
+        )
+      ).rows[0]!;
       expect(row).toEqual({ state: 'queued', claimed_by: null, attempts: 0 });
     } finally {
       await again.shutdown();

@@ -37,13 +37,20 @@ test.each([
   expect(isValidAddress(addr)).toBe(ok);
 });
 
-const RESET_VARS = { app_name: 'Acme', email: 'ada@example.com', link: 'https://acme.test/reset?token=t1&x=<y>', token: 't1', expires_in_minutes: 30 };
+const RESET_VARS = {
+  app_name: 'Acme',
+  email: 'ada@example.com',
+  link: 'https://acme.test/reset?token=t1&x=<y>',
+  token: 't1',
+  expires_in_minutes: 30,
+};
 
 describe.each(ENGINES)('mail send on %s', (engine) => {
   let s: TestServer;
   let sink: SmtpSink;
   let key: string;
-  const send = (body: unknown, headers: Record<string, string> = {}) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
+  const send = (body: unknown, headers: Record<string, string> = {}) =>
+    s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
 
   beforeAll(async () => {
     sink = await startSmtpSink();
@@ -56,18 +63,37 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
   });
 
   test('inline message, async: 202, then delivered with subject, both bodies, every recipient and a stable Message-ID', async () => {
-    const r = await send({ to: ['ada@example.com', 'bob@example.org'], subject: 'Order 42 shipped — Grüße 🎉', text: 'Your order is on its way. Ünïcödé ✓', html: '<p>Your order is <b>on its way</b>.</p>' });
+    const r = await send({
+      to: ['ada@example.com', 'bob@example.org'],
+      subject: 'Order 42 shipped — Grüße 🎉',
+      text: 'Your order is on its way. Ünïcödé ✓',
+      html: '<p>Your order is <b>on its way</b>.</p>',
+    });
     expectB(r, 202, expect.objectContaining({ sync: false, recipient_count: 2 }));
     expect(typeof r.body.meta.execution_ms).toBe('number');
     const id = r.body.data.job_id;
     await waitState(s, key, id, 'sent');
     const [m, ...more] = arrived(sink, id);
     expect(more).toHaveLength(0);
-    expect(m).toMatchObject({ subject: 'Order 42 shipped — Grüße 🎉', from: FROM, envelopeFrom: FROM, to: ['ada@example.com', 'bob@example.org'], envelopeTo: ['ada@example.com', 'bob@example.org'] });
+    expect(m).toMatchObject({
+      subject: 'Order 42 shipped — Grüße 🎉',
+      from: FROM,
+      envelopeFrom: FROM,
+      to: ['ada@example.com', 'bob@example.org'],
+      envelopeTo: ['ada@example.com', 'bob@example.org'],
+    });
     expect(m!.text.trim()).toBe('Your order is on its way. Ünïcödé ✓');
     expect(m!.html).toBe('<p>Your order is <b>on its way</b>.</p>');
     const view = await job(s, key, id);
-    expect(view).toMatchObject({ job_id: id, state: 'sent', attempts: 1, recipient_count: 2, last_error: null, message_id: `<${id}@example.com>`, template: null });
+    expect(view).toMatchObject({
+      job_id: id,
+      state: 'sent',
+      attempts: 1,
+      recipient_count: 2,
+      last_error: null,
+      message_id: `<${id}@example.com>`,
+      template: null,
+    });
     expect(new Date(view.sent_at).getTime()).toBeGreaterThan(0);
   });
 
@@ -88,42 +114,93 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
   });
 
   test("a request subject overrides the template's", async () => {
-    const r = await send({ to: ['ada@example.com'], template: 'verify_email', subject: 'Welcome aboard', variables: RESET_VARS, sync: true });
+    const r = await send({
+      to: ['ada@example.com'],
+      template: 'verify_email',
+      subject: 'Welcome aboard',
+      variables: RESET_VARS,
+      sync: true,
+    });
     expect(r.status).toBe(200);
     expect(arrived(sink, r.body.data.job_id)[0]!.subject).toBe('Welcome aboard');
   });
 
-  const invalid: { name: string; body: Record<string, unknown>; status?: number; code?: string; field?: string | RegExp }[] = [
+  const invalid: {
+    name: string;
+    body: Record<string, unknown>;
+    status?: number;
+    code?: string;
+    field?: string | RegExp;
+  }[] = [
     { name: 'no recipients', body: { to: [], subject: 's', text: 't' }, field: 'to' },
     { name: 'to missing', body: { subject: 's', text: 't' }, field: 'to' },
     { name: 'to not an array', body: { to: 'ada@example.com', subject: 's', text: 't' }, field: 'to' },
-    { name: 'more than mail.max_recipients', body: { to: ['a@x.io', 'b@x.io', 'c@x.io', 'd@x.io'], subject: 's', text: 't' }, field: 'to' },
+    {
+      name: 'more than mail.max_recipients',
+      body: { to: ['a@x.io', 'b@x.io', 'c@x.io', 'd@x.io'], subject: 's', text: 't' },
+      field: 'to',
+    },
     { name: 'address without domain', body: { to: ['ada@'], subject: 's', text: 't' }, field: 'to.0' },
-    { name: 'display name smuggling a second address', body: { to: ['a@x.io', 'Eve <eve@evil.io>, b@x.io'], subject: 's', text: 't' }, field: 'to.1' },
-    { name: 'address with a line break', body: { to: ['a@x.io\r\nBcc: eve@evil.io'], subject: 's', text: 't' }, field: 'to.0' },
-    { name: 'subject with CR/LF (header injection)', body: { to: ['a@x.io'], subject: 'Hi\r\nBcc: eve@evil.io', text: 't' }, field: 'subject' },
-    { name: 'subject longer than one header line', body: { to: ['a@x.io'], subject: 'x'.repeat(999), text: 't' }, field: 'subject' },
+    {
+      name: 'display name smuggling a second address',
+      body: { to: ['a@x.io', 'Eve <eve@evil.io>, b@x.io'], subject: 's', text: 't' },
+      field: 'to.1',
+    },
+    {
+      name: 'address with a line break',
+      body: { to: ['a@x.io\r\nBcc: eve@evil.io'], subject: 's', text: 't' },
+      field: 'to.0',
+    },
+    {
+      name: 'subject with CR/LF (header injection)',
+      body: { to: ['a@x.io'], subject: 'Hi\r\nBcc: eve@evil.io', text: 't' },
+      field: 'subject',
+    },
+    {
+      name: 'subject longer than one header line',
+      body: { to: ['a@x.io'], subject: 'x'.repeat(999), text: 't' },
+      field: 'subject',
+    },
     { name: 'no body at all', body: { to: ['a@x.io'], subject: 's' }, field: 'text' },
     { name: 'empty body', body: { to: ['a@x.io'], subject: 's', text: '' }, field: 'text' },
     { name: 'inline body without subject', body: { to: ['a@x.io'], text: 't' }, field: 'subject' },
-    { name: 'template and inline body together', body: { to: ['a@x.io'], template: 'password_reset', variables: RESET_VARS, text: 't' }, field: 'template' },
-    { name: 'variables without a template', body: { to: ['a@x.io'], subject: 's', text: 't', variables: { a: 1 } }, field: 'variables' },
+    {
+      name: 'template and inline body together',
+      body: { to: ['a@x.io'], template: 'password_reset', variables: RESET_VARS, text: 't' },
+      field: 'template',
+    },
+    {
+      name: 'variables without a template',
+      body: { to: ['a@x.io'], subject: 's', text: 't', variables: { a: 1 } },
+      field: 'variables',
+    },
     { name: 'unknown field', body: { to: ['a@x.io'], subject: 's', text: 't', tamplate: 'x' }, field: 'tamplate' },
     { name: 'sync not a boolean', body: { to: ['a@x.io'], subject: 's', text: 't', sync: 'yes' }, field: 'sync' },
-    { name: 'idempotency_key not a UUID', body: { to: ['a@x.io'], subject: 's', text: 't', idempotency_key: 'abc' }, field: 'idempotency_key' },
+    {
+      name: 'idempotency_key not a UUID',
+      body: { to: ['a@x.io'], subject: 's', text: 't', idempotency_key: 'abc' },
+      field: 'idempotency_key',
+    },
     { name: 'unknown template', body: { to: ['a@x.io'], template: 'nope' }, status: 404, code: 'template_not_found' },
-    { name: 'variable the template uses is missing', body: { to: ['a@x.io'], template: 'password_reset', variables: { ...RESET_VARS, link: undefined } }, field: 'variables.link' },
+    {
+      name: 'variable the template uses is missing',
+      body: { to: ['a@x.io'], template: 'password_reset', variables: { ...RESET_VARS, link: undefined } },
+      field: 'variables.link',
+    },
   ];
-  test.each(invalid)('$name → 4xx naming the field, nothing sent', async ({ body, status = 400, code = 'validation_error', field }) => {
-    const before = sink.messages.length;
-    const jobsBefore = (await s.platform.services.mail.jobs.list()).total;
-    const r = await send(body);
-    expectBError(r, status, code);
-    expect(r.body.errors[0].message.length).toBeGreaterThan(10);
-    if (field) expect(Object.keys(r.body.errors[0].details.fields ?? {})).toContain(field as string);
-    expect((await s.platform.services.mail.jobs.list()).total).toBe(jobsBefore);
-    expect(sink.messages.length).toBe(before);
-  });
+  test.each(invalid)(
+    '$name → 4xx naming the field, nothing sent',
+    async ({ body, status = 400, code = 'validation_error', field }) => {
+      const before = sink.messages.length;
+      const jobsBefore = (await s.platform.services.mail.jobs.list()).total;
+      const r = await send(body);
+      expectBError(r, status, code);
+      expect(r.body.errors[0].message.length).toBeGreaterThan(10);
+      if (field) expect(Object.keys(r.body.errors[0].details.fields ?? {})).toContain(field as string);
+      expect((await s.platform.services.mail.jobs.list()).total).toBe(jobsBefore);
+      expect(sink.messages.length).toBe(before);
+    },
+  );
 
   test('every missing variable is named at once', async () => {
     const r = await send({ to: ['a@x.io'], template: 'verify_email', variables: { app_name: 'A' } });
@@ -140,9 +217,15 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
   });
 
   test('malformed JSON → 400, wrong content type → 415, body over 1 MB → 413 (format B)', async () => {
-    const bad = await s.req('POST', '/api/v1/mail/send', { raw: '{"to": [', headers: { 'x-api-key': key, 'content-type': 'application/json' } });
+    const bad = await s.req('POST', '/api/v1/mail/send', {
+      raw: '{"to": [',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+    });
     expectBError(bad, 400, 'invalid_json');
-    const form = await s.req('POST', '/api/v1/mail/send', { raw: 'to=a@x.io', headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' } });
+    const form = await s.req('POST', '/api/v1/mail/send', {
+      raw: 'to=a@x.io',
+      headers: { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expectBError(form, 415, 'unsupported_media_type');
     const huge = await send({ to: ['a@x.io'], subject: 's', text: 'x'.repeat(1_100_000) });
     expectBError(huge, 413, 'payload_too_large');
@@ -151,22 +234,47 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
   test('permissions: key checked before the body; mail:send or mail:* needed', async () => {
     const good = { to: ['a@x.io'], subject: 's', text: 't' };
     const publicKey = await createKey(s, { type: 'public' });
-    const dbKey = await createKey(s, { type: 'service', service: 'reports', permissions: ['db:query'], tables: ['orders'] });
+    const dbKey = await createKey(s, {
+      type: 'service',
+      service: 'reports',
+      permissions: ['db:query'],
+      tables: ['orders'],
+    });
     const star = await createKey(s, { type: 'service', service: 'crm', permissions: ['mail:*'] });
-    const revoked = await s.platform.services.keys.create({ type: 'service', service: 'old', permissions: ['mail:send'] });
+    const revoked = await s.platform.services.keys.create({
+      type: 'service',
+      service: 'old',
+      permissions: ['mail:send'],
+    });
     await s.platform.services.keys.revoke(revoked.id);
     const cases: { name: string; headers: Record<string, string>; body: unknown; status: number; code?: string }[] = [
       { name: 'no key', headers: {}, body: good, status: 401, code: 'unauthorized' },
       { name: 'no key and a bad body', headers: {}, body: { nope: 1 }, status: 401, code: 'unauthorized' },
-      { name: 'unknown key', headers: { 'x-api-key': 'sk_' + 'x'.repeat(40) }, body: good, status: 401, code: 'unauthorized' },
+      {
+        name: 'unknown key',
+        headers: { 'x-api-key': 'sk_' + 'x'.repeat(40) },
+        body: good,
+        status: 401,
+        code: 'unauthorized',
+      },
       { name: 'revoked key', headers: { 'x-api-key': revoked.key }, body: good, status: 401, code: 'unauthorized' },
       { name: 'public key', headers: { 'x-api-key': publicKey }, body: good, status: 403, code: 'forbidden' },
-      { name: 'service key without mail permission', headers: { 'x-api-key': dbKey }, body: good, status: 403, code: 'forbidden' },
+      {
+        name: 'service key without mail permission',
+        headers: { 'x-api-key': dbKey },
+        body: good,
+        status: 403,
+        code: 'forbidden',
+      },
       { name: 'mail:* key', headers: { 'x-api-key': star }, body: good, status: 202 },
     ];
     for (const c of cases) {
       const r = await s.req('POST', '/api/v1/mail/send', { body: c.body, headers: c.headers });
-      expect({ name: c.name, status: r.status, code: r.body.errors?.[0]?.code }).toEqual({ name: c.name, status: c.status, code: c.code });
+      expect({ name: c.name, status: r.status, code: r.body.errors?.[0]?.code }).toEqual({
+        name: c.name,
+        status: c.status,
+        code: c.code,
+      });
       if (c.code) expectBError(r, c.status, c.code);
       else expectB(r, c.status);
     }
@@ -180,10 +288,17 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     const foreign = await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': other } });
     expectBError(foreign, 404, 'job_not_found');
     expect((await s.req('GET', `/api/v1/mail/jobs/not-a-uuid`, { headers: { 'x-api-key': key } })).status).toBe(404);
-    expect((await s.req('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: { 'x-api-key': key } })).status).toBe(404);
+    expect(
+      (await s.req('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: { 'x-api-key': key } })).status,
+    ).toBe(404);
     expect((await s.req('GET', `/api/v1/mail/jobs/${id}`)).status).toBe(401);
     // A key without mail permission is refused before the job is even looked up.
-    const dbKey = await createKey(s, { type: 'service', service: 'reports2', permissions: ['db:query'], tables: ['orders'] });
+    const dbKey = await createKey(s, {
+      type: 'service',
+      service: 'reports2',
+      permissions: ['db:query'],
+      tables: ['orders'],
+    });
     for (const k of [dbKey, await createKey(s, { type: 'public' })]) {
       const r403 = await s.req('GET', `/api/v1/mail/jobs/${id}`, { headers: { 'x-api-key': k } });
       expectBError(r403, 403, 'forbidden');
@@ -199,7 +314,9 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     expectBError(r, 502, 'mail_provider_error');
     expect(r.body.errors[0].message).toContain('550');
     expect(sink.messages.length).toBe(before);
-    const dead = (await s.platform.services.mail.jobs.list({ state: 'dead' })).jobs.find((j) => j.subject === 'refused');
+    const dead = (await s.platform.services.mail.jobs.list({ state: 'dead' })).jobs.find(
+      (j) => j.subject === 'refused',
+    );
     expect(dead).toMatchObject({ attempts: 1, sync: true });
     expect(dead!.last_error).toContain('550');
   });
@@ -208,6 +325,8 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     const doc = (await s.req('GET', '/api/openapi.json')).body;
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v1/mail/send', '/api/v1/mail/jobs/{job_id}']));
     const op = doc.paths['/api/v1/mail/send'].post;
-    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['200', '202', '400', '401', '403', '404', '409', '422', '502', '503']));
+    expect(Object.keys(op.responses)).toEqual(
+      expect.arrayContaining(['200', '202', '400', '401', '403', '404', '409', '422', '502', '503']),
+    );
   });
 });

@@ -65,7 +65,10 @@ class Conformance {
       }
       const v = param.schema.type === 'integer' || param.schema.type === 'number' ? Number(value) : value;
       const validate = this.compile(`${route.op.operationId}/query/${name}`, param.schema);
-      if (!validate(v)) problems.push(`${where}: query ${name}=${value} accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)}`);
+      if (!validate(v))
+        problems.push(
+          `${where}: query ${name}=${value} accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)}`,
+        );
     }
     if (body === undefined || body === '') {
       if (route.op.requestBody?.required) problems.push(`${where}: accepted without a body, documented as required`);
@@ -73,10 +76,14 @@ class Conformance {
     }
     const media = (type ?? '').split(';')[0]!.trim().toLowerCase();
     const content = deref(this.doc, route.op.requestBody)?.content ?? {};
-    if (!content[media]) return [...problems, `${where}: ${media} accepted but not documented (${Object.keys(content).join(', ')})`];
+    if (!content[media])
+      return [...problems, `${where}: ${media} accepted but not documented (${Object.keys(content).join(', ')})`];
     if (media !== 'application/json') return problems;
     const validate = this.compile(`${route.op.operationId}/request`, route.op.requestBody.content[media].schema);
-    if (!validate(JSON.parse(body))) problems.push(`${where}: body accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 200)}`);
+    if (!validate(JSON.parse(body)))
+      problems.push(
+        `${where}: body accepted by the server but invalid per the document: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 200)}`,
+      );
     return problems;
   }
 
@@ -98,24 +105,41 @@ class Conformance {
     const where = `${opId} ${status}`;
     (this.seen.get(opId) ?? this.seen.set(opId, new Set()).get(opId)!).add(String(status));
     const response = deref(this.doc, route.op.responses[String(status)] ?? route.op.responses.default);
-    if (!response) return [`${where}: status not documented (documented: ${Object.keys(route.op.responses).join(' ')})`];
-    const declared = Object.fromEntries(Object.entries((response.headers ?? {}) as Doc).map(([k, v]) => [k.toLowerCase(), v]));
-    for (const [name, h] of Object.entries(declared)) if (h.required && !headers.has(name)) problems.push(`${where}: required header ${name} missing`);
-    for (const name of WATCHED_HEADERS) if (headers.has(name) && !declared[name]) problems.push(`${where}: header ${name} sent but not documented`);
+    if (!response)
+      return [`${where}: status not documented (documented: ${Object.keys(route.op.responses).join(' ')})`];
+    const declared = Object.fromEntries(
+      Object.entries((response.headers ?? {}) as Doc).map(([k, v]) => [k.toLowerCase(), v]),
+    );
+    for (const [name, h] of Object.entries(declared))
+      if (h.required && !headers.has(name)) problems.push(`${where}: required header ${name} missing`);
+    for (const name of WATCHED_HEADERS)
+      if (headers.has(name) && !declared[name]) problems.push(`${where}: header ${name} sent but not documented`);
     const retry = headers.get('retry-after');
     if (retry !== null && !/^\d+$/.test(retry)) problems.push(`${where}: Retry-After is not an integer: ${retry}`);
     if (body.length === 0) {
-      if (response.content && method !== 'HEAD' && status !== 304) problems.push(`${where}: documented a body, got none`);
+      if (response.content && method !== 'HEAD' && status !== 304)
+        problems.push(`${where}: documented a body, got none`);
       return problems;
     }
     if (method === 'HEAD') return [...problems, `${where}: HEAD answered with a body`];
     const type = (headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     const content = (response.content ?? {}) as Doc;
-    const key = content[type] ? type : content[type.replace(/\/.*/, '/*')] ? type.replace(/\/.*/, '/*') : content['*/*'] ? '*/*' : undefined;
-    if (!key) return [...problems, `${where}: media type ${type} not documented (${Object.keys(content).join(', ') || 'no body'})`];
+    const key = content[type]
+      ? type
+      : content[type.replace(/\/.*/, '/*')]
+        ? type.replace(/\/.*/, '/*')
+        : content['*/*']
+          ? '*/*'
+          : undefined;
+    if (!key)
+      return [
+        ...problems,
+        `${where}: media type ${type} not documented (${Object.keys(content).join(', ') || 'no body'})`,
+      ];
     if (type !== 'application/json') return problems;
     const validate = this.compile(`${opId}/${status}/${key}`, route.op.responses[String(status)].content[key].schema);
-    if (!validate(JSON.parse(body))) problems.push(`${where}: body does not match: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 300)}`);
+    if (!validate(JSON.parse(body)))
+      problems.push(`${where}: body does not match: ${this.ajv.errorsText(validate.errors)} — ${body.slice(0, 300)}`);
     return problems;
   }
 }
@@ -135,14 +159,23 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
 
   /** The token of the latest mail of `kind` to `to` (waits for it). */
   async function mailedToken(to: string, kind: 'verify-email' | 'reset-password'): Promise<string> {
-    const [mail] = (await sink.waitFor(1, 10_000, (m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`))).slice(-1);
+    const [mail] = (
+      await sink.waitFor(1, 10_000, (m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`))
+    ).slice(-1);
     const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail!.text)![0];
     return decodeURIComponent(new URL(link).searchParams.get('token')!);
   }
 
   /** One request, checked against the document. `ip` is a fresh client address unless given. */
-  async function hit(method: string, path: string, o: { json?: unknown; raw?: BodyInit; type?: string; headers?: Record<string, string>; ip?: string } = {}) {
-    const headers: Record<string, string> = { 'x-forwarded-for': o.ip ?? `198.18.${(++n >> 8) & 255}.${n & 255}`, ...(o.headers ?? {}) };
+  async function hit(
+    method: string,
+    path: string,
+    o: { json?: unknown; raw?: BodyInit; type?: string; headers?: Record<string, string>; ip?: string } = {},
+  ) {
+    const headers: Record<string, string> = {
+      'x-forwarded-for': o.ip ?? `198.18.${(++n >> 8) & 255}.${n & 255}`,
+      ...(o.headers ?? {}),
+    };
     let body = o.raw;
     if (o.json !== undefined) body = JSON.stringify(o.json);
     if (o.json !== undefined || o.type) headers['content-type'] = o.type ?? 'application/json';
@@ -150,7 +183,15 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     const res = await fetch((main ? s.url : s.publicUrl) + path, { method, headers, body });
     const text = await res.text();
     problems.push(...c.check(method, path, res.status, res.headers, text));
-    if (res.status < 400) problems.push(...c.checkRequest(method, path, body instanceof FormData ? 'multipart/form-data' : headers['content-type'], typeof body === 'string' ? body : body === undefined ? undefined : '(form)'));
+    if (res.status < 400)
+      problems.push(
+        ...c.checkRequest(
+          method,
+          path,
+          body instanceof FormData ? 'multipart/form-data' : headers['content-type'],
+          typeof body === 'string' ? body : body === undefined ? undefined : '(form)',
+        ),
+      );
     let parsed: any;
     try {
       parsed = JSON.parse(text);
@@ -190,8 +231,13 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect((await hit('POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(409);
     expect((await hit('POST', '/api/v1/auth/register', { json: { email: 'nope', password } })).status).toBe(422);
     expect((await hit('POST', '/api/v1/auth/register', { raw: '{bad', type: 'application/json' })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/auth/register', { raw: 'email=a', type: 'application/x-www-form-urlencoded' })).status).toBe(415);
-    expect((await hit('POST', '/api/v1/auth/register', { json: { email, password: 'x'.repeat(1_100_000) } })).status).toBe(413);
+    expect(
+      (await hit('POST', '/api/v1/auth/register', { raw: 'email=a', type: 'application/x-www-form-urlencoded' }))
+        .status,
+    ).toBe(415);
+    expect(
+      (await hit('POST', '/api/v1/auth/register', { json: { email, password: 'x'.repeat(1_100_000) } })).status,
+    ).toBe(413);
     // A field the schema does not name is accepted (dropped) — the document must not say otherwise.
     const login = await hit('POST', '/api/v1/auth/login', { json: { email, password, remember: true } });
     expect(login.status).toBe(200);
@@ -204,29 +250,68 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect(refreshed.status).toBe(200);
     expect((await hit('POST', '/api/v1/auth/refresh', { json: { refresh_token: 'not-a-token' } })).status).toBe(401);
     expect((await hit('POST', '/api/v1/auth/password/forgot', { json: { email } })).status).toBe(200);
-    expect((await hit('POST', '/api/v1/auth/password/reset', { json: { token: 'k3Jd9sQw0PzL1xVb.nope', password: 'another long passphrase' } })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/auth/verify-email', { json: { token: 'k3Jd9sQw0PzL1xVb.nope' } })).status).toBe(400);
+    expect(
+      (
+        await hit('POST', '/api/v1/auth/password/reset', {
+          json: { token: 'k3Jd9sQw0PzL1xVb.nope', password: 'another long passphrase' },
+        })
+      ).status,
+    ).toBe(400);
+    expect((await hit('POST', '/api/v1/auth/verify-email', { json: { token: 'k3Jd9sQw0PzL1xVb.nope' } })).status).toBe(
+      400,
+    );
     expect((await hit('POST', '/api/v1/auth/verify-email/resend', { json: { email } })).status).toBe(200);
-    expect((await hit('POST', '/api/v1/auth/verify-email', { json: { token: await mailedToken(email, 'verify-email') } })).status).toBe(200);
+    expect(
+      (await hit('POST', '/api/v1/auth/verify-email', { json: { token: await mailedToken(email, 'verify-email') } }))
+        .status,
+    ).toBe(200);
     const reset = await mailedToken(email, 'reset-password');
-    expect((await hit('POST', '/api/v1/auth/password/reset', { json: { token: reset, password: 'the reset passphrase' } })).status).toBe(200);
+    expect(
+      (await hit('POST', '/api/v1/auth/password/reset', { json: { token: reset, password: 'the reset passphrase' } }))
+        .status,
+    ).toBe(200);
     const relog = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'the reset passphrase' } });
     expect(relog.status).toBe(200);
     password = 'the reset passphrase';
     const bearer2 = { authorization: `Bearer ${relog.body.data.access_token}` };
-    expect((await hit('POST', '/api/v1/auth/password/change', { json: { current_password: 'wrong one', new_password: 'a new long passphrase' }, headers: bearer2 })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/auth/password/change', { json: { current_password: password, new_password: 'a new long passphrase' }, headers: bearer2 })).status).toBe(200);
+    expect(
+      (
+        await hit('POST', '/api/v1/auth/password/change', {
+          json: { current_password: 'wrong one', new_password: 'a new long passphrase' },
+          headers: bearer2,
+        })
+      ).status,
+    ).toBe(400);
+    expect(
+      (
+        await hit('POST', '/api/v1/auth/password/change', {
+          json: { current_password: password, new_password: 'a new long passphrase' },
+          headers: bearer2,
+        })
+      ).status,
+    ).toBe(200);
     // Logout: malformed body → 400; no credentials → 401; a refresh token alone is enough; the body is optional.
-    expect((await hit('POST', '/api/v1/auth/logout', { raw: '{bad', type: 'application/json', headers: bearer2 })).status).toBe(400);
+    expect(
+      (await hit('POST', '/api/v1/auth/logout', { raw: '{bad', type: 'application/json', headers: bearer2 })).status,
+    ).toBe(400);
     expect((await hit('POST', '/api/v1/auth/logout', { json: {} })).status).toBe(401);
     const again = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'a new long passphrase' } });
-    expect((await hit('POST', '/api/v1/auth/logout', { json: { refresh_token: again.body.data.refresh_token } })).status).toBe(200);
+    expect(
+      (await hit('POST', '/api/v1/auth/logout', { json: { refresh_token: again.body.data.refresh_token } })).status,
+    ).toBe(200);
     const third = await hit('POST', '/api/v1/auth/login', { json: { email, password: 'a new long passphrase' } });
-    expect((await hit('POST', '/api/v1/auth/logout', { headers: { authorization: `Bearer ${third.body.data.access_token}` } })).status).toBe(200);
+    expect(
+      (
+        await hit('POST', '/api/v1/auth/logout', {
+          headers: { authorization: `Bearer ${third.body.data.access_token}` },
+        })
+      ).status,
+    ).toBe(200);
     // Per-account limit: 429 with Retry-After.
     const ip = '198.19.0.1';
     let last = 0;
-    for (let i = 0; i < 7 && last !== 429; i++) last = (await hit('POST', '/api/v1/auth/login', { json: { email, password: `wrong ${i}` }, ip })).status;
+    for (let i = 0; i < 7 && last !== 429; i++)
+      last = (await hit('POST', '/api/v1/auth/login', { json: { email, password: `wrong ${i}` }, ip })).status;
     expect(last).toBe(429);
     // Without mail: 503 mail_not_configured on resend.
     await s.platform.settings.unset('mail.smtp_url');
@@ -239,24 +324,80 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
 
   test('Database API', async () => {
     const k = { 'x-api-key': keys.db! };
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'insert', data: { name: 'a' } }, headers: k })).status).toBe(200);
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', sort: [{ field: 'id', direction: 'Desc' }], total: true }, headers: k })).status).toBe(200);
+    expect(
+      (
+        await hit('POST', '/api/v1/db/query', {
+          json: { entity: 'items', action: 'insert', data: { name: 'a' } },
+          headers: k,
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await hit('POST', '/api/v1/db/query', {
+          json: { entity: 'items', action: 'select', sort: [{ field: 'id', direction: 'Desc' }], total: true },
+          headers: k,
+        })
+      ).status,
+    ).toBe(200);
     expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' } })).status).toBe(401);
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' }, headers: { 'x-api-key': keys.dbOther! } })).status).toBe(403);
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', bogus: 1 }, headers: k })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/db/query', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/db/query', { raw: 'a=b', type: 'application/x-www-form-urlencoded', headers: k })).status).toBe(415);
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', transaction_id: crypto.randomUUID() }, headers: k })).status).toBe(404);
+    expect(
+      (
+        await hit('POST', '/api/v1/db/query', {
+          json: { entity: 'items', action: 'select' },
+          headers: { 'x-api-key': keys.dbOther! },
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select', bogus: 1 }, headers: k }))
+        .status,
+    ).toBe(400);
+    expect((await hit('POST', '/api/v1/db/query', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(
+      400,
+    );
+    expect(
+      (await hit('POST', '/api/v1/db/query', { raw: 'a=b', type: 'application/x-www-form-urlencoded', headers: k }))
+        .status,
+    ).toBe(415);
+    expect(
+      (
+        await hit('POST', '/api/v1/db/query', {
+          json: { entity: 'items', action: 'select', transaction_id: crypto.randomUUID() },
+          headers: k,
+        })
+      ).status,
+    ).toBe(404);
     // Transactions: optional bodies, malformed ones refused.
-    expect((await hit('POST', '/api/v1/db/transaction/begin', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect(
+      (await hit('POST', '/api/v1/db/transaction/begin', { raw: '{bad', type: 'application/json', headers: k })).status,
+    ).toBe(400);
     const tx = (await hit('POST', '/api/v1/db/transaction/begin', { headers: k })).body.data.transaction_id;
-    expect((await hit('POST', `/api/v1/db/transaction/${tx}/commit`, { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect(
+      (await hit('POST', `/api/v1/db/transaction/${tx}/commit`, { raw: '{bad', type: 'application/json', headers: k }))
+        .status,
+    ).toBe(400);
     expect((await hit('POST', `/api/v1/db/transaction/${tx}/commit`, { json: {}, headers: k })).status).toBe(200);
     const tx2 = (await hit('POST', '/api/v1/db/transaction/begin', { json: {}, headers: k })).body.data.transaction_id;
-    expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'insert', data: { note: 'no name' }, transaction_id: tx2 }, headers: k })).status).toBeGreaterThanOrEqual(400);
+    expect(
+      (
+        await hit('POST', '/api/v1/db/query', {
+          json: { entity: 'items', action: 'insert', data: { note: 'no name' }, transaction_id: tx2 },
+          headers: k,
+        })
+      ).status,
+    ).toBeGreaterThanOrEqual(400);
     expect((await hit('POST', `/api/v1/db/transaction/${tx2}/commit`, { headers: k })).status).toBe(409);
     const tx3 = (await hit('POST', '/api/v1/db/transaction/begin', { headers: k })).body.data.transaction_id;
-    expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect(
+      (
+        await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, {
+          raw: '{bad',
+          type: 'application/json',
+          headers: k,
+        })
+      ).status,
+    ).toBe(400);
     expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { headers: k })).status).toBe(200);
     expect((await hit('POST', `/api/v1/db/transaction/${tx3}/rollback`, { headers: k })).status).toBe(404);
   });
@@ -270,13 +411,26 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     const replay = await hit('POST', '/api/v1/mail/send', { json: msg, headers: idem });
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect((await hit('POST', '/api/v1/mail/send', { json: { ...msg, sync: true }, headers: k })).status).toBe(200);
-    expect((await hit('POST', '/api/v1/mail/send', { json: { ...msg, subject: 'Other' }, headers: idem })).status).toBe(422);
-    expect((await hit('POST', '/api/v1/mail/send', { json: { to: ['ada@example.com'], template: 'no_such_template' }, headers: k })).status).toBe(404);
+    expect((await hit('POST', '/api/v1/mail/send', { json: { ...msg, subject: 'Other' }, headers: idem })).status).toBe(
+      422,
+    );
+    expect(
+      (
+        await hit('POST', '/api/v1/mail/send', {
+          json: { to: ['ada@example.com'], template: 'no_such_template' },
+          headers: k,
+        })
+      ).status,
+    ).toBe(404);
     expect((await hit('POST', '/api/v1/mail/send', { json: { to: [] }, headers: k })).status).toBe(400);
-    expect((await hit('POST', '/api/v1/mail/send', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(400);
+    expect((await hit('POST', '/api/v1/mail/send', { raw: '{bad', type: 'application/json', headers: k })).status).toBe(
+      400,
+    );
     expect((await hit('POST', '/api/v1/mail/send', { raw: 'to=a', type: 'text/plain', headers: k })).status).toBe(415);
     expect((await hit('POST', '/api/v1/mail/send', { json: msg })).status).toBe(401);
-    expect((await hit('POST', '/api/v1/mail/send', { json: msg, headers: { 'x-api-key': keys.db! } })).status).toBe(403);
+    expect((await hit('POST', '/api/v1/mail/send', { json: msg, headers: { 'x-api-key': keys.db! } })).status).toBe(
+      403,
+    );
     expect((await hit('GET', `/api/v1/mail/jobs/${queued.body.data.job_id}`, { headers: k })).status).toBe(200);
     expect((await hit('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: k })).status).toBe(404);
     await s.platform.settings.unset('mail.smtp_url');
@@ -300,7 +454,14 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect((await hit('POST', '/api/v1/files', { raw: form() })).status).toBe(401);
     expect((await hit('POST', '/api/v1/files', { json: { file: 'x' }, headers: k })).status).toBe(415);
     expect((await hit('GET', '/api/v1/files?limit=10&offset=0', { headers: k })).status).toBe(200);
-    for (const [q, field] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=00', 'limit'], ['limit=-1', 'limit'], ['offset=-1', 'offset'], ['limit=abc', 'limit']] as const) {
+    for (const [q, field] of [
+      ['limit=0', 'limit'],
+      ['limit=101', 'limit'],
+      ['limit=00', 'limit'],
+      ['limit=-1', 'limit'],
+      ['offset=-1', 'offset'],
+      ['limit=abc', 'limit'],
+    ] as const) {
       const r = await hit('GET', `/api/v1/files?${q}`, { headers: k });
       expect(r.status, q).toBe(400);
       expect(r.body.error, q).toContain(`${field}:`);
@@ -310,9 +471,19 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     const full = await hit('GET', `/api/v1/files/${id}/content`, { headers: k });
     expect(full.status).toBe(200);
     expect(full.headers.get('content-type')).toBe('image/png');
-    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=0-3' } })).status).toBe(206);
-    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, 'if-none-match': full.headers.get('etag')! } })).status).toBe(304);
-    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=100000-' } })).status).toBe(416);
+    expect((await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=0-3' } })).status).toBe(
+      206,
+    );
+    expect(
+      (
+        await hit('GET', `/api/v1/files/${id}/content`, {
+          headers: { ...k, 'if-none-match': full.headers.get('etag')! },
+        })
+      ).status,
+    ).toBe(304);
+    expect(
+      (await hit('GET', `/api/v1/files/${id}/content`, { headers: { ...k, range: 'bytes=100000-' } })).status,
+    ).toBe(416);
     expect((await hit('GET', `/api/v1/files/${id}/content`)).status).toBe(401);
     expect((await hit('HEAD', `/api/v1/files/${id}/content`, { headers: k })).status).toBe(200);
     expect((await hit('HEAD', `/api/v1/files/${crypto.randomUUID()}/content`, { headers: k })).status).toBe(404);
@@ -330,8 +501,17 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(202);
     expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(429);
     expect((await hit('POST', '/api/module/contact-form/submit', { json: { name: 'Ada' } })).status).toBe(400);
-    expect((await hit('POST', '/api/module/contact-form/submit', { raw: '{bad', type: 'application/json' })).status).toBe(400);
-    expect((await hit('POST', '/api/module/contact-form/submit', { raw: 'name=Ada&email=ada%40example.com&message=Hi', type: 'application/x-www-form-urlencoded' })).status).toBe(202);
+    expect(
+      (await hit('POST', '/api/module/contact-form/submit', { raw: '{bad', type: 'application/json' })).status,
+    ).toBe(400);
+    expect(
+      (
+        await hit('POST', '/api/module/contact-form/submit', {
+          raw: 'name=Ada&email=ada%40example.com&message=Hi',
+          type: 'application/x-www-form-urlencoded',
+        })
+      ).status,
+    ).toBe(202);
   });
 
   test('api_key_required mode: 401 api_key_required on every public prefix, the key opens them', async () => {
@@ -339,12 +519,16 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     try {
       const site = { 'x-api-key': keys.site! };
       expect((await hit('GET', '/api/v1/public/runtime-config')).status).toBe(401);
-      expect((await hit('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': 'pk_nope' } })).status).toBe(401);
+      expect((await hit('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': 'pk_nope' } })).status).toBe(
+        401,
+      );
       expect((await hit('GET', '/api/v1/public/runtime-config', { headers: site })).status).toBe(200);
       const email = `conf-key-${Date.now().toString(36)}@example.com`;
       const password = 'correct horse battery';
       expect((await hit('POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(401);
-      expect((await hit('POST', '/api/v1/auth/register', { json: { email, password }, headers: site })).status).toBe(201);
+      expect((await hit('POST', '/api/v1/auth/register', { json: { email, password }, headers: site })).status).toBe(
+        201,
+      );
       const login = await hit('POST', '/api/v1/auth/login', { json: { email, password }, headers: site });
       expect(login.status).toBe(200);
       const bearer = { authorization: `Bearer ${login.body.data.access_token}` };
@@ -354,7 +538,13 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
       expect((await hit('POST', '/api/v1/auth/logout', { headers: bearer })).status).toBe(401);
       expect((await hit('POST', '/api/v1/db/query', { json: { entity: 'items', action: 'select' } })).status).toBe(401);
       expect((await hit('POST', '/api/v1/db/transaction/begin', {})).status).toBe(401);
-      expect((await hit('POST', '/api/module/contact-form/submit', { json: { name: 'Ada', email: 'ada@example.com', message: 'Hi' } })).status).toBe(401);
+      expect(
+        (
+          await hit('POST', '/api/module/contact-form/submit', {
+            json: { name: 'Ada', email: 'ada@example.com', message: 'Hi' },
+          })
+        ).status,
+      ).toBe(401);
     } finally {
       await s.platform.settings.set('web.public_api_access_mode', 'open');
     }
@@ -362,23 +552,50 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
 
   test('every answer matched the document, and every operation was exercised', () => {
     expect(problems).toEqual([]);
-    const ops = Object.values(doc.paths as Doc).flatMap((item) => Object.values(item as Doc).map((op: Doc) => op.operationId as string));
+    const ops = Object.values(doc.paths as Doc).flatMap((item) =>
+      Object.values(item as Doc).map((op: Doc) => op.operationId as string),
+    );
     expect(ops.filter((id) => !c.seen.has(id))).toEqual([]);
-    for (const id of ops) expect([...c.seen.get(id)!].some((st) => Number(st) < 400), `${id} had no success`).toBe(true);
+    for (const id of ops)
+      expect(
+        [...c.seen.get(id)!].some((st) => Number(st) < 400),
+        `${id} had no success`,
+      ).toBe(true);
   });
 
   test('the checker itself catches an undocumented status, a wrong body, a missing header, an undocumented media type, and a request the document forbids', () => {
-    const h = (o: Record<string, string> = {}) => new Headers({ 'x-request-id': 'r1', 'content-type': 'application/json', ...o });
+    const h = (o: Record<string, string> = {}) =>
+      new Headers({ 'x-request-id': 'r1', 'content-type': 'application/json', ...o });
     const fresh = new Conformance(doc);
     expect(fresh.check('GET', '/api/v1/auth/me', 418, h(), '{}')[0]).toContain('not documented');
-    expect(fresh.check('GET', '/api/v1/auth/me', 200, h(), '{"success":true,"data":{"user":{}}}')[0]).toContain('does not match');
-    expect(fresh.check('GET', '/api/v1/auth/me', 200, new Headers({ 'content-type': 'application/json' }), '{}')[0]).toContain('x-request-id missing');
-    expect(fresh.check('POST', '/api/v1/auth/login', 429, h(), JSON.stringify({ success: false, error: { code: 'rate_limited', message: 'x' } }))[0]).toContain('retry-after missing');
-    expect(fresh.check('GET', '/api/v1/auth/me', 200, h({ 'content-type': 'text/html' }), '<p>')[0]).toContain('media type text/html');
+    expect(fresh.check('GET', '/api/v1/auth/me', 200, h(), '{"success":true,"data":{"user":{}}}')[0]).toContain(
+      'does not match',
+    );
+    expect(
+      fresh.check('GET', '/api/v1/auth/me', 200, new Headers({ 'content-type': 'application/json' }), '{}')[0],
+    ).toContain('x-request-id missing');
+    expect(
+      fresh.check(
+        'POST',
+        '/api/v1/auth/login',
+        429,
+        h(),
+        JSON.stringify({ success: false, error: { code: 'rate_limited', message: 'x' } }),
+      )[0],
+    ).toContain('retry-after missing');
+    expect(fresh.check('GET', '/api/v1/auth/me', 200, h({ 'content-type': 'text/html' }), '<p>')[0]).toContain(
+      'media type text/html',
+    );
     // The request side: what the server accepted must be allowed by the document.
-    expect(fresh.checkRequest('POST', '/api/v1/auth/login', 'application/x-www-form-urlencoded', 'email=a')[0]).toContain('not documented');
-    expect(fresh.checkRequest('GET', '/api/v1/files?limit=500', undefined, undefined)[0]).toContain('invalid per the document');
-    expect(fresh.checkRequest('POST', '/api/v1/auth/login', 'application/json', undefined)[0]).toContain('documented as required');
+    expect(
+      fresh.checkRequest('POST', '/api/v1/auth/login', 'application/x-www-form-urlencoded', 'email=a')[0],
+    ).toContain('not documented');
+    expect(fresh.checkRequest('GET', '/api/v1/files?limit=500', undefined, undefined)[0]).toContain(
+      'invalid per the document',
+    );
+    expect(fresh.checkRequest('POST', '/api/v1/auth/login', 'application/json', undefined)[0]).toContain(
+      'documented as required',
+    );
     expect(fresh.checkRequest('POST', '/api/v1/auth/logout', 'application/json', undefined)).toEqual([]);
   });
 
@@ -400,9 +617,21 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     const dir = mkdtempSync(join(tmpdir(), 'basalt-openapi-'));
     try {
       writeFileSync(join(dir, 'openapi.json'), served);
-      const lint = Bun.spawnSync(['node', join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', join(dir, 'openapi.json'), '--config', join(ROOT, 'redocly.yaml'), '--format', 'stylish'], {
-        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
-      });
+      const lint = Bun.spawnSync(
+        [
+          'node',
+          join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'),
+          'lint',
+          join(dir, 'openapi.json'),
+          '--config',
+          join(ROOT, 'redocly.yaml'),
+          '--format',
+          'stylish',
+        ],
+        {
+          env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+        },
+      );
       const out = lint.stdout.toString() + lint.stderr.toString();
       expect(lint.exitCode, out).toBe(0);
       expect(out, out).toContain('Your API description is valid');

@@ -9,7 +9,8 @@ import { startServer, type TestServer } from '../helpers/server';
 import { areas } from '../../src/app';
 
 const app = panelRoutes(undefined as never, areas.byName('panel'));
-const ask = (path: string, headers: Record<string, string> = {}) => app.handle(new Request('http://127.0.0.1' + path, { headers }));
+const ask = (path: string, headers: Record<string, string> = {}) =>
+  app.handle(new Request('http://127.0.0.1' + path, { headers }));
 
 async function page() {
   const res = await ask('/_/', { 'accept-encoding': 'gzip' });
@@ -27,7 +28,14 @@ describe('the panel as served', () => {
     expect(res.headers.get('cache-control')).toBe('no-cache');
     expect(res.headers.get('content-encoding')).toBe('gzip');
     expect(res.headers.get('content-security-policy')).toBe(PANEL_CSP);
-    for (const d of ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'"]) expect(PANEL_CSP).toContain(d);
+    for (const d of [
+      "default-src 'self'",
+      "script-src 'self'",
+      "frame-ancestors 'none'",
+      "base-uri 'none'",
+      "form-action 'self'",
+    ])
+      expect(PANEL_CSP).toContain(d);
     expect(PANEL_CSP).not.toContain("script-src 'self' 'unsafe");
     expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     expect(res.headers.get('referrer-policy')).toBe('same-origin');

@@ -16,7 +16,9 @@ describe.skipIf(!HAS_CHROMIUM)('the panel with web.public_api_separate', () => {
 
   test('API reference opens the public listener; the public listener has no panel', async () => {
     // A fixed public port, as in a real deployment: the panel derives the link from it.
-    s = await startServer('embedded', { env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true', BASALT_WEB_PUBLIC_PORT: String(await freePort()) } });
+    s = await startServer('embedded', {
+      env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true', BASALT_WEB_PUBLIC_PORT: String(await freePort()) },
+    });
     const admin = await signInAdmin(s);
     const browser = await launchBrowser();
     try {
@@ -28,7 +30,10 @@ describe.skipIf(!HAS_CHROMIUM)('the panel with web.public_api_separate', () => {
       await page.goto(s.url + '/_/');
       await page.getByRole('heading', { level: 1, name: 'Dashboard' }).waitFor();
       const link = page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'API reference' });
-      await page.waitForFunction((publicUrl) => document.querySelector('a[target=_blank]')?.getAttribute('href')?.startsWith(publicUrl), s.publicUrl);
+      await page.waitForFunction(
+        (publicUrl) => document.querySelector('a[target=_blank]')?.getAttribute('href')?.startsWith(publicUrl),
+        s.publicUrl,
+      );
       expect(await link.getAttribute('href')).toBe(s.publicUrl + '/api/docs');
       const [docs] = await Promise.all([ctx.waitForEvent('page'), link.click()]);
       const answer = await docs.waitForLoadState().then(() => docs.evaluate(() => document.title));

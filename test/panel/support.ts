@@ -24,14 +24,24 @@ export interface RunningBinary {
 }
 
 /** `basalt serve` from a fresh install holding `files` (e.g. migrations), output streamed. */
-export async function startBinary(env: Record<string, string>, files: Record<string, string> = {}, startTimeoutMs = 45_000): Promise<RunningBinary> {
+export async function startBinary(
+  env: Record<string, string>,
+  files: Record<string, string> = {},
+  startTimeoutMs = 45_000,
+): Promise<RunningBinary> {
   const { dir, exe } = await installBinary();
   for (const [name, text] of Object.entries(files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });
     writeFileSync(join(dir, name), text);
   }
   const port = await freePort();
-  const proc = Bun.spawn([exe, 'serve'], { cwd: dir, env: bareEnv(dir, { BASALT_WEB_PORT: String(port), ...env }), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+  const proc = Bun.spawn([exe, 'serve'], {
+    cwd: dir,
+    env: bareEnv(dir, { BASALT_WEB_PORT: String(port), ...env }),
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
   let out = '';
   const pump = async (s: ReadableStream<Uint8Array>) => {
     const dec = new TextDecoder();
@@ -42,7 +52,10 @@ export async function startBinary(env: Record<string, string>, files: Record<str
   const url = `http://127.0.0.1:${port}`;
   const waitFor = async (re: RegExp, timeoutMs = 45_000) => {
     // The match, or 'exited' once the process is gone: either ends the wait.
-    const m = await eventually(() => out.match(re) ?? (proc.exitCode !== null ? 'exited' : false), { timeout: timeoutMs, interval: 50 }).catch(() => null);
+    const m = await eventually(() => out.match(re) ?? (proc.exitCode !== null ? 'exited' : false), {
+      timeout: timeoutMs,
+      interval: 50,
+    }).catch(() => null);
     if (m && m !== 'exited') return m;
     throw new Error(`no output matching ${re} within ${timeoutMs} ms:\n${out}`);
   };
@@ -84,7 +97,11 @@ export function watch(page: Page, expected: (method: string, path: string, statu
   page.on('requestfailed', (r) => {
     const f = r.failure()?.errorText ?? '';
     // A download handed to the browser's download manager, or a request cut by a navigation.
-    if (f.includes('ERR_ABORTED') && (r.url().includes('export.csv') || r.isNavigationRequest() || startedAt.get(r) !== navigations)) return;
+    if (
+      f.includes('ERR_ABORTED') &&
+      (r.url().includes('export.csv') || r.isNavigationRequest() || startedAt.get(r) !== navigations)
+    )
+      return;
     problems.push({ kind: 'requestfailed', text: `${r.method()} ${r.url()}: ${f}` });
   });
   page.on('response', (r) => {
@@ -103,7 +120,12 @@ export function watch(page: Page, expected: (method: string, path: string, statu
 }
 
 /** Chromium context with the clipboard allowed (the Copy button). */
-export async function newContext(browser: import('playwright-core').Browser, origin: string, width = 1280, height = 860): Promise<BrowserContext> {
+export async function newContext(
+  browser: import('playwright-core').Browser,
+  origin: string,
+  width = 1280,
+  height = 860,
+): Promise<BrowserContext> {
   const ctx = await browser.newContext({ viewport: { width, height }, acceptDownloads: true });
   await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
   return ctx;

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { readFileSync } from 'node:fs';
-import type { Browser, Locator, Page } from 'playwright-core';
+import type { Browser, Locator } from 'playwright-core';
 import { HAS_CHROMIUM, launchBrowser } from '../helpers/browser';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { freePort } from '../helpers/binary';
@@ -79,7 +79,11 @@ describe.skipIf(!HAS_CHROMIUM)('the panel in Chromium, against dist/basalt', () 
       try {
         db = engine === 'external' ? await freshDb('external') : undefined;
         app = await startBinary(
-          { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'app@example.com', ...(db ? { BASALT_DATABASE_URL: db.url } : {}) },
+          {
+            BASALT_MAIL_SMTP_URL: sink.url,
+            BASALT_MAIL_FROM: 'app@example.com',
+            ...(db ? { BASALT_DATABASE_URL: db.url } : {}),
+          },
           { 'migrations/001_orders.sql': MIGRATION },
         );
         await tour(browser, app, engine, sink);
@@ -214,7 +218,9 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByRole('button', { name: 'New template' }).first().click();
   await page.getByLabel('Name', { exact: true }).fill('tour_welcome');
   await page.getByLabel('Subject').fill('Hello {{ name }}');
-  await page.getByLabel('HTML body').fill('<p style="color: rgb(200, 0, 0)">Hi <b>{{ name }}</b>, welcome to {{ shop }}.</p>');
+  await page
+    .getByLabel('HTML body')
+    .fill('<p style="color: rgb(200, 0, 0)">Hi <b>{{ name }}</b>, welcome to {{ shop }}.</p>');
   await page.getByLabel('Text body').fill('Hi {{ name }}');
   await page.getByLabel('name', { exact: true }).fill('Ada');
   await page.getByLabel('shop', { exact: true }).fill('Tour Shop');
@@ -236,7 +242,11 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   const send = await fetch(url + '/api/v1/mail/send', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': secret },
-    body: JSON.stringify({ to: ['ada@example.com'], template: 'tour_welcome', variables: { name: 'Ada', shop: 'Tour Shop' } }),
+    body: JSON.stringify({
+      to: ['ada@example.com'],
+      template: 'tour_welcome',
+      variables: { name: 'Ada', shop: 'Tour Shop' },
+    }),
   });
   expect(send.status).toBeLessThan(300);
   await sink.waitFor(2);
@@ -260,7 +270,9 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await nav('Mail jobs');
   await page.getByLabel('State').selectOption('dead');
   await page.getByLabel('Recipient').fill('nobody@example.com');
-  await untilShown(page.getByRole('link', { name: 'nobody@example.com' }), 'the dead job in the list', () => page.getByRole('button', { name: 'Apply filters' }).click());
+  await untilShown(page.getByRole('link', { name: 'nobody@example.com' }), 'the dead job in the list', () =>
+    page.getByRole('button', { name: 'Apply filters' }).click(),
+  );
   await page.getByRole('link', { name: 'nobody@example.com' }).click();
   await page.locator('.kv', { hasText: 'No such user here' }).waitFor();
   await page.getByRole('button', { name: 'Retry' }).click();
@@ -272,9 +284,18 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.locator('.kv .badge', { hasText: 'sent' }).waitFor();
 
   // 8. A user disabled in the panel can no longer sign in.
-  const register = await fetch(url + '/api/v1/auth/register', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER, password: USER_PASSWORD }) });
+  const register = await fetch(url + '/api/v1/auth/register', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: USER, password: USER_PASSWORD }),
+  });
   expect(register.status).toBeLessThan(300);
-  const login = () => fetch(url + '/api/v1/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER, password: USER_PASSWORD }) });
+  const login = () =>
+    fetch(url + '/api/v1/auth/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: USER, password: USER_PASSWORD }),
+    });
   expect((await login()).status).toBe(200);
   await nav('Users');
   await page.getByLabel('Search by e-mail').fill('customer@');
@@ -296,7 +317,9 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByRole('link', { name: /^orders/ }).click();
   const pager = page.getByTestId('pager-info');
   await pager.filter({ hasText: 'Rows 1–50 of 137' }).waitFor();
-  const longest = await page.locator('td.cell').evaluateAll((tds) => Math.max(...tds.map((td) => td.textContent!.length)));
+  const longest = await page
+    .locator('td.cell')
+    .evaluateAll((tds) => Math.max(...tds.map((td) => td.textContent!.length)));
   expect(longest).toBeLessThanOrEqual(121);
   await page.getByRole('button', { name: 'Next' }).click();
   await pager.filter({ hasText: 'Rows 51–100 of 137' }).waitFor();
@@ -310,7 +333,11 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByRole('button', { name: 'Sort by total' }).click();
   await page.locator('th[aria-sort="descending"]').waitFor();
   await page.locator('tbody tr').first().locator('td', { hasText: '204.00' }).waitFor(); // id 136 (136 % 3 = 1 → paid), 136 × 1.5
-  await page.locator('tbody tr').first().getByRole('button', { name: /^Edit row/ }).click();
+  await page
+    .locator('tbody tr')
+    .first()
+    .getByRole('button', { name: /^Edit row/ })
+    .click();
   await dialog().getByLabel('customer', { exact: false }).first().fill('Ada Lovelace');
   await dialog().getByRole('button', { name: 'Save' }).click();
   await toast('Row saved');
@@ -330,17 +357,26 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await dialog().getByRole('button', { name: 'Delete' }).click();
   await toast('2 rows deleted');
   await pager.filter({ hasText: 'of 45' }).waitFor();
-  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export CSV' }).click()]);
-  const csv = readFileSync((await download.path())!, 'utf8').trim().split(/\r?\n/);
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('link', { name: 'Export CSV' }).click(),
+  ]);
+  const csv = readFileSync((await download.path())!, 'utf8')
+    .trim()
+    .split(/\r?\n/);
   expect(csv[0]).toContain('customer');
   expect(csv.length).toBe(1 + 45);
   expect(csv.slice(1).every((l) => l.includes('paid'))).toBe(true);
   await shot(page, `${engine}-light-1280-data-filtered`);
   //    CSV import: all or nothing, a bad row named by its line.
   await page.getByRole('button', { name: 'Import CSV' }).click();
-  await dialog().getByLabel('CSV text').fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,not a number\n');
+  await dialog()
+    .getByLabel('CSV text')
+    .fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,not a number\n');
   await dialog().getByRole('button', { name: 'Import' }).click();
-  await dialog().locator('.error-note', { hasText: /line 3/i }).waitFor();
+  await dialog()
+    .locator('.error-note', { hasText: /line 3/i })
+    .waitFor();
   await dialog().getByLabel('CSV text').fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,2.00\n');
   await dialog().getByRole('button', { name: 'Import' }).click();
   await toast('2 rows imported into orders');
@@ -352,7 +388,10 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   if (engine === 'embedded') {
     await page.getByRole('button', { name: 'Create backup' }).click();
     await toast(/^Backup .* created/);
-    await page.getByRole('link', { name: /^Download / }).first().waitFor();
+    await page
+      .getByRole('link', { name: /^Download / })
+      .first()
+      .waitFor();
   } else {
     await page.getByText('Backups are taken by your PostgreSQL').waitFor();
   }
@@ -370,12 +409,19 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
       // An empty form reaches the admin API's CSRF layers (403); one with fields is refused
       // even earlier as not JSON (415). Either way nothing may change.
       const body = q.get('fields') ? `<input type="hidden" name="type" value="public">` : '';
-      return new Response(`<!doctype html><form id="f" method="POST" action="${url}${q.get('to')}">${body}</form><script>document.getElementById('f').submit()</script>`, { headers: { 'content-type': 'text/html' } });
+      return new Response(
+        `<!doctype html><form id="f" method="POST" action="${url}${q.get('to')}">${body}</form><script>document.getElementById('f').submit()</script>`,
+        { headers: { 'content-type': 'text/html' } },
+      );
     },
   });
   try {
     for (const origin of [`http://127.0.0.1:${port}`, `http://localhost:${port}`]) {
-      for (const [target, fields] of [['/api/admin/keys', ''], ['/api/admin/auth/logout', ''], ['/api/admin/keys', '1']] as const) {
+      for (const [target, fields] of [
+        ['/api/admin/keys', ''],
+        ['/api/admin/auth/logout', ''],
+        ['/api/admin/keys', '1'],
+      ] as const) {
         const evil = await ctx.newPage();
         const answer = evil.waitForResponse((r) => r.url() === url + target);
         await evil.goto(`${origin}/?to=${encodeURIComponent(target)}&fields=${fields}`);
@@ -402,8 +448,14 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.reload(); // back to following the system preference
 
   // 12. Every screen in both themes, at 1280 px and on a 390 px phone.
-  const extra: [string, string][] = [['mail-job', jobUrl.slice(jobUrl.indexOf('#'))], ['user', userUrl.slice(userUrl.indexOf('#'))]];
-  for (const [width, height] of [[1280, 860], [390, 844]] as const) {
+  const extra: [string, string][] = [
+    ['mail-job', jobUrl.slice(jobUrl.indexOf('#'))],
+    ['user', userUrl.slice(userUrl.indexOf('#'))],
+  ];
+  for (const [width, height] of [
+    [1280, 860],
+    [390, 844],
+  ] as const) {
     await page.setViewportSize({ width, height });
     for (const scheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme: scheme });
@@ -419,7 +471,10 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
       if (width === 390) {
         expect(await page.getByRole('navigation', { name: 'Main' }).isVisible()).toBe(false);
         await page.getByRole('button', { name: 'Open menu' }).click();
-        await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).waitFor({ state: 'visible' });
+        await page
+          .getByRole('navigation', { name: 'Main' })
+          .getByRole('link', { name: 'Users' })
+          .waitFor({ state: 'visible' });
         await Bun.sleep(300); // the slide-in transition
         await shot(page, `${engine}-${scheme}-390-menu`);
         await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).click();
@@ -437,7 +492,11 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await dialog().getByRole('button', { name: 'Revoke' }).click();
   await toast(/^Key sk_.* revoked/);
   await page.getByRole('heading', { name: 'No API keys yet' }).or(page.getByText('No API keys yet')).first().waitFor();
-  const gone = await fetch(url + '/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': secret }, body: JSON.stringify({ entity: 'orders', action: 'select', limit: 1 }) });
+  const gone = await fetch(url + '/api/v1/db/query', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': secret },
+    body: JSON.stringify({ entity: 'orders', action: 'select', limit: 1 }),
+  });
   expect(gone.status).toBe(401);
 
   expect(problems).toEqual([]);

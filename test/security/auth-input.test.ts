@@ -16,7 +16,8 @@ import { rawRequest, requestText } from './raw-http';
 import { expectAError } from '../helpers/envelopes';
 
 /** 422 validation_error naming `field`. */
-const refused = (r: Reply, field: 'email' | 'password') => expectAError(r, 422, 'validation_error', { details: { fields: { [field]: expect.any(String) } } });
+const refused = (r: Reply, field: 'email' | 'password') =>
+  expectAError(r, 422, 'validation_error', { details: { fields: { [field]: expect.any(String) } } });
 
 /** Addresses refused on every route an address enters by: [name, address, words of the problem]. */
 const REFUSED: [string, string, string][] = [
@@ -82,7 +83,8 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     const plain = `bob${tag}@example.com`;
     const created = await registerUser(s, { email: plain });
     const id = created.body.data.user.id;
-    const fullwidth = [...`BOB${tag}`].map((c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0)).join('') + '@example.com';
+    const fullwidth =
+      [...`BOB${tag}`].map((c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0)).join('') + '@example.com';
     for (const spelling of [fullwidth, `BOB${tag}@EXAMPLE.COM`, `\t ${plain} \n`, `\ufeff${plain}`]) {
       const again = await call(s, { path: 'register', body: { email: spelling, password: PASSWORD } });
       expectAError(again, 409, 'email_taken');
@@ -98,7 +100,10 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     expect((await call(s, { path: 'register', body: { email: nfc, password: PASSWORD } })).status).toBe(409);
     const byNfc = await call(s, { path: 'login', body: { email: nfc, password: PASSWORD } });
     expect(byNfc.body.data.user.id).toBe(jose.body.data.user.id);
-    const { rows } = await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM basalt.users WHERE email IN ($1, $2, $3)', [plain, nfc, nfd]);
+    const { rows } = await s.platform.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM basalt.users WHERE email IN ($1, $2, $3)',
+      [plain, nfc, nfd],
+    );
     expect(rows[0]!.n).toBe(2);
   });
 
@@ -136,7 +141,10 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     ['refresh', { refresh_token: '\u0000'.repeat(60) }],
     ['logout', { refresh_token: 'ZmkS9Av6a_ZRek_Q.suvUuQV43Wl8WUgT6YIgwmtYutl5ZRhxNFCXDtHYn7\u0000' }],
     ['password/reset', { token: 'k3Jd9sQw0PzL1xVb.\u0000', password: PASSWORD }],
-    ['password/reset', { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: `a\u0000${PASSWORD}` }],
+    [
+      'password/reset',
+      { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM', password: `a\u0000${PASSWORD}` },
+    ],
     ['verify-email', { token: 'x\u0000\ud800' }],
     ['login', { email: 'ok@example.com', password: '\u0000\u0000\u0000' }],
     ['login', { email: '\u0000', password: '\u0000' }],
@@ -152,12 +160,17 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     const address = email('ua');
     await registerUser(s, { email: address });
     const body = JSON.stringify({ email: address, password: PASSWORD });
-    const text = requestText('POST', '/api/v1/auth/login', [
-      ['Host', 'x'],
-      ['Content-Type', 'application/json'],
-      ['Content-Length', String(Buffer.byteLength(body))],
-      ['User-Agent', '\xff\xfe\x80 agent \xc3\x28'],
-    ], body);
+    const text = requestText(
+      'POST',
+      '/api/v1/auth/login',
+      [
+        ['Host', 'x'],
+        ['Content-Type', 'application/json'],
+        ['Content-Length', String(Buffer.byteLength(body))],
+        ['User-Agent', '\xff\xfe\x80 agent \xc3\x28'],
+      ],
+      body,
+    );
     const r = await rawRequest(s.publicUrl, Buffer.from(text, 'latin1'));
     expect(r.responses[0]?.status).toBe(200);
   });
@@ -167,19 +180,35 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     const reg = await registerUser(s, { email: address });
     const token = reg.body.data.access_token;
     const next = `\u0000${'\u{1F511}'.repeat(8)}`;
-    const r = await call(s, { path: 'password/change', token, body: { current_password: PASSWORD, new_password: next } });
+    const r = await call(s, {
+      path: 'password/change',
+      token,
+      body: { current_password: PASSWORD, new_password: next },
+    });
     expect(r.status).toBe(200);
     expect((await call(s, { path: 'login', body: { email: address, password: next } })).status).toBe(200);
-    const wrong = await call(s, { path: 'password/change', token, body: { current_password: '\u0000', new_password: PASSWORD } });
+    const wrong = await call(s, {
+      path: 'password/change',
+      token,
+      body: { current_password: '\u0000', new_password: PASSWORD },
+    });
     expect(wrong.status).toBe(400);
   });
 
   test('the table refuses what the application refuses (check constraint of migration 060)', async () => {
-    for (const bad of ['zw\u200bsp@example.com', 'soft\u00adhyphen@example.com', 'jose\u0301@example.com', '\uff41@example.com', 'ctl\u0001@example.com']) {
-      const e = await s.platform.db.query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [bad]).then(
-        () => undefined,
-        (err) => err,
-      );
+    for (const bad of [
+      'zw\u200bsp@example.com',
+      'soft\u00adhyphen@example.com',
+      'jose\u0301@example.com',
+      '\uff41@example.com',
+      'ctl\u0001@example.com',
+    ]) {
+      const e = await s.platform.db
+        .query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [bad])
+        .then(
+          () => undefined,
+          (err) => err,
+        );
       expect(e).toBeInstanceOf(PgError);
       expect((e as PgError).code).toBe('23514');
     }
@@ -188,10 +217,16 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
   test('migration 060 rewrites old spellings, and keeps and disables lookalikes of a taken address', async () => {
     const db = s.platform.db;
     const t = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
-    const fw = (text: string) => [...text].map((c) => (/[a-z0-9]/.test(c) ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
+    const fw = (text: string) =>
+      [...text].map((c) => (/[a-z0-9]/.test(c) ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
     await db.exec('ALTER TABLE basalt.users DROP CONSTRAINT users_email_normalized');
     const insert = async (address: string, age: number) =>
-      (await db.query<{ id: string }>("INSERT INTO basalt.users (email, password_hash, created_at) VALUES ($1, 'x', now() - make_interval(secs => $2)) RETURNING id", [address, age])).rows[0]!.id;
+      (
+        await db.query<{ id: string }>(
+          "INSERT INTO basalt.users (email, password_hash, created_at) VALUES ($1, 'x', now() - make_interval(secs => $2)) RETURNING id",
+          [address, age],
+        )
+      ).rows[0]!.id;
     const rows = {
       fullwidth: await insert(`${fw('alone' + t)}@example.com`, 50), // free → rewritten
       nfd: await insert(`jose\u0301${t}@example.com`, 50), // free → rewritten
@@ -204,7 +239,12 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     await db.query("DELETE FROM basalt.platform_migrations WHERE name = '060_users_email_nfkc'");
     expect(await migratePlatform(db)).toEqual(['060_users_email_nfkc']);
     const after = async (id: string) =>
-      (await db.query<{ email: string; disabled: boolean }>('SELECT email, disabled_at IS NOT NULL AS disabled FROM basalt.users WHERE id = $1', [id])).rows[0]!;
+      (
+        await db.query<{ email: string; disabled: boolean }>(
+          'SELECT email, disabled_at IS NOT NULL AS disabled FROM basalt.users WHERE id = $1',
+          [id],
+        )
+      ).rows[0]!;
     expect(await after(rows.fullwidth)).toEqual({ email: `alone${t}@example.com`, disabled: false });
     expect(await after(rows.nfd)).toEqual({ email: `jos\u00e9${t}@example.com`, disabled: false });
     expect(await after(rows.zwsp)).toEqual({ email: `zwsp${t}@example.com`, disabled: false });
@@ -213,7 +253,9 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     expect(await after(rows.twinOld)).toEqual({ email: `twin${t}@example.com`, disabled: false });
     expect(await after(rows.twinNew)).toEqual({ email: `tw\u00adin${t}@example.com`, disabled: true });
     // The constraint is back, and holds new rows to the rule.
-    const refused = await db.query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [`new\u200b${t}@example.com`]).catch((e) => e);
+    const refused = await db
+      .query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [`new\u200b${t}@example.com`])
+      .catch((e) => e);
     expect((refused as PgError).code).toBe('23514');
   });
 });

@@ -19,7 +19,8 @@ const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(d
 const array = (n: number) => '[' + Array.from({ length: n }, (_, i) => i).join(',') + ']';
 const object = (n: number) => '{' + Array.from({ length: n }, (_, i) => `"k${i}":1`).join(',') + '}';
 /** A Database API select whose filter value is `value` (JSON text): the body itself nests 3 levels around it. */
-const dbSelect = (value: string) => `{"entity":"customers","action":"select","fields":["id"],"filters":[{"field":"meta","op":"eq","value":${value}}]}`;
+const dbSelect = (value: string) =>
+  `{"entity":"customers","action":"select","fields":["id"],"filters":[{"field":"meta","op":"eq","value":${value}}]}`;
 
 describe('jsonShapeProblem (the scan)', () => {
   const B = { maxDepth: 4, maxItems: 3 };
@@ -59,7 +60,9 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
 
   beforeAll(async () => {
     s = await startServer(engine, { env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS } });
-    await s.platform.db.exec('CREATE TABLE public.customers (id serial PRIMARY KEY, name text, email text, meta jsonb, tags text[]); INSERT INTO public.customers (name) VALUES (\'one\');');
+    await s.platform.db.exec(
+      "CREATE TABLE public.customers (id serial PRIMARY KEY, name text, email text, meta jsonb, tags text[]); INSERT INTO public.customers (name) VALUES ('one');",
+    );
     key = await createKey(s, { permissions: ['db:query'], tables: ['customers'] });
   });
   afterAll(() => s.stop());
@@ -80,17 +83,59 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
 
   // [name, path, body, headers?, format]: every one is refused before its route runs.
   const REFUSED: [string, string, () => string, 'A' | 'B', 'depth' | 'items'][] = [
-    ['Database API, 65 levels (the probe: a jsonb filter value)', '/api/v1/db/query', () => dbSelect(nest(62)), 'A', 'depth'],
+    [
+      'Database API, 65 levels (the probe: a jsonb filter value)',
+      '/api/v1/db/query',
+      () => dbSelect(nest(62)),
+      'A',
+      'depth',
+    ],
     ['Database API, 20,000 levels', '/api/v1/db/query', () => dbSelect(nest(20_000)), 'A', 'depth'],
     ['Database API, 30,000 levels of objects', '/api/v1/db/query', () => dbSelect(deepObject(30_000)), 'A', 'depth'],
-    ['Database API, an in list of 10,001 values', '/api/v1/db/query', () => `{"entity":"customers","action":"select","filters":[{"field":"id","op":"in","value":${array(10_001)}}]}`, 'A', 'items'],
-    ['Database API, insert data with 10,001 keys', '/api/v1/db/query', () => `{"entity":"customers","action":"insert","data":${object(10_001)}}`, 'A', 'items'],
-    ['login, 100,000 levels (no credentials needed)', '/api/v1/auth/login', () => `{"email":${nest(100_000, '"a@example.com"')},"password":"x"}`, 'A', 'depth'],
-    ['register, 65 levels', '/api/v1/auth/register', () => `{"email":"a@example.com","password":${nest(64, '"x"')}}`, 'A', 'depth'],
+    [
+      'Database API, an in list of 10,001 values',
+      '/api/v1/db/query',
+      () => `{"entity":"customers","action":"select","filters":[{"field":"id","op":"in","value":${array(10_001)}}]}`,
+      'A',
+      'items',
+    ],
+    [
+      'Database API, insert data with 10,001 keys',
+      '/api/v1/db/query',
+      () => `{"entity":"customers","action":"insert","data":${object(10_001)}}`,
+      'A',
+      'items',
+    ],
+    [
+      'login, 100,000 levels (no credentials needed)',
+      '/api/v1/auth/login',
+      () => `{"email":${nest(100_000, '"a@example.com"')},"password":"x"}`,
+      'A',
+      'depth',
+    ],
+    [
+      'register, 65 levels',
+      '/api/v1/auth/register',
+      () => `{"email":"a@example.com","password":${nest(64, '"x"')}}`,
+      'A',
+      'depth',
+    ],
     ['transaction begin, deep body', '/api/v1/db/transaction/begin', () => nest(100), 'A', 'depth'],
-    ['mail send, deep variables', '/api/v1/mail/send', () => `{"to":["a@example.com"],"text":"x","variables":${nest(1000)}}`, 'B', 'depth'],
+    [
+      'mail send, deep variables',
+      '/api/v1/mail/send',
+      () => `{"to":["a@example.com"],"text":"x","variables":${nest(1000)}}`,
+      'B',
+      'depth',
+    ],
     ['admin API, deep body', '/api/admin/login', () => nest(100_000), 'A', 'depth'],
-    ['extension route (contact form), 100,000 levels', '/api/module/contact-form/submit', () => `{"name":"A","email":"a@example.com","message":${nest(100_000, '"m"')}}`, 'B', 'depth'],
+    [
+      'extension route (contact form), 100,000 levels',
+      '/api/module/contact-form/submit',
+      () => `{"name":"A","email":"a@example.com","message":${nest(100_000, '"m"')}}`,
+      'B',
+      'depth',
+    ],
     ['unknown path, deep body', '/api/v1/nowhere', () => nest(100_000), 'A', 'depth'],
   ];
 
@@ -108,23 +153,31 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
     const atDepth = await db(dbSelect(nest(61)));
     expect(atDepth.status).toBe(200);
     expect(atDepth.body.data.rows).toEqual([]);
-    const atItems = await db(`{"entity":"customers","action":"select","fields":["name"],"filters":[{"field":"id","op":"in","value":${array(10_000)}}]}`);
+    const atItems = await db(
+      `{"entity":"customers","action":"select","fields":["name"],"filters":[{"field":"id","op":"in","value":${array(10_000)}}]}`,
+    );
     expect(atItems.status).toBe(200);
     expect(atItems.body.data.rows).toEqual([{ name: 'one' }]);
   });
 
   test('a deep jsonb value within the bound is stored and read back', async () => {
     const value = JSON.parse(nest(60, '{"x":1}'));
-    const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { meta: value }, fields: ['meta'] } });
+    const r = await s.req('POST', '/api/v1/db/query', {
+      headers: { 'x-api-key': key },
+      body: { entity: 'customers', action: 'insert', data: { meta: value }, fields: ['meta'] },
+    });
     expect(r.status).toBe(200);
     expect(r.body.data.rows[0].meta).toEqual(value);
   });
 
-  test('at the largest allowed depth (1,000) a jsonb value round-trips: the setting cannot reach the engine\'s limit', async () => {
+  test("at the largest allowed depth (1,000) a jsonb value round-trips: the setting cannot reach the engine's limit", async () => {
     await s.platform.settings.set('web.max_json_depth', 1000);
     try {
       const value = JSON.parse(nest(997));
-      const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { meta: value }, fields: ['id', 'meta'] } });
+      const r = await s.req('POST', '/api/v1/db/query', {
+        headers: { 'x-api-key': key },
+        body: { entity: 'customers', action: 'insert', data: { meta: value }, fields: ['id', 'meta'] },
+      });
       expect(r.status).toBe(200);
       expect(r.body.data.rows[0].meta).toEqual(value);
       const found = await db(dbSelect(nest(996)));
@@ -133,11 +186,24 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
     } finally {
       await s.platform.settings.unset('web.max_json_depth');
     }
-    expect(await s.platform.settings.set('web.max_json_depth', 1001).then(() => 'stored', () => 'refused')).toBe('refused');
+    expect(
+      await s.platform.settings.set('web.max_json_depth', 1001).then(
+        () => 'stored',
+        () => 'refused',
+      ),
+    ).toBe('refused');
   });
 
   test('brackets inside strings are text, not nesting', async () => {
-    const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { name: '['.repeat(50_000) + '"\\' + '{'.repeat(50_000) }, fields: ['id'] } });
+    const r = await s.req('POST', '/api/v1/db/query', {
+      headers: { 'x-api-key': key },
+      body: {
+        entity: 'customers',
+        action: 'insert',
+        data: { name: '['.repeat(50_000) + '"\\' + '{'.repeat(50_000) },
+        fields: ['id'],
+      },
+    });
     expect(r.status).toBe(200);
   });
 
@@ -149,7 +215,11 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
         c.close();
       },
     });
-    const res = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: stream });
+    const res = await fetch(s.publicUrl + '/api/v1/db/query', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': key },
+      body: stream,
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as any).error.code).toBe('invalid_json');
   });
@@ -165,7 +235,10 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
     }
     await s.platform.settings.set('web.max_json_items', 3);
     try {
-      expect((await db(`{"entity":"customers","action":"select","filters":[{"field":"id","op":"in","value":[1,2,3,4]}]}`)).status).toBe(400);
+      expect(
+        (await db(`{"entity":"customers","action":"select","filters":[{"field":"id","op":"in","value":[1,2,3,4]}]}`))
+          .status,
+      ).toBe(400);
     } finally {
       await s.platform.settings.unset('web.max_json_items');
     }
@@ -193,28 +266,53 @@ describe.each(ENGINES)('JSON body bounds on %s', (engine) => {
       ['like with a trailing backslash', { op: 'like', field: 'name', value: '\\' }, 'filters[0].value'],
       ['ilike with a trailing backslash', { op: 'ilike', field: 'name', value: '%\\' }, 'filters[0].value'],
     ])('%s → 400 naming the filter value', async (_name, filter, expected) => {
-      const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'select', filters: [filter] } });
+      const r = await s.req('POST', '/api/v1/db/query', {
+        headers: { 'x-api-key': key },
+        body: { entity: 'customers', action: 'select', filters: [filter] },
+      });
       expect({ status: r.status, code: r.body.error?.code }).toEqual({ status: 400, code: 'validation_error' });
       expect(field(r)).toEqual([expected]);
       expect(r.body.error.message).toContain(expected);
     });
 
     test('a like pattern with an escaped backslash is fine', async () => {
-      const r = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'select', filters: [{ field: 'name', op: 'like', value: 'a\\\\%' }] } });
+      const r = await s.req('POST', '/api/v1/db/query', {
+        headers: { 'x-api-key': key },
+        body: { entity: 'customers', action: 'select', filters: [{ field: 'name', op: 'like', value: 'a\\\\%' }] },
+      });
       expect(r.status).toBe(200);
     });
 
     test.each([
-      ['insert, one row', '{"entity":"customers","action":"insert","data":{"name":"p","__proto__":{"name":"x"}}}', 'data.__proto__'],
-      ['insert, bulk', '{"entity":"customers","action":"insert","data":[{"name":"p"},{"__proto__":{"admin":true}}]}', 'data[1].__proto__'],
-      ['update', '{"entity":"customers","action":"update","data":{"__proto__":{"name":"x"}},"filters":[{"field":"id","op":"eq","value":1}]}', 'data.__proto__'],
-      ['insert, constructor', '{"entity":"customers","action":"insert","data":{"constructor":{"prototype":{"x":1}}}}', 'data.constructor'],
+      [
+        'insert, one row',
+        '{"entity":"customers","action":"insert","data":{"name":"p","__proto__":{"name":"x"}}}',
+        'data.__proto__',
+      ],
+      [
+        'insert, bulk',
+        '{"entity":"customers","action":"insert","data":[{"name":"p"},{"__proto__":{"admin":true}}]}',
+        'data[1].__proto__',
+      ],
+      [
+        'update',
+        '{"entity":"customers","action":"update","data":{"__proto__":{"name":"x"}},"filters":[{"field":"id","op":"eq","value":1}]}',
+        'data.__proto__',
+      ],
+      [
+        'insert, constructor',
+        '{"entity":"customers","action":"insert","data":{"constructor":{"prototype":{"x":1}}}}',
+        'data.constructor',
+      ],
     ])('__proto__ in %s → 400 naming it, nothing written', async (_name, raw, expected) => {
-      const before = (await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM public.customers')).rows[0]!.n;
+      const before = (await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM public.customers'))
+        .rows[0]!.n;
       const r = await db(raw);
       expect({ status: r.status, code: r.body.error?.code }).toEqual({ status: 400, code: 'validation_error' });
       expect(field(r)).toEqual([expected]);
-      expect((await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM public.customers')).rows[0]!.n).toBe(before);
+      expect(
+        (await s.platform.db.query<{ n: number }>('SELECT count(*)::int AS n FROM public.customers')).rows[0]!.n,
+      ).toBe(before);
     });
   });
 });

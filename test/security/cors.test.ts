@@ -44,7 +44,13 @@ const ROUTES: [string, string, string, unknown][] = [
 ];
 
 function expectNoCors(h: Headers): void {
-  for (const name of ['access-control-allow-origin', 'access-control-allow-credentials', 'access-control-expose-headers', 'access-control-allow-methods', 'access-control-allow-headers']) {
+  for (const name of [
+    'access-control-allow-origin',
+    'access-control-allow-credentials',
+    'access-control-expose-headers',
+    'access-control-allow-methods',
+    'access-control-allow-headers',
+  ]) {
     expect(h.get(name)).toBeNull();
   }
 }
@@ -81,7 +87,11 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
   const preflight = (origin: string, method: string, headers?: string, path = '/api/v1/db/query') =>
     fetch(s.publicUrl + path, {
       method: 'OPTIONS',
-      headers: { origin, 'access-control-request-method': method, ...(headers ? { 'access-control-request-headers': headers } : {}) },
+      headers: {
+        origin,
+        'access-control-request-method': method,
+        ...(headers ? { 'access-control-request-headers': headers } : {}),
+      },
     });
 
   test.each([
@@ -99,7 +109,10 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED[0]!);
     expect(res.headers.get('access-control-allow-credentials')).toBe('true');
-    const methods = res.headers.get('access-control-allow-methods')!.split(',').map((m) => m.trim());
+    const methods = res.headers
+      .get('access-control-allow-methods')!
+      .split(',')
+      .map((m) => m.trim());
     expect(methods).toEqual(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
     expect(res.headers.get('access-control-allow-methods')).not.toContain('*');
     expect(res.headers.get('access-control-allow-origin')).not.toBe('*');
@@ -123,7 +136,10 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
   });
 
   test('OPTIONS without Access-Control-Request-Method is not a preflight', async () => {
-    const res = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'OPTIONS', headers: { origin: 'https://evil.example' } });
+    const res = await fetch(s.publicUrl + '/api/v1/db/query', {
+      method: 'OPTIONS',
+      headers: { origin: 'https://evil.example' },
+    });
     expect(res.status).toBeGreaterThanOrEqual(400);
     expectNoCors(res.headers);
   });
@@ -135,7 +151,10 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
   });
 
   test('TRACE never echoes the request', async () => {
-    const res = await fetch(s.publicUrl + '/api/v1/public/runtime-config', { method: 'TRACE', headers: { origin: ALLOWED[0]!, authorization: 'Bearer secret-token-value' } }).catch(() => undefined);
+    const res = await fetch(s.publicUrl + '/api/v1/public/runtime-config', {
+      method: 'TRACE',
+      headers: { origin: ALLOWED[0]!, authorization: 'Bearer secret-token-value' },
+    }).catch(() => undefined);
     if (res) {
       expect(res.status).toBeGreaterThanOrEqual(400);
       expect(await res.text()).not.toContain('secret-token-value');

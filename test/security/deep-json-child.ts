@@ -30,9 +30,15 @@ try {
 
   // The engine itself, below any HTTP bound.
   for (const depth of [20_000, 50_000]) {
-    out[`engine ${depth} levels`] = await outcome(() => db.query('SELECT id FROM public.customers WHERE meta = $1::text::jsonb', [deep(depth)]));
-    out[`engine NUL in text after ${depth}`] = await outcome(() => db.query('SELECT $1::text AS e', ['nulz\u0000@example.com']));
-    out[`engine NUL in jsonb after ${depth}`] = await outcome(() => db.query('INSERT INTO public.customers (meta) VALUES ($1::text::jsonb)', ['{"a":"\\u0000"}']));
+    out[`engine ${depth} levels`] = await outcome(() =>
+      db.query('SELECT id FROM public.customers WHERE meta = $1::text::jsonb', [deep(depth)]),
+    );
+    out[`engine NUL in text after ${depth}`] = await outcome(() =>
+      db.query('SELECT $1::text AS e', ['nulz\u0000@example.com']),
+    );
+    out[`engine NUL in jsonb after ${depth}`] = await outcome(() =>
+      db.query('INSERT INTO public.customers (meta) VALUES ($1::text::jsonb)', ['{"a":"\\u0000"}']),
+    );
   }
   // Inside a transaction: the statement fails, the transaction is aborted as for any error.
   const tx = await db.begin();
@@ -40,20 +46,31 @@ try {
   out['tx deep'] = await outcome(() => tx.query('SELECT $1::text::jsonb IS NULL', [deep(20_000)]));
   out['tx after'] = await outcome(() => tx.query('SELECT 1'));
   await tx.rollback();
-  out['rolled back'] = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM public.customers WHERE email = 'in-tx@example.com'")).rows[0]!.n === 0;
+  out['rolled back'] =
+    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM public.customers WHERE email = 'in-tx@example.com'"))
+      .rows[0]!.n === 0;
   out['select 1'] = await outcome(() => db.query('SELECT 1'));
 
   // Over HTTP: the probe's requests.
   const key = await createKey(s, { permissions: ['db:query'], tables: ['customers'] });
   const body = `{"entity":"customers","action":"select","fields":["id"],"filters":[{"field":"meta","op":"eq","value":${deep(20_000)}}]}`;
-  const r1 = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
+  const r1 = await fetch(s.publicUrl + '/api/v1/db/query', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': key },
+    body,
+  });
   out['http deep select'] = [r1.status, ((await r1.json()) as any).error?.code];
-  const r2 = await s.req('POST', '/api/v1/auth/login', { body: { email: 'nulz\u0000@example.com', password: 'whatever-password' } });
+  const r2 = await s.req('POST', '/api/v1/auth/login', {
+    body: { email: 'nulz\u0000@example.com', password: 'whatever-password' },
+  });
   out['http login with NUL answers'] = r2.status < 500;
-  const r3 = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'customers', action: 'insert', data: { meta: { a: '\u0000' } } } });
+  const r3 = await s.req('POST', '/api/v1/db/query', {
+    headers: { 'x-api-key': key },
+    body: { entity: 'customers', action: 'insert', data: { meta: { a: '\u0000' } } },
+  });
   out['http insert NUL escape'] = r3.status;
-  out['healthz'] = (await s.req('GET', '/healthz')).status;
-  out['readyz'] = (await s.req('GET', '/readyz')).status;
+  out.healthz = (await s.req('GET', '/healthz')).status;
+  out.readyz = (await s.req('GET', '/readyz')).status;
 } finally {
   await s.stop();
 }

@@ -25,7 +25,15 @@ const OWN = {
   'x-frame-options': 'SAMEORIGIN',
   'cache-control': 'public, max-age=60',
 };
-const ownHeaders = { name: 'own-headers', listener: 'public' as const, routes: () => new Elysia().get('/api/module/own-headers/page', () => new Response('<p>hi</p>', { headers: { 'content-type': 'text/html', ...OWN } })) };
+const ownHeaders = {
+  name: 'own-headers',
+  listener: 'public' as const,
+  routes: () =>
+    new Elysia().get(
+      '/api/module/own-headers/page',
+      () => new Response('<p>hi</p>', { headers: { 'content-type': 'text/html', ...OWN } }),
+    ),
+};
 
 function expectBaseline(h: Headers, csp = API_CSP): void {
   expect(h.get('x-content-type-options')).toBe('nosniff');
@@ -55,7 +63,10 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
     ['files list without credentials (format C error)', 'GET', '/api/v1/files', undefined, 401],
     ['malformed JSON', 'POST', '/api/v1/auth/login', undefined, 400],
   ] as const)('%s: the API set', async (_name, method, path, body, status) => {
-    const r = path === '/api/v1/auth/login' ? await s.req(method, path, { raw: '{"email":', headers: { 'content-type': 'application/json' } }) : await s.req(method, path, { body });
+    const r =
+      path === '/api/v1/auth/login'
+        ? await s.req(method, path, { raw: '{"email":', headers: { 'content-type': 'application/json' } })
+        : await s.req(method, path, { body });
     expect(r.status).toBe(status);
     expectBaseline(r.headers);
     if (!path.startsWith('/api/v1/auth')) expect(r.headers.get('cache-control') ?? '').not.toContain('no-store');
@@ -78,12 +89,18 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
   });
 
   test('the Database API is no-store (private rows, transaction ids)', async () => {
-    const q = await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': key }, body: { entity: 'things', action: 'select' } });
+    const q = await s.req('POST', '/api/v1/db/query', {
+      headers: { 'x-api-key': key },
+      body: { entity: 'things', action: 'select' },
+    });
     expect([q.status, q.headers.get('cache-control')]).toEqual([200, 'no-store']);
     expectBaseline(q.headers);
     const begin = await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': key }, body: {} });
     expect([begin.status, begin.headers.get('cache-control')]).toEqual([200, 'no-store']);
-    await s.req('POST', `/api/v1/db/transaction/${begin.body.data.transaction_id}/rollback`, { headers: { 'x-api-key': key }, body: {} });
+    await s.req('POST', `/api/v1/db/transaction/${begin.body.data.transaction_id}/rollback`, {
+      headers: { 'x-api-key': key },
+      body: {},
+    });
   });
 
   test('the admin API area is no-store', async () => {
@@ -93,7 +110,12 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
   });
 
   test('the reference page and its assets get a self-only CSP', async () => {
-    for (const path of ['/api/docs', '/api/docs/assets/swagger-ui-bundle.js', '/api/docs/assets/init.js', '/api/docs/assets/swagger-ui.css']) {
+    for (const path of [
+      '/api/docs',
+      '/api/docs/assets/swagger-ui-bundle.js',
+      '/api/docs/assets/init.js',
+      '/api/docs/assets/swagger-ui.css',
+    ]) {
       const res = await fetch(s.publicUrl + path);
       await res.arrayBuffer();
       expect(res.status).toBe(200);
@@ -127,10 +149,16 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
   });
 
   test('refusals before routing carry them too: preflight, 413, 415, bad Host', async () => {
-    const pre = await fetch(s.publicUrl + '/api/v1/db/query', { method: 'OPTIONS', headers: { origin: 'https://x.example', 'access-control-request-method': 'POST' } });
+    const pre = await fetch(s.publicUrl + '/api/v1/db/query', {
+      method: 'OPTIONS',
+      headers: { origin: 'https://x.example', 'access-control-request-method': 'POST' },
+    });
     expect(pre.status).toBe(204);
     expectBaseline(pre.headers);
-    const big = await s.req('POST', '/api/v1/auth/login', { raw: JSON.stringify({ email: 'x'.repeat(2_000_000) }), headers: { 'content-type': 'application/json' } });
+    const big = await s.req('POST', '/api/v1/auth/login', {
+      raw: JSON.stringify({ email: 'x'.repeat(2_000_000) }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(big.status).toBe(413);
     expectBaseline(big.headers);
     expect(big.headers.get('cache-control')).toBe('no-store');
@@ -158,7 +186,8 @@ describe.skipIf(!HAS_CHROMIUM)('the reference page under its CSP in a real brows
       page.on('console', (m) => {
         // The browser's own favicon request is a 404 on an API server; nothing else may fail.
         if (m.location().url.endsWith('/favicon.ico')) return;
-        if (m.type() === 'error' || /Content Security Policy/i.test(m.text())) problems.push(`${m.text()} ${m.location().url}`);
+        if (m.type() === 'error' || /Content Security Policy/i.test(m.text()))
+          problems.push(`${m.text()} ${m.location().url}`);
       });
       page.on('pageerror', (e) => problems.push(String(e)));
       await page.goto(s.publicUrl + '/api/docs');
@@ -169,7 +198,14 @@ describe.skipIf(!HAS_CHROMIUM)('the reference page under its CSP in a real brows
       expect(problems).toEqual([]);
 
       // Another origin framing the page: the browser refuses (frame-ancestors 'none' / X-Frame-Options).
-      const framer = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(`<iframe id="f" src="${s.publicUrl}/api/docs"></iframe>`, { headers: { 'content-type': 'text/html' } }) });
+      const framer = Bun.serve({
+        port: 0,
+        hostname: '127.0.0.1',
+        fetch: () =>
+          new Response(`<iframe id="f" src="${s.publicUrl}/api/docs"></iframe>`, {
+            headers: { 'content-type': 'text/html' },
+          }),
+      });
       try {
         const outer = await browser.newPage();
         await outer.goto(`http://127.0.0.1:${framer.port}/`);

@@ -30,7 +30,7 @@ const PAYLOADS = [
   '$$; DROP TABLE items; $$',
   "E'\\x27' OR 1=1",
   '1 UNION SELECT key_hash FROM basalt.api_keys --',
-  "1 UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL --",
+  '1 UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL --',
   '(SELECT 1)',
   'CASE WHEN 1=1 THEN pg_sleep(3) END',
   "\\'; DROP TABLE items; --",
@@ -95,14 +95,30 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
 
   test.each(PAYLOADS)('filter value %j (text: bound, matches nothing)', async (p) => {
     for (const op of ['eq', 'neq', 'gt', 'like', 'ilike']) {
-      const r = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op, value: p }] });
+      const r = await q({
+        entity: 'items',
+        action: 'select',
+        fields: ['name'],
+        filters: [{ field: 'name', op, value: p }],
+      });
       // A pattern ending in the escape character `\` is not a pattern: 400 naming the filter.
       expectSafe(r, op.endsWith('like') && p.endsWith('\\') ? [200, 400] : [200], p);
       if (op === 'eq') expect(r.body.data.rows).toEqual([]);
     }
-    const inList = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'in', value: ['apple', p] }] });
+    const inList = await q({
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'in', value: ['apple', p] }],
+    });
     expect(inList.body.data.rows).toEqual([{ name: 'apple' }]);
-    const notIn = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'not_in', value: [p] }], total: true });
+    const notIn = await q({
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'not_in', value: [p] }],
+      total: true,
+    });
     expect(notIn.status).toBe(200);
   });
 
@@ -110,8 +126,16 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
     for (const field of ['qty', 'price', 'created_at', 'active', 'id']) {
       expectSafe(await q({ entity: 'items', action: 'select', filters: [{ field, op: 'eq', value: p }] }), [400], p);
     }
-    expectSafe(await q({ entity: 'orders', action: 'select', filters: [{ field: 'ref', op: 'eq', value: p }] }), [400], p);
-    expectSafe(await q({ entity: 'items', action: 'select', filters: [{ field: 'qty', op: 'is_null', value: p }] }), [400], p);
+    expectSafe(
+      await q({ entity: 'orders', action: 'select', filters: [{ field: 'ref', op: 'eq', value: p }] }),
+      [400],
+      p,
+    );
+    expectSafe(
+      await q({ entity: 'items', action: 'select', filters: [{ field: 'qty', op: 'is_null', value: p }] }),
+      [400],
+      p,
+    );
   });
 
   test.each(PAYLOADS)('sort field and direction %j', async (p) => {
@@ -121,18 +145,43 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
 
   test.each(PAYLOADS)('data key %j on insert and update', async (p) => {
     expectSafe(await q({ entity: 'items', action: 'insert', data: { name: `k-${p}`, [p]: 1 } }), [400], p);
-    expectSafe(await q({ entity: 'items', action: 'update', data: { [p]: 1 }, filters: [{ field: 'name', op: 'eq', value: 'apple' }] }), [400], p);
+    expectSafe(
+      await q({
+        entity: 'items',
+        action: 'update',
+        data: { [p]: 1 },
+        filters: [{ field: 'name', op: 'eq', value: 'apple' }],
+      }),
+      [400],
+      p,
+    );
   });
 
   test.each(PAYLOADS.map((p, i) => [p, i] as const))('data value %j is stored byte for byte', async (p, i) => {
     const name = `v${i}-${p}`;
-    const ins = await q({ entity: 'items', action: 'insert', data: { name, category: p.slice(0, 12) }, fields: ['id', 'name', 'category'] });
+    const ins = await q({
+      entity: 'items',
+      action: 'insert',
+      data: { name, category: p.slice(0, 12) },
+      fields: ['id', 'name', 'category'],
+    });
     expect(ins.status).toBe(200); // the payload comes back as data, so no check for SQL-looking text here
     expect(ins.body.data.rows[0]).toMatchObject({ name, category: p.slice(0, 12) });
     const id = ins.body.data.rows[0].id;
-    const upd = await q({ entity: 'items', action: 'update', data: { name: `${name}!` }, filters: [{ field: 'id', op: 'eq', value: id }], fields: ['name'] });
+    const upd = await q({
+      entity: 'items',
+      action: 'update',
+      data: { name: `${name}!` },
+      filters: [{ field: 'id', op: 'eq', value: id }],
+      fields: ['name'],
+    });
     expect(upd.body.data.rows).toEqual([{ name: `${name}!` }]);
-    const back = await q({ entity: 'items', action: 'select', fields: ['name'], filters: [{ field: 'name', op: 'eq', value: `${name}!` }] });
+    const back = await q({
+      entity: 'items',
+      action: 'select',
+      fields: ['name'],
+      filters: [{ field: 'name', op: 'eq', value: `${name}!` }],
+    });
     expect(back.body.data.rows).toEqual([{ name: `${name}!` }]);
     const del = await q({ entity: 'items', action: 'delete', filters: [{ field: 'id', op: 'eq', value: id }] });
     expect(del.body.data.count).toBe(1);
@@ -147,7 +196,12 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
   test.each(PAYLOADS)('transaction_id %j in the body and in the path', async (p) => {
     expectSafe(await q({ entity: 'items', action: 'select', transaction_id: p }), [400, 404], p);
     for (const end of ['commit', 'rollback']) {
-      const r = await timed(() => s.req('POST', `/api/v1/db/transaction/${encodeURIComponent(p)}/${end}`, { headers: { 'x-api-key': key }, body: {} }));
+      const r = await timed(() =>
+        s.req('POST', `/api/v1/db/transaction/${encodeURIComponent(p)}/${end}`, {
+          headers: { 'x-api-key': key },
+          body: {},
+        }),
+      );
       expectSafe(r, [400, 404], p);
     }
   });
@@ -155,14 +209,19 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
   test('NUL in identifiers and values → 4xx, never 500', async () => {
     expectSafe(await q({ entity: 'items\u0000', action: 'select' }), [403]);
     expectSafe(await q({ entity: 'items', action: 'select', fields: ['name\u0000'] }), [400]);
-    expectSafe(await q({ entity: 'items', action: 'select', filters: [{ field: 'name', op: 'eq', value: 'a\u0000b' }] }), [200, 400]);
+    expectSafe(
+      await q({ entity: 'items', action: 'select', filters: [{ field: 'name', op: 'eq', value: 'a\u0000b' }] }),
+      [200, 400],
+    );
     expectSafe(await q({ entity: 'items', action: 'insert', data: { name: 'nul\u0000name' } }), [400]);
   });
 
   test('afterwards: every table intact, nothing smuggled in, no payload slept', async () => {
     const all = await q({ entity: 'items', action: 'select', fields: ['name'], sort: [{ field: 'id' }], limit: 1000 });
     expect(all.body.data.rows.map((r: { name: string }) => r.name)).toEqual(ITEMS.map((i) => i.name));
-    const tables = await s.platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE (schemaname, tablename) IN (('public','items'), ('public','orders'), ('basalt','api_keys'), ('basalt','users'))");
+    const tables = await s.platform.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_tables WHERE (schemaname, tablename) IN (('public','items'), ('public','orders'), ('basalt','api_keys'), ('basalt','users'))",
+    );
     expect(tables.rows[0]!.n).toBe(4);
     expect(slowest).toBeLessThan(2500);
   });

@@ -17,7 +17,12 @@ import { expectAError, expectCError } from '../helpers/envelopes';
 
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 
-function sign(secret: string, header: Record<string, unknown>, payload: Record<string, unknown>, alg = 'sha256'): string {
+function sign(
+  secret: string,
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  alg = 'sha256',
+): string {
   const input = `${b64(header)}.${b64(payload)}`;
   return `${input}.${createHmac(alg, secret).update(input).digest('base64url')}`;
 }
@@ -78,21 +83,57 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
     ['sub an array', () => sign(secret, HS256, { ...claims, sub: [claims.sub] }), 'unauthorized'],
     ['another issuer', withClaim('iss', 'someone-else'), 'unauthorized'],
     ['nbf in the future', withClaim('nbf', 9_999_999_999), 'unauthorized'],
-    ['expired an hour ago', () => sign(secret, HS256, { ...claims, iat: claims.iat - 7200, exp: Math.floor(Date.now() / 1000) - 3600 }), 'token_expired'],
+    [
+      'expired an hour ago',
+      () => sign(secret, HS256, { ...claims, iat: claims.iat - 7200, exp: Math.floor(Date.now() / 1000) - 3600 }),
+      'token_expired',
+    ],
     ['unknown session (a valid UUID)', withClaim('sid', '00000000-0000-4000-8000-000000000000'), 'session_revoked'],
     ['trailing = on the signature', () => valid + '=', 'unauthorized'],
     ['trailing == on the signature', () => valid + '==', 'unauthorized'],
     ['the signature re-spelled (stray low bits)', () => respell(valid), 'unauthorized'],
-    ['padding on the payload', () => { const [h, p, sig] = valid.split('.'); return `${h}.${p}=.${sig}`; }, 'unauthorized'],
-    ['standard base64 alphabet in the signature', () => valid.replace(/-/g, '+').replace(/_/g, '/') + (/[-_]/.test(valid.split('.')[2]!) ? '' : '+'), 'unauthorized'],
+    [
+      'padding on the payload',
+      () => {
+        const [h, p, sig] = valid.split('.');
+        return `${h}.${p}=.${sig}`;
+      },
+      'unauthorized',
+    ],
+    [
+      'standard base64 alphabet in the signature',
+      () => valid.replace(/-/g, '+').replace(/_/g, '/') + (/[-_]/.test(valid.split('.')[2]!) ? '' : '+'),
+      'unauthorized',
+    ],
     ['alg none, no signature', () => `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`, 'unauthorized'],
     ['alg HS512 with the same key', () => sign(secret, { alg: 'HS512', typ: 'JWT' }, claims, 'sha512'), 'unauthorized'],
     ['HS256 with another key', () => sign('x'.repeat(48), HS256, claims), 'unauthorized'],
     ['crit header', () => sign(secret, { ...HS256, crit: ['exp'] }, claims), 'unauthorized'],
     ['b64:false header', () => sign(secret, { ...HS256, b64: false, crit: ['b64'] }, claims), 'unauthorized'],
-    ['header not JSON', () => { const input = `${b64('nope')}.${b64(claims)}`; return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`; }, 'unauthorized'],
-    ['payload not JSON', () => { const input = `${b64(HS256)}.${b64('[1,2')}`; return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`; }, 'unauthorized'],
-    ['payload an array', () => { const input = `${b64(HS256)}.${b64([claims])}`; return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`; }, 'unauthorized'],
+    [
+      'header not JSON',
+      () => {
+        const input = `${b64('nope')}.${b64(claims)}`;
+        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+      },
+      'unauthorized',
+    ],
+    [
+      'payload not JSON',
+      () => {
+        const input = `${b64(HS256)}.${b64('[1,2')}`;
+        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+      },
+      'unauthorized',
+    ],
+    [
+      'payload an array',
+      () => {
+        const input = `${b64(HS256)}.${b64([claims])}`;
+        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+      },
+      'unauthorized',
+    ],
     ['four segments', () => valid + '.AAAA', 'unauthorized'],
     ['two segments', () => valid.slice(0, valid.lastIndexOf('.')), 'unauthorized'],
     ['empty signature', () => valid.slice(0, valid.lastIndexOf('.') + 1), 'unauthorized'],
@@ -113,7 +154,13 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
     const { access_token: access } = await signInUser(s);
     const [h, p, sig] = access.split('.');
     expect(JSON.parse(Buffer.from(h!, 'base64url').toString())).toEqual({ alg: 'HS256', typ: 'JWT' });
-    expect(Object.keys(JSON.parse(Buffer.from(p!, 'base64url').toString())).sort()).toEqual(['exp', 'iat', 'iss', 'sid', 'sub']);
+    expect(Object.keys(JSON.parse(Buffer.from(p!, 'base64url').toString())).sort()).toEqual([
+      'exp',
+      'iat',
+      'iss',
+      'sid',
+      'sub',
+    ]);
     expect(sig).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect((await me(access)).status).toBe(200);
   });

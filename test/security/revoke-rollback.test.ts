@@ -14,7 +14,8 @@ import { adminReq, signInAdmin } from '../helpers/admin';
 import { eventually } from '../helpers/wait';
 
 const IDLE = { BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '60000' };
-const SCHEMA = "CREATE TABLE public.accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO public.accounts VALUES (1, 100), (2, 200);";
+const SCHEMA =
+  'CREATE TABLE public.accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO public.accounts VALUES (1, 100), (2, 200);';
 
 interface Key {
   id: string;
@@ -22,19 +23,32 @@ interface Key {
 }
 
 async function newKey(s: TestServer): Promise<Key> {
-  const k = await s.platform.services.keys.create({ type: 'service', service: 'bank', permissions: ['db:query'], tables: ['accounts'] });
+  const k = await s.platform.services.keys.create({
+    type: 'service',
+    service: 'bank',
+    permissions: ['db:query'],
+    tables: ['accounts'],
+  });
   return { id: k.id, key: k.key };
 }
 
-const query = (s: TestServer, k: Key, body: Record<string, unknown>) => s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': k.key }, body: { entity: 'accounts', ...body } });
+const query = (s: TestServer, k: Key, body: Record<string, unknown>) =>
+  s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': k.key }, body: { entity: 'accounts', ...body } });
 const begin = async (s: TestServer, k: Key): Promise<string> => {
   const r = await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': k.key }, body: {} });
   expect(r.status).toBe(200);
   return r.body.data.transaction_id;
 };
 const setBalance = (s: TestServer, k: Key, id: number, balance: number, tx?: string) =>
-  query(s, k, { action: 'update', data: { balance }, filters: [{ field: 'id', op: 'eq', value: id }], ...(tx ? { transaction_id: tx } : {}) });
-const balance = async (s: TestServer, id: number) => (await s.platform.db.query<{ balance: number }>('SELECT balance FROM public.accounts WHERE id = $1', [id])).rows[0]!.balance;
+  query(s, k, {
+    action: 'update',
+    data: { balance },
+    filters: [{ field: 'id', op: 'eq', value: id }],
+    ...(tx ? { transaction_id: tx } : {}),
+  });
+const balance = async (s: TestServer, id: number) =>
+  (await s.platform.db.query<{ balance: number }>('SELECT balance FROM public.accounts WHERE id = $1', [id])).rows[0]!
+    .balance;
 
 describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) => {
   let s: TestServer;
@@ -59,14 +73,24 @@ describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) =>
     expect(s.platform.services.database.transactions.size).toBe(otherTx ? 1 : 0);
     if (otherTx) {
       expect((await setBalance(s, other, 2, 250, otherTx)).status).toBe(200);
-      expect((await s.req('POST', `/api/v1/db/transaction/${otherTx}/commit`, { headers: { 'x-api-key': other.key }, body: {} })).status).toBe(200);
+      expect(
+        (
+          await s.req('POST', `/api/v1/db/transaction/${otherTx}/commit`, {
+            headers: { 'x-api-key': other.key },
+            body: {},
+          })
+        ).status,
+      ).toBe(200);
     }
     // The row is writable at once by another key, and the revoked write never happened.
     const w = await setBalance(s, other, 1, 101);
     expect(w.status).toBe(200);
     expect(await balance(s, 1)).toBe(101);
     // The revoked key itself gets 401 on its old transaction.
-    expect((await s.req('POST', `/api/v1/db/transaction/${tx}/commit`, { headers: { 'x-api-key': k.key }, body: {} })).status).toBe(401);
+    expect(
+      (await s.req('POST', `/api/v1/db/transaction/${tx}/commit`, { headers: { 'x-api-key': k.key }, body: {} }))
+        .status,
+    ).toBe(401);
   });
 
   test('several open transactions of the key all end', async () => {
@@ -79,7 +103,7 @@ describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) =>
     expect(s.platform.services.database.transactions.size).toBe(0);
   });
 
-  test('a revocation inside the caller\'s transaction (admin API) ends them when it commits', async () => {
+  test("a revocation inside the caller's transaction (admin API) ends them when it commits", async () => {
     if (engine === 'embedded') {
       // One session: the caller's own transaction would wait for the API transaction, so it calls revoked() first.
       const k = await newKey(s);
@@ -94,7 +118,13 @@ describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) =>
     const tx = await begin(s, k);
     expect((await setBalance(s, k, 2, 0, tx)).status).toBe(200);
     await s.platform.db.transaction((t) => s.platform.services.keys.revoke(k.id, t));
-    expect(await eventually(() => s.platform.services.database.transactions.size === 0, { timeout: 3000, interval: 20, what: 'no open transactions' })).toBe(true);
+    expect(
+      await eventually(() => s.platform.services.database.transactions.size === 0, {
+        timeout: 3000,
+        interval: 20,
+        what: 'no open transactions',
+      }),
+    ).toBe(true);
     expect(await balance(s, 2)).toBe(250);
   });
   // On the embedded engine an open API transaction holds the one session, so the admin
@@ -110,47 +140,68 @@ describe.each(ENGINES)('revoking a key ends its transactions on %s', (engine) =>
     expect(performance.now() - t0).toBeLessThan(5000); // the idle timeout is 60 s
     expect(s.platform.services.database.transactions.size).toBe(0);
     expect(await balance(s, 2)).not.toBe(1);
-    const audit = await s.platform.db.query<{ n: number }>("SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'keys.revoke' AND target = $1", [k.id]);
+    const audit = await s.platform.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'keys.revoke' AND target = $1",
+      [k.id],
+    );
     expect(audit.rows[0]!.n).toBe(1);
   });
 });
 
-describe.skipIf(!ENGINES.includes('external'))('revoking on one instance ends the transactions on another (external)', () => {
-  let a: TestServer;
-  let b: TestServer;
-  beforeAll(async () => {
-    a = await startServer('external', { env: IDLE });
-    b = await startServer('external', { env: IDLE, db: a.db });
-    await a.platform.db.exec(SCHEMA);
-  });
-  afterAll(async () => {
-    await b.stop();
-    await a.stop();
-  });
+describe.skipIf(!ENGINES.includes('external'))(
+  'revoking on one instance ends the transactions on another (external)',
+  () => {
+    let a: TestServer;
+    let b: TestServer;
+    beforeAll(async () => {
+      a = await startServer('external', { env: IDLE });
+      b = await startServer('external', { env: IDLE, db: a.db });
+      await a.platform.db.exec(SCHEMA);
+    });
+    afterAll(async () => {
+      await b.stop();
+      await a.stop();
+    });
 
-  test.each([
-    ['through the key service on instance A (the admin API)', async (k: Key) => void (await a.platform.services.keys.revoke(k.id))],
-    ['through `basalt keys revoke` in another process', async (k: Key) => {
-      const r = await runCli(['keys', 'revoke', k.id], { BASALT_DATABASE_URL: a.db.url, BASALT_DATA_DIR: a.db.dataDir });
-      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
-    }],
-  ])('%s', async (_name, revoke) => {
-    const k = await newKey(a);
-    const other = await newKey(a);
-    const tx = await begin(b, k);
-    expect((await setBalance(b, k, 1, 0, tx)).status).toBe(200);
-    expect(b.platform.services.database.transactions.size).toBe(1);
-    await revoke(k);
-    expect(await eventually(() => b.platform.services.database.transactions.size === 0, { timeout: 3000, interval: 20, what: 'no open transactions' })).toBe(true);
-    // The lock is released: a write to the same row from instance A goes through at once
-    // (while held it would wait and end in 503 lock_timeout).
-    const t0 = performance.now();
-    const w = await setBalance(a, other, 1, 111);
-    expect(w.status).toBe(200);
-    expect(performance.now() - t0).toBeLessThan(1000);
-    expect(await balance(a, 1)).toBe(111);
-    // The revoked key is refused on both instances.
-    expect((await query(b, k, { action: 'select' })).status).toBe(401);
-    expect((await query(a, k, { action: 'select' })).status).toBe(401);
-  });
-});
+    test.each([
+      [
+        'through the key service on instance A (the admin API)',
+        async (k: Key) => void (await a.platform.services.keys.revoke(k.id)),
+      ],
+      [
+        'through `basalt keys revoke` in another process',
+        async (k: Key) => {
+          const r = await runCli(['keys', 'revoke', k.id], {
+            BASALT_DATABASE_URL: a.db.url,
+            BASALT_DATA_DIR: a.db.dataDir,
+          });
+          expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+        },
+      ],
+    ])('%s', async (_name, revoke) => {
+      const k = await newKey(a);
+      const other = await newKey(a);
+      const tx = await begin(b, k);
+      expect((await setBalance(b, k, 1, 0, tx)).status).toBe(200);
+      expect(b.platform.services.database.transactions.size).toBe(1);
+      await revoke(k);
+      expect(
+        await eventually(() => b.platform.services.database.transactions.size === 0, {
+          timeout: 3000,
+          interval: 20,
+          what: 'no open transactions',
+        }),
+      ).toBe(true);
+      // The lock is released: a write to the same row from instance A goes through at once
+      // (while held it would wait and end in 503 lock_timeout).
+      const t0 = performance.now();
+      const w = await setBalance(a, other, 1, 111);
+      expect(w.status).toBe(200);
+      expect(performance.now() - t0).toBeLessThan(1000);
+      expect(await balance(a, 1)).toBe(111);
+      // The revoked key is refused on both instances.
+      expect((await query(b, k, { action: 'select' })).status).toBe(401);
+      expect((await query(a, k, { action: 'select' })).status).toBe(401);
+    });
+  },
+);

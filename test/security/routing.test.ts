@@ -15,7 +15,8 @@ import { expectA, expectAError, expectBError, expectCError } from '../helpers/en
 /** One request with this Host (null: no Host header at all); the single response, and it as a Reply-like `answer`. */
 async function withHost(s: TestServer, method: string, target: string, host: string | null, body?: string) {
   const headers: [string, string][] = host === null ? [] : [['Host', host]];
-  if (body !== undefined) headers.push(['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(body))]);
+  if (body !== undefined)
+    headers.push(['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(body))]);
   const r = await rawRequest(s.url, requestText(method, target, headers, body));
   expect(r.responses).toHaveLength(1);
   const res = r.responses[0]!;
@@ -26,8 +27,42 @@ async function withHost(s: TestServer, method: string, target: string, host: str
   return { ...res, json, answer: { status: res.status, body: json, headers: new Headers(res.headers) } };
 }
 
-const GOOD_HOSTS = ['x', 'ab', 'abc', 'a:1', 'x:5000', '[::1]', '[::1]:8080', 'x.', 'a_b', 'EXAMPLE.com', 'api.example.com:443', 'exa%41mple'];
-const BAD_HOSTS = ['', ' ', 'a b', 'x:99999', 'x:65536', 'x:0', 'x:abc', 'x:-1', ':80', 'x/y', 'x@y', 'x?y', 'x#y', 'x\\y', 'x,y', '..', '.x', 'ünïcode.example', '[::1', 'host\tname'];
+const GOOD_HOSTS = [
+  'x',
+  'ab',
+  'abc',
+  'a:1',
+  'x:5000',
+  '[::1]',
+  '[::1]:8080',
+  'x.',
+  'a_b',
+  'EXAMPLE.com',
+  'api.example.com:443',
+  'exa%41mple',
+];
+const BAD_HOSTS = [
+  '',
+  ' ',
+  'a b',
+  'x:99999',
+  'x:65536',
+  'x:0',
+  'x:abc',
+  'x:-1',
+  ':80',
+  'x/y',
+  'x@y',
+  'x?y',
+  'x#y',
+  'x\\y',
+  'x,y',
+  '..',
+  '.x',
+  'ünïcode.example',
+  '[::1',
+  'host\tname',
+];
 
 describe.each(ENGINES)('routing and the Host header on %s', (engine) => {
   let s: TestServer;
@@ -45,7 +80,9 @@ describe.each(ENGINES)('routing and the Host header on %s', (engine) => {
       const db = await withHost(s, 'POST', '/zz/api/v1/db/query', host, '{"entity":"x","action":"select"}');
       expectAError(db.answer, 404, 'not_found');
       // The real path still reaches the Database API (no key → 401).
-      expect((await withHost(s, 'POST', '/api/v1/db/query', host, '{"entity":"x","action":"select"}')).status).toBe(401);
+      expect((await withHost(s, 'POST', '/api/v1/db/query', host, '{"entity":"x","action":"select"}')).status).toBe(
+        401,
+      );
     });
   });
 
@@ -78,7 +115,10 @@ describe.each(ENGINES)('routing and the Host header on %s', (engine) => {
     const logged = await startServer(engine, { env: { BASALT_LOG_LEVEL: 'info' } });
     const lines: string[] = [];
     const write = process.stdout.write;
-    process.stdout.write = ((chunk: string | Uint8Array) => (lines.push(String(chunk)), true)) as typeof process.stdout.write;
+    process.stdout.write = ((chunk: string | Uint8Array) => {
+      lines.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
     try {
       await withHost(logged, 'GET', '/zz/healthz?probe=routing-log', 'x');
       await withHost(logged, 'GET', '/healthz?probe=routing-log', 'x');

@@ -73,6 +73,16 @@ function knownHosts(p: Platform): string[] {
   }
 }
 
+/**
+ * The administrator a signed-in route's handler acts for. `admin` is optional on the
+ * context because the open routes (state, setup, login) pass the same gate without a
+ * session; the gate admits no request to any other route without one.
+ */
+export function signedIn(admin: AdminRequest | undefined): AdminRequest {
+  if (!admin) throw AdminErrors.unauthorized();
+  return admin;
+}
+
 export function adminGuard(p: Platform, root: string) {
   const open = new Set(OPEN.map((path) => root + path));
   /** `admin`: the signed-in administrator (absent on the open routes). */

@@ -20,10 +20,20 @@ import { auditRoutes } from './routes/audit';
 import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 
-const screens: ((app: AnyElysia, p: Platform) => AnyElysia)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
+function adminArea(p: Platform, area: AreaFacts) {
+  return new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).derive(adminGuard(p, rootOf(area)));
+}
+
+/**
+ * The admin area's app as each screen receives it: the gate's `admin` on the context,
+ * so a handler's `body`, `query`, `params` and `admin` are typed from its route.
+ */
+export type AdminApp = ReturnType<typeof adminArea>;
+
+const screens: ((app: AdminApp, p: Platform) => AdminApp)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
-  let app: AnyElysia = new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).derive(adminGuard(p, rootOf(area)));
+  let app = adminArea(p, area);
   for (const add of screens) app = add(app, p);
   return app;
 }

@@ -2,15 +2,15 @@
  * Sign-in and setup (docs/admin-api.md §Sign-in and setup). The cookie carries the
  * session token; the body carries the CSRF token the panel echoes in X-CSRF-Token.
  */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
-import { clearedCookie, clientMeta, isHttps, sessionCookie } from '../guard';
+import type { AdminApp } from '../routes';
+import { clearedCookie, clientMeta, isHttps, sessionCookie, signedIn } from '../guard';
 import { Bodies } from '../model';
 import type { SignedIn } from '../service';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
-export function authRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function authRoutes(app: AdminApp, p: Platform): AdminApp {
   const admin = () => p.services.admin;
   const signIn = (request: Request, set: { headers: Record<string, unknown> }, s: SignedIn) => {
     set.headers['set-cookie'] = sessionCookie(s.token, isHttps(request), admin().lifetimes().maxHours * 3600);
@@ -21,29 +21,32 @@ export function authRoutes(app: AnyElysia, p: Platform): AnyElysia {
     .get('/auth/state', async () => ok({ setup_required: await admin().setupRequired() }))
     .post(
       '/auth/setup',
-      async ({ body, request, set }: any) => {
+      async ({ body, request, set }) => {
         const s = await admin().setup(body.token, body.email, body.password, clientMeta(request));
         set.status = 201;
         return signIn(request, set, s);
       },
       { body: Bodies.setup },
     )
-    .post('/auth/login', async ({ body, request, set }: any) => signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))), {
+    .post('/auth/login', async ({ body, request, set }) => signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))), {
       body: Bodies.login,
     })
-    .get('/auth/me', async ({ set, admin: a }: any) => {
+    .get('/auth/me', async ({ set, admin: a }) => {
+      const { session } = signedIn(a);
       set.headers['cache-control'] = 'no-store';
-      return ok({ admin: await admin().me(a.session), csrf_token: a.session.csrfToken });
+      return ok({ admin: await admin().me(session), csrf_token: session.csrfToken });
     })
-    .post('/auth/logout', async ({ set, admin: a }: any) => {
-      await admin().logout(a.session, a.actor);
-      set.headers['set-cookie'] = clearedCookie(a.https);
+    .post('/auth/logout', async ({ set, admin: a }) => {
+      const { session, actor, https } = signedIn(a);
+      await admin().logout(session, actor);
+      set.headers['set-cookie'] = clearedCookie(https);
       return ok({});
     })
     .post(
       '/auth/password',
-      async ({ body, admin: a }: any) => {
-        return ok({ admin: await admin().changePassword(a.session, body.current_password, body.new_password, a.actor) });
+      async ({ body, admin: a }) => {
+        const { session, actor } = signedIn(a);
+        return ok({ admin: await admin().changePassword(session, body.current_password, body.new_password, actor) });
       },
       { body: Bodies.password },
     );

@@ -3,11 +3,12 @@
  * service. On an external database every route answers 409 `not_supported`: backups of
  * a server the platform does not own are pg_dump's, the provider's snapshots or PITR.
  */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
+import { signedIn } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
-import { BackupError, backupService } from '../../backup/service';
+import { BackupError, backupService, type CreatedBackup } from '../../backup/service';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
@@ -19,7 +20,7 @@ function mapped(e: unknown, name?: string): never {
   throw e;
 }
 
-export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function backupsRoutes(app: AdminApp, p: Platform): AdminApp {
   const backups = () => backupService(p);
   return app
     .get('/backups', async () => {
@@ -29,11 +30,11 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         mapped(e);
       }
     })
-    .post('/backups', async ({ request, set, server, admin }: any) => {
-      const { actor } = admin;
+    .post('/backups', async ({ request, set, server, admin }) => {
+      const { actor } = signedIn(admin);
       // A large site's backup can take longer than the listener's idle timeout (60 s): no timeout for this request.
       server?.timeout?.(request, 0);
-      let b;
+      let b: CreatedBackup;
       try {
         b = await backups().create({ trigger: 'admin' });
       } catch (e) {
@@ -45,7 +46,7 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
       const { row_counts: _counts, ...backup } = b;
       return ok({ backup });
     })
-    .get('/backups/:name/download', ({ params }: any) => {
+    .get('/backups/:name/download', ({ params }) => {
       let path: string;
       try {
         path = backups().pathFor(params.name);
@@ -60,8 +61,8 @@ export function backupsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         },
       });
     })
-    .delete('/backups/:name', async ({ params, admin }: any) => {
-      const { actor } = admin;
+    .delete('/backups/:name', async ({ params, admin }) => {
+      const { actor } = signedIn(admin);
       try {
         await backups().delete(params.name);
       } catch (e) {

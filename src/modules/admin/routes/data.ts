@@ -4,9 +4,11 @@
  * encodes values as the Database API does. Each change and its audit row share one
  * transaction: a failed change leaves neither.
  */
-import { t, type AnyElysia } from 'elysia';
+import { t } from 'elysia';
 import type { Platform } from '../../../platform';
-import { createDataBrowser, type DataBrowser } from '../data-browser';
+import type { AdminApp } from '../routes';
+import { signedIn } from '../guard';
+import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
 import { AdminErrors } from '../errors';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
@@ -20,7 +22,7 @@ const Bodies = {
 };
 
 /** `filters` / `sort` of the export query: JSON text, or absent. */
-function jsonParam(name: string, raw: unknown): any {
+function jsonParam(name: string, raw: unknown): unknown {
   if (raw === undefined || raw === '') return undefined;
   try {
     return JSON.parse(String(raw));
@@ -47,16 +49,17 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
   });
 }
 
-export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function dataRoutes(app: AdminApp, p: Platform): AdminApp {
   let browser: DataBrowser | undefined;
   const data = () => (browser ??= createDataBrowser(p));
   return app
     .get('/data/tables', async () => ok({ tables: await data().tables() }))
-    .post('/data/:table/select', async ({ params, body }: any) => ok(await data().select(params.table, body ?? {})), { body: Bodies.select })
+    // The fields as sent: the select checks each (its query builder names what is wrong).
+    .post('/data/:table/select', async ({ params, body }) => ok(await data().select(params.table, (body ?? {}) as SelectQuery)), { body: Bodies.select })
     .post(
       '/data/:table/rows',
-      async ({ params, body, set, admin }: any) => {
-        const row = await p.services.admin.audited(admin.actor, 'data.insert', async (tx, note) => {
+      async ({ params, body, set, admin }) => {
+        const row = await p.services.admin.audited(signedIn(admin).actor, 'data.insert', async (tx, note) => {
           const r = await data().insert(tx, params.table, body.data);
           note(params.table, { data: body.data });
           return r;
@@ -68,8 +71,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .patch(
       '/data/:table/rows',
-      async ({ params, body, admin }: any) => {
-        const row = await p.services.admin.audited(admin.actor, 'data.update', async (tx, note) => {
+      async ({ params, body, admin }) => {
+        const row = await p.services.admin.audited(signedIn(admin).actor, 'data.update', async (tx, note) => {
           const r = await data().update(tx, params.table, body.key, body.data);
           note(params.table, { key: body.key, data: body.data });
           return r;
@@ -80,8 +83,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .post(
       '/data/:table/delete',
-      async ({ params, body, admin }: any) => {
-        const count = await p.services.admin.audited(admin.actor, 'data.delete', async (tx, note) => {
+      async ({ params, body, admin }) => {
+        const count = await p.services.admin.audited(signedIn(admin).actor, 'data.delete', async (tx, note) => {
           const n = await data().deleteRows(tx, params.table, body.keys);
           note(params.table, { count: n, keys: body.keys.slice(0, 100) });
           return n;
@@ -92,8 +95,8 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .post(
       '/data/:table/import',
-      async ({ params, body, admin }: any) => {
-        const r = await p.services.admin.audited(admin.actor, 'data.import', async (tx, note) => {
+      async ({ params, body, admin }) => {
+        const r = await p.services.admin.audited(signedIn(admin).actor, 'data.import', async (tx, note) => {
           const out = await data().importCsv(tx, params.table, body.csv);
           note(params.table, { inserted: out.inserted, bytes: body.csv.length });
           return out;
@@ -102,8 +105,10 @@ export function dataRoutes(app: AnyElysia, p: Platform): AnyElysia {
       },
       { body: Bodies.import },
     )
-    .get('/data/:table/export.csv', async ({ params, query }: any) => {
-      const stream = await startedStream(data().exportCsv(params.table, { filters: jsonParam('filters', query.filters), sort: jsonParam('sort', query.sort) }));
+    .get('/data/:table/export.csv', async ({ params, query }) => {
+      // Parsed, not checked here: the export checks them as a select does.
+      const q = { filters: jsonParam('filters', query.filters), sort: jsonParam('sort', query.sort) } as Pick<SelectQuery, 'filters' | 'sort'>;
+      const stream = await startedStream(data().exportCsv(params.table, q));
       const name = String(params.table).replace(/[^A-Za-z0-9_.-]/g, '_');
       return new Response(stream, {
         headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="${name}.csv"`, 'cache-control': 'no-store' },

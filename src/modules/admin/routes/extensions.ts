@@ -1,6 +1,7 @@
 /** Extensions screen (docs/admin-api.md §Extensions): loaded and failed extensions, their routes and settings. */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
+import { signedIn } from '../guard';
 import { ConfigError } from '../../../config/validate';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
@@ -13,7 +14,7 @@ function extensionView(p: Platform, name: string) {
   return e;
 }
 
-export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function extensionsRoutes(app: AdminApp, p: Platform): AdminApp {
   return app
     .get('/extensions', () =>
       ok({
@@ -33,7 +34,7 @@ export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .put(
       '/extensions/:name/settings/:key',
-      async ({ params, body, admin }: any) => {
+      async ({ params, body, admin }) => {
         const e = extensionView(p, params.name);
         const settings = p.services.extensions.settings(e.name);
         if (!settings) throw AdminErrors.invalidState(`The extension ${e.name} did not load; its settings cannot be changed until it does.`);
@@ -41,7 +42,7 @@ export function extensionsRoutes(app: AnyElysia, p: Platform): AnyElysia {
         if (!current) throw AdminErrors.notFound(`The setting '${String(params.key).slice(0, 100)}' of extension ${e.name}`);
         if (current.source === 'env' || current.source === 'file') throw AdminErrors.settingPinned(`ext.${e.name}.${current.key}`, current.origin ?? current.source);
         try {
-          await p.services.admin.audited(admin.actor, 'extensions.settings.set', async (tx, note) => {
+          await p.services.admin.audited(signedIn(admin).actor, 'extensions.settings.set', async (tx, note) => {
             if (body.value === null) await settings.unset(current.key, tx);
             else await settings.set(current.key, body.value, tx);
             note(`${e.name}.${current.key}`, { before: current.secret ? '[redacted]' : current.value, after: current.secret ? '[redacted]' : body.value });

@@ -1,22 +1,25 @@
 /** API keys screen (docs/admin-api.md §API keys), through KeyService. */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
+import { signedIn } from '../guard';
 import { AppError } from '../../../http/errors';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
+import type { CreateKeyInput } from '../../keys/model';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
-export function keysRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function keysRoutes(app: AdminApp, p: Platform): AdminApp {
   const keys = () => p.services.keys;
   return app
     .get('/keys', async () => ok({ keys: await keys().list() }))
     .post(
       '/keys',
-      async ({ body, set, admin }: any) => {
-        const { actor } = admin;
+      async ({ body, set, admin }) => {
+        const { actor } = signedIn(admin);
         const created = await p.services.admin.audited(actor, 'keys.create', async (tx, note) => {
-          const k = await keys().create({ ...body, expiresAt: body.expires_at }, tx);
+          // Every field as sent: validateKeyInput checks each and names what is wrong (Bodies.createKey).
+          const k = await keys().create({ ...body, expiresAt: body.expires_at } as CreateKeyInput, tx);
           note(k.id, { type: k.type, name: k.name, service: k.service, permissions: k.permissions, tables: k.tables, expires_at: k.expires_at, site: k.site, display: k.display });
           return k;
         });
@@ -28,8 +31,8 @@ export function keysRoutes(app: AnyElysia, p: Platform): AnyElysia {
       },
       { body: Bodies.createKey },
     )
-    .post('/keys/:id/revoke', async ({ params, admin }: any) => {
-      const { actor } = admin;
+    .post('/keys/:id/revoke', async ({ params, admin }) => {
+      const { actor } = signedIn(admin);
       try {
         const key = await p.services.admin.audited(actor, 'keys.revoke', async (tx, note) => {
           const k = await keys().revoke(params.id, tx);

@@ -3,8 +3,9 @@
  * through the mail service. A job's bodies are not shown: the operator sees who,
  * what subject, when and why it failed.
  */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
+import { signedIn, type AdminRequest } from '../guard';
 import type { JobRow, JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
 import { Bodies, Queries } from '../model';
@@ -12,6 +13,7 @@ import { writeAudit } from '../audit';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 const STATES: JobState[] = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
+const isState = (s: string): s is JobState => (STATES as string[]).includes(s);
 
 /** docs/admin-api.md: job. */
 export function jobView(j: JobRow) {
@@ -32,7 +34,7 @@ export function jobView(j: JobRow) {
   };
 }
 
-export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function mailRoutes(app: AdminApp, p: Platform): AdminApp {
   const mail = () => p.services.mail;
   const job = async (id: string) => {
     const row = await mail().jobs.row(id);
@@ -40,9 +42,9 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
     return row;
   };
   const transition = (action: 'retry' | 'cancel', from: string) =>
-    async ({ params, admin }: any) => {
+    async ({ params, admin }: { params: { id: string }; admin?: AdminRequest }) => {
       const before = await job(params.id); // outside the transaction: on the embedded engine it holds the database
-      await p.services.admin.audited(admin.actor, `mail.jobs.${action}`, async (tx, note) => {
+      await p.services.admin.audited(signedIn(admin).actor, `mail.jobs.${action}`, async (tx, note) => {
         // The state is checked by the UPDATE itself, so a job claimed meanwhile is refused, not changed.
         if (!(await mail().jobs[action](params.id, tx))) throw AdminErrors.invalidState(`Only a ${from} job can be ${action === 'retry' ? 'retried' : 'cancelled'}; this one is ${before.state}.`);
         note(params.id, { from: before.state, to: action === 'retry' ? 'queued' : 'cancelled' });
@@ -52,8 +54,8 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
   return app
     .post(
       '/mail/test',
-      async ({ body, admin }: any) => {
-        const { actor } = admin;
+      async ({ body, admin }) => {
+        const { actor } = signedIn(admin);
         try {
           const r = await mail().testSend(body.to);
           await writeAudit(p.db, actor, 'mail.test', body.to, { ok: true, message_id: r.messageId });
@@ -67,10 +69,11 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
     )
     .get(
       '/mail/jobs',
-      async ({ query }: any) => {
-        if (query.state && !STATES.includes(query.state)) throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
+      async ({ query }) => {
+        const state = query.state || undefined; // `?state=` filters nothing, as no state
+        if (state !== undefined && !isState(state)) throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
         const r = await mail().jobs.search({
-          state: query.state,
+          state,
           recipient: query.recipient,
           since: query.since ? new Date(query.since) : undefined,
           until: query.until ? new Date(query.until) : undefined,
@@ -81,7 +84,7 @@ export function mailRoutes(app: AnyElysia, p: Platform): AnyElysia {
       },
       { query: Queries.jobs },
     )
-    .get('/mail/jobs/:id', async ({ params }: any) => ok({ job: jobView(await job(params.id)) }))
+    .get('/mail/jobs/:id', async ({ params }) => ok({ job: jobView(await job(params.id)) }))
     .post('/mail/jobs/:id/retry', transition('retry', 'failed or dead'))
     .post('/mail/jobs/:id/cancel', transition('cancel', 'queued'));
 }

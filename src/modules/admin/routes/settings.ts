@@ -1,16 +1,17 @@
 /** Settings screen (docs/admin-api.md §Settings) and the SMTP test send. */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
+import { signedIn } from '../guard';
 import { Bodies } from '../model';
 import { changeSetting, listSettings } from '../settings';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
-export function settingsRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function settingsRoutes(app: AdminApp, p: Platform): AdminApp {
   return app
     .get('/settings', () => ok({ settings: listSettings(p) }))
-    .put('/settings/:key', async ({ params, body, admin }: any) => ok({ setting: await changeSetting(p, admin.actor, params.key, body.value) }), {
+    .put('/settings/:key', async ({ params, body, admin }) => ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, body.value) }), {
       body: Bodies.value,
     })
-    .delete('/settings/:key', async ({ params, admin }: any) => ok({ setting: await changeSetting(p, admin.actor, params.key, undefined) }));
+    .delete('/settings/:key', async ({ params, admin }) => ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, undefined) }));
 }

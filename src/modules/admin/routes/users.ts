@@ -2,13 +2,13 @@
  * Users screen (docs/admin-api.md §Users). Each action and its audit row share one
  * transaction; disabling or deleting ends the user's sessions on every instance at once.
  */
-import type { AnyElysia } from 'elysia';
 import type { Platform } from '../../../platform';
+import type { AdminApp } from '../routes';
 import type { Queryable } from '../../../db/engine';
 import { AdminErrors } from '../errors';
 import { AuthErrors } from '../../auth/errors';
 import { linkBase, mailConfigured } from '../../auth/mailer';
-import { clientMeta } from '../guard';
+import { clientMeta, signedIn } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
 import { writeAudit } from '../audit';
@@ -24,28 +24,28 @@ const actions: Record<string, Action> = {
   unlock: (p, u, tx) => p.services.auth.unlock(u.email, tx),
 };
 
-export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
+export function usersRoutes(app: AdminApp, p: Platform): AdminApp {
   const find = async (id: string, q: Queryable = p.db) => {
     const u = await userDetail(q, id);
     if (!u) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
     return u;
   };
   let a = app
-    .get('/users', async ({ query }: any) => ok(await searchUsers(p.db, query)), { query: Queries.users })
-    .get('/users/:id', async ({ params }: any) => {
+    .get('/users', async ({ query }) => ok(await searchUsers(p.db, query)), { query: Queries.users })
+    .get('/users/:id', async ({ params }) => {
       const user = await find(params.id);
       return ok({ user, sessions: await userSessions(p.db, user.id) });
     })
-    .delete('/users/:id', async ({ params, admin }: any) => {
-      await p.services.admin.audited(admin.actor, 'users.delete', async (tx, note) => {
+    .delete('/users/:id', async ({ params, admin }) => {
+      await p.services.admin.audited(signedIn(admin).actor, 'users.delete', async (tx, note) => {
         const u = await find(params.id, tx);
         await p.services.auth.deleteUser(u.id, tx);
         note(u.id, { email: u.email });
       });
       return ok({});
     })
-    .post('/users/:id/resend-verification', async ({ params, request, admin }: any) => {
-      const { actor } = admin;
+    .post('/users/:id/resend-verification', async ({ params, request, admin }) => {
+      const { actor } = signedIn(admin);
       const u = await find(params.id);
       if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
       if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
@@ -59,8 +59,8 @@ export function usersRoutes(app: AnyElysia, p: Platform): AnyElysia {
       return ok({ user: u });
     });
   for (const [name, act] of Object.entries(actions)) {
-    a = a.post(`/users/:id/${name}`, async ({ params, admin }: any) => {
-      const user = await p.services.admin.audited(admin.actor, `users.${name}`, async (tx, note) => {
+    a = a.post(`/users/:id/${name}`, async ({ params, admin }) => {
+      const user = await p.services.admin.audited(signedIn(admin).actor, `users.${name}`, async (tx, note) => {
         const u = await find(params.id, tx);
         await act(p, u, tx);
         note(u.id, { email: u.email });

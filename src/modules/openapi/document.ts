@@ -11,12 +11,59 @@
  */
 import type { AnyElysia } from 'elysia';
 import { prefixesOf, type AreaFacts, type Areas } from '../../http/areas';
-import { SchemaConverter, isOptional } from './schema';
+import { SchemaConverter, isOptional, type Schema } from './schema';
 import { ErrorA, ErrorB, ErrorC } from '../../http/envelope-schemas';
 import { headerComponents } from './headers';
 
-type Doc = Record<string, any>;
 type Envelope = AreaFacts['envelope'];
+
+/** Security alternatives as OpenAPI lists them: each names the schemes it needs (`{}`: none). */
+type Security = Record<string, string[]>;
+
+/** A response of an operation. */
+interface ResponseObject {
+  description?: string;
+  headers?: Record<string, unknown>;
+  content?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+/** A route's `detail`: its operation's OpenAPI fields as given, and this platform's own. */
+interface Detail {
+  hide?: boolean;
+  operationId?: string;
+  summary?: string;
+  tags?: string[];
+  parameters?: unknown[];
+  requestBody?: unknown;
+  responses?: Record<string, ResponseObject>;
+  security?: Security[];
+  /** Elysia answers HEAD through this GET handler. */
+  'x-head'?: boolean;
+  /** Error codes by status, besides those of the layers around the route. */
+  'x-codes'?: Record<string, string[]>;
+  [field: string]: unknown;
+}
+
+/** What the document reads of a route's hooks (its Elysia options). */
+interface Hooks {
+  detail?: Detail;
+  params?: unknown;
+  query?: unknown;
+  body?: unknown;
+  response?: unknown;
+}
+
+interface Operation {
+  operationId: string;
+  summary?: string;
+  tags?: string[];
+  parameters?: unknown[];
+  requestBody?: unknown;
+  responses?: Record<string, ResponseObject>;
+  security?: Security[];
+  [field: string]: unknown;
+}
 
 const ERROR_REF: Record<Envelope, string> = { A: 'ErrorA', B: 'ErrorB', C: 'ErrorC' };
 
@@ -74,14 +121,17 @@ function openapiPath(path: string): string {
  * the access-mode key (required in `api_key_required` mode), and a route that declares
  * none is open (`{}`) apart from that key.
  */
-function securityOf(declared: Doc[] | undefined, gated: boolean): Doc[] {
-  const alts = declared && declared.length ? declared : [{}];
+function securityOf(declared: Security[] | undefined, gated: boolean): Security[] {
+  const alts = declared?.length ? declared : [{}];
   if (!gated) return alts;
-  const out: Doc[] = [];
+  const out: Security[] = [];
   const seen = new Set<string>();
-  const push = (a: Doc) => {
+  const push = (a: Security) => {
     const k = JSON.stringify(Object.keys(a).sort());
-    if (!seen.has(k)) (seen.add(k), out.push(a));
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push(a);
+    }
   };
   for (const a of alts) push(a);
   for (const a of alts) if (!('ApiKey' in a)) push({ ...a, ApiKey: [] });
@@ -99,7 +149,7 @@ const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
 export interface RouteInfo {
   method: string;
   path: string;
-  hooks: Doc;
+  hooks: Hooks;
 }
 
 /** The routes of the documented areas (both listeners when split), each once. */
@@ -117,23 +167,23 @@ export function publicRoutes(apps: AnyElysia[], areas: Areas): RouteInfo[] {
   return out;
 }
 
-export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): Doc {
+export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): Record<string, unknown> {
   const conv = new SchemaConverter();
   // The envelopes first, so they keep their names.
   for (const s of [ErrorA, ErrorB, ErrorC]) conv.convert(s);
-  const paths: Doc = {};
+  const paths: Record<string, Record<string, Operation>> = {};
   // The areas' tags in route-list order, then one per extension whose module routes are documented.
-  const tags: Doc[] = areas.list.flatMap((a) => (a.openapi?.tag ? [{ ...a.openapi.tag }] : []));
+  const tags: { name: string; description: string }[] = areas.list.flatMap((a) => (a.openapi?.tag ? [{ ...a.openapi.tag }] : []));
   for (const route of publicRoutes(apps, areas)) {
     const area = areas.of(route.path);
     const method = route.method.toLowerCase();
     const op = operation(conv, route, area);
     for (const tag of op.tags ?? []) if (!tags.some((t) => t.name === tag)) tags.push({ name: tag, description: `Routes of the ${tag} extension (format B).` });
     const path = openapiPath(route.path);
-    paths[path] ??= {};
-    paths[path][method] = op;
+    const ops = (paths[path] ??= {});
+    ops[method] = op;
     // Elysia answers HEAD through a GET handler that opts in (`detail['x-head']`): same status and headers, no body.
-    if (method === 'get' && route.hooks?.detail?.['x-head']) paths[path].head = headOf(op);
+    if (method === 'get' && route.hooks?.detail?.['x-head']) ops.head = headOf(op);
   }
   return {
     openapi: '3.1.0',
@@ -161,23 +211,23 @@ export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): 
   };
 }
 
-function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Doc {
+function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Operation {
   const hooks = route.hooks ?? {};
-  const { responses: detailResponses, requestBody: detailBody, parameters: detailParams, security, 'x-head': _head, 'x-codes': codes, ...detail } = (hooks.detail ?? {}) as Doc;
+  const { responses: detailResponses, requestBody: detailBody, parameters: detailParams, security, 'x-head': _head, 'x-codes': codes, ...detail } = hooks.detail ?? {};
   const method = route.method.toLowerCase();
-  const op: Doc = { operationId: detail.operationId ?? operationId(route.method, route.path), ...detail };
+  const op: Operation = { operationId: detail.operationId ?? operationId(route.method, route.path), ...detail };
   op.operationId = op.operationId.replace(/[^A-Za-z0-9]/g, '');
 
-  const parameters: Doc[] = [];
+  const parameters: unknown[] = [];
   const params = hooks.params ? conv.convert(hooks.params) : undefined;
   for (const m of route.path.matchAll(/:([A-Za-z0-9_]+)/g)) {
     parameters.push({ name: m[1], in: 'path', required: true, schema: params?.properties?.[m[1]!] ?? { type: 'string' } });
   }
   if (hooks.query) {
     const q = conv.convert(hooks.query);
-    for (const [name, schema] of Object.entries((q.properties ?? {}) as Doc)) {
+    for (const [name, schema] of Object.entries(q.properties ?? {})) {
       // A lowercase `title` only names the field in 400 messages (src/http/foundation.ts).
-      const { description, title, ...rest } = schema as Doc;
+      const { description, title, ...rest } = schema;
       if (typeof title === 'string' && /^[A-Z]/.test(title)) rest.title = title;
       parameters.push({ name, in: 'query', required: (q.required ?? []).includes(name), ...(description ? { description } : {}), schema: rest });
     }
@@ -198,10 +248,12 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Do
 
   const validationStatus = area.validationStatus ?? 400;
   const errorCodes = layerCodes(area, hasBody, validationStatus);
-  for (const [status, list] of Object.entries((codes ?? {}) as Record<string, string[]>)) (errorCodes[status] ??= []).push(...list);
+  for (const [status, list] of Object.entries(codes ?? {})) (errorCodes[status] ??= []).push(...list);
 
-  const responses: Doc = {};
-  const declared = hooks.response && typeof hooks.response === 'object' && !('type' in hooks.response) && !('anyOf' in hooks.response) ? (hooks.response as Doc) : hooks.response ? { 200: hooks.response } : {};
+  const responses: Record<string, ResponseObject> = {};
+  // One schema (200), or schemas by status.
+  const declared: Record<string, unknown> =
+    hooks.response && typeof hooks.response === 'object' && !('type' in hooks.response) && !('anyOf' in hooks.response) ? (hooks.response as Record<string, unknown>) : hooks.response ? { 200: hooks.response } : {};
   for (const [status, schema] of Object.entries(declared)) {
     if (Number(status) >= 400) {
       errorCodes[status] ??= [];
@@ -209,19 +261,19 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Do
     }
     const s = conv.convert(schema);
     responses[status] = {
-      description: (schema as Doc).description ?? (status === '201' ? 'Created' : status === '202' ? 'Accepted' : 'Success'),
+      description: (schema as Schema).description ?? (status === '201' ? 'Created' : status === '202' ? 'Accepted' : 'Success'),
       headers: { 'X-Request-Id': header('XRequestId') },
       content: { 'application/json': { schema: s } },
     };
   }
-  for (const [status, r] of Object.entries((detailResponses ?? {}) as Doc)) {
+  for (const [status, r] of Object.entries(detailResponses ?? {})) {
     if (Number(status) >= 400) {
       errorCodes[status] ??= [];
       if (r.description) (errorCodes[status] as string[] & { text?: string }).text = r.description;
       continue;
     }
     // Merged with the route's own schema for that status, if any (e.g. headers of a JSON success).
-    const base = (responses[status] ?? {}) as Doc;
+    const base = responses[status] ?? {};
     responses[status] = { ...base, ...r, headers: { 'X-Request-Id': header('XRequestId'), ...(base.headers ?? {}), ...(r.headers ?? {}) } };
   }
   if (Object.keys(responses).length === 0) responses['200'] = { description: 'Success', headers: { 'X-Request-Id': header('XRequestId') } };
@@ -229,10 +281,10 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Do
     const list = errorCodes[status] as string[] & { text?: string };
     const uniq = [...new Set(list)];
     const text = list.text ?? STATUS_TEXT[status] ?? 'Error';
-    const headers: Doc = { 'X-Request-Id': header('XRequestId') };
+    const headers: Record<string, unknown> = { 'X-Request-Id': header('XRequestId') };
     if (status === '429') headers['Retry-After'] = { ...header('RetryAfter') };
     if (status === '416') headers['Content-Range'] = header('ContentRangeUnsatisfied');
-    if (status === '401' && (security as Doc[] | undefined)?.some((a) => 'Bearer' in a)) headers['WWW-Authenticate'] = header('WWWAuthenticate');
+    if (status === '401' && security?.some((a) => 'Bearer' in a)) headers['WWW-Authenticate'] = header('WWWAuthenticate');
     responses[status] = {
       description: `${text}${uniq.length ? ` (codes include: ${uniq.map((c) => '`' + c + '`').join(', ')})` : ''}. Format ${area.envelope} error.`,
       headers,
@@ -245,10 +297,10 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Do
 }
 
 /** HEAD: the GET operation's statuses and headers without bodies. */
-function headOf(get: Doc): Doc {
-  const responses: Doc = {};
-  for (const [status, r] of Object.entries(get.responses as Doc)) {
-    const { content: _c, ...rest } = r as Doc;
+function headOf(get: Operation): Operation {
+  const responses: Record<string, ResponseObject> = {};
+  for (const [status, r] of Object.entries(get.responses ?? {})) {
+    const { content: _c, ...rest } = r;
     responses[status] = { ...rest, description: `${rest.description} No body (HEAD).` };
   }
   const { requestBody: _b, ...op } = get;

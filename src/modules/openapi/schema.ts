@@ -12,7 +12,22 @@
  * "The OpenAPI document"), and every output object is new.
  */
 
-type Json = Record<string, any>;
+/** A JSON Schema object, as far as this converter reads one; every other keyword is carried over as is. */
+export interface Schema {
+  type?: string | string[];
+  format?: string;
+  title?: string;
+  description?: string;
+  const?: unknown;
+  enum?: unknown[];
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  allOf?: Schema[];
+  properties?: Record<string, Schema>;
+  patternProperties?: Record<string, Schema>;
+  required?: string[];
+  [keyword: string]: unknown;
+}
 
 const COMPONENT_TITLE = /^[A-Z][A-Za-z0-9]*$/;
 /** Keywords Elysia or TypeBox add that are not JSON Schema (or not meaningful to a client). */
@@ -20,14 +35,14 @@ const DROP = new Set(['nullable', 'error', 'elysiaMeta', 'extension', 'transform
 
 export class SchemaConverter {
   /** Named components, in the order first met. */
-  readonly components: Record<string, Json> = {};
+  readonly components: Record<string, Schema> = {};
 
   /** `schema` (TypeBox or plain JSON Schema) as an OpenAPI 3.1 schema; named parts become `$ref`s. */
-  convert(schema: unknown): Json {
+  convert(schema: unknown): Schema {
     return this.walk(plain(schema));
   }
 
-  private walk(s: Json): Json {
+  private walk(s: Schema): Schema {
     if (!s || typeof s !== 'object' || Array.isArray(s)) return s;
     const out = this.simplify(s);
     const title = out.title;
@@ -36,7 +51,7 @@ export class SchemaConverter {
   }
 
   /** Register `s` (already simplified) as component `name`; a different schema under a taken name gets a suffix. */
-  private component(name: string, s: Json): string {
+  private component(name: string, s: Schema): string {
     const { title: _t, ...rest } = s;
     const body = this.children(rest);
     let n = name;
@@ -45,36 +60,36 @@ export class SchemaConverter {
     return `#/components/schemas/${n}`;
   }
 
-  private children(s: Json): Json {
-    const out: Json = {};
+  private children(s: Schema): Schema {
+    const out: Schema = {};
     for (const [k, v] of Object.entries(s)) {
       if (k === 'properties' || k === 'patternProperties' || k === '$defs') {
-        out[k] = Object.fromEntries(Object.entries(v as Json).map(([pk, pv]) => [pk, this.walk(pv as Json)]));
+        out[k] = Object.fromEntries(Object.entries(v as Record<string, Schema>).map(([pk, pv]) => [pk, this.walk(pv as Schema)]));
       } else if (k === 'items' || k === 'additionalProperties' || k === 'not' || k === 'contains') {
-        out[k] = typeof v === 'object' && v !== null ? this.walk(v as Json) : v;
+        out[k] = typeof v === 'object' && v !== null ? this.walk(v as Schema) : v;
       } else if (k === 'anyOf' || k === 'oneOf' || k === 'allOf' || k === 'prefixItems') {
-        out[k] = (v as Json[]).map((x) => this.walk(x));
+        out[k] = (v as Schema[]).map((x) => this.walk(x));
       } else out[k] = v;
     }
     return out;
   }
 
   /** One level of rewriting (children are handled by `walk`). */
-  private simplify(input: Json): Json {
-    let s: Json = {};
+  private simplify(input: Schema): Schema {
+    let s: Schema = {};
     for (const [k, v] of Object.entries(input)) if (!DROP.has(k)) s[k] = v;
     // Elysia's Integer/Numeric: anyOf [string(format integer|numeric), integer|number] → the number branch.
     if (Array.isArray(s.anyOf) && s.anyOf.length === 2) {
-      const str = s.anyOf.find((b: Json) => b.type === 'string' && (b.format === 'integer' || b.format === 'numeric'));
-      const num = s.anyOf.find((b: Json) => b.type === 'integer' || b.type === 'number');
+      const str = s.anyOf.find((b) => b.type === 'string' && (b.format === 'integer' || b.format === 'numeric'));
+      const num = s.anyOf.find((b) => b.type === 'integer' || b.type === 'number');
       if (str && num) {
         const { anyOf: _a, ...outer } = s;
         s = { ...num, ...outer, type: num.type };
       }
     }
     // Nullable: anyOf [X, {type: null}] → X with "null" in its type (or anyOf without the `nullable` keyword).
-    if (Array.isArray(s.anyOf) && s.anyOf.length === 2 && s.anyOf.some((b: Json) => b.type === 'null')) {
-      const other = s.anyOf.find((b: Json) => b.type !== 'null') as Json;
+    if (Array.isArray(s.anyOf) && s.anyOf.length === 2 && s.anyOf.some((b) => b.type === 'null')) {
+      const other = s.anyOf.find((b) => b.type !== 'null') as Schema;
       const { anyOf: _a, ...outer } = s;
       if (typeof other.type === 'string' && !other.anyOf && !other.oneOf && !other.allOf && !(typeof other.title === 'string' && COMPONENT_TITLE.test(other.title))) {
         s = { ...other, ...outer, type: [other.type, 'null'] };
@@ -82,11 +97,11 @@ export class SchemaConverter {
       } else s = { ...outer, anyOf: [other, { type: 'null' }] };
     }
     // A union of literals of one type → enum.
-    if (Array.isArray(s.anyOf) && s.anyOf.length > 0 && s.anyOf.every((b: Json) => 'const' in b && Object.keys(b).every((k) => k === 'const' || k === 'type'))) {
-      const types = new Set(s.anyOf.map((b: Json) => b.type));
+    if (Array.isArray(s.anyOf) && s.anyOf.length > 0 && s.anyOf.every((b) => 'const' in b && Object.keys(b).every((k) => k === 'const' || k === 'type'))) {
+      const types = new Set(s.anyOf.map((b) => b.type));
       if (types.size === 1) {
         const { anyOf, ...outer } = s;
-        s = { type: [...types][0], enum: anyOf.map((b: Json) => b.const), ...outer };
+        s = { type: [...types][0], enum: anyOf.map((b) => b.const), ...outer };
       }
     }
     // t.Record(t.String(), X) → additionalProperties: X.
@@ -111,7 +126,7 @@ export class SchemaConverter {
 const pristine = new WeakMap<object, string>();
 
 /** A plain JSON copy (TypeBox's symbol keys dropped), as first seen. */
-export function plain(schema: unknown): Json {
+export function plain(schema: unknown): Schema {
   if (schema === undefined) return {};
   if (typeof schema !== 'object' || schema === null) return JSON.parse(JSON.stringify(schema));
   let text = pristine.get(schema);

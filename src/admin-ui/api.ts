@@ -57,20 +57,27 @@ async function send(method: string, path: string, body: unknown): Promise<Respon
   }
 }
 
+/** A format A answer, as far as the panel reads it; any other JSON decodes to a generic error. */
+interface Answer {
+  success?: boolean;
+  data?: unknown;
+  error?: { code?: string; message?: string; retry_after?: number; details?: { fields?: Record<string, string> } & Record<string, unknown> };
+}
+
 async function decode<T>(res: Response): Promise<T> {
-  let json: any;
+  let json: Answer | null;
   try {
-    json = await res.json();
+    json = (await res.json()) as Answer | null;
   } catch {
     throw new ApiError(res.status, 'bad_response', res.status === 404 ? 'This part of the admin API is not available on this server.' : `Unexpected answer from the server (HTTP ${res.status}).`);
   }
   if (json?.success) return json.data as T;
-  const e = json?.error ?? {};
+  const e: NonNullable<Answer['error']> = json?.error ?? {};
   const retry = e.retry_after ?? (Number(res.headers.get('retry-after')) || undefined);
   throw new ApiError(res.status, e.code ?? 'error', e.message ?? `HTTP ${res.status}`, e.details?.fields ?? {}, e.details ?? {}, retry);
 }
 
-export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
   let res = await send(method, path, body);
   // Another tab signed in again (new token): take the current one and try once more.
   if (res.status === 403 && session.value && method !== 'GET') {
@@ -92,11 +99,11 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   }
 }
 
-export const get = <T = any>(path: string) => api<T>('GET', path);
-export const post = <T = any>(path: string, body?: unknown) => api<T>('POST', path, body);
-export const put = <T = any>(path: string, body?: unknown) => api<T>('PUT', path, body);
-export const patch = <T = any>(path: string, body?: unknown) => api<T>('PATCH', path, body);
-export const del = <T = any>(path: string) => api<T>('DELETE', path);
+export const get = <T = unknown>(path: string) => api<T>('GET', path);
+export const post = <T = unknown>(path: string, body?: unknown) => api<T>('POST', path, body);
+export const put = <T = unknown>(path: string, body?: unknown) => api<T>('PUT', path, body);
+export const patch = <T = unknown>(path: string, body?: unknown) => api<T>('PATCH', path, body);
+export const del = <T = unknown>(path: string) => api<T>('DELETE', path);
 
 /** `?a=1&b=2` from the defined, non-empty values. */
 export function query(params: Record<string, string | number | undefined | null>): string {

@@ -76,7 +76,7 @@ export function Shell({ children }: { children: ComponentChildren }) {
         Skip to content
       </a>
       <header class="topbar">
-        <button class="icon-btn menu-btn" aria-label={open ? 'Close menu' : 'Open menu'} aria-expanded={open} onClick={() => setOpen(!open)}>
+        <button type="button" class="icon-btn menu-btn" aria-label={open ? 'Close menu' : 'Open menu'} aria-expanded={open} onClick={() => setOpen(!open)}>
           <Icon name={open ? 'x' : 'menu'} />
         </button>
         <a class="brand" href="#/">
@@ -86,10 +86,10 @@ export function Shell({ children }: { children: ComponentChildren }) {
           <span class="who" title="Signed in as">
             {session.value?.admin.email}
           </span>
-          <button class="icon-btn" aria-label={theme.value === 'dark' ? 'Switch to light theme' : 'Switch to dark theme'} onClick={toggleTheme}>
+          <button type="button" class="icon-btn" aria-label={theme.value === 'dark' ? 'Switch to light theme' : 'Switch to dark theme'} onClick={toggleTheme}>
             <Icon name={theme.value === 'dark' ? 'sun' : 'moon'} />
           </button>
-          <button class="icon-btn" aria-label="Sign out" title="Sign out" onClick={signOut}>
+          <button type="button" class="icon-btn" aria-label="Sign out" title="Sign out" onClick={signOut}>
             <Icon name="logout" />
           </button>
         </div>
@@ -110,7 +110,8 @@ export function Shell({ children }: { children: ComponentChildren }) {
           </li>
         </ul>
       </nav>
-      <div class="scrim" onClick={() => setOpen(false)} />
+      {/* A pointer shortcut; keyboards and screen readers have the menu button: hidden from them. */}
+      <div class="scrim" aria-hidden="true" onClick={() => setOpen(false)} />
       <main id="main" class="content" tabIndex={-1}>
         {children}
       </main>

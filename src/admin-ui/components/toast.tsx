@@ -28,7 +28,7 @@ export function Toasts() {
         <div key={t.id} class={`toast toast-${t.kind}`}>
           <Icon name={t.kind === 'ok' ? 'check' : 'alert'} />
           <span>{t.text}</span>
-          <button class="icon-btn" aria-label="Dismiss" onClick={() => dismiss(t.id)}>
+          <button type="button" class="icon-btn" aria-label="Dismiss" onClick={() => dismiss(t.id)}>
             <Icon name="x" size={16} />
           </button>
         </div>

@@ -113,7 +113,7 @@ export function Modal({ title, onClose, children, footer, wide }: { title: strin
     <dialog ref={ref} class={`modal ${wide ? 'modal-wide' : ''}`} aria-label={title}>
       <div class="modal-head">
         <h2>{title}</h2>
-        <button class="icon-btn" aria-label="Close" onClick={onClose}>
+        <button type="button" class="icon-btn" aria-label="Close" onClick={onClose}>
           <Icon name="x" />
         </button>
       </div>

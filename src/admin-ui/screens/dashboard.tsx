@@ -22,7 +22,7 @@ export function Dashboard() {
   const { data, error, loading, reload } = useAsync(() => get<DashboardData>('/dashboard'), []);
   return (
     <>
-      <PageHeader title="Dashboard" subtitle="The platform at a glance." actions={<button class="btn btn-secondary" onClick={reload}><Icon name="refresh" size={16} /> Refresh</button>} />
+      <PageHeader title="Dashboard" subtitle="The platform at a glance." actions={<button type="button" class="btn btn-secondary" onClick={reload}><Icon name="refresh" size={16} /> Refresh</button>} />
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
       {data && <DashboardBody d={data} />}

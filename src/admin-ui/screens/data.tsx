@@ -9,7 +9,7 @@ import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync } from
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { cell, number } from '../format';
-import { navigate, route } from '../router';
+import { route } from '../router';
 import { ModalForm, RowForm, type TableInfo } from './data-row';
 import { FilterEditor, type Filter } from './data-filters';
 
@@ -135,7 +135,7 @@ function Grid({ table }: { table: TableInfo }) {
                 const s = sort.find((x) => x.field === c.name);
                 return (
                   <th key={c.name} aria-sort={s ? (s.direction === 'asc' ? 'ascending' : 'descending') : undefined}>
-                    <button class="sort-btn" onClick={() => toggleSort(c.name)} aria-label={`Sort by ${c.name}`}>
+                    <button type="button" class="sort-btn" onClick={() => toggleSort(c.name)} aria-label={`Sort by ${c.name}`}>
                       {c.name}<span class="col-type">{c.type}</span>
                       {s && <Icon name={s.direction === 'asc' ? 'sortUp' : 'sortDown'} size={13} />}
                     </button>
@@ -150,7 +150,7 @@ function Grid({ table }: { table: TableInfo }) {
               return (
                 <tr key={id} class={selected.has(id) ? 'selected' : ''} onDblClick={editable ? () => setEditing(r) : undefined}>
                   {editable && <td class="check-cell"><input type="checkbox" aria-label={`Select row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} checked={selected.has(id)} onChange={() => toggle(id)} /></td>}
-                  {editable && <td class="edit-cell"><button class="icon-btn icon-btn-sm" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} title="Edit row"><Icon name="edit" size={15} /></button></td>}
+                  {editable && <td class="edit-cell"><button type="button" class="icon-btn icon-btn-sm" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} title="Edit row"><Icon name="edit" size={15} /></button></td>}
                   {table.columns.map((c) => <Cell key={c.name} v={r[c.name]} />)}
                 </tr>
               );
@@ -164,7 +164,7 @@ function Grid({ table }: { table: TableInfo }) {
         <span class="pager-info" data-testid="pager-info">
           {rows.length ? `Rows ${number(from)}–${number(shownOffset + rows.length)}` : 'No rows'}
           {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of about ${number(estimated)}` : ''}
-          {page.loading && page.data && <> · <span class="spinner" aria-label="Loading" /></>}
+          {page.loading && page.data && <> · <span class="spinner" role="img" aria-label="Loading" /></>}
         </span>
         <div class="page-actions">
           <Button icon="chevronLeft" disabled={shownOffset === 0 || page.loading} onClick={() => setOffset(Math.max(0, shownOffset - LIMIT))}>Previous</Button>

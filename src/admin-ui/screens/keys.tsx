@@ -5,7 +5,6 @@
 import { useState } from 'preact/hooks';
 import { get, post } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, confirm, fieldError, formError, useAsync } from '../components/ui';
-import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
 
@@ -144,7 +143,10 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
         {type === 'service' ? (
           <>
             <Field label="Service" error={fieldError(error, 'service')} hint="A name for the back-end using this key, e.g. billing.">
-              {(id, d) => <input id={id} aria-describedby={d} value={service} onInput={(e) => setService(e.currentTarget.value)} required autoFocus />}
+              {(id, d) => (
+                // biome-ignore lint/a11y/noAutofocus: in the New API key dialog (Modal), where focus belongs
+                <input id={id} aria-describedby={d} value={service} onInput={(e) => setService(e.currentTarget.value)} required autoFocus />
+              )}
             </Field>
             <fieldset>
               <legend>Permissions</legend>

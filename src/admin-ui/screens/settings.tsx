@@ -32,9 +32,10 @@ export function Settings() {
       <div class="row" style={{ marginBottom: '12px' }}>
         <Field label="Find a setting">{(id) => <input id={id} type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="cors, smtp, rate…" />}</Field>
       </div>
+      {/* biome-ignore lint/a11y/useSemanticElements: filter chips, not fields; a <fieldset> brings its own box */}
       <div class="group-nav" role="group" aria-label="Groups">
-        <button class="chip" aria-pressed={!group} onClick={() => navigate('/settings')}>All</button>
-        {groups.map((g) => <button key={g} class="chip" aria-pressed={group === g} onClick={() => navigate('/settings', { group: g })}>{g}</button>)}
+        <button type="button" class="chip" aria-pressed={!group} onClick={() => navigate('/settings')}>All</button>
+        {groups.map((g) => <button key={g} type="button" class="chip" aria-pressed={group === g} onClick={() => navigate('/settings', { group: g })}>{g}</button>)}
       </div>
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
@@ -59,7 +60,7 @@ function kindOf(s: Setting): 'bool' | 'int' | 'list' | 'enum' | 'string' {
   return 'string';
 }
 
-function toText(s: Setting, v: unknown): string {
+function toText(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (Array.isArray(v)) return v.join('\n');
   return String(v);
@@ -75,11 +76,11 @@ function fromText(s: Setting, text: string): unknown {
 }
 
 function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
-  const [text, setText] = useState(toText(s, s.value));
+  const [text, setText] = useState(toText(s.value));
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
   const pinned = !!s.pinned_by || s.source === 'environment' || s.source === 'file';
-  const dirty = text !== toText(s, s.value);
+  const dirty = text !== toText(s.value);
   const kind = kindOf(s);
   const save = async (e?: Event) => {
     e?.preventDefault();
@@ -87,7 +88,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setError(undefined);
     try {
       const { setting } = await put<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`, { value: fromText(s, text) });
-      setText(toText(setting, setting.value));
+      setText(toText(setting.value));
       toast(`${s.key} saved${setting.live ? ' and applied' : '; it applies after a restart'}.`);
       onChanged();
     } catch (err) {
@@ -101,7 +102,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setError(undefined);
     try {
       const { setting } = await del<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`);
-      setText(toText(setting, setting.value));
+      setText(toText(setting.value));
       toast(`${s.key} is back to its default.`);
       onChanged();
     } catch (err) {
@@ -123,7 +124,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
         </div>
       </div>
       <div class="setting-edit">
-        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : <>{s.default !== undefined && s.default !== null && s.default !== '' && <>Default: <code>{toText(s, s.default)}</code>. </>}{s.min !== undefined && s.max !== undefined && <>Between {s.min} and {s.max}.</>}</>}>
+        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : <>{s.default !== undefined && s.default !== null && s.default !== '' && <>Default: <code>{toText(s.default)}</code>. </>}{s.min !== undefined && s.max !== undefined && <>Between {s.min} and {s.max}.</>}</>}>
           {(id, d) =>
             kind === 'bool' ? (
               <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
@@ -144,7 +145,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
         {!pinned && (dirty || busy || s.source === 'database') && (
           <div class="page-actions">
             {(dirty || busy) && <Button type="submit" variant="primary" class="btn-sm" busy={busy} aria-label={`Save ${s.key}`}>Save</Button>}
-            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => { setText(toText(s, s.value)); setError(undefined); }}>Undo</Button>}
+            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => { setText(toText(s.value)); setError(undefined); }}>Undo</Button>}
             {!dirty && s.source === 'database' && <Button class="btn-sm" variant="ghost" onClick={reset} disabled={busy} aria-label={`Reset ${s.key} to default`}>Reset to default</Button>}
           </div>
         )}

@@ -53,7 +53,10 @@ export function Setup() {
           <form class="form" onSubmit={submit} noValidate>
             <ErrorNote error={formError(error, ['email', 'password'])} />
             <Field label="Email" error={fieldError(error, 'email')}>
-              {(id, d) => <input id={id} aria-describedby={d} type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} autoFocus />}
+              {(id, d) => (
+                // biome-ignore lint/a11y/noAutofocus: the page is this form alone; anyone starts at its first field
+                <input id={id} aria-describedby={d} type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} autoFocus />
+              )}
             </Field>
             <Field label="Password" error={fieldError(error, 'password')}>
               {(id, d) => <input id={id} aria-describedby={d} type="password" autocomplete="new-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />}

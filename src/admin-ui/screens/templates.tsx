@@ -62,14 +62,20 @@ function TemplateList() {
   );
 }
 
+/** Sample values by variable path, nested: `user.name` is `name` inside `user`. */
+interface Samples {
+  [key: string]: string | Samples;
+}
+
 /** `{a: 1, "user.name": "x"}` → `{a: 1, user: {name: "x"}}`; blank samples are left out. */
-function sampleObject(samples: Record<string, string>): Record<string, unknown> {
-  const out: Record<string, any> = {};
+function sampleObject(samples: Record<string, string>): Samples {
+  const out: Samples = {};
   for (const [k, v] of Object.entries(samples)) {
     if (v === '') continue;
     const path = k.split('.');
     let at = out;
-    for (const p of path.slice(0, -1)) at = at[p] ??= {};
+    // A string, not an object, when `user` and `user.name` both have samples: the assignment below then throws.
+    for (const p of path.slice(0, -1)) at = (at[p] ??= {}) as Samples;
     at[path[path.length - 1]!] = v;
   }
   return out;
@@ -164,7 +170,10 @@ function EditorForm({ initial }: { initial: Template | null }) {
             <ErrorNote error={formError(saveError, ['name', 'subject', 'html', 'text'])} />
             {!initial && (
               <Field label="Name" error={fieldError(saveError, 'name')} hint="Letters, digits, dots, dashes: e.g. welcome or order.shipped">
-                {(id, d) => <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} required autoFocus />}
+                {(id, d) => (
+                  // biome-ignore lint/a11y/noAutofocus: the operator just chose New template; its name comes first
+                  <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} required autoFocus />
+                )}
               </Field>
             )}
             <Field label="Subject" error={fieldError(saveError, 'subject')}>{(id, d) => <input id={id} aria-describedby={d} value={subject} onInput={(e) => setSubject(e.currentTarget.value)} required />}</Field>

@@ -97,7 +97,7 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
     return 2;
   }
   const { cmd, rest } = found;
-  let parsed;
+  let parsed: { values: unknown; positionals: string[] };
   try {
     parsed = parseArgs({ args: rest, options: { ...GLOBAL, ...(cmd.options ?? {}) } as never, allowPositionals: true, strict: true });
   } catch (e) {

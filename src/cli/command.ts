@@ -14,7 +14,8 @@ export interface Command {
   options?: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
   /** Needs the platform open (database, settings); `migrate` says whether operator migrations run. */
   platform?: Pick<OpenPlatformOptions, 'migrate'> | false;
-  run(args: { values: Record<string, unknown>; positionals: string[]; platform?: Platform; io: CliIO; globals: GlobalFlags }): Promise<number | void>;
+  /** Resolves to the exit code, or to nothing for 0. */
+  run(args: { values: Record<string, unknown>; positionals: string[]; platform?: Platform; io: CliIO; globals: GlobalFlags }): Promise<number> | Promise<void>;
 }
 
 export interface GlobalFlags {

@@ -8,7 +8,7 @@
  */
 import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Socket } from 'bun';
+import type { Socket, UnixSocketListener } from 'bun';
 import type { CliIO } from './command';
 import type { Logger } from '../log';
 
@@ -45,7 +45,7 @@ export function startControlSocket(dataDir: string, run: RunInProcess, log: Logg
   // This process holds the data dir's lock, so a socket file left here is a dead process's.
   if (existsSync(path)) unlinkSync(path);
   const previous = process.umask(0o077);
-  let listener;
+  let listener: UnixSocketListener<{ buf: string; done: boolean }>;
   try {
     listener = Bun.listen<{ buf: string; done: boolean }>({
       unix: path,

@@ -1,5 +1,5 @@
 import { openPlatform } from '../platform';
-import { listen } from '../serve';
+import { listen, type Running } from '../serve';
 import type { GlobalFlags } from './command';
 import { startControlSocket } from './control-socket';
 import { cliCommand, startBanner } from './start-banner';
@@ -12,7 +12,7 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     migrate: true,
     watch: true,
   });
-  let running;
+  let running: Running;
   try {
     running = await listen(platform);
   } catch (e) {

@@ -28,8 +28,14 @@ export const extensionCommands: Command[] = [
       const registry = platform!.services.extensions;
       await registry.load(areas);
       const list = registry.list();
-      if (values.json) return io.out(JSON.stringify(list));
-      if (!list.length) return io.out(`no extensions in ${registry.dir}`);
+      if (values.json) {
+        io.out(JSON.stringify(list));
+        return 0;
+      }
+      if (!list.length) {
+        io.out(`no extensions in ${registry.dir}`);
+        return 0;
+      }
       for (const r of list) {
         io.out([r.name.padEnd(20), (r.version ?? '-').padEnd(8), r.status.padEnd(7), r.status === 'loaded' ? `${r.routes.length} routes` : r.error].join('  '));
       }

@@ -9,6 +9,7 @@ import type { Command, GlobalFlags } from '../../cli/command';
 import { UsageError } from '../../cli/command';
 import { bootValue, loadBootLayers } from '../../config/load';
 import { BackupError, backupService, type CreatedBackup } from './service';
+import type { Db } from '../../db/engine';
 
 function mib(n: number): string {
   return `${(n / 1048576).toFixed(1)} MiB`;
@@ -19,7 +20,7 @@ function bootLayers(globals: GlobalFlags) {
 }
 
 /** BackupError → one line, exit 1. */
-async function guarded(io: { err(l: string): void }, fn: () => Promise<number | void>): Promise<number> {
+async function guarded(io: { err(l: string): void }, fn: () => Promise<number> | Promise<void>): Promise<number> {
   try {
     return (await fn()) ?? 0;
   } catch (e) {
@@ -129,7 +130,7 @@ export const backupCommands: Command[] = [
         import('./export-to'),
         import('../../db/datadir-lock'),
       ]);
-      let source;
+      let source: Db;
       try {
         source = await openDb({ url: '', dataDir: resolve(bootValue<string>(layers, 'data.dir')) });
       } catch (e) {

@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { createKey } from '../test/helpers/keys';
-import { countedLoad, fmt, median, printTable } from './support';
+import { countedLoad, fmt, printTable } from './support';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 400);
 const CONCURRENCY = 8;

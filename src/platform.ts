@@ -20,6 +20,7 @@ import { VERSION } from './version';
  * ```
  * and creates it in `src/services.ts`.
  */
+// biome-ignore lint/suspicious/noEmptyInterface: filled by declaration merging (above); a type alias cannot be merged
 export interface Services {}
 
 export interface Platform {

@@ -27,7 +27,7 @@ type PgTx = { query: PGlite['query']; exec: PGlite['exec']; rollback(): Promise<
 
 function queryable(target: { query: PGlite['query']; exec: PGlite['exec'] }): Queryable {
   return {
-    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params as any[]))),
+    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params))),
     exec: (sql: string) => run(async () => void (await target.exec(sql))),
   };
 }

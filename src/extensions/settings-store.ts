@@ -97,7 +97,7 @@ export class ExtensionSettingsStore {
       return d;
     };
     const stored = (key: string) => this.stored.get(extension)?.get(key);
-    const valueOf = (key: string) => {
+    const current = (key: string) => {
       const def = defOf(key);
       if (pinned.has(key)) return pinned.get(key)!.value;
       const s = stored(key);
@@ -125,7 +125,7 @@ export class ExtensionSettingsStore {
       await this.watcher.announce(extension, tx);
     };
     return {
-      get: <T>(key: string) => valueOf(key) as T,
+      get: <T>(key: string) => current(key) as T,
       set: (key, value, tx) => write(key, value, tx),
       unset: (key, tx) => write(key, undefined, tx),
       parse: (key, text) => fromText(defOf(key), text, 'value'),
@@ -133,7 +133,7 @@ export class ExtensionSettingsStore {
         [...defs.entries()].map(([key, def]) => {
           const p = pinned.get(key);
           const source: Source = p ? p.source : stored(key) !== undefined ? 'database' : 'default';
-          const value = valueOf(key);
+          const value = current(key);
           return { key, value: def.secret && typeof value === 'string' && value ? '••••••' : value, source, origin: p?.origin, secret: !!def.secret, description: def.description };
         }),
       onChange: (fn) => {

@@ -5,7 +5,7 @@
  *  B — mail and extension helpers: {success, data, meta:{trace_id, execution_ms}, errors:[…]}
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}
  */
-import { AppError } from './errors';
+import type { AppError } from './errors';
 import type { ErrorBodyA, ErrorBodyB, ErrorBodyC, MetaBody, SuccessBodyA, SuccessBodyB, SuccessBodyC } from './envelope-schemas';
 
 export type Format = 'A' | 'B' | 'C';

@@ -42,7 +42,9 @@ export class Metrics {
     for (const [k, v] of this.requests) out.push(`basalt_http_requests_total{${k}} ${v.n}`);
     out.push('# HELP basalt_http_request_duration_ms Time to answer, by area.', '# TYPE basalt_http_request_duration_ms histogram');
     for (const [area, h] of this.histogram) {
-      BUCKETS.forEach((b, i) => out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="${b}"} ${h.buckets[i]}`));
+      BUCKETS.forEach((b, i) => {
+        out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="${b}"} ${h.buckets[i]}`);
+      });
       out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="+Inf"} ${h.count}`);
       out.push(`basalt_http_request_duration_ms_sum{area="${area}"} ${h.sum.toFixed(3)}`);
       out.push(`basalt_http_request_duration_ms_count{area="${area}"} ${h.count}`);

@@ -121,7 +121,10 @@ export function createDataBrowser(p: Platform): DataBrowser {
       let table = snap.tables.get(name);
       if (!table) {
         const fresh = await catalog.refreshOnMiss(via);
-        if (fresh) (snap = fresh), (table = fresh.tables.get(name));
+        if (fresh) {
+          snap = fresh;
+          table = fresh.tables.get(name);
+        }
       }
       if (!table) throw Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`);
       return { snap, table };

@@ -106,7 +106,10 @@ export async function importCsv(core: BrowserCore, tx: Queryable, name: string, 
   if (header.some((h) => !table.columns.has(h))) {
     const fresh = await core.catalog.refreshOnMiss(via);
     const t2 = fresh?.tables.get(name);
-    if (fresh && t2) (table = t2), (snap = fresh);
+    if (fresh && t2) {
+      table = t2;
+      snap = fresh;
+    }
   }
   const seen = new Set<string>();
   const cols = header.map((h) => {

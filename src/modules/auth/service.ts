@@ -15,7 +15,7 @@ import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { clearFailures, hit, limitPerMinute, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
 import { consumeActionToken, isLiveActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
-import { checkEmail, insertUser, markVerified, publicUser, setPasswordHash, userByEmail, userById, type PublicUser } from './users';
+import { checkEmail, insertUser, markVerified, publicUser, setPasswordHash, userByEmail, userById, type PublicUser, type UserRow } from './users';
 import { mailConfigured, sendActionMail } from './mailer';
 
 declare module '../../platform' {
@@ -115,7 +115,7 @@ export class AuthService {
     const email = this.checkEmail(input.email);
     this.checkNewPassword('password', input.password);
     const hash = await hashPassword(input.password);
-    let row;
+    let row: UserRow;
     try {
       row = await insertUser(this.p.db, email, hash);
     } catch (e) {

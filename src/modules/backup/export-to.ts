@@ -177,7 +177,13 @@ export async function exportTo(o: ExportOptions): Promise<ExportResult> {
         next = fetchNext();
         next.catch(() => {}); // awaited next round; an insert failing first must not leave it unhandled
         const params: (string | null)[] = [];
-        const tuples = rows.map((r) => '(' + cols.map((c, i) => (params.push(r[`c${i}`] ?? null), `$${params.length}::text::${c.type}`)).join(', ') + ')');
+        const tuples = rows.map((r) => {
+          const placeholders = cols.map((c, i) => {
+            params.push(r[`c${i}`] ?? null);
+            return `$${params.length}::text::${c.type}`;
+          });
+          return '(' + placeholders.join(', ') + ')';
+        });
         await tx.query(head + tuples.join(', '), params);
         copied += rows.length;
       }

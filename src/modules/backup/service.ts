@@ -110,7 +110,9 @@ export async function countRows(q: Queryable, tables: { schema: string; name: st
     const part = tables.slice(i, i + 200);
     const sql = 'SELECT ' + part.map((t, j) => `(SELECT count(*) FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)})::int8 AS c${j}`).join(', ');
     const { rows } = await q.query<Record<string, string>>(sql);
-    part.forEach((t, j) => (out[`${t.schema}.${t.name}`] = Number(rows[0]![`c${j}`])));
+    part.forEach((t, j) => {
+      out[`${t.schema}.${t.name}`] = Number(rows[0]![`c${j}`]);
+    });
   }
   return out;
 }

@@ -47,7 +47,10 @@ export function openApiPool(p: Platform): ApiPool {
     current = open(timeoutMs);
     // A failed open is retried by the next request.
     current.catch(() => {
-      if (currentTimeout === timeoutMs) (current = undefined), (currentTimeout = 0);
+      if (currentTimeout === timeoutMs) {
+        current = undefined;
+        currentTimeout = 0;
+      }
     });
     if (old) {
       retired.add(old);

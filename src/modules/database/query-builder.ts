@@ -145,7 +145,10 @@ function returning(table: Table, fields: unknown): Column[] {
   const cols: Column[] = [];
   fields.forEach((f, i) => {
     const c = column(table, f, `fields[${i}]`);
-    if (!seen.has(c.name)) cols.push(c), seen.add(c.name);
+    if (!seen.has(c.name)) {
+      cols.push(c);
+      seen.add(c.name);
+    }
   });
   return cols;
 }

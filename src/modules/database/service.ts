@@ -81,7 +81,10 @@ export class DatabaseService {
     let table = snap.tables.get(entity);
     if (!table) {
       const fresh = await this.catalog.refreshOnMiss(via);
-      if (fresh) (snap = fresh), (table = fresh.tables.get(entity));
+      if (fresh) {
+        snap = fresh;
+        table = fresh.tables.get(entity);
+      }
     }
     if (!table) throw DbErrors.invalid('entity', `unknown entity '${entity}' (no such table in the data schema)`);
     return { snap, table };
@@ -89,7 +92,7 @@ export class DatabaseService {
 
   private async plan(body: QueryBody, via: Queryable | undefined): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
-    let { snap, table } = await this.table(body.entity, via);
+    const { snap, table } = await this.table(body.entity, via);
     try {
       return { st: buildStatement(body, table, { maxLimit }), snap, table };
     } catch (e) {

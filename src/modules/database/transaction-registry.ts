@@ -85,7 +85,10 @@ export class TransactionRegistry {
 
   private expire(e: Entry): void {
     if (e.ended) return;
-    if (e.busy > 0) return this.arm(e);
+    if (e.busy > 0) {
+      this.arm(e);
+      return;
+    }
     void this.finish(e, false).catch((err) => this.opts.onError?.('idle transaction rollback failed', err));
   }
 

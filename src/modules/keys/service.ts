@@ -65,7 +65,7 @@ export class KeyService {
   /** `listening` has resolved: the hot path skips awaiting it (one turn per request). */
   private subscribed = false;
   private unlisten?: () => Promise<void>;
-  private revokeListeners = new Set<(id: string) => Promise<unknown> | void>();
+  private revokeListeners = new Set<(id: string) => unknown>();
 
   constructor(private p: Platform, opts: KeyServiceOptions = {}) {
     this.cache = new VerifiedCache(opts.cacheTtlMs ?? 30_000);
@@ -138,9 +138,10 @@ export class KeyService {
   /**
    * Call `fn` with the id of every key revoked: here, at once, and on every other
    * instance sharing the database, when the NOTIFY arrives (docs/api-keys.md). The
-   * Database API rolls back the key's open transactions with it. Returns a remover.
+   * Database API rolls back the key's open transactions with it. A promise `fn` returns
+   * is awaited. Returns a remover.
    */
-  onRevoke(fn: (id: string) => Promise<unknown> | void): () => void {
+  onRevoke(fn: (id: string) => unknown): () => void {
     this.revokeListeners.add(fn);
     return () => this.revokeListeners.delete(fn);
   }
@@ -191,7 +192,7 @@ export class KeyService {
       return;
     }
     const principal = await this.verify(rawKey.trim(), { recordUse: false });
-    if (!principal || principal.type !== 'public') {
+    if (principal?.type !== 'public') {
       throw KeyErrors.invalid('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
     }
     await this.p.settings.set(SITE_SETTING, rawKey.trim());

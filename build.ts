@@ -19,7 +19,8 @@ const panel = await bundlePanel();
 const panelDir = join(dirname(outfile), 'panel');
 rmSync(panelDir, { recursive: true, force: true });
 for (const f of panel) await Bun.write(join(panelDir, f.name), f.text);
-const embedded = panel.map((f, i) => `import f${i} from ${JSON.stringify(join(panelDir, f.name))} with { type: 'text' };`).join('\n') +
+const embedded =
+  panel.map((f, i) => `import f${i} from ${JSON.stringify(join(panelDir, f.name))} with { type: 'text' };`).join('\n') +
   `\nexport const embeddedPanel = [${panel.map((f, i) => `{ name: ${JSON.stringify(f.name)}, text: f${i} }`).join(', ')}];\n`;
 const result = await Bun.build({
   entrypoints: [resolve(import.meta.dir, 'src/main.ts')],

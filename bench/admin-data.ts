@@ -50,7 +50,19 @@ async function timeRuns(n: number, run: (i: number) => Promise<void>): Promise<n
   return times;
 }
 
-const table: string[][] = [['engine', 'workload', 'runs', 'baseline p50 ms', 'baseline p99 ms', 'browser p50 ms', 'browser p99 ms', 'ratio p50', 'ratio p99']];
+const table: string[][] = [
+  [
+    'engine',
+    'workload',
+    'runs',
+    'baseline p50 ms',
+    'baseline p99 ms',
+    'browser p50 ms',
+    'browser p99 ms',
+    'ratio p50',
+    'ratio p99',
+  ],
+];
 
 for (const engine of ENGINES) {
   const db = await benchDb(engine);
@@ -60,7 +72,9 @@ for (const engine of ENGINES) {
     p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
     const t0 = performance.now();
     await p.db.exec(SCHEMA);
-    console.error(`${engine}: ${fmt(ROWS)} rows filled and indexed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    console.error(
+      `${engine}: ${fmt(ROWS)} rows filled and indexed in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
     const browser = createDataBrowser(p);
     const snap = await p.services.database.catalog.refresh();
     const t = snap.tables.get('bench_rows')!;

@@ -24,7 +24,9 @@ const ROUNDS = 3;
 const PASSWORD = 'correct horse battery';
 const rows: string[][] = [];
 for (const engine of ENGINES) {
-  const s = await startServer(engine, { env: { BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '100000', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100000' } });
+  const s = await startServer(engine, {
+    env: { BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '100000', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100000' },
+  });
   const secret = await getOrCreateSecret(s.platform.db, 'jwt');
   // Baseline server: verifies the same token with the same library and answers JSON.
   const verifier = (jwt({ name: 'j', secret }) as any).decorator.j;
@@ -39,7 +41,8 @@ for (const engine of ENGINES) {
   try {
     const email = `bench-${Date.now()}@example.com`;
     await s.req('POST', '/api/v1/auth/register', { body: { email, password: PASSWORD } });
-    const token = (await s.req('POST', '/api/v1/auth/login', { body: { email, password: PASSWORD } })).body.data.access_token as string;
+    const token = (await s.req('POST', '/api/v1/auth/login', { body: { email, password: PASSWORD } })).body.data
+      .access_token as string;
     const headers = { authorization: `Bearer ${token}` };
     const me = () => fetch(`${s.publicUrl}/api/v1/auth/me`, { headers });
     const base = () => fetch(baseline.url, { headers });
@@ -64,12 +67,35 @@ for (const engine of ENGINES) {
     }
     const vp50 = median(verifyTimes);
     const body = JSON.stringify({ email, password: PASSWORD });
-    const login = () => fetch(`${s.publicUrl}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const login = () =>
+      fetch(`${s.publicUrl}/api/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
     const serial = await countedLoad(Math.ceil(LOGINS / 3), 1, login, 200);
     const parallel = await countedLoad(LOGINS, LOGIN_CONCURRENCY, login, 200);
-    rows.push([engine, `argon2id verify in process (m=${ARGON2.memoryCost} KiB, t=${ARGON2.timeCost}, p=1) (baseline)`, `${fmt(1000 / vp50)} /s`, `${vp50.toFixed(1)} ms`, '1.00']);
-    rows.push([engine, 'POST /api/v1/auth/login, one at a time', `${fmt(serial.perSecond)} /s`, `${serial.p50.toFixed(1)} ms`, (serial.perSecond / (1000 / vp50)).toFixed(2)]);
-    rows.push([engine, `POST /api/v1/auth/login, ${LOGIN_CONCURRENCY} concurrent`, `${fmt(parallel.perSecond)} /s`, `${parallel.p50.toFixed(1)} ms`, (parallel.perSecond / (1000 / vp50)).toFixed(2)]);
+    rows.push([
+      engine,
+      `argon2id verify in process (m=${ARGON2.memoryCost} KiB, t=${ARGON2.timeCost}, p=1) (baseline)`,
+      `${fmt(1000 / vp50)} /s`,
+      `${vp50.toFixed(1)} ms`,
+      '1.00',
+    ]);
+    rows.push([
+      engine,
+      'POST /api/v1/auth/login, one at a time',
+      `${fmt(serial.perSecond)} /s`,
+      `${serial.p50.toFixed(1)} ms`,
+      (serial.perSecond / (1000 / vp50)).toFixed(2),
+    ]);
+    rows.push([
+      engine,
+      `POST /api/v1/auth/login, ${LOGIN_CONCURRENCY} concurrent`,
+      `${fmt(parallel.perSecond)} /s`,
+      `${parallel.p50.toFixed(1)} ms`,
+      (parallel.perSecond / (1000 / vp50)).toFixed(2),
+    ]);
   } finally {
     baseline.stop(true);
     await s.stop();
@@ -77,4 +103,7 @@ for (const engine of ENGINES) {
 }
 
 const head = ['engine', 'scenario', 'throughput', 'p50', 'ratio'];
-printTable([head, ...rows], `Public Auth (${navigator.hardwareConcurrency} CPUs; /me: median of ${ROUNDS} interleaved rounds of ${REQUESTS} requests, concurrency ${CONCURRENCY}; login: ${Math.ceil(LOGINS / 3)} serial + ${LOGINS} at concurrency ${LOGIN_CONCURRENCY})`);
+printTable(
+  [head, ...rows],
+  `Public Auth (${navigator.hardwareConcurrency} CPUs; /me: median of ${ROUNDS} interleaved rounds of ${REQUESTS} requests, concurrency ${CONCURRENCY}; login: ${Math.ceil(LOGINS / 3)} serial + ${LOGINS} at concurrency ${LOGIN_CONCURRENCY})`,
+);

@@ -50,7 +50,13 @@ INSERT INTO public.bench_items (grp, name, price) SELECT g % ${GROUPS}, 'item ' 
 CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);
 ANALYZE public.bench_items;`;
 
-const selectBody = (i: number) => ({ entity: 'bench_items', action: 'select', fields: ['id', 'grp', 'name', 'price'], filters: [{ field: 'grp', op: 'eq', value: i % GROUPS }], limit: 10 });
+const selectBody = (i: number) => ({
+  entity: 'bench_items',
+  action: 'select',
+  fields: ['id', 'grp', 'name', 'price'],
+  filters: [{ field: 'grp', op: 'eq', value: i % GROUPS }],
+  limit: 10,
+});
 
 /** The minimal server: same body in, same SQL and parameters through the same driver, same envelope out. */
 function baselineServer(db: Db, sql: string) {
@@ -65,7 +71,9 @@ function baselineServer(db: Db, sql: string) {
   });
 }
 
-const table: string[][] = [['engine', 'workload', 'clients', 'baseline req/s', 'baseline p99 ms', 'Basalt req/s', 'Basalt p99 ms', 'ratio']];
+const table: string[][] = [
+  ['engine', 'workload', 'clients', 'baseline req/s', 'baseline p99 ms', 'Basalt req/s', 'Basalt p99 ms', 'ratio'],
+];
 
 for (const engine of ENGINES) {
   const db = await benchDb(engine);
@@ -76,19 +84,30 @@ for (const engine of ENGINES) {
   try {
     s = await startServer(engine, { db, env: { BASALT_DB_MAX_TRANSACTIONS_PER_KEY: '1000' } });
     await s.platform.db.exec(SCHEMA);
-    const key = await createKey(s, { type: 'service', service: 'bench', permissions: ['db:query'], tables: ['bench_items', 'bench_log'] });
+    const key = await createKey(s, {
+      type: 'service',
+      service: 'bench',
+      permissions: ['db:query'],
+      tables: ['bench_items', 'bench_log'],
+    });
     const headers = { 'content-type': 'application/json', 'x-api-key': key };
     // The statement Basalt builds for this request, so both servers run identical SQL.
     const snap = await s.platform.services.database.catalog.refresh();
     const st = buildStatement(selectBody(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 });
-    baseDb = engine === 'external'
-      ? await openExternal(db.url, { max: s.platform.settings.get<number>('database.pool_max'), prepare: true, connection: { statement_timeout: String(s.platform.settings.get<number>('db.statement_timeout_ms')) } })
-      : s.platform.db;
+    baseDb =
+      engine === 'external'
+        ? await openExternal(db.url, {
+            max: s.platform.settings.get<number>('database.pool_max'),
+            prepare: true,
+            connection: { statement_timeout: String(s.platform.settings.get<number>('db.statement_timeout_ms')) },
+          })
+        : s.platform.db;
     baseline = baselineServer(baseDb, st.sql);
     const post = async (url: string, body: unknown) => {
       const r = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
       const j = (await r.json()) as { data?: { count: number } };
-      if (r.status !== 200 || j.data?.count !== 10) throw new Error(`unexpected answer ${r.status} ${JSON.stringify(j).slice(0, 200)}`);
+      if (r.status !== 200 || j.data?.count !== 10)
+        throw new Error(`unexpected answer ${r.status} ${JSON.stringify(j).slice(0, 200)}`);
     };
     const api = `${s.publicUrl}/api/v1/db/query`;
     const base = `${baseline.url.href}`;
@@ -97,7 +116,16 @@ for (const engine of ENGINES) {
     for (const c of CONCURRENCY) {
       const b = await load(SECONDS, c, (i) => post(base, selectBody(i)));
       const a = await load(SECONDS, c, (i) => post(api, selectBody(i)));
-      table.push([engine, 'select 10 rows by indexed filter', String(c), fmt(b.perSecond), b.p99.toFixed(1), fmt(a.perSecond), a.p99.toFixed(1), (a.perSecond / b.perSecond).toFixed(2)]);
+      table.push([
+        engine,
+        'select 10 rows by indexed filter',
+        String(c),
+        fmt(b.perSecond),
+        b.p99.toFixed(1),
+        fmt(a.perSecond),
+        a.p99.toFixed(1),
+        (a.perSecond / b.perSecond).toFixed(2),
+      ]);
       console.error(table.at(-1)!.join(' | '));
     }
 
@@ -106,22 +134,48 @@ for (const engine of ENGINES) {
     for (const c of txc) {
       const inproc = await load(SECONDS, c, async (i) => {
         const tx = await baseDb!.begin();
-        for (let k = 0; k < 3; k++) await tx.query('INSERT INTO public.bench_log (n, note) VALUES ($1::text::integer, $2::text::text) RETURNING id, n, note', [String(i), 'in process']);
+        for (let k = 0; k < 3; k++)
+          await tx.query(
+            'INSERT INTO public.bench_log (n, note) VALUES ($1::text::integer, $2::text::text) RETURNING id, n, note',
+            [String(i), 'in process'],
+          );
         await tx.commit();
       });
       const http = await load(SECONDS, c, async (i) => {
         const b = await fetch(`${s!.publicUrl}/api/v1/db/transaction/begin`, { method: 'POST', headers, body: '{}' });
         const id = ((await b.json()) as { data: { transaction_id: string } }).data.transaction_id;
         for (let k = 0; k < 3; k++) {
-          const r = await fetch(api, { method: 'POST', headers, body: JSON.stringify({ entity: 'bench_log', action: 'insert', data: { n: i, note: 'http' }, transaction_id: id }) });
+          const r = await fetch(api, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({
+              entity: 'bench_log',
+              action: 'insert',
+              data: { n: i, note: 'http' },
+              transaction_id: id,
+            }),
+          });
           if (r.status !== 200) throw new Error(`insert ${r.status}`);
           await r.arrayBuffer();
         }
-        const cm = await fetch(`${s!.publicUrl}/api/v1/db/transaction/${id}/commit`, { method: 'POST', headers, body: '{}' });
+        const cm = await fetch(`${s!.publicUrl}/api/v1/db/transaction/${id}/commit`, {
+          method: 'POST',
+          headers,
+          body: '{}',
+        });
         if (cm.status !== 200) throw new Error(`commit ${cm.status}`);
         await cm.arrayBuffer();
       });
-      table.push([engine, 'transaction round (begin, 3 inserts, commit)', String(c), `${fmt(inproc.perSecond)} (in process)`, inproc.p99.toFixed(1), fmt(http.perSecond), http.p99.toFixed(1), (http.perSecond / inproc.perSecond).toFixed(2)]);
+      table.push([
+        engine,
+        'transaction round (begin, 3 inserts, commit)',
+        String(c),
+        `${fmt(inproc.perSecond)} (in process)`,
+        inproc.p99.toFixed(1),
+        fmt(http.perSecond),
+        http.p99.toFixed(1),
+        (http.perSecond / inproc.perSecond).toFixed(2),
+      ]);
       console.error(table.at(-1)!.join(' | '));
     }
   } finally {

@@ -71,10 +71,34 @@ for (const engine of ENGINES) {
   const h = { 'x-api-key': key };
 
   const cells: [string, () => Promise<Response>, () => Promise<Response>, number, number][] = [
-    ['extension route GET /api/module/bench/ping', () => fetch(`${s.publicUrl}/api/module/bench/ping`), () => fetch(`${b}/ping`), 200, REQUESTS * 5],
-    ['download 1 MiB', () => fetch(`${s.url}/api/v1/files/${id}/content`, { headers: h }), () => fetch(`${b}/file`), 200, REQUESTS],
-    ['download range 64 KiB', () => fetch(`${s.url}/api/v1/files/${id}/content`, { headers: { ...h, range: 'bytes=0-65535' } }), () => fetch(`${b}/file`, { headers: { range: 'bytes=0-65535' } }), 206, REQUESTS],
-    ['upload 1 MiB (multipart)', () => fetch(`${s.url}/api/v1/files`, { method: 'POST', body: form(), headers: h }), () => fetch(`${b}/upload`, { method: 'POST', body: form() }), 201, Math.ceil(REQUESTS / 2)],
+    [
+      'extension route GET /api/module/bench/ping',
+      () => fetch(`${s.publicUrl}/api/module/bench/ping`),
+      () => fetch(`${b}/ping`),
+      200,
+      REQUESTS * 5,
+    ],
+    [
+      'download 1 MiB',
+      () => fetch(`${s.url}/api/v1/files/${id}/content`, { headers: h }),
+      () => fetch(`${b}/file`),
+      200,
+      REQUESTS,
+    ],
+    [
+      'download range 64 KiB',
+      () => fetch(`${s.url}/api/v1/files/${id}/content`, { headers: { ...h, range: 'bytes=0-65535' } }),
+      () => fetch(`${b}/file`, { headers: { range: 'bytes=0-65535' } }),
+      206,
+      REQUESTS,
+    ],
+    [
+      'upload 1 MiB (multipart)',
+      () => fetch(`${s.url}/api/v1/files`, { method: 'POST', body: form(), headers: h }),
+      () => fetch(`${b}/upload`, { method: 'POST', body: form() }),
+      201,
+      Math.ceil(REQUESTS / 2),
+    ],
   ];
 
   try {
@@ -83,7 +107,14 @@ for (const engine of ENGINES) {
       await countedLoad(Math.min(50, count), CONCURRENCY, base, status);
       const a = await countedLoad(count, CONCURRENCY, basalt, status);
       const c = await countedLoad(count, CONCURRENCY, base, status);
-      rows.push([`${name} (${engine})`, fmt(a.perSecond), fmt(c.perSecond), (a.perSecond / c.perSecond).toFixed(2), a.p50.toFixed(2), c.p50.toFixed(2)]);
+      rows.push([
+        `${name} (${engine})`,
+        fmt(a.perSecond),
+        fmt(c.perSecond),
+        (a.perSecond / c.perSecond).toFixed(2),
+        a.p50.toFixed(2),
+        c.p50.toFixed(2),
+      ]);
     }
   } finally {
     baseline.stop(true);
@@ -92,5 +123,12 @@ for (const engine of ENGINES) {
 }
 rmSync(work, { recursive: true, force: true });
 
-const head = ['scenario (local storage, 8 clients)', 'basalt req/s', 'baseline req/s', 'ratio', 'basalt p50 ms', 'baseline p50 ms'];
+const head = [
+  'scenario (local storage, 8 clients)',
+  'basalt req/s',
+  'baseline req/s',
+  'ratio',
+  'basalt p50 ms',
+  'baseline p50 ms',
+];
 printTable([head, ...rows], undefined);

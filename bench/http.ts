@@ -24,7 +24,21 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { BENCH_ITEMS_SQL, LUA_SHOW, benchDb, buildExecutable, fmt, freePort, printTable, requireWrk, selectLua, waitFor, wrk, wrkShort, type Cell } from './support';
+import {
+  BENCH_ITEMS_SQL,
+  LUA_SHOW,
+  benchDb,
+  buildExecutable,
+  fmt,
+  freePort,
+  printTable,
+  requireWrk,
+  selectLua,
+  waitFor,
+  wrk,
+  wrkShort,
+  type Cell,
+} from './support';
 import { openPlatform } from '../src/platform';
 import { buildStatement } from '../src/modules/database/query-builder';
 
@@ -103,7 +117,20 @@ const LABEL: Record<string, string> = {
   mail: 'keyed mail acceptance',
 };
 
-const rows: string[][] = [['engine', 'workload', 'conns', 'baseline req/s', 'p50/p99 ms', 'Basalt req/s', 'p50/p99 ms', 'ratio', 'CPU s/1k (base/Basalt)', 'RSS MiB (base/Basalt)']];
+const rows: string[][] = [
+  [
+    'engine',
+    'workload',
+    'conns',
+    'baseline req/s',
+    'p50/p99 ms',
+    'Basalt req/s',
+    'p50/p99 ms',
+    'ratio',
+    'CPU s/1k (base/Basalt)',
+    'RSS MiB (base/Basalt)',
+  ],
+];
 
 const wrkBin = requireWrk('bench:http');
 const exe = await buildExecutable(ROOT);
@@ -127,13 +154,29 @@ for (const engine of ENGINES) {
     const p = await openPlatform({ env, migrate: true });
     let key: string, token: string, selectSql: string, poolMax: number;
     try {
-      await p.db.exec(BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);');
-      key = (await p.services.keys.create({ type: 'service', service: 'bench', permissions: ['db:query', 'mail:send'], tables: ['bench_items', 'bench_log'] })).key;
+      await p.db.exec(
+        BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);',
+      );
+      key = (
+        await p.services.keys.create({
+          type: 'service',
+          service: 'bench',
+          permissions: ['db:query', 'mail:send'],
+          tables: ['bench_items', 'bench_log'],
+        })
+      ).key;
       const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
       await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
-      token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta)).access_token;
+      token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta))
+        .access_token;
       const snap = await p.services.database.catalog.refresh();
-      const body = { entity: 'bench_items', action: 'select', fields: ['id', 'grp', 'name', 'price'], filters: [{ field: 'grp', op: 'eq', value: 0 }], limit: 10 };
+      const body = {
+        entity: 'bench_items',
+        action: 'select',
+        fields: ['id', 'grp', 'name', 'price'],
+        filters: [{ field: 'grp', op: 'eq', value: 0 }],
+        limit: 10,
+      };
       selectSql = buildStatement(body as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
       poolMax = p.settings.get<number>('database.pool_max');
     } finally {
@@ -144,7 +187,12 @@ for (const engine of ENGINES) {
     if (engine === 'embedded') cpSync(join(db.dataDir, 'pg'), join(baseDir, 'pg'), { recursive: true });
 
     const port = await freePort();
-    const basalt = Bun.spawn([exe, 'serve'], { env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) }, cwd: db.dataDir, stdout: 'ignore', stderr: 'inherit' });
+    const basalt = Bun.spawn([exe, 'serve'], {
+      env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
+      cwd: db.dataDir,
+      stdout: 'ignore',
+      stderr: 'inherit',
+    });
     procs.push(basalt);
     const basePort = await freePort();
     const base = Bun.spawn([process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
@@ -175,7 +223,8 @@ for (const engine of ENGINES) {
         await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
         await Bun.sleep(1500); // Basalt's idle timeout rolls back what wrk left open
       };
-      for (const url of [baseUrl, basaltUrl]) await wrkShort(wrkBin, url, w === 'mail' ? withNonce(lua[w]!) : lua[w]!, w === 'tx' ? 1 : 16);
+      for (const url of [baseUrl, basaltUrl])
+        await wrkShort(wrkBin, url, w === 'mail' ? withNonce(lua[w]!) : lua[w]!, w === 'tx' ? 1 : 16);
       for (const c of conns) {
         const threads = w === 'tx' ? c : Math.min(c, 2);
         const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
@@ -187,8 +236,16 @@ for (const engine of ENGINES) {
         const lat = (x: Cell) => `${x.p50.toFixed(1)} / ${x.p99.toFixed(1)}`;
         const errs = a.errors || b.errors ? ` (errors: base ${b.errors}, Basalt ${a.errors})` : '';
         rows.push([
-          engine, LABEL[w]! + errs, String(c), fmt(b.rps / per), lat(b), fmt(a.rps / per), lat(a), (a.rps / b.rps).toFixed(2),
-          `${b.cpuPer1000.toFixed(3)} / ${a.cpuPer1000.toFixed(3)}`, `${Math.round(b.rss)} / ${Math.round(a.rss)}`,
+          engine,
+          LABEL[w]! + errs,
+          String(c),
+          fmt(b.rps / per),
+          lat(b),
+          fmt(a.rps / per),
+          lat(a),
+          (a.rps / b.rps).toFixed(2),
+          `${b.cpuPer1000.toFixed(3)} / ${a.cpuPer1000.toFixed(3)}`,
+          `${Math.round(b.rss)} / ${Math.round(a.rss)}`,
         ]);
         console.error(rows.at(-1)!.join(' | '));
       }

@@ -48,7 +48,12 @@ for (const engine of ENGINES) {
     const key = { 'x-api-key': site.key };
     await run(s, {}, 200); // warm-up
     // Interleaved rounds, median of each: the scenarios see the same machine conditions.
-    const rounds: Record<string, number[]> = { baseline: [], openWithKey: [], requiredCached: [], requiredUncached: [] };
+    const rounds: Record<string, number[]> = {
+      baseline: [],
+      openWithKey: [],
+      requiredCached: [],
+      requiredUncached: [],
+    };
     const cached = p.services.keys;
     const uncached = new KeyService(p, { cacheTtlMs: 0 });
     for (let i = 0; i < ROUNDS; i++) {
@@ -61,14 +66,29 @@ for (const engine of ENGINES) {
       rounds.requiredUncached!.push(await run(s, key, 200, Math.ceil(REQUESTS / 5)));
       p.services.keys = cached;
     }
-    const [baseline, openWithKey, requiredCached, requiredUncached] = Object.values(rounds).map(median) as [number, number, number, number];
+    const [baseline, openWithKey, requiredCached, requiredUncached] = Object.values(rounds).map(median) as [
+      number,
+      number,
+      number,
+      number,
+    ];
     const uncachedVerify = await inProcess(uncached, site.key, 1000);
     await uncached.close();
     const cachedVerify = await inProcess(cached, site.key, 200_000);
     rows.push([engine, 'HTTP open mode, no key (baseline)', fmt(baseline), '1.00']);
     rows.push([engine, 'HTTP open mode, valid key sent', fmt(openWithKey), (openWithKey / baseline).toFixed(2)]);
-    rows.push([engine, 'HTTP api_key_required, cached key', fmt(requiredCached), (requiredCached / baseline).toFixed(2)]);
-    rows.push([engine, 'HTTP api_key_required, cache off', fmt(requiredUncached), (requiredUncached / baseline).toFixed(2)]);
+    rows.push([
+      engine,
+      'HTTP api_key_required, cached key',
+      fmt(requiredCached),
+      (requiredCached / baseline).toFixed(2),
+    ]);
+    rows.push([
+      engine,
+      'HTTP api_key_required, cache off',
+      fmt(requiredUncached),
+      (requiredUncached / baseline).toFixed(2),
+    ]);
     rows.push([engine, 'verify() in process, cache off (baseline)', fmt(uncachedVerify), '1.00']);
     rows.push([engine, 'verify() in process, cached', fmt(cachedVerify), (cachedVerify / uncachedVerify).toFixed(1)]);
   } finally {
@@ -79,7 +99,9 @@ for (const engine of ENGINES) {
 const head = ['engine', 'scenario', 'ops/s', 'ratio'];
 const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
 const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`API key verification (median of ${ROUNDS} interleaved rounds; ${REQUESTS} requests per HTTP scenario, ${Math.ceil(REQUESTS / 5)} with the cache off; concurrency ${CONCURRENCY})`);
+console.log(
+  `API key verification (median of ${ROUNDS} interleaved rounds; ${REQUESTS} requests per HTTP scenario, ${Math.ceil(REQUESTS / 5)} with the cache off; concurrency ${CONCURRENCY})`,
+);
 console.log(line(head));
 console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
 for (const r of rows) console.log(line(r));

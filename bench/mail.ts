@@ -26,11 +26,21 @@ const MAILS = Number(process.env.BENCH_MAILS ?? 1500);
 const HTTP_CONCURRENCY = 16;
 const SMTP_CONNECTIONS = 8;
 const FROM = 'bench@example.com';
-const message = (i: number) => ({ to: [`user${i}@example.com`], subject: `Order ${i} shipped`, text: `Hello, order ${i} is on its way.`, html: `<p>Hello, order <b>${i}</b> is on its way.</p>` });
+const message = (i: number) => ({
+  to: [`user${i}@example.com`],
+  subject: `Order ${i} shipped`,
+  text: `Hello, order ${i} is on its way.`,
+  html: `<p>Hello, order <b>${i}</b> is on its way.</p>`,
+});
 
 /** The floor: nodemailer alone, pooled, `count` messages with SMTP_CONNECTIONS in flight. */
 async function direct(url: string, count: number): Promise<number> {
-  const t = nodemailer.createTransport({ url, pool: true, maxConnections: SMTP_CONNECTIONS, maxMessages: 1000 } as never);
+  const t = nodemailer.createTransport({
+    url,
+    pool: true,
+    maxConnections: SMTP_CONNECTIONS,
+    maxMessages: 1000,
+  } as never);
   let next = 0;
   const start = performance.now();
   await Promise.all(
@@ -49,10 +59,14 @@ async function direct(url: string, count: number): Promise<number> {
 const rows: string[][] = [];
 for (const engine of ENGINES) {
   const sink = await startSmtpSink();
-  const s = await startServer(engine, { env: { BASALT_MAIL_FROM: FROM, BASALT_MAIL_CONCURRENCY: String(SMTP_CONNECTIONS) } });
+  const s = await startServer(engine, {
+    env: { BASALT_MAIL_FROM: FROM, BASALT_MAIL_CONCURRENCY: String(SMTP_CONNECTIONS) },
+  });
   await s.platform.settings.set('mail.smtp_url', sink.url);
   try {
-    const key = (await s.platform.services.keys.create({ type: 'service', service: 'bench', permissions: ['mail:send'] })).key;
+    const key = (
+      await s.platform.services.keys.create({ type: 'service', service: 'bench', permissions: ['mail:send'] })
+    ).key;
     await direct(sink.url, 200); // warm-up
     sink.clear();
     const floor = await direct(sink.url, MAILS);
@@ -92,17 +106,43 @@ for (const engine of ENGINES) {
     await s.platform.settings.set('mail.smtp_url', '');
     for (let i = 0; i < MAILS; i++) {
       const id = crypto.randomUUID();
-      await insertJob(s.platform.db, { id, keyId: null, mail: { ...message(i), template: undefined }, messageId: `<${id}@example.com>`, maxAttempts: 5 });
+      await insertJob(s.platform.db, {
+        id,
+        keyId: null,
+        mail: { ...message(i), template: undefined },
+        messageId: `<${id}@example.com>`,
+        maxAttempts: 5,
+      });
     }
     const drainStart = performance.now();
     await s.platform.settings.set('mail.smtp_url', sink.url);
     await sink.waitFor(MAILS, 120_000);
     const drain = MAILS / ((performance.now() - drainStart) / 1000);
 
-    rows.push([engine, `nodemailer → sink directly, ${SMTP_CONNECTIONS} pooled connections (floor)`, `${fmt(floor)} msg/s`, '1.00']);
-    rows.push([engine, 'POST /api/v1/mail/send async + Idempotency-Key → 202', `${fmt(accepted)} req/s`, (accepted / floor).toFixed(2)]);
-    rows.push([engine, 'request → delivered into the sink, end to end', `${fmt(delivered)} msg/s`, (delivered / floor).toFixed(2)]);
-    rows.push([engine, `queue drain: committed jobs → sink (worker, concurrency ${SMTP_CONNECTIONS})`, `${fmt(drain)} msg/s`, (drain / floor).toFixed(2)]);
+    rows.push([
+      engine,
+      `nodemailer → sink directly, ${SMTP_CONNECTIONS} pooled connections (floor)`,
+      `${fmt(floor)} msg/s`,
+      '1.00',
+    ]);
+    rows.push([
+      engine,
+      'POST /api/v1/mail/send async + Idempotency-Key → 202',
+      `${fmt(accepted)} req/s`,
+      (accepted / floor).toFixed(2),
+    ]);
+    rows.push([
+      engine,
+      'request → delivered into the sink, end to end',
+      `${fmt(delivered)} msg/s`,
+      (delivered / floor).toFixed(2),
+    ]);
+    rows.push([
+      engine,
+      `queue drain: committed jobs → sink (worker, concurrency ${SMTP_CONNECTIONS})`,
+      `${fmt(drain)} msg/s`,
+      (drain / floor).toFixed(2),
+    ]);
   } finally {
     await s.stop();
     await sink.close();
@@ -112,7 +152,9 @@ for (const engine of ENGINES) {
 const head = ['engine', 'scenario', 'throughput', 'ratio to floor'];
 const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
 const line = (r: string[]) => '| ' + r.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';
-console.log(`Mail API (${navigator.hardwareConcurrency} CPUs; ${MAILS} messages per scenario, ${HTTP_CONCURRENCY} concurrent HTTP clients; sink = smtp-server + mailparser in the same process)`);
+console.log(
+  `Mail API (${navigator.hardwareConcurrency} CPUs; ${MAILS} messages per scenario, ${HTTP_CONCURRENCY} concurrent HTTP clients; sink = smtp-server + mailparser in the same process)`,
+);
 console.log(line(head));
 console.log('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
 for (const r of rows) console.log(line(r));

@@ -31,7 +31,21 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import postgres from 'postgres';
-import { BENCH_ITEMS_SQL, LUA_SHOW, benchItem, buildExecutable, externalDb, fmt, freePort, printTable, requireWrk, selectLua, waitFor, wrk, type Cell } from './support';
+import {
+  BENCH_ITEMS_SQL,
+  LUA_SHOW,
+  benchItem,
+  buildExecutable,
+  externalDb,
+  fmt,
+  freePort,
+  printTable,
+  requireWrk,
+  selectLua,
+  waitFor,
+  wrk,
+  type Cell,
+} from './support';
 import type { FreshDb } from '../test/helpers/engines';
 import { openPlatform } from '../src/platform';
 
@@ -81,7 +95,8 @@ function cleanup(): Promise<void> {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   })());
 }
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void cleanup().then(() => process.exit(130)));
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.on(signal, () => void cleanup().then(() => process.exit(130)));
 
 function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -91,7 +106,12 @@ function scratchDir(prefix: string): string {
 
 /** A long-running server process; its stderr goes to `<cwd>/stderr.log` (a pipe nobody reads would fill and block it). */
 function spawn(cmd: string[], opts: { cwd: string; env: Record<string, string> }): Subprocess {
-  const proc = Bun.spawn(cmd, { cwd: opts.cwd, env: opts.env, stdout: 'ignore', stderr: Bun.file(join(opts.cwd, 'stderr.log')) });
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd,
+    env: opts.env,
+    stdout: 'ignore',
+    stderr: Bun.file(join(opts.cwd, 'stderr.log')),
+  });
   procs.push(proc);
   return proc;
 }
@@ -103,9 +123,21 @@ function stderrOf(dir: string): string {
 }
 
 /** Run a command to its end within `seconds`; its exit code and the tail of its output. */
-async function run(cmd: string[], opts: { cwd: string; env: Record<string, string>; seconds: number }): Promise<{ code: number; tail: string }> {
-  const proc = Bun.spawn(['timeout', '--kill-after=10', String(opts.seconds), ...cmd], { cwd: opts.cwd, env: opts.env, stdout: 'pipe', stderr: 'pipe' });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+async function run(
+  cmd: string[],
+  opts: { cwd: string; env: Record<string, string>; seconds: number },
+): Promise<{ code: number; tail: string }> {
+  const proc = Bun.spawn(['timeout', '--kill-after=10', String(opts.seconds), ...cmd], {
+    cwd: opts.cwd,
+    env: opts.env,
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, tail: (out + err).trim().split('\n').slice(-8).join('\n') };
 }
 
@@ -135,22 +167,34 @@ async function install(pkg: string, version: string, extra: string[] = []): Prom
   if (!existsSync(join(dir, 'package.json'))) writeFileSync(join(dir, 'package.json'), '{ "private": true }\n');
   console.error(`installing ${specs.join(' ')} into ${dir} (at most ${INSTALL_SECONDS} s)`);
   const t0 = performance.now();
-  const r = await run(['npm', 'install', '--no-audit', '--no-fund', '--loglevel=error', '--save-exact', '--prefix', dir, ...specs], {
-    cwd: dir,
-    env: process.env as Record<string, string>, // npm's own configuration: registry, proxy, CA certificates
-    seconds: INSTALL_SECONDS,
-  });
+  const r = await run(
+    ['npm', 'install', '--no-audit', '--no-fund', '--loglevel=error', '--save-exact', '--prefix', dir, ...specs],
+    {
+      cwd: dir,
+      env: process.env as Record<string, string>, // npm's own configuration: registry, proxy, CA certificates
+      seconds: INSTALL_SECONDS,
+    },
+  );
   const took = ((performance.now() - t0) / 1000).toFixed(0);
   if (r.code !== 0 || !specs.every(installed)) {
-    console.error(`skipping ${pkg}: npm install ${r.code === 124 ? `did not finish in ${INSTALL_SECONDS} s` : `failed (${r.code}) after ${took} s`}\n${r.tail}`);
+    console.error(
+      `skipping ${pkg}: npm install ${r.code === 124 ? `did not finish in ${INSTALL_SECONDS} s` : `failed (${r.code}) after ${took} s`}\n${r.tail}`,
+    );
     return undefined;
   }
   console.error(`installed ${pkg}@${version} in ${took} s`);
   return dir;
 }
 
-async function json(url: string, init: { method?: string; headers: Record<string, string>; body?: unknown }): Promise<any> {
-  const r = await fetch(url, { method: init.method ?? 'GET', headers: { 'Content-Type': 'application/json', ...init.headers }, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
+async function json(
+  url: string,
+  init: { method?: string; headers: Record<string, string>; body?: unknown },
+): Promise<any> {
+  const r = await fetch(url, {
+    method: init.method ?? 'GET',
+    headers: { 'Content-Type': 'application/json', ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
   const text = await r.text();
   if (!r.ok) throw new Error(`${init.method ?? 'GET'} ${url}: ${r.status} ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : undefined;
@@ -166,13 +210,23 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   let key: string, poolMax: number;
   try {
     await p.db.exec(BENCH_ITEMS_SQL);
-    key = (await p.services.keys.create({ type: 'service', service: 'bench', permissions: ['db:query'], tables: ['bench_items'] })).key;
+    key = (
+      await p.services.keys.create({
+        type: 'service',
+        service: 'bench',
+        permissions: ['db:query'],
+        tables: ['bench_items'],
+      })
+    ).key;
     poolMax = p.settings.get<number>('database.pool_max');
   } finally {
     await p.shutdown();
   }
   const port = await freePort();
-  const proc = spawn([exe, 'serve'], { cwd: db.dataDir, env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) } });
+  const proc = spawn([exe, 'serve'], {
+    cwd: db.dataDir,
+    env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
+  });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(url + '/readyz', proc, 'basalt').catch((e: Error) => {
     throw new Error(`${e.message}\n${stderrOf(db.dataDir)}`);
@@ -180,7 +234,13 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   const r = await json(url + '/api/v1/db/query', {
     method: 'POST',
     headers: { 'X-API-Key': key },
-    body: { entity: 'bench_items', action: 'select', fields: ['id', 'grp', 'name', 'price'], filters: [{ field: 'grp', op: 'eq', value: 5 }], limit: 10 },
+    body: {
+      entity: 'bench_items',
+      action: 'select',
+      fields: ['id', 'grp', 'name', 'price'],
+      filters: [{ field: 'grp', op: 'eq', value: 5 }],
+      limit: 10,
+    },
   });
   if (r.data.rows.length !== 10) throw new Error(`Basalt answered ${r.data.rows.length} rows, not 10`);
   const dir = scratchDir('basalt-peers-lua-');
@@ -201,9 +261,23 @@ async function startParse(installDir: string, poolMax: number): Promise<Server> 
   dbUrl.searchParams.set('max', String(poolMax));
   writeFileSync(
     join(dir, 'config.json'),
-    JSON.stringify({ appId, masterKey, restAPIKey: restKey, databaseURI: dbUrl.toString(), port, host: '127.0.0.1', mountPath: '/parse', serverURL: `${url}/parse`, logLevel: 'warn', logsFolder: join(dir, 'logs') }),
+    JSON.stringify({
+      appId,
+      masterKey,
+      restAPIKey: restKey,
+      databaseURI: dbUrl.toString(),
+      port,
+      host: '127.0.0.1',
+      mountPath: '/parse',
+      serverURL: `${url}/parse`,
+      logLevel: 'warn',
+      logsFolder: join(dir, 'logs'),
+    }),
   );
-  const proc = spawn(['node', join(installDir, 'node_modules/parse-server/bin/parse-server'), join(dir, 'config.json')], { cwd: dir, env: nodeEnv(dir) });
+  const proc = spawn(
+    ['node', join(installDir, 'node_modules/parse-server/bin/parse-server'), join(dir, 'config.json')],
+    { cwd: dir, env: nodeEnv(dir) },
+  );
   try {
     await waitFor(url + '/parse/health', proc, 'Parse Server', 120_000);
   } catch (e) {
@@ -213,18 +287,29 @@ async function startParse(installDir: string, poolMax: number): Promise<Server> 
   await json(url + '/parse/schemas/BenchItem', {
     method: 'POST',
     headers: master,
-    body: { className: 'BenchItem', fields: { grp: { type: 'Number' }, name: { type: 'String' }, price: { type: 'Number' } }, indexes: { grp_1: { grp: 1 } } },
+    body: {
+      className: 'BenchItem',
+      fields: { grp: { type: 'Number' }, name: { type: 'String' }, price: { type: 'Number' } },
+      indexes: { grp_1: { grp: 1 } },
+    },
   });
   // The same 10,000 rows, written by Parse itself (its columns, its ACL fields) through the batch API.
   for (let from = 1; from <= 10_000; from += 500) {
-    const requests = Array.from({ length: 500 }, (_, i) => ({ method: 'POST', path: '/parse/classes/BenchItem', body: benchItem(from + i) }));
+    const requests = Array.from({ length: 500 }, (_, i) => ({
+      method: 'POST',
+      path: '/parse/classes/BenchItem',
+      body: benchItem(from + i),
+    }));
     await json(url + '/parse/batch', { method: 'POST', headers: master, body: { requests } });
   }
   const sql = postgres(db.url, { max: 1, onnotice: () => {} });
   await sql.unsafe('ANALYZE "BenchItem"');
   await sql.end();
   const rest = { 'X-Parse-Application-Id': appId, 'X-Parse-REST-API-Key': restKey };
-  const r = await json(`${url}/parse/classes/BenchItem?limit=10&keys=grp,name,price&where=${encodeURIComponent('{"grp":5}')}`, { headers: rest });
+  const r = await json(
+    `${url}/parse/classes/BenchItem?limit=10&keys=grp,name,price&where=${encodeURIComponent('{"grp":5}')}`,
+    { headers: rest },
+  );
   if (r.results.length !== 10) throw new Error(`Parse Server answered ${r.results.length} rows, not 10`);
   writeFileSync(
     join(dir, 'parse.lua'),
@@ -238,7 +323,13 @@ end
 response = function(status, headers, body) show(status, body) end
 `,
   );
-  return { name: 'Parse Server', runs: `${PARSE_VERSION}, Node ${nodeVersion}`, url, proc, lua: join(dir, 'parse.lua') };
+  return {
+    name: 'Parse Server',
+    runs: `${PARSE_VERSION}, Node ${nodeVersion}`,
+    url,
+    proc,
+    lua: join(dir, 'parse.lua'),
+  };
 }
 
 async function startDirectus(installDir: string, poolMax: number): Promise<Server> {
@@ -286,12 +377,32 @@ async function startDirectus(installDir: string, poolMax: number): Promise<Serve
   }
   // A reader: a user with a static token whose policy may read bench_items, all fields, no row filter.
   const admin = { Authorization: `Bearer ${adminToken}` };
-  await json(url + '/collections', { method: 'POST', headers: admin, body: { collection: 'bench_items', meta: { hidden: false }, schema: null } }).catch(() => {});
-  const policy = (await json(url + '/policies', { method: 'POST', headers: admin, body: { name: 'bench reader', admin_access: false, app_access: false } })).data;
-  await json(url + '/permissions', { method: 'POST', headers: admin, body: { policy: policy.id, collection: 'bench_items', action: 'read', fields: ['*'], permissions: {} } });
+  await json(url + '/collections', {
+    method: 'POST',
+    headers: admin,
+    body: { collection: 'bench_items', meta: { hidden: false }, schema: null },
+  }).catch(() => {});
+  const policy = (
+    await json(url + '/policies', {
+      method: 'POST',
+      headers: admin,
+      body: { name: 'bench reader', admin_access: false, app_access: false },
+    })
+  ).data;
+  await json(url + '/permissions', {
+    method: 'POST',
+    headers: admin,
+    body: { policy: policy.id, collection: 'bench_items', action: 'read', fields: ['*'], permissions: {} },
+  });
   const token = 'bench-reader-' + crypto.randomUUID();
-  await json(url + '/users', { method: 'POST', headers: admin, body: { email: 'reader@example.com', password: 'bench-password-1', token, policies: [{ policy: policy.id }] } });
-  const r = await json(`${url}/items/bench_items?fields=id,grp,name,price&limit=10&filter[grp][_eq]=5`, { headers: { Authorization: `Bearer ${token}` } });
+  await json(url + '/users', {
+    method: 'POST',
+    headers: admin,
+    body: { email: 'reader@example.com', password: 'bench-password-1', token, policies: [{ policy: policy.id }] },
+  });
+  const r = await json(`${url}/items/bench_items?fields=id,grp,name,price&limit=10&filter[grp][_eq]=5`, {
+    headers: { Authorization: `Bearer ${token}` },
+  });
   if (r.data.length !== 10) throw new Error(`Directus answered ${r.data.length} rows, not 10`);
   writeFileSync(
     join(dir, 'directus.lua'),
@@ -304,14 +415,22 @@ end
 response = function(status, headers, body) show(status, body) end
 `,
   );
-  return { name: 'Directus', runs: `${DIRECTUS_VERSION}, Node ${nodeVersion}`, url, proc, lua: join(dir, 'directus.lua') };
+  return {
+    name: 'Directus',
+    runs: `${DIRECTUS_VERSION}, Node ${nodeVersion}`,
+    url,
+    proc,
+    lua: join(dir, 'directus.lua'),
+  };
 }
 
 // ---- the run ----
 
 const wrkBin = requireWrk('bench:peers');
 const node = Bun.which('node');
-const nodeVersion = node ? (await run(['node', '--version'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, seconds: 10 })).tail : '';
+const nodeVersion = node
+  ? (await run(['node', '--version'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, seconds: 10 })).tail
+  : '';
 const skipped: string[] = [];
 const servers: Server[] = [];
 try {
@@ -319,7 +438,10 @@ try {
   if (!process.env.BENCH_EXE) dirs.push(dirname(exe));
   const basalt = await startBasalt(exe);
   servers.push(basalt);
-  const peers: Record<string, { pkg: string; version: string; extra?: string[]; start: (dir: string, poolMax: number) => Promise<Server> }> = {
+  const peers: Record<
+    string,
+    { pkg: string; version: string; extra?: string[]; start: (dir: string, poolMax: number) => Promise<Server> }
+  > = {
     // Parse Server requires router/lib/layer without declaring router, and reads Layer#params, which
     // router 2.3.0 (what express 5 resolves to today) no longer sets: every /parse/batch sub-request
     // fails with 500 "Cannot convert undefined or null to object". router 2.2.0 still sets it.
@@ -341,7 +463,9 @@ try {
     const t0 = performance.now();
     try {
       servers.push(await peer.start(dir, basalt.poolMax));
-      console.error(`${peer.pkg}@${peer.version} ready (data loaded) in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      console.error(
+        `${peer.pkg}@${peer.version} ready (data loaded) in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      );
     } catch (e) {
       console.error(`skipping ${peer.pkg}: ${(e as Error).message}`);
       skipped.push(`${peer.pkg}@${peer.version}: did not start (${(e as Error).message.split('\n')[0]})`);
@@ -358,13 +482,26 @@ try {
     servers.forEach((s, i) => {
       const x = cells[i]!;
       const errs = x.errors ? ` (errors: ${x.errors})` : '';
-      rows.push([String(c), s.name + errs, fmt(x.rps), `${x.p50.toFixed(1)} / ${x.p99.toFixed(1)}`, (x.rps / cells[0]!.rps).toFixed(2), x.cpuPer1000.toFixed(3), String(Math.round(x.rss))]);
+      rows.push([
+        String(c),
+        s.name + errs,
+        fmt(x.rps),
+        `${x.p50.toFixed(1)} / ${x.p99.toFixed(1)}`,
+        (x.rps / cells[0]!.rps).toFixed(2),
+        x.cpuPer1000.toFixed(3),
+        String(Math.round(x.rss)),
+      ]);
       console.error(rows.at(-1)!.join(' | '));
     });
   }
   const versions = servers.map((s) => `${s.name} (${s.runs})`).join(', ');
-  printTable(rows, `\nSelect 10 rows by an indexed filter, wrk ${SECONDS} s per cell, same PostgreSQL, pool ${basalt.poolMax} each: ${versions}\n`);
-  console.log(`\n${cpus().length} × ${cpus()[0]?.model.trim()}, ${new Date().toISOString().slice(0, 10)}; 1-minute load average ${load0.toFixed(1)} before the cells, ${loadavg()[0]!.toFixed(1)} after`);
+  printTable(
+    rows,
+    `\nSelect 10 rows by an indexed filter, wrk ${SECONDS} s per cell, same PostgreSQL, pool ${basalt.poolMax} each: ${versions}\n`,
+  );
+  console.log(
+    `\n${cpus().length} × ${cpus()[0]?.model.trim()}, ${new Date().toISOString().slice(0, 10)}; 1-minute load average ${load0.toFixed(1)} before the cells, ${loadavg()[0]!.toFixed(1)} after`,
+  );
   if (skipped.length) console.log('skipped: ' + skipped.join('; '));
 } finally {
   await cleanup();

@@ -32,10 +32,18 @@ let key: string;
 let token: string;
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
-  key = (await p.services.keys.create({ type: 'service', service: 'bench', permissions: ['db:query'], tables: ['bench_items'] })).key;
+  key = (
+    await p.services.keys.create({
+      type: 'service',
+      service: 'bench',
+      permissions: ['db:query'],
+      tables: ['bench_items'],
+    })
+  ).key;
   const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
   await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
-  token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta)).access_token;
+  token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta))
+    .access_token;
 } finally {
   await p.shutdown();
 }
@@ -44,8 +52,20 @@ const out = mkdtempSync(join(tmpdir(), 'basalt-profile-'));
 const name = `${WORKLOAD}-${ENGINE}.md`;
 const port = await freePort();
 const server = Bun.spawn(
-  [process.execPath, '--cpu-prof-md', `--cpu-prof-dir=${out}`, `--cpu-prof-name=${name}`, join(ROOT, 'src/main.ts'), 'serve'],
-  { env: { ...process.env, ...env, BASALT_WEB_PORT: String(port) }, cwd: db.dataDir, stdout: 'ignore', stderr: 'inherit' },
+  [
+    process.execPath,
+    '--cpu-prof-md',
+    `--cpu-prof-dir=${out}`,
+    `--cpu-prof-name=${name}`,
+    join(ROOT, 'src/main.ts'),
+    'serve',
+  ],
+  {
+    env: { ...process.env, ...env, BASALT_WEB_PORT: String(port) },
+    cwd: db.dataDir,
+    stdout: 'ignore',
+    stderr: 'inherit',
+  },
 );
 try {
   const url = `http://127.0.0.1:${port}`;
@@ -53,9 +73,16 @@ try {
   const script = join(out, 'load.lua');
   const me = `${LUA_SHOW}wrk.method = "GET"\nwrk.path = "/api/v1/auth/me"\nwrk.headers["Authorization"] = "Bearer ${token}"\nresponse = function(status, headers, body) show(status, body) end\n`;
   writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : me);
-  const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], { stdout: 'pipe' });
+  const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], {
+    stdout: 'pipe',
+  });
   const report = await new Response(load.stdout).text();
-  console.log(report.split('\n').filter((l) => /Requests\/sec|50%|99%/.test(l)).join('\n'));
+  console.log(
+    report
+      .split('\n')
+      .filter((l) => /Requests\/sec|50%|99%/.test(l))
+      .join('\n'),
+  );
 } finally {
   server.kill('SIGTERM');
   await server.exited;

@@ -13,9 +13,13 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { median } from './support';
 
-const { values } = parseArgs({ args: Bun.argv.slice(2), options: { runs: { type: 'string' }, 'database-url': { type: 'string' } } });
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: { runs: { type: 'string' }, 'database-url': { type: 'string' } },
+});
 const RUNS = Number(values.runs ?? 5);
-const ADMIN = values['database-url'] ?? process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const ADMIN =
+  values['database-url'] ?? process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT = resolve(import.meta.dir, '..');
 const work = mkdtempSync(join(tmpdir(), 'basalt-bench-startup-'));
 
@@ -28,7 +32,10 @@ async function run(cmd: string[], cwd = ROOT) {
 const basalt = join(work, 'basalt');
 await run([process.execPath, 'build.ts', '--outfile', basalt]);
 const minimalSrc = join(work, 'minimal.ts');
-writeFileSync(minimalSrc, `Bun.serve({ port: Number(process.env.PORT), hostname: '127.0.0.1', fetch: () => Response.json({ ok: true }) });`);
+writeFileSync(
+  minimalSrc,
+  `Bun.serve({ port: Number(process.env.PORT), hostname: '127.0.0.1', fetch: () => Response.json({ ok: true }) });`,
+);
 const minimal = join(work, 'minimal');
 await run([process.execPath, 'build', '--compile', minimalSrc, '--outfile', minimal]);
 
@@ -45,13 +52,33 @@ function rssMiB(pid: number): number {
 }
 
 /** Spawn, poll until 200, wait 3 s idle, read RSS, stop. */
-async function once(exe: string, cwd: string, env: Record<string, string>, path: string): Promise<{ ms: number; rss: number }> {
+async function once(
+  exe: string,
+  cwd: string,
+  env: Record<string, string>,
+  path: string,
+): Promise<{ ms: number; rss: number }> {
   const port = freePort();
   const t0 = performance.now();
-  const proc = Bun.spawn([exe, 'serve'], { cwd, env: { PATH: '/usr/bin:/bin', HOME: cwd, PORT: String(port), BASALT_WEB_PORT: String(port), BASALT_LOG_LEVEL: 'warn', ...env }, stdout: 'ignore', stderr: 'pipe' });
+  const proc = Bun.spawn([exe, 'serve'], {
+    cwd,
+    env: {
+      PATH: '/usr/bin:/bin',
+      HOME: cwd,
+      PORT: String(port),
+      BASALT_WEB_PORT: String(port),
+      BASALT_LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdout: 'ignore',
+    stderr: 'pipe',
+  });
   let ms = NaN;
   while (performance.now() - t0 < 60_000) {
-    const ok = await fetch(`http://127.0.0.1:${port}${path}`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}${path}`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) {
       ms = performance.now() - t0;
       break;
@@ -66,8 +93,11 @@ async function once(exe: string, cwd: string, env: Record<string, string>, path:
   return { ms, rss };
 }
 
-
-interface Row { name: string; ms: number; rss: number }
+interface Row {
+  name: string;
+  ms: number;
+  rss: number;
+}
 const rows: Row[] = [];
 async function scenario(name: string, fn: (i: number) => Promise<{ ms: number; rss: number }>) {
   const r: { ms: number; rss: number }[] = [];
@@ -104,15 +134,20 @@ if (external) {
   u.pathname = '/' + dbName;
   const extDir = mkdtempSync(join(work, 'ext-'));
   await once(basalt, extDir, { BASALT_DATABASE_URL: u.toString() }, '/readyz'); // migrate once
-  await scenario('basalt, external PostgreSQL (migrated)', async () => once(basalt, extDir, { BASALT_DATABASE_URL: u.toString() }, '/readyz'));
+  await scenario('basalt, external PostgreSQL (migrated)', async () =>
+    once(basalt, extDir, { BASALT_DATABASE_URL: u.toString() }, '/readyz'),
+  );
   const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
   await admin.unsafe(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
   await admin.end();
 }
 
 const base = rows[0]!;
-console.log(`\nStart-up to first successful response (median of ${RUNS}; basalt answers /readyz, i.e. database ready)\n`);
+console.log(
+  `\nStart-up to first successful response (median of ${RUNS}; basalt answers /readyz, i.e. database ready)\n`,
+);
 console.log('| scenario | first response (ms) | × baseline | idle RSS (MiB) |');
 console.log('|---|---:|---:|---:|');
-for (const r of rows) console.log(`| ${r.name} | ${r.ms.toFixed(0)} | ${(r.ms / base.ms).toFixed(1)} | ${r.rss.toFixed(0)} |`);
+for (const r of rows)
+  console.log(`| ${r.name} | ${r.ms.toFixed(0)} | ${(r.ms / base.ms).toFixed(1)} | ${r.rss.toFixed(0)} |`);
 rmSync(work, { recursive: true, force: true });

@@ -11,9 +11,9 @@ import { freshDb, type FreshDb } from '../test/helpers/engines';
 
 const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-export const p99 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;
+export const p99 = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!;
 export const fmt = (x: number): string => Math.round(x).toLocaleString('en-US');
 
 /**
@@ -97,17 +97,33 @@ export function requireWrk(script: string): string {
 export async function buildExecutable(root: string): Promise<string> {
   const exe = process.env.BENCH_EXE ?? join(mkdtempSync(join(tmpdir(), 'basalt-bench-exe-')), 'basalt');
   if (process.env.BENCH_EXE && existsSync(exe)) return exe;
-  const proc = Bun.spawn([process.execPath, join(root, 'build.ts'), '--outfile', exe], { cwd: root, stdout: 'inherit', stderr: 'inherit' });
+  const proc = Bun.spawn([process.execPath, join(root, 'build.ts'), '--outfile', exe], {
+    cwd: root,
+    stdout: 'inherit',
+    stderr: 'inherit',
+  });
   if ((await proc.exited) !== 0) throw new Error('build.ts failed');
   return exe;
 }
 
 /** Wait until `url` answers below 500 (30 s by default), or throw when the process exits first. */
-export async function waitFor(url: string, proc: Subprocess, what: string, timeoutMs = 30_000, headers?: Record<string, string>): Promise<void> {
+export async function waitFor(
+  url: string,
+  proc: Subprocess,
+  what: string,
+  timeoutMs = 30_000,
+  headers?: Record<string, string>,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode}`);
-    if (await fetch(url, { headers }).then((r) => r.status < 500, () => false)) return;
+    if (
+      await fetch(url, { headers }).then(
+        (r) => r.status < 500,
+        () => false,
+      )
+    )
+      return;
     await Bun.sleep(50);
   }
   throw new Error(`${what} did not answer ${url}`);
@@ -151,10 +167,39 @@ function ms(v: string, unit: string): number {
 }
 
 /** Run wrk for `seconds` against `url` with the Lua `script`, measuring the server process `pid`. */
-export async function wrk(bin: string, url: string, script: string, connections: number, threads: number, pid: number, seconds: number): Promise<Cell> {
+export async function wrk(
+  bin: string,
+  url: string,
+  script: string,
+  connections: number,
+  threads: number,
+  pid: number,
+  seconds: number,
+): Promise<Cell> {
   const cpu0 = cpuSeconds(pid);
-  const proc = Bun.spawn([bin, '-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--timeout', '10s', '--latency', '-s', script, url], { stdout: 'pipe', stderr: 'pipe' });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const proc = Bun.spawn(
+    [
+      bin,
+      '-t',
+      String(threads),
+      '-c',
+      String(connections),
+      '-d',
+      `${seconds}s`,
+      '--timeout',
+      '10s',
+      '--latency',
+      '-s',
+      script,
+      url,
+    ],
+    { stdout: 'pipe', stderr: 'pipe' },
+  );
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
   if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
   const cpu = cpuSeconds(pid) - cpu0;
@@ -167,12 +212,22 @@ export async function wrk(bin: string, url: string, script: string, connections:
   const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
   const sockErr = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   const errors = non2xx + (sockErr ? sockErr.slice(1).reduce((n, x) => n + Number(x), 0) : 0);
-  return { rps, p50: lat('50'), p99: lat('99'), cpuPer1000: total ? (cpu / total) * 1000 : NaN, rss: rssMiB(pid), errors };
+  return {
+    rps,
+    p50: lat('50'),
+    p99: lat('99'),
+    cpuPer1000: total ? (cpu / total) * 1000 : NaN,
+    rss: rssMiB(pid),
+    errors,
+  };
 }
 
 /** A one-second wrk run whose figures are thrown away: connections, prepared statements, JIT. */
 export async function wrkShort(bin: string, url: string, script: string, connections: number): Promise<void> {
-  const proc = Bun.spawn([bin, '-t', String(connections === 1 ? 1 : 2), '-c', String(connections), '-d', '1s', '-s', script, url], { stdout: 'ignore', stderr: 'ignore' });
+  const proc = Bun.spawn(
+    [bin, '-t', String(connections === 1 ? 1 : 2), '-c', String(connections), '-d', '1s', '-s', script, url],
+    { stdout: 'ignore', stderr: 'ignore' },
+  );
   await proc.exited;
 }
 

@@ -34,7 +34,14 @@ export interface Area extends AreaFacts {
 
 /** The route list. Its order is the order routes mount in, and the order of the OpenAPI document's tags. */
 export const routeList: readonly Area[] = [
-  { name: 'system', prefix: ['/healthz', '/readyz', '/metrics'], listener: 'main', envelope: 'A', body: 'capped', routes: systemRoutes },
+  {
+    name: 'system',
+    prefix: ['/healthz', '/readyz', '/metrics'],
+    listener: 'main',
+    envelope: 'A',
+    body: 'capped',
+    routes: systemRoutes,
+  },
   {
     name: 'auth',
     prefix: '/api/v1/auth',
@@ -44,7 +51,9 @@ export const routeList: readonly Area[] = [
     gated: true,
     noStore: true,
     validationStatus: 422,
-    openapi: { tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' } },
+    openapi: {
+      tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
+    },
     routes: authRoutes,
   },
   {
@@ -55,7 +64,12 @@ export const routeList: readonly Area[] = [
     body: 'json',
     gated: true,
     noStore: true,
-    openapi: { tag: { name: 'Database', description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).' } },
+    openapi: {
+      tag: {
+        name: 'Database',
+        description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).',
+      },
+    },
     routes: databaseRoutes,
   },
   {
@@ -86,8 +100,24 @@ export const routeList: readonly Area[] = [
     openapi: { tag: { name: 'Runtime config', description: 'Public front-end parameters (format A).' } },
     routes: runtimeConfigRoutes,
   },
-  { name: 'module', prefix: '/api/module', listener: 'public', envelope: 'B', body: 'capped', gated: true, openapi: {} },
-  { name: 'admin', prefix: '/api/admin', listener: 'main', envelope: 'A', body: 'json', noStore: true, routes: adminRoutes },
+  {
+    name: 'module',
+    prefix: '/api/module',
+    listener: 'public',
+    envelope: 'B',
+    body: 'capped',
+    gated: true,
+    openapi: {},
+  },
+  {
+    name: 'admin',
+    prefix: '/api/admin',
+    listener: 'main',
+    envelope: 'A',
+    body: 'json',
+    noStore: true,
+    routes: adminRoutes,
+  },
   // The panel also answers `/` on the main listener with a redirect to `/_/`.
   { name: 'panel', prefix: '/_', listener: 'main', envelope: 'A', body: 'capped', routes: panelRoutes },
   { name: 'openapi', prefix: '/api/openapi.json', listener: 'both', envelope: 'A', body: 'capped' },
@@ -135,7 +165,9 @@ export async function createApp(p: Platform, parts: AppParts = {}): Promise<Buil
   // `http://<valid host>/…` (src/http/envelope.ts `hostProblem`), so this is the path.
   const routing = { standardHostname: false };
   const main: AnyElysia = new Elysia({ name: 'basalt.main', handler: routing }).use(foundation(p.log));
-  const pub: AnyElysia | undefined = separate ? new Elysia({ name: 'basalt.public', handler: routing }).use(foundation(p.log)) : undefined;
+  const pub: AnyElysia | undefined = separate
+    ? new Elysia({ name: 'basalt.public', handler: routing }).use(foundation(p.log))
+    : undefined;
   const on = (listener: Listener | 'both') => (listener === 'public' && pub ? pub : main);
 
   const extensions = parts.extensions ?? [];
@@ -152,6 +184,12 @@ export async function createApp(p: Platform, parts: AppParts = {}): Promise<Buil
   pub?.use(openapiRoutes(document, true, at));
 
   const handler = (app: AnyElysia) =>
-    createHandler({ settings: p.settings, log: p.log, areas, handle: (req) => app.handle(req), metrics: metricsFor(p) });
+    createHandler({
+      settings: p.settings,
+      log: p.log,
+      areas,
+      handle: (req) => app.handle(req),
+      metrics: metricsFor(p),
+    });
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
 }

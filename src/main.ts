@@ -62,7 +62,7 @@ function help(): string {
     '  --config FILE   read settings from FILE (default ./basalt.toml when present)',
     '  --data DIR      data directory (embedded database, files); same as data.dir',
     '  --dev           verbose logs',
-    '  -h, --help      this help, or a command\'s usage',
+    "  -h, --help      this help, or a command's usage",
     '',
     'Precedence: environment (BASALT_*) > config file > settings stored in the database > defaults.',
     "Run 'basalt settings list' to see every setting and where its value comes from.",
@@ -99,7 +99,12 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
   const { cmd, rest } = found;
   let parsed: { values: unknown; positionals: string[] };
   try {
-    parsed = parseArgs({ args: rest, options: { ...GLOBAL, ...(cmd.options ?? {}) } as never, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args: rest,
+      options: { ...GLOBAL, ...(cmd.options ?? {}) } as never,
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (e) {
     io.err(`basalt ${cmd.name}: ${(e as Error).message}\n${usageLines(cmd.usage, 'usage: ').join('\n')}`);
     return 2;
@@ -109,7 +114,11 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
     io.out(`${usageLines(cmd.usage, 'usage: ').join('\n')}\n\n${wrap(cmd.summary).join('\n')}`);
     return 0;
   }
-  const globals: GlobalFlags = { config: values.config as string, data: values.data as string, dev: values.dev as boolean };
+  const globals: GlobalFlags = {
+    config: values.config as string,
+    data: values.data as string,
+    dev: values.dev as boolean,
+  };
   return { cmd, values, positionals: parsed.positionals, globals };
 }
 
@@ -149,7 +158,11 @@ export async function main(argv: string[]): Promise<number> {
   if (!cmd.platform) return execute(parsed, io);
   let platform: Platform;
   try {
-    platform = await openPlatform({ configFile: globals.config, flags: { 'data.dir|--data': globals.data }, migrate: cmd.platform.migrate ?? false });
+    platform = await openPlatform({
+      configFile: globals.config,
+      flags: { 'data.dir|--data': globals.data },
+      migrate: cmd.platform.migrate ?? false,
+    });
   } catch (e) {
     // The embedded data dir is held by a running server: run the command inside it.
     if (e instanceof DataDirLockedError && e.dir) {
@@ -169,7 +182,8 @@ export async function main(argv: string[]): Promise<number> {
 /** One line an operator can act on. */
 export function describeFatal(e: unknown): string {
   if (e instanceof ConfigError || e instanceof DataDirLockedError || e instanceof MigrationError) return e.message;
-  if (e instanceof DatabaseUnavailableError) return `database.url: cannot connect to the database (${e.message}); is the server running and the URL right?`;
+  if (e instanceof DatabaseUnavailableError)
+    return `database.url: cannot connect to the database (${e.message}); is the server running and the URL right?`;
   const err = e as { code?: string; message?: string };
   if (err?.code === '28P01' || err?.code === '28000') return `database.url: authentication failed (${err.message})`;
   if (err?.code === '3D000') return `database.url: ${err.message}; create it first`;

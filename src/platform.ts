@@ -52,7 +52,11 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   let settings!: Settings;
   const log = createLogger(() => (settings ? settings.get<Level>('log.level') : bootValue<Level>(layers, 'log.level')));
   const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
-  const db = await openDb({ url: bootValue<string>(layers, 'database.url'), dataDir, poolMax: bootValue<number>(layers, 'database.pool_max') });
+  const db = await openDb({
+    url: bootValue<string>(layers, 'database.url'),
+    dataDir,
+    poolMax: bootValue<number>(layers, 'database.pool_max'),
+  });
   const hooks: (() => Promise<void> | void)[] = [];
   const firstHooks: (() => Promise<void> | void)[] = [];
   try {
@@ -60,7 +64,10 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     settings = new Settings(layers, db);
     await settings.load();
     if (opts.migrate !== false) {
-      const applied = await migrateDir(db, settings.get<string>('migrations.dir'), { table: 'basalt.schema_migrations', schema: settings.get<string>('database.data_schema') });
+      const applied = await migrateDir(db, settings.get<string>('migrations.dir'), {
+        table: 'basalt.schema_migrations',
+        schema: settings.get<string>('database.data_schema'),
+      });
       if (applied.length) log.info('applied migrations', { files: applied });
     }
     if (opts.watch) await settings.watch();

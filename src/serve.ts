@@ -20,18 +20,29 @@ function checked(handler: (req: Request, server: Server<unknown>) => Promise<Res
 }
 
 async function assertOwned(server: Server<unknown>, key: string): Promise<void> {
-  const host = server.hostname === '0.0.0.0' || !server.hostname ? '127.0.0.1' : server.hostname === '::' ? '[::1]' : server.hostname.includes(':') ? `[${server.hostname}]` : server.hostname;
+  const host =
+    server.hostname === '0.0.0.0' || !server.hostname
+      ? '127.0.0.1'
+      : server.hostname === '::'
+        ? '[::1]'
+        : server.hostname.includes(':')
+          ? `[${server.hostname}]`
+          : server.hostname;
   // When both sockets hold the port the kernel spreads new connections between them, so one
   // answer can come from our own listener by chance: probe several fresh connections.
   let owned = true;
   for (let i = 0; i < PROBES && owned; i++) {
-    const answer = await fetch(`http://${host}:${server.port}/`, { headers: { [PROBE_HEADER]: probeToken, connection: 'close' } })
+    const answer = await fetch(`http://${host}:${server.port}/`, {
+      headers: { [PROBE_HEADER]: probeToken, connection: 'close' },
+    })
       .then((r) => r.text())
       .catch(() => '');
     owned = answer === probeToken;
   }
   if (!owned) {
-    throw new ConfigError(`${key}: port ${server.port} on ${server.hostname} is already in use; stop the other process or choose another port`);
+    throw new ConfigError(
+      `${key}: port ${server.port} on ${server.hostname} is already in use; stop the other process or choose another port`,
+    );
   }
 }
 
@@ -56,11 +67,23 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   const hostname = p.settings.get<string>('web.host');
   const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {
     try {
-      return Bun.serve({ port, hostname, fetch, maxRequestBodySize: 10 * 1024 * 1024 * 1024, development: false, idleTimeout: 60, reusePort: false });
+      return Bun.serve({
+        port,
+        hostname,
+        fetch,
+        maxRequestBodySize: 10 * 1024 * 1024 * 1024,
+        development: false,
+        idleTimeout: 60,
+        reusePort: false,
+      });
     } catch (e) {
       const code = (e as { code?: string }).code;
-      if (code === 'EADDRINUSE') throw new ConfigError(`${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`);
-      if (code === 'EADDRNOTAVAIL') throw new ConfigError(`web.host: cannot bind to ${hostname} (no such address on this machine)`);
+      if (code === 'EADDRINUSE')
+        throw new ConfigError(
+          `${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`,
+        );
+      if (code === 'EADDRNOTAVAIL')
+        throw new ConfigError(`web.host: cannot bind to ${hostname} (no such address on this machine)`);
       if (code === 'EACCES') throw new ConfigError(`${key}: not allowed to bind port ${port}; use a port above 1023`);
       throw e;
     }
@@ -84,7 +107,11 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
   let admin: AdminTasks;
   try {
-    admin = await startAdminTasks(p, p.settings.get<string>('web.main_base_url') || main.url.origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:'));
+    admin = await startAdminTasks(
+      p,
+      p.settings.get<string>('web.main_base_url') ||
+        main.url.origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:'),
+    );
   } catch (e) {
     main.stop(true);
     pub?.stop(true);
@@ -108,7 +135,8 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
           await Promise.all(servers.map((s) => s.stop(true)));
         }
         // The shutdown steps get the same allowance: a stuck step fails the stop (exit 1) rather than hanging it.
-        if (!(await within(p.shutdown(), deadline))) throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
+        if (!(await within(p.shutdown(), deadline)))
+          throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
       })()),
   };
 }

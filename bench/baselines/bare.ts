@@ -21,11 +21,19 @@ const env = process.env;
 // and the platform's (mail) without. Embedded: the one in-process engine.
 const external = env.BENCH_DB_URL ? (await import('../../src/db/external')).openExternal : undefined;
 const max = Number(env.BENCH_POOL_MAX ?? 20);
-const db: Db = external ? await external(env.BENCH_DB_URL!, { max }) : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
+const db: Db = external
+  ? await external(env.BENCH_DB_URL!, { max })
+  : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
 const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
 // Imported once, as Basalt does (src/modules/auth/jwt.ts).
-const secret = await crypto.subtle.importKey('raw', new TextEncoder().encode(env.BENCH_JWT_SECRET ?? ''), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+const secret = await crypto.subtle.importKey(
+  'raw',
+  new TextEncoder().encode(env.BENCH_JWT_SECRET ?? ''),
+  { name: 'HMAC', hash: 'SHA-256' },
+  false,
+  ['verify'],
+);
 const txs = new Map<string, Tx>();
 
 const json = (data: unknown, status = 200) => Response.json({ success: true, data }, { status });
@@ -37,13 +45,22 @@ const server = Bun.serve({
   async fetch(req) {
     const path = new URL(req.url).pathname;
     if (path === '/api/v1/db/query') {
-      const body = (await req.json()) as { action: string; filters?: { value: unknown }[]; limit?: number; data?: { n: number; note: string }; transaction_id?: string };
+      const body = (await req.json()) as {
+        action: string;
+        filters?: { value: unknown }[];
+        limit?: number;
+        data?: { n: number; note: string };
+        transaction_id?: string;
+      };
       if (body.action === 'select') {
         const r = await apiDb.query(selectSql, [String(body.filters![0]!.value), body.limit ?? 100, 0]);
         return json({ rows: r.rows, count: r.rows.length });
       }
       const tx = txs.get(body.transaction_id!)!;
-      const r = await tx.query('INSERT INTO public.bench_log (n, note) VALUES ($1::text::integer, $2::text::text) RETURNING id, n, note', [String(body.data!.n), body.data!.note]);
+      const r = await tx.query(
+        'INSERT INTO public.bench_log (n, note) VALUES ($1::text::integer, $2::text::text) RETURNING id, n, note',
+        [String(body.data!.n), body.data!.note],
+      );
       return json({ rows: r.rows, count: r.rows.length });
     }
     if (path === '/api/v1/db/transaction/begin') {

@@ -11,7 +11,11 @@ import { countSubmission, purgeOld } from './rate-limit';
 
 const Submission = t.Object({
   name: t.String({ minLength: 1, maxLength: 200, description: 'Sender name.' }),
-  email: t.String({ format: 'email', maxLength: 254, description: 'Sender address (shown to the operator for replies).' }),
+  email: t.String({
+    format: 'email',
+    maxLength: 254,
+    description: 'Sender address (shown to the operator for replies).',
+  }),
   subject: t.Optional(t.String({ maxLength: 200 })),
   message: t.String({ minLength: 1, maxLength: 5000 }),
   /** Honeypot: a field hidden from people; bots fill it in. */
@@ -23,14 +27,31 @@ export default defineExtension({
   version: '1.0.0',
   description: 'Public contact form endpoint that mails the operator.',
   settings: {
-    to: { kind: 'string', default: '', description: 'Address that receives the messages; empty → the form answers 503.' },
-    rate_limit_per_hour: { kind: 'int', default: 5, min: 1, max: 10_000, description: 'Submissions per client IP per hour.' },
-    redirect_url: { kind: 'string', default: '', description: 'Where a plain HTML form post is sent after success (303); empty → JSON answer.' },
+    to: {
+      kind: 'string',
+      default: '',
+      description: 'Address that receives the messages; empty → the form answers 503.',
+    },
+    rate_limit_per_hour: {
+      kind: 'int',
+      default: 5,
+      min: 1,
+      max: 10_000,
+      description: 'Submissions per client IP per hour.',
+    },
+    redirect_url: {
+      kind: 'string',
+      default: '',
+      description: 'Where a plain HTML form post is sent after success (303); empty → JSON answer.',
+    },
   },
 
   async setup(ctx) {
     await ctx.mail.ensureTemplate(TEMPLATE);
-    const purge = setInterval(() => purgeOld(ctx.db).catch((e) => ctx.log.warn('purge failed', { cause: e })), 3_600_000);
+    const purge = setInterval(
+      () => purgeOld(ctx.db).catch((e) => ctx.log.warn('purge failed', { cause: e })),
+      3_600_000,
+    );
     purge.unref?.();
     ctx.onShutdown(() => clearInterval(purge));
 
@@ -38,10 +59,16 @@ export default defineExtension({
       '/submit',
       async ({ body, request, set }) => {
         const to = ctx.settings.get<string>('to');
-        if (!to) throw new ctx.AppError(503, 'not_configured', 'The contact form has no recipient yet; the operator must set ext.contact-form.to.');
+        if (!to)
+          throw new ctx.AppError(
+            503,
+            'not_configured',
+            'The contact form has no recipient yet; the operator must set ext.contact-form.to.',
+          );
         const ip = ctx.clientIp(request);
         const hit = await countSubmission(ctx.db, ip, ctx.settings.get<number>('rate_limit_per_hour'));
-        if (!hit.allowed) throw ctx.errors.rateLimited(hit.retryAfter, 'Too many messages from this address; try again later.');
+        if (!hit.allowed)
+          throw ctx.errors.rateLimited(hit.retryAfter, 'Too many messages from this address; try again later.');
 
         if (body.website) {
           // A bot filled the hidden field: answer as usual so it learns nothing, send nothing.
@@ -58,7 +85,11 @@ export default defineExtension({
             // variables), not the visitor's: say so without echoing the details.
             if (!(e instanceof ctx.AppError) || e.status !== 400) throw e;
             ctx.log.error('contact form message refused by the mail module', { cause: e.message });
-            throw new ctx.AppError(503, 'not_configured', 'The contact form cannot deliver messages right now; the operator must check ext.contact-form.to and the contact_form_message template.');
+            throw new ctx.AppError(
+              503,
+              'not_configured',
+              'The contact form cannot deliver messages right now; the operator must check ext.contact-form.to and the contact_form_message template.',
+            );
           }
         }
         const redirect = ctx.settings.get<string>('redirect_url');
@@ -77,7 +108,12 @@ export default defineExtension({
           summary: 'Send a contact form message',
           // Statuses and codes this route answers besides its schema's, for the OpenAPI document.
           'x-codes': { 429: ['rate_limited'], 503: ['not_configured'] },
-          responses: { 303: { description: 'A plain HTML form post when `redirect_url` is set: see Location.', headers: { Location: { schema: { type: 'string' as const } } } } },
+          responses: {
+            303: {
+              description: 'A plain HTML form post when `redirect_url` is set: see Location.',
+              headers: { Location: { schema: { type: 'string' as const } } },
+            },
+          },
           description:
             'JSON, urlencoded or multipart form. 202 when queued for delivery to the operator; 303 to `redirect_url` for a plain form post when set. ' +
             '400 validation_error with details.fields; 429 rate_limited (per IP, ext.contact-form.rate_limit_per_hour); 503 when no recipient or mail is configured.',

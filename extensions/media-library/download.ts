@@ -29,9 +29,12 @@ export function contentResponse(row: FileRow, storage: Storage, request: Request
   if (etagMatches(request.headers.get('if-none-match'), etag)) return new Response(null, { status: 304, headers });
   // If-Range with another ETag: the client's partial copy is stale, send it all.
   const ifRange = request.headers.get('if-range');
-  const range = ifRange && ifRange !== etag ? ({ kind: 'full' } as const) : parseRange(request.headers.get('range'), size);
+  const range =
+    ifRange && ifRange !== etag ? ({ kind: 'full' } as const) : parseRange(request.headers.get('range'), size);
   if (range.kind === 'unsatisfiable') {
-    throw new AppError(416, 'range_not_satisfiable', `The requested range is outside the file (${size} bytes).`, { headers: { 'Content-Range': `bytes */${size}` } });
+    throw new AppError(416, 'range_not_satisfiable', `The requested range is outside the file (${size} bytes).`, {
+      headers: { 'Content-Range': `bytes */${size}` },
+    });
   }
   headers['Content-Type'] = row.content_type;
   if (range.kind === 'partial') {

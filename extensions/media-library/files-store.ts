@@ -32,7 +32,17 @@ export function filesStore(db: ExtensionDb) {
       const { rows } = await db.query<FileRow>(
         `INSERT INTO ${files} (id, owner_type, owner_id, name, content_type, size, sha256, storage, storage_key)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${COLUMNS}`,
-        [row.id, row.owner_type, row.owner_id, row.name, row.content_type, row.size, row.sha256, row.storage, row.storage_key],
+        [
+          row.id,
+          row.owner_type,
+          row.owner_id,
+          row.name,
+          row.content_type,
+          row.size,
+          row.sha256,
+          row.storage,
+          row.storage_key,
+        ],
       );
       return rows[0]!;
     },
@@ -41,11 +51,17 @@ export function filesStore(db: ExtensionDb) {
     async find(who: Caller, id: string): Promise<FileRow | undefined> {
       if (!UUID.test(id)) return undefined;
       const v = visible(who, 2);
-      const { rows } = await db.query<FileRow>(`SELECT ${COLUMNS} FROM ${files} WHERE id = $1 AND ${v.sql}`, [id, ...v.params]);
+      const { rows } = await db.query<FileRow>(`SELECT ${COLUMNS} FROM ${files} WHERE id = $1 AND ${v.sql}`, [
+        id,
+        ...v.params,
+      ]);
       return rows[0];
     },
 
-    async list(who: Caller, opts: { limit: number; offset: number; owner?: { type: string; id: string } }): Promise<{ rows: FileRow[]; total: number }> {
+    async list(
+      who: Caller,
+      opts: { limit: number; offset: number; owner?: { type: string; id: string } },
+    ): Promise<{ rows: FileRow[]; total: number }> {
       const v = visible(who, 1);
       const where = [v.sql];
       const params = [...v.params];
@@ -65,7 +81,10 @@ export function filesStore(db: ExtensionDb) {
     async remove(who: Caller, id: string): Promise<FileRow | undefined> {
       if (!UUID.test(id)) return undefined;
       const v = visible(who, 2);
-      const { rows } = await db.query<FileRow>(`DELETE FROM ${files} WHERE id = $1 AND ${v.sql} RETURNING ${COLUMNS}`, [id, ...v.params]);
+      const { rows } = await db.query<FileRow>(`DELETE FROM ${files} WHERE id = $1 AND ${v.sql} RETURNING ${COLUMNS}`, [
+        id,
+        ...v.params,
+      ]);
       return rows[0];
     },
   };

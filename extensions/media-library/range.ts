@@ -1,6 +1,9 @@
 /** HTTP Range (RFC 9110 §14): one byte range per request; several are answered with the whole file, as the RFC allows. */
 
-export type RangeAnswer = { kind: 'full' } | { kind: 'partial'; start: number; end: number } | { kind: 'unsatisfiable' };
+export type RangeAnswer =
+  | { kind: 'full' }
+  | { kind: 'partial'; start: number; end: number }
+  | { kind: 'unsatisfiable' };
 
 export function parseRange(header: string | null, size: number): RangeAnswer {
   if (!header) return { kind: 'full' };

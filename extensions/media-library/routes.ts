@@ -12,16 +12,19 @@ import { contentResponse } from './download';
 import { storages } from './storage';
 import { receiveUpload } from './upload';
 
-const FileInfo = t.Object({
-  id: t.String({ format: 'uuid' }),
-  name: t.String({ description: 'Sanitized file name as uploaded.' }),
-  content_type: t.String({ description: 'Detected from the bytes, never taken from the client.' }),
-  size: t.Integer({ description: 'Bytes.' }),
-  etag: t.String({ description: 'Strong ETag: the quoted SHA-256 of the content.' }),
-  created_at: t.String({ format: 'date-time' }),
-  owner: t.Object({ type: t.Union([t.Literal('user'), t.Literal('key')]), id: t.String() }),
-  url: t.String({ description: 'Path of the content (GET, supports Range and If-None-Match).' }),
-}, { title: 'FileInfo', description: 'A stored file.' });
+const FileInfo = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    name: t.String({ description: 'Sanitized file name as uploaded.' }),
+    content_type: t.String({ description: 'Detected from the bytes, never taken from the client.' }),
+    size: t.Integer({ description: 'Bytes.' }),
+    etag: t.String({ description: 'Strong ETag: the quoted SHA-256 of the content.' }),
+    created_at: t.String({ format: 'date-time' }),
+    owner: t.Object({ type: t.Union([t.Literal('user'), t.Literal('key')]), id: t.String() }),
+    url: t.String({ description: 'Path of the content (GET, supports Range and If-None-Match).' }),
+  },
+  { title: 'FileInfo', description: 'A stored file.' },
+);
 /** The raw bytes of a file (OpenAPI 3.1: an unconstrained body of the response's media type). */
 const binary = { description: 'The bytes of the file.' };
 const contentHeaders = {
@@ -80,7 +83,17 @@ export function fileRoutes(ctx: ExtensionContext) {
         }
         let row: FileRow;
         try {
-          row = await store.insert({ id, owner_type: who.type, owner_id: who.id, name: got.name, content_type: contentType, size: String(got.size), sha256: got.sha256, storage: storage.kind, storage_key: key });
+          row = await store.insert({
+            id,
+            owner_type: who.type,
+            owner_id: who.id,
+            name: got.name,
+            content_type: contentType,
+            size: String(got.size),
+            sha256: got.sha256,
+            storage: storage.kind,
+            storage_key: key,
+          });
         } catch (e) {
           await storage.delete(key).catch(() => {});
           throw e;
@@ -95,12 +108,26 @@ export function fileRoutes(ctx: ExtensionContext) {
         detail: {
           tags,
           summary: 'Upload a file',
-          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'], 413: ['payload_too_large'], 415: ['unsupported_media_type'], 503: ['storage_unavailable'] },
+          'x-codes': {
+            401: ['unauthorized', 'token_expired', 'session_revoked'],
+            403: ['forbidden'],
+            413: ['payload_too_large'],
+            415: ['unsupported_media_type'],
+            503: ['storage_unavailable'],
+          },
           description:
             'multipart/form-data with the file in a part named `file`. The content type is detected from the bytes; the name is sanitized. Larger than `files.max_bytes` (default 25 MB) → 413. Needs a user access token or an API key with `files:upload`.',
           requestBody: {
             required: true,
-            content: { 'multipart/form-data': { schema: { type: 'object' as const, required: ['file'], properties: { file: { type: 'string' as const, format: 'binary' } } } } },
+            content: {
+              'multipart/form-data': {
+                schema: {
+                  type: 'object' as const,
+                  required: ['file'],
+                  properties: { file: { type: 'string' as const, format: 'binary' } },
+                },
+              },
+            },
           },
           security: [{ Bearer: [] }, { ApiKey: [] }],
         },
@@ -110,8 +137,10 @@ export function fileRoutes(ctx: ExtensionContext) {
       '',
       async ({ request, query, user, apiKey }) => {
         const who = callerOf({ user, apiKey });
-        if ((query.owner_type === undefined) !== (query.owner_id === undefined)) throw ctx.errors.badRequest('Give owner_type and owner_id together.');
-        if (query.owner_type && who.type === 'user') throw ctx.errors.forbidden('Users list only their own files; owner filters are for API keys.');
+        if ((query.owner_type === undefined) !== (query.owner_id === undefined))
+          throw ctx.errors.badRequest('Give owner_type and owner_id together.');
+        if (query.owner_type && who.type === 'user')
+          throw ctx.errors.forbidden('Users list only their own files; owner filters are for API keys.');
         const limit = query.limit ?? 50;
         const offset = query.offset ?? 0;
         const owner = query.owner_type ? { type: query.owner_type, id: query.owner_id! } : undefined;
@@ -122,13 +151,39 @@ export function fileRoutes(ctx: ExtensionContext) {
         userOrApiKey: 'files:download',
         query: t.Object({
           // `title` names the field in a 400 (src/http/foundation.ts: Elysia reports these values without a path).
-          limit: t.Optional(t.Integer({ title: 'limit', minimum: 1, maximum: 100, default: 50, description: 'Files per page, 1 to 100.' })),
+          limit: t.Optional(
+            t.Integer({
+              title: 'limit',
+              minimum: 1,
+              maximum: 100,
+              default: 50,
+              description: 'Files per page, 1 to 100.',
+            }),
+          ),
           offset: t.Optional(t.Integer({ title: 'offset', minimum: 0, default: 0, description: 'Files to skip.' })),
-          owner_type: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { description: 'API keys only: files of one owner.' })),
+          owner_type: t.Optional(
+            t.Union([t.Literal('user'), t.Literal('key')], { description: 'API keys only: files of one owner.' }),
+          ),
           owner_id: t.Optional(t.String({ maxLength: 100 })),
         }),
-        response: { 200: t.Composite([t.Object({ success: t.Literal(true) }), t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() })], { title: 'FileList', description: 'One page of files, newest first.' }), ...errors(400, 401, 403) },
-        detail: { tags, summary: 'List files', 'x-codes': { 400: ['validation_error'], 401: ['unauthorized'], 403: ['forbidden'] }, description: 'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+        response: {
+          200: t.Composite(
+            [
+              t.Object({ success: t.Literal(true) }),
+              t.Object({ files: t.Array(FileInfo), total: t.Integer(), limit: t.Integer(), offset: t.Integer() }),
+            ],
+            { title: 'FileList', description: 'One page of files, newest first.' },
+          ),
+          ...errors(400, 401, 403),
+        },
+        detail: {
+          tags,
+          summary: 'List files',
+          'x-codes': { 400: ['validation_error'], 401: ['unauthorized'], 403: ['forbidden'] },
+          description:
+            'Newest first. A user sees their own files; an API key with `files:download` sees all, optionally one owner’s.',
+          security: [{ Bearer: [] }, { ApiKey: [] }],
+        },
       },
     )
     .get(
@@ -142,16 +197,24 @@ export function fileRoutes(ctx: ExtensionContext) {
         userOrApiKey: 'files:download',
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(401, 403, 404) },
-        detail: { tags, summary: 'File metadata', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, security: [{ Bearer: [] }, { ApiKey: [] }] },
+        detail: {
+          tags,
+          summary: 'File metadata',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] },
+          security: [{ Bearer: [] }, { ApiKey: [] }],
+        },
       },
     )
     .get(
       '/:id/content',
-      ({ request, params, query, user, apiKey }) => content(callerOf({ user, apiKey }), request, params.id, query.download !== undefined),
+      ({ request, params, query, user, apiKey }) =>
+        content(callerOf({ user, apiKey }), request, params.id, query.download !== undefined),
       {
         userOrApiKey: 'files:download',
         params: t.Object({ id: t.String() }),
-        query: t.Object({ download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })) }),
+        query: t.Object({
+          download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })),
+        }),
         detail: {
           tags,
           summary: 'Download a file',
@@ -165,12 +228,25 @@ export function fileRoutes(ctx: ExtensionContext) {
           parameters: [
             { name: 'Range', in: 'header', required: false, schema: { type: 'string' }, example: 'bytes=0-1023' },
             { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
-            { name: 'If-Range', in: 'header', required: false, schema: { type: 'string' }, description: 'An ETag: the Range applies only while it still matches.' },
+            {
+              name: 'If-Range',
+              in: 'header',
+              required: false,
+              schema: { type: 'string' },
+              description: 'An ETag: the Range applies only while it still matches.',
+            },
           ],
           responses: {
             200: { description: 'The whole file.', headers: contentHeaders, content: { '*/*': { schema: binary } } },
-            206: { description: 'The requested byte range.', headers: { ...contentHeaders, 'Content-Range': { $ref: '#/components/headers/ContentRange' } }, content: { '*/*': { schema: binary } } },
-            304: { description: 'Not modified (If-None-Match matched the ETag).', headers: { ETag: { $ref: '#/components/headers/ETag' } } },
+            206: {
+              description: 'The requested byte range.',
+              headers: { ...contentHeaders, 'Content-Range': { $ref: '#/components/headers/ContentRange' } },
+              content: { '*/*': { schema: binary } },
+            },
+            304: {
+              description: 'Not modified (If-None-Match matched the ETag).',
+              headers: { ETag: { $ref: '#/components/headers/ETag' } },
+            },
             401: { description: 'No valid credentials' },
             403: { description: 'The API key lacks files:download' },
             404: { description: 'No such file for this caller' },
@@ -194,8 +270,17 @@ export function fileRoutes(ctx: ExtensionContext) {
       {
         userOrApiKey: 'files:upload',
         params: t.Object({ id: t.String() }),
-        response: { 200: ctx.schemas.envelopeC(t.Object({ deleted: t.String({ format: 'uuid' }) })), ...errors(401, 403, 404) },
-        detail: { tags, summary: 'Delete a file', 'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] }, description: 'Needs the owner’s access token or an API key with `files:upload`.', security: [{ Bearer: [] }, { ApiKey: [] }] },
+        response: {
+          200: ctx.schemas.envelopeC(t.Object({ deleted: t.String({ format: 'uuid' }) })),
+          ...errors(401, 403, 404),
+        },
+        detail: {
+          tags,
+          summary: 'Delete a file',
+          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] },
+          description: 'Needs the owner’s access token or an API key with `files:upload`.',
+          security: [{ Bearer: [] }, { ApiKey: [] }],
+        },
       },
     );
 }

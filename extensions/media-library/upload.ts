@@ -27,10 +27,12 @@ export interface Received {
 
 export function receiveUpload(request: Request, maxBytes: number, tempPath: string): Promise<Received> {
   const type = request.headers.get('content-type') ?? '';
-  if (!/^multipart\/form-data\s*;/i.test(type)) throw Errors.unsupportedMediaType('multipart/form-data (with the file in a part named "file")');
+  if (!/^multipart\/form-data\s*;/i.test(type))
+    throw Errors.unsupportedMediaType('multipart/form-data (with the file in a part named "file")');
   const length = Number(request.headers.get('content-length') ?? NaN);
   if (Number.isFinite(length) && length > maxBytes + MULTIPART_SLACK) throw Errors.payloadTooLarge(maxBytes);
-  if (!request.body) throw Errors.badRequest('The request has no body; send the file in a multipart part named "file".');
+  if (!request.body)
+    throw Errors.badRequest('The request has no body; send the file in a multipart part named "file".');
 
   return new Promise<Received>((resolve, reject) => {
     let settled = false;
@@ -52,7 +54,11 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
     let parser: ReturnType<typeof busboy>;
     try {
       // fileSize one past the limit: busboy flags a file that reaches it, and a file of exactly maxBytes is allowed.
-      parser = busboy({ headers: { 'content-type': type }, defParamCharset: 'utf8', limits: { files: 1, fileSize: maxBytes + 1, fields: 20, fieldSize: 4096, parts: 21 } });
+      parser = busboy({
+        headers: { 'content-type': type },
+        defParamCharset: 'utf8',
+        limits: { files: 1, fileSize: maxBytes + 1, fields: 20, fieldSize: 4096, parts: 21 },
+      });
     } catch {
       return done(Errors.badRequest('Malformed multipart body: the Content-Type lacks a boundary.'));
     }
@@ -90,7 +96,14 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
           if (settled) return;
           sink = undefined;
           Promise.resolve(out.end()).then(
-            () => ok({ tempPath, name: sanitizeName(info.filename), size, sha256: hash.digest('hex'), head: new Uint8Array(Buffer.concat(head)) }),
+            () =>
+              ok({
+                tempPath,
+                name: sanitizeName(info.filename),
+                size,
+                sha256: hash.digest('hex'),
+                head: new Uint8Array(Buffer.concat(head)),
+              }),
             fail,
           );
         });
@@ -100,7 +113,11 @@ export function receiveUpload(request: Request, maxBytes: number, tempPath: stri
     parser.on('error', (e) => done(Errors.badRequest(`Malformed multipart body: ${(e as Error).message}.`)));
     parser.on('close', () => {
       if (!file) return done(Errors.badRequest('No file in the upload: send it in a multipart part named "file".'));
-      file.then((r) => done(undefined, r), (e) => done(e instanceof AppError ? e : Errors.badRequest(`The upload could not be read: ${(e as Error).message}.`)));
+      file.then(
+        (r) => done(undefined, r),
+        (e) =>
+          done(e instanceof AppError ? e : Errors.badRequest(`The upload could not be read: ${(e as Error).message}.`)),
+      );
     });
     source.on('error', (e) => done(Errors.badRequest(`The upload was interrupted: ${e.message}.`)));
     source.pipe(parser);

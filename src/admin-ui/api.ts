@@ -51,7 +51,12 @@ async function send(method: string, path: string, body: unknown): Promise<Respon
   const token = session.value?.csrf_token;
   if (method !== 'GET' && token) headers['x-csrf-token'] = token;
   try {
-    return await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+    return await fetch(BASE + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+    });
   } catch {
     throw new ApiError(0, 'network', 'The server did not answer. Check that Basalt is running, then try again.');
   }
@@ -61,7 +66,12 @@ async function send(method: string, path: string, body: unknown): Promise<Respon
 interface Answer {
   success?: boolean;
   data?: unknown;
-  error?: { code?: string; message?: string; retry_after?: number; details?: { fields?: Record<string, string> } & Record<string, unknown> };
+  error?: {
+    code?: string;
+    message?: string;
+    retry_after?: number;
+    details?: { fields?: Record<string, string> } & Record<string, unknown>;
+  };
 }
 
 async function decode<T>(res: Response): Promise<T> {
@@ -69,12 +79,25 @@ async function decode<T>(res: Response): Promise<T> {
   try {
     json = (await res.json()) as Answer | null;
   } catch {
-    throw new ApiError(res.status, 'bad_response', res.status === 404 ? 'This part of the admin API is not available on this server.' : `Unexpected answer from the server (HTTP ${res.status}).`);
+    throw new ApiError(
+      res.status,
+      'bad_response',
+      res.status === 404
+        ? 'This part of the admin API is not available on this server.'
+        : `Unexpected answer from the server (HTTP ${res.status}).`,
+    );
   }
   if (json?.success) return json.data as T;
   const e: NonNullable<Answer['error']> = json?.error ?? {};
   const retry = e.retry_after ?? (Number(res.headers.get('retry-after')) || undefined);
-  throw new ApiError(res.status, e.code ?? 'error', e.message ?? `HTTP ${res.status}`, e.details?.fields ?? {}, e.details ?? {}, retry);
+  throw new ApiError(
+    res.status,
+    e.code ?? 'error',
+    e.message ?? `HTTP ${res.status}`,
+    e.details?.fields ?? {},
+    e.details ?? {},
+    retry,
+  );
 }
 
 export async function api<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
@@ -82,7 +105,10 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
   // Another tab signed in again (new token): take the current one and try once more.
   if (res.status === 403 && session.value && method !== 'GET') {
     const copy = res.clone();
-    const code = await copy.json().then((j) => j?.error?.code, () => undefined);
+    const code = await copy.json().then(
+      (j) => j?.error?.code,
+      () => undefined,
+    );
     if (code === 'csrf_failed') {
       const me = await send('GET', '/auth/me', undefined);
       if (me.ok) {
@@ -94,7 +120,8 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
   try {
     return await decode<T>(res);
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401 && e.code === 'unauthorized' && session.value) sessionLost.value = true;
+    if (e instanceof ApiError && e.status === 401 && e.code === 'unauthorized' && session.value)
+      sessionLost.value = true;
     throw e;
   }
 }
@@ -125,4 +152,10 @@ export function explain(e: unknown): string {
 }
 
 /** A server-side type as it arrives in JSON: dates as ISO strings. The panel imports the admin API's types through it. */
-export type Wire<T> = T extends Date ? string : T extends readonly (infer E)[] ? Wire<E>[] : T extends object ? { [K in keyof T]: Wire<T[K]> } : T;
+export type Wire<T> = T extends Date
+  ? string
+  : T extends readonly (infer E)[]
+    ? Wire<E>[]
+    : T extends object
+      ? { [K in keyof T]: Wire<T[K]> }
+      : T;

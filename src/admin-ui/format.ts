@@ -4,7 +4,13 @@ export function dateTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
-  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  return d.toLocaleString(undefined, {
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+  });
 }
 
 export function ago(iso: string | null | undefined): string {
@@ -13,7 +19,14 @@ export function ago(iso: string | null | undefined): string {
   if (Number.isNaN(s)) return iso;
   const future = s < 0;
   const a = Math.abs(s);
-  const text = a < 60 ? `${Math.round(a)} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86400)} d`;
+  const text =
+    a < 60
+      ? `${Math.round(a)} s`
+      : a < 3600
+        ? `${Math.round(a / 60)} min`
+        : a < 86400
+          ? `${Math.round(a / 3600)} h`
+          : `${Math.round(a / 86400)} d`;
   return future ? `in ${text}` : `${text} ago`;
 }
 

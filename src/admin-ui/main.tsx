@@ -55,7 +55,10 @@ let booted = false;
 async function boot() {
   if (booted) return;
   booted = true;
-  get<{ setup_required: boolean }>('/auth/state').then((s) => (setupRequired.value = s.setup_required), () => {});
+  get<{ setup_required: boolean }>('/auth/state').then(
+    (s) => (setupRequired.value = s.setup_required),
+    () => {},
+  );
   try {
     setSession(await get<Session>('/auth/me'));
   } catch (e) {

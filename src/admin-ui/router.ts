@@ -27,7 +27,14 @@ export function href(path: string, params?: Record<string, string | undefined>):
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params ?? {})) if (v) q.set(k, v);
   const s = q.toString();
-  return '#' + path.split('/').map((p) => encodeURIComponent(p)).join('/') + (s ? '?' + s : '');
+  return (
+    '#' +
+    path
+      .split('/')
+      .map((p) => encodeURIComponent(p))
+      .join('/') +
+    (s ? '?' + s : '')
+  );
 }
 
 export function navigate(path: string, params?: Record<string, string | undefined>, replace = false) {

@@ -15,7 +15,13 @@ export interface Command {
   /** Needs the platform open (database, settings); `migrate` says whether operator migrations run. */
   platform?: Pick<OpenPlatformOptions, 'migrate'> | false;
   /** Resolves to the exit code, or to nothing for 0. */
-  run(args: { values: Record<string, unknown>; positionals: string[]; platform?: Platform; io: CliIO; globals: GlobalFlags }): Promise<number> | Promise<void>;
+  run(args: {
+    values: Record<string, unknown>;
+    positionals: string[];
+    platform?: Platform;
+    io: CliIO;
+    globals: GlobalFlags;
+  }): Promise<number> | Promise<void>;
 }
 
 export interface GlobalFlags {

@@ -7,4 +7,11 @@ import { extensionCommands } from '../extensions/commands';
 import { adminCommands } from '../modules/admin/commands';
 import { backupCommands } from '../modules/backup/commands';
 
-export const commands: Command[] = [...coreCommands, ...keyCommands, ...mailCommands, ...extensionCommands, ...adminCommands, ...backupCommands];
+export const commands: Command[] = [
+  ...coreCommands,
+  ...keyCommands,
+  ...mailCommands,
+  ...extensionCommands,
+  ...adminCommands,
+  ...backupCommands,
+];

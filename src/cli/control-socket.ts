@@ -56,7 +56,8 @@ export function startControlSocket(dataDir: string, run: RunInProcess, log: Logg
         data(s, chunk) {
           if (s.data.done) return;
           s.data.buf += chunk.toString('utf8');
-          if (s.data.buf.length > MAX_REQUEST) return finish(s, { lines: [['err', 'basalt: request too large']], code: 2 });
+          if (s.data.buf.length > MAX_REQUEST)
+            return finish(s, { lines: [['err', 'basalt: request too large']], code: 2 });
           const nl = s.data.buf.indexOf('\n');
           if (nl === -1) return;
           s.data.done = true;
@@ -69,12 +70,20 @@ export function startControlSocket(dataDir: string, run: RunInProcess, log: Logg
           }
           const lines: Reply['lines'] = [];
           const io: CliIO = { out: (l) => void lines.push(['out', l]), err: (l) => void lines.push(['err', l]) };
-          log.info('management command', { command: argv.filter((a) => !a.startsWith('-')).slice(0, 2).join(' ') });
+          log.info('management command', {
+            command: argv
+              .filter((a) => !a.startsWith('-'))
+              .slice(0, 2)
+              .join(' '),
+          });
           run(argv, io).then(
             (code) => finish(s, { lines, code }),
             (e) => {
               log.error('management command failed', { cause: e });
-              finish(s, { lines: [...lines, ['err', 'basalt: the command failed inside the running server; see its log']], code: 1 });
+              finish(s, {
+                lines: [...lines, ['err', 'basalt: the command failed inside the running server; see its log']],
+                code: 1,
+              });
             },
           );
         },

@@ -23,7 +23,10 @@ export const coreCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, io }) {
       const p = platform!;
-      const applied = await migrateDir(p.db, p.settings.get<string>('migrations.dir'), { table: 'basalt.schema_migrations', schema: p.settings.get<string>('database.data_schema') });
+      const applied = await migrateDir(p.db, p.settings.get<string>('migrations.dir'), {
+        table: 'basalt.schema_migrations',
+        schema: p.settings.get<string>('database.data_schema'),
+      });
       io.out(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply; the database is up to date');
     },
   },
@@ -37,7 +40,9 @@ export const coreCommands: Command[] = [
       if (!key) throw new UsageError('settings get needs a KEY');
       lookup(key, 'settings get');
       const view = platform!.settings.list().find((s) => s.key === key)!;
-      io.out(`${key} = ${JSON.stringify(view.value)}  (${view.source}${view.origin ? ': ' + view.origin : ''}${view.restart ? ', needs restart' : ''})`);
+      io.out(
+        `${key} = ${JSON.stringify(view.value)}  (${view.source}${view.origin ? ': ' + view.origin : ''}${view.restart ? ', needs restart' : ''})`,
+      );
     },
   },
   {
@@ -75,7 +80,10 @@ export const coreCommands: Command[] = [
     async run({ platform, values, io }) {
       const list = platform!.settings.list();
       if (values.json) return io.out(JSON.stringify(list, null, 2));
-      for (const s of list) io.out(`${s.key.padEnd(36)} ${JSON.stringify(s.value).padEnd(28)} ${s.source}${s.origin ? ' (' + s.origin + ')' : ''}`);
+      for (const s of list)
+        io.out(
+          `${s.key.padEnd(36)} ${JSON.stringify(s.value).padEnd(28)} ${s.source}${s.origin ? ' (' + s.origin + ')' : ''}`,
+        );
     },
   },
   {

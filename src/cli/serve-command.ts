@@ -22,9 +22,13 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
   // Plain words beside the JSON log: where things are and how to get a key (src/cli/start-banner.ts).
   console.error(startBanner(platform, running.main, running.public));
   // Besides the log line: a plain line an operator sees whatever the log level or format.
-  if (running.setupLink) console.error(`\nNo administrator yet. Create the first one within 30 minutes at:\n  ${running.setupLink}\n(or run: basalt admin create --email E --password P)\n`);
+  if (running.setupLink)
+    console.error(
+      `\nNo administrator yet. Create the first one within 30 minutes at:\n  ${running.setupLink}\n(or run: basalt admin create --email E --password P)\n`,
+    );
   // From a checkout `basalt` is not on the PATH: say what to type instead.
-  if (running.setupLink && cliCommand().startsWith('npx')) console.error(`(from this checkout: ${cliCommand()} admin create --email E --password P)\n`);
+  if (running.setupLink && cliCommand().startsWith('npx'))
+    console.error(`(from this checkout: ${cliCommand()} admin create --email E --password P)\n`);
   // Embedded: other `basalt` commands run inside this process over the management socket.
   if (platform.db.kind === 'embedded') {
     const { runInProcess } = await import('../main');

@@ -43,7 +43,8 @@ const NON_SETTING_ENV = [/^BASALT_CONFIG$/, /^BASALT_TEST_/, /^BASALT_BENCH_/];
 function flatten(obj: Record<string, unknown>, prefix: string, out: Map<string, unknown>) {
   for (const [k, v] of Object.entries(obj)) {
     const key = prefix ? `${prefix}.${k}` : k;
-    if (v && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date)) flatten(v as Record<string, unknown>, key, out);
+    if (v && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date))
+      flatten(v as Record<string, unknown>, key, out);
     else out.set(key, v);
   }
 }
@@ -91,7 +92,9 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
       continue;
     }
     if (name.startsWith('BASALT_') && !known.has(name) && !NON_SETTING_ENV.some((r) => r.test(name))) {
-      throw new ConfigError(`environment: unknown variable ${name} (settings are BASALT_<SECTION>_<NAME>, e.g. BASALT_WEB_PORT; see 'basalt settings list')`);
+      throw new ConfigError(
+        `environment: unknown variable ${name} (settings are BASALT_<SECTION>_<NAME>, e.g. BASALT_WEB_PORT; see 'basalt settings list')`,
+      );
     }
   }
 
@@ -99,7 +102,11 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     if (v === undefined) continue;
     const [key, name] = flag.split('|') as [string, string];
     const def = lookup(key, name ?? key);
-    pinned.set(key, { value: typeof v === 'string' ? fromText(def, v, name ?? key) : check(def, v, name ?? key), source: 'flag', origin: name ?? key });
+    pinned.set(key, {
+      value: typeof v === 'string' ? fromText(def, v, name ?? key) : check(def, v, name ?? key),
+      source: 'flag',
+      origin: name ?? key,
+    });
   }
   // When every key of a rule is pinned, the database cannot change the outcome: fail before opening it.
   if (['web.port', 'web.public_port', 'web.public_api_separate'].every((k) => pinned.has(k))) {

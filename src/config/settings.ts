@@ -28,7 +28,10 @@ export class Settings {
   private listeners = new Set<(keys: string[]) => void>();
   private watcher?: SettingsWatch;
 
-  constructor(readonly layers: BootLayers, private db?: Db) {
+  constructor(
+    readonly layers: BootLayers,
+    private db?: Db,
+  ) {
     if (db) this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
   }
 
@@ -51,7 +54,15 @@ export class Settings {
   list(): SettingView[] {
     return SETTINGS.map((d) => {
       const { source, origin } = this.source(d.key);
-      return { key: d.key, value: d.secret ? mask(this.get(d.key)) : this.get(d.key), source, origin, restart: !!d.restart, secret: !!d.secret, description: d.description };
+      return {
+        key: d.key,
+        value: d.secret ? mask(this.get(d.key)) : this.get(d.key),
+        source,
+        origin,
+        restart: !!d.restart,
+        secret: !!d.secret,
+        description: d.description,
+      };
     });
   }
 
@@ -77,9 +88,13 @@ export class Settings {
    */
   async set(key: string, value: unknown, tx?: Queryable): Promise<{ pinnedBy?: string }> {
     const def = lookup(key, 'settings');
-    if (NOT_IN_DATABASE.has(key)) throw new ConfigError(`settings: ${key} cannot be stored in the database; set ${envNames(def)[0]} or put it in basalt.toml`);
+    if (NOT_IN_DATABASE.has(key))
+      throw new ConfigError(
+        `settings: ${key} cannot be stored in the database; set ${envNames(def)[0]} or put it in basalt.toml`,
+      );
     check(def, value, 'settings');
-    if (key.startsWith('web.') && !this.layers.pinned.has(key)) checkCombination(<T>(k: string) => (k === key ? value : this.get(k)) as T);
+    if (key.startsWith('web.') && !this.layers.pinned.has(key))
+      checkCombination(<T>(k: string) => (k === key ? value : this.get(k)) as T);
     if (!this.db) throw new ConfigError('settings: no database');
     await (tx ?? this.db).query(
       `INSERT INTO basalt.settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())

@@ -23,7 +23,9 @@ export function lookup(key: string, where: string): SettingDef {
   const def = SETTINGS_BY_KEY.get(key);
   if (!def) {
     const near = [...SETTINGS_BY_KEY.keys()].filter((k) => k.split('.')[0] === key.split('.')[0]);
-    throw new ConfigError(`${where}: unknown setting '${key}'${near.length ? ` (known in this section: ${near.join(', ')})` : ''}`);
+    throw new ConfigError(
+      `${where}: unknown setting '${key}'${near.length ? ` (known in this section: ${near.join(', ')})` : ''}`,
+    );
   }
   return def;
 }
@@ -34,7 +36,16 @@ export function fromText(def: SettingDef, text: string, where: string): unknown 
   let v: unknown = t;
   if (def.kind === 'int') v = /^-?\d+$/.test(t) ? Number(t) : t;
   else if (def.kind === 'bool') v = t === 'true' || t === '1' ? true : t === 'false' || t === '0' ? false : t;
-  else if (def.kind === 'list') v = t === '' ? [] : t.startsWith('[') ? safeJson(t) : t.split(',').map((s) => s.trim()).filter(Boolean);
+  else if (def.kind === 'list')
+    v =
+      t === ''
+        ? []
+        : t.startsWith('[')
+          ? safeJson(t)
+          : t
+              .split(',')
+              .map((s) => s.trim())
+              .filter(Boolean);
   return check(def, v, where);
 }
 
@@ -62,6 +73,8 @@ export function check(def: SettingDef, value: unknown, where: string): unknown {
 export function checkCombination(get: <T>(key: string) => T): void {
   const port = get<number>('web.port');
   if (get<boolean>('web.public_api_separate') && port !== 0 && port === get<number>('web.public_port')) {
-    throw new ConfigError(`web.public_port: must differ from web.port (both ${port}) when web.public_api_separate is true`);
+    throw new ConfigError(
+      `web.public_port: must differ from web.port (both ${port}) when web.public_api_separate is true`,
+    );
   }
 }

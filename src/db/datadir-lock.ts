@@ -58,7 +58,9 @@ export function lockDataDir(dir: string): () => void {
         unlinkSync(file);
         continue;
       }
-      const who = h ? `basalt process ${h.pid} on ${h.host} (started ${h.started})` : 'another process (unreadable lock file)';
+      const who = h
+        ? `basalt process ${h.pid} on ${h.host} (started ${h.started})`
+        : 'another process (unreadable lock file)';
       throw new DataDirLockedError(
         `the embedded database in ${dir} is in use by ${who}; stop it, or point this one at another data.dir or an external database.url`,
         dir,

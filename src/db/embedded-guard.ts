@@ -58,9 +58,24 @@ const addr = (v: number | { value: number }) => (typeof v === 'number' ? v : v.v
  */
 export function installEmbeddedGuard(pg: unknown, onRecover?: (err: unknown) => void): GuardState {
   const mod = (pg as { mod?: PgMod }).mod;
-  const needed = ['_PostgresMainLoopOnce', '_errstart', '_errcode', '_errmsg', '_errfinish', '_malloc', '_error_context_stack', '_PG_exception_stack', 'HEAPU8', 'stackSave', 'stackRestore'] as const;
+  const needed = [
+    '_PostgresMainLoopOnce',
+    '_errstart',
+    '_errcode',
+    '_errmsg',
+    '_errfinish',
+    '_malloc',
+    '_error_context_stack',
+    '_PG_exception_stack',
+    'HEAPU8',
+    'stackSave',
+    'stackRestore',
+  ] as const;
   const missing = mod ? needed.filter((k) => mod[k] === undefined) : ['module'];
-  if (!mod || missing.length) throw new Error(`embedded engine: this PGlite build lacks ${missing.join(', ')}; the stack-overflow guard cannot be installed`);
+  if (!mod || missing.length)
+    throw new Error(
+      `embedded engine: this PGlite build lacks ${missing.join(', ')}; the stack-overflow guard cannot be installed`,
+    );
 
   const ctxAddr = addr(mod._error_context_stack);
   const excAddr = addr(mod._PG_exception_stack);
@@ -87,7 +102,8 @@ export function installEmbeddedGuard(pg: unknown, onRecover?: (err: unknown) => 
       return step();
     } catch (e) {
       // PostgreSQL's own ERROR longjmp arrives as Emscripten's ExitStatus: PGlite handles it.
-      if ((e as { name?: string })?.name === 'ExitStatus' || typeof (e as { status?: unknown })?.status === 'number') throw e;
+      if ((e as { name?: string })?.name === 'ExitStatus' || typeof (e as { status?: unknown })?.status === 'number')
+        throw e;
       state.recoveries++;
       state.lastError = String((e as Error)?.message ?? e);
       onRecover?.(e);

@@ -15,7 +15,11 @@ const parsers = {
   [types.NUMERIC]: (v: string) => v,
 };
 
-function wrap<T>(r: { rows: T[]; affectedRows?: number; fields: { name: string; dataTypeID: number }[] }): QueryResult<T> {
+function wrap<T>(r: {
+  rows: T[];
+  affectedRows?: number;
+  fields: { name: string; dataTypeID: number }[];
+}): QueryResult<T> {
   return {
     rows: r.rows,
     rowCount: r.fields.length > 0 ? r.rows.length : (r.affectedRows ?? r.rows.length),
@@ -69,7 +73,10 @@ export async function openEmbedded(dir: string): Promise<Db> {
     const decided = new Promise<boolean>((r) => (finish = r));
     let ready!: (tx: PgTx) => void;
     let failed!: (e: unknown) => void;
-    const started = new Promise<PgTx>((res, rej) => { ready = res; failed = rej; });
+    const started = new Promise<PgTx>((res, rej) => {
+      ready = res;
+      failed = rej;
+    });
     const ROLLBACK = Symbol('rollback');
     const done = pg
       .transaction(async (tx) => {
@@ -122,11 +129,13 @@ export async function openEmbedded(dir: string): Promise<Db> {
     ...base,
     begin,
     transaction: (fn, opts) => runTransaction(begin, fn, opts),
-    listen: (channel, cb) => run(async () => {
-      const unlisten = await pg.listen(channel, cb);
-      return async () => void (await unlisten());
-    }),
-    notify: (channel, payload) => run(async () => void (await pg.query('SELECT pg_notify($1, $2)', [channel, payload]))),
+    listen: (channel, cb) =>
+      run(async () => {
+        const unlisten = await pg.listen(channel, cb);
+        return async () => void (await unlisten());
+      }),
+    notify: (channel, payload) =>
+      run(async () => void (await pg.query('SELECT pg_notify($1, $2)', [channel, payload]))),
     close: async () => {
       if (!pg.closed) await pg.close();
     },

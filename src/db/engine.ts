@@ -60,7 +60,10 @@ export interface Db extends Queryable {
 
 /** The database cannot be reached (refused, dropped, shutting down). HTTP maps it to 503. */
 export class DatabaseUnavailableError extends Error {
-  constructor(message: string, readonly cause?: unknown) {
+  constructor(
+    message: string,
+    readonly cause?: unknown,
+  ) {
     super(message);
     this.name = 'DatabaseUnavailableError';
   }
@@ -79,14 +82,35 @@ export class PgError extends Error {
 }
 
 const CONNECTION_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH',
-  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
 ]);
 
 /** Normalize a driver error into PgError / DatabaseUnavailableError; anything else is returned as is. */
 export function normalizeDbError(err: unknown): unknown {
   if (err instanceof PgError || err instanceof DatabaseUnavailableError) return err;
-  const e = err as { code?: string; message?: string; column?: string; column_name?: string; constraint?: string; constraint_name?: string; table?: string; table_name?: string; schema?: string; schema_name?: string; detail?: string };
+  const e = err as {
+    code?: string;
+    message?: string;
+    column?: string;
+    column_name?: string;
+    constraint?: string;
+    constraint_name?: string;
+    table?: string;
+    table_name?: string;
+    schema?: string;
+    schema_name?: string;
+    detail?: string;
+  };
   const code = e?.code;
   if (code && CONNECTION_CODES.has(code)) return new DatabaseUnavailableError(`database unreachable (${code})`, err);
   // SQLSTATE class 08 = connection exception; 57P01..57P03 = server shutting down / cannot connect now.
@@ -118,7 +142,11 @@ export async function driverCall<T>(fn: () => Promise<T>): Promise<T> {
  * `Db.transaction` of both engines, over the engine's own `begin`: run `fn` in the
  * transaction, commit on success, roll back on throw and rethrow.
  */
-export async function runTransaction<R>(begin: (opts?: TxOptions) => Promise<Tx>, fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R> {
+export async function runTransaction<R>(
+  begin: (opts?: TxOptions) => Promise<Tx>,
+  fn: (tx: Queryable) => Promise<R>,
+  opts?: TxOptions,
+): Promise<R> {
   const tx = await begin(opts);
   try {
     const r = await fn(tx);

@@ -19,7 +19,9 @@ export async function migratePlatform(db: Db): Promise<string[]> {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await tx.exec(`CREATE SCHEMA IF NOT EXISTS basalt;
       CREATE TABLE IF NOT EXISTS basalt.platform_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const done = new Set((await tx.query<{ name: string }>('SELECT name FROM basalt.platform_migrations')).rows.map((r) => r.name));
+    const done = new Set(
+      (await tx.query<{ name: string }>('SELECT name FROM basalt.platform_migrations')).rows.map((r) => r.name),
+    );
     const applied: string[] = [];
     for (const m of platformMigrations) {
       if (done.has(m.name)) continue;
@@ -58,7 +60,11 @@ export interface MigrationTarget {
  * Apply `*.sql` files of `dir` in name order, each once and each in its own
  * transaction. A failing file stops everything after it and names the file.
  */
-export async function migrateDir(db: Db, dir: string, target: MigrationTarget = { table: 'basalt.schema_migrations', schema: 'public' }): Promise<string[]> {
+export async function migrateDir(
+  db: Db,
+  dir: string,
+  target: MigrationTarget = { table: 'basalt.schema_migrations', schema: 'public' },
+): Promise<string[]> {
   const files = listSqlFiles(dir);
   const applied: string[] = [];
   for (const f of files) {
@@ -67,7 +73,10 @@ export async function migrateDir(db: Db, dir: string, target: MigrationTarget = 
     const ran = await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       const seen = scope
-        ? await tx.query<{ checksum: string }>(`SELECT checksum FROM ${target.table} WHERE name = $1 AND ${scope.column} = $2`, [f.name, scope.value])
+        ? await tx.query<{ checksum: string }>(
+            `SELECT checksum FROM ${target.table} WHERE name = $1 AND ${scope.column} = $2`,
+            [f.name, scope.value],
+          )
         : await tx.query<{ checksum: string }>(`SELECT checksum FROM ${target.table} WHERE name = $1`, [f.name]);
       if (seen.rows.length) return false;
       await tx.exec(`SET LOCAL search_path TO "${target.schema.replace(/"/g, '""')}", public`);
@@ -76,7 +85,12 @@ export async function migrateDir(db: Db, dir: string, target: MigrationTarget = 
       } catch (e) {
         throw new MigrationError(`migration ${f.path} failed: ${(e as Error).message}`);
       }
-      if (scope) await tx.query(`INSERT INTO ${target.table} (name, checksum, ${scope.column}) VALUES ($1, $2, $3)`, [f.name, checksum(sql), scope.value]);
+      if (scope)
+        await tx.query(`INSERT INTO ${target.table} (name, checksum, ${scope.column}) VALUES ($1, $2, $3)`, [
+          f.name,
+          checksum(sql),
+          scope.value,
+        ]);
       else await tx.query(`INSERT INTO ${target.table} (name, checksum) VALUES ($1, $2)`, [f.name, checksum(sql)]);
       return true;
     });

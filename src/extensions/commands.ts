@@ -37,7 +37,14 @@ export const extensionCommands: Command[] = [
         return 0;
       }
       for (const r of list) {
-        io.out([r.name.padEnd(20), (r.version ?? '-').padEnd(8), r.status.padEnd(7), r.status === 'loaded' ? `${r.routes.length} routes` : r.error].join('  '));
+        io.out(
+          [
+            r.name.padEnd(20),
+            (r.version ?? '-').padEnd(8),
+            r.status.padEnd(7),
+            r.status === 'loaded' ? `${r.routes.length} routes` : r.error,
+          ].join('  '),
+        );
       }
       return list.some((r) => r.status === 'failed') ? 1 : 0;
     },
@@ -49,13 +56,17 @@ export const extensionCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
       const settings = await loaded(platform!, positionals[0]);
-      for (const s of settings.list()) io.out(`${s.key} = ${JSON.stringify(s.value)}  (${s.source}${s.origin ? ': ' + s.origin : ''})  ${s.description}`);
+      for (const s of settings.list())
+        io.out(
+          `${s.key} = ${JSON.stringify(s.value)}  (${s.source}${s.origin ? ': ' + s.origin : ''})  ${s.description}`,
+        );
     },
   },
   {
     name: 'extensions set',
     usage: 'basalt extensions set NAME KEY VALUE',
-    summary: "Store an extension's setting (ext.NAME.KEY) in the database; running instances pick it up within a second.",
+    summary:
+      "Store an extension's setting (ext.NAME.KEY) in the database; running instances pick it up within a second.",
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
       const [name, key, value] = positionals;
@@ -64,7 +75,8 @@ export const extensionCommands: Command[] = [
       await settings.set(key, settings.parse(key, value));
       io.out(`ext.${name}.${key} stored`);
       const view = settings.list().find((s) => s.key === key);
-      if (view && view.source !== 'database') io.err(`note: ext.${name}.${key} is pinned by ${view.origin}, which wins over the stored value`);
+      if (view && view.source !== 'database')
+        io.err(`note: ext.${name}.${key} is pinned by ${view.origin}, which wins over the stored value`);
     },
   },
   {

@@ -2,7 +2,7 @@
  * `ctx`: everything an extension gets in `setup(ctx)`. It is the whole extension
  * API; an extension needs no other import from the platform (docs/extensions.md).
  */
-import { type AnyElysia, type TSchema } from 'elysia';
+import type { AnyElysia } from 'elysia';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Platform } from '../platform';
@@ -16,7 +16,14 @@ import { errorResponses, type SuccessBodyB, type SuccessBodyC } from '../http/en
 import { prefixesOf, rootOf, type Areas } from '../http/areas';
 import { guardInputs } from '../guards';
 import type { ExtensionSettings } from './settings-store';
-import { extensionGuards, guardedGroup, moduleGroup, type ExtensionApp, type ExtensionGuards, type ModuleApp } from './guards';
+import {
+  extensionGuards,
+  guardedGroup,
+  moduleGroup,
+  type ExtensionApp,
+  type ExtensionGuards,
+  type ModuleApp,
+} from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
 import { envelopeB, envelopeC } from './schemas';
 
@@ -100,7 +107,13 @@ export function extensionSchema(name: string): string {
   return 'ext_' + name.replace(/-/g, '_');
 }
 
-export function createContext(p: Platform, def: { name: string; version: string }, settings: ExtensionSettings, log: Logger, areas: Areas): BuiltContext {
+export function createContext(
+  p: Platform,
+  def: { name: string; version: string },
+  settings: ExtensionSettings,
+  log: Logger,
+  areas: Areas,
+): BuiltContext {
   const { name } = def;
   const schema = extensionSchema(name);
   const modulePrefix = `${rootOf(areas.byName('module'))}/${name}`;
@@ -144,8 +157,12 @@ export function createContext(p: Platform, def: { name: string; version: string 
     platformVersion: p.version,
     routes: moduleApp,
     claim(prefix) {
-      if (!claimable.includes(prefix)) throw new Error(`claim('${prefix}'): only these core prefixes can be claimed: ${claimable.join(', ')}; other routes go on ctx.routes (${modulePrefix})`);
-      if (groups.some((g) => g.prefix === prefix)) throw new Error(`claim('${prefix}'): already claimed by this extension`);
+      if (!claimable.includes(prefix))
+        throw new Error(
+          `claim('${prefix}'): only these core prefixes can be claimed: ${claimable.join(', ')}; other routes go on ctx.routes (${modulePrefix})`,
+        );
+      if (groups.some((g) => g.prefix === prefix))
+        throw new Error(`claim('${prefix}'): already claimed by this extension`);
       const app = guardedGroup(prefix, guards);
       groups.push({ prefix, app });
       return app;

@@ -73,8 +73,10 @@ export function definitionProblem(def: unknown): string | undefined {
   if (typeof d.version !== 'string' || !d.version.trim()) return 'version must be a non-empty string such as "1.0.0"';
   if (typeof d.setup !== 'function') return 'setup(ctx) must be a function';
   for (const [key, s] of Object.entries(d.settings ?? {})) {
-    if (!/^[a-z][a-z0-9_]*$/.test(key)) return `setting key '${key}' must be lower-case letters, digits and underscores`;
-    if (!s || !['string', 'int', 'bool', 'list'].includes(s.kind)) return `setting '${key}' needs kind string, int, bool or list`;
+    if (!/^[a-z][a-z0-9_]*$/.test(key))
+      return `setting key '${key}' must be lower-case letters, digits and underscores`;
+    if (!s || !['string', 'int', 'bool', 'list'].includes(s.kind))
+      return `setting '${key}' needs kind string, int, bool or list`;
   }
   return undefined;
 }

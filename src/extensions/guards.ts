@@ -45,8 +45,14 @@ export function extensionGuards(inputs: GuardInputs): ExtensionGuards {
   const apiKey = (request: Request, permission?: Permission) => keys.require(request, { permission });
   const user = (request: Request) => inputs.authenticate(bearerToken(request));
   return {
-    requireApiKey: (permission) => async ({ request }) => void (await apiKey(request, permission)),
-    requireUser: () => async ({ request }) => void (await user(request)),
+    requireApiKey:
+      (permission) =>
+      async ({ request }) =>
+        void (await apiKey(request, permission)),
+    requireUser:
+      () =>
+      async ({ request }) =>
+        void (await user(request)),
     apiKey,
     user,
   };

@@ -51,7 +51,13 @@ function fail(c: Candidate, error: string): void {
 }
 
 async function importOne(folder: string, entry: string): Promise<Candidate> {
-  const record: LoadedRecord = { name: folder.split(/[\\/]/).pop()!, folder, status: 'failed', routes: [], migrations: [] };
+  const record: LoadedRecord = {
+    name: folder.split(/[\\/]/).pop()!,
+    folder,
+    status: 'failed',
+    routes: [],
+    migrations: [],
+  };
   const c: Candidate = { record };
   let mod: { default?: unknown };
   try {
@@ -132,12 +138,17 @@ export async function loadExtensions(
   const candidates: Candidate[] = [];
   for (const f of found) candidates.push(await importOne(f.folder, f.entry));
 
-  refuseClashes(candidates.filter((c) => c.def), (c) => [c.def!.name], 'extension name');
+  refuseClashes(
+    candidates.filter((c) => c.def),
+    (c) => [c.def!.name],
+    'extension name',
+  );
   for (const c of candidates) if (c.def && !c.record.error) await setUp(p, c, store, areas);
 
   const live = () => candidates.filter((c) => c.record.status === 'loaded');
   const modulePrefix = rootOf(areas.byName('module'));
-  const claimed = (c: Candidate) => c.built!.groups.filter((g) => !g.prefix.startsWith(modulePrefix + '/')).map((g) => g.prefix);
+  const claimed = (c: Candidate) =>
+    c.built!.groups.filter((g) => !g.prefix.startsWith(modulePrefix + '/')).map((g) => g.prefix);
   // Routes and claimed prefixes are only known once setup has run, so these clashes are found
   // after the extensions' migrations and setup: their schemas and migration records stay (they
   // are the extension's own and harmless), and their shutdown hooks run now, stopping any
@@ -148,11 +159,21 @@ export async function loadExtensions(
   for (const c of setUpOnes) if (c.record.status === 'failed') await c.built!.stop();
 
   for (const c of candidates) {
-    if (c.record.status === 'loaded') p.log.info('extension loaded', { extension: c.record.name, version: c.record.version, routes: c.record.routes.length, migrations: c.record.migrations });
+    if (c.record.status === 'loaded')
+      p.log.info('extension loaded', {
+        extension: c.record.name,
+        version: c.record.version,
+        routes: c.record.routes.length,
+        migrations: c.record.migrations,
+      });
     else p.log.error('extension failed', { extension: c.record.name, folder: c.record.folder, error: c.record.error });
   }
   const groups: ExtensionGroup[] = live().flatMap((c) =>
-    c.built!.groups.map((g) => ({ name: `extension:${c.record.name}${g.prefix.startsWith(modulePrefix + '/') ? '' : ':' + g.prefix}`, prefix: g.prefix, app: g.app })),
+    c.built!.groups.map((g) => ({
+      name: `extension:${c.record.name}${g.prefix.startsWith(modulePrefix + '/') ? '' : ':' + g.prefix}`,
+      prefix: g.prefix,
+      app: g.app,
+    })),
   );
   return { records: candidates.map((c) => c.record), groups };
 }

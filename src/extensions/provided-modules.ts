@@ -31,7 +31,8 @@ export function provideModules(): void {
   plugin({
     name: 'basalt-extension-modules',
     setup(build) {
-      for (const [specifier, exports] of Object.entries(PROVIDED_MODULES)) build.module(specifier, () => ({ exports, loader: 'object' }));
+      for (const [specifier, exports] of Object.entries(PROVIDED_MODULES))
+        build.module(specifier, () => ({ exports, loader: 'object' }));
     },
   });
 }

@@ -67,7 +67,12 @@ export class ExtensionRegistry {
   }
 
   list(): ExtensionRecord[] {
-    return this.records.map(({ settingsApi, ...r }) => ({ ...r, routes: [...r.routes], migrations: [...r.migrations], settings: settingsApi?.list() ?? [] }));
+    return this.records.map(({ settingsApi, ...r }) => ({
+      ...r,
+      routes: [...r.routes],
+      migrations: [...r.migrations],
+      settings: settingsApi?.list() ?? [],
+    }));
   }
 
   get(name: string): ExtensionRecord | undefined {

@@ -13,6 +13,7 @@ export function envelopeB<T extends TSchema>(data: T) {
 
 /** Format C success body: `success: true` and the payload's fields (a `t.Object`) at the top level. */
 export function envelopeC<T extends TObject>(payload: T) {
-  if (!KindGuard.IsObject(payload)) throw new TypeError('envelopeC(payload): the payload must be a t.Object(…), whose fields sit beside success');
+  if (!KindGuard.IsObject(payload))
+    throw new TypeError('envelopeC(payload): the payload must be a t.Object(…), whose fields sit beside success');
   return SuccessC(payload);
 }

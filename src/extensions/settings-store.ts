@@ -45,7 +45,16 @@ export interface ExtensionSettings {
 }
 
 function toDef(extension: string, key: string, d: ExtensionSettingDef): SettingDef {
-  return { key: `ext.${extension}.${key}`, kind: d.kind, default: d.default, min: d.min, max: d.max, secret: d.secret, description: d.description, env: [extensionEnvName(extension, key)] };
+  return {
+    key: `ext.${extension}.${key}`,
+    kind: d.kind,
+    default: d.default,
+    min: d.min,
+    max: d.max,
+    secret: d.secret,
+    description: d.description,
+    env: [extensionEnvName(extension, key)],
+  };
 }
 
 /** All extensions' stored settings, loaded once and kept fresh. */
@@ -54,12 +63,17 @@ export class ExtensionSettingsStore {
   private listeners = new Set<(extension: string, keys: string[]) => void>();
   private watcher: SettingsWatch;
 
-  constructor(private layers: BootLayers, private db: Db) {
+  constructor(
+    private layers: BootLayers,
+    private db: Db,
+  ) {
     this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
   }
 
   async load(): Promise<void> {
-    const { rows } = await this.db.query<{ extension: string; key: string; value: unknown }>('SELECT extension, key, value FROM basalt.extension_settings');
+    const { rows } = await this.db.query<{ extension: string; key: string; value: unknown }>(
+      'SELECT extension, key, value FROM basalt.extension_settings',
+    );
     const next = new Map<string, Map<string, unknown>>();
     for (const r of rows) {
       if (!next.has(r.extension)) next.set(r.extension, new Map());
@@ -88,12 +102,18 @@ export class ExtensionSettingsStore {
     for (const [key, def] of defs) {
       const given = this.layers.extension.get(extensionEnvName(extension, key));
       if (!given) continue;
-      const value = typeof given.value === 'string' && given.source === 'env' ? fromText(def, given.value, given.origin) : check(def, given.value, given.origin);
+      const value =
+        typeof given.value === 'string' && given.source === 'env'
+          ? fromText(def, given.value, given.origin)
+          : check(def, given.value, given.origin);
       pinned.set(key, { value, source: given.source, origin: given.origin });
     }
     const defOf = (key: string) => {
       const d = defs.get(key);
-      if (!d) throw new ConfigError(`extension ${extension}: unknown setting '${key}' (declared: ${[...defs.keys()].join(', ') || 'none'})`);
+      if (!d)
+        throw new ConfigError(
+          `extension ${extension}: unknown setting '${key}' (declared: ${[...defs.keys()].join(', ') || 'none'})`,
+        );
       return d;
     };
     const stored = (key: string) => this.stored.get(extension)?.get(key);
@@ -134,7 +154,14 @@ export class ExtensionSettingsStore {
           const p = pinned.get(key);
           const source: Source = p ? p.source : stored(key) !== undefined ? 'database' : 'default';
           const value = current(key);
-          return { key, value: def.secret && typeof value === 'string' && value ? '••••••' : value, source, origin: p?.origin, secret: !!def.secret, description: def.description };
+          return {
+            key,
+            value: def.secret && typeof value === 'string' && value ? '••••••' : value,
+            source,
+            origin: p?.origin,
+            secret: !!def.secret,
+            description: def.description,
+          };
         }),
       onChange: (fn) => {
         const l = (ext: string, keys: string[]) => ext === extension && fn(keys);

@@ -69,7 +69,8 @@ export function hasPermission(principal: ApiKeyPrincipal, permission: Permission
 
 /** 403 `forbidden` naming the permission when `principal` lacks it. */
 export function requirePermission(principal: ApiKeyPrincipal, permission: Permission): void {
-  if (!hasPermission(principal, permission)) throw Errors.forbidden(`This API key lacks the '${permission}' permission.`);
+  if (!hasPermission(principal, permission))
+    throw Errors.forbidden(`This API key lacks the '${permission}' permission.`);
 }
 
 /** Whether the request carries the header at all (an empty one included). */
@@ -102,7 +103,10 @@ export function keyChecks({ verify, accessMode }: KeyGuardInputs): KeyChecks {
     async publicAccess(request) {
       const raw = presentedKey(request);
       if (accessMode() === 'api_key_required') {
-        if (!raw) throw Errors.apiKeyRequired('This API requires an API key: send the site public key in the X-API-Key header.');
+        if (!raw)
+          throw Errors.apiKeyRequired(
+            'This API requires an API key: send the site public key in the X-API-Key header.',
+          );
         const principal = await verify(raw);
         if (!principal) throw invalidKey();
         return principal;

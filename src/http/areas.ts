@@ -42,7 +42,14 @@ export interface AreaFacts {
 }
 
 /** A path in no area (an unknown root): envelope A, answered by both listeners (404). */
-export const NO_AREA: AreaFacts = { name: 'other', prefix: [], listener: 'both', envelope: 'A', body: 'capped', csp: 'api' };
+export const NO_AREA: AreaFacts = {
+  name: 'other',
+  prefix: [],
+  listener: 'both',
+  envelope: 'A',
+  body: 'capped',
+  csp: 'api',
+};
 
 export function prefixesOf(area: AreaFacts): readonly string[] {
   return typeof area.prefix === 'string' ? [area.prefix] : area.prefix;
@@ -51,13 +58,17 @@ export function prefixesOf(area: AreaFacts): readonly string[] {
 /** The area's one root, the prefix its routes mount under (an area with several roots mounts its routes as they are). */
 export function rootOf(area: AreaFacts): string {
   const roots = prefixesOf(area);
-  if (roots.length !== 1) throw new Error(`area '${area.name}' has ${roots.length} roots; its routes carry their own paths`);
+  if (roots.length !== 1)
+    throw new Error(`area '${area.name}' has ${roots.length} roots; its routes carry their own paths`);
   return roots[0]!;
 }
 
 /** `path` is `root` or below it. */
 export function under(path: string, root: string): boolean {
-  return path.startsWith(root) && (path.length === root.length || path.charCodeAt(root.length) === 47 /* / */ || root.endsWith('/'));
+  return (
+    path.startsWith(root) &&
+    (path.length === root.length || path.charCodeAt(root.length) === 47 /* / */ || root.endsWith('/'))
+  );
 }
 
 /** The areas of one route list, looked up by path (the longest matching root wins). */
@@ -65,7 +76,9 @@ export class Areas {
   private readonly roots: { root: string; area: AreaFacts }[];
 
   constructor(readonly list: readonly AreaFacts[]) {
-    this.roots = list.flatMap((area) => prefixesOf(area).map((root) => ({ root, area }))).sort((a, b) => b.root.length - a.root.length);
+    this.roots = list
+      .flatMap((area) => prefixesOf(area).map((root) => ({ root, area })))
+      .sort((a, b) => b.root.length - a.root.length);
   }
 
   /** The area `path` belongs to, or NO_AREA. */

@@ -21,13 +21,30 @@ export const ErrorA = t.Object(
   {
     success: t.Literal(false),
     error: t.Object({
-      code: t.String({ description: 'Stable code, e.g. validation_error, invalid_json, api_key_required, invalid_credentials, rate_limited.' }),
+      code: t.String({
+        description:
+          'Stable code, e.g. validation_error, invalid_json, api_key_required, invalid_credentials, rate_limited.',
+      }),
       message: t.String({ description: 'What is wrong and what to do, safe to show.' }),
-      retry_after: t.Optional(Type.Integer({ minimum: 0, description: 'Seconds to wait (429 only); also in the Retry-After header.' })),
-      details: t.Optional(t.Record(t.String(), t.Unknown(), { description: 'For validation_error: {"fields": {field: problem}}; other codes may add facts (e.g. {"column": "email"}).' })),
+      retry_after: t.Optional(
+        Type.Integer({ minimum: 0, description: 'Seconds to wait (429 only); also in the Retry-After header.' }),
+      ),
+      details: t.Optional(
+        t.Record(t.String(), t.Unknown(), {
+          description:
+            'For validation_error: {"fields": {field: problem}}; other codes may add facts (e.g. {"column": "email"}).',
+        }),
+      ),
     }),
   },
-  { title: 'ErrorA', description: 'Format A error (auth, Database API, runtime config).', example: { success: false, error: { code: 'rate_limited', message: 'Too many attempts; try again in 42 seconds.', retry_after: 42 } } },
+  {
+    title: 'ErrorA',
+    description: 'Format A error (auth, Database API, runtime config).',
+    example: {
+      success: false,
+      error: { code: 'rate_limited', message: 'Too many attempts; try again in 42 seconds.', retry_after: 42 },
+    },
+  },
 );
 
 export const MetaB = t.Object(
@@ -52,7 +69,9 @@ export const ErrorB = t.Object(
       t.Object({
         code: t.String({ description: 'Stable code, e.g. validation_error, mail_not_configured, rate_limited.' }),
         message: t.String(),
-        details: t.Record(t.String(), t.Unknown(), { description: 'Field problems ({"fields": {...}}), retry_after for 429, or empty.' }),
+        details: t.Record(t.String(), t.Unknown(), {
+          description: 'Field problems ({"fields": {...}}), retry_after for 429, or empty.',
+        }),
       }),
       { minItems: 1 },
     ),
@@ -81,7 +100,10 @@ export const ErrorSchemas = { A: ErrorA, B: ErrorB, C: ErrorC } as const;
  * The OpenAPI document lists each status with the codes the route and the layers
  * around it answer (route `detail['x-codes']`), in the area's envelope.
  */
-export function errorResponses<F extends Format>(format: F, ...statuses: number[]): Record<number, (typeof ErrorSchemas)[F]> {
+export function errorResponses<F extends Format>(
+  format: F,
+  ...statuses: number[]
+): Record<number, (typeof ErrorSchemas)[F]> {
   return Object.fromEntries(statuses.map((s) => [s, ErrorSchemas[format]]));
 }
 

@@ -6,7 +6,15 @@
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}
  */
 import type { AppError } from './errors';
-import type { ErrorBodyA, ErrorBodyB, ErrorBodyC, MetaBody, SuccessBodyA, SuccessBodyB, SuccessBodyC } from './envelope-schemas';
+import type {
+  ErrorBodyA,
+  ErrorBodyB,
+  ErrorBodyC,
+  MetaBody,
+  SuccessBodyA,
+  SuccessBodyB,
+  SuccessBodyC,
+} from './envelope-schemas';
 
 export type Format = 'A' | 'B' | 'C';
 
@@ -71,7 +79,21 @@ export function success(format: Format, data: unknown, meta?: RequestMeta): Succ
 
 export function errorBody(format: Format, err: AppError, meta: RequestMeta): ErrorBodyA | ErrorBodyB | ErrorBodyC {
   if (format === 'B') {
-    return { success: false, data: {}, meta: metaOf(meta), errors: [{ code: err.code, message: err.message, details: { ...(err.extra.details ?? {}), ...(err.extra.retryAfter !== undefined ? { retry_after: err.extra.retryAfter } : {}) } }] };
+    return {
+      success: false,
+      data: {},
+      meta: metaOf(meta),
+      errors: [
+        {
+          code: err.code,
+          message: err.message,
+          details: {
+            ...(err.extra.details ?? {}),
+            ...(err.extra.retryAfter !== undefined ? { retry_after: err.extra.retryAfter } : {}),
+          },
+        },
+      ],
+    };
   }
   if (format === 'C') return { success: false, error: err.message, code: err.code };
   const error: ErrorBodyA['error'] = { code: err.code, message: err.message };

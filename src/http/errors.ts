@@ -49,7 +49,9 @@ type ArgsOf<S extends ErrorSpec> = S['message'] extends (...args: never[]) => st
     ? Params<S['extra']>
     : [message?: string];
 
-export type ErrorFactories<S extends Record<string, ErrorSpec>> = { readonly [K in keyof S]: (...args: ArgsOf<S[K]>) => AppError };
+export type ErrorFactories<S extends Record<string, ErrorSpec>> = {
+  readonly [K in keyof S]: (...args: ArgsOf<S[K]>) => AppError;
+};
 
 /**
  * Declare an area's error codes, each once: `{ name: { status, code, message } }` →
@@ -71,7 +73,11 @@ export function defineErrors<const S extends Record<string, ErrorSpec>>(specs: S
     const extraOf = spec.extra as Extra | ((...args: unknown[]) => Extra) | undefined;
     factories[name] = (...args) => {
       const message =
-        typeof messageOf === 'function' ? messageOf(...args) : typeof extraOf === 'function' ? messageOf : ((args[0] as string | undefined) ?? messageOf);
+        typeof messageOf === 'function'
+          ? messageOf(...args)
+          : typeof extraOf === 'function'
+            ? messageOf
+            : ((args[0] as string | undefined) ?? messageOf);
       const extra = typeof extraOf === 'function' ? extraOf(...args) : extraOf;
       return new AppError(spec.status, spec.code, message, withRetryHeader(extra));
     };
@@ -96,10 +102,19 @@ export type ValidationOptions = number | { status?: number; details?: Record<str
  * `column`, docs/database.md; the Mail API's `missing_variables`, docs/mail.md).
  * Without `fields` and facts there are no details.
  */
-export function validationError(message: string, fields?: Record<string, string>, opts: ValidationOptions = {}): AppError {
+export function validationError(
+  message: string,
+  fields?: Record<string, string>,
+  opts: ValidationOptions = {},
+): AppError {
   const o = typeof opts === 'number' ? { status: opts } : opts;
   const details = fields ? { ...o.details, fields } : o.details;
-  return new AppError(o.status ?? 400, 'validation_error', message, o.cause === undefined ? { details } : { details, cause: o.cause });
+  return new AppError(
+    o.status ?? 400,
+    'validation_error',
+    message,
+    o.cause === undefined ? { details } : { details, cause: o.cause },
+  );
 }
 
 /** The message of a `validation_error` about one field: `Invalid request: <field>: <problem>`. */
@@ -119,26 +134,50 @@ export const Errors = {
         p.kind === 'depth'
           ? `The request body nests arrays and objects deeper than ${p.limit} levels (setting web.max_json_depth).`
           : `The request body has an array or object with more than ${p.limit} elements (setting web.max_json_items).`,
-      extra: (p: { kind: 'depth' | 'items'; limit: number }) => ({ details: { limit: p.kind === 'depth' ? 'web.max_json_depth' : 'web.max_json_items', max: p.limit } }),
+      extra: (p: { kind: 'depth' | 'items'; limit: number }) => ({
+        details: { limit: p.kind === 'depth' ? 'web.max_json_depth' : 'web.max_json_items', max: p.limit },
+      }),
     },
     /** The Host header is missing or malformed: answered before routing (src/http/server.ts). */
     invalidHost: { status: 400, code: 'invalid_host', message: 'The Host header is missing or malformed.' },
     unauthorized: { status: 401, code: 'unauthorized', message: 'Missing or invalid credentials.' },
     /** web.public_api_access_mode=api_key_required and no X-API-Key (docs/api-keys.md). */
-    apiKeyRequired: { status: 401, code: 'api_key_required', message: 'This API requires an API key in the X-API-Key header.' },
+    apiKeyRequired: {
+      status: 401,
+      code: 'api_key_required',
+      message: 'This API requires an API key in the X-API-Key header.',
+    },
     forbidden: { status: 403, code: 'forbidden', message: 'Not allowed.' },
     notFound: { status: 404, code: 'not_found', message: 'Not found.' },
     methodNotAllowed: { status: 405, code: 'method_not_allowed', message: 'Method not allowed on this path.' },
-    payloadTooLarge: { status: 413, code: 'payload_too_large', message: (limit: number) => `The request body is larger than ${limit} bytes.` },
-    unsupportedMediaType: { status: 415, code: 'unsupported_media_type', message: (expected: string = 'application/json') => `Content-Type must be ${expected}.` },
+    payloadTooLarge: {
+      status: 413,
+      code: 'payload_too_large',
+      message: (limit: number) => `The request body is larger than ${limit} bytes.`,
+    },
+    unsupportedMediaType: {
+      status: 415,
+      code: 'unsupported_media_type',
+      message: (expected: string = 'application/json') => `Content-Type must be ${expected}.`,
+    },
     rateLimited: {
       status: 429,
       code: 'rate_limited',
       message: (_retryAfter: number, message: string = 'Too many requests; try again later.') => message,
       extra: (retryAfter: number) => ({ retryAfter }),
     },
-    internal: { status: 500, code: 'internal_error', message: 'Internal error; the request id identifies it in the server log.', extra: (cause?: unknown) => ({ cause }) },
-    databaseUnavailable: { status: 503, code: 'database_unavailable', message: 'The database is unavailable; retry shortly.', extra: (cause?: unknown) => ({ cause }) },
+    internal: {
+      status: 500,
+      code: 'internal_error',
+      message: 'Internal error; the request id identifies it in the server log.',
+      extra: (cause?: unknown) => ({ cause }),
+    },
+    databaseUnavailable: {
+      status: 503,
+      code: 'database_unavailable',
+      message: 'The database is unavailable; retry shortly.',
+      extra: (cause?: unknown) => ({ cause }),
+    },
   }),
   /** 400 (or `opts.status`) `validation_error` with `details.fields` (`validationError`). */
   validation: validationError,

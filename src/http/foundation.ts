@@ -7,7 +7,13 @@ import { DatabaseUnavailableError } from '../db/engine';
 import type { Logger } from '../log';
 
 /** A field problem in words a client developer can act on. */
-function describeIssue(item: { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string } }): string {
+function describeIssue(item: {
+  path: string;
+  message: string;
+  summary?: string;
+  value?: unknown;
+  schema?: { format?: string };
+}): string {
   if (item.value === undefined && item.path !== '') return 'is required';
   if (item.schema?.format && typeof item.value === 'string') return `must be a valid ${item.schema.format}`;
   return (item.summary ?? item.message).replace(/^Expected /, 'expected ');
@@ -31,7 +37,13 @@ function fieldOf(item: { path: string; schema?: { title?: unknown } }, on: strin
 export function toAppError(err: unknown, area: AreaFacts): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
-  type Issue = { path: string; message: string; summary?: string; value?: unknown; schema?: { format?: string; title?: unknown } };
+  type Issue = {
+    path: string;
+    message: string;
+    summary?: string;
+    value?: unknown;
+    schema?: { format?: string; title?: unknown };
+  };
   const e = err as { code?: unknown; name?: string; all?: Issue[]; status?: number; type?: string };
   // A response that fails its own schema is the server's bug, not the client's: 500, cause logged.
   if ((e?.name === 'ValidationError' || e?.code === 'VALIDATION') && e.type === 'response') return Errors.internal(err);
@@ -60,7 +72,13 @@ export function toAppError(err: unknown, area: AreaFacts): AppError {
  */
 export function logServerError(log: Logger, appErr: AppError, thrown: unknown, fields: Record<string, unknown>): void {
   const cause = appErr.extra.cause ?? (thrown instanceof AppError ? undefined : thrown);
-  if (cause === undefined) log.warn('request answered with an error', { ...fields, status: appErr.status, code: appErr.code, message: appErr.message });
+  if (cause === undefined)
+    log.warn('request answered with an error', {
+      ...fields,
+      status: appErr.status,
+      code: appErr.code,
+      message: appErr.message,
+    });
   else log.error('request failed', { ...fields, status: appErr.status, code: appErr.code, cause });
 }
 

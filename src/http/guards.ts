@@ -23,7 +23,14 @@
  */
 import { Elysia } from 'elysia';
 import { Errors } from './errors';
-import { keyChecks, sendsApiKey, type ApiKeyPrincipal, type KeyGuardInputs, type KeyNeed, type Permission } from './api-key-guard';
+import {
+  keyChecks,
+  sendsApiKey,
+  type ApiKeyPrincipal,
+  type KeyGuardInputs,
+  type KeyNeed,
+  type Permission,
+} from './api-key-guard';
 import { bearerToken, sendsAuthorization, type Authenticator, type RequestUser } from './user-guard';
 
 export interface GuardInputs extends KeyGuardInputs {

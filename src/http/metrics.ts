@@ -40,7 +40,10 @@ export class Metrics {
       '# TYPE basalt_http_requests_total counter',
     ];
     for (const [k, v] of this.requests) out.push(`basalt_http_requests_total{${k}} ${v.n}`);
-    out.push('# HELP basalt_http_request_duration_ms Time to answer, by area.', '# TYPE basalt_http_request_duration_ms histogram');
+    out.push(
+      '# HELP basalt_http_request_duration_ms Time to answer, by area.',
+      '# TYPE basalt_http_request_duration_ms histogram',
+    );
     for (const [area, h] of this.histogram) {
       BUCKETS.forEach((b, i) => {
         out.push(`basalt_http_request_duration_ms_bucket{area="${area}",le="${b}"} ${h.buckets[i]}`);

@@ -61,7 +61,8 @@ function blocksOf(trusted: string[]): BlockList {
       // An entry that is neither an address nor a CIDR block never matches.
       if (!fam) continue;
       if (bits === undefined) blocks.addAddress(addr, fam);
-      else if (/^\d{1,3}$/.test(bits) && Number(bits) <= (fam === 'ipv4' ? 32 : 128)) blocks.addSubnet(addr, Number(bits), fam);
+      else if (/^\d{1,3}$/.test(bits) && Number(bits) <= (fam === 'ipv4' ? 32 : 128))
+        blocks.addSubnet(addr, Number(bits), fam);
     }
     compiled.set(trusted, blocks);
   }

@@ -11,7 +11,8 @@ import { isJsonType, jsonShapeProblem, type JsonBounds } from './json-bounds';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const EXPOSED = 'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
+const EXPOSED =
+  'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
 /**
  * Security headers by area (docs/operations.md, Security headers; the area's `csp` and
  * `noStore` in src/app.ts). Each is set only when the response does not carry it
@@ -54,11 +55,19 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
       start,
       area,
       get ip(): string {
-        return (ip ??= clientIp(server?.requestIP(req)?.address ?? '127.0.0.1', req.headers.get('x-forwarded-for'), settings.get<string[]>('web.trusted_proxies')));
+        return (ip ??= clientIp(
+          server?.requestIP(req)?.address ?? '127.0.0.1',
+          req.headers.get('x-forwarded-for'),
+          settings.get<string[]>('web.trusted_proxies'),
+        ));
       },
       /** The request reached us over HTTPS, directly or per X-Forwarded-Proto from a trusted proxy (admin cookies). */
       get https(): boolean {
-        return cameOverHttps(req, server?.requestIP(req)?.address ?? '127.0.0.1', settings.get<string[]>('web.trusted_proxies'));
+        return cameOverHttps(
+          req,
+          server?.requestIP(req)?.address ?? '127.0.0.1',
+          settings.get<string[]>('web.trusted_proxies'),
+        );
       },
     };
     const origin = req.headers.get('origin');
@@ -72,7 +81,10 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
         res = new Response(null, { status: 204 });
         if (corsOk) {
           res.headers.set('Access-Control-Allow-Methods', 'GET, POST, PUT, PATCH, DELETE, OPTIONS');
-          res.headers.set('Access-Control-Allow-Headers', req.headers.get('access-control-request-headers') ?? 'Content-Type, Authorization, X-API-Key');
+          res.headers.set(
+            'Access-Control-Allow-Headers',
+            req.headers.get('access-control-request-headers') ?? 'Content-Type, Authorization, X-API-Key',
+          );
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
@@ -106,7 +118,8 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     if (origin) res.headers.append('Vary', 'Origin');
     const ms = Math.round((performance.now() - start) * 10) / 10;
     metrics?.observe(area.name, req.method, res.status, ms);
-    if (log.enabled('info')) log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
+    if (log.enabled('info'))
+      log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
 }
@@ -115,7 +128,8 @@ function secure(headers: Headers, area: AreaFacts): void {
   if (!headers.has('x-content-type-options')) headers.set('X-Content-Type-Options', 'nosniff');
   if (!headers.has('x-frame-options')) headers.set('X-Frame-Options', 'DENY');
   if (!headers.has('referrer-policy')) headers.set('Referrer-Policy', 'no-referrer');
-  if (!headers.has('content-security-policy')) headers.set('Content-Security-Policy', area.csp === 'docs' ? DOCS_CSP : API_CSP);
+  if (!headers.has('content-security-policy'))
+    headers.set('Content-Security-Policy', area.csp === 'docs' ? DOCS_CSP : API_CSP);
   if (area.noStore && !headers.has('cache-control')) headers.set('Cache-Control', 'no-store');
 }
 

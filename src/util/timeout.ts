@@ -17,7 +17,11 @@ async function race<T>(work: PromiseLike<T>, ms: number): Promise<T | typeof LAT
 }
 
 /** `work`'s result (or its rejection); once `ms` pass first, a rejection with `message`. */
-export async function withTimeout<T>(work: PromiseLike<T>, ms: number, message = `no answer within ${ms} ms`): Promise<T> {
+export async function withTimeout<T>(
+  work: PromiseLike<T>,
+  ms: number,
+  message = `no answer within ${ms} ms`,
+): Promise<T> {
   const r = await race(work, ms);
   if (r === LATE) throw new Error(message);
   return r;

@@ -44,7 +44,9 @@ export function platformFacts(): Promise<PlatformFacts> {
       const find = (k: string) => settings.find((s) => s.key === k);
       const v = (k: string) => find(k)?.value;
       if (v('web.public_api_separate')) {
-        const base = String(v('web.public_base_url') || '') || `${location.protocol}//${location.hostname}:${v('web.public_port')}`;
+        const base =
+          String(v('web.public_base_url') || '') ||
+          `${location.protocol}//${location.hostname}:${v('web.public_port')}`;
         docsUrl.value = base.replace(/\/$/, '') + '/api/docs';
       }
       // A secret's value is never shown, but where it comes from is.
@@ -76,7 +78,13 @@ export function Shell({ children }: { children: ComponentChildren }) {
         Skip to content
       </a>
       <header class="topbar">
-        <button type="button" class="icon-btn menu-btn" aria-label={open ? 'Close menu' : 'Open menu'} aria-expanded={open} onClick={() => setOpen(!open)}>
+        <button
+          type="button"
+          class="icon-btn menu-btn"
+          aria-label={open ? 'Close menu' : 'Open menu'}
+          aria-expanded={open}
+          onClick={() => setOpen(!open)}
+        >
           <Icon name={open ? 'x' : 'menu'} />
         </button>
         <a class="brand" href="#/">
@@ -86,7 +94,12 @@ export function Shell({ children }: { children: ComponentChildren }) {
           <span class="who" title="Signed in as">
             {session.value?.admin.email}
           </span>
-          <button type="button" class="icon-btn" aria-label={theme.value === 'dark' ? 'Switch to light theme' : 'Switch to dark theme'} onClick={toggleTheme}>
+          <button
+            type="button"
+            class="icon-btn"
+            aria-label={theme.value === 'dark' ? 'Switch to light theme' : 'Switch to dark theme'}
+            onClick={toggleTheme}
+          >
             <Icon name={theme.value === 'dark' ? 'sun' : 'moon'} />
           </button>
           <button type="button" class="icon-btn" aria-label="Sign out" title="Sign out" onClick={signOut}>
@@ -98,7 +111,11 @@ export function Shell({ children }: { children: ComponentChildren }) {
         <ul>
           {NAV.map((n) => (
             <li key={n.path}>
-              <a href={'#' + n.path} class={active(n.path) ? 'active' : ''} aria-current={active(n.path) ? 'page' : undefined}>
+              <a
+                href={'#' + n.path}
+                class={active(n.path) ? 'active' : ''}
+                aria-current={active(n.path) ? 'page' : undefined}
+              >
                 <Icon name={n.icon} /> {n.label}
               </a>
             </li>

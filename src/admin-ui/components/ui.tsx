@@ -11,9 +11,24 @@ type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & {
   busy?: boolean;
 };
 
-export function Button({ variant = 'secondary', icon, busy, children, class: cls, disabled, type = 'button', ...rest }: ButtonProps) {
+export function Button({
+  variant = 'secondary',
+  icon,
+  busy,
+  children,
+  class: cls,
+  disabled,
+  type = 'button',
+  ...rest
+}: ButtonProps) {
   return (
-    <button type={type} class={`btn btn-${variant} ${cls ?? ''}`} disabled={disabled || busy} aria-busy={busy || undefined} {...rest}>
+    <button
+      type={type}
+      class={`btn btn-${variant} ${cls ?? ''}`}
+      disabled={disabled || busy}
+      aria-busy={busy || undefined}
+      {...rest}
+    >
       {busy ? <span class="spinner" aria-hidden="true" /> : icon && <Icon name={icon} size={16} />}
       {children}
     </button>
@@ -21,12 +36,28 @@ export function Button({ variant = 'secondary', icon, busy, children, class: cls
 }
 
 /** A labelled control; `children` receives the id to put on the control. */
-export function Field({ label, error, hint, children, class: cls, hideLabel }: { label: string; error?: string; hint?: ComponentChildren; children: (id: string, describedBy?: string) => ComponentChildren; class?: string; hideLabel?: boolean }) {
+export function Field({
+  label,
+  error,
+  hint,
+  children,
+  class: cls,
+  hideLabel,
+}: {
+  label: string;
+  error?: string;
+  hint?: ComponentChildren;
+  children: (id: string, describedBy?: string) => ComponentChildren;
+  class?: string;
+  hideLabel?: boolean;
+}) {
   const id = useId();
   const note = error || hint ? `${id}-note` : undefined;
   return (
     <div class={`field ${error ? 'has-error' : ''} ${cls ?? ''}`}>
-      <label for={id} class={hideLabel ? 'sr-only' : undefined}>{label}</label>
+      <label for={id} class={hideLabel ? 'sr-only' : undefined}>
+        {label}
+      </label>
       {children(id, note)}
       {error ? (
         <p class="field-error" id={note} role="alert">
@@ -41,7 +72,15 @@ export function Field({ label, error, hint, children, class: cls, hideLabel }: {
   );
 }
 
-export function Badge({ tone = 'neutral', children, title }: { tone?: 'neutral' | 'ok' | 'warn' | 'danger' | 'info' | 'accent'; children: ComponentChildren; title?: string }) {
+export function Badge({
+  tone = 'neutral',
+  children,
+  title,
+}: {
+  tone?: 'neutral' | 'ok' | 'warn' | 'danger' | 'info' | 'accent';
+  children: ComponentChildren;
+  title?: string;
+}) {
   return (
     <span class={`badge badge-${tone}`} title={title}>
       {children}
@@ -49,7 +88,15 @@ export function Badge({ tone = 'neutral', children, title }: { tone?: 'neutral' 
   );
 }
 
-export function Empty({ icon = 'search', title, children }: { icon?: IconName; title: string; children?: ComponentChildren }) {
+export function Empty({
+  icon = 'search',
+  title,
+  children,
+}: {
+  icon?: IconName;
+  title: string;
+  children?: ComponentChildren;
+}) {
   return (
     <div class="empty">
       <div class="empty-icon">
@@ -84,7 +131,15 @@ export function ErrorNote({ error, onRetry }: { error: unknown; onRetry?: () => 
   );
 }
 
-export function PageHeader({ title, subtitle, actions }: { title: string; subtitle?: ComponentChildren; actions?: ComponentChildren }) {
+export function PageHeader({
+  title,
+  subtitle,
+  actions,
+}: {
+  title: string;
+  subtitle?: ComponentChildren;
+  actions?: ComponentChildren;
+}) {
   return (
     <header class="page-header">
       <div>
@@ -97,7 +152,19 @@ export function PageHeader({ title, subtitle, actions }: { title: string; subtit
 }
 
 /** A modal `<dialog>`: focus kept inside, Escape closes. */
-export function Modal({ title, onClose, children, footer, wide }: { title: string; onClose: () => void; children: ComponentChildren; footer?: ComponentChildren; wide?: boolean }) {
+export function Modal({
+  title,
+  onClose,
+  children,
+  footer,
+  wide,
+}: {
+  title: string;
+  onClose: () => void;
+  children: ComponentChildren;
+  footer?: ComponentChildren;
+  wide?: boolean;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current!;
@@ -195,7 +262,10 @@ export function useAsync<T>(fn: () => Promise<T>, deps: unknown[]): Async<T> {
  * A filtered list the admin API pages newest first with cursors (`before` → `next_cursor`):
  * the filter form being edited, the filters applied, and the Newer/Older pager.
  */
-export function useCursorList<F extends Record<string, string>, T extends { next_cursor: string | null }>(initial: F, load: (applied: F, before?: string) => Promise<T>) {
+export function useCursorList<F extends Record<string, string>, T extends { next_cursor: string | null }>(
+  initial: F,
+  load: (applied: F, before?: string) => Promise<T>,
+) {
   const [form, setForm] = useState(initial);
   const [applied, setApplied] = useState(initial);
   const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
@@ -217,8 +287,27 @@ export function useCursorList<F extends Record<string, string>, T extends { next
       <div class="pager">
         <span class="pager-info">{list.data ? info : ''}</span>
         <div class="page-actions">
-          <Button icon="chevronLeft" disabled={!pages.length} onClick={() => { const p = [...pages]; const prev = p.pop(); setPages(p); setCursor(prev || undefined); }}>Newer</Button>
-          <Button disabled={!list.data?.next_cursor} onClick={() => { setPages([...pages, cursor ?? '']); setCursor(list.data!.next_cursor!); }}>Older</Button>
+          <Button
+            icon="chevronLeft"
+            disabled={!pages.length}
+            onClick={() => {
+              const p = [...pages];
+              const prev = p.pop();
+              setPages(p);
+              setCursor(prev || undefined);
+            }}
+          >
+            Newer
+          </Button>
+          <Button
+            disabled={!list.data?.next_cursor}
+            onClick={() => {
+              setPages([...pages, cursor ?? '']);
+              setCursor(list.data!.next_cursor!);
+            }}
+          >
+            Older
+          </Button>
         </div>
       </div>
     ),
@@ -233,6 +322,7 @@ export function fieldError(e: unknown, name: string): string | undefined {
 /** The error not tied to any of `fields`, for a note above the form. */
 export function formError(e: unknown, fields: string[]): unknown {
   if (!e) return undefined;
-  if (e instanceof ApiError && Object.keys(e.fields).length && Object.keys(e.fields).every((f) => fields.includes(f))) return undefined;
+  if (e instanceof ApiError && Object.keys(e.fields).length && Object.keys(e.fields).every((f) => fields.includes(f)))
+    return undefined;
   return e;
 }

@@ -19,12 +19,22 @@ interface Backup {
   platform_version: string | null;
 }
 
-const size = (b: number) => (b < 1024 * 1024 ? `${(b / 1024).toFixed(1)} KB` : b < 1024 ** 3 ? `${(b / 1024 / 1024).toFixed(1)} MB` : `${(b / 1024 ** 3).toFixed(2)} GB`);
+const size = (b: number) =>
+  b < 1024 * 1024
+    ? `${(b / 1024).toFixed(1)} KB`
+    : b < 1024 ** 3
+      ? `${(b / 1024 / 1024).toFixed(1)} MB`
+      : `${(b / 1024 ** 3).toFixed(2)} GB`;
 
 export function Backups() {
   // On external PostgreSQL the API answers 409 not_supported: say so without asking.
   const { data, error, loading, reload } = useAsync(async () => {
-    if ((await platformFacts()).external) throw new ApiError(409, 'not_supported', 'This instance runs on an external PostgreSQL server: back it up with pg_dump, your provider\'s snapshots or point-in-time recovery.');
+    if ((await platformFacts()).external)
+      throw new ApiError(
+        409,
+        'not_supported',
+        "This instance runs on an external PostgreSQL server: back it up with pg_dump, your provider's snapshots or point-in-time recovery.",
+      );
     return get<{ backups: Backup[]; dir: string }>('/backups');
   }, []);
   const [busy, setBusy] = useState(false);
@@ -43,7 +53,15 @@ export function Backups() {
     }
   };
   const remove = async (b: Backup) => {
-    if (!(await confirm({ title: `Delete backup ${b.name}?`, body: <p>The archive is removed from the backup directory. This cannot be undone.</p>, action: 'Delete', danger: true }))) return;
+    if (
+      !(await confirm({
+        title: `Delete backup ${b.name}?`,
+        body: <p>The archive is removed from the backup directory. This cannot be undone.</p>,
+        action: 'Delete',
+        danger: true,
+      }))
+    )
+      return;
     try {
       await del(`/backups/${encodeURIComponent(b.name)}`);
       toast(`Backup ${b.name} deleted.`);
@@ -54,19 +72,56 @@ export function Backups() {
   };
   return (
     <>
-      <PageHeader title="Backups" subtitle={data ? <>Archives of the embedded database in <code>{data.dir}</code>. Restore with the instance stopped: <code>basalt restore ARCHIVE</code>.</> : 'Archives of the embedded database.'}
-        actions={!unsupported && <Button variant="primary" icon="download" busy={busy} onClick={create}>Create backup</Button>} />
+      <PageHeader
+        title="Backups"
+        subtitle={
+          data ? (
+            <>
+              Archives of the embedded database in <code>{data.dir}</code>. Restore with the instance stopped:{' '}
+              <code>basalt restore ARCHIVE</code>.
+            </>
+          ) : (
+            'Archives of the embedded database.'
+          )
+        }
+        actions={
+          !unsupported && (
+            <Button variant="primary" icon="download" busy={busy} onClick={create}>
+              Create backup
+            </Button>
+          )
+        }
+      />
       {unsupported ? (
-        <section class="panel"><Empty icon="data" title="Backups are taken by your PostgreSQL">{(error as ApiError).message}</Empty></section>
+        <section class="panel">
+          <Empty icon="data" title="Backups are taken by your PostgreSQL">
+            {(error as ApiError).message}
+          </Empty>
+        </section>
       ) : (
         <section class="panel">
           <ErrorNote error={error} onRetry={reload} />
           {loading && !data && <Loading />}
-          {data && !data.backups.length && <Empty icon="data" title="No backups yet">Create one now, or schedule them in Settings (backup group).</Empty>}
+          {data && !data.backups.length && (
+            <Empty icon="data" title="No backups yet">
+              Create one now, or schedule them in Settings (backup group).
+            </Empty>
+          )}
           {!!data?.backups.length && (
             <div class="table-wrap">
               <table>
-                <thead><tr><th>Archive</th><th>Created</th><th class="num">Size</th><th>Made by</th><th>Version</th><th><span class="sr-only">Actions</span></th></tr></thead>
+                <thead>
+                  <tr>
+                    <th>Archive</th>
+                    <th>Created</th>
+                    <th class="num">Size</th>
+                    <th>Made by</th>
+                    <th>Version</th>
+                    <th>
+                      <span class="sr-only">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
                 <tbody>
                   {data.backups.map((b) => (
                     <tr key={b.name}>
@@ -76,8 +131,22 @@ export function Backups() {
                       <td>{b.trigger ?? '—'}</td>
                       <td>{b.platform_version ?? '—'}</td>
                       <td class="actions">
-                        <a class="btn btn-ghost btn-sm" href={`/api/admin/backups/${encodeURIComponent(b.name)}/download`} download aria-label={`Download ${b.name}`}><Icon name="download" size={15} /> Download</a>
-                        <Button class="btn-sm" variant="ghost" aria-label={`Delete ${b.name}`} onClick={() => remove(b)}>Delete</Button>
+                        <a
+                          class="btn btn-ghost btn-sm"
+                          href={`/api/admin/backups/${encodeURIComponent(b.name)}/download`}
+                          download
+                          aria-label={`Download ${b.name}`}
+                        >
+                          <Icon name="download" size={15} /> Download
+                        </a>
+                        <Button
+                          class="btn-sm"
+                          variant="ghost"
+                          aria-label={`Delete ${b.name}`}
+                          onClick={() => remove(b)}
+                        >
+                          Delete
+                        </Button>
                       </td>
                     </tr>
                   ))}

@@ -8,9 +8,39 @@ import { toast } from '../components/toast';
 export type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
 import type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
 
-export function ModalForm({ title, onClose, busy, action, formId, children, extra }: { title: string; onClose: () => void; busy: boolean; action: string; formId: string; children: ComponentChildren; extra?: ComponentChildren }) {
+export function ModalForm({
+  title,
+  onClose,
+  busy,
+  action,
+  formId,
+  children,
+  extra,
+}: {
+  title: string;
+  onClose: () => void;
+  busy: boolean;
+  action: string;
+  formId: string;
+  children: ComponentChildren;
+  extra?: ComponentChildren;
+}) {
   return (
-    <Modal title={title} onClose={onClose} wide footer={<>{extra}<span style={{ flex: 1 }} /><Button onClick={onClose}>Cancel</Button><Button variant="primary" type="submit" form={formId} busy={busy}>{action}</Button></>}>
+    <Modal
+      title={title}
+      onClose={onClose}
+      wide
+      footer={
+        <>
+          {extra}
+          <span style={{ flex: 1 }} />
+          <Button onClick={onClose}>Cancel</Button>
+          <Button variant="primary" type="submit" form={formId} busy={busy}>
+            {action}
+          </Button>
+        </>
+      }
+    >
       {children}
     </Modal>
   );
@@ -34,19 +64,40 @@ export function fromInput(c: Column, text: string): unknown {
     try {
       return JSON.parse(text);
     } catch {
-      throw new ApiError(400, 'validation_error', `${c.name}: not valid JSON`, { [c.name]: 'Not valid JSON: check quotes and brackets.' });
+      throw new ApiError(400, 'validation_error', `${c.name}: not valid JSON`, {
+        [c.name]: 'Not valid JSON: check quotes and brackets.',
+      });
     }
   }
   if (isFloat(c.type) && text.trim() !== '' && !Number.isNaN(Number(text))) return Number(text);
   return text;
 }
 
-export function RowForm({ table, row, rowKey, onClose, onDone }: { table: TableInfo; row: Record<string, unknown> | null; rowKey: Record<string, unknown> | null; onClose: () => void; onDone: () => void }) {
-  const [text, setText] = useState<Record<string, string>>(() => Object.fromEntries(table.columns.map((c) => [c.name, toInput(c, row?.[c.name])])));
-  const [nulls, setNulls] = useState<Record<string, boolean>>(() => Object.fromEntries(table.columns.map((c) => [c.name, row ? row[c.name] === null : false])));
+export function RowForm({
+  table,
+  row,
+  rowKey,
+  onClose,
+  onDone,
+}: {
+  table: TableInfo;
+  row: Record<string, unknown> | null;
+  rowKey: Record<string, unknown> | null;
+  onClose: () => void;
+  onDone: () => void;
+}) {
+  const [text, setText] = useState<Record<string, string>>(() =>
+    Object.fromEntries(table.columns.map((c) => [c.name, toInput(c, row?.[c.name])])),
+  );
+  const [nulls, setNulls] = useState<Record<string, boolean>>(() =>
+    Object.fromEntries(table.columns.map((c) => [c.name, row ? row[c.name] === null : false])),
+  );
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
-  const fieldErr = (name: string) => (error instanceof ApiError ? error.fields[name] ?? (error.details.column === name ? error.message : undefined) : undefined);
+  const fieldErr = (name: string) =>
+    error instanceof ApiError
+      ? (error.fields[name] ?? (error.details.column === name ? error.message : undefined))
+      : undefined;
   const submit = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
@@ -58,7 +109,8 @@ export function RowForm({ table, row, rowKey, onClose, onDone }: { table: TableI
         if (row) {
           const before = toInput(c, row[c.name]);
           const wasNull = row[c.name] === null;
-          if (nulls[c.name] !== wasNull || (!nulls[c.name] && t !== before)) data[c.name] = nulls[c.name] ? null : fromInput(c, t);
+          if (nulls[c.name] !== wasNull || (!nulls[c.name] && t !== before))
+            data[c.name] = nulls[c.name] ? null : fromInput(c, t);
         } else if (nulls[c.name]) data[c.name] = null;
         else if (t !== '' || !(c.has_default || c.nullable)) data[c.name] = fromInput(c, t);
       }
@@ -78,7 +130,15 @@ export function RowForm({ table, row, rowKey, onClose, onDone }: { table: TableI
     }
   };
   const remove = async () => {
-    if (!(await confirm({ title: 'Delete this row?', body: <p>This cannot be undone.</p>, action: 'Delete', danger: true }))) return;
+    if (
+      !(await confirm({
+        title: 'Delete this row?',
+        body: <p>This cannot be undone.</p>,
+        action: 'Delete',
+        danger: true,
+      }))
+    )
+      return;
     try {
       await post(`/data/${encodeURIComponent(table.name)}/delete`, { keys: [rowKey] });
       toast('Row deleted.');
@@ -89,8 +149,20 @@ export function RowForm({ table, row, rowKey, onClose, onDone }: { table: TableI
   };
   const known = error instanceof ApiError && table.columns.some((c) => fieldErr(c.name));
   return (
-    <ModalForm title={row ? `Edit row of ${table.name}` : `Insert into ${table.name}`} onClose={onClose} busy={busy} action={row ? 'Save' : 'Insert'} formId="row-form"
-      extra={row && <Button variant="ghost" icon="trash" onClick={remove}>Delete row</Button>}>
+    <ModalForm
+      title={row ? `Edit row of ${table.name}` : `Insert into ${table.name}`}
+      onClose={onClose}
+      busy={busy}
+      action={row ? 'Save' : 'Insert'}
+      formId="row-form"
+      extra={
+        row && (
+          <Button variant="ghost" icon="trash" onClick={remove}>
+            Delete row
+          </Button>
+        )
+      }
+    >
       <form id="row-form" class="form" onSubmit={submit}>
         {!known && <ErrorNote error={error} />}
         {table.columns.map((c) => {
@@ -99,20 +171,59 @@ export function RowForm({ table, row, rowKey, onClose, onDone }: { table: TableI
           const pk = table.primary_key.includes(c.name);
           return (
             <div class={`field ${err ? 'has-error' : ''}`} key={c.name}>
-              <label for={id}>{c.name} <span class="col-type">{c.type}{pk && ' · key'}{!row && c.has_default && ' · default if empty'}</span></label>
+              <label for={id}>
+                {c.name}{' '}
+                <span class="col-type">
+                  {c.type}
+                  {pk && ' · key'}
+                  {!row && c.has_default && ' · default if empty'}
+                </span>
+              </label>
               <div class="row" style={{ flexWrap: 'nowrap', alignItems: 'center' }}>
                 {isBool(c.type) ? (
-                  <select id={id} value={text[c.name] || 'false'} disabled={nulls[c.name]} onChange={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}>
-                    <option value="true">true</option><option value="false">false</option>
+                  <select
+                    id={id}
+                    value={text[c.name] || 'false'}
+                    disabled={nulls[c.name]}
+                    onChange={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                  >
+                    <option value="true">true</option>
+                    <option value="false">false</option>
                   </select>
                 ) : isJson(c.type) || (text[c.name] ?? '').length > 80 ? (
-                  <textarea id={id} rows={4} value={text[c.name]} disabled={nulls[c.name]} onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })} spellcheck={false} />
+                  <textarea
+                    id={id}
+                    rows={4}
+                    value={text[c.name]}
+                    disabled={nulls[c.name]}
+                    onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                    spellcheck={false}
+                  />
                 ) : (
-                  <input id={id} value={text[c.name]} disabled={nulls[c.name]} onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })} />
+                  <input
+                    id={id}
+                    value={text[c.name]}
+                    disabled={nulls[c.name]}
+                    onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                  />
                 )}
-                {c.nullable && <label class="check"><input type="checkbox" checked={nulls[c.name]} onChange={(e) => setNulls({ ...nulls, [c.name]: e.currentTarget.checked })} aria-label={`${c.name} is null`} /> null</label>}
+                {c.nullable && (
+                  <label class="check">
+                    <input
+                      type="checkbox"
+                      checked={nulls[c.name]}
+                      onChange={(e) => setNulls({ ...nulls, [c.name]: e.currentTarget.checked })}
+                      aria-label={`${c.name} is null`}
+                    />{' '}
+                    null
+                  </label>
+                )}
               </div>
-              {err && <p class="field-error" role="alert">{err}</p>}
+              {err && (
+                <p class="field-error" role="alert">
+                  {err}
+                </p>
+              )}
             </div>
           );
         })}

@@ -32,11 +32,19 @@ export function Data() {
   const table = tables.data?.tables.find((t) => t.name === name);
   return (
     <>
-      <PageHeader title="Data" subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log." />
+      <PageHeader
+        title="Data"
+        subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log."
+      />
       <ErrorNote error={tables.error} onRetry={tables.reload} />
       {tables.loading && !tables.data && <Loading />}
       {tables.data && !tables.data.tables.length && (
-        <section class="panel"><Empty icon="data" title="The data schema has no tables">Add a SQL file to migrations.dir (e.g. <code>001_init.sql</code>) and restart, or run <code>basalt migrate</code>.</Empty></section>
+        <section class="panel">
+          <Empty icon="data" title="The data schema has no tables">
+            Add a SQL file to migrations.dir (e.g. <code>001_init.sql</code>) and restart, or run{' '}
+            <code>basalt migrate</code>.
+          </Empty>
+        </section>
       )}
       {!!tables.data?.tables.length && (
         <div class="data-layout">
@@ -44,14 +52,27 @@ export function Data() {
             <ul class="table-list">
               {tables.data.tables.map((t) => (
                 <li key={t.name}>
-                  <a href={`#/data/${encodeURIComponent(t.name)}`} class={t.name === name ? 'active' : ''} aria-current={t.name === name ? 'page' : undefined}>
-                    <span>{t.name}</span><small title="estimated rows">{compact(t.estimated_rows)}</small>
+                  <a
+                    href={`#/data/${encodeURIComponent(t.name)}`}
+                    class={t.name === name ? 'active' : ''}
+                    aria-current={t.name === name ? 'page' : undefined}
+                  >
+                    <span>{t.name}</span>
+                    <small title="estimated rows">{compact(t.estimated_rows)}</small>
                   </a>
                 </li>
               ))}
             </ul>
           </nav>
-          {table ? <Grid key={table.name} table={table} /> : <section class="panel"><Empty icon="data" title={name ? `No table named ${name}` : 'Pick a table'}>{!name && 'Its rows appear here, with filters, sorting and CSV export.'}</Empty></section>}
+          {table ? (
+            <Grid key={table.name} table={table} />
+          ) : (
+            <section class="panel">
+              <Empty icon="data" title={name ? `No table named ${name}` : 'Pick a table'}>
+                {!name && 'Its rows appear here, with filters, sorting and CSV export.'}
+              </Empty>
+            </section>
+          )}
         </div>
       )}
     </>
@@ -77,7 +98,13 @@ function Grid({ table }: { table: TableInfo }) {
   const [editing, setEditing] = useState<Record<string, unknown> | 'new' | null>(null);
   const [importing, setImporting] = useState(false);
   // The page remembers its offset: while the next one loads, the pager still describes the rows shown.
-  const page = useAsync(() => post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }).then((p) => ({ ...p, offset })), [filters, sort, offset]);
+  const page = useAsync(
+    () =>
+      post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }).then(
+        (p) => ({ ...p, offset }),
+      ),
+    [filters, sort, offset],
+  );
   useEffect(() => setSelected(new Set()), [filters, sort, offset]);
   const editable = table.primary_key.length > 0;
   const rows = page.data?.rows ?? [];
@@ -100,9 +127,19 @@ function Grid({ table }: { table: TableInfo }) {
   };
   const bulkDelete = async () => {
     const n = selected.size;
-    if (!(await confirm({ title: `Delete ${n} row${n === 1 ? '' : 's'} from ${table.name}?`, body: <p>All of them are deleted, or none if one cannot be (e.g. still referenced). This cannot be undone.</p>, action: 'Delete', danger: true }))) return;
+    if (
+      !(await confirm({
+        title: `Delete ${n} row${n === 1 ? '' : 's'} from ${table.name}?`,
+        body: <p>All of them are deleted, or none if one cannot be (e.g. still referenced). This cannot be undone.</p>,
+        action: 'Delete',
+        danger: true,
+      }))
+    )
+      return;
     try {
-      const r = await post<{ count: number }>(`/data/${encodeURIComponent(table.name)}/delete`, { keys: [...selected].map((s) => JSON.parse(s)) });
+      const r = await post<{ count: number }>(`/data/${encodeURIComponent(table.name)}/delete`, {
+        keys: [...selected].map((s) => JSON.parse(s)),
+      });
       toast(`${r.count} row${r.count === 1 ? '' : 's'} deleted.`);
       setSelected(new Set());
       page.reload();
@@ -110,33 +147,81 @@ function Grid({ table }: { table: TableInfo }) {
       toast(`Nothing deleted: ${(e as Error).message}`, 'error');
     }
   };
-  const exportHref = `/api/admin/data/${encodeURIComponent(table.name)}/export.csv?` + new URLSearchParams({ filters: JSON.stringify(filters), sort: JSON.stringify(sort) });
+  const exportHref =
+    `/api/admin/data/${encodeURIComponent(table.name)}/export.csv?` +
+    new URLSearchParams({ filters: JSON.stringify(filters), sort: JSON.stringify(sort) });
   const from = rows.length ? shownOffset + 1 : 0;
   return (
     <section class="panel" aria-label={`Table ${table.name}`}>
       <div class="panel-head">
-        <h2>{table.name} <span class="muted" style={{ fontWeight: 400 }}>{table.columns.length} columns{!editable && ' · no primary key: read-only'}</span></h2>
+        <h2>
+          {table.name}{' '}
+          <span class="muted" style={{ fontWeight: 400 }}>
+            {table.columns.length} columns{!editable && ' · no primary key: read-only'}
+          </span>
+        </h2>
         <div class="page-actions">
-          {selected.size > 0 && <Button variant="danger" icon="trash" onClick={bulkDelete}>Delete selected ({selected.size})</Button>}
-          {editable && <Button icon="plus" onClick={() => setEditing('new')}>Insert row</Button>}
-          <Button icon="upload" onClick={() => setImporting(true)}>Import CSV</Button>
-          <a class="btn btn-secondary" href={exportHref} download={`${table.name}.csv`}><Icon name="download" size={16} /> Export CSV</a>
+          {selected.size > 0 && (
+            <Button variant="danger" icon="trash" onClick={bulkDelete}>
+              Delete selected ({selected.size})
+            </Button>
+          )}
+          {editable && (
+            <Button icon="plus" onClick={() => setEditing('new')}>
+              Insert row
+            </Button>
+          )}
+          <Button icon="upload" onClick={() => setImporting(true)}>
+            Import CSV
+          </Button>
+          <a class="btn btn-secondary" href={exportHref} download={`${table.name}.csv`}>
+            <Icon name="download" size={16} /> Export CSV
+          </a>
         </div>
       </div>
-      <FilterEditor columns={table.columns} applied={filters} onApply={(f) => { setOffset(0); setFilters(f); }} error={page.error instanceof ApiError && page.error.status === 400 ? page.error : undefined} />
-      {!(page.error instanceof ApiError && page.error.status === 400) && <ErrorNote error={page.error} onRetry={page.reload} />}
+      <FilterEditor
+        columns={table.columns}
+        applied={filters}
+        onApply={(f) => {
+          setOffset(0);
+          setFilters(f);
+        }}
+        error={page.error instanceof ApiError && page.error.status === 400 ? page.error : undefined}
+      />
+      {!(page.error instanceof ApiError && page.error.status === 400) && (
+        <ErrorNote error={page.error} onRetry={page.reload} />
+      )}
       <div class="table-wrap" aria-busy={page.loading}>
         <table class="grid">
           <thead>
             <tr>
-              {editable && <th class="check-cell"><input type="checkbox" aria-label="Select all rows on this page" checked={allSelected} onChange={() => setSelected(allSelected ? new Set() : new Set(rows.map(rowId)))} /></th>}
-              {editable && <th class="edit-cell"><span class="sr-only">Edit</span></th>}
+              {editable && (
+                <th class="check-cell">
+                  <input
+                    type="checkbox"
+                    aria-label="Select all rows on this page"
+                    checked={allSelected}
+                    onChange={() => setSelected(allSelected ? new Set() : new Set(rows.map(rowId)))}
+                  />
+                </th>
+              )}
+              {editable && (
+                <th class="edit-cell">
+                  <span class="sr-only">Edit</span>
+                </th>
+              )}
               {table.columns.map((c) => {
                 const s = sort.find((x) => x.field === c.name);
                 return (
                   <th key={c.name} aria-sort={s ? (s.direction === 'asc' ? 'ascending' : 'descending') : undefined}>
-                    <button type="button" class="sort-btn" onClick={() => toggleSort(c.name)} aria-label={`Sort by ${c.name}`}>
-                      {c.name}<span class="col-type">{c.type}</span>
+                    <button
+                      type="button"
+                      class="sort-btn"
+                      onClick={() => toggleSort(c.name)}
+                      aria-label={`Sort by ${c.name}`}
+                    >
+                      {c.name}
+                      <span class="col-type">{c.type}</span>
                       {s && <Icon name={s.direction === 'asc' ? 'sortUp' : 'sortDown'} size={13} />}
                     </button>
                   </th>
@@ -148,31 +233,93 @@ function Grid({ table }: { table: TableInfo }) {
             {rows.map((r) => {
               const id = rowId(r);
               return (
-                <tr key={id} class={selected.has(id) ? 'selected' : ''} onDblClick={editable ? () => setEditing(r) : undefined}>
-                  {editable && <td class="check-cell"><input type="checkbox" aria-label={`Select row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} checked={selected.has(id)} onChange={() => toggle(id)} /></td>}
-                  {editable && <td class="edit-cell"><button type="button" class="icon-btn icon-btn-sm" onClick={() => setEditing(r)} aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`} title="Edit row"><Icon name="edit" size={15} /></button></td>}
-                  {table.columns.map((c) => <Cell key={c.name} v={r[c.name]} />)}
+                <tr
+                  key={id}
+                  class={selected.has(id) ? 'selected' : ''}
+                  onDblClick={editable ? () => setEditing(r) : undefined}
+                >
+                  {editable && (
+                    <td class="check-cell">
+                      <input
+                        type="checkbox"
+                        aria-label={`Select row ${table.primary_key.map((k) => String(r[k])).join(', ')}`}
+                        checked={selected.has(id)}
+                        onChange={() => toggle(id)}
+                      />
+                    </td>
+                  )}
+                  {editable && (
+                    <td class="edit-cell">
+                      <button
+                        type="button"
+                        class="icon-btn icon-btn-sm"
+                        onClick={() => setEditing(r)}
+                        aria-label={`Edit row ${table.primary_key.map((k) => String(r[k])).join(', ')}`}
+                        title="Edit row"
+                      >
+                        <Icon name="edit" size={15} />
+                      </button>
+                    </td>
+                  )}
+                  {table.columns.map((c) => (
+                    <Cell key={c.name} v={r[c.name]} />
+                  ))}
                 </tr>
               );
             })}
           </tbody>
         </table>
-        {page.data && !rows.length && <Empty icon="filter" title={filters.length ? 'No row matches these filters' : 'This table is empty'} />}
+        {page.data && !rows.length && (
+          <Empty icon="filter" title={filters.length ? 'No row matches these filters' : 'This table is empty'} />
+        )}
         {page.loading && !page.data && <Loading />}
       </div>
       <div class="pager">
         <span class="pager-info" data-testid="pager-info">
           {rows.length ? `Rows ${number(from)}–${number(shownOffset + rows.length)}` : 'No rows'}
           {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of about ${number(estimated)}` : ''}
-          {page.loading && page.data && <> · <span class="spinner" role="img" aria-label="Loading" /></>}
+          {page.loading && page.data && (
+            <>
+              {' '}
+              · <span class="spinner" role="img" aria-label="Loading" />
+            </>
+          )}
         </span>
         <div class="page-actions">
-          <Button icon="chevronLeft" disabled={shownOffset === 0 || page.loading} onClick={() => setOffset(Math.max(0, shownOffset - LIMIT))}>Previous</Button>
-          <Button disabled={!hasNext || page.loading} onClick={() => setOffset(shownOffset + LIMIT)}>Next <Icon name="chevronRight" size={16} /></Button>
+          <Button
+            icon="chevronLeft"
+            disabled={shownOffset === 0 || page.loading}
+            onClick={() => setOffset(Math.max(0, shownOffset - LIMIT))}
+          >
+            Previous
+          </Button>
+          <Button disabled={!hasNext || page.loading} onClick={() => setOffset(shownOffset + LIMIT)}>
+            Next <Icon name="chevronRight" size={16} />
+          </Button>
         </div>
       </div>
-      {editing && <RowForm table={table} row={editing === 'new' ? null : editing} rowKey={editing === 'new' ? null : keyOf(table, editing)} onClose={() => setEditing(null)} onDone={() => { setEditing(null); page.reload(); }} />}
-      {importing && <ImportCsv table={table} onClose={() => setImporting(false)} onDone={() => { setImporting(false); page.reload(); }} />}
+      {editing && (
+        <RowForm
+          table={table}
+          row={editing === 'new' ? null : editing}
+          rowKey={editing === 'new' ? null : keyOf(table, editing)}
+          onClose={() => setEditing(null)}
+          onDone={() => {
+            setEditing(null);
+            page.reload();
+          }}
+        />
+      )}
+      {importing && (
+        <ImportCsv
+          table={table}
+          onClose={() => setImporting(false)}
+          onDone={() => {
+            setImporting(false);
+            page.reload();
+          }}
+        />
+      )}
     </section>
   );
 }
@@ -180,7 +327,11 @@ function Grid({ table }: { table: TableInfo }) {
 function Cell({ v }: { v: unknown }) {
   if (v === null || v === undefined) return <td class="cell cell-null">null</td>;
   const full = typeof v === 'string' ? v : JSON.stringify(v);
-  return <td class="cell" title={full.length > 120 ? full.slice(0, 2000) : full}>{cell(v)}</td>;
+  return (
+    <td class="cell" title={full.length > 120 ? full.slice(0, 2000) : full}>
+      {cell(v)}
+    </td>
+  );
 }
 
 function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () => void; onDone: () => void }) {
@@ -206,12 +357,33 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
     }
   };
   return (
-    <ModalForm title={`Import CSV into ${table.name}`} onClose={onClose} busy={busy} action="Import" formId="import-csv">
+    <ModalForm
+      title={`Import CSV into ${table.name}`}
+      onClose={onClose}
+      busy={busy}
+      action="Import"
+      formId="import-csv"
+    >
       <form id="import-csv" class="form" onSubmit={submit}>
-        <p class="muted">The first row names the columns ({table.columns.map((c) => c.name).join(', ')}). All rows are inserted, or none: a bad row is named by its line.</p>
+        <p class="muted">
+          The first row names the columns ({table.columns.map((c) => c.name).join(', ')}). All rows are inserted, or
+          none: a bad row is named by its line.
+        </p>
         <ErrorNote error={error} />
-        <div class="field"><label for="csv-file">CSV file</label><input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} /></div>
-        <div class="field"><label for="csv-text">CSV text</label><textarea id="csv-text" rows={8} value={csv} onInput={(e) => setCsv(e.currentTarget.value)} spellcheck={false} /></div>
+        <div class="field">
+          <label for="csv-file">CSV file</label>
+          <input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} />
+        </div>
+        <div class="field">
+          <label for="csv-text">CSV text</label>
+          <textarea
+            id="csv-text"
+            rows={8}
+            value={csv}
+            onInput={(e) => setCsv(e.currentTarget.value)}
+            spellcheck={false}
+          />
+        </div>
       </form>
     </ModalForm>
   );

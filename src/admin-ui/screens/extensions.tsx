@@ -17,28 +17,51 @@ export function Extensions() {
   const { data, error, loading, reload } = useAsync(() => get<{ extensions: Extension[] }>('/extensions'), []);
   return (
     <>
-      <PageHeader title="Extensions" subtitle="Found in extensions.dir at start. Adding or removing one needs a restart." />
+      <PageHeader
+        title="Extensions"
+        subtitle="Found in extensions.dir at start. Adding or removing one needs a restart."
+      />
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
-      {data && !data.extensions.length && <section class="panel"><Empty icon="puzzle" title="No extensions loaded">Put an extension folder in extensions.dir and restart Basalt.</Empty></section>}
+      {data && !data.extensions.length && (
+        <section class="panel">
+          <Empty icon="puzzle" title="No extensions loaded">
+            Put an extension folder in extensions.dir and restart Basalt.
+          </Empty>
+        </section>
+      )}
       {data?.extensions.map((x) => (
         <section class="panel" key={x.name}>
           <div class="panel-head">
-            <h2>{x.name} {x.version && <span class="muted">v{x.version}</span>}</h2>
+            <h2>
+              {x.name} {x.version && <span class="muted">v{x.version}</span>}
+            </h2>
             <Badge tone={x.state === 'loaded' ? 'ok' : 'danger'}>{x.state}</Badge>
           </div>
           <div class="panel-body">
-            {x.error && <div class="notice notice-danger" role="alert">{x.error}</div>}
+            {x.error && (
+              <div class="notice notice-danger" role="alert">
+                {x.error}
+              </div>
+            )}
             <h3>Routes</h3>
             {x.routes.length ? (
               <ul class="mono" style={{ margin: '0 0 12px', paddingLeft: '18px' }}>
-                {x.routes.map((r) => <li key={r.method + r.path}>{r.method} {r.path}</li>)}
+                {x.routes.map((r) => (
+                  <li key={r.method + r.path}>
+                    {r.method} {r.path}
+                  </li>
+                ))}
               </ul>
-            ) : <p class="muted">None.</p>}
+            ) : (
+              <p class="muted">None.</p>
+            )}
             <h3>Settings</h3>
             {!x.settings.length && <p class="muted">None.</p>}
           </div>
-          {x.settings.map((s) => <ExtSetting key={s.key} ext={x.name} s={s} />)}
+          {x.settings.map((s) => (
+            <ExtSetting key={s.key} ext={x.name} s={s} />
+          ))}
         </section>
       ))}
     </>
@@ -56,13 +79,18 @@ function ExtSetting({ ext, s }: { ext: string; s: Extension['settings'][number] 
     setBusy(true);
     setError(undefined);
     let value: unknown = text;
-    if (typeof s.value !== 'string') try { value = JSON.parse(text); } catch { /* sent as text */ }
+    if (typeof s.value !== 'string')
+      try {
+        value = JSON.parse(text);
+      } catch {
+        /* sent as text */
+      }
     try {
       await put(`/extensions/${encodeURIComponent(ext)}/settings/${encodeURIComponent(s.key)}`, { value });
       setSaved(text);
       toast(`${ext}: ${s.key} saved.`);
     } catch (err) {
-      setError(err instanceof ApiError ? err.fields[s.key] ?? err.fields.value ?? err.message : String(err));
+      setError(err instanceof ApiError ? (err.fields[s.key] ?? err.fields.value ?? err.message) : String(err));
     } finally {
       setBusy(false);
     }
@@ -74,11 +102,19 @@ function ExtSetting({ ext, s }: { ext: string; s: Extension['settings'][number] 
         <p class="setting-desc">{s.description}</p>
       </div>
       <div class="setting-edit">
-        <Field label={`Value of ${s.key}`} hideLabel error={error}>{(id, d) => <input id={id} aria-describedby={d} value={text} onInput={(e) => setText(e.currentTarget.value)} />}</Field>
+        <Field label={`Value of ${s.key}`} hideLabel error={error}>
+          {(id, d) => (
+            <input id={id} aria-describedby={d} value={text} onInput={(e) => setText(e.currentTarget.value)} />
+          )}
+        </Field>
         {(text !== saved || busy) && (
           <div class="page-actions">
-            <Button type="submit" class="btn-sm" variant="primary" busy={busy} aria-label={`Save ${s.key}`}>Save</Button>
-            <Button class="btn-sm" variant="ghost" onClick={() => setText(saved)}>Undo</Button>
+            <Button type="submit" class="btn-sm" variant="primary" busy={busy} aria-label={`Save ${s.key}`}>
+              Save
+            </Button>
+            <Button class="btn-sm" variant="ghost" onClick={() => setText(saved)}>
+              Undo
+            </Button>
           </div>
         )}
       </div>

@@ -4,7 +4,20 @@
  */
 import { useState } from 'preact/hooks';
 import { get, post } from '../api';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, confirm, fieldError, formError, useAsync } from '../components/ui';
+import {
+  Badge,
+  Button,
+  Empty,
+  ErrorNote,
+  Field,
+  Loading,
+  Modal,
+  PageHeader,
+  confirm,
+  fieldError,
+  formError,
+  useAsync,
+} from '../components/ui';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
 
@@ -24,7 +37,8 @@ export interface Key {
   revoked_at: string | null;
 }
 
-const status = (k: Key) => k.status ?? (k.revoked_at ? 'revoked' : k.expires_at && new Date(k.expires_at) < new Date() ? 'expired' : 'active');
+const status = (k: Key) =>
+  k.status ?? (k.revoked_at ? 'revoked' : k.expires_at && new Date(k.expires_at) < new Date() ? 'expired' : 'active');
 
 const PERMISSIONS = ['mail:send', 'mail:*', 'db:query', 'db:*', 'files:upload', 'files:download', 'files:*'];
 
@@ -34,7 +48,18 @@ export function Keys() {
   const [secret, setSecret] = useState<{ key: Key; secret: string } | null>(null);
   const [showRevoked, setShowRevoked] = useState(false);
   const revoke = async (k: Key) => {
-    const ok = await confirm({ title: 'Revoke this key?', body: <p>Clients using <code>{k.display}</code>{k.service ? ` (${k.service})` : ''} stop working at once, on every instance. Open Database API transactions of this key roll back. This cannot be undone.</p>, action: 'Revoke', danger: true });
+    const ok = await confirm({
+      title: 'Revoke this key?',
+      body: (
+        <p>
+          Clients using <code>{k.display}</code>
+          {k.service ? ` (${k.service})` : ''} stop working at once, on every instance. Open Database API transactions
+          of this key roll back. This cannot be undone.
+        </p>
+      ),
+      action: 'Revoke',
+      danger: true,
+    });
     if (!ok) return;
     try {
       await post(`/keys/${encodeURIComponent(k.id)}/revoke`);
@@ -51,13 +76,22 @@ export function Keys() {
       <PageHeader
         title="API keys"
         subtitle="Public keys (pk_…) identify a front-end; service keys (sk_…) carry permissions. A secret is shown once, then stored only as a hash."
-        actions={<Button variant="primary" icon="plus" onClick={() => setCreating(true)}>New key</Button>}
+        actions={
+          <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>
+            New key
+          </Button>
+        }
       />
       <section class="panel">
         <div class="panel-head">
-          <h2>{keys.length} key{keys.length === 1 ? '' : 's'}</h2>
+          <h2>
+            {keys.length} key{keys.length === 1 ? '' : 's'}
+          </h2>
           {revokedCount > 0 && (
-            <label class="check"><input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} /> Show {revokedCount} revoked or expired</label>
+            <label class="check">
+              <input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} />{' '}
+              Show {revokedCount} revoked or expired
+            </label>
           )}
         </div>
         <ErrorNote error={error} onRetry={reload} />
@@ -65,24 +99,67 @@ export function Keys() {
         {data && !keys.length && (
           <Empty icon="key" title="No API keys yet">
             <p>Create a service key for a back-end, or a public key for a web or mobile front-end.</p>
-            <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>New key</Button>
+            <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>
+              New key
+            </Button>
           </Empty>
         )}
         {keys.length > 0 && (
           <div class="table-wrap">
             <table>
-              <thead><tr><th>Key</th><th>Type</th><th>Service</th><th>Permissions</th><th>Tables</th><th>Last used</th><th>Expires</th><th><span class="sr-only">Actions</span></th></tr></thead>
+              <thead>
+                <tr>
+                  <th>Key</th>
+                  <th>Type</th>
+                  <th>Service</th>
+                  <th>Permissions</th>
+                  <th>Tables</th>
+                  <th>Last used</th>
+                  <th>Expires</th>
+                  <th>
+                    <span class="sr-only">Actions</span>
+                  </th>
+                </tr>
+              </thead>
               <tbody>
                 {keys.map((k) => (
                   <tr key={k.id}>
-                    <td><span class="mono nowrap">{k.display}</span>{k.name && <div class="muted">{k.name}</div>}</td>
-                    <td><div class="badges"><Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>{k.site && <Badge>site</Badge>}{status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}</div></td>
+                    <td>
+                      <span class="mono nowrap">{k.display}</span>
+                      {k.name && <div class="muted">{k.name}</div>}
+                    </td>
+                    <td>
+                      <div class="badges">
+                        <Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>
+                        {k.site && <Badge>site</Badge>}
+                        {status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}
+                      </div>
+                    </td>
                     <td>{k.service ?? '—'}</td>
-                    <td><div class="badges">{k.permissions.length ? k.permissions.map((p) => <Badge key={p}>{p}</Badge>) : <span class="muted">none</span>}</div></td>
+                    <td>
+                      <div class="badges">
+                        {k.permissions.length ? (
+                          k.permissions.map((p) => <Badge key={p}>{p}</Badge>)
+                        ) : (
+                          <span class="muted">none</span>
+                        )}
+                      </div>
+                    </td>
                     <td>{k.tables.length ? k.tables.join(', ') : <span class="muted">—</span>}</td>
                     <td title={dateTime(k.last_used_at)}>{ago(k.last_used_at)}</td>
                     <td>{k.expires_at ? dateTime(k.expires_at) : <span class="muted">never</span>}</td>
-                    <td class="actions">{status(k) === 'active' && <Button class="btn-sm" variant="ghost" aria-label={`Revoke ${k.display}`} onClick={() => revoke(k)}>Revoke</Button>}</td>
+                    <td class="actions">
+                      {status(k) === 'active' && (
+                        <Button
+                          class="btn-sm"
+                          variant="ghost"
+                          aria-label={`Revoke ${k.display}`}
+                          onClick={() => revoke(k)}
+                        >
+                          Revoke
+                        </Button>
+                      )}
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -90,13 +167,28 @@ export function Keys() {
           </div>
         )}
       </section>
-      {creating && <CreateKey onClose={() => setCreating(false)} onCreated={(r) => { setCreating(false); setSecret(r); reload(); }} />}
+      {creating && (
+        <CreateKey
+          onClose={() => setCreating(false)}
+          onCreated={(r) => {
+            setCreating(false);
+            setSecret(r);
+            reload();
+          }}
+        />
+      )}
       {secret && <SecretOnce created={secret} onClose={() => setSecret(null)} />}
     </>
   );
 }
 
-function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r: { key: Key; secret: string }) => void }) {
+function CreateKey({
+  onClose,
+  onCreated,
+}: {
+  onClose: () => void;
+  onCreated: (r: { key: Key; secret: string }) => void;
+}) {
   const [type, setType] = useState<'service' | 'public'>('service');
   const [name, setName] = useState('');
   const [service, setService] = useState('');
@@ -107,16 +199,20 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
   const needsTables = perms.includes('db:query') || perms.includes('db:*');
-  const catalog = useAsync(() => (needsTables ? get<{ tables: { name: string }[] }>('/data/tables') : Promise.resolve(undefined)), [needsTables]);
+  const catalog = useAsync(
+    () => (needsTables ? get<{ tables: { name: string }[] }>('/data/tables') : Promise.resolve(undefined)),
+    [needsTables],
+  );
   const toggle = (list: string[], v: string) => (list.includes(v) ? list.filter((x) => x !== v) : [...list, v]);
   const submit = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
     setError(undefined);
     const common = { name: name || undefined, expires_at: expires ? new Date(expires).toISOString() : undefined };
-    const body = type === 'service'
-      ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
-      : { ...common, type, site };
+    const body =
+      type === 'service'
+        ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
+        : { ...common, type, site };
     try {
       onCreated(await post<{ key: Key; secret: string }>('/keys', body));
       toast('Key created. Copy its secret now: it is shown only once.');
@@ -128,31 +224,61 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
   };
   const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];
   return (
-    <Modal title="New API key" onClose={onClose} wide
-      footer={<><Button onClick={onClose}>Cancel</Button><Button variant="primary" type="submit" form="create-key" busy={busy}>Create key</Button></>}>
+    <Modal
+      title="New API key"
+      onClose={onClose}
+      wide
+      footer={
+        <>
+          <Button onClick={onClose}>Cancel</Button>
+          <Button variant="primary" type="submit" form="create-key" busy={busy}>
+            Create key
+          </Button>
+        </>
+      }
+    >
       <form id="create-key" class="form" onSubmit={submit}>
         <ErrorNote error={formError(error, fields)} />
         <fieldset>
           <legend>Type</legend>
           <div class="checks">
-            <label class="check"><input type="radio" name="type" checked={type === 'service'} onChange={() => setType('service')} /> Service key (sk_…): a back-end with permissions</label>
-            <label class="check"><input type="radio" name="type" checked={type === 'public'} onChange={() => setType('public')} /> Public key (pk_…): a front-end, no permissions</label>
+            <label class="check">
+              <input type="radio" name="type" checked={type === 'service'} onChange={() => setType('service')} />{' '}
+              Service key (sk_…): a back-end with permissions
+            </label>
+            <label class="check">
+              <input type="radio" name="type" checked={type === 'public'} onChange={() => setType('public')} /> Public
+              key (pk_…): a front-end, no permissions
+            </label>
           </div>
           {fieldError(error, 'type') && <p class="field-error">{fieldError(error, 'type')}</p>}
         </fieldset>
         {type === 'service' ? (
           <>
-            <Field label="Service" error={fieldError(error, 'service')} hint="A name for the back-end using this key, e.g. billing.">
+            <Field
+              label="Service"
+              error={fieldError(error, 'service')}
+              hint="A name for the back-end using this key, e.g. billing."
+            >
               {(id, d) => (
-                // biome-ignore lint/a11y/noAutofocus: in the New API key dialog (Modal), where focus belongs
-                <input id={id} aria-describedby={d} value={service} onInput={(e) => setService(e.currentTarget.value)} required autoFocus />
+                <input
+                  id={id}
+                  aria-describedby={d}
+                  value={service}
+                  onInput={(e) => setService(e.currentTarget.value)}
+                  required
+                  autoFocus
+                />
               )}
             </Field>
             <fieldset>
               <legend>Permissions</legend>
               <div class="checks">
                 {PERMISSIONS.map((p) => (
-                  <label class="check" key={p}><input type="checkbox" checked={perms.includes(p)} onChange={() => setPerms(toggle(perms, p))} /> {p}</label>
+                  <label class="check" key={p}>
+                    <input type="checkbox" checked={perms.includes(p)} onChange={() => setPerms(toggle(perms, p))} />{' '}
+                    {p}
+                  </label>
                 ))}
               </div>
               {fieldError(error, 'permissions') && <p class="field-error">{fieldError(error, 'permissions')}</p>}
@@ -162,10 +288,19 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
                 <legend>Tables this key may touch</legend>
                 {catalog.loading && <Loading label="Reading the catalog…" />}
                 <ErrorNote error={catalog.error} onRetry={catalog.reload} />
-                {catalog.data && !catalog.data.tables.length && <p class="muted">The data schema has no tables yet. Add a migration, then come back.</p>}
+                {catalog.data && !catalog.data.tables.length && (
+                  <p class="muted">The data schema has no tables yet. Add a migration, then come back.</p>
+                )}
                 <div class="checks">
                   {catalog.data?.tables.map((t) => (
-                    <label class="check" key={t.name}><input type="checkbox" checked={tables.includes(t.name)} onChange={() => setTables(toggle(tables, t.name))} /> {t.name}</label>
+                    <label class="check" key={t.name}>
+                      <input
+                        type="checkbox"
+                        checked={tables.includes(t.name)}
+                        onChange={() => setTables(toggle(tables, t.name))}
+                      />{' '}
+                      {t.name}
+                    </label>
                   ))}
                 </div>
                 {fieldError(error, 'tables') && <p class="field-error">{fieldError(error, 'tables')}</p>}
@@ -173,13 +308,30 @@ function CreateKey({ onClose, onCreated }: { onClose: () => void; onCreated: (r:
             )}
           </>
         ) : (
-          <label class="check"><input type="checkbox" checked={site} onChange={(e) => setSite(e.currentTarget.checked)} /> Site key: published in the runtime config when access mode is api_key_required</label>
+          <label class="check">
+            <input type="checkbox" checked={site} onChange={(e) => setSite(e.currentTarget.checked)} /> Site key:
+            published in the runtime config when access mode is api_key_required
+          </label>
         )}
         <Field label="Name" error={fieldError(error, 'name')} hint="Optional: what this key is for, shown in the list.">
-          {(id, d) => <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+          {(id, d) => (
+            <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          )}
         </Field>
-        <Field label="Expires" error={fieldError(error, 'expires_at')} hint="Leave empty for a key that does not expire.">
-          {(id, d) => <input id={id} aria-describedby={d} type="datetime-local" value={expires} onInput={(e) => setExpires(e.currentTarget.value)} />}
+        <Field
+          label="Expires"
+          error={fieldError(error, 'expires_at')}
+          hint="Leave empty for a key that does not expire."
+        >
+          {(id, d) => (
+            <input
+              id={id}
+              aria-describedby={d}
+              type="datetime-local"
+              value={expires}
+              onInput={(e) => setExpires(e.currentTarget.value)}
+            />
+          )}
         </Field>
       </form>
     </Modal>
@@ -200,13 +352,29 @@ function SecretOnce({ created, onClose }: { created: { key: Key; secret: string 
     }
   };
   return (
-    <Modal title="Copy the secret now" onClose={onClose} footer={<Button variant="primary" onClick={onClose}>Done</Button>}>
-      <p>This is the only time the secret of <strong>{created.key.display}</strong> is shown. Basalt keeps only its hash.</p>
+    <Modal
+      title="Copy the secret now"
+      onClose={onClose}
+      footer={
+        <Button variant="primary" onClick={onClose}>
+          Done
+        </Button>
+      }
+    >
+      <p>
+        This is the only time the secret of <strong>{created.key.display}</strong> is shown. Basalt keeps only its hash.
+      </p>
       <div class="secret">
-        <code id="secret-value" data-testid="secret">{created.secret}</code>
-        <Button icon={copied ? 'check' : 'copy'} onClick={copy}>{copied ? 'Copied' : 'Copy'}</Button>
+        <code id="secret-value" data-testid="secret">
+          {created.secret}
+        </code>
+        <Button icon={copied ? 'check' : 'copy'} onClick={copy}>
+          {copied ? 'Copied' : 'Copy'}
+        </Button>
       </div>
-      <p class="field-hint" style={{ marginTop: '10px' }}>Clients send it in the <code>X-API-Key</code> header.</p>
+      <p class="field-hint" style={{ marginTop: '10px' }}>
+        Clients send it in the <code>X-API-Key</code> header.
+      </p>
     </Modal>
   );
 }

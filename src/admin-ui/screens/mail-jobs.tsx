@@ -1,7 +1,18 @@
 /** Mail jobs: filtered by state, recipient, time; detail with attempts, last error, timing; retry, cancel. */
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../api';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync, useCursorList } from '../components/ui';
+import {
+  Badge,
+  Button,
+  Empty,
+  ErrorNote,
+  Field,
+  Loading,
+  PageHeader,
+  confirm,
+  useAsync,
+  useCursorList,
+} from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, dateTime, localToIso } from '../format';
@@ -23,7 +34,14 @@ export interface Job {
   message_id: string | null;
 }
 
-const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = { queued: 'info', sending: 'info', sent: 'ok', failed: 'warn', dead: 'danger', cancelled: 'neutral' };
+const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = {
+  queued: 'info',
+  sending: 'info',
+  sent: 'ok',
+  failed: 'warn',
+  dead: 'danger',
+  cancelled: 'neutral',
+};
 export const JobState = ({ s }: { s: Job['state'] }) => <Badge tone={TONE[s] ?? 'neutral'}>{s}</Badge>;
 
 export function MailJobs() {
@@ -33,40 +51,95 @@ export function MailJobs() {
 
 function JobList() {
   const q = route.value.query;
-  const { form, set, apply, pager, data, error, loading, reload } = useCursorList({ state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' }, (f, before) =>
-    get<{ jobs: Job[]; next_cursor: string | null }>('/mail/jobs' + query({ state: f.state, recipient: f.recipient, since: localToIso(f.since), until: localToIso(f.until), limit: 50, before })),
+  const { form, set, apply, pager, data, error, loading, reload } = useCursorList(
+    { state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' },
+    (f, before) =>
+      get<{ jobs: Job[]; next_cursor: string | null }>(
+        '/mail/jobs' +
+          query({
+            state: f.state,
+            recipient: f.recipient,
+            since: localToIso(f.since),
+            until: localToIso(f.until),
+            limit: 50,
+            before,
+          }),
+      ),
   );
   return (
     <>
-      <PageHeader title="Mail jobs" subtitle="The outgoing mail queue, newest first." actions={<Button icon="refresh" onClick={reload}>Refresh</Button>} />
+      <PageHeader
+        title="Mail jobs"
+        subtitle="The outgoing mail queue, newest first."
+        actions={
+          <Button icon="refresh" onClick={reload}>
+            Refresh
+          </Button>
+        }
+      />
       <section class="panel">
         <form class="toolbar" onSubmit={apply}>
           <Field label="State">
             {(id) => (
               <select id={id} value={form.state} onChange={set('state')}>
                 <option value="">any</option>
-                {Object.keys(TONE).map((s) => <option key={s} value={s}>{s}</option>)}
+                {Object.keys(TONE).map((s) => (
+                  <option key={s} value={s}>
+                    {s}
+                  </option>
+                ))}
               </select>
             )}
           </Field>
-          <Field label="Recipient">{(id) => <input id={id} type="search" value={form.recipient} onInput={set('recipient')} placeholder="e-mail" />}</Field>
-          <Field label="From">{(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}</Field>
-          <Field label="To">{(id) => <input id={id} type="datetime-local" value={form.until} onInput={set('until')} />}</Field>
-          <Button type="submit" variant="primary" icon="filter">Apply filters</Button>
+          <Field label="Recipient">
+            {(id) => (
+              <input id={id} type="search" value={form.recipient} onInput={set('recipient')} placeholder="e-mail" />
+            )}
+          </Field>
+          <Field label="From">
+            {(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}
+          </Field>
+          <Field label="To">
+            {(id) => <input id={id} type="datetime-local" value={form.until} onInput={set('until')} />}
+          </Field>
+          <Button type="submit" variant="primary" icon="filter">
+            Apply filters
+          </Button>
         </form>
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}
-        {data && !data.jobs.length && <Empty icon="mail" title="No mail jobs match">Jobs appear here when the Mail API queues a message.</Empty>}
+        {data && !data.jobs.length && (
+          <Empty icon="mail" title="No mail jobs match">
+            Jobs appear here when the Mail API queues a message.
+          </Empty>
+        )}
         {!!data?.jobs.length && (
           <div class="table-wrap">
             <table>
-              <thead><tr><th>State</th><th>To</th><th>Subject / template</th><th class="num">Attempts</th><th>Queued</th><th>Last error</th></tr></thead>
+              <thead>
+                <tr>
+                  <th>State</th>
+                  <th>To</th>
+                  <th>Subject / template</th>
+                  <th class="num">Attempts</th>
+                  <th>Queued</th>
+                  <th>Last error</th>
+                </tr>
+              </thead>
               <tbody>
                 {data.jobs.map((j) => (
                   <tr key={j.id} class="row-link" onClick={() => navigate(`/mail/${j.id}`)}>
-                    <td><JobState s={j.state} /></td>
-                    <td><a href={`#/mail/${encodeURIComponent(j.id)}`} onClick={(e) => e.stopPropagation()}>{j.to.join(', ')}</a></td>
-                    <td class="cell" style={{ fontFamily: 'inherit' }}>{j.subject ?? (j.template ? `template ${j.template}` : '—')}</td>
+                    <td>
+                      <JobState s={j.state} />
+                    </td>
+                    <td>
+                      <a href={`#/mail/${encodeURIComponent(j.id)}`} onClick={(e) => e.stopPropagation()}>
+                        {j.to.join(', ')}
+                      </a>
+                    </td>
+                    <td class="cell" style={{ fontFamily: 'inherit' }}>
+                      {j.subject ?? (j.template ? `template ${j.template}` : '—')}
+                    </td>
                     <td class="num">{j.attempts}</td>
                     <td title={dateTime(j.created_at)}>{ago(j.created_at)}</td>
                     <td class="cell">{j.last_error ?? ''}</td>
@@ -83,10 +156,22 @@ function JobList() {
 }
 
 function JobDetail({ id }: { id: string }) {
-  const { data, error, loading, reload } = useAsync(() => get<{ job: Job }>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => r.job), [id]);
+  const { data, error, loading, reload } = useAsync(
+    () => get<{ job: Job }>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => r.job),
+    [id],
+  );
   const [busy, setBusy] = useState(false);
   const act = async (action: 'retry' | 'cancel') => {
-    if (action === 'cancel' && !(await confirm({ title: 'Cancel this mail?', body: <p>The message will not be sent.</p>, action: 'Cancel mail', danger: true }))) return;
+    if (
+      action === 'cancel' &&
+      !(await confirm({
+        title: 'Cancel this mail?',
+        body: <p>The message will not be sent.</p>,
+        action: 'Cancel mail',
+        danger: true,
+      }))
+    )
+      return;
     setBusy(true);
     try {
       await post(`/mail/jobs/${encodeURIComponent(id)}/${action}`);
@@ -101,30 +186,65 @@ function JobDetail({ id }: { id: string }) {
   const j = data;
   return (
     <>
-      <a class="back" href="#/mail"><Icon name="chevronLeft" size={14} /> Mail jobs</a>
+      <a class="back" href="#/mail">
+        <Icon name="chevronLeft" size={14} /> Mail jobs
+      </a>
       <ErrorNote error={error} onRetry={reload} />
       {loading && !j && <Loading />}
       {j && (
         <>
-          <PageHeader title={j.subject ?? (j.template ? `Template ${j.template}` : 'Mail job')} subtitle={<>To {j.to.join(', ')} · <JobState s={j.state} /></>}
-            actions={<>
-              {(j.state === 'failed' || j.state === 'dead') && <Button variant="primary" icon="refresh" busy={busy} onClick={() => act('retry')}>Retry</Button>}
-              {j.state === 'queued' && <Button variant="danger" busy={busy} onClick={() => act('cancel')}>Cancel</Button>}
-            </>} />
+          <PageHeader
+            title={j.subject ?? (j.template ? `Template ${j.template}` : 'Mail job')}
+            subtitle={
+              <>
+                To {j.to.join(', ')} · <JobState s={j.state} />
+              </>
+            }
+            actions={
+              <>
+                {(j.state === 'failed' || j.state === 'dead') && (
+                  <Button variant="primary" icon="refresh" busy={busy} onClick={() => act('retry')}>
+                    Retry
+                  </Button>
+                )}
+                {j.state === 'queued' && (
+                  <Button variant="danger" busy={busy} onClick={() => act('cancel')}>
+                    Cancel
+                  </Button>
+                )}
+              </>
+            }
+          />
           <section class="panel">
             <div class="panel-body">
               <dl class="kv">
-                <dt>Job id</dt><dd class="mono">{j.id}</dd>
-                <dt>State</dt><dd><JobState s={j.state} /></dd>
-                <dt>Recipients</dt><dd>{j.to.join(', ')}</dd>
-                <dt>Template</dt><dd>{j.template ?? '—'}</dd>
-                <dt>Attempts</dt><dd>{j.attempts}{j.max_attempts ? ` of ${j.max_attempts}` : ''}</dd>
-                <dt>Queued</dt><dd>{dateTime(j.created_at)}</dd>
-                <dt>Last change</dt><dd>{dateTime(j.updated_at)}</dd>
-                <dt>Next attempt</dt><dd>{j.next_attempt_at ? `${dateTime(j.next_attempt_at)} (${ago(j.next_attempt_at)})` : '—'}</dd>
-                <dt>Sent</dt><dd>{dateTime(j.sent_at)}</dd>
-                <dt>Message id</dt><dd class="mono">{j.message_id ?? '—'}</dd>
-                <dt>Last error</dt><dd>{j.last_error ? <span class="field-error">{j.last_error}</span> : '—'}</dd>
+                <dt>Job id</dt>
+                <dd class="mono">{j.id}</dd>
+                <dt>State</dt>
+                <dd>
+                  <JobState s={j.state} />
+                </dd>
+                <dt>Recipients</dt>
+                <dd>{j.to.join(', ')}</dd>
+                <dt>Template</dt>
+                <dd>{j.template ?? '—'}</dd>
+                <dt>Attempts</dt>
+                <dd>
+                  {j.attempts}
+                  {j.max_attempts ? ` of ${j.max_attempts}` : ''}
+                </dd>
+                <dt>Queued</dt>
+                <dd>{dateTime(j.created_at)}</dd>
+                <dt>Last change</dt>
+                <dd>{dateTime(j.updated_at)}</dd>
+                <dt>Next attempt</dt>
+                <dd>{j.next_attempt_at ? `${dateTime(j.next_attempt_at)} (${ago(j.next_attempt_at)})` : '—'}</dd>
+                <dt>Sent</dt>
+                <dd>{dateTime(j.sent_at)}</dd>
+                <dt>Message id</dt>
+                <dd class="mono">{j.message_id ?? '—'}</dd>
+                <dt>Last error</dt>
+                <dd>{j.last_error ? <span class="field-error">{j.last_error}</span> : '—'}</dd>
               </dl>
             </div>
           </section>

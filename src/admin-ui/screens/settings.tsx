@@ -24,18 +24,47 @@ export function Settings() {
   const group = route.value.query.get('group') ?? '';
   const [search, setSearch] = useState('');
   const groups = useMemo(() => [...new Set((data?.settings ?? []).map((s) => s.group))], [data]);
-  const shown = (data?.settings ?? []).filter((s) => (!group || s.group === group) && (!search || (s.key + ' ' + s.description).toLowerCase().includes(search.toLowerCase())));
+  const shown = (data?.settings ?? []).filter(
+    (s) =>
+      (!group || s.group === group) &&
+      (!search || (s.key + ' ' + s.description).toLowerCase().includes(search.toLowerCase())),
+  );
   const byGroup = groups.map((g) => ({ g, items: shown.filter((s) => s.group === g) })).filter((x) => x.items.length);
   return (
     <>
-      <PageHeader title="Settings" subtitle="Precedence: environment > config file > set here > default. Settings pinned by the environment or the config file are read-only here." />
+      <PageHeader
+        title="Settings"
+        subtitle="Precedence: environment > config file > set here > default. Settings pinned by the environment or the config file are read-only here."
+      />
       <div class="row" style={{ marginBottom: '12px' }}>
-        <Field label="Find a setting">{(id) => <input id={id} type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="cors, smtp, rate…" />}</Field>
+        <Field label="Find a setting">
+          {(id) => (
+            <input
+              id={id}
+              type="search"
+              value={search}
+              onInput={(e) => setSearch(e.currentTarget.value)}
+              placeholder="cors, smtp, rate…"
+            />
+          )}
+        </Field>
       </div>
       {/* biome-ignore lint/a11y/useSemanticElements: filter chips, not fields; a <fieldset> brings its own box */}
       <div class="group-nav" role="group" aria-label="Groups">
-        <button type="button" class="chip" aria-pressed={!group} onClick={() => navigate('/settings')}>All</button>
-        {groups.map((g) => <button key={g} type="button" class="chip" aria-pressed={group === g} onClick={() => navigate('/settings', { group: g })}>{g}</button>)}
+        <button type="button" class="chip" aria-pressed={!group} onClick={() => navigate('/settings')}>
+          All
+        </button>
+        {groups.map((g) => (
+          <button
+            key={g}
+            type="button"
+            class="chip"
+            aria-pressed={group === g}
+            onClick={() => navigate('/settings', { group: g })}
+          >
+            {g}
+          </button>
+        ))}
       </div>
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
@@ -43,8 +72,13 @@ export function Settings() {
       {data && !byGroup.length && <Empty icon="settings" title="No setting matches" />}
       {byGroup.map(({ g, items }) => (
         <section class="panel" key={g} aria-label={`${g} settings`}>
-          <div class="panel-head"><h2>{g}</h2><span class="muted">{items.length}</span></div>
-          {items.map((s) => <SettingRow key={s.key} s={s} onChanged={reload} />)}
+          <div class="panel-head">
+            <h2>{g}</h2>
+            <span class="muted">{items.length}</span>
+          </div>
+          {items.map((s) => (
+            <SettingRow key={s.key} s={s} onChanged={reload} />
+          ))}
         </section>
       ))}
     </>
@@ -68,10 +102,17 @@ function toText(v: unknown): string {
 
 function fromText(s: Setting, text: string): unknown {
   switch (kindOf(s)) {
-    case 'bool': return text === 'true';
-    case 'int': return text.trim() === '' ? text : Number(text);
-    case 'list': return text.split(/[\n,]/).map((x) => x.trim()).filter(Boolean);
-    default: return text;
+    case 'bool':
+      return text === 'true';
+    case 'int':
+      return text.trim() === '' ? text : Number(text);
+    case 'list':
+      return text
+        .split(/[\n,]/)
+        .map((x) => x.trim())
+        .filter(Boolean);
+    default:
+      return text;
   }
 }
 
@@ -87,12 +128,22 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const { setting } = await put<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`, { value: fromText(s, text) });
+      const { setting } = await put<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`, {
+        value: fromText(s, text),
+      });
       setText(toText(setting.value));
       toast(`${s.key} saved${setting.live ? ' and applied' : '; it applies after a restart'}.`);
       onChanged();
     } catch (err) {
-      setError(err instanceof ApiError ? err.fields[s.key] ?? err.fields.value ?? (err.code === 'setting_pinned' ? `Pinned by ${String(err.details.pinned_by ?? 'the environment or config file')}: change it there.` : err.message) : String(err));
+      setError(
+        err instanceof ApiError
+          ? (err.fields[s.key] ??
+              err.fields.value ??
+              (err.code === 'setting_pinned'
+                ? `Pinned by ${String(err.details.pinned_by ?? 'the environment or config file')}: change it there.`
+                : err.message))
+          : String(err),
+      );
     } finally {
       setBusy(false);
     }
@@ -119,34 +170,124 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
         <p class="setting-desc">{s.description}</p>
         <div class="badges">
           <Badge tone={src.tone}>{src.label}</Badge>
-          {s.live ? <Badge tone="ok">live</Badge> : <Badge tone="warn" title="Takes effect after a restart">restart needed</Badge>}
+          {s.live ? (
+            <Badge tone="ok">live</Badge>
+          ) : (
+            <Badge tone="warn" title="Takes effect after a restart">
+              restart needed
+            </Badge>
+          )}
           {s.secret && <Badge>secret</Badge>}
         </div>
       </div>
       <div class="setting-edit">
-        <Field label={`Value of ${s.key}`} hideLabel error={error} hint={pinned ? <>Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.</> : <>{s.default !== undefined && s.default !== null && s.default !== '' && <>Default: <code>{toText(s.default)}</code>. </>}{s.min !== undefined && s.max !== undefined && <>Between {s.min} and {s.max}.</>}</>}>
+        <Field
+          label={`Value of ${s.key}`}
+          hideLabel
+          error={error}
+          hint={
+            pinned ? (
+              <>
+                Pinned by <code>{s.pinned_by ?? s.source}</code>; change it there.
+              </>
+            ) : (
+              <>
+                {s.default !== undefined && s.default !== null && s.default !== '' && (
+                  <>
+                    Default: <code>{toText(s.default)}</code>.{' '}
+                  </>
+                )}
+                {s.min !== undefined && s.max !== undefined && (
+                  <>
+                    Between {s.min} and {s.max}.
+                  </>
+                )}
+              </>
+            )
+          }
+        >
           {(id, d) =>
             kind === 'bool' ? (
-              <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
+              <select
+                id={id}
+                aria-describedby={d}
+                value={text}
+                disabled={pinned}
+                onChange={(e) => setText(e.currentTarget.value)}
+              >
                 <option value="true">true</option>
                 <option value="false">false</option>
               </select>
             ) : kind === 'enum' ? (
-              <select id={id} aria-describedby={d} value={text} disabled={pinned} onChange={(e) => setText(e.currentTarget.value)}>
-                {s.values!.map((v) => <option key={v} value={v}>{v}</option>)}
+              <select
+                id={id}
+                aria-describedby={d}
+                value={text}
+                disabled={pinned}
+                onChange={(e) => setText(e.currentTarget.value)}
+              >
+                {s.values!.map((v) => (
+                  <option key={v} value={v}>
+                    {v}
+                  </option>
+                ))}
               </select>
             ) : kind === 'list' ? (
-              <textarea id={id} aria-describedby={d} rows={Math.max(2, text.split('\n').length)} value={text} readOnly={pinned} placeholder="one per line" onInput={(e) => setText(e.currentTarget.value)} />
+              <textarea
+                id={id}
+                aria-describedby={d}
+                rows={Math.max(2, text.split('\n').length)}
+                value={text}
+                readOnly={pinned}
+                placeholder="one per line"
+                onInput={(e) => setText(e.currentTarget.value)}
+              />
             ) : (
-              <input id={id} aria-describedby={d} type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'} value={text} readOnly={pinned} placeholder={s.secret ? 'set but hidden; type to replace' : ''} min={s.min} max={s.max} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" />
+              <input
+                id={id}
+                aria-describedby={d}
+                type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'}
+                value={text}
+                readOnly={pinned}
+                placeholder={s.secret ? 'set but hidden; type to replace' : ''}
+                min={s.min}
+                max={s.max}
+                onInput={(e) => setText(e.currentTarget.value)}
+                autocomplete="off"
+              />
             )
           }
         </Field>
         {!pinned && (dirty || busy || s.source === 'database') && (
           <div class="page-actions">
-            {(dirty || busy) && <Button type="submit" variant="primary" class="btn-sm" busy={busy} aria-label={`Save ${s.key}`}>Save</Button>}
-            {dirty && <Button class="btn-sm" variant="ghost" onClick={() => { setText(toText(s.value)); setError(undefined); }}>Undo</Button>}
-            {!dirty && s.source === 'database' && <Button class="btn-sm" variant="ghost" onClick={reset} disabled={busy} aria-label={`Reset ${s.key} to default`}>Reset to default</Button>}
+            {(dirty || busy) && (
+              <Button type="submit" variant="primary" class="btn-sm" busy={busy} aria-label={`Save ${s.key}`}>
+                Save
+              </Button>
+            )}
+            {dirty && (
+              <Button
+                class="btn-sm"
+                variant="ghost"
+                onClick={() => {
+                  setText(toText(s.value));
+                  setError(undefined);
+                }}
+              >
+                Undo
+              </Button>
+            )}
+            {!dirty && s.source === 'database' && (
+              <Button
+                class="btn-sm"
+                variant="ghost"
+                onClick={reset}
+                disabled={busy}
+                aria-label={`Reset ${s.key} to default`}
+              >
+                Reset to default
+              </Button>
+            )}
           </div>
         )}
       </div>
@@ -169,7 +310,8 @@ function SmtpTest() {
       setAnswer({ ok: true, text: `Accepted. Server answered: ${r.response} (message id ${r.message_id})` });
     } catch (err) {
       if (err instanceof ApiError && err.fields.to) setError(err.fields.to);
-      else if (err instanceof ApiError && err.code === 'mail_not_configured') setAnswer({ ok: false, text: 'Mail is not configured: set the SMTP host below first, then send a test.' });
+      else if (err instanceof ApiError && err.code === 'mail_not_configured')
+        setAnswer({ ok: false, text: 'Mail is not configured: set the SMTP host below first, then send a test.' });
       else setAnswer({ ok: false, text: err instanceof Error ? `Refused: ${err.message}` : String(err) });
     } finally {
       setBusy(false);
@@ -177,13 +319,34 @@ function SmtpTest() {
   };
   return (
     <section class="panel">
-      <div class="panel-head"><h2>SMTP test</h2><span class="muted">Sends one message now, outside the queue.</span></div>
+      <div class="panel-head">
+        <h2>SMTP test</h2>
+        <span class="muted">Sends one message now, outside the queue.</span>
+      </div>
       <form class="panel-body form" onSubmit={send}>
         <div class="row">
-          <Field label="Test recipient" error={error}>{(id, d) => <input id={id} aria-describedby={d} type="email" value={to} onInput={(e) => setTo(e.currentTarget.value)} placeholder="you@example.com" required />}</Field>
-          <Button type="submit" variant="primary" icon="mail" busy={busy}>Send test</Button>
+          <Field label="Test recipient" error={error}>
+            {(id, d) => (
+              <input
+                id={id}
+                aria-describedby={d}
+                type="email"
+                value={to}
+                onInput={(e) => setTo(e.currentTarget.value)}
+                placeholder="you@example.com"
+                required
+              />
+            )}
+          </Field>
+          <Button type="submit" variant="primary" icon="mail" busy={busy}>
+            Send test
+          </Button>
         </div>
-        {answer && <div class={`notice ${answer.ok ? '' : 'notice-danger'}`} role="status" data-testid="smtp-answer">{answer.text}</div>}
+        {answer && (
+          <div class={`notice ${answer.ok ? '' : 'notice-danger'}`} role="status" data-testid="smtp-answer">
+            {answer.text}
+          </div>
+        )}
       </form>
     </section>
   );

@@ -41,10 +41,15 @@ export function Setup() {
             <p class="muted">This link works once and for 30 minutes.</p>
           </div>
         </div>
-        {!token && <div class="notice">This setup link has no token. Copy the whole link that <code>basalt serve</code> printed.</div>}
+        {!token && (
+          <div class="notice">
+            This setup link has no token. Copy the whole link that <code>basalt serve</code> printed.
+          </div>
+        )}
         {gone ? (
           <div class="notice notice-danger" role="alert">
-            This setup link was already used or has expired. Restart <code>basalt serve</code> for a new one (while no administrator exists), or run <code>basalt admin create</code>.
+            This setup link was already used or has expired. Restart <code>basalt serve</code> for a new one (while no
+            administrator exists), or run <code>basalt admin create</code>.
             <p>
               <a href="#/">Go to sign-in</a>
             </p>
@@ -54,15 +59,43 @@ export function Setup() {
             <ErrorNote error={formError(error, ['email', 'password'])} />
             <Field label="Email" error={fieldError(error, 'email')}>
               {(id, d) => (
-                // biome-ignore lint/a11y/noAutofocus: the page is this form alone; anyone starts at its first field
-                <input id={id} aria-describedby={d} type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} autoFocus />
+                <input
+                  id={id}
+                  aria-describedby={d}
+                  type="email"
+                  autocomplete="username"
+                  required
+                  value={email}
+                  onInput={(e) => setEmail(e.currentTarget.value)}
+                  autoFocus
+                />
               )}
             </Field>
             <Field label="Password" error={fieldError(error, 'password')}>
-              {(id, d) => <input id={id} aria-describedby={d} type="password" autocomplete="new-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />}
+              {(id, d) => (
+                <input
+                  id={id}
+                  aria-describedby={d}
+                  type="password"
+                  autocomplete="new-password"
+                  required
+                  value={password}
+                  onInput={(e) => setPassword(e.currentTarget.value)}
+                />
+              )}
             </Field>
             <Field label="Repeat password" error={mismatch ? 'The two passwords differ.' : undefined}>
-              {(id, d) => <input id={id} aria-describedby={d} type="password" autocomplete="new-password" required value={repeat} onInput={(e) => setRepeat(e.currentTarget.value)} />}
+              {(id, d) => (
+                <input
+                  id={id}
+                  aria-describedby={d}
+                  type="password"
+                  autocomplete="new-password"
+                  required
+                  value={repeat}
+                  onInput={(e) => setRepeat(e.currentTarget.value)}
+                />
+              )}
             </Field>
             <Button type="submit" variant="primary" busy={busy} disabled={!token || mismatch} class="btn-block">
               Create administrator

@@ -33,14 +33,39 @@ export function SignInForm({ email: initial = '' }: { email?: string }) {
       {error && !invalid && <ErrorNote error={error} />}
       <Field label="Email" error={error instanceof ApiError ? error.fields.email : undefined}>
         {(id, d) => (
-          // biome-ignore lint/a11y/noAutofocus: the sign-in page is this form alone; anyone starts at its first field
-          <input id={id} aria-describedby={d} type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} autoFocus={!initial} />
+          <input
+            id={id}
+            aria-describedby={d}
+            type="email"
+            autocomplete="username"
+            required
+            value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)}
+            autoFocus={!initial}
+          />
         )}
       </Field>
-      <Field label="Password" error={invalid ? 'Wrong e-mail or password. Check both and try again.' : error instanceof ApiError ? error.fields.password : undefined}>
+      <Field
+        label="Password"
+        error={
+          invalid
+            ? 'Wrong e-mail or password. Check both and try again.'
+            : error instanceof ApiError
+              ? error.fields.password
+              : undefined
+        }
+      >
         {(id, d) => (
-          // biome-ignore lint/a11y/noAutofocus: in the session-lost dialog (e-mail given) the password is what is missing
-          <input id={id} aria-describedby={d} type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} autoFocus={!!initial} />
+          <input
+            id={id}
+            aria-describedby={d}
+            type="password"
+            autocomplete="current-password"
+            required
+            value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+            autoFocus={!!initial}
+          />
         )}
       </Field>
       <Button type="submit" variant="primary" busy={busy} class="btn-block">
@@ -63,7 +88,8 @@ export function SignIn() {
         </div>
         {setupRequired.value && (
           <div class="notice">
-            No administrator exists yet. Open the one-time setup link that <code>basalt serve</code> printed, or run <code>basalt admin create --email … --password …</code>.
+            No administrator exists yet. Open the one-time setup link that <code>basalt serve</code> printed, or run{' '}
+            <code>basalt admin create --email … --password …</code>.
           </div>
         )}
         <SignInForm />

@@ -5,7 +5,18 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, del, get, post, put } from '../api';
-import { Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, fieldError, formError, useAsync } from '../components/ui';
+import {
+  Button,
+  Empty,
+  ErrorNote,
+  Field,
+  Loading,
+  PageHeader,
+  confirm,
+  fieldError,
+  formError,
+  useAsync,
+} from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { dateTime } from '../format';
@@ -31,24 +42,42 @@ function TemplateList() {
   const { data, error, loading, reload } = useAsync(() => get<{ templates: TemplateSummary[] }>('/templates'), []);
   return (
     <>
-      <PageHeader title="Mail templates" subtitle="Liquid templates used by the Mail API (template + variables)." actions={<Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>New template</Button>} />
+      <PageHeader
+        title="Mail templates"
+        subtitle="Liquid templates used by the Mail API (template + variables)."
+        actions={
+          <Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>
+            New template
+          </Button>
+        }
+      />
       <section class="panel">
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}
         {data && !data.templates.length && (
           <Empty icon="template" title="No templates yet">
             <p>A template holds a subject, an HTML and a text body with {'{{ variables }}'}.</p>
-            <Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>New template</Button>
+            <Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>
+              New template
+            </Button>
           </Empty>
         )}
         {!!data?.templates.length && (
           <div class="table-wrap">
             <table>
-              <thead><tr><th>Name</th><th>Subject</th><th>Updated</th></tr></thead>
+              <thead>
+                <tr>
+                  <th>Name</th>
+                  <th>Subject</th>
+                  <th>Updated</th>
+                </tr>
+              </thead>
               <tbody>
                 {data.templates.map((t) => (
                   <tr key={t.name}>
-                    <td><a href={`#/templates/${encodeURIComponent(t.name)}`}>{t.name}</a></td>
+                    <td>
+                      <a href={`#/templates/${encodeURIComponent(t.name)}`}>{t.name}</a>
+                    </td>
                     <td>{t.subject}</td>
                     <td>{dateTime(t.updated_at)}</td>
                   </tr>
@@ -85,13 +114,29 @@ function sampleObject(samples: Record<string, string>): Samples {
 function missingVariables(e: ApiError): string[] {
   const listed = e.details.missing_variables;
   if (Array.isArray(listed)) return listed.map(String);
-  return Object.keys(e.fields).filter((f) => f.startsWith('variables.')).map((f) => f.slice('variables.'.length));
+  return Object.keys(e.fields)
+    .filter((f) => f.startsWith('variables.'))
+    .map((f) => f.slice('variables.'.length));
 }
 
 function Editor({ name }: { name: string | null }) {
-  const loaded = useAsync(() => (name ? get<{ template: Template }>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template) : Promise.resolve(null)), [name]);
+  const loaded = useAsync(
+    () =>
+      name
+        ? get<{ template: Template }>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template)
+        : Promise.resolve(null),
+    [name],
+  );
   if (loaded.loading && !loaded.data) return <Loading />;
-  if (loaded.error) return <><a class="back" href="#/templates"><Icon name="chevronLeft" size={14} /> Mail templates</a><ErrorNote error={loaded.error} onRetry={loaded.reload} /></>;
+  if (loaded.error)
+    return (
+      <>
+        <a class="back" href="#/templates">
+          <Icon name="chevronLeft" size={14} /> Mail templates
+        </a>
+        <ErrorNote error={loaded.error} onRetry={loaded.reload} />
+      </>
+    );
   return <EditorForm initial={loaded.data ?? null} />;
 }
 
@@ -101,7 +146,9 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [html, setHtml] = useState(initial?.html ?? '');
   const [text, setText] = useState(initial?.text ?? '');
   const [variables, setVariables] = useState<string[]>(initial?.variables ?? []);
-  const [samples, setSamples] = useState<Record<string, string>>(() => Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])));
+  const [samples, setSamples] = useState<Record<string, string>>(() =>
+    Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])),
+  );
   const [preview, setPreview] = useState<{ subject: string; html: string; text: string } | null>(null);
   const [previewError, setPreviewError] = useState<unknown>();
   const [saving, setSaving] = useState(false);
@@ -111,17 +158,23 @@ function EditorForm({ initial }: { initial: Template | null }) {
   // Live preview: re-render shortly after the last keystroke.
   useEffect(() => {
     clearTimeout(timer.current);
-    timer.current = setTimeout(async () => {
-      try {
-        const r = await post<{ subject: string; html: string; text: string; variables: string[] }>('/templates/preview', { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) });
-        setPreview(r);
-        setPreviewError(undefined);
-        learn(r.variables);
-      } catch (e) {
-        setPreviewError(e);
-        if (e instanceof ApiError) learn(missingVariables(e));
-      }
-    }, preview || previewError ? 350 : 0) as unknown as number;
+    timer.current = setTimeout(
+      async () => {
+        try {
+          const r = await post<{ subject: string; html: string; text: string; variables: string[] }>(
+            '/templates/preview',
+            { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) },
+          );
+          setPreview(r);
+          setPreviewError(undefined);
+          learn(r.variables);
+        } catch (e) {
+          setPreviewError(e);
+          if (e instanceof ApiError) learn(missingVariables(e));
+        }
+      },
+      preview || previewError ? 350 : 0,
+    ) as unknown as number;
     return () => clearTimeout(timer.current);
   }, [subject, html, text, samples]);
 
@@ -139,7 +192,11 @@ function EditorForm({ initial }: { initial: Template | null }) {
     setSaving(true);
     setSaveError(undefined);
     try {
-      const { template } = await put<{ template: Template }>(`/templates/${encodeURIComponent(name)}`, { subject, html: html || undefined, text: text || undefined });
+      const { template } = await put<{ template: Template }>(`/templates/${encodeURIComponent(name)}`, {
+        subject,
+        html: html || undefined,
+        text: text || undefined,
+      });
       toast(`Template ${template.name} saved.`);
       if (!initial) navigate(`/templates/${template.name}`, undefined, true);
     } catch (err) {
@@ -149,7 +206,16 @@ function EditorForm({ initial }: { initial: Template | null }) {
     }
   };
   const remove = async () => {
-    if (!initial || !(await confirm({ title: `Delete template ${initial.name}?`, body: <p>Mail sent with this template name will fail until it exists again.</p>, action: 'Delete', danger: true }))) return;
+    if (
+      !initial ||
+      !(await confirm({
+        title: `Delete template ${initial.name}?`,
+        body: <p>Mail sent with this template name will fail until it exists again.</p>,
+        action: 'Delete',
+        danger: true,
+      }))
+    )
+      return;
     try {
       await del(`/templates/${encodeURIComponent(initial.name)}`);
       toast(`Template ${initial.name} deleted.`);
@@ -161,44 +227,143 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const renderProblem = previewError ? (previewError as Error).message : '';
   return (
     <>
-      <a class="back" href="#/templates"><Icon name="chevronLeft" size={14} /> Mail templates</a>
-      <PageHeader title={initial ? initial.name : 'New template'} subtitle={initial ? `Updated ${dateTime(initial.updated_at)}` : 'Liquid syntax: {{ name }}, {% if %}…'}
-        actions={<>{initial && <Button variant="danger" icon="trash" onClick={remove}>Delete</Button>}<Button variant="primary" type="submit" form="template-form" busy={saving}>Save</Button></>} />
+      <a class="back" href="#/templates">
+        <Icon name="chevronLeft" size={14} /> Mail templates
+      </a>
+      <PageHeader
+        title={initial ? initial.name : 'New template'}
+        subtitle={initial ? `Updated ${dateTime(initial.updated_at)}` : 'Liquid syntax: {{ name }}, {% if %}…'}
+        actions={
+          <>
+            {initial && (
+              <Button variant="danger" icon="trash" onClick={remove}>
+                Delete
+              </Button>
+            )}
+            <Button variant="primary" type="submit" form="template-form" busy={saving}>
+              Save
+            </Button>
+          </>
+        }
+      />
       <div class="editor">
         <section class="panel">
           <form id="template-form" class="panel-body form" onSubmit={save}>
             <ErrorNote error={formError(saveError, ['name', 'subject', 'html', 'text'])} />
             {!initial && (
-              <Field label="Name" error={fieldError(saveError, 'name')} hint="Letters, digits, dots, dashes: e.g. welcome or order.shipped">
+              <Field
+                label="Name"
+                error={fieldError(saveError, 'name')}
+                hint="Letters, digits, dots, dashes: e.g. welcome or order.shipped"
+              >
                 {(id, d) => (
-                  // biome-ignore lint/a11y/noAutofocus: the operator just chose New template; its name comes first
-                  <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} required autoFocus />
+                  <input
+                    id={id}
+                    aria-describedby={d}
+                    value={name}
+                    onInput={(e) => setName(e.currentTarget.value)}
+                    required
+                    autoFocus
+                  />
                 )}
               </Field>
             )}
-            <Field label="Subject" error={fieldError(saveError, 'subject')}>{(id, d) => <input id={id} aria-describedby={d} value={subject} onInput={(e) => setSubject(e.currentTarget.value)} required />}</Field>
-            <Field label="HTML body" error={fieldError(saveError, 'html')}>{(id, d) => <textarea id={id} aria-describedby={d} rows={12} value={html} onInput={(e) => setHtml(e.currentTarget.value)} spellcheck={false} />}</Field>
-            <Field label="Text body" error={fieldError(saveError, 'text')}>{(id, d) => <textarea id={id} aria-describedby={d} rows={6} value={text} onInput={(e) => setText(e.currentTarget.value)} spellcheck={false} />}</Field>
+            <Field label="Subject" error={fieldError(saveError, 'subject')}>
+              {(id, d) => (
+                <input
+                  id={id}
+                  aria-describedby={d}
+                  value={subject}
+                  onInput={(e) => setSubject(e.currentTarget.value)}
+                  required
+                />
+              )}
+            </Field>
+            <Field label="HTML body" error={fieldError(saveError, 'html')}>
+              {(id, d) => (
+                <textarea
+                  id={id}
+                  aria-describedby={d}
+                  rows={12}
+                  value={html}
+                  onInput={(e) => setHtml(e.currentTarget.value)}
+                  spellcheck={false}
+                />
+              )}
+            </Field>
+            <Field label="Text body" error={fieldError(saveError, 'text')}>
+              {(id, d) => (
+                <textarea
+                  id={id}
+                  aria-describedby={d}
+                  rows={6}
+                  value={text}
+                  onInput={(e) => setText(e.currentTarget.value)}
+                  spellcheck={false}
+                />
+              )}
+            </Field>
           </form>
         </section>
         <div>
           <section class="panel">
-            <div class="panel-head"><h2>Variables</h2><span class="muted">sample values for the preview</span></div>
+            <div class="panel-head">
+              <h2>Variables</h2>
+              <span class="muted">sample values for the preview</span>
+            </div>
             <div class="panel-body vars">
               {!variables.length && <p class="muted">This template uses no variables.</p>}
               {variables.map((v) => (
-                <Field key={v} label={v} error={previewError instanceof ApiError && missingVariables(previewError).includes(v) ? 'Needed by the template: give a sample value.' : undefined}>
-                  {(id, d) => <input id={id} aria-describedby={d} value={samples[v] ?? ''} onInput={(e) => setSamples({ ...samples, [v]: e.currentTarget.value })} />}
+                <Field
+                  key={v}
+                  label={v}
+                  error={
+                    previewError instanceof ApiError && missingVariables(previewError).includes(v)
+                      ? 'Needed by the template: give a sample value.'
+                      : undefined
+                  }
+                >
+                  {(id, d) => (
+                    <input
+                      id={id}
+                      aria-describedby={d}
+                      value={samples[v] ?? ''}
+                      onInput={(e) => setSamples({ ...samples, [v]: e.currentTarget.value })}
+                    />
+                  )}
                 </Field>
               ))}
             </div>
           </section>
           <section class="panel">
-            <div class="panel-head"><h2>Preview</h2>{preview && <span class="muted">Subject: <strong data-testid="preview-subject">{preview.subject}</strong></span>}</div>
+            <div class="panel-head">
+              <h2>Preview</h2>
+              {preview && (
+                <span class="muted">
+                  Subject: <strong data-testid="preview-subject">{preview.subject}</strong>
+                </span>
+              )}
+            </div>
             <div class="panel-body">
-              {renderProblem && <div class="error-note" role="alert" data-testid="render-error"><Icon name="alert" /><span>Cannot render: {renderProblem}</span></div>}
-              {preview?.html ? <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} /> : preview || previewError ? <p class="muted">No HTML body.</p> : <Loading label="Rendering…" />}
-              {preview?.text && <><h3 style={{ marginTop: '12px' }}>Text</h3><pre class="preview-text">{preview.text}</pre></>}
+              {renderProblem && (
+                <div class="error-note" role="alert" data-testid="render-error">
+                  <Icon name="alert" />
+                  <span>Cannot render: {renderProblem}</span>
+                </div>
+              )}
+              {preview?.html ? (
+                <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} />
+              ) : preview || previewError ? (
+                <p class="muted">No HTML body.</p>
+              ) : (
+                <Loading label="Rendering…" />
+              )}
+              {preview?.text && (
+                <>
+                  <h3 style={{ marginTop: '12px' }}>Text</h3>
+                  <pre class="preview-text">{preview.text}</pre>
+                </>
+              )}
             </div>
           </section>
         </div>

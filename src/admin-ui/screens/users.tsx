@@ -47,7 +47,10 @@ function UserList() {
   const [search, setSearch] = useState(route.value.query.get('search') ?? '');
   const [applied, setApplied] = useState(search);
   const [offset, setOffset] = useState(0);
-  const { data, error, loading, reload } = useAsync(() => get<{ users: User[]; total: number }>('/users' + query({ search: applied, limit: PAGE, offset })), [applied, offset]);
+  const { data, error, loading, reload } = useAsync(
+    () => get<{ users: User[]; total: number }>('/users' + query({ search: applied, limit: PAGE, offset })),
+    [applied, offset],
+  );
   const submit = (e: Event) => {
     e.preventDefault();
     setOffset(0);
@@ -58,21 +61,50 @@ function UserList() {
       <PageHeader title="Users" subtitle="Accounts of the public Auth API (not administrators)." />
       <section class="panel">
         <form class="toolbar" onSubmit={submit}>
-          <Field label="Search by e-mail">{(id) => <input id={id} type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} placeholder="name@example.com" />}</Field>
-          <Button type="submit" variant="primary" icon="search">Search</Button>
+          <Field label="Search by e-mail">
+            {(id) => (
+              <input
+                id={id}
+                type="search"
+                value={search}
+                onInput={(e) => setSearch(e.currentTarget.value)}
+                placeholder="name@example.com"
+              />
+            )}
+          </Field>
+          <Button type="submit" variant="primary" icon="search">
+            Search
+          </Button>
         </form>
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}
-        {data && !data.users.length && <Empty icon="users" title={applied ? `No user matches “${applied}”` : 'No users yet'}>{!applied && 'Users appear here once they register through the Auth API.'}</Empty>}
+        {data && !data.users.length && (
+          <Empty icon="users" title={applied ? `No user matches “${applied}”` : 'No users yet'}>
+            {!applied && 'Users appear here once they register through the Auth API.'}
+          </Empty>
+        )}
         {!!data?.users.length && (
           <div class="table-wrap">
             <table>
-              <thead><tr><th>Email</th><th>Status</th><th>Created</th><th>Last sign-in</th></tr></thead>
+              <thead>
+                <tr>
+                  <th>Email</th>
+                  <th>Status</th>
+                  <th>Created</th>
+                  <th>Last sign-in</th>
+                </tr>
+              </thead>
               <tbody>
                 {data.users.map((u) => (
                   <tr key={u.id} class="row-link" onClick={() => navigate(`/users/${u.id}`)}>
-                    <td><a href={`#/users/${encodeURIComponent(u.id)}`} onClick={(e) => e.stopPropagation()}>{u.email}</a></td>
-                    <td><Status u={u} /></td>
+                    <td>
+                      <a href={`#/users/${encodeURIComponent(u.id)}`} onClick={(e) => e.stopPropagation()}>
+                        {u.email}
+                      </a>
+                    </td>
+                    <td>
+                      <Status u={u} />
+                    </td>
                     <td>{dateTime(u.created_at)}</td>
                     <td title={dateTime(u.last_login_at)}>{ago(u.last_login_at)}</td>
                   </tr>
@@ -83,10 +115,16 @@ function UserList() {
         )}
         {data && (
           <div class="pager">
-            <span class="pager-info">{data.total ? `${number(offset + 1)}–${number(offset + data.users.length)} of ${number(data.total)}` : ''}</span>
+            <span class="pager-info">
+              {data.total ? `${number(offset + 1)}–${number(offset + data.users.length)} of ${number(data.total)}` : ''}
+            </span>
             <div class="page-actions">
-              <Button icon="chevronLeft" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>Previous</Button>
-              <Button disabled={offset + PAGE >= data.total} onClick={() => setOffset(offset + PAGE)}>Next</Button>
+              <Button icon="chevronLeft" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+                Previous
+              </Button>
+              <Button disabled={offset + PAGE >= data.total} onClick={() => setOffset(offset + PAGE)}>
+                Next
+              </Button>
             </div>
           </div>
         )}
@@ -96,7 +134,10 @@ function UserList() {
 }
 
 function UserDetail({ id }: { id: string }) {
-  const { data, error, loading, reload } = useAsync(() => get<{ user: User; sessions: UserSession[] }>(`/users/${encodeURIComponent(id)}`), [id]);
+  const { data, error, loading, reload } = useAsync(
+    () => get<{ user: User; sessions: UserSession[] }>(`/users/${encodeURIComponent(id)}`),
+    [id],
+  );
   const [busy, setBusy] = useState<string | null>(null);
   const act = async (action: string, done: string, ask?: { title: string; body: string; action: string }) => {
     if (ask && !(await confirm({ ...ask, body: <p>{ask.body}</p>, danger: true }))) return;
@@ -112,7 +153,16 @@ function UserDetail({ id }: { id: string }) {
     }
   };
   const remove = async () => {
-    if (!data || !(await confirm({ title: `Delete ${data.user.email}?`, body: <p>The account and its sessions are removed for good. This cannot be undone.</p>, action: 'Delete user', danger: true }))) return;
+    if (
+      !data ||
+      !(await confirm({
+        title: `Delete ${data.user.email}?`,
+        body: <p>The account and its sessions are removed for good. This cannot be undone.</p>,
+        action: 'Delete user',
+        danger: true,
+      }))
+    )
+      return;
     try {
       await del(`/users/${encodeURIComponent(id)}`);
       toast(`${data.user.email} deleted.`);
@@ -125,49 +175,125 @@ function UserDetail({ id }: { id: string }) {
   const locked = u?.locked_until && new Date(u.locked_until) > new Date();
   return (
     <>
-      <a class="back" href="#/users"><Icon name="chevronLeft" size={14} /> Users</a>
+      <a class="back" href="#/users">
+        <Icon name="chevronLeft" size={14} /> Users
+      </a>
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
       {u && data && (
         <>
-          <PageHeader title={u.email} subtitle={<Status u={u} />}
-            actions={<>
-              {u.disabled_at
-                ? <Button variant="primary" busy={busy === 'enable'} onClick={() => act('enable', `${u.email} can sign in again.`)}>Enable</Button>
-                : <Button variant="danger" busy={busy === 'disable'} onClick={() => act('disable', `${u.email} is disabled; their sessions ended.`, { title: `Disable ${u.email}?`, body: 'They are signed out everywhere at once and cannot sign in until enabled again.', action: 'Disable' })}>Disable</Button>}
-              <Button busy={busy === 'end-sessions'} disabled={!data.sessions.length} onClick={() => act('end-sessions', 'All sessions ended.')}>End sessions</Button>
-              {locked && <Button busy={busy === 'unlock'} icon="lock" onClick={() => act('unlock', 'Account unlocked.')}>Unlock</Button>}
-              {!u.email_verified_at && <Button busy={busy === 'resend-verification'} icon="mail" onClick={() => act('resend-verification', 'Verification e-mail queued.')}>Resend verification</Button>}
-              <Button variant="ghost" icon="trash" onClick={remove}>Delete</Button>
-            </>} />
+          <PageHeader
+            title={u.email}
+            subtitle={<Status u={u} />}
+            actions={
+              <>
+                {u.disabled_at ? (
+                  <Button
+                    variant="primary"
+                    busy={busy === 'enable'}
+                    onClick={() => act('enable', `${u.email} can sign in again.`)}
+                  >
+                    Enable
+                  </Button>
+                ) : (
+                  <Button
+                    variant="danger"
+                    busy={busy === 'disable'}
+                    onClick={() =>
+                      act('disable', `${u.email} is disabled; their sessions ended.`, {
+                        title: `Disable ${u.email}?`,
+                        body: 'They are signed out everywhere at once and cannot sign in until enabled again.',
+                        action: 'Disable',
+                      })
+                    }
+                  >
+                    Disable
+                  </Button>
+                )}
+                <Button
+                  busy={busy === 'end-sessions'}
+                  disabled={!data.sessions.length}
+                  onClick={() => act('end-sessions', 'All sessions ended.')}
+                >
+                  End sessions
+                </Button>
+                {locked && (
+                  <Button busy={busy === 'unlock'} icon="lock" onClick={() => act('unlock', 'Account unlocked.')}>
+                    Unlock
+                  </Button>
+                )}
+                {!u.email_verified_at && (
+                  <Button
+                    busy={busy === 'resend-verification'}
+                    icon="mail"
+                    onClick={() => act('resend-verification', 'Verification e-mail queued.')}
+                  >
+                    Resend verification
+                  </Button>
+                )}
+                <Button variant="ghost" icon="trash" onClick={remove}>
+                  Delete
+                </Button>
+              </>
+            }
+          />
           <div class="cols">
             <section class="panel">
-              <div class="panel-head"><h2>Account</h2></div>
+              <div class="panel-head">
+                <h2>Account</h2>
+              </div>
               <div class="panel-body">
                 <dl class="kv">
-                  <dt>User id</dt><dd class="mono">{u.id}</dd>
-                  <dt>Created</dt><dd>{dateTime(u.created_at)}</dd>
-                  <dt>E-mail verified</dt><dd>{u.email_verified_at ? dateTime(u.email_verified_at) : 'not yet'}</dd>
-                  <dt>Last sign-in</dt><dd>{dateTime(u.last_login_at)}</dd>
-                  <dt>Disabled</dt><dd>{u.disabled_at ? dateTime(u.disabled_at) : 'no'}</dd>
-                  <dt>Locked until</dt><dd>{locked ? dateTime(u.locked_until) : 'not locked'}</dd>
+                  <dt>User id</dt>
+                  <dd class="mono">{u.id}</dd>
+                  <dt>Created</dt>
+                  <dd>{dateTime(u.created_at)}</dd>
+                  <dt>E-mail verified</dt>
+                  <dd>{u.email_verified_at ? dateTime(u.email_verified_at) : 'not yet'}</dd>
+                  <dt>Last sign-in</dt>
+                  <dd>{dateTime(u.last_login_at)}</dd>
+                  <dt>Disabled</dt>
+                  <dd>{u.disabled_at ? dateTime(u.disabled_at) : 'no'}</dd>
+                  <dt>Locked until</dt>
+                  <dd>{locked ? dateTime(u.locked_until) : 'not locked'}</dd>
                 </dl>
               </div>
             </section>
             <section class="panel">
-              <div class="panel-head"><h2>Sessions</h2><span class="muted">{data.sessions.length}</span></div>
+              <div class="panel-head">
+                <h2>Sessions</h2>
+                <span class="muted">{data.sessions.length}</span>
+              </div>
               {data.sessions.length ? (
                 <div class="table-wrap free">
                   <table>
-                    <thead><tr><th>Started</th><th>Last used</th><th>Expires</th><th>IP</th><th>Client</th></tr></thead>
+                    <thead>
+                      <tr>
+                        <th>Started</th>
+                        <th>Last used</th>
+                        <th>Expires</th>
+                        <th>IP</th>
+                        <th>Client</th>
+                      </tr>
+                    </thead>
                     <tbody>
                       {data.sessions.map((s) => (
-                        <tr key={s.id}><td>{dateTime(s.created_at)}</td><td>{ago(s.last_used_at)}</td><td>{dateTime(s.expires_at)}</td><td>{s.ip ?? '—'}</td><td class="cell" style={{ fontFamily: 'inherit' }} title={s.user_agent ?? ''}>{s.user_agent ?? '—'}</td></tr>
+                        <tr key={s.id}>
+                          <td>{dateTime(s.created_at)}</td>
+                          <td>{ago(s.last_used_at)}</td>
+                          <td>{dateTime(s.expires_at)}</td>
+                          <td>{s.ip ?? '—'}</td>
+                          <td class="cell" style={{ fontFamily: 'inherit' }} title={s.user_agent ?? ''}>
+                            {s.user_agent ?? '—'}
+                          </td>
+                        </tr>
                       ))}
                     </tbody>
                   </table>
                 </div>
-              ) : <Empty icon="lock" title="No open sessions" />}
+              ) : (
+                <Empty icon="lock" title="No open sessions" />
+              )}
             </section>
           </div>
         </>

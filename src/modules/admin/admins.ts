@@ -42,7 +42,9 @@ export async function adminById(q: Queryable, id: string): Promise<AdminRow | un
 }
 
 export async function listAdmins(q: Queryable): Promise<AdminView[]> {
-  return (await q.query<AdminRow>(`SELECT ${COLUMNS} FROM basalt.admins ORDER BY created_at, email`)).rows.map(adminView);
+  return (await q.query<AdminRow>(`SELECT ${COLUMNS} FROM basalt.admins ORDER BY created_at, email`)).rows.map(
+    adminView,
+  );
 }
 
 export async function countAdmins(q: Queryable): Promise<number> {
@@ -63,7 +65,9 @@ export async function setAdminPassword(q: Queryable, id: string, passwordHash: s
 }
 
 export async function touchLogin(q: Queryable, id: string): Promise<AdminRow> {
-  return (await q.query<AdminRow>(`UPDATE basalt.admins SET last_login_at = now() WHERE id = $1 RETURNING ${COLUMNS}`, [id])).rows[0]!;
+  return (
+    await q.query<AdminRow>(`UPDATE basalt.admins SET last_login_at = now() WHERE id = $1 RETURNING ${COLUMNS}`, [id])
+  ).rows[0]!;
 }
 
 export async function deleteAdmin(q: Queryable, id: string): Promise<void> {

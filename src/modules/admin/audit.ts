@@ -38,18 +38,34 @@ export function redact(value: unknown): unknown {
   if (value instanceof Date) return value.toISOString();
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = SECRET_FIELD.test(k) && v !== null && v !== undefined ? REDACTED : redact(v);
+    for (const [k, v] of Object.entries(value))
+      out[k] = SECRET_FIELD.test(k) && v !== null && v !== undefined ? REDACTED : redact(v);
     return out;
   }
   return value;
 }
 
 /** Write one row; `diff` is redacted here, whatever the caller passed. */
-export async function writeAudit(q: Queryable, actor: Actor, action: string, target: string | null, diff?: unknown): Promise<void> {
+export async function writeAudit(
+  q: Queryable,
+  actor: Actor,
+  action: string,
+  target: string | null,
+  diff?: unknown,
+): Promise<void> {
   await q.query(
     `INSERT INTO basalt.admin_audit (admin_id, admin_email, ip, user_agent, action, target, diff, request_id)
      VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
-    [actor.adminId, actor.email, actor.ip, actor.userAgent?.slice(0, 512) ?? null, action, target?.slice(0, 500) ?? null, diff === undefined ? null : JSON.stringify(redact(diff)), actor.requestId],
+    [
+      actor.adminId,
+      actor.email,
+      actor.ip,
+      actor.userAgent?.slice(0, 512) ?? null,
+      action,
+      target?.slice(0, 500) ?? null,
+      diff === undefined ? null : JSON.stringify(redact(diff)),
+      actor.requestId,
+    ],
   );
 }
 
@@ -70,7 +86,10 @@ const COLUMNS = 'id::text AS id, at, admin_id, admin_email, ip, user_agent, acti
  * Entries newest first. `admin` matches the e-mail (or the id), `action` an exact
  * action or a prefix ending in `.` (`keys.`), `target` an exact target.
  */
-export async function listAudit(q: Queryable, f: AuditFilter): Promise<{ entries: AuditEntry[]; next_cursor: string | null }> {
+export async function listAudit(
+  q: Queryable,
+  f: AuditFilter,
+): Promise<{ entries: AuditEntry[]; next_cursor: string | null }> {
   const where: string[] = [];
   const params: unknown[] = [];
   const add = (sql: string, v: unknown) => {
@@ -78,7 +97,10 @@ export async function listAudit(q: Queryable, f: AuditFilter): Promise<{ entries
     where.push(sql.replaceAll('?', `$${params.length}`));
   };
   if (f.admin) add('(admin_email = lower(?) OR admin_id::text = lower(?))', f.admin);
-  if (f.action) f.action.endsWith('.') ? add("action LIKE ? || '%'", f.action.replace(/[\\%_]/g, '\\$&')) : add('action = ?', f.action);
+  if (f.action)
+    f.action.endsWith('.')
+      ? add("action LIKE ? || '%'", f.action.replace(/[\\%_]/g, '\\$&'))
+      : add('action = ?', f.action);
   if (f.target) add('target = ?', f.target);
   if (f.since) add('at >= ?', f.since);
   if (f.until) add('at < ?', f.until);

@@ -22,7 +22,11 @@ export const adminCommands: Command[] = [
     options: { email: { type: 'string' }, password: { type: 'string' } },
     platform: { migrate: false },
     async run({ platform, values, io }) {
-      const a = await platform!.services.admin.create(required(values, 'email', 'admin create'), required(values, 'password', 'admin create'), CLI_ACTOR);
+      const a = await platform!.services.admin.create(
+        required(values, 'email', 'admin create'),
+        required(values, 'password', 'admin create'),
+        CLI_ACTOR,
+      );
       io.out(`created administrator ${a.email} (${a.id}); sign in at <main base url>/_/`);
     },
   },
@@ -35,8 +39,14 @@ export const adminCommands: Command[] = [
     async run({ platform, values, io }) {
       const list = await platform!.services.admin.list();
       if (values.json) return io.out(JSON.stringify(list, null, 2));
-      if (!list.length) return io.out("no administrators; create one with 'basalt admin create --email E --password P'");
-      for (const a of list) io.out([a.id, a.email.padEnd(32), `created ${when(a.created_at)}`, `last sign-in ${when(a.last_login_at)}`].join('  '));
+      if (!list.length)
+        return io.out("no administrators; create one with 'basalt admin create --email E --password P'");
+      for (const a of list)
+        io.out(
+          [a.id, a.email.padEnd(32), `created ${when(a.created_at)}`, `last sign-in ${when(a.last_login_at)}`].join(
+            '  ',
+          ),
+        );
     },
   },
   {
@@ -46,7 +56,11 @@ export const adminCommands: Command[] = [
     options: { email: { type: 'string' }, password: { type: 'string' } },
     platform: { migrate: false },
     async run({ platform, values, io }) {
-      const a = await platform!.services.admin.setPassword(required(values, 'email', 'admin passwd'), required(values, 'password', 'admin passwd'), CLI_ACTOR);
+      const a = await platform!.services.admin.setPassword(
+        required(values, 'email', 'admin passwd'),
+        required(values, 'password', 'admin passwd'),
+        CLI_ACTOR,
+      );
       io.out(`password of ${a.email} changed; their sessions have ended`);
     },
   },

@@ -21,7 +21,8 @@ export function changesState(method: string): boolean {
 export function checkFetchMetadata(headers: Headers, allowedHosts: string[] = []): void {
   const site = headers.get('sec-fetch-site');
   if (site !== null) {
-    if (site !== 'same-origin' && site !== 'none') throw AdminErrors.csrfFailed(`Sec-Fetch-Site is '${site.slice(0, 32)}'`);
+    if (site !== 'same-origin' && site !== 'none')
+      throw AdminErrors.csrfFailed(`Sec-Fetch-Site is '${site.slice(0, 32)}'`);
     return;
   }
   const origin = headers.get('origin');
@@ -39,6 +40,7 @@ export function checkFetchMetadata(headers: Headers, allowedHosts: string[] = []
 /** Layer 2. */
 export function checkCsrfToken(headers: Headers, expected: string): void {
   const sent = headers.get('x-csrf-token');
-  if (!sent) throw AdminErrors.csrfFailed('the X-CSRF-Token header is missing (send the csrf_token from sign-in or /auth/me)');
+  if (!sent)
+    throw AdminErrors.csrfFailed('the X-CSRF-Token header is missing (send the csrf_token from sign-in or /auth/me)');
   if (!sameString(sent, expected)) throw AdminErrors.csrfFailed('the X-CSRF-Token header does not match this session');
 }

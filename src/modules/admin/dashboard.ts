@@ -35,7 +35,10 @@ export async function dashboard(p: Platform) {
     version: p.version,
     engine: p.db.kind,
     database,
-    mail: { configured: p.services.mail.isConfigured(), jobs_24h: await p.services.mail.jobs.counts(new Date(Date.now() - 86_400_000)) },
+    mail: {
+      configured: p.services.mail.isConfigured(),
+      jobs_24h: await p.services.mail.jobs.counts(new Date(Date.now() - 86_400_000)),
+    },
     counts: { users: rows[0]!.users, keys_active: rows[0]!.keys_active, admins: await countAdmins(p.db) },
     instances,
     extensions: {

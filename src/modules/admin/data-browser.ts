@@ -97,7 +97,11 @@ export interface BrowserCore {
   /** The table named, from the live catalog (reloaded once on a miss); 404 when the data schema has none. */
   resolve(name: unknown, via?: Queryable): Promise<{ snap: CatalogSnapshot; table: Table }>;
   /** Build a Database API statement for the table; an unknown column reloads the catalog once, then is a 400 naming it. */
-  build(name: string, body: (t: Table) => QueryBody, via?: Queryable): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }>;
+  build(
+    name: string,
+    body: (t: Table) => QueryBody,
+    via?: Queryable,
+  ): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }>;
   /** Run a write in the caller's transaction, mapping Postgres errors like the Database API. */
   write(tx: Queryable, built: { st: Statement; snap: CatalogSnapshot; table: Table }): Promise<Row[]>;
   /** Catalog reads inside the caller's transaction must use it on the embedded engine (it holds the only session). */
@@ -161,7 +165,14 @@ export function createDataBrowser(p: Platform): DataBrowser {
       } catch (err) {
         if (err instanceof AppError) throw err;
         if (sp) await tx.query('ROLLBACK TO SAVEPOINT basalt_admin_write').catch(() => {});
-        throw await mapDbError(err, { statement: st, table, snap, catalog, probe: embedded ? tx : p.db, timeoutMs: p.settings.get<number>('db.statement_timeout_ms') });
+        throw await mapDbError(err, {
+          statement: st,
+          table,
+          snap,
+          catalog,
+          probe: embedded ? tx : p.db,
+          timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
+        });
       }
     },
   };
@@ -170,18 +181,30 @@ export function createDataBrowser(p: Platform): DataBrowser {
   async function tableEstimate(table: Table): Promise<number> {
     const hit = estimates.get(table.name);
     if (hit && Date.now() - hit.at < ESTIMATE_TTL_MS) return hit.rows;
-    const res = await p.db.query<{ estimate: number | null }>(`${ESTIMATE_SQL} AND c.relname = $2`, [catalog.schema, table.name]);
+    const res = await p.db.query<{ estimate: number | null }>(`${ESTIMATE_SQL} AND c.relname = $2`, [
+      catalog.schema,
+      table.name,
+    ]);
     const est = res.rows[0]?.estimate;
-    const rows = est === null || est === undefined ? await explainRows(p.db, `SELECT 1 FROM ${table.quoted}`) : Number(est);
+    const rows =
+      est === null || est === undefined ? await explainRows(p.db, `SELECT 1 FROM ${table.quoted}`) : Number(est);
     estimates.set(table.name, { rows, at: Date.now() });
     return rows;
   }
 
   /** A primary key as eq filters; each key column present, not null and of its type; no other column. */
   function keyFilters(table: Table, key: unknown, path: string): Filter[] {
-    if (!isObject(key)) throw invalid(path, `must be an object of the primary key column${table.primaryKey.length > 1 ? 's' : ''} (${table.primaryKey.join(', ')})`);
+    if (!isObject(key))
+      throw invalid(
+        path,
+        `must be an object of the primary key column${table.primaryKey.length > 1 ? 's' : ''} (${table.primaryKey.join(', ')})`,
+      );
     for (const k of Object.keys(key)) {
-      if (!table.primaryKey.includes(k)) throw invalid(`${path}.${k}`, `not a primary key column of '${table.name}' (key: ${table.primaryKey.join(', ')})`);
+      if (!table.primaryKey.includes(k))
+        throw invalid(
+          `${path}.${k}`,
+          `not a primary key column of '${table.name}' (key: ${table.primaryKey.join(', ')})`,
+        );
     }
     return table.primaryKey.map((name) => {
       const v = key[name];
@@ -198,7 +221,10 @@ export function createDataBrowser(p: Platform): DataBrowser {
 
   function requireKey(table: Table, action: string): void {
     if (table.primaryKey.length === 0) {
-      throw invalid('table', `'${table.name}' has no primary key, so rows cannot be ${action} here (browse, export and insert only); add a primary key to edit it`);
+      throw invalid(
+        'table',
+        `'${table.name}' has no primary key, so rows cannot be ${action} here (browse, export and insert only); add a primary key to edit it`,
+      );
     }
   }
 
@@ -220,7 +246,12 @@ export function createDataBrowser(p: Platform): DataBrowser {
           name: t.name,
           estimated_rows: rows,
           primary_key: [...t.primaryKey],
-          columns: t.columnList.map((c) => ({ name: c.name, type: c.fullType, nullable: !c.notNull, has_default: c.hasDefault })),
+          columns: t.columnList.map((c) => ({
+            name: c.name,
+            type: c.fullType,
+            nullable: !c.notNull,
+            has_default: c.hasDefault,
+          })),
         });
       }
       return out;
@@ -229,18 +260,28 @@ export function createDataBrowser(p: Platform): DataBrowser {
     async select(name, q = {}) {
       if (!isObject(q)) throw invalid('query', 'must be an object {filters?, sort?, limit?, offset?}');
       const limit = q.limit ?? DEFAULT_LIMIT;
-      if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > MAX_LIMIT) throw invalid('limit', `must be at most ${MAX_LIMIT}; page with offset`);
+      if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > MAX_LIMIT)
+        throw invalid('limit', `must be at most ${MAX_LIMIT}; page with offset`);
       const filters = q.filters;
       // The builder checks the request (names against the catalog, operators, values, limit, offset).
-      const { snap, table } = await core.build(name, (t) => ({
-        entity: name,
-        action: 'select',
-        ...(filters === undefined ? {} : { filters }),
-        sort: withKeyOrder(t, q.sort),
-        limit,
-        offset: q.offset ?? 0,
-      } as QueryBody));
-      const page = pageStatement(table, { filters, sort: q.sort, limit: limit as number, offset: (q.offset ?? 0) as number });
+      const { snap, table } = await core.build(
+        name,
+        (t) =>
+          ({
+            entity: name,
+            action: 'select',
+            ...(filters === undefined ? {} : { filters }),
+            sort: withKeyOrder(t, q.sort),
+            limit,
+            offset: q.offset ?? 0,
+          }) as QueryBody,
+      );
+      const page = pageStatement(table, {
+        filters,
+        sort: q.sort,
+        limit: limit as number,
+        offset: (q.offset ?? 0) as number,
+      });
       const st = page.st;
       const filtered = Array.isArray(filters) && filters.length > 0;
       try {
@@ -252,7 +293,9 @@ export function createDataBrowser(p: Platform): DataBrowser {
         const [res, counted] = await Promise.all([
           p.db.query<Row>(st.sql, st.params),
           exact
-            ? p.db.query<{ total: string | number }>(page.countSql, page.countParams).then((c) => Number(c.rows[0]?.total ?? 0))
+            ? p.db
+                .query<{ total: string | number }>(page.countSql, page.countParams)
+                .then((c) => Number(c.rows[0]?.total ?? 0))
             : filtered
               ? // Never an unbounded count(*) on a big table: the planner's estimate of the filtered set.
                 explainRows(p.db, page.estimateSql, page.countParams)
@@ -264,13 +307,20 @@ export function createDataBrowser(p: Platform): DataBrowser {
         return out;
       } catch (err) {
         if (err instanceof AppError) throw err;
-        throw await mapDbError(err, { statement: st, table, snap, catalog, probe: p.db, timeoutMs: p.settings.get<number>('db.statement_timeout_ms') });
+        throw await mapDbError(err, {
+          statement: st,
+          table,
+          snap,
+          catalog,
+          probe: p.db,
+          timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
+        });
       }
     },
 
     async insert(tx, name, data) {
       if (!isObject(data)) throw invalid('data', 'must be an object of column → value');
-      const built = await core.build(name, () => ({ entity: name, action: 'insert', data } as QueryBody), core.via(tx));
+      const built = await core.build(name, () => ({ entity: name, action: 'insert', data }) as QueryBody, core.via(tx));
       const rows = await core.write(tx, built);
       return rows[0]!;
     },
@@ -279,8 +329,13 @@ export function createDataBrowser(p: Platform): DataBrowser {
       const via = core.via(tx);
       const { table } = await core.resolve(name, via);
       requireKey(table, 'updated');
-      if (!isObject(data) || Object.keys(data).length === 0) throw invalid('data', 'must be an object of column → new value with at least one column');
-      const built = await core.build(name, (t) => ({ entity: name, action: 'update', data, filters: keyFilters(t, key, 'key') } as QueryBody), via);
+      if (!isObject(data) || Object.keys(data).length === 0)
+        throw invalid('data', 'must be an object of column → new value with at least one column');
+      const built = await core.build(
+        name,
+        (t) => ({ entity: name, action: 'update', data, filters: keyFilters(t, key, 'key') }) as QueryBody,
+        via,
+      );
       const rows = await core.write(tx, built);
       if (rows.length === 0) throw Errors.notFound(`No row of '${name}' has this key.`);
       return rows[0]!;
@@ -298,13 +353,27 @@ export function createDataBrowser(p: Platform): DataBrowser {
         // One statement whatever the number of keys: `pk = ANY($1)` (one array parameter).
         const [pk] = fields;
         const values = filters.map((f) => f[0]!.value);
-        const built = await core.build(name, () => ({ entity: name, action: 'delete', fields, filters: [{ field: pk!, op: 'in', value: values }] } as QueryBody), via);
+        const built = await core.build(
+          name,
+          () =>
+            ({
+              entity: name,
+              action: 'delete',
+              fields,
+              filters: [{ field: pk!, op: 'in', value: values }],
+            }) as QueryBody,
+          via,
+        );
         return (await core.write(tx, built)).length;
       }
       // Composite key: one statement per key, all in the caller's transaction.
       let count = 0;
       for (const f of filters) {
-        const built = await core.build(name, () => ({ entity: name, action: 'delete', fields, filters: f } as QueryBody), via);
+        const built = await core.build(
+          name,
+          () => ({ entity: name, action: 'delete', fields, filters: f }) as QueryBody,
+          via,
+        );
         count += (await core.write(tx, built)).length;
       }
       return count;

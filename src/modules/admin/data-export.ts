@@ -61,15 +61,24 @@ interface Source {
   holds?: boolean;
 }
 
-async function openSource(core: BrowserCore, name: string, q: { filters?: Filter[]; sort?: Sort[] }): Promise<{ table: Table; source: Source }> {
+async function openSource(
+  core: BrowserCore,
+  name: string,
+  q: { filters?: Filter[]; sort?: Sort[] },
+): Promise<{ table: Table; source: Source }> {
   const { p } = core;
   // Checks the table, the filters and the sort like a select (unknown column → 400).
-  const { table } = await core.build(name, (t) => ({ entity: name, action: 'select', filters: q.filters, sort: withKeyOrder(t, q.sort), limit: 0 } as QueryBody));
+  const { table } = await core.build(
+    name,
+    (t) =>
+      ({ entity: name, action: 'select', filters: q.filters, sort: withKeyOrder(t, q.sort), limit: 0 }) as QueryBody,
+  );
   const sort = withKeyOrder(table, q.sort);
   orderBy(table, sort); // validated above; keeps the builder the judge of a sort item
   const parts = keyParts(table, sort);
   const filtersSql = (params: Params) => where(table, q.filters, params);
-  const run = async (q2: Queryable, sql: string, params: unknown[]) => decodeRows(table.columnList, (await q2.query<Row>(sql, params)).rows);
+  const run = async (q2: Queryable, sql: string, params: unknown[]) =>
+    decodeRows(table.columnList, (await q2.query<Row>(sql, params)).rows);
 
   if (table.primaryKey.length > 0) {
     let last: Row | undefined;
@@ -137,7 +146,11 @@ async function openSource(core: BrowserCore, name: string, q: { filters?: Filter
   };
 }
 
-export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter[]; sort?: Sort[] }): ReadableStream<Uint8Array> {
+export function exportCsv(
+  core: BrowserCore,
+  name: string,
+  q: { filters?: Filter[]; sort?: Sort[] },
+): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
   let opened: { table: Table; source: Source } | undefined;
   let size = EXPORT_BATCH_MAX;
@@ -175,7 +188,10 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
             }
             const body = lines.join('');
             // Aim the next batch at BATCH_TARGET_BYTES: wide rows → fewer per batch.
-            size = Math.max(EXPORT_BATCH_MIN, Math.min(EXPORT_BATCH_MAX, Math.floor((size * BATCH_TARGET_BYTES) / Math.max(1, body.length))));
+            size = Math.max(
+              EXPORT_BATCH_MIN,
+              Math.min(EXPORT_BATCH_MAX, Math.floor((size * BATCH_TARGET_BYTES) / Math.max(1, body.length))),
+            );
             text += body;
           }
           if (text) controller.enqueue(enc.encode(text));
@@ -195,7 +211,12 @@ export function exportCsv(core: BrowserCore, name: string, q: { filters?: Filter
           await finish().catch(() => {});
           let err = e;
           if (!(e instanceof AppError) && e instanceof PgError && opened) {
-            err = await mapDbError(e, { table: opened.table, snap: await core.catalog.get(), catalog: core.catalog, timeoutMs: core.p.settings.get<number>('db.statement_timeout_ms') });
+            err = await mapDbError(e, {
+              table: opened.table,
+              snap: await core.catalog.get(),
+              catalog: core.catalog,
+              timeoutMs: core.p.settings.get<number>('db.statement_timeout_ms'),
+            });
           }
           controller.error(err);
         }

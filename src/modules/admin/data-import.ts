@@ -20,7 +20,20 @@ import { invalid } from './data-sql';
 
 type Cell = { v: string; q: boolean };
 const OMIT = Symbol('omit');
-const BOOLS: Record<string, boolean> = { true: true, t: true, yes: true, y: true, on: true, '1': true, false: false, f: false, no: false, n: false, off: false, '0': false };
+const BOOLS: Record<string, boolean> = {
+  true: true,
+  t: true,
+  yes: true,
+  y: true,
+  on: true,
+  '1': true,
+  false: false,
+  f: false,
+  no: false,
+  n: false,
+  off: false,
+  '0': false,
+};
 /** Rows per INSERT statement (fewer for wide tables: Postgres takes at most 65,535 parameters). */
 const IMPORT_CHUNK = 500;
 
@@ -34,7 +47,8 @@ function lineError(line: number, column: string | undefined, problem: string, fr
   const message = `${where}: ${problem}`;
   const facts = { ...(from?.extra.details ?? {}), line, ...(column === undefined ? {} : { column }) };
   const cause = from?.extra.cause ?? from;
-  if (!from || from.code === 'validation_error') return validationError(message, { csv: message }, { status: from?.status, details: facts, cause });
+  if (!from || from.code === 'validation_error')
+    return validationError(message, { csv: message }, { status: from?.status, details: facts, cause });
   return new AppError(from.status, from.code, message, { details: { ...facts, fields: { csv: message } }, cause });
 }
 
@@ -70,7 +84,12 @@ function cellValue(col: Column, cell: Cell): unknown {
   return cell.v;
 }
 
-export async function importCsv(core: BrowserCore, tx: Queryable, name: string, csv: string): Promise<{ inserted: number }> {
+export async function importCsv(
+  core: BrowserCore,
+  tx: Queryable,
+  name: string,
+  csv: string,
+): Promise<{ inserted: number }> {
   if (typeof csv !== 'string') throw invalid('csv', 'must be CSV text');
   // All or nothing needs a transaction: given the database itself, open one.
   if (tx === core.p.db) return core.p.db.transaction((t) => importCsv(core, t, name, csv));
@@ -155,7 +174,17 @@ export async function importCsv(core: BrowserCore, tx: Queryable, name: string, 
       }
       return {};
     }
-    const { st } = await core.build(name, () => ({ entity: name, action: 'insert', fields, data: part.length === 1 ? part[0]!.data : part.map((r) => r.data) } as QueryBody), via);
+    const { st } = await core.build(
+      name,
+      () =>
+        ({
+          entity: name,
+          action: 'insert',
+          fields,
+          data: part.length === 1 ? part[0]!.data : part.map((r) => r.data),
+        }) as QueryBody,
+      via,
+    );
     await tx.query('SAVEPOINT basalt_admin_import');
     try {
       await tx.query(st.sql, st.params);
@@ -180,14 +209,31 @@ export async function importCsv(core: BrowserCore, tx: Queryable, name: string, 
     for (const r of part) {
       const one = await attempt([r]);
       if (!one.error) continue;
-      const mapped = await mapDbError(one.error, { statement: one.st, table, snap, catalog: core.catalog, probe: embedded ? tx : core.p.db, timeoutMs });
+      const mapped = await mapDbError(one.error, {
+        statement: one.st,
+        table,
+        snap,
+        catalog: core.catalog,
+        probe: embedded ? tx : core.p.db,
+        timeoutMs,
+      });
       if (mapped instanceof AppError) {
-        const column = typeof mapped.extra.details?.column === 'string' ? (mapped.extra.details.column as string) : undefined;
-        throw lineError(r.line, column, column ? mapped.message.replace(/^Column '[^']*': /, '') : mapped.message, mapped);
+        const column =
+          typeof mapped.extra.details?.column === 'string' ? (mapped.extra.details.column as string) : undefined;
+        throw lineError(
+          r.line,
+          column,
+          column ? mapped.message.replace(/^Column '[^']*': /, '') : mapped.message,
+          mapped,
+        );
       }
       throw mapped;
     }
-    throw lineError(part[0]!.line, undefined, 'these rows could not be inserted together; import them in smaller files');
+    throw lineError(
+      part[0]!.line,
+      undefined,
+      'these rows could not be inserted together; import them in smaller files',
+    );
   }
   return { inserted };
 }

@@ -11,10 +11,12 @@ import { orderBy, Params, where, type Statement } from '../database/query-builde
 import { castParam, decodeValue, encodeValue, ValueError } from '../database/value-codec';
 import type { Row, Sort } from './data-browser';
 
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** 400 `validation_error` naming the field (`details.fields[field]`). */
-export const invalid = (field: string, problem: string): AppError => Errors.validation(`${field}: ${problem}`, { [field]: problem });
+export const invalid = (field: string, problem: string): AppError =>
+  Errors.validation(`${field}: ${problem}`, { [field]: problem });
 
 // Size of each table of the schema (or of one): the planner's own rule, reltuples/relpages
 // scaled to the current number of pages; NULL when there are no statistics yet (never
@@ -63,7 +65,10 @@ export type KeyPart = { col: Column; desc: boolean };
 
 /** The sort items (already checked by the builder) as columns and directions. */
 export function keyParts(table: Table, sort: unknown): KeyPart[] {
-  return ((sort ?? []) as Sort[]).map((s) => ({ col: table.columns.get(s.field)!, desc: String(s.direction ?? 'asc').toLowerCase() === 'desc' }));
+  return ((sort ?? []) as Sort[]).map((s) => ({
+    col: table.columns.get(s.field)!,
+    desc: String(s.direction ?? 'asc').toLowerCase() === 'desc',
+  }));
 }
 
 /**
@@ -72,7 +77,9 @@ export function keyParts(table: Table, sort: unknown): KeyPart[] {
  * text of the select list's alias — the keyset condition compares values too.
  */
 export function orderByColumns(table: Table, parts: KeyPart[]): string {
-  return parts.length ? ' ORDER BY ' + parts.map((k) => `${table.quoted}.${k.col.quoted} ${k.desc ? 'DESC' : 'ASC'}`).join(', ') : '';
+  return parts.length
+    ? ' ORDER BY ' + parts.map((k) => `${table.quoted}.${k.col.quoted} ${k.desc ? 'DESC' : 'ASC'}`).join(', ')
+    : '';
 }
 
 /**
@@ -80,14 +87,22 @@ export function orderByColumns(table: Table, parts: KeyPart[]): string {
  * parameters) with ORDER BY on the table's own columns (see orderByColumns) and the
  * primary key as tie-breaker; plus the count and the estimate over the same filters.
  */
-export function pageStatement(table: Table, q: { filters?: unknown; sort?: unknown; limit: number; offset: number }): { st: Statement; countSql: string; countParams: unknown[]; estimateSql: string } {
+export function pageStatement(
+  table: Table,
+  q: { filters?: unknown; sort?: unknown; limit: number; offset: number },
+): { st: Statement; countSql: string; countParams: unknown[]; estimateSql: string } {
   const params = new Params();
   const w = where(table, q.filters, params);
   const countParams = params.list.slice();
   const sort = withKeyOrder(table, q.sort);
   orderBy(table, sort); // the builder stays the judge of a sort item
   const sql = `SELECT ${table.selectAll} FROM ${table.quoted}${w}${orderByColumns(table, keyParts(table, sort))} LIMIT $${params.add(q.limit)} OFFSET $${params.add(q.offset)}`;
-  return { st: params.statement(sql, table.columnList), countSql: `SELECT count(*)::int8 AS total FROM ${table.quoted}${w}`, countParams, estimateSql: `SELECT 1 FROM ${table.quoted}${w}` };
+  return {
+    st: params.statement(sql, table.columnList),
+    countSql: `SELECT count(*)::int8 AS total FROM ${table.quoted}${w}`,
+    countParams,
+    estimateSql: `SELECT 1 FROM ${table.quoted}${w}`,
+  };
 }
 
 /**
@@ -111,7 +126,9 @@ export function keysetCondition(table: Table, parts: KeyPart[], last: Row, param
   if (simple) {
     const values = parts.map(bind);
     const op = parts[0]!.desc ? '<' : '>';
-    return parts.length === 1 ? `${ref(parts[0]!)} ${op} ${values[0]}` : `(${parts.map(ref).join(', ')}) ${op} (${values.join(', ')})`;
+    return parts.length === 1
+      ? `${ref(parts[0]!)} ${op} ${values[0]}`
+      : `(${parts.map(ref).join(', ')}) ${op} (${values.join(', ')})`;
   }
   // after(i) = strictly-after on key i, or equal on key i and after(i + 1).
   let cond = 'FALSE';

@@ -98,7 +98,13 @@ export function adminGuard(p: Platform, root: string) {
       admin: {
         session,
         https: isHttps(request),
-        actor: { adminId: session.adminId, email: session.email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId },
+        actor: {
+          adminId: session.adminId,
+          email: session.email,
+          ip: meta.ip,
+          userAgent: meta.userAgent,
+          requestId: meta.requestId,
+        },
       },
     };
   };

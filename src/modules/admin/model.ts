@@ -24,7 +24,11 @@ export const Bodies = {
   }),
   value: t.Object({ value: t.Unknown() }),
   mailTest: t.Object({ to: t.String({ minLength: 3, maxLength: 320 }) }),
-  template: t.Object({ subject: t.String({ maxLength: 998 }), html: t.Optional(t.Nullable(t.String())), text: t.Optional(t.Nullable(t.String())) }),
+  template: t.Object({
+    subject: t.String({ maxLength: 998 }),
+    html: t.Optional(t.Nullable(t.String())),
+    text: t.Optional(t.Nullable(t.String())),
+  }),
   preview: t.Object({
     subject: t.String({ maxLength: 998 }),
     html: t.Optional(t.Nullable(t.String())),
@@ -37,7 +41,26 @@ const Limit = t.Optional(t.Numeric({ minimum: 1, maximum: 500 }));
 const When = t.Optional(t.String({ format: 'date-time' }));
 
 export const Queries = {
-  audit: t.Object({ admin: t.Optional(t.String()), action: t.Optional(t.String()), target: t.Optional(t.String()), since: When, until: When, limit: Limit, before: t.Optional(t.String({ pattern: '^[0-9]{1,19}$' })) }),
-  jobs: t.Object({ state: t.Optional(t.String()), recipient: t.Optional(t.String()), since: When, until: When, limit: Limit, before: t.Optional(t.String()) }),
-  users: t.Object({ search: t.Optional(t.String({ maxLength: 320 })), limit: Limit, offset: t.Optional(t.Numeric({ minimum: 0, maximum: 1_000_000 })) }),
+  audit: t.Object({
+    admin: t.Optional(t.String()),
+    action: t.Optional(t.String()),
+    target: t.Optional(t.String()),
+    since: When,
+    until: When,
+    limit: Limit,
+    before: t.Optional(t.String({ pattern: '^[0-9]{1,19}$' })),
+  }),
+  jobs: t.Object({
+    state: t.Optional(t.String()),
+    recipient: t.Optional(t.String()),
+    since: When,
+    until: When,
+    limit: Limit,
+    before: t.Optional(t.String()),
+  }),
+  users: t.Object({
+    search: t.Optional(t.String({ maxLength: 320 })),
+    limit: Limit,
+    offset: t.Optional(t.Numeric({ minimum: 0, maximum: 1_000_000 })),
+  }),
 };

@@ -30,7 +30,19 @@ function adminArea(p: Platform, area: AreaFacts) {
  */
 export type AdminApp = ReturnType<typeof adminArea>;
 
-const screens: ((app: AdminApp, p: Platform) => AdminApp)[] = [authRoutes, dashboardRoutes, keysRoutes, settingsRoutes, mailRoutes, templatesRoutes, usersRoutes, dataRoutes, extensionsRoutes, auditRoutes, backupsRoutes];
+const screens: ((app: AdminApp, p: Platform) => AdminApp)[] = [
+  authRoutes,
+  dashboardRoutes,
+  keysRoutes,
+  settingsRoutes,
+  mailRoutes,
+  templatesRoutes,
+  usersRoutes,
+  dataRoutes,
+  extensionsRoutes,
+  auditRoutes,
+  backupsRoutes,
+];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
   let app = adminArea(p, area);

@@ -9,8 +9,29 @@ import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword }
 import { clearFailures, limitPerMinute, lockedFor, recordFailure } from '../auth/rate-limit';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
-import { ADMINS_LOCK, adminByEmail, adminById, adminView, countAdmins, deleteAdmin, insertAdmin, listAdmins, setAdminPassword, touchLogin, type AdminView } from './admins';
-import { createSession, csrfTokenOf, endAdminSessions, endSession, findSession, pruneSessions, type LiveSession, type SessionLifetimes } from './sessions';
+import {
+  ADMINS_LOCK,
+  adminByEmail,
+  adminById,
+  adminView,
+  countAdmins,
+  deleteAdmin,
+  insertAdmin,
+  listAdmins,
+  setAdminPassword,
+  touchLogin,
+  type AdminView,
+} from './admins';
+import {
+  createSession,
+  csrfTokenOf,
+  endAdminSessions,
+  endSession,
+  findSession,
+  pruneSessions,
+  type LiveSession,
+  type SessionLifetimes,
+} from './sessions';
 import { issueSetupToken, spendSetupToken } from './setup-link';
 import { listAudit, pruneAudit, writeAudit, type Actor, type AuditFilter } from './audit';
 
@@ -37,7 +58,8 @@ export interface SignedIn {
 
 /** The table's own check disagreeing with the e-mail normalization is still the client's input: 400, never a 500. */
 function refusedEmail(e: unknown): never {
-  if (e instanceof PgError && e.code === '23514') throw AdminErrors.field('email', 'must be an e-mail address like name@example.com');
+  if (e instanceof PgError && e.code === '23514')
+    throw AdminErrors.field('email', 'must be an e-mail address like name@example.com');
   throw e;
 }
 
@@ -45,14 +67,21 @@ export class AdminService {
   constructor(private p: Platform) {}
 
   lifetimes(): SessionLifetimes {
-    return { idleMinutes: this.p.settings.get<number>('admin.session_idle_minutes'), maxHours: this.p.settings.get<number>('admin.session_max_hours') };
+    return {
+      idleMinutes: this.p.settings.get<number>('admin.session_idle_minutes'),
+      maxHours: this.p.settings.get<number>('admin.session_max_hours'),
+    };
   }
 
   /**
    * Run `fn` and write its audit row in one transaction: both or neither. `fn` may
    * name the target and the diff once it knows them (e.g. a new key's id).
    */
-  async audited<R>(actor: Actor, action: string, fn: (tx: Queryable, note: (target: string | null, diff?: unknown) => void) => Promise<R>): Promise<R> {
+  async audited<R>(
+    actor: Actor,
+    action: string,
+    fn: (tx: Queryable, note: (target: string | null, diff?: unknown) => void) => Promise<R>,
+  ): Promise<R> {
     return this.p.db.transaction(async (tx) => {
       let target: string | null = null;
       let diff: unknown;
@@ -75,7 +104,10 @@ export class AdminService {
   }
 
   private checkPassword(field: string, password: unknown): string {
-    const problem = typeof password === 'string' ? passwordProblem(password, this.p.settings.get<number>('auth.password_min_length')) : 'is required';
+    const problem =
+      typeof password === 'string'
+        ? passwordProblem(password, this.p.settings.get<number>('auth.password_min_length'))
+        : 'is required';
     if (problem) throw AdminErrors.field(field, problem);
     return password as string;
   }
@@ -180,7 +212,13 @@ export class AdminService {
     await this.limit(`admin_login_account:${email}`, s('rate_limit_login_per_account'));
     const row = email ? await adminByEmail(this.p.db, email) : undefined;
     const ok = await verifyPassword(String(password ?? ''), row?.password_hash ?? (await dummyHash()));
-    const actor: Actor = { adminId: row?.id ?? null, email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId };
+    const actor: Actor = {
+      adminId: row?.id ?? null,
+      email,
+      ip: meta.ip,
+      userAgent: meta.userAgent,
+      requestId: meta.requestId,
+    };
     if (!row || !ok) {
       const nowLocked = await recordFailure(this.p.db, lockKey, s('lockout_threshold'), s('lockout_window_seconds'));
       await writeAudit(this.p.db, actor, 'auth.login_failed', email || null, nowLocked ? { locked: true } : undefined);
@@ -225,7 +263,12 @@ export class AdminService {
     if (!row) throw AdminErrors.unauthorized();
     if (!(await verifyPassword(String(current ?? ''), row.password_hash))) {
       // A stolen session must not become a way to guess the password.
-      await recordFailure(this.p.db, lockKey, this.p.settings.get('auth.lockout_threshold'), this.p.settings.get('auth.lockout_window_seconds'));
+      await recordFailure(
+        this.p.db,
+        lockKey,
+        this.p.settings.get('auth.lockout_threshold'),
+        this.p.settings.get('auth.lockout_window_seconds'),
+      );
       throw AdminErrors.field('current_password', 'is wrong');
     }
     const hash = await hashPassword(this.checkPassword('new_password', next));

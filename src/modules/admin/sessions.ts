@@ -38,7 +38,11 @@ export function csrfTokenOf(cookieToken: string): string {
 }
 
 /** Start a session (inside the caller's transaction); returns the cookie token and its session id. */
-export async function createSession(q: Queryable, adminId: string, meta: { ip: string; userAgent: string | null }): Promise<{ token: string; id: string }> {
+export async function createSession(
+  q: Queryable,
+  adminId: string,
+  meta: { ip: string; userAgent: string | null },
+): Promise<{ token: string; id: string }> {
   const t = newSecretToken();
   const { rows } = await q.query<{ id: string }>(
     'INSERT INTO basalt.admin_sessions (token_hash, admin_id, ip, user_agent) VALUES ($1, $2, $3, $4) RETURNING id',
@@ -48,10 +52,21 @@ export async function createSession(q: Queryable, adminId: string, meta: { ip: s
 }
 
 /** The live session of a cookie, or undefined (unknown, forged, idle too long or too old). */
-export async function findSession(q: Queryable, cookieToken: string | undefined, life: SessionLifetimes): Promise<LiveSession | undefined> {
+export async function findSession(
+  q: Queryable,
+  cookieToken: string | undefined,
+  life: SessionLifetimes,
+): Promise<LiveSession | undefined> {
   const hash = hashOfPresented(cookieToken);
   if (!hash) return undefined;
-  const { rows } = await q.query<{ id: string; admin_id: string; email: string; created_at: Date; last_login_at: Date | null; stale: boolean }>(
+  const { rows } = await q.query<{
+    id: string;
+    admin_id: string;
+    email: string;
+    created_at: Date;
+    last_login_at: Date | null;
+    stale: boolean;
+  }>(
     `SELECT s.id, s.admin_id, a.email, a.created_at, a.last_login_at,
             s.last_seen_at < now() - make_interval(secs => $4::int) AS stale
        FROM basalt.admin_sessions s JOIN basalt.admins a ON a.id = s.admin_id
@@ -63,7 +78,14 @@ export async function findSession(q: Queryable, cookieToken: string | undefined,
   const r = rows[0];
   if (!r) return undefined;
   if (r.stale) await q.query('UPDATE basalt.admin_sessions SET last_seen_at = now() WHERE token_hash = $1', [hash]);
-  return { id: r.id, adminId: r.admin_id, email: r.email, createdAt: r.created_at, lastLoginAt: r.last_login_at, csrfToken: csrfTokenOf(cookieToken!) };
+  return {
+    id: r.id,
+    adminId: r.admin_id,
+    email: r.email,
+    createdAt: r.created_at,
+    lastLoginAt: r.last_login_at,
+    csrfToken: csrfTokenOf(cookieToken!),
+  };
 }
 
 export async function endSession(q: Queryable, id: string): Promise<void> {
@@ -72,7 +94,10 @@ export async function endSession(q: Queryable, id: string): Promise<void> {
 
 /** End every session of an administrator, but `keep` (the one changing its password). */
 export async function endAdminSessions(q: Queryable, adminId: string, keep?: string): Promise<number> {
-  const { rowCount } = await q.query('DELETE FROM basalt.admin_sessions WHERE admin_id = $1 AND ($2::uuid IS NULL OR id <> $2::uuid)', [adminId, keep ?? null]);
+  const { rowCount } = await q.query(
+    'DELETE FROM basalt.admin_sessions WHERE admin_id = $1 AND ($2::uuid IS NULL OR id <> $2::uuid)',
+    [adminId, keep ?? null],
+  );
   return rowCount;
 }
 

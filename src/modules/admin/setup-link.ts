@@ -11,7 +11,10 @@ export const SETUP_LINK_MINUTES = 30;
 
 export async function issueSetupToken(q: Queryable): Promise<string> {
   const t = newSecretToken();
-  await q.query(`INSERT INTO basalt.admin_setup_tokens (token_hash, expires_at) VALUES ($1, now() + make_interval(mins => $2::int))`, [t.hash, SETUP_LINK_MINUTES]);
+  await q.query(
+    `INSERT INTO basalt.admin_setup_tokens (token_hash, expires_at) VALUES ($1, now() + make_interval(mins => $2::int))`,
+    [t.hash, SETUP_LINK_MINUTES],
+  );
   // Expired links are of no use to anyone: keep the table small.
   await q.query(`DELETE FROM basalt.admin_setup_tokens WHERE expires_at < now() - interval '1 day'`);
   return t.token;

@@ -28,15 +28,25 @@ export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise
       [instanceId, hostname(), process.pid, p.version],
     );
   await beat();
-  const heartbeat = setInterval(() => beat().catch((e) => p.log.warn('instance heartbeat failed', { cause: e })), HEARTBEAT_MS);
+  const heartbeat = setInterval(
+    () => beat().catch((e) => p.log.warn('instance heartbeat failed', { cause: e })),
+    HEARTBEAT_MS,
+  );
   heartbeat.unref();
   const housekeeping = async () => {
     const deleted = await p.services.admin.prune();
-    if (deleted) p.log.info('audit log entries past retention deleted', { deleted, retention_days: p.settings.get('admin.audit_retention_days') });
+    if (deleted)
+      p.log.info('audit log entries past retention deleted', {
+        deleted,
+        retention_days: p.settings.get('admin.audit_retention_days'),
+      });
     await p.db.query(`DELETE FROM basalt.instances WHERE seen_at < now() - interval '1 day'`);
   };
   void housekeeping().catch((e) => p.log.warn('admin housekeeping failed', { cause: e }));
-  const hourly = setInterval(() => housekeeping().catch((e) => p.log.warn('admin housekeeping failed', { cause: e })), HOUSEKEEPING_MS);
+  const hourly = setInterval(
+    () => housekeeping().catch((e) => p.log.warn('admin housekeeping failed', { cause: e })),
+    HOUSEKEEPING_MS,
+  );
   hourly.unref();
   p.onShutdown(async () => {
     clearInterval(heartbeat);
@@ -49,6 +59,9 @@ export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise
   const link = setupLink(mainBaseUrl, token);
   // The link itself goes to the operator's terminal only (serve prints it on stderr): log
   // lines are often shipped elsewhere, and the token makes whoever holds it the first admin.
-  p.log.warn('no administrator yet: open the one-time setup link printed on stderr within 30 minutes, or run basalt admin create', { setup_path: '/_/#/setup' });
+  p.log.warn(
+    'no administrator yet: open the one-time setup link printed on stderr within 30 minutes, or run basalt admin create',
+    { setup_path: '/_/#/setup' },
+  );
   return { instanceId, setupLink: link };
 }

@@ -31,15 +31,26 @@ const SELECT = `SELECT u.id, u.email, u.email_verified_at, u.disabled_at, u.crea
     (SELECT f.locked_until FROM basalt.auth_login_failures f WHERE f.email = u.email AND f.locked_until > now()) AS locked_until
   FROM basalt.users u`;
 
-
 /** Users whose e-mail contains `search` (case-insensitive), newest first, with the total of matches. */
-export async function searchUsers(q: Queryable, f: { search?: string; limit?: number; offset?: number }): Promise<{ users: AdminUserView[]; total: number }> {
-  const pattern = f.search ? `%${f.search.trim().toLowerCase().replace(/[\\%_]/g, '\\$&')}%` : null;
+export async function searchUsers(
+  q: Queryable,
+  f: { search?: string; limit?: number; offset?: number },
+): Promise<{ users: AdminUserView[]; total: number }> {
+  const pattern = f.search
+    ? `%${f.search
+        .trim()
+        .toLowerCase()
+        .replace(/[\\%_]/g, '\\$&')}%`
+    : null;
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   const offset = Math.max(f.offset ?? 0, 0);
   const where = pattern ? 'WHERE u.email LIKE $1' : 'WHERE $1::text IS NULL';
-  const total = (await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM basalt.users u ${where}`, [pattern])).rows[0]!.n;
-  const { rows } = await q.query<AdminUserView>(`${SELECT} ${where} ORDER BY u.created_at DESC, u.id LIMIT $2 OFFSET $3`, [pattern, limit, offset]);
+  const total = (await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM basalt.users u ${where}`, [pattern]))
+    .rows[0]!.n;
+  const { rows } = await q.query<AdminUserView>(
+    `${SELECT} ${where} ORDER BY u.created_at DESC, u.id LIMIT $2 OFFSET $3`,
+    [pattern, limit, offset],
+  );
   return { users: rows, total };
 }
 

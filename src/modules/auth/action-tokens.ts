@@ -13,7 +13,12 @@ export const ACTION_TOKEN_SECONDS: Record<Purpose, number> = {
   verify_email: 24 * 60 * 60,
 };
 
-export async function issueActionToken(db: Queryable, userId: string, email: string, purpose: Purpose): Promise<string> {
+export async function issueActionToken(
+  db: Queryable,
+  userId: string,
+  email: string,
+  purpose: Purpose,
+): Promise<string> {
   const t = newOpaqueToken();
   await db.query(
     `INSERT INTO basalt.auth_action_tokens (id, user_id, purpose, email, secret_hash, expires_at)
@@ -54,10 +59,17 @@ export async function isLiveActionToken(q: Queryable, presented: string, purpose
  * to an address the account no longer has. The row lock makes two concurrent spends
  * of one token serialize: the second sees it used.
  */
-export async function consumeActionToken(tx: Queryable, presented: string, purpose: Purpose): Promise<{ userId: string; email: string } | undefined> {
+export async function consumeActionToken(
+  tx: Queryable,
+  presented: string,
+  purpose: Purpose,
+): Promise<{ userId: string; email: string } | undefined> {
   const row = await usableRow(tx, presented, purpose, true);
   if (!row) return undefined;
-  await tx.query(`UPDATE basalt.auth_action_tokens SET used_at = now() WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL`, [row.user_id, purpose]);
+  await tx.query(
+    `UPDATE basalt.auth_action_tokens SET used_at = now() WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL`,
+    [row.user_id, purpose],
+  );
   return { userId: row.user_id, email: row.email };
 }
 

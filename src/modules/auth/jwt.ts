@@ -36,13 +36,23 @@ const SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw0
  * Only HS256 with our issuer, and only tokens that expire: a token with alg "none",
  * another issuer or no `exp` never passes, however it is signed.
  */
-const STRICT: JWTVerifyOptions = { algorithms: ['HS256'], issuer: ISSUER, requiredClaims: ['exp', 'iat', 'sub', 'sid'] };
+const STRICT: JWTVerifyOptions = {
+  algorithms: ['HS256'],
+  issuer: ISSUER,
+  requiredClaims: ['exp', 'iat', 'sub', 'sid'],
+};
 /** The same checks without the clock: tells an expired token from a forged one. */
 const IGNORING_THE_CLOCK: JWTVerifyOptions = { ...STRICT, clockTolerance: 10 * 365 * 86_400 };
 
 export function accessTokens(secret: string): AccessTokens {
   // Imported once: handed the raw bytes, jose would import them into a CryptoKey on every call.
-  const key = crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+  const key = crypto.subtle.importKey(
+    'raw',
+    new TextEncoder().encode(secret),
+    { name: 'HMAC', hash: 'SHA-256' },
+    false,
+    ['sign', 'verify'],
+  );
   /** The payload when `token` passes `options`, else null (jose throws on every refusal). */
   const check = async (token: string, options: JWTVerifyOptions): Promise<JWTPayload | null> => {
     try {
@@ -65,7 +75,8 @@ export function accessTokens(secret: string): AccessTokens {
       if (payload) {
         const { sub, sid } = payload;
         // User and session ids are UUIDs; anything else is refused before it reaches a query.
-        if (typeof sub === 'string' && typeof sid === 'string' && isUuid(sub) && isUuid(sid)) return { ok: true, claims: { sub, sid } };
+        if (typeof sub === 'string' && typeof sid === 'string' && isUuid(sub) && isUuid(sid))
+          return { ok: true, claims: { sub, sid } };
         return { ok: false, reason: 'invalid' };
       }
       // Tell "expired" from "forged": verify again ignoring the clock. Only failures pay this.

@@ -52,11 +52,20 @@ export function actionLink(base: string, token: string): string {
  * Queue the mail of `purpose` to `email`. The token is issued only when a mail will carry
  * it: not without mail, and not when no trustworthy link can be built (logged with what to set).
  */
-export async function sendActionMail(p: Platform, purpose: Purpose, email: string, issueToken: () => Promise<string>, origin: string): Promise<void> {
+export async function sendActionMail(
+  p: Platform,
+  purpose: Purpose,
+  email: string,
+  issueToken: () => Promise<string>,
+  origin: string,
+): Promise<void> {
   if (!mailConfigured(p)) return;
   const base = linkBase(p, purpose, origin);
   if (!base) {
-    p.log.warn(`${purpose} mail not sent: no trusted base for its link; set web.public_base_url (or ${PAGE[purpose].setting})`, { request_origin: origin.slice(0, 200) });
+    p.log.warn(
+      `${purpose} mail not sent: no trusted base for its link; set web.public_base_url (or ${PAGE[purpose].setting})`,
+      { request_origin: origin.slice(0, 200) },
+    );
     return;
   }
   const token = await issueToken();

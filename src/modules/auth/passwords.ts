@@ -40,7 +40,8 @@ async function bounded<T>(work: () => Promise<T>): Promise<T> {
     return await work();
   } finally {
     const next = waiting.shift();
-    if (next) next(); // hand the slot over directly
+    if (next)
+      next(); // hand the slot over directly
     else running--;
   }
 }

@@ -25,7 +25,12 @@ const COUNTERS = {
  * (a window that has ended starts afresh at 1). Returns the window's count so far and
  * the seconds until it resets (≥ 1).
  */
-async function count(db: Queryable, counter: keyof typeof COUNTERS, key: string, windowSeconds: number): Promise<{ count: number; retryAfter: number }> {
+async function count(
+  db: Queryable,
+  counter: keyof typeof COUNTERS,
+  key: string,
+  windowSeconds: number,
+): Promise<{ count: number; retryAfter: number }> {
   const { table, key: k, count: n } = COUNTERS[counter];
   const { rows } = await db.query<{ count: number; retry_after: number }>(
     `INSERT INTO ${table} AS c (${k}, window_start, ${n}) VALUES ($1, now(), 1)
@@ -52,7 +57,12 @@ export async function hit(db: Queryable, bucket: string, limit: number, windowSe
  * A limiter's check: count one hit against `perMinute` for `bucket`; past it, throw
  * `refused(retryAfter)` (each area's own 429 error).
  */
-export async function limitPerMinute(db: Queryable, bucket: string, perMinute: number, refused: (retryAfter: number) => Error): Promise<void> {
+export async function limitPerMinute(
+  db: Queryable,
+  bucket: string,
+  perMinute: number,
+  refused: (retryAfter: number) => Error,
+): Promise<void> {
   const r = await hit(db, bucket, perMinute, 60);
   if (!r.allowed) throw refused(r.retryAfter);
 }
@@ -72,7 +82,12 @@ export async function lockedFor(db: Queryable, email: string): Promise<number> {
  * window reach `threshold`, lock the address for `windowSeconds` and start counting
  * afresh. Returns true when this failure locked it.
  */
-export async function recordFailure(db: Queryable, email: string, threshold: number, windowSeconds: number): Promise<boolean> {
+export async function recordFailure(
+  db: Queryable,
+  email: string,
+  threshold: number,
+  windowSeconds: number,
+): Promise<boolean> {
   if ((await count(db, 'failures', email, windowSeconds)).count < threshold) return false;
   await db.query(
     `UPDATE basalt.auth_login_failures SET locked_until = now() + make_interval(secs => $2), failures = 0, window_start = now() WHERE email = $1`,
@@ -94,5 +109,7 @@ export async function resetBucket(db: Queryable, bucket: string): Promise<void> 
 /** Drop counters whose window ended long ago (housekeeping). */
 export async function pruneCounters(db: Queryable): Promise<void> {
   await db.query(`DELETE FROM basalt.auth_rate_limits WHERE window_start < now() - interval '1 day'`);
-  await db.query(`DELETE FROM basalt.auth_login_failures WHERE window_start < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())`);
+  await db.query(
+    `DELETE FROM basalt.auth_login_failures WHERE window_start < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())`,
+  );
 }

@@ -16,7 +16,11 @@ const tags = ['Public Auth'];
 const bearer = [{ Bearer: [] }];
 
 function meta(request: Request): ClientMeta {
-  return { ip: requestInfo(request).ip, userAgent: request.headers.get('user-agent'), origin: new URL(request.url).origin };
+  return {
+    ip: requestInfo(request).ip,
+    userAgent: request.headers.get('user-agent'),
+    origin: new URL(request.url).origin,
+  };
 }
 
 export function authRoutes(p: Platform, area: AreaFacts) {
@@ -58,7 +62,11 @@ export function authRoutes(p: Platform, area: AreaFacts) {
         detail: {
           tags,
           summary: 'Log in with e-mail and password',
-          'x-codes': { 401: ['invalid_credentials'], 403: ['account_disabled', 'email_not_verified'], 429: ['rate_limited', 'account_locked'] },
+          'x-codes': {
+            401: ['invalid_credentials'],
+            403: ['account_disabled', 'email_not_verified'],
+            429: ['rate_limited', 'account_locked'],
+          },
           description:
             'Returns an access token (15 min) and a refresh token (30 days). Wrong password or unknown e-mail → 401 `invalid_credentials`. ' +
             '429 `rate_limited` past 10/min per IP or 5/min per account; 5 failures in 15 min → 429 `account_locked` for 15 min (both with Retry-After). ' +
@@ -80,7 +88,10 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       .post(
         '/logout',
         async ({ body, request }) => {
-          await auth().logout({ accessToken: bearerToken(request), refreshToken: body?.refresh_token }, body?.all ?? false);
+          await auth().logout(
+            { accessToken: bearerToken(request), refreshToken: body?.refresh_token },
+            body?.all ?? false,
+          );
           return ok({ message: 'Logged out.' });
         },
         {
@@ -90,7 +101,15 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           detail: {
             tags,
             summary: 'Log out',
-            'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked', 'invalid_refresh_token', 'refresh_token_reused'] },
+            'x-codes': {
+              401: [
+                'unauthorized',
+                'token_expired',
+                'session_revoked',
+                'invalid_refresh_token',
+                'refresh_token_reused',
+              ],
+            },
             description:
               'Revokes the session of the Bearer access token (or of `refresh_token`); `all: true` revokes every session of the user. Its access tokens stop working at once. ' +
               'Only live credentials log out: an access token of an ended session → 401 `session_revoked`; an expired refresh token → 401 `invalid_refresh_token`; ' +
@@ -101,21 +120,18 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           },
         },
       )
-      .get(
-        '/me',
-        async ({ user }) => ok({ user: await auth().me(user), session_id: user.sessionId }),
-        {
-          user: true,
-          response: { 200: Responses.me, ...errors(401, 403) },
-          detail: {
-            tags,
-            summary: 'The signed-in user',
-            'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
-            description: '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
-            security: bearer,
-          },
+      .get('/me', async ({ user }) => ok({ user: await auth().me(user), session_id: user.sessionId }), {
+        user: true,
+        response: { 200: Responses.me, ...errors(401, 403) },
+        detail: {
+          tags,
+          summary: 'The signed-in user',
+          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
+          description:
+            '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
+          security: bearer,
         },
-      )
+      })
       .post(
         '/password/forgot',
         async ({ body, request }) => {
@@ -135,21 +151,26 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           },
         },
       )
-      .post('/password/reset', async ({ body, request }) => ok({ user: await auth().resetPassword(body.token, body.password, meta(request)) }), {
-        body: Bodies.reset,
-        response: { 200: Responses.user, ...errors(400, 422, 429) },
-        detail: {
-          tags,
-          summary: 'Set a new password with a mailed token',
-          'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
-          description:
-            'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used. ' +
-            '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with verify-email).',
+      .post(
+        '/password/reset',
+        async ({ body, request }) => ok({ user: await auth().resetPassword(body.token, body.password, meta(request)) }),
+        {
+          body: Bodies.reset,
+          response: { 200: Responses.user, ...errors(400, 422, 429) },
+          detail: {
+            tags,
+            summary: 'Set a new password with a mailed token',
+            'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
+            description:
+              'Spends the token, sets the password, marks the address verified and revokes every session of the user. 400 `invalid_token` when unknown, expired or used. ' +
+              '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with verify-email).',
+          },
         },
-      })
+      )
       .post(
         '/password/change',
-        async ({ body, user }) => ok({ user: await auth().changePassword(user, body.current_password, body.new_password) }),
+        async ({ body, user }) =>
+          ok({ user: await auth().changePassword(user, body.current_password, body.new_password) }),
         {
           user: true,
           body: Bodies.change,
@@ -157,24 +178,34 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           detail: {
             tags,
             summary: 'Change the password',
-            'x-codes': { 400: ['invalid_current_password'], 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'], 429: ['account_locked'] },
-            description: 'Needs the current password (400 `invalid_current_password`, counted toward lockout). Every other session of the user is revoked; this one stays.',
+            'x-codes': {
+              400: ['invalid_current_password'],
+              401: ['unauthorized', 'token_expired', 'session_revoked'],
+              403: ['account_disabled'],
+              429: ['account_locked'],
+            },
+            description:
+              'Needs the current password (400 `invalid_current_password`, counted toward lockout). Every other session of the user is revoked; this one stays.',
             security: bearer,
           },
         },
       )
-      .post('/verify-email', async ({ body, request }) => ok({ user: await auth().verifyEmail(body.token, meta(request)) }), {
-        body: Bodies.verify,
-        response: { 200: Responses.user, ...errors(400, 422, 429) },
-        detail: {
-          tags,
-          summary: 'Confirm an e-mail address',
-          'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
-          description:
-            'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used. ' +
-            '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with password/reset).',
+      .post(
+        '/verify-email',
+        async ({ body, request }) => ok({ user: await auth().verifyEmail(body.token, meta(request)) }),
+        {
+          body: Bodies.verify,
+          response: { 200: Responses.user, ...errors(400, 422, 429) },
+          detail: {
+            tags,
+            summary: 'Confirm an e-mail address',
+            'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
+            description:
+              'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used. ' +
+              '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with password/reset).',
+          },
         },
-      })
+      )
       .post(
         '/verify-email/resend',
         async ({ body, request }) => {
@@ -188,7 +219,8 @@ export function authRoutes(p: Platform, area: AreaFacts) {
             tags,
             summary: 'Send the verification mail again',
             'x-codes': { 429: ['rate_limited'], 503: ['mail_not_configured'] },
-            description: 'Always 200 for any address (no account enumeration); 503 `mail_not_configured` when the site has no mail; 429 past auth.rate_limit_email_per_ip.',
+            description:
+              'Always 200 for any address (no account enumeration); 503 `mail_not_configured` when the site has no mail; 429 past auth.rate_limit_email_per_ip.',
           },
         },
       )

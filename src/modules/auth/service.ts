@@ -14,8 +14,24 @@ import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { clearFailures, hit, limitPerMinute, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
-import { consumeActionToken, isLiveActionToken, issueActionToken, pruneActionTokens, type Purpose } from './action-tokens';
-import { checkEmail, insertUser, markVerified, publicUser, setPasswordHash, userByEmail, userById, type PublicUser, type UserRow } from './users';
+import {
+  consumeActionToken,
+  isLiveActionToken,
+  issueActionToken,
+  pruneActionTokens,
+  type Purpose,
+} from './action-tokens';
+import {
+  checkEmail,
+  insertUser,
+  markVerified,
+  publicUser,
+  setPasswordHash,
+  userByEmail,
+  userById,
+  type PublicUser,
+  type UserRow,
+} from './users';
 import { mailConfigured, sendActionMail } from './mailer';
 
 declare module '../../platform' {
@@ -109,7 +125,10 @@ export class AuthService {
     while (this.pending.size) await Promise.all([...this.pending]);
   }
 
-  async register(input: { email: string; password: string }, meta: ClientMeta): Promise<{ user: PublicUser; verification_required: boolean } & Partial<TokenPair>> {
+  async register(
+    input: { email: string; password: string },
+    meta: ClientMeta,
+  ): Promise<{ user: PublicUser; verification_required: boolean } & Partial<TokenPair>> {
     if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
     await this.limit(`register_ip:${meta.ip}`, this.setting('rate_limit_register_per_ip'));
     const email = this.checkEmail(input.email);
@@ -121,11 +140,20 @@ export class AuthService {
     } catch (e) {
       if (e instanceof PgError && e.code === '23505') throw AuthErrors.emailTaken();
       // The table's own check (migration 060) disagreeing with checkEmail: still the client's input, never a 500.
-      if (e instanceof PgError && e.code === '23514') throw AuthErrors.field('email', 'must be an e-mail address like name@example.com');
+      if (e instanceof PgError && e.code === '23514')
+        throw AuthErrors.field('email', 'must be an e-mail address like name@example.com');
       throw e;
     }
     if (mailConfigured(this.p)) {
-      this.background(async () => sendActionMail(this.p, 'verify_email', email, () => issueActionToken(this.p.db, row.id, email, 'verify_email'), meta.origin));
+      this.background(async () =>
+        sendActionMail(
+          this.p,
+          'verify_email',
+          email,
+          () => issueActionToken(this.p.db, row.id, email, 'verify_email'),
+          meta.origin,
+        ),
+      );
     }
     const verification_required = this.setting<boolean>('email_verification_required');
     const user = publicUser(row);
@@ -147,13 +175,19 @@ export class AuthService {
     const row = await userByEmail(this.p.db, email);
     const ok = await verifyPassword(input.password, row?.password_hash ?? (await dummyHash()));
     if (!row || !ok) {
-      const nowLocked = await recordFailure(this.p.db, email, this.setting('lockout_threshold'), this.setting('lockout_window_seconds'));
+      const nowLocked = await recordFailure(
+        this.p.db,
+        email,
+        this.setting('lockout_threshold'),
+        this.setting('lockout_window_seconds'),
+      );
       if (nowLocked) this.p.log.warn('account locked after failed logins', { ip: meta.ip });
       throw AuthErrors.invalidCredentials();
     }
     // Only a caller who knows the password learns that the account is disabled or unverified.
     if (row.disabled_at) throw AuthErrors.accountDisabled();
-    if (this.setting<boolean>('email_verification_required') && !row.email_verified_at) throw AuthErrors.emailNotVerified();
+    if (this.setting<boolean>('email_verification_required') && !row.email_verified_at)
+      throw AuthErrors.emailNotVerified();
     await clearFailures(this.p.db, email);
     if (needsRehash(row.password_hash)) await setPasswordHash(this.p.db, row.id, await hashPassword(input.password));
     return { user: publicUser(row), ...(await this.issue(row.id, meta)) };
@@ -213,7 +247,8 @@ export class AuthService {
       if (!r.ok) throw this.refusedRefresh(r);
       who = r;
     }
-    if (!who) throw AuthErrors.unauthorized('Send the access token (Authorization: Bearer) or the refresh_token to log out.');
+    if (!who)
+      throw AuthErrors.unauthorized('Send the access token (Authorization: Bearer) or the refresh_token to log out.');
     if (all) await this.sessions.revokeUser(who.userId, 'logout_all');
     else await this.sessions.revoke(who.sessionId, 'logout');
   }
@@ -281,7 +316,12 @@ export class AuthService {
     if (!row) throw AuthErrors.sessionRevoked();
     if (!(await verifyPassword(current, row.password_hash))) {
       // A stolen access token must not become a way to guess the password.
-      await recordFailure(this.p.db, row.email, this.setting('lockout_threshold'), this.setting('lockout_window_seconds'));
+      await recordFailure(
+        this.p.db,
+        row.email,
+        this.setting('lockout_threshold'),
+        this.setting('lockout_window_seconds'),
+      );
       throw AuthErrors.invalidCurrentPassword();
     }
     this.checkNewPassword('new_password', next);
@@ -306,10 +346,10 @@ export class AuthService {
    * every instance at once.
    */
   async setDisabled(userId: string, disabled: boolean, tx?: Queryable): Promise<void> {
-    await (tx ?? this.p.db).query('UPDATE basalt.users SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now() WHERE id = $1', [
-      userId,
-      disabled,
-    ]);
+    await (tx ?? this.p.db).query(
+      'UPDATE basalt.users SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now() WHERE id = $1',
+      [userId, disabled],
+    );
     if (disabled) await this.sessions.revokeUser(userId, 'disabled', undefined, tx);
     else await this.sessions.announce(`user:${userId}`, tx);
   }
@@ -346,7 +386,10 @@ export async function createAuthService(p: Platform): Promise<AuthService> {
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions);
   void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
-  const timer = setInterval(() => service.prune().catch((e) => p.log.warn('auth housekeeping failed', { cause: e })), PRUNE_EVERY_MS);
+  const timer = setInterval(
+    () => service.prune().catch((e) => p.log.warn('auth housekeeping failed', { cause: e })),
+    PRUNE_EVERY_MS,
+  );
   timer.unref();
   p.onShutdown(async () => {
     clearInterval(timer);

@@ -47,7 +47,11 @@ export class SessionStore {
   }
 
   /** Create a session and its first refresh token (inside the caller's transaction). */
-  async create(tx: Queryable, userId: string, meta: { ip: string; userAgent: string | null }): Promise<{ sessionId: string; refreshToken: string }> {
+  async create(
+    tx: Queryable,
+    userId: string,
+    meta: { ip: string; userAgent: string | null },
+  ): Promise<{ sessionId: string; refreshToken: string }> {
     const sessionId = crypto.randomUUID();
     await tx.query(
       `INSERT INTO basalt.auth_sessions (id, user_id, expires_at, ip, user_agent)
@@ -75,7 +79,15 @@ export class SessionStore {
    */
   private async inspect(tx: Queryable, parsed: { id: string; secret: string }): Promise<CheckResult> {
     // FOR UPDATE serializes two uses racing with the same token: the second sees used_at.
-    const { rows } = await tx.query<{ secret_hash: Uint8Array; session_id: string; used_at: Date | null; live: boolean; revoked_at: Date | null; user_id: string; disabled_at: Date | null }>(
+    const { rows } = await tx.query<{
+      secret_hash: Uint8Array;
+      session_id: string;
+      used_at: Date | null;
+      live: boolean;
+      revoked_at: Date | null;
+      user_id: string;
+      disabled_at: Date | null;
+    }>(
       `SELECT t.secret_hash, t.session_id, t.used_at, (t.expires_at > now() AND s.expires_at > now()) AS live,
               s.revoked_at, s.user_id, u.disabled_at
          FROM basalt.auth_refresh_tokens t
@@ -97,7 +109,10 @@ export class SessionStore {
   }
 
   /** Run `inspect` (and `then` when the token is good) in one transaction; announce a reuse revocation after commit. */
-  private async withLiveToken<T>(presented: string, then: (tx: Queryable, live: { sessionId: string; userId: string; tokenId: string }) => Promise<T>): Promise<T | Failure> {
+  private async withLiveToken<T>(
+    presented: string,
+    then: (tx: Queryable, live: { sessionId: string; userId: string; tokenId: string }) => Promise<T>,
+  ): Promise<T | Failure> {
     const parsed = parseOpaqueToken(presented);
     if (!parsed) return { ok: false, reason: 'invalid' };
     const result = await this.db.transaction(async (tx): Promise<T | Failure> => {
@@ -129,7 +144,10 @@ export class SessionStore {
    * spent one is reuse, exactly as on refresh: the session is revoked.
    */
   async sessionOfRefresh(presented: string): Promise<CheckResult> {
-    return this.withLiveToken(presented, async (_tx, live): Promise<CheckResult> => ({ ok: true, sessionId: live.sessionId, userId: live.userId }));
+    return this.withLiveToken(
+      presented,
+      async (_tx, live): Promise<CheckResult> => ({ ok: true, sessionId: live.sessionId, userId: live.userId }),
+    );
   }
 
   /** Revoke one session. */
@@ -143,7 +161,12 @@ export class SessionStore {
    * the revocation joins the caller's transaction and other instances hear of it at commit.
    */
   async revokeUser(userId: string, reason: string, keep?: string, tx?: Queryable): Promise<void> {
-    await revokeWhere(tx ?? this.db, keep ? 'user_id = $1 AND id <> $2' : 'user_id = $1', keep ? [userId, keep] : [userId], reason);
+    await revokeWhere(
+      tx ?? this.db,
+      keep ? 'user_id = $1 AND id <> $2' : 'user_id = $1',
+      keep ? [userId, keep] : [userId],
+      reason,
+    );
     await this.announce(`user:${userId}`, tx);
   }
 
@@ -163,7 +186,12 @@ export class SessionStore {
     );
     const r = rows[0];
     const state: SessionState | null = r
-      ? { userId: r.id, email: r.email, user: publicUser(r), problem: !r.live ? 'revoked' : r.disabled_at ? 'disabled' : undefined }
+      ? {
+          userId: r.id,
+          email: r.email,
+          user: publicUser(r),
+          problem: !r.live ? 'revoked' : r.disabled_at ? 'disabled' : undefined,
+        }
       : null;
     if (gen === this.generation) {
       if (this.cache.size >= CACHE_MAX) this.cache.clear();
@@ -194,13 +222,15 @@ export class SessionStore {
   /** Drop refresh tokens and sessions that can no longer be used (housekeeping). */
   async prune(): Promise<void> {
     await this.db.query(`DELETE FROM basalt.auth_refresh_tokens WHERE expires_at < now() - interval '1 day'`);
-    await this.db.query(`DELETE FROM basalt.auth_sessions WHERE expires_at < now() - interval '7 days' OR revoked_at < now() - interval '7 days'`);
+    await this.db.query(
+      `DELETE FROM basalt.auth_sessions WHERE expires_at < now() - interval '7 days' OR revoked_at < now() - interval '7 days'`,
+    );
   }
 }
 
 async function revokeWhere(q: Queryable, where: string, params: unknown[], reason: string): Promise<void> {
-  await q.query(`UPDATE basalt.auth_sessions SET revoked_at = now(), revoked_reason = $${params.length + 1} WHERE ${where} AND revoked_at IS NULL`, [
-    ...params,
-    reason,
-  ]);
+  await q.query(
+    `UPDATE basalt.auth_sessions SET revoked_at = now(), revoked_reason = $${params.length + 1} WHERE ${where} AND revoked_at IS NULL`,
+    [...params, reason],
+  );
 }

@@ -64,7 +64,8 @@ export function emailProblem(normalized: string): string | undefined {
   if ([...normalized].length > 254) return 'must be at most 254 characters';
   if (CONTROL.test(normalized)) return 'must not contain control characters';
   if (!normalized.isWellFormed()) return 'must be valid Unicode text (no lone surrogates)';
-  if (INVISIBLE.test(normalized)) return 'must not contain invisible or formatting characters (zero-width spaces, soft hyphens, direction marks)';
+  if (INVISIBLE.test(normalized))
+    return 'must not contain invisible or formatting characters (zero-width spaces, soft hyphens, direction marks)';
   if (WHITESPACE.test(normalized)) return 'must not contain spaces';
   const at = normalized.lastIndexOf('@');
   const local = normalized.slice(0, at);
@@ -98,7 +99,10 @@ export async function userById(q: Queryable, id: string): Promise<UserRow | unde
 }
 
 export async function insertUser(q: Queryable, email: string, passwordHash: string): Promise<UserRow> {
-  const { rows } = await q.query<UserRow>(`INSERT INTO basalt.users (email, password_hash) VALUES ($1, $2) RETURNING ${COLUMNS}`, [email, passwordHash]);
+  const { rows } = await q.query<UserRow>(
+    `INSERT INTO basalt.users (email, password_hash) VALUES ($1, $2) RETURNING ${COLUMNS}`,
+    [email, passwordHash],
+  );
   return rows[0]!;
 }
 

@@ -109,7 +109,9 @@ export interface ReadEntry {
  */
 export async function readArchive(
   path: string,
-  onEntry: (e: ReadEntry) => Promise<{ write(chunk: Uint8Array): void | Promise<void>; end(): void | Promise<void> } | undefined>,
+  onEntry: (
+    e: ReadEntry,
+  ) => Promise<{ write(chunk: Uint8Array): void | Promise<void>; end(): void | Promise<void> } | undefined>,
 ): Promise<void> {
   const src = createReadStream(path);
   const gunzip = createGunzip();
@@ -126,9 +128,12 @@ export async function readArchive(
         r = await it.next();
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
-        if (/incorrect header/.test(err.message)) throw new ArchiveDamagedError('this is not a Basalt backup (not a gzip file)');
-        if (/unexpected end/.test(err.message)) throw new ArchiveDamagedError('the archive is truncated (it ends early)');
-        if (err.code?.startsWith('Z_') || /invalid|incorrect/.test(err.message)) throw new ArchiveDamagedError(`the archive is damaged (its compressed data is corrupt: ${err.message})`);
+        if (/incorrect header/.test(err.message))
+          throw new ArchiveDamagedError('this is not a Basalt backup (not a gzip file)');
+        if (/unexpected end/.test(err.message))
+          throw new ArchiveDamagedError('the archive is truncated (it ends early)');
+        if (err.code?.startsWith('Z_') || /invalid|incorrect/.test(err.message))
+          throw new ArchiveDamagedError(`the archive is damaged (its compressed data is corrupt: ${err.message})`);
         throw e;
       }
       if (r.done) eof = true;
@@ -145,7 +150,8 @@ export async function readArchive(
   let paxPath: string | undefined;
   try {
     for (;;) {
-      if (!(await fill(BLOCK))) throw new ArchiveDamagedError('the archive is truncated (it ends in the middle of an entry)');
+      if (!(await fill(BLOCK)))
+        throw new ArchiveDamagedError('the archive is truncated (it ends in the middle of an entry)');
       const h = take(BLOCK);
       if (h.every((b) => b === 0)) break; // end-of-archive marker
       let sum = 0;
@@ -164,7 +170,8 @@ export async function readArchive(
       paxPath = undefined;
       const padded = Math.ceil(size / BLOCK) * BLOCK;
       if (type === 'x') {
-        if (size > 1 << 20 || !(await fill(padded))) throw new ArchiveDamagedError('the archive is damaged (a PAX header is damaged or cut short)');
+        if (size > 1 << 20 || !(await fill(padded)))
+          throw new ArchiveDamagedError('the archive is damaged (a PAX header is damaged or cut short)');
         const text = take(padded).subarray(0, size).toString('utf8');
         const m = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(text);
         paxPath = m?.[1];
@@ -174,17 +181,22 @@ export async function readArchive(
         await onEntry({ type: 'dir', path: name.replace(/\/+$/, ''), size: 0 });
         continue;
       }
-      if (type !== '0' && type !== '\0') throw new ArchiveDamagedError(`the archive holds an entry of unexpected type '${type}' (${name.slice(0, 100)}); it is not a Basalt backup or it is damaged`);
+      if (type !== '0' && type !== '\0')
+        throw new ArchiveDamagedError(
+          `the archive holds an entry of unexpected type '${type}' (${name.slice(0, 100)}); it is not a Basalt backup or it is damaged`,
+        );
       const sink = await onEntry({ type: 'file', path: name, size });
       let left = size;
       while (left > 0) {
-        if (!(await fill(1))) throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
+        if (!(await fill(1)))
+          throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
         const chunk = take(Math.min(left, buf.length));
         left -= chunk.length;
         if (sink) await sink.write(chunk);
       }
       if (sink) await sink.end();
-      if (!(await fill(padded - size))) throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
+      if (!(await fill(padded - size)))
+        throw new ArchiveDamagedError(`the archive is truncated (it ends inside ${name.slice(0, 100)})`);
       take(padded - size);
     }
     // Drain: the gzip trailer (CRC32, length) is checked only at the very end.

@@ -40,14 +40,18 @@ export const backupCommands: Command[] = [
     options: { json: { type: 'boolean' } },
     platform: { migrate: false },
     async run({ platform, positionals, values, io }) {
-      if (positionals.length && !(positionals.length === 1 && positionals[0] === 'create')) throw new UsageError(`unknown backup subcommand '${positionals[0]}' (create, list, delete NAME)`);
+      if (positionals.length && !(positionals.length === 1 && positionals[0] === 'create'))
+        throw new UsageError(`unknown backup subcommand '${positionals[0]}' (create, list, delete NAME)`);
       return guarded(io, async () => {
         const b: CreatedBackup = await backupService(platform!).create({ trigger: 'cli' });
         if (values.json) return io.out(JSON.stringify(b));
         io.out(`${backupService(platform!).dir}/${b.name}`);
-        io.out(`${b.files} files, ${mib(b.bytes)} → ${mib(b.size)} compressed; database held ${b.held_ms} ms, ${b.total_ms} ms in all`);
+        io.out(
+          `${b.files} files, ${mib(b.bytes)} → ${mib(b.size)} compressed; database held ${b.held_ms} ms, ${b.total_ms} ms in all`,
+        );
         if (b.s3?.key) io.out(`copied to s3://${b.s3.bucket}/${b.s3.key}`);
-        if (b.s3?.error) io.err(`note: not copied to S3 bucket ${b.s3.bucket} (${b.s3.error}); the local archive is complete`);
+        if (b.s3?.error)
+          io.err(`note: not copied to S3 bucket ${b.s3.bucket} (${b.s3.error}); the local archive is complete`);
       });
     },
   },
@@ -62,7 +66,8 @@ export const backupCommands: Command[] = [
         const list = await backupService(platform!).list();
         if (values.json) return io.out(JSON.stringify(list));
         if (!list.length) return io.out('no backups yet');
-        for (const b of list) io.out(`${b.name.padEnd(40)} ${mib(b.size).padStart(11)}  ${b.created_at}  ${b.trigger ?? '?'}`);
+        for (const b of list)
+          io.out(`${b.name.padEnd(40)} ${mib(b.size).padStart(11)}  ${b.created_at}  ${b.trigger ?? '?'}`);
       });
     },
   },
@@ -87,18 +92,24 @@ export const backupCommands: Command[] = [
     platform: false, // needs the data dir unheld: never run inside a server
     async run({ positionals, io, globals }) {
       const archive = positionals[0];
-      if (!archive || positionals.length > 1) throw new UsageError('restore needs one ARCHIVE (a path, or a name in <data.dir>/backups/)');
+      if (!archive || positionals.length > 1)
+        throw new UsageError('restore needs one ARCHIVE (a path, or a name in <data.dir>/backups/)');
       const layers = bootLayers(globals);
       if (bootValue<string>(layers, 'database.url')) {
-        io.err('basalt: restore replaces the embedded data dir, but database.url is set (external PostgreSQL): restore that database with pg_restore or your provider\'s snapshots (docs/backup.md)');
+        io.err(
+          "basalt: restore replaces the embedded data dir, but database.url is set (external PostgreSQL): restore that database with pg_restore or your provider's snapshots (docs/backup.md)",
+        );
         return 1;
       }
       const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
       const { restore, RestoreError } = await import('./restore');
       try {
         const r = await restore({ archive, dataDir });
-        io.out(`restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`);
-        if (r.previous) io.out(`the previous data is kept in ${r.previous}; delete it once the restored site is checked`);
+        io.out(
+          `restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`,
+        );
+        if (r.previous)
+          io.out(`the previous data is kept in ${r.previous}; delete it once the restored site is checked`);
         return 0;
       } catch (e) {
         if (e instanceof RestoreError) {
@@ -116,13 +127,23 @@ export const backupCommands: Command[] = [
     platform: false, // reads the embedded data dir with nothing else writing to it
     async run({ positionals, io, globals }) {
       const url = positionals[0];
-      if (!url || positionals.length > 1 || !/^postgres(ql)?:\/\//.test(url)) throw new UsageError('export-to needs the target database URL (postgres://user:password@host:5432/db)');
+      if (!url || positionals.length > 1 || !/^postgres(ql)?:\/\//.test(url))
+        throw new UsageError('export-to needs the target database URL (postgres://user:password@host:5432/db)');
       const layers = bootLayers(globals);
       if (bootValue<string>(layers, 'database.url')) {
-        io.err('basalt: export-to copies the embedded database, but database.url is already set: unset it (or run with the configuration of the embedded instance)');
+        io.err(
+          'basalt: export-to copies the embedded database, but database.url is already set: unset it (or run with the configuration of the embedded instance)',
+        );
         return 1;
       }
-      const [{ openDb }, { openExternal, describeUrl }, { Settings }, { resolveExtensionsDir }, { exportTo, ExportError }, { DataDirLockedError }] = await Promise.all([
+      const [
+        { openDb },
+        { openExternal, describeUrl },
+        { Settings },
+        { resolveExtensionsDir },
+        { exportTo, ExportError },
+        { DataDirLockedError },
+      ] = await Promise.all([
         import('../../db/open'),
         import('../../db/external'),
         import('../../config/settings'),
@@ -135,7 +156,9 @@ export const backupCommands: Command[] = [
         source = await openDb({ url: '', dataDir: resolve(bootValue<string>(layers, 'data.dir')) });
       } catch (e) {
         if (e instanceof DataDirLockedError) {
-          io.err(`basalt export-to: ${e.message.replace(/; stop it.*$/, '')}; stop it first: export-to copies a database nothing else writes to`);
+          io.err(
+            `basalt export-to: ${e.message.replace(/; stop it.*$/, '')}; stop it first: export-to copies a database nothing else writes to`,
+          );
           return 1;
         }
         throw e;
@@ -156,9 +179,14 @@ export const backupCommands: Command[] = [
           });
           const width = Math.max(...r.tables.map((t) => t.table.length), 5);
           io.out(`${'table'.padEnd(width)}  ${'embedded'.padStart(10)}  ${'target'.padStart(10)}`);
-          for (const t of r.tables) io.out(`${t.table.padEnd(width)}  ${String(t.source).padStart(10)}  ${String(t.target).padStart(10)}`);
-          io.out(`${r.tables.length} tables and ${r.sequences} sequences copied in ${r.ms} ms; every row count matches.`);
-          io.out(`Next: set database.url (BASALT_DATABASE_URL) to this database and start basalt; keep ${resolve(bootValue<string>(layers, 'data.dir'))} until the site is checked.`);
+          for (const t of r.tables)
+            io.out(`${t.table.padEnd(width)}  ${String(t.source).padStart(10)}  ${String(t.target).padStart(10)}`);
+          io.out(
+            `${r.tables.length} tables and ${r.sequences} sequences copied in ${r.ms} ms; every row count matches.`,
+          );
+          io.out(
+            `Next: set database.url (BASALT_DATABASE_URL) to this database and start basalt; keep ${resolve(bootValue<string>(layers, 'data.dir'))} until the site is checked.`,
+          );
           return 0;
         } catch (e) {
           if (e instanceof ExportError) {

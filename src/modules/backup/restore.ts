@@ -6,7 +6,21 @@
  * `<data.dir>.before-restore-<time>`.
  */
 import { createHash } from 'node:crypto';
-import { accessSync, closeSync, constants, existsSync, statSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  statSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DataDirLockedError, lockDataDir } from '../../db/datadir-lock';
 import { ArchiveDamagedError, readArchive } from './archive';
@@ -40,22 +54,38 @@ function safePath(p: string): boolean {
 
 function checkManifest(m: unknown, pgMajor: string | undefined): Manifest {
   const x = m as Manifest;
-  if (!x || x.format !== FORMAT) throw new RestoreError('this is not a Basalt backup (its manifest is not a basalt-backup manifest)');
+  if (!x || x.format !== FORMAT)
+    throw new RestoreError('this is not a Basalt backup (its manifest is not a basalt-backup manifest)');
   if (typeof x.format_version !== 'number' || x.format_version > FORMAT_VERSION) {
-    throw new RestoreError(`this backup has format ${x.format_version}, made by a newer Basalt (${x.platform_version}); this one reads format ${FORMAT_VERSION}: restore it with that version`);
+    throw new RestoreError(
+      `this backup has format ${x.format_version}, made by a newer Basalt (${x.platform_version}); this one reads format ${FORMAT_VERSION}: restore it with that version`,
+    );
   }
   if (x.engine?.kind !== 'embedded') throw new RestoreError('this backup is not of an embedded database');
   if (pgMajor && x.engine.pg_major !== pgMajor) {
-    throw new RestoreError(`this backup holds PostgreSQL ${x.engine.pg_major} data files; this basalt embeds PostgreSQL ${pgMajor}: restore it with the Basalt version that made it (${x.platform_version})`);
+    throw new RestoreError(
+      `this backup holds PostgreSQL ${x.engine.pg_major} data files; this basalt embeds PostgreSQL ${pgMajor}: restore it with the Basalt version that made it (${x.platform_version})`,
+    );
   }
-  if (!Array.isArray(x.files) || !Array.isArray(x.dirs) || typeof x.row_counts !== 'object') throw new RestoreError('the backup manifest is incomplete');
-  for (const f of x.files) if (!safePath(f.path) || typeof f.sha256 !== 'string' || typeof f.size !== 'number') throw new RestoreError(`the backup manifest names an unsafe or malformed member '${String(f.path).slice(0, 100)}'`);
-  for (const d of x.dirs) if (!safePath(d)) throw new RestoreError(`the backup manifest names an unsafe directory '${String(d).slice(0, 100)}'`);
+  if (!Array.isArray(x.files) || !Array.isArray(x.dirs) || typeof x.row_counts !== 'object')
+    throw new RestoreError('the backup manifest is incomplete');
+  for (const f of x.files)
+    if (!safePath(f.path) || typeof f.sha256 !== 'string' || typeof f.size !== 'number')
+      throw new RestoreError(
+        `the backup manifest names an unsafe or malformed member '${String(f.path).slice(0, 100)}'`,
+      );
+  for (const d of x.dirs)
+    if (!safePath(d))
+      throw new RestoreError(`the backup manifest names an unsafe directory '${String(d).slice(0, 100)}'`);
   return x;
 }
 
 /** Unpack and verify `archive` into `target` (created; must not exist). Returns the manifest. */
-export async function unpackVerified(archive: string, target: string, pgMajor?: string): Promise<{ manifest: Manifest; files: number }> {
+export async function unpackVerified(
+  archive: string,
+  target: string,
+  pgMajor?: string,
+): Promise<{ manifest: Manifest; files: number }> {
   let manifest: Manifest | undefined;
   const expected = new Map<string, { size: number; sha256: string }>();
   const seen = new Set<string>();
@@ -63,8 +93,10 @@ export async function unpackVerified(archive: string, target: string, pgMajor?: 
   try {
     await readArchive(archive, async (e) => {
       if (!manifest) {
-        if (e.type !== 'file' || e.path !== MANIFEST_NAME) throw new RestoreError('this is not a Basalt backup (it does not start with a basalt-backup.json manifest)');
-        if (e.size > 256 << 20) throw new RestoreError('the backup manifest is implausibly large; the archive is damaged');
+        if (e.type !== 'file' || e.path !== MANIFEST_NAME)
+          throw new RestoreError('this is not a Basalt backup (it does not start with a basalt-backup.json manifest)');
+        if (e.size > 256 << 20)
+          throw new RestoreError('the backup manifest is implausibly large; the archive is damaged');
         const parts: Uint8Array[] = [];
         return {
           write: (c) => void parts.push(c),
@@ -82,12 +114,21 @@ export async function unpackVerified(archive: string, target: string, pgMajor?: 
         };
       }
       if (e.type === 'dir') {
-        if (!manifest.dirs.includes(e.path)) throw new RestoreError(`the archive holds a directory the manifest does not list (${e.path.slice(0, 100)}); it is damaged or altered`);
+        if (!manifest.dirs.includes(e.path))
+          throw new RestoreError(
+            `the archive holds a directory the manifest does not list (${e.path.slice(0, 100)}); it is damaged or altered`,
+          );
         return undefined;
       }
       const want = expected.get(e.path);
-      if (!want || seen.has(e.path)) throw new RestoreError(`the archive holds a file the manifest does not list (${e.path.slice(0, 100)}); it is damaged or altered`);
-      if (want.size !== e.size) throw new RestoreError(`${e.path}: ${e.size} bytes in the archive, ${want.size} in the manifest; the archive is damaged or altered`);
+      if (!want || seen.has(e.path))
+        throw new RestoreError(
+          `the archive holds a file the manifest does not list (${e.path.slice(0, 100)}); it is damaged or altered`,
+        );
+      if (want.size !== e.size)
+        throw new RestoreError(
+          `${e.path}: ${e.size} bytes in the archive, ${want.size} in the manifest; the archive is damaged or altered`,
+        );
       seen.add(e.path);
       const out = join(target, e.path);
       mkdirSync(dirname(out), { recursive: true, mode: 0o700 });
@@ -101,7 +142,10 @@ export async function unpackVerified(archive: string, target: string, pgMajor?: 
         },
         end() {
           closeSync(fd);
-          if (hash.digest('hex') !== want.sha256) throw new RestoreError(`${e.path} does not match its checksum in the manifest; the archive is damaged or altered`);
+          if (hash.digest('hex') !== want.sha256)
+            throw new RestoreError(
+              `${e.path} does not match its checksum in the manifest; the archive is damaged or altered`,
+            );
         },
       };
     });
@@ -113,7 +157,11 @@ export async function unpackVerified(archive: string, target: string, pgMajor?: 
   const missing = [...expected.keys()].filter((p) => !seen.has(p));
   if (!manifest || missing.length) {
     rmSync(target, { recursive: true, force: true });
-    throw new RestoreError(manifest ? `the archive lacks ${missing.length} file(s) its manifest lists (first: ${missing[0]}); it is truncated or damaged` : 'the archive is empty; this is not a Basalt backup');
+    throw new RestoreError(
+      manifest
+        ? `the archive lacks ${missing.length} file(s) its manifest lists (first: ${missing[0]}); it is truncated or damaged`
+        : 'the archive is empty; this is not a Basalt backup',
+    );
   }
   return { manifest, files: seen.size };
 }
@@ -138,7 +186,12 @@ function besideIsPossible(dataDir: string): boolean {
 }
 
 /** Restore `archive` into `dataDir` (the embedded data dir of a stopped instance). */
-export async function restore(opts: { archive: string; dataDir: string; now?: Date; /** Force where the copy is made (tests); decided from the file system otherwise. */ layout?: 'beside' | 'inside' }): Promise<RestoreResult> {
+export async function restore(opts: {
+  archive: string;
+  dataDir: string;
+  now?: Date /** Force where the copy is made (tests); decided from the file system otherwise. */;
+  layout?: 'beside' | 'inside';
+}): Promise<RestoreResult> {
   const started = performance.now();
   const dataDir = resolve(opts.dataDir);
   const archive = resolveArchive(opts.archive, dataDir);
@@ -147,7 +200,10 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
   try {
     release = lockDataDir(dataDir);
   } catch (e) {
-    if (e instanceof DataDirLockedError) throw new RestoreError(`${e.message.replace(/; stop it.*$/, '')}; stop it first: restore needs the instance stopped`);
+    if (e instanceof DataDirLockedError)
+      throw new RestoreError(
+        `${e.message.replace(/; stop it.*$/, '')}; stop it first: restore needs the instance stopped`,
+      );
     throw e;
   }
   const stamp = (opts.now ?? new Date()).toISOString().slice(0, 19).replace(/:/g, '-') + 'Z';
@@ -158,7 +214,8 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
   const staging = inside ? join(dataDir, `.restore-${stamp}`) : `${dataDir}.restore-${stamp}`;
   const previous = inside ? join(dataDir, `before-restore-${stamp}`) : `${dataDir}.before-restore-${stamp}`;
   try {
-    if (existsSync(staging) || existsSync(previous)) throw new RestoreError(`${staging} or ${previous} already exists; move it away first`);
+    if (existsSync(staging) || existsSync(previous))
+      throw new RestoreError(`${staging} or ${previous} already exists; move it away first`);
     // The engine's major version, as the current cluster records it (a fresh data dir has none to compare).
     const versionFile = join(dataDir, 'pg', 'PG_VERSION');
     const pgMajor = existsSync(versionFile) ? readFileSync(versionFile, 'utf8').trim() : undefined;
@@ -174,7 +231,10 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
         });
         const counts = await countRows(db, tables);
         for (const [k, n] of Object.entries(manifest.row_counts)) {
-          if (counts[k] !== n) throw new RestoreError(`the restored database has ${counts[k]} rows in ${k}, the backup's manifest ${n}; not restored`);
+          if (counts[k] !== n)
+            throw new RestoreError(
+              `the restored database has ${counts[k]} rows in ${k}, the backup's manifest ${n}; not restored`,
+            );
         }
       } finally {
         await db.close();
@@ -182,7 +242,9 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
     } catch (e) {
       rmSync(staging, { recursive: true, force: true });
       if (e instanceof RestoreError) throw e;
-      throw new RestoreError(`the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`);
+      throw new RestoreError(
+        `the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`,
+      );
     }
     // The swap: renames only.
     if (inside) {
@@ -192,7 +254,13 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
       for (const f of moving) renameSync(join(dataDir, f), join(previous, f));
       for (const f of readdirSync(staging)) renameSync(join(staging, f), join(dataDir, f));
       rmSync(staging, { recursive: true, force: true });
-      return { dataDir, previous: moving.length ? previous : undefined, manifest, files, ms: Math.round(performance.now() - started) };
+      return {
+        dataDir,
+        previous: moving.length ? previous : undefined,
+        manifest,
+        files,
+        ms: Math.round(performance.now() - started),
+      };
     }
     const holding = existed && readdirSync(dataDir).some((f) => f !== 'basalt.lock' && f !== 'basalt.sock');
     if (holding) {
@@ -206,7 +274,13 @@ export async function restore(opts: { archive: string; dataDir: string; now?: Da
       rmSync(dataDir, { recursive: true, force: true });
       renameSync(staging, dataDir);
     }
-    return { dataDir, previous: holding ? previous : undefined, manifest, files, ms: Math.round(performance.now() - started) };
+    return {
+      dataDir,
+      previous: holding ? previous : undefined,
+      manifest,
+      files,
+      ms: Math.round(performance.now() - started),
+    };
   } finally {
     release();
     dropOwnLock(dataDir);

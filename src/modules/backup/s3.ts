@@ -28,14 +28,23 @@ export interface S3Target {
 export async function filesS3Target(p: Platform): Promise<S3Target | undefined> {
   let settings: ExtensionSettings | undefined;
   try {
-    settings = (p.services as { extensions?: { settings(name: string): ExtensionSettings | undefined } }).extensions?.settings(FILES_EXTENSION);
+    settings = (
+      p.services as { extensions?: { settings(name: string): ExtensionSettings | undefined } }
+    ).extensions?.settings(FILES_EXTENSION);
   } catch {}
   if (!settings) {
     const store = new ExtensionSettingsStore(p.settings.layers, p.db);
     await store.load();
-    settings = store.forExtension(FILES_EXTENSION, Object.fromEntries(KEYS.map((k) => [k, { kind: 'string', default: '', description: k, secret: k === 's3_secret_access_key' }])));
+    settings = store.forExtension(
+      FILES_EXTENSION,
+      Object.fromEntries(
+        KEYS.map((k) => [k, { kind: 'string', default: '', description: k, secret: k === 's3_secret_access_key' }]),
+      ),
+    );
   }
-  const [bucket, endpoint, region, accessKeyId, secretAccessKey] = KEYS.map((k) => settings!.get<string>(k) || undefined);
+  const [bucket, endpoint, region, accessKeyId, secretAccessKey] = KEYS.map(
+    (k) => settings!.get<string>(k) || undefined,
+  );
   if (!bucket) return undefined;
   return { bucket, endpoint, region, accessKeyId, secretAccessKey };
 }

@@ -8,7 +8,10 @@ import type { Platform } from '../../platform';
 import { SETTINGS_BY_KEY } from '../../config/schema';
 import { backupService, timeOfName } from './service';
 
-export type Schedule = { kind: 'off' } | { kind: 'every'; ms: number } | { kind: 'daily'; hour: number; minute: number };
+export type Schedule =
+  | { kind: 'off' }
+  | { kind: 'every'; ms: number }
+  | { kind: 'daily'; hour: number; minute: number };
 
 // The setting is validated against this pattern wherever it is set (config file, environment, settings set).
 const DEF = SETTINGS_BY_KEY.get('backup.schedule')!;
@@ -19,7 +22,8 @@ const UNIT: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_4
 
 export function parseSchedule(text: string): Schedule {
   const t = text.trim();
-  if (!new RegExp(SCHEDULE_PATTERN).test(t)) throw new Error(`backup.schedule: must be ${SCHEDULE_EXPECTS}, got ${JSON.stringify(text)}`);
+  if (!new RegExp(SCHEDULE_PATTERN).test(t))
+    throw new Error(`backup.schedule: must be ${SCHEDULE_EXPECTS}, got ${JSON.stringify(text)}`);
   if (t === '' || t === 'off') return { kind: 'off' };
   const every = /^every (\d+)([smhd])$/.exec(t);
   if (every) return { kind: 'every', ms: Number(every[1]) * UNIT[every[2]!]! };
@@ -75,7 +79,14 @@ export function startBackupSchedule(p: Platform): () => Promise<void> {
         const b = await service.create({ trigger: 'schedule' });
         last = new Date(b.created_at);
         const pruned = await service.prune(p.settings.get<number>('backup.keep'));
-        p.log.info('scheduled backup created', { name: b.name, bytes: b.size, held_ms: b.held_ms, ms: b.total_ms, pruned, s3: b.s3?.key ?? undefined });
+        p.log.info('scheduled backup created', {
+          name: b.name,
+          bytes: b.size,
+          held_ms: b.held_ms,
+          ms: b.total_ms,
+          pruned,
+          s3: b.s3?.key ?? undefined,
+        });
       } catch (e) {
         // Try again at the next due time, not in a tight loop.
         last = new Date();

@@ -5,7 +5,18 @@
  * anything. No HTTP here: the CLI, the schedule and the admin API call this service.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream, existsSync, linkSync, copyFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import {
+  createReadStream,
+  existsSync,
+  linkSync,
+  copyFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { copyFile, mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Platform } from '../../platform';
@@ -68,7 +79,7 @@ export class BackupError extends Error {
 }
 
 export const NOT_SUPPORTED_MESSAGE =
-  'Backups here are for the embedded engine; with external PostgreSQL use pg_dump, your provider\'s snapshots or point-in-time recovery (see docs/backup.md).';
+  "Backups here are for the embedded engine; with external PostgreSQL use pg_dump, your provider's snapshots or point-in-time recovery (see docs/backup.md).";
 
 export interface BackupService {
   readonly supported: boolean;
@@ -104,11 +115,18 @@ export async function listTables(q: Queryable, dataSchema: string): Promise<{ sc
 }
 
 /** Exact row counts of `tables`, in one statement. */
-export async function countRows(q: Queryable, tables: { schema: string; name: string }[]): Promise<Record<string, number>> {
+export async function countRows(
+  q: Queryable,
+  tables: { schema: string; name: string }[],
+): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (let i = 0; i < tables.length; i += 200) {
     const part = tables.slice(i, i + 200);
-    const sql = 'SELECT ' + part.map((t, j) => `(SELECT count(*) FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)})::int8 AS c${j}`).join(', ');
+    const sql =
+      'SELECT ' +
+      part
+        .map((t, j) => `(SELECT count(*) FROM ${quoteIdent(t.schema)}.${quoteIdent(t.name)})::int8 AS c${j}`)
+        .join(', ');
     const { rows } = await q.query<Record<string, string>>(sql);
     part.forEach((t, j) => {
       out[`${t.schema}.${t.name}`] = Number(rows[0]![`c${j}`]);
@@ -169,7 +187,9 @@ async function copyTree(src: string, dst: string, skip: (rel: string) => boolean
 async function walk(root: string, rel = ''): Promise<{ dirs: string[]; files: { path: string; size: number }[] }> {
   const dirs: string[] = [];
   const files: { path: string; size: number }[] = [];
-  for (const d of (await readdir(join(root, rel), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+  for (const d of (await readdir(join(root, rel), { withFileTypes: true })).sort((a, b) =>
+    a.name < b.name ? -1 : 1,
+  )) {
     const r = rel ? `${rel}/${d.name}` : d.name;
     if (d.isDirectory()) {
       dirs.push(r);
@@ -222,7 +242,11 @@ function create(p: Platform): BackupService {
   let cleaned = false;
 
   function check(name: string): string {
-    if (!ARCHIVE_RE.test(name)) throw new BackupError('invalid_name', `'${name.slice(0, 100)}' is not a backup name (basalt-YYYY-MM-DDTHH-MM-SSZ.tar.gz)`);
+    if (!ARCHIVE_RE.test(name))
+      throw new BackupError(
+        'invalid_name',
+        `'${name.slice(0, 100)}' is not a backup name (basalt-YYYY-MM-DDTHH-MM-SSZ.tar.gz)`,
+      );
     const path = join(dir, name);
     if (!existsSync(path)) throw new BackupError('not_found', `backup ${name} does not exist in ${dir}`);
     return path;
@@ -237,7 +261,8 @@ function create(p: Platform): BackupService {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     if (!cleaned) {
       // Leftovers of a backup cut short (process killed): never listed, safe to remove.
-      for (const f of readdirSync(dir)) if (f.startsWith('.staging-') || f.endsWith('.partial')) rmSync(join(dir, f), { recursive: true, force: true });
+      for (const f of readdirSync(dir))
+        if (f.startsWith('.staging-') || f.endsWith('.partial')) rmSync(join(dir, f), { recursive: true, force: true });
       cleaned = true;
     }
     const staging = join(dir, `.staging-${randomUUID()}`);
@@ -259,9 +284,11 @@ function create(p: Platform): BackupService {
         await tx.exec('CHECKPOINT');
         // WAL needed to start on the copy: from the checkpoint's redo point to the current
         // insert position. Older segments and recycled ones kept for reuse are left out.
-        const wal = (await tx.query<{ first: string; last: string }>(
-          'SELECT pg_walfile_name(redo_lsn) AS first, pg_walfile_name(pg_current_wal_insert_lsn()) AS last FROM pg_control_checkpoint()',
-        )).rows[0]!;
+        const wal = (
+          await tx.query<{ first: string; last: string }>(
+            'SELECT pg_walfile_name(redo_lsn) AS first, pg_walfile_name(pg_current_wal_insert_lsn()) AS last FROM pg_control_checkpoint()',
+          )
+        ).rows[0]!;
         const unneededWal = (rel: string) => {
           const m = /^pg_wal\/([0-9A-F]{24})$/.exec(rel);
           return !!m && (m[1]! < wal.first || m[1]! > wal.last);
@@ -349,7 +376,9 @@ function create(p: Platform): BackupService {
         platform_version: m?.platform_version ?? null,
       });
     }
-    return out.sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : a.name < b.name ? 1 : -1));
+    return out.sort((a, b) =>
+      a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : a.name < b.name ? 1 : -1,
+    );
   }
 
   return {
@@ -384,4 +413,3 @@ function create(p: Platform): BackupService {
     },
   };
 }
-

@@ -34,7 +34,11 @@ export function openApiPool(p: Platform): ApiPool {
     const { openExternal } = await import('../../db/external');
     return openExternal(p.settings.get<string>('database.url'), {
       max: p.settings.get<number>('database.pool_max'),
-      connection: { statement_timeout: String(timeoutMs), lock_timeout: String(lockTimeoutMs(timeoutMs)), application_name: 'basalt-db-api' },
+      connection: {
+        statement_timeout: String(timeoutMs),
+        lock_timeout: String(lockTimeoutMs(timeoutMs)),
+        application_name: 'basalt-db-api',
+      },
       prepare: true,
     });
   };

@@ -15,8 +15,19 @@ import { selectExpr } from './value-codec';
 
 /** How values of a column are validated, bound and rendered (see value-codec.ts). */
 export type ValueKind =
-  | 'int' | 'bigint' | 'float' | 'numeric' | 'bool' | 'text' | 'json' | 'bytea' | 'uuid'
-  | 'timestamptz' | 'timestamp' | 'date' | 'other';
+  | 'int'
+  | 'bigint'
+  | 'float'
+  | 'numeric'
+  | 'bool'
+  | 'text'
+  | 'json'
+  | 'bytea'
+  | 'uuid'
+  | 'timestamptz'
+  | 'timestamp'
+  | 'date'
+  | 'other';
 
 export interface Column {
   name: string;
@@ -57,12 +68,28 @@ export interface CatalogSnapshot {
 }
 
 const KIND_BY_TYPE: Record<string, ValueKind> = {
-  int2: 'int', int4: 'int', int8: 'bigint', oid: 'int',
-  float4: 'float', float8: 'float', numeric: 'numeric', money: 'other',
+  int2: 'int',
+  int4: 'int',
+  int8: 'bigint',
+  oid: 'int',
+  float4: 'float',
+  float8: 'float',
+  numeric: 'numeric',
+  money: 'other',
   bool: 'bool',
-  text: 'text', varchar: 'text', bpchar: 'text', name: 'text', citext: 'text', char: 'text',
-  json: 'json', jsonb: 'json', bytea: 'bytea', uuid: 'uuid',
-  timestamptz: 'timestamptz', timestamp: 'timestamp', date: 'date',
+  text: 'text',
+  varchar: 'text',
+  bpchar: 'text',
+  name: 'text',
+  citext: 'text',
+  char: 'text',
+  json: 'json',
+  jsonb: 'json',
+  bytea: 'bytea',
+  uuid: 'uuid',
+  timestamptz: 'timestamptz',
+  timestamp: 'timestamp',
+  date: 'date',
 };
 
 // One statement, so a refresh is one round trip. Only the configured schema is read:
@@ -97,19 +124,43 @@ SELECT con.conname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS colu
 
 /** Schemas that hold platform data; refused as the data schema. */
 export function isPlatformSchema(schema: string): boolean {
-  return schema === 'basalt' || schema === 'information_schema' || schema.startsWith('ext_') || schema.startsWith('pg_');
+  return (
+    schema === 'basalt' || schema === 'information_schema' || schema.startsWith('ext_') || schema.startsWith('pg_')
+  );
 }
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
   const [cols, cons] = await Promise.all([
-    db.query<{ table_name: string; column_name: string; cast_type: string; full_type: string; type_name: string; is_array: boolean; not_null: boolean; max_length: number | null; has_default: boolean; pk_position: number | null }>(COLUMNS_SQL, [schema]),
+    db.query<{
+      table_name: string;
+      column_name: string;
+      cast_type: string;
+      full_type: string;
+      type_name: string;
+      is_array: boolean;
+      not_null: boolean;
+      max_length: number | null;
+      has_default: boolean;
+      pk_position: number | null;
+    }>(COLUMNS_SQL, [schema]),
     db.query<{ name: string; columns: string[] | string }>(CONSTRAINTS_SQL, [schema]),
   ]);
   const tables = new Map<string, Table>();
   const pkPositions = new Map<Table, [number, string][]>();
   for (const r of cols.rows) {
     let t = tables.get(r.table_name);
-    if (!t) tables.set(r.table_name, (t = { name: r.table_name, columns: new Map(), columnList: [], quoted: quoteIdent(r.table_name), selectAll: '', primaryKey: [] }));
+    if (!t)
+      tables.set(
+        r.table_name,
+        (t = {
+          name: r.table_name,
+          columns: new Map(),
+          columnList: [],
+          quoted: quoteIdent(r.table_name),
+          selectAll: '',
+          primaryKey: [],
+        }),
+      );
     if (r.pk_position !== null) {
       const list = pkPositions.get(t) ?? [];
       list.push([Number(r.pk_position), r.column_name]);
@@ -140,7 +191,11 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
 
 // name[] may come back as its text form on a driver that does not parse it.
 function parseNameArray(text: string): string[] {
-  return text.replace(/^\{|\}$/g, '').split(',').filter(Boolean).map((s) => s.replace(/^"|"$/g, ''));
+  return text
+    .replace(/^\{|\}$/g, '')
+    .split(',')
+    .filter(Boolean)
+    .map((s) => s.replace(/^"|"$/g, ''));
 }
 
 export interface CatalogOptions {
@@ -158,7 +213,10 @@ export class Catalog {
   private readonly ttlMs: number;
   private readonly missCooldownMs: number;
 
-  constructor(private readonly db: Queryable, opts: CatalogOptions) {
+  constructor(
+    private readonly db: Queryable,
+    opts: CatalogOptions,
+  ) {
     this.schema = opts.schema;
     this.ttlMs = opts.ttlMs ?? 5_000;
     this.missCooldownMs = opts.missCooldownMs ?? 200;

@@ -12,9 +12,14 @@ export const DbErrors = {
     rawSql: {
       status: 403,
       code: 'raw_sql_disabled',
-      message: 'Raw SQL is disabled: the "query" field is not accepted. Use entity, action, fields, filters, data, sort, limit and offset.',
+      message:
+        'Raw SQL is disabled: the "query" field is not accepted. Use entity, action, fields, filters, data, sort, limit and offset.',
     },
-    forbidden: { status: 403, code: 'forbidden', message: (entity: string) => `This API key may not access entity '${entity}'.` },
+    forbidden: {
+      status: 403,
+      code: 'forbidden',
+      message: (entity: string) => `This API key may not access entity '${entity}'.`,
+    },
     /** The database itself refuses the platform role (42501). */
     roleForbidden: {
       status: 403,
@@ -32,7 +37,9 @@ export const DbErrors = {
       status: 409,
       code: 'conflict',
       message: (columns: string[]) =>
-        columns.length ? `A row with the same value of ${columns.map((c) => `'${c}'`).join(', ')} already exists.` : 'A row with the same unique value already exists.',
+        columns.length
+          ? `A row with the same value of ${columns.map((c) => `'${c}'`).join(', ')} already exists.`
+          : 'A row with the same unique value already exists.',
       extra: (columns: string[], cause?: unknown) => ({ details: columns.length ? { columns } : undefined, cause }),
     },
     /** A serialization failure or deadlock (40001, 40P01): the statement may simply be retried. */
@@ -45,7 +52,8 @@ export const DbErrors = {
     timeout: {
       status: 503,
       code: 'query_timeout',
-      message: (ms: number) => `The query ran longer than ${ms} ms and was cancelled; narrow the filters or add an index.`,
+      message: (ms: number) =>
+        `The query ran longer than ${ms} ms and was cancelled; narrow the filters or add an index.`,
       extra: (_ms: number, cause?: unknown) => ({ cause }),
     },
     lockTimeout: {
@@ -58,12 +66,14 @@ export const DbErrors = {
     txNotFound: {
       status: 404,
       code: 'transaction_not_found',
-      message: 'No open transaction with this id for this API key (it was committed, rolled back, timed out, or never existed).',
+      message:
+        'No open transaction with this id for this API key (it was committed, rolled back, timed out, or never existed).',
     },
     txAborted: {
       status: 409,
       code: 'transaction_aborted',
-      message: 'A query in this transaction failed, so it was rolled back; nothing was committed. Begin a new transaction.',
+      message:
+        'A query in this transaction failed, so it was rolled back; nothing was committed. Begin a new transaction.',
     },
     tooManyTx: {
       status: 429,

@@ -16,13 +16,21 @@ export const DIRECTIONS = ['asc', 'desc'] as const;
 export type Action = (typeof ACTIONS)[number];
 export type Operator = (typeof OPERATORS)[number];
 
-const Row = t.Record(t.String(), t.Unknown(), { title: 'DbRow', description: 'Column name → value (see docs/database.md for the representation of each type).' });
+const Row = t.Record(t.String(), t.Unknown(), {
+  title: 'DbRow',
+  description: 'Column name → value (see docs/database.md for the representation of each type).',
+});
 
 export const Filter = t.Object(
   {
     field: t.String({ description: 'Column of the entity.' }),
     op: t.String({ enum: [...OPERATORS], description: 'Operator: eq neq gt gte lt lte in not_in like ilike is_null.' }),
-    value: t.Optional(t.Unknown({ description: 'Compared value; a non-empty array for in/not_in; true|false for is_null; a pattern for like/ilike.' })),
+    value: t.Optional(
+      t.Unknown({
+        description:
+          'Compared value; a non-empty array for in/not_in; true|false for is_null; a pattern for like/ilike.',
+      }),
+    ),
   },
   { title: 'DbFilter', additionalProperties: false },
 );
@@ -31,25 +39,50 @@ export const Sort = t.Object(
   {
     field: t.String({ description: 'Column to order by.' }),
     // No `enum`: the service takes any letter case (`Desc`), and the document must not be stricter.
-    direction: t.Optional(t.String({ description: 'asc (default) or desc, in any letter case (asc, DESC, Desc…).', examples: ['asc', 'desc'] })),
+    direction: t.Optional(
+      t.String({
+        description: 'asc (default) or desc, in any letter case (asc, DESC, Desc…).',
+        examples: ['asc', 'desc'],
+      }),
+    ),
   },
   { title: 'DbSort', additionalProperties: false },
 );
 
 export const QueryBody = t.Object(
   {
-    entity: t.String({ description: "Table of the data schema; must be in the API key's table whitelist.", example: 'orders' }),
+    entity: t.String({
+      description: "Table of the data schema; must be in the API key's table whitelist.",
+      example: 'orders',
+    }),
     action: t.String({ enum: [...ACTIONS], description: 'select, insert, update or delete.' }),
-    fields: t.Optional(t.Array(t.String(), { description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.' })),
-    filters: t.Optional(t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' })),
+    fields: t.Optional(
+      t.Array(t.String(), {
+        description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.',
+      }),
+    ),
+    filters: t.Optional(
+      t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' }),
+    ),
     data: t.Optional(
-      t.Union([Row, t.Array(Row)], { description: 'insert: one object or a non-empty array of objects (one statement); update: the columns to set.' }),
+      t.Union([Row, t.Array(Row)], {
+        description: 'insert: one object or a non-empty array of objects (one statement); update: the columns to set.',
+      }),
     ),
     sort: t.Optional(t.Array(Sort, { description: 'select: ordering, first item first.' })),
-    limit: t.Optional(Type.Integer({ minimum: 0, description: 'select: rows to return; default 100, at most the setting db.max_limit (1000).' })),
+    limit: t.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: 'select: rows to return; default 100, at most the setting db.max_limit (1000).',
+      }),
+    ),
     offset: t.Optional(Type.Integer({ minimum: 0, description: 'select: rows to skip; default 0.' })),
-    total: t.Optional(t.Boolean({ description: 'select: also return data.total, the number of matching rows ignoring limit/offset.' })),
-    transaction_id: t.Optional(t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' })),
+    total: t.Optional(
+      t.Boolean({ description: 'select: also return data.total, the number of matching rows ignoring limit/offset.' }),
+    ),
+    transaction_id: t.Optional(
+      t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' }),
+    ),
   },
   {
     title: 'DbQueryRequest',
@@ -71,9 +104,13 @@ export type QueryBody = Static<typeof QueryBody>;
 
 /** The `data` of a query's answer. */
 export const QueryResultData = t.Object({
-  rows: t.Array(Row, { description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.' }),
+  rows: t.Array(Row, {
+    description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.',
+  }),
   count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
-  total: t.Optional(Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' })),
+  total: t.Optional(
+    Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' }),
+  ),
 });
 export type QueryResultData = Static<typeof QueryResultData>;
 
@@ -89,9 +126,17 @@ export const TxParams = t.Object({ id: t.String({ description: 'transaction_id f
 export const BeginResult = SuccessA(
   t.Object({
     transaction_id: t.String({ description: 'Pass as transaction_id in queries, and in the commit/rollback path.' }),
-    expires_at: t.String({ description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.' }),
+    expires_at: t.String({
+      description: 'ISO 8601; the transaction is rolled back if idle past this time. Each query extends it.',
+    }),
   }),
-  { title: 'DbTransactionBegun', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' } } },
+  {
+    title: 'DbTransactionBegun',
+    example: {
+      success: true,
+      data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', expires_at: '2026-01-01T12:00:30.000Z' },
+    },
+  },
 );
 
 export const EndResult = SuccessA(
@@ -99,7 +144,10 @@ export const EndResult = SuccessA(
     transaction_id: t.String(),
     status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
   }),
-  { title: 'DbTransactionEnded', example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } } },
+  {
+    title: 'DbTransactionEnded',
+    example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } },
+  },
 );
 
 /** Error responses every Database API route may give. */

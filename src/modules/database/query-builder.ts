@@ -11,7 +11,11 @@ import { castParam, encodeList, encodeValue, ValueError } from './value-codec';
 
 /** A column or table name the catalog does not know (the caller may refresh the catalog and retry). */
 export class UnknownName extends Error {
-  constructor(readonly path: string, readonly name: string, readonly what: 'field' | 'entity') {
+  constructor(
+    readonly path: string,
+    readonly name: string,
+    readonly what: 'field' | 'entity',
+  ) {
     super(`${path}: unknown ${what} '${name}'`);
   }
 }
@@ -34,7 +38,16 @@ export interface Statement {
 
 const TEXT_OPS = new Set<Operator>(['like', 'ilike']);
 const ORDER_OPS = new Set<Operator>(['gt', 'gte', 'lt', 'lte']);
-const SQL_OP: Record<string, string> = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=', like: 'LIKE', ilike: 'ILIKE' };
+const SQL_OP: Record<string, string> = {
+  eq: '=',
+  neq: '<>',
+  gt: '>',
+  gte: '>=',
+  lt: '<',
+  lte: '<=',
+  like: 'LIKE',
+  ilike: 'ILIKE',
+};
 // Postgres' limit on bind parameters in one statement.
 const MAX_PARAMS = 65_535;
 
@@ -49,7 +62,8 @@ const ALLOWED: Record<Action, Set<string>> = {
 };
 
 function column(table: Table, name: unknown, path: string): Column {
-  if (typeof name !== 'string' || name === '') throw DbErrors.invalid(path, 'must be a column name (a non-empty string)');
+  if (typeof name !== 'string' || name === '')
+    throw DbErrors.invalid(path, 'must be a column name (a non-empty string)');
   const col = table.columns.get(name);
   if (!col) throw new UnknownName(path, name, 'field');
   return col;
@@ -62,14 +76,22 @@ export class Params {
   readonly isList: boolean[] = [];
   readonly patterns: { param: number; path: string }[] = [];
   add(v: string | number | null, col: Column | null = null, isList = false): number {
-    if (this.list.length >= MAX_PARAMS) throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS}); split it`);
+    if (this.list.length >= MAX_PARAMS)
+      throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS}); split it`);
     this.list.push(v);
     this.columns.push(col);
     this.isList.push(isList);
     return this.list.length;
   }
   statement(sql: string, columns: Column[]): Statement {
-    return { sql, params: this.list, columns, paramColumns: this.columns, paramIsList: this.isList, patterns: this.patterns };
+    return {
+      sql,
+      params: this.list,
+      columns,
+      paramColumns: this.columns,
+      paramIsList: this.isList,
+      patterns: this.patterns,
+    };
   }
 }
 
@@ -88,7 +110,9 @@ export function where(table: Table, filters: unknown, params: Params): string {
   const parts = filters.map((f, i) => {
     const path = `filters[${i}]`;
     if (!isObject(f)) throw DbErrors.invalid(path, 'must be an object {field, op, value}');
-    for (const k of Object.keys(f)) if (k !== 'field' && k !== 'op' && k !== 'value') throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a filter has field, op and value');
+    for (const k of Object.keys(f))
+      if (k !== 'field' && k !== 'op' && k !== 'value')
+        throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a filter has field, op and value');
     const op = f.op;
     if (typeof op !== 'string' || !(OPERATORS as readonly string[]).includes(op)) {
       throw DbErrors.invalid(`${path}.op`, `unknown operator; use one of ${OPERATORS.join(', ')}`);
@@ -102,11 +126,21 @@ export function where(table: Table, filters: unknown, params: Params): string {
         return `${q} IS ${v ? '' : 'NOT '}NULL`;
       case 'in':
       case 'not_in': {
-        if (!Array.isArray(v) || v.length === 0) throw DbErrors.invalid(`${path}.value`, `${op} takes a non-empty array`);
-        if (col.isArray || col.kind === 'json') throw DbErrors.invalid(`${path}.op`, `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`);
-        if (v.some((x) => x === null)) throw DbErrors.invalid(`${path}.value`, `${op} values cannot be null; add an is_null filter instead`);
+        if (!Array.isArray(v) || v.length === 0)
+          throw DbErrors.invalid(`${path}.value`, `${op} takes a non-empty array`);
+        if (col.isArray || col.kind === 'json')
+          throw DbErrors.invalid(
+            `${path}.op`,
+            `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`,
+          );
+        if (v.some((x) => x === null))
+          throw DbErrors.invalid(`${path}.value`, `${op} values cannot be null; add an is_null filter instead`);
         // One value per element: a nested array would become another dimension of the array parameter.
-        if (v.some((x) => typeof x === 'object')) throw DbErrors.invalid(`${path}.value`, `${op} takes a flat array of values (strings, numbers or booleans); nested arrays and objects are not values`);
+        if (v.some((x) => typeof x === 'object'))
+          throw DbErrors.invalid(
+            `${path}.value`,
+            `${op} takes a flat array of values (strings, numbers or booleans); nested arrays and objects are not values`,
+          );
         let list: string;
         try {
           list = encodeList(col, v);
@@ -118,10 +152,13 @@ export function where(table: Table, filters: unknown, params: Params): string {
         return op === 'in' ? `${q} = ANY(${castParam(n, col, true)})` : `${q} <> ALL(${castParam(n, col, true)})`;
       }
       default: {
-        if (v === null || v === undefined) throw DbErrors.invalid(`${path}.value`, `${op} needs a value; to match NULL use is_null`);
+        if (v === null || v === undefined)
+          throw DbErrors.invalid(`${path}.value`, `${op} needs a value; to match NULL use is_null`);
         if (TEXT_OPS.has(op as Operator)) {
-          if (col.kind !== 'text' || col.isArray) throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
-          if (typeof v !== 'string') throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
+          if (col.kind !== 'text' || col.isArray)
+            throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
+          if (typeof v !== 'string')
+            throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
           const n = params.add(v, col);
           params.patterns.push({ param: n - 1, path: `${path}.value` });
           return `${q} ${SQL_OP[op]} $${n}::text`;
@@ -159,9 +196,12 @@ export function orderBy(table: Table, sort: unknown): string {
   const parts = sort.map((s, i) => {
     const path = `sort[${i}]`;
     if (!isObject(s)) throw DbErrors.invalid(path, 'must be an object {field, direction}');
-    for (const k of Object.keys(s)) if (k !== 'field' && k !== 'direction') throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a sort item has field and direction');
+    for (const k of Object.keys(s))
+      if (k !== 'field' && k !== 'direction')
+        throw DbErrors.invalid(`${path}.${k}`, 'unknown key; a sort item has field and direction');
     const dir = s.direction === undefined ? 'asc' : typeof s.direction === 'string' ? s.direction.toLowerCase() : '';
-    if (!(DIRECTIONS as readonly string[]).includes(dir)) throw DbErrors.invalid(`${path}.direction`, 'must be asc or desc');
+    if (!(DIRECTIONS as readonly string[]).includes(dir))
+      throw DbErrors.invalid(`${path}.direction`, 'must be asc or desc');
     const col = column(table, s.field, `${path}.field`);
     // Table-qualified: a bare name would resolve to the select list's alias, which for dates,
     // timestamps and arrays is their text form (year 10000 before 9999, no index use).
@@ -176,16 +216,19 @@ function assignments(table: Table, data: unknown, path: string): [Column, unknow
 }
 
 function nonNegativeInt(v: unknown, path: string): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw DbErrors.invalid(path, 'must be a whole number ≥ 0');
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw DbErrors.invalid(path, 'must be a whole number ≥ 0');
   return v;
 }
 
 /** Validate the request against the table and build the statement. */
 export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: number }): Statement {
   const action = body.action as Action;
-  if (!(ACTIONS as readonly string[]).includes(action)) throw DbErrors.invalid('action', `unknown action; use one of ${ACTIONS.join(', ')}`);
+  if (!(ACTIONS as readonly string[]).includes(action))
+    throw DbErrors.invalid('action', `unknown action; use one of ${ACTIONS.join(', ')}`);
   for (const k of Object.keys(body)) {
-    if (!ALLOWED[action].has(k)) throw DbErrors.invalid(k, ALLOWED.select.has(k) || k === 'data' ? `not used by ${action}` : 'unknown field');
+    if (!ALLOWED[action].has(k))
+      throw DbErrors.invalid(k, ALLOWED.select.has(k) || k === 'data' ? `not used by ${action}` : 'unknown field');
   }
   const t = table.quoted;
   const params = new Params();
@@ -197,13 +240,16 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
       const w = where(table, body.filters, params);
       const o = orderBy(table, body.sort);
       const limit = body.limit === undefined ? 100 : nonNegativeInt(body.limit, 'limit');
-      if (limit > opts.maxLimit) throw DbErrors.invalid('limit', `must be at most ${opts.maxLimit} (setting db.max_limit); page with offset`);
+      if (limit > opts.maxLimit)
+        throw DbErrors.invalid('limit', `must be at most ${opts.maxLimit} (setting db.max_limit); page with offset`);
       const offset = body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset');
-      if (body.total !== undefined && typeof body.total !== 'boolean') throw DbErrors.invalid('total', 'must be true or false');
+      if (body.total !== undefined && typeof body.total !== 'boolean')
+        throw DbErrors.invalid('total', 'must be true or false');
       const filterParams = params.list.slice();
       const sql = `SELECT ${list} FROM ${t}${w}${o} LIMIT $${params.add(limit)} OFFSET $${params.add(offset)}`;
       const st = params.statement(sql, cols);
-      if (body.total) Object.assign(st, { countSql: `SELECT count(*)::int8 AS total FROM ${t}${w}`, countParams: filterParams });
+      if (body.total)
+        Object.assign(st, { countSql: `SELECT count(*)::int8 AS total FROM ${t}${w}`, countParams: filterParams });
       return st;
     }
     case 'insert': {
@@ -220,11 +266,17 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
       // Columns a row leaves out take their DEFAULT, as in a single-row insert.
       const tuples = parsed.map((r, i) => {
         const byName = new Map(r.map(([c, v]) => [c.name, [c, v] as const]));
-        return '(' + names.map((n) => {
-          const cv = byName.get(n);
-          if (!cv) return 'DEFAULT';
-          return castParam(params.add(encode(cv[0], cv[1], `data[${i}].${n}`), cv[0]), cv[0]);
-        }).join(', ') + ')';
+        return (
+          '(' +
+          names
+            .map((n) => {
+              const cv = byName.get(n);
+              if (!cv) return 'DEFAULT';
+              return castParam(params.add(encode(cv[0], cv[1], `data[${i}].${n}`), cv[0]), cv[0]);
+            })
+            .join(', ') +
+          ')'
+        );
       });
       const sql = `INSERT INTO ${t} (${names.map((n) => table.columns.get(n)!.quoted).join(', ')}) VALUES ${tuples.join(', ')} RETURNING ${list}`;
       return params.statement(sql, cols);
@@ -235,7 +287,9 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
       const sets = assignments(table, body.data, 'data');
       if (sets.length === 0) throw DbErrors.invalid('data', 'must set at least one column');
       if (!Array.isArray(body.filters) || body.filters.length === 0) throw DbErrors.filtersRequired('update');
-      const set = sets.map(([c, v]) => `${c.quoted} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`).join(', ');
+      const set = sets
+        .map(([c, v]) => `${c.quoted} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`)
+        .join(', ');
       const w = where(table, body.filters, params);
       return params.statement(`UPDATE ${t} SET ${set}${w} RETURNING ${list}`, cols);
     }

@@ -48,14 +48,17 @@ const ITEM_KEYS: [list: 'filters' | 'sort', allowed: Set<string>][] = [
 function rejectUnknownKeys(body: unknown): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
   const b = body as Record<string, unknown>;
-  for (const k of Object.keys(b)) if (!TOP_LEVEL.has(k)) throw DbErrors.invalid(k, `unknown field; a query has ${[...TOP_LEVEL].join(', ')}`);
+  for (const k of Object.keys(b))
+    if (!TOP_LEVEL.has(k)) throw DbErrors.invalid(k, `unknown field; a query has ${[...TOP_LEVEL].join(', ')}`);
   for (const [list, allowed] of ITEM_KEYS) {
     const items = b[list];
     if (!Array.isArray(items)) continue;
     for (let i = 0; i < items.length; i++) {
       const item: unknown = items[i];
       if (typeof item !== 'object' || item === null) continue;
-      for (const k of Object.keys(item)) if (!allowed.has(k)) throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
+      for (const k of Object.keys(item))
+        if (!allowed.has(k))
+          throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
     }
   }
   rejectProtoKeys(b.data);
@@ -72,7 +75,10 @@ function rejectProtoKeys(data: unknown): void {
   for (let i = 0; i < rows.length; i++) {
     const row: unknown = rows[i];
     if (typeof row === 'object' && row !== null && !Array.isArray(row) && Object.hasOwn(row, '__proto__')) {
-      throw DbErrors.invalid(Array.isArray(data) ? `data[${i}].__proto__` : 'data.__proto__', 'is not a column name; "__proto__" cannot be written through the API');
+      throw DbErrors.invalid(
+        Array.isArray(data) ? `data[${i}].__proto__` : 'data.__proto__',
+        'is not a column name; "__proto__" cannot be written through the API',
+      );
     }
   }
 }
@@ -96,15 +102,13 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
     requirePermission(apiKey, 'db:query');
   };
 
-  return new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
-    .use(platformGuards(p))
-    // Every route: an active key first (401). /api/v1/db is a public prefix: in
-    // api_key_required mode a missing key is 401 api_key_required.
-    .guard({ apiKey: { publicPrefix: true } })
-    .post(
-      '/query',
-      async ({ body, apiKey }) => ok(await svc().query(apiKey, body)),
-      {
+  return (
+    new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
+      .use(platformGuards(p))
+      // Every route: an active key first (401). /api/v1/db is a public prefix: in
+      // api_key_required mode a missing key is 401 api_key_required.
+      .guard({ apiKey: { publicPrefix: true } })
+      .post('/query', async ({ body, apiKey }) => ok(await svc().query(apiKey, body)), {
         transform: (context) => {
           const { body, apiKey } = context as object as KeyAdmitted & { body: unknown };
           // Raw SQL before the permission, so any authenticated legacy client learns why.
@@ -118,19 +122,22 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         detail: {
           tags: ['Database'],
           summary: 'Run a parameterized query on a whitelisted table',
-          'x-codes': { 400: ['filters_required'], 401: ['unauthorized'], 403: ['forbidden', 'raw_sql_disabled'], 404: ['transaction_not_found'], 409: ['conflict', 'transaction_aborted'], 503: ['query_timeout', 'lock_timeout'] },
+          'x-codes': {
+            400: ['filters_required'],
+            401: ['unauthorized'],
+            403: ['forbidden', 'raw_sql_disabled'],
+            404: ['transaction_not_found'],
+            409: ['conflict', 'transaction_aborted'],
+            503: ['query_timeout', 'lock_timeout'],
+          },
           description:
             'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
             'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
             'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout.',
           security,
         },
-      },
-    )
-    .post(
-      '/transaction/begin',
-      async ({ apiKey }) => ok(await svc().begin(apiKey)),
-      {
+      })
+      .post('/transaction/begin', async ({ apiKey }) => ok(await svc().begin(apiKey)), {
         transform: needsDbQuery,
         parse: optionalJson,
         body: EmptyBody,
@@ -140,16 +147,12 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
           summary: 'Begin a transaction',
           'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 429: ['too_many_transactions'] },
           description:
-            'Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other\'s writes. ' +
+            "Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
             'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions.',
           security,
         },
-      },
-    )
-    .post(
-      '/transaction/:id/commit',
-      async ({ params, apiKey }) => ok(await svc().commit(apiKey, params.id)),
-      {
+      })
+      .post('/transaction/:id/commit', async ({ params, apiKey }) => ok(await svc().commit(apiKey, params.id)), {
         transform: needsDbQuery,
         params: TxParams,
         parse: optionalJson,
@@ -158,16 +161,19 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         detail: {
           tags: ['Database'],
           summary: 'Commit a transaction',
-          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'], 409: ['transaction_aborted', 'conflict'], 503: ['query_timeout', 'lock_timeout'] },
-          description: 'Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key\'s id → 404 transaction_not_found.',
+          'x-codes': {
+            401: ['unauthorized'],
+            403: ['forbidden'],
+            404: ['transaction_not_found'],
+            409: ['transaction_aborted', 'conflict'],
+            503: ['query_timeout', 'lock_timeout'],
+          },
+          description:
+            "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
           security,
         },
-      },
-    )
-    .post(
-      '/transaction/:id/rollback',
-      async ({ params, apiKey }) => ok(await svc().rollback(apiKey, params.id)),
-      {
+      })
+      .post('/transaction/:id/rollback', async ({ params, apiKey }) => ok(await svc().rollback(apiKey, params.id)), {
         transform: needsDbQuery,
         params: TxParams,
         parse: optionalJson,
@@ -177,9 +183,10 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
           tags: ['Database'],
           summary: 'Roll back a transaction',
           'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'] },
-          description: 'Discards the transaction\'s changes and forgets the id. Unknown, ended or another key\'s id → 404 transaction_not_found.',
+          description:
+            "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
           security,
         },
-      },
-    );
+      })
+  );
 }

@@ -35,7 +35,10 @@ export class DatabaseService {
     private readonly apiDb: () => Promise<Db>,
   ) {
     const schema = p.settings.get<string>('database.data_schema');
-    if (isPlatformSchema(schema)) throw new Error(`database.data_schema: '${schema}' is a platform schema; application tables belong in their own schema (default public)`);
+    if (isPlatformSchema(schema))
+      throw new Error(
+        `database.data_schema: '${schema}' is a platform schema; application tables belong in their own schema (default public)`,
+      );
     this.catalog = new Catalog(p.db, { schema });
     const external = p.db.kind === 'external';
     this.transactions = new TransactionRegistry({
@@ -90,7 +93,10 @@ export class DatabaseService {
     return { snap, table };
   }
 
-  private async plan(body: QueryBody, via: Queryable | undefined): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }> {
+  private async plan(
+    body: QueryBody,
+    via: Queryable | undefined,
+  ): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
     const { snap, table } = await this.table(body.entity, via);
     try {
@@ -133,7 +139,14 @@ export class DatabaseService {
       if (err instanceof AppError) throw err;
       // The probe runs outside the transaction; on the embedded engine that would wait for it.
       const probe = inTx && this.p.db.kind === 'embedded' ? undefined : await this.apiDb();
-      throw await mapDbError(err, { statement: st, table, snap, catalog: this.catalog, probe, timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms') });
+      throw await mapDbError(err, {
+        statement: st,
+        table,
+        snap,
+        catalog: this.catalog,
+        probe,
+        timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms'),
+      });
     }
   }
 
@@ -149,7 +162,11 @@ export class DatabaseService {
       if (err instanceof AppError) throw err;
       // Deferred constraints are checked at commit.
       const snap = await this.catalog.get();
-      throw await mapDbError(err, { snap, catalog: this.catalog, timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms') });
+      throw await mapDbError(err, {
+        snap,
+        catalog: this.catalog,
+        timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms'),
+      });
     }
     return { transaction_id: id, status: 'committed' };
   }

@@ -61,7 +61,16 @@ export class TransactionRegistry {
       await tx.rollback();
       throw DbErrors.tooManyTx(max);
     }
-    const e: Entry = { id: crypto.randomUUID(), keyId, tx, chain: Promise.resolve(), busy: 0, aborted: false, ended: false, expiresAt: 0 };
+    const e: Entry = {
+      id: crypto.randomUUID(),
+      keyId,
+      tx,
+      chain: Promise.resolve(),
+      busy: 0,
+      aborted: false,
+      ended: false,
+      expiresAt: 0,
+    };
     this.open.set(e.id, e);
     this.arm(e);
     return { id: e.id, expiresAt: new Date(e.expiresAt) };
@@ -171,7 +180,9 @@ export class TransactionRegistry {
         e.ended = true;
         this.open.delete(e.id);
         if (e.timer) clearTimeout(e.timer);
-        return e.chain.then(() => e.tx.rollback()).catch((err) => this.opts.onError?.("rollback of a revoked key's transaction failed", err));
+        return e.chain
+          .then(() => e.tx.rollback())
+          .catch((err) => this.opts.onError?.("rollback of a revoked key's transaction failed", err));
       }),
     );
     return mine.length;
@@ -179,6 +190,10 @@ export class TransactionRegistry {
 
   /** Roll back everything (shutdown). */
   async rollbackAll(): Promise<void> {
-    await Promise.all([...this.open.values()].map((e) => this.finish(e, false).catch((err) => this.opts.onError?.('rollback on shutdown failed', err))));
+    await Promise.all(
+      [...this.open.values()].map((e) =>
+        this.finish(e, false).catch((err) => this.opts.onError?.('rollback on shutdown failed', err)),
+      ),
+    );
   }
 }

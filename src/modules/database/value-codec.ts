@@ -54,7 +54,8 @@ function scalarText(kind: ValueKind, v: unknown, col: Column): string {
       throw new ValueError('expects base64 text (standard alphabet, padded)');
     case 'text':
       if (typeof v === 'string') {
-        if (col.maxLength !== null && !col.isArray && [...v].length > col.maxLength) throw new ValueError(`is longer than ${col.maxLength} characters`);
+        if (col.maxLength !== null && !col.isArray && [...v].length > col.maxLength)
+          throw new ValueError(`is longer than ${col.maxLength} characters`);
         return v;
       }
       if (typeof v === 'number' || typeof v === 'boolean') return String(v);

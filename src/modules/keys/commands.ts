@@ -14,11 +14,20 @@ export function parseExpires(v: string, now = Date.now()): Date {
   const m = DURATION.exec(v.trim());
   if (m) return new Date(now + Number(m[1]) * UNIT_MS[m[2]!]!);
   const d = new Date(v);
-  if (Number.isNaN(d.getTime())) throw new UsageError(`--expires '${v}' is neither an ISO date-time (2030-01-31T00:00:00Z) nor a duration (30d, 12h, 2w)`);
+  if (Number.isNaN(d.getTime()))
+    throw new UsageError(
+      `--expires '${v}' is neither an ISO date-time (2030-01-31T00:00:00Z) nor a duration (30d, 12h, 2w)`,
+    );
   return d;
 }
 
-const csv = (v: unknown): string[] | undefined => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : undefined);
+const csv = (v: unknown): string[] | undefined =>
+  typeof v === 'string'
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : undefined;
 
 function when(d: Date | null): string {
   return d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '-';
@@ -26,13 +35,27 @@ function when(d: Date | null): string {
 
 function line(k: KeyInfo): string {
   const perms = k.type === 'public' ? (k.site ? 'site key' : '-') : k.permissions.join(',');
-  return [k.id, k.type.padEnd(7), k.display.padEnd(15), k.status.padEnd(7), (k.service ?? '-').padEnd(14), perms.padEnd(24), k.tables.join(',') || '-', `expires ${when(k.expires_at)}`, `last used ${when(k.last_used_at)}`, k.name ? `"${k.name}"` : ''].join('  ').trimEnd();
+  return [
+    k.id,
+    k.type.padEnd(7),
+    k.display.padEnd(15),
+    k.status.padEnd(7),
+    (k.service ?? '-').padEnd(14),
+    perms.padEnd(24),
+    k.tables.join(',') || '-',
+    `expires ${when(k.expires_at)}`,
+    `last used ${when(k.last_used_at)}`,
+    k.name ? `"${k.name}"` : '',
+  ]
+    .join('  ')
+    .trimEnd();
 }
 
 export const keyCommands: Command[] = [
   {
     name: 'keys create',
-    usage: 'basalt keys create --type public|service [--service NAME] [--permissions a,b] [--tables t1,t2] [--name N] [--expires ISO|30d] [--site] [--json]',
+    usage:
+      'basalt keys create --type public|service [--service NAME] [--permissions a,b] [--tables t1,t2] [--name N] [--expires ISO|30d] [--site] [--json]',
     summary: 'Create an API key; the key is printed once and stored only as a hash.',
     options: {
       type: { type: 'string' },
@@ -59,10 +82,15 @@ export const keyCommands: Command[] = [
       });
       if (values.json) return io.out(JSON.stringify(created));
       io.out(created.key);
-      io.err(`created ${created.type} key ${created.id} (${created.display})${created.site ? ', designated as the site public key' : ''}`);
+      io.err(
+        `created ${created.type} key ${created.id} (${created.display})${created.site ? ', designated as the site public key' : ''}`,
+      );
       io.err('store it now: it is shown only once and cannot be recovered');
       const pinned = created.site && platform!.settings.source('web.site_public_key');
-      if (pinned && pinned.source !== 'database') io.err(`note: web.site_public_key is pinned by ${pinned.origin ?? pinned.source}, which wins over the stored value`);
+      if (pinned && pinned.source !== 'database')
+        io.err(
+          `note: web.site_public_key is pinned by ${pinned.origin ?? pinned.source}, which wins over the stored value`,
+        );
     },
   },
   {

@@ -53,7 +53,8 @@ interface KeyRow {
   last_used_at: Date | null;
 }
 
-const COLUMNS = 'id, type, name, service, permissions, tables, key_hash, prefix, last4, created_at, expires_at, revoked_at, last_used_at';
+const COLUMNS =
+  'id, type, name, service, permissions, tables, key_hash, prefix, last4, created_at, expires_at, revoked_at, last_used_at';
 
 export class KeyService {
   private cache: VerifiedCache;
@@ -67,7 +68,10 @@ export class KeyService {
   private unlisten?: () => Promise<void>;
   private revokeListeners = new Set<(id: string) => unknown>();
 
-  constructor(private p: Platform, opts: KeyServiceOptions = {}) {
+  constructor(
+    private p: Platform,
+    opts: KeyServiceOptions = {},
+  ) {
     this.cache = new VerifiedCache(opts.cacheTtlMs ?? 30_000);
     this.touchIntervalMs = opts.touchIntervalMs ?? 60_000;
     p.onShutdown(() => this.close());
@@ -83,7 +87,17 @@ export class KeyService {
     const { rows } = await (tx ?? this.p.db).query<KeyRow>(
       `INSERT INTO basalt.api_keys (type, name, service, permissions, tables, key_hash, prefix, last4, expires_at)
        VALUES ($1, $2, $3, $4::text[], $5::text[], $6, $7, $8, $9) RETURNING ${COLUMNS}`,
-      [spec.type, spec.name, spec.service, spec.permissions, spec.tables, material.hash, material.prefix, material.last4, spec.expiresAt],
+      [
+        spec.type,
+        spec.name,
+        spec.service,
+        spec.permissions,
+        spec.tables,
+        material.hash,
+        material.prefix,
+        material.last4,
+        spec.expiresAt,
+      ],
     );
     if (spec.site && tx) {
       await this.p.settings.set(SITE_SETTING, material.key, tx); // a failure rolls the key back with the transaction
@@ -102,7 +116,9 @@ export class KeyService {
 
   /** Every key, newest first, with prefix and last four characters; never the key or its hash. */
   async list(): Promise<KeyInfo[]> {
-    const { rows } = await this.p.db.query<KeyRow>(`SELECT ${COLUMNS} FROM basalt.api_keys ORDER BY created_at DESC, id`);
+    const { rows } = await this.p.db.query<KeyRow>(
+      `SELECT ${COLUMNS} FROM basalt.api_keys ORDER BY created_at DESC, id`,
+    );
     const site = this.siteHash();
     return rows.map((r) => this.info(r, site));
   }
@@ -193,7 +209,10 @@ export class KeyService {
     }
     const principal = await this.verify(rawKey.trim(), { recordUse: false });
     if (principal?.type !== 'public') {
-      throw KeyErrors.invalid('key', 'The site public key must be an active public key (pk_…); service keys are never published.');
+      throw KeyErrors.invalid(
+        'key',
+        'The site public key must be an active public key (pk_…); service keys are never published.',
+      );
     }
     await this.p.settings.set(SITE_SETTING, rawKey.trim());
   }

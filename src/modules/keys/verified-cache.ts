@@ -32,7 +32,10 @@ export class VerifiedCache {
   private revocations = 0;
   private creations = 0;
 
-  constructor(private ttlMs: number, private max = 10_000) {}
+  constructor(
+    private ttlMs: number,
+    private max = 10_000,
+  ) {}
 
   /** undefined: not cached; null: known invalid. */
   get(hash: string, now = Date.now()): CachedPrincipal | null | undefined {

@@ -25,14 +25,23 @@ export interface NewJob {
 export async function insertJob(q: Queryable, j: NewJob, notifyChannel?: string): Promise<void> {
   const insert = `INSERT INTO basalt.mail_jobs (id, key_id, state, sync, recipients, subject, text, html, template, message_id, max_attempts, attempts, lease_until, claimed_by)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'), $14)`;
-  await q.query(
-    notifyChannel ? `WITH job AS (${insert} RETURNING id) SELECT pg_notify($15, '') FROM job` : insert,
-    [
-      j.id, j.keyId, j.sync ? 'sending' : 'queued', !!j.sync, j.mail.to, j.mail.subject, j.mail.text ?? null, j.mail.html ?? null,
-      j.mail.template ?? null, j.messageId, j.maxAttempts, j.sync ? 1 : 0, j.sync ? j.sync.leaseMs : null, j.sync?.worker ?? null,
-      ...(notifyChannel ? [notifyChannel] : []),
-    ],
-  );
+  await q.query(notifyChannel ? `WITH job AS (${insert} RETURNING id) SELECT pg_notify($15, '') FROM job` : insert, [
+    j.id,
+    j.keyId,
+    j.sync ? 'sending' : 'queued',
+    !!j.sync,
+    j.mail.to,
+    j.mail.subject,
+    j.mail.text ?? null,
+    j.mail.html ?? null,
+    j.mail.template ?? null,
+    j.messageId,
+    j.maxAttempts,
+    j.sync ? 1 : 0,
+    j.sync ? j.sync.leaseMs : null,
+    j.sync?.worker ?? null,
+    ...(notifyChannel ? [notifyChannel] : []),
+  ]);
 }
 
 /** The idempotency key an async send takes, with the answer stored for its replays. */
@@ -55,7 +64,12 @@ export interface KeyClaim {
  * request with the same key waits on the unique key until this statement commits (then
  * finds the record) or fails (then takes the key itself), as it would in a transaction.
  */
-export async function acceptKeyed(q: Queryable, claim: KeyClaim, j: Omit<NewJob, 'sync'>, channel?: string): Promise<boolean> {
+export async function acceptKeyed(
+  q: Queryable,
+  claim: KeyClaim,
+  j: Omit<NewJob, 'sync'>,
+  channel?: string,
+): Promise<boolean> {
   const { rows } = await q.query(
     `WITH claim AS (${CLAIM_FREE_KEY_SQL}),
      job AS (
@@ -65,7 +79,15 @@ export async function acceptKeyed(q: Queryable, claim: KeyClaim, j: Omit<NewJob,
      SELECT ${channel ? `pg_notify($17::text, '')` : '1'} FROM job`,
     [
       ...claimParams(claim.scope, claim.key, claim.hash, claim.lockMs, claim.answer),
-      j.id, j.keyId, j.mail.to, j.mail.subject, j.mail.text ?? null, j.mail.html ?? null, j.mail.template ?? null, j.messageId, j.maxAttempts,
+      j.id,
+      j.keyId,
+      j.mail.to,
+      j.mail.subject,
+      j.mail.text ?? null,
+      j.mail.html ?? null,
+      j.mail.template ?? null,
+      j.messageId,
+      j.maxAttempts,
       ...(channel ? [channel] : []),
     ],
   );

@@ -17,7 +17,9 @@ function readPart(path: unknown, flag: string): string | undefined {
 function explain(e: unknown): never {
   if (e instanceof AppError) {
     const fields = (e.extra.details?.fields ?? {}) as Record<string, string>;
-    const detail = Object.entries(fields).map(([k, v]) => `${k}: ${v}`).join('; ');
+    const detail = Object.entries(fields)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join('; ');
     throw new Error(detail && !e.message.includes(detail) ? `${e.message} (${detail})` : e.message);
   }
   throw e;

@@ -50,7 +50,10 @@ export const MailErrors = {
     ),
   /** Two sources of the key (Idempotency-Key, X-Idempotency-Key, body idempotency_key) disagree. */
   idempotencyConflictingKeys: (field: string, other: string) =>
-    validationError(`The idempotency key is given twice with different values (${other} and ${field}); send one, or the same value in both.`, {
-      [field]: `differs from ${other}`,
-    }),
+    validationError(
+      `The idempotency key is given twice with different values (${other} and ${field}); send one, or the same value in both.`,
+      {
+        [field]: `differs from ${other}`,
+      },
+    ),
 };

@@ -24,21 +24,31 @@ export interface StoredAnswer {
  * The key of a request, from the `Idempotency-Key` / `X-Idempotency-Key` header or the
  * body field `idempotency_key`. Must be a UUID; when more than one is given, they must agree.
  */
-export function resolveIdempotencyKey(headers: { get(name: string): string | null }, bodyKey: unknown): string | undefined {
+export function resolveIdempotencyKey(
+  headers: { get(name: string): string | null },
+  bodyKey: unknown,
+): string | undefined {
   const primary = headers.get('idempotency-key') ?? undefined;
   const alias = headers.get('x-idempotency-key') ?? undefined;
   const check = (v: unknown, field: string) => {
     if (typeof v !== 'string' || !UUID.test(v.trim())) {
-      throw MailErrors.invalid(`The idempotency key must be a UUID (e.g. ${crypto.randomUUID()}).`, { [field]: 'must be a UUID' });
+      throw MailErrors.invalid(`The idempotency key must be a UUID (e.g. ${crypto.randomUUID()}).`, {
+        [field]: 'must be a UUID',
+      });
     }
     return v.trim().toLowerCase();
   };
   const hp = primary !== undefined ? check(primary, 'Idempotency-Key') : undefined;
   const ha = alias !== undefined ? check(alias, 'X-Idempotency-Key') : undefined;
-  if (hp && ha && hp !== ha) throw MailErrors.idempotencyConflictingKeys('X-Idempotency-Key', 'the Idempotency-Key header');
+  if (hp && ha && hp !== ha)
+    throw MailErrors.idempotencyConflictingKeys('X-Idempotency-Key', 'the Idempotency-Key header');
   const h = hp ?? ha;
   const b = bodyKey !== undefined && bodyKey !== null ? check(bodyKey, 'idempotency_key') : undefined;
-  if (h && b && h !== b) throw MailErrors.idempotencyConflictingKeys('idempotency_key', hp ? 'the Idempotency-Key header' : 'the X-Idempotency-Key header');
+  if (h && b && h !== b)
+    throw MailErrors.idempotencyConflictingKeys(
+      'idempotency_key',
+      hp ? 'the Idempotency-Key header' : 'the X-Idempotency-Key header',
+    );
   return h ?? b;
 }
 
@@ -47,7 +57,15 @@ export function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return '[' + v.map(canonicalJson).join(',') + ']';
   if (v && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return '{' + Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => JSON.stringify(k) + ':' + canonicalJson(o[k])).join(',') + '}';
+    return (
+      '{' +
+      Object.keys(o)
+        .filter((k) => o[k] !== undefined)
+        .sort()
+        .map((k) => JSON.stringify(k) + ':' + canonicalJson(o[k]))
+        .join(',') +
+      '}'
+    );
   }
   return JSON.stringify(v ?? null);
 }
@@ -61,7 +79,12 @@ export function requestHash(payload: unknown): string {
  * payload) / 409 (still in flight). Undefined when the key is free (never used, expired,
  * or its owner died): the caller validates the request and then claims the key.
  */
-export async function lookupKey(q: Queryable, scope: string, key: string, hash: string): Promise<StoredAnswer | undefined> {
+export async function lookupKey(
+  q: Queryable,
+  scope: string,
+  key: string,
+  hash: string,
+): Promise<StoredAnswer | undefined> {
   const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
     `SELECT request_hash, status, response FROM basalt.mail_idempotency
       WHERE key_scope = $1 AND idem_key = $2 AND expires_at >= now() AND NOT (status IS NULL AND locked_until < now())`,
@@ -97,8 +120,22 @@ const CLAIM_KEY_SQL = `${INSERT_KEY}
          WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
        RETURNING 1`;
 
-export function claimParams(scope: string, key: string, hash: string, lockMs: number, answer?: StoredAnswer): unknown[] {
-  return [scope, key, hash, lockMs, IDEMPOTENCY_TTL_HOURS, answer?.status ?? null, answer ? JSON.stringify(answer.data) : null];
+export function claimParams(
+  scope: string,
+  key: string,
+  hash: string,
+  lockMs: number,
+  answer?: StoredAnswer,
+): unknown[] {
+  return [
+    scope,
+    key,
+    hash,
+    lockMs,
+    IDEMPOTENCY_TTL_HOURS,
+    answer?.status ?? null,
+    answer ? JSON.stringify(answer.data) : null,
+  ];
 }
 
 /**
@@ -108,7 +145,14 @@ export function claimParams(scope: string, key: string, hash: string, lockMs: nu
  * Throws 422 idempotency_key_reused (different payload) or 409
  * idempotency_key_in_progress (the first is still running).
  */
-export async function claimKey(q: Queryable, scope: string, key: string, hash: string, lockMs: number, answer?: StoredAnswer): Promise<ClaimResult> {
+export async function claimKey(
+  q: Queryable,
+  scope: string,
+  key: string,
+  hash: string,
+  lockMs: number,
+  answer?: StoredAnswer,
+): Promise<ClaimResult> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const taken = await q.query(CLAIM_KEY_SQL, claimParams(scope, key, hash, lockMs, answer));
     if (taken.rowCount > 0) return { owned: true };
@@ -144,12 +188,16 @@ export async function renewKeys(q: Queryable, keys: HeldKey[], lockMs: number): 
 
 /** Store the owner's answer; later requests replay it. */
 export async function completeKey(q: Queryable, scope: string, key: string, answer: StoredAnswer): Promise<void> {
-  await q.query('UPDATE basalt.mail_idempotency SET status = $3, response = $4::jsonb WHERE key_scope = $1 AND idem_key = $2', [
-    scope, key, answer.status, JSON.stringify(answer.data),
-  ]);
+  await q.query(
+    'UPDATE basalt.mail_idempotency SET status = $3, response = $4::jsonb WHERE key_scope = $1 AND idem_key = $2',
+    [scope, key, answer.status, JSON.stringify(answer.data)],
+  );
 }
 
 /** The request failed before anything was sent: free the key so the client may retry with it. */
 export async function releaseKey(q: Queryable, scope: string, key: string): Promise<void> {
-  await q.query('DELETE FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2 AND status IS NULL', [scope, key]);
+  await q.query('DELETE FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2 AND status IS NULL', [
+    scope,
+    key,
+  ]);
 }

@@ -81,9 +81,14 @@ export async function listJobs(q: Queryable, f: JobFilter = {}): Promise<{ jobs:
   const w = where.length ? 'WHERE ' + where.join(' AND ') : '';
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   const offset = Math.max(f.offset ?? 0, 0);
-  const total = Number((await q.query<{ n: string }>(`SELECT count(*) AS n FROM basalt.mail_jobs ${w}`, params)).rows[0]!.n);
+  const total = Number(
+    (await q.query<{ n: string }>(`SELECT count(*) AS n FROM basalt.mail_jobs ${w}`, params)).rows[0]!.n,
+  );
   const page = [...params, limit, offset];
-  const { rows } = await q.query<JobRow>(`SELECT * FROM basalt.mail_jobs ${w} ORDER BY created_at DESC LIMIT $${page.length - 1} OFFSET $${page.length}`, page);
+  const { rows } = await q.query<JobRow>(
+    `SELECT * FROM basalt.mail_jobs ${w} ORDER BY created_at DESC LIMIT $${page.length - 1} OFFSET $${page.length}`,
+    page,
+  );
   return { jobs: rows.map(viewOf), total };
 }
 
@@ -91,7 +96,10 @@ export async function listJobs(q: Queryable, f: JobFilter = {}): Promise<{ jobs:
 export async function countByState(q: Queryable, since?: Date): Promise<Record<JobState, number>> {
   const out: Record<JobState, number> = { queued: 0, sending: 0, sent: 0, failed: 0, dead: 0, cancelled: 0 };
   const { rows } = since
-    ? await q.query<{ state: JobState; n: string }>('SELECT state, count(*) AS n FROM basalt.mail_jobs WHERE created_at >= $1 GROUP BY state', [since])
+    ? await q.query<{ state: JobState; n: string }>(
+        'SELECT state, count(*) AS n FROM basalt.mail_jobs WHERE created_at >= $1 GROUP BY state',
+        [since],
+      )
     : await q.query<{ state: JobState; n: string }>('SELECT state, count(*) AS n FROM basalt.mail_jobs GROUP BY state');
   for (const r of rows) out[r.state] = Number(r.n);
   return out;
@@ -111,7 +119,10 @@ export async function retryJob(q: Queryable, id: string): Promise<boolean> {
 /** Take a queued job out of the queue before any attempt (admin action). False when it is not queued. */
 export async function cancelJob(q: Queryable, id: string): Promise<boolean> {
   if (!UUID.test(id)) return false;
-  const r = await q.query(`UPDATE basalt.mail_jobs SET state = 'cancelled', run_at = now(), updated_at = now() WHERE id = $1 AND state = 'queued'`, [id]);
+  const r = await q.query(
+    `UPDATE basalt.mail_jobs SET state = 'cancelled', run_at = now(), updated_at = now() WHERE id = $1 AND state = 'queued'`,
+    [id],
+  );
   return r.rowCount > 0;
 }
 
@@ -132,13 +143,15 @@ export async function searchJobs(q: Queryable, f: JobSearch): Promise<{ rows: Jo
   const where: string[] = [];
   const params: unknown[] = [];
   if (f.state) where.push(`state = $${params.push(f.state)}`);
-  if (f.recipient) where.push(`lower($${params.push(f.recipient)}) = ANY (SELECT lower(r) FROM unnest(recipients) AS r)`);
+  if (f.recipient)
+    where.push(`lower($${params.push(f.recipient)}) = ANY (SELECT lower(r) FROM unnest(recipients) AS r)`);
   if (f.since) where.push(`created_at >= $${params.push(f.since)}`);
   if (f.until) where.push(`created_at < $${params.push(f.until)}`);
   if (f.before) {
     const [at, id] = f.before.split('|');
     const when = new Date(at ?? '');
-    if (!Number.isNaN(when.getTime()) && id && UUID.test(id)) where.push(`(created_at, id) < ($${params.push(when)}::timestamptz, $${params.push(id)}::uuid)`);
+    if (!Number.isNaN(when.getTime()) && id && UUID.test(id))
+      where.push(`(created_at, id) < ($${params.push(when)}::timestamptz, $${params.push(id)}::uuid)`);
   }
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   const { rows } = await q.query<JobRow>(

@@ -22,7 +22,13 @@ import type { JobRow, JobState } from './jobs';
  * `exclude`: jobs this instance still holds (sending or about to): never claimed twice by
  * the same worker, even if their lease could not be renewed in time.
  */
-export async function claimJobs(q: Queryable, worker: string, n: number, leaseMs: number, exclude: string[] = []): Promise<JobRow[]> {
+export async function claimJobs(
+  q: Queryable,
+  worker: string,
+  n: number,
+  leaseMs: number,
+  exclude: string[] = [],
+): Promise<JobRow[]> {
   const { rows } = await q.query<JobRow>(
     `UPDATE basalt.mail_jobs j
         SET state = 'sending', attempts = j.attempts + 1, lease_until = now() + ($3::int * interval '1 millisecond'),
@@ -88,7 +94,11 @@ export async function markSent(q: Queryable, id: string, worker: string, note: s
 }
 
 /** Several accepted sends at once (the worker batches them: one commit for many). */
-export async function markSentMany(q: Queryable, worker: string, sent: { id: string; note: string | null }[]): Promise<void> {
+export async function markSentMany(
+  q: Queryable,
+  worker: string,
+  sent: { id: string; note: string | null }[],
+): Promise<void> {
   if (!sent.length) return;
   await q.query(
     `UPDATE basalt.mail_jobs j SET state = 'sent', sent_at = now(), lease_until = NULL, last_error = v.note, updated_at = now()
@@ -99,7 +109,14 @@ export async function markSentMany(q: Queryable, worker: string, sent: { id: str
 }
 
 /** An attempt failed: retry at `retryAt`, or dead when attempts are used up or the refusal is permanent. */
-export async function markFailed(q: Queryable, id: string, worker: string, error: string, dead: boolean, retryInMs: number): Promise<JobState> {
+export async function markFailed(
+  q: Queryable,
+  id: string,
+  worker: string,
+  error: string,
+  dead: boolean,
+  retryInMs: number,
+): Promise<JobState> {
   const { rows } = await q.query<{ state: JobState }>(
     `UPDATE basalt.mail_jobs
         SET state = CASE WHEN $4 OR attempts >= max_attempts THEN 'dead' ELSE 'failed' END,

@@ -64,10 +64,12 @@ export function hasLineBreak(s: string): boolean {
 export function checkMessage(msg: MailMessage, maxRecipients: number): void {
   const fields: Record<string, string> = {};
   if (!Array.isArray(msg.to) || msg.to.length === 0) fields.to = 'give at least one recipient address';
-  else if (msg.to.length > maxRecipients) fields.to = `at most ${maxRecipients} recipients per message (mail.max_recipients)`;
+  else if (msg.to.length > maxRecipients)
+    fields.to = `at most ${maxRecipients} recipients per message (mail.max_recipients)`;
   else {
     msg.to.forEach((a, i) => {
-      if (!isValidAddress(a)) fields[`to.${i}`] = `'${String(a).slice(0, 80)}' is not a valid e-mail address (expected local@domain)`;
+      if (!isValidAddress(a))
+        fields[`to.${i}`] = `'${String(a).slice(0, 80)}' is not a valid e-mail address (expected local@domain)`;
     });
   }
   if (msg.subject !== undefined) checkSubject(msg.subject, fields);
@@ -80,10 +82,14 @@ export function checkMessage(msg: MailMessage, maxRecipients: number): void {
   }
   for (const part of ['text', 'html'] as const) {
     const v = msg[part];
-    if (v !== undefined && (typeof v !== 'string' || v.length > MAX_BODY_CHARS)) fields[part] = `must be a string of at most ${MAX_BODY_CHARS} characters`;
+    if (v !== undefined && (typeof v !== 'string' || v.length > MAX_BODY_CHARS))
+      fields[part] = `must be a string of at most ${MAX_BODY_CHARS} characters`;
   }
   if (inline && !msg.text && !msg.html) fields.text = 'the message body is empty';
-  if (msg.variables !== undefined && (typeof msg.variables !== 'object' || msg.variables === null || Array.isArray(msg.variables))) {
+  if (
+    msg.variables !== undefined &&
+    (typeof msg.variables !== 'object' || msg.variables === null || Array.isArray(msg.variables))
+  ) {
     fields.variables = 'must be an object of name → value';
   }
   const first = Object.entries(fields)[0];

@@ -19,7 +19,10 @@ function rejectUnknownFields(body: unknown) {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return;
   const unknown = Object.keys(body).filter((k) => !KNOWN.has(k));
   if (unknown.length) {
-    throw MailErrors.invalid(`Unknown field(s) in the request: ${unknown.join(', ')}.`, Object.fromEntries(unknown.map((k) => [k, 'unknown field'])));
+    throw MailErrors.invalid(
+      `Unknown field(s) in the request: ${unknown.join(', ')}.`,
+      Object.fromEntries(unknown.map((k) => [k, 'unknown field'])),
+    );
   }
 }
 
@@ -47,14 +50,28 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
           detail: {
             tags: ['Mail'],
             summary: 'Send an e-mail (template or inline), sync or queued',
-            'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['template_not_found'], 409: ['idempotency_key_in_progress'], 422: ['idempotency_key_reused'], 502: ['mail_provider_error'], 503: ['mail_not_configured'] },
+            'x-codes': {
+              401: ['unauthorized'],
+              403: ['forbidden'],
+              404: ['template_not_found'],
+              409: ['idempotency_key_in_progress'],
+              422: ['idempotency_key_reused'],
+              502: ['mail_provider_error'],
+              503: ['mail_not_configured'],
+            },
             description:
               'Needs an API key with mail:send (or mail:*). `sync: false` (default) queues the message and answers 202; `sync: true` answers 200 once the SMTP server accepted it, 502 mail_provider_error otherwise. ' +
               'Idempotency: send a UUID in the Idempotency-Key (or X-Idempotency-Key) header or in idempotency_key. For 24 h, the same key with the same payload replays the first answer with `Idempotent-Replayed: true` and sends nothing; with a different payload → 422 idempotency_key_reused; while the first is still running → 409 idempotency_key_in_progress. ' +
               'Errors: 400 validation_error (naming the field or missing template variable), 404 template_not_found, 503 mail_not_configured.',
             security: [{ ApiKey: [] }],
             parameters: [
-              { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', format: 'uuid' }, description: 'Makes the send safe to retry (24 h, per API key).' },
+              {
+                name: 'Idempotency-Key',
+                in: 'header',
+                required: false,
+                schema: { type: 'string', format: 'uuid' },
+                description: 'Makes the send safe to retry (24 h, per API key).',
+              },
             ],
             responses: {
               200: { headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } },
@@ -77,7 +94,8 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
             tags: ['Mail'],
             summary: 'State of a mail job',
             'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['job_not_found'] },
-            description: 'State, attempts, last error and timestamps of a job, for the API key that created it (any other key gets 404).',
+            description:
+              'State, attempts, last error and timestamps of a job, for the API key that created it (any other key gets 404).',
             security: [{ ApiKey: [] }],
           },
         },

@@ -14,8 +14,29 @@ import { MailWorker } from './worker';
 import { MailRetention } from './retention';
 import { acceptKeyed, insertJob, MAIL_CHANNEL } from './accept';
 import { markFailed, markSent } from './leases';
-import { claimKey, completeKey, lookupKey, releaseKey, requestHash, type HeldKey, type StoredAnswer } from './idempotency';
-import { cancelJob, countByState, getJob, listJobs, retryJob, searchJobs, viewOf, type JobFilter, type JobRow, type JobSearch, type JobState, type JobView } from './jobs';
+import {
+  claimKey,
+  completeKey,
+  lookupKey,
+  releaseKey,
+  requestHash,
+  type HeldKey,
+  type StoredAnswer,
+} from './idempotency';
+import {
+  cancelJob,
+  countByState,
+  getJob,
+  listJobs,
+  retryJob,
+  searchJobs,
+  viewOf,
+  type JobFilter,
+  type JobRow,
+  type JobSearch,
+  type JobState,
+  type JobView,
+} from './jobs';
 
 export type { MailMessage } from './message';
 export type { MailTemplate, TemplateInput, TemplateStore } from './templates';
@@ -77,7 +98,10 @@ export interface MailService {
    * The HTTP send (POST /api/v1/mail/send): the above plus idempotency per API key.
    * `replayed`: the answer is the stored one of an earlier request with the same key.
    */
-  submit(req: SendRequest, ctx: { keyId: string; idempotencyKey?: string }): Promise<{ status: 200 | 202; data: SendResult; replayed: boolean }>;
+  submit(
+    req: SendRequest,
+    ctx: { keyId: string; idempotencyKey?: string },
+  ): Promise<{ status: 200 | 202; data: SendResult; replayed: boolean }>;
   /** Start delivering queued jobs, and the hourly purge, in this process (`serve` does, once it listens). */
   startWorker(): Promise<void>;
 }
@@ -121,22 +145,54 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
   }
 
   /** Insert a queued job and NOTIFY the workers of every instance (delivered at commit). */
-  async function queue(mail: RenderedMail, keyId: string | null, tx: Queryable = p.db, id: string = crypto.randomUUID()): Promise<string> {
-    await insertJob(tx, { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') }, announce);
+  async function queue(
+    mail: RenderedMail,
+    keyId: string | null,
+    tx: Queryable = p.db,
+    id: string = crypto.randomUUID(),
+  ): Promise<string> {
+    await insertJob(
+      tx,
+      { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') },
+      announce,
+    );
     return id;
   }
 
   /** `heldKey`: the idempotency key this send holds in flight (kept locked while the server answers). */
-  async function deliverNow(mail: RenderedMail, keyId: string | null, heldKey?: HeldKey): Promise<{ jobId: string; messageId: string; response: string }> {
+  async function deliverNow(
+    mail: RenderedMail,
+    keyId: string | null,
+    heldKey?: HeldKey,
+  ): Promise<{ jobId: string; messageId: string; response: string }> {
     const id = crypto.randomUUID();
     const messageId = messageIdFor(id);
     // Recorded first, so the send is visible in the job list whatever happens next.
-    await insertJob(p.db, { id, keyId, mail, messageId, maxAttempts: 1, sync: { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id } });
+    await insertJob(p.db, {
+      id,
+      keyId,
+      mail,
+      messageId,
+      maxAttempts: 1,
+      sync: { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id },
+    });
     // Renewed while the server takes its time, so the job is never settled as abandoned mid-send.
     const unhold = worker.holdSync(id, heldKey);
     try {
-      const res = await smtp.send({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html, messageId, headers: { 'X-Basalt-Job-Id': id } });
-      await markSent(p.db, id, worker.id, res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null);
+      const res = await smtp.send({
+        to: mail.to,
+        subject: mail.subject,
+        text: mail.text,
+        html: mail.html,
+        messageId,
+        headers: { 'X-Basalt-Job-Id': id },
+      });
+      await markSent(
+        p.db,
+        id,
+        worker.id,
+        res.rejected.length ? `the server refused some recipients: ${res.rejected.join(', ')}` : null,
+      );
       return { jobId: id, messageId, response: res.response };
     } catch (e) {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
@@ -165,7 +221,10 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     },
 
     async testSend(to) {
-      if (!isValidAddress(to)) throw MailErrors.invalid(`'${String(to).slice(0, 80)}' is not a valid e-mail address.`, { to: 'expected local@domain' });
+      if (!isValidAddress(to))
+        throw MailErrors.invalid(`'${String(to).slice(0, 80)}' is not a valid e-mail address.`, {
+          to: 'expected local@domain',
+        });
       const app = p.settings.get<string>('app.name');
       return service.sendNow({
         to: [to],
@@ -203,8 +262,19 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
 
     async submit(req, { keyId, idempotencyKey }) {
       const sync = req.sync === true;
-      const msg: MailMessage = { to: req.to, subject: req.subject, text: req.text, html: req.html, template: req.template, variables: req.variables };
-      const replayOf = (a: StoredAnswer) => ({ status: a.status as 200 | 202, data: a.data as SendResult, replayed: true });
+      const msg: MailMessage = {
+        to: req.to,
+        subject: req.subject,
+        text: req.text,
+        html: req.html,
+        template: req.template,
+        variables: req.variables,
+      };
+      const replayOf = (a: StoredAnswer) => ({
+        status: a.status as 200 | 202,
+        data: a.data as SendResult,
+        replayed: true,
+      });
       // The fingerprint is of the request, not of the rendered mail: a replay gets the
       // original answer even if the template was deleted or mail unconfigured since
       // (docs/mail.md, "Idempotency"). So a request refused by today's checks looks for an
@@ -234,8 +304,21 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         const data = result(jobId);
         const lockMs = p.settings.get<number>('mail.lease_ms');
         // The common case in one statement: take the key with its answer, queue the job, NOTIFY.
-        const job = { id: jobId, keyId, mail, messageId: messageIdFor(jobId), maxAttempts: p.settings.get<number>('mail.max_attempts') };
-        if (await acceptKeyed(p.db, { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } }, job, announce)) {
+        const job = {
+          id: jobId,
+          keyId,
+          mail,
+          messageId: messageIdFor(jobId),
+          maxAttempts: p.settings.get<number>('mail.max_attempts'),
+        };
+        if (
+          await acceptKeyed(
+            p.db,
+            { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } },
+            job,
+            announce,
+          )
+        ) {
           worker.wake();
           return { status: 202, data, replayed: false };
         }

@@ -61,7 +61,11 @@ export function classify(e: unknown): SmtpSendError {
     const text = (err.response ?? '').replace(/[\r\n]+/g, ' ').slice(0, 200);
     // 5xx to the message or its recipients is final; 5xx to our login is a config problem the operator will fix.
     const permanent = code >= 500 && err.code !== 'EAUTH';
-    return new SmtpSendError(`the mail server answered ${text || code}${permanent ? ' (permanent)' : ' (temporary)'}`, permanent, e);
+    return new SmtpSendError(
+      `the mail server answered ${text || code}${permanent ? ' (permanent)' : ' (temporary)'}`,
+      permanent,
+      e,
+    );
   }
   const known = err?.code ? CONNECTION_CODES[err.code] : undefined;
   return new SmtpSendError(known ?? 'the mail server could not be reached', false, e);
@@ -106,7 +110,9 @@ export class SmtpTransport {
     const from = this.settings.get<string>('mail.from');
     if (from === '') return 'mail.from is empty';
     if (this.fromChecked.from !== from) {
-      const problem = isValidAddress(senderAddress(from)) ? undefined : `mail.from '${from.slice(0, 100)}' is not an address (expected app@example.com or "Name" <app@example.com>)`;
+      const problem = isValidAddress(senderAddress(from))
+        ? undefined
+        : `mail.from '${from.slice(0, 100)}' is not an address (expected app@example.com or "Name" <app@example.com>)`;
       this.fromChecked = { from, problem };
     }
     return this.fromChecked.problem;

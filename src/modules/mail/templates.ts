@@ -57,7 +57,9 @@ type Part = 'subject' | 'html' | 'text';
 const engineFor = (part: Part) => (part === 'html' ? htmlEngine : textEngine);
 
 function firstLine(e: unknown): string {
-  return String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 300);
+  return String((e as Error)?.message ?? e)
+    .split('\n')[0]!
+    .slice(0, 300);
 }
 
 /** Parse a template part; a syntax error is a 400 naming the part. */
@@ -78,7 +80,12 @@ function globals(part: Part, tpl: Template[]): string[] {
   }
 }
 
-async function renderPart(part: Part, tpl: Template[], vars: Record<string, unknown>, template: string): Promise<string> {
+async function renderPart(
+  part: Part,
+  tpl: Template[],
+  vars: Record<string, unknown>,
+  template: string,
+): Promise<string> {
   let out: string;
   try {
     out = String(await engineFor(part).render(tpl, vars));
@@ -89,7 +96,10 @@ async function renderPart(part: Part, tpl: Template[], vars: Record<string, unkn
     if (undef) throw MailErrors.missingVariables([undef[1]!]);
     throw MailErrors.invalid(`Template '${template}' could not be rendered: ${msg}`, { [`template.${part}`]: msg });
   }
-  if (out.length > MAX_BODY_CHARS) throw MailErrors.invalid(`The rendered ${part} is larger than ${MAX_BODY_CHARS} characters.`, { [part]: 'too large after rendering' });
+  if (out.length > MAX_BODY_CHARS)
+    throw MailErrors.invalid(`The rendered ${part} is larger than ${MAX_BODY_CHARS} characters.`, {
+      [part]: 'too large after rendering',
+    });
   return out;
 }
 
@@ -103,7 +113,8 @@ export async function renderMessage(msg: MailMessage, tpl: MailTemplate | undefi
   if (tpl.text) parts.push(['text', compile('text', tpl.text, 'template.text')]);
   // Name every missing variable at once, not one per attempt.
   const missing = new Set<string>();
-  for (const [part, parsed] of parts) for (const n of globals(part, parsed)) if (!Object.hasOwn(vars, n)) missing.add(n);
+  for (const [part, parsed] of parts)
+    for (const n of globals(part, parsed)) if (!Object.hasOwn(vars, n)) missing.add(n);
   if (missing.size) throw MailErrors.missingVariables([...missing].sort());
   const out: Partial<Record<Part, string>> = {};
   for (const [part, parsed] of parts) out[part] = await renderPart(part, parsed, vars, tpl.name);
@@ -131,14 +142,16 @@ export function templateVariables(tpl: Pick<MailTemplate, 'subject' | 'html' | '
 /** Check a template before it is stored: name, subject, sizes, and that every part parses. */
 export function checkTemplate(input: TemplateInput): void {
   const fields: Record<string, string> = {};
-  if (typeof input.name !== 'string' || !TEMPLATE_NAME.test(input.name)) fields.name = 'lowercase letters, digits, _ . - (1-100 characters, starting with a letter or digit)';
+  if (typeof input.name !== 'string' || !TEMPLATE_NAME.test(input.name))
+    fields.name = 'lowercase letters, digits, _ . - (1-100 characters, starting with a letter or digit)';
   if (typeof input.subject !== 'string' || input.subject.trim() === '') fields.subject = 'required';
   else if (/[\r\n]/.test(input.subject)) fields.subject = 'must not contain line breaks';
   else if (input.subject.length > MAX_SUBJECT_CHARS) fields.subject = `at most ${MAX_SUBJECT_CHARS} characters`;
   if (!input.html && !input.text) fields.html = 'give html, text or both';
   for (const part of ['html', 'text'] as const) {
     const v = input[part];
-    if (v != null && (typeof v !== 'string' || v.length > MAX_SOURCE_CHARS)) fields[part] = `must be a string of at most ${MAX_SOURCE_CHARS} characters`;
+    if (v != null && (typeof v !== 'string' || v.length > MAX_SOURCE_CHARS))
+      fields[part] = `must be a string of at most ${MAX_SOURCE_CHARS} characters`;
   }
   const first = Object.entries(fields)[0];
   if (first) throw MailErrors.invalid(`Invalid template: ${first[0]}: ${first[1]}.`, fields);
@@ -161,7 +174,10 @@ export interface TemplateStore {
   /** Render `variables` into a stored template without sending (admin preview). 404 template_not_found. */
   preview(name: string, variables: Record<string, unknown>): Promise<Pick<RenderedMail, 'subject' | 'html' | 'text'>>;
   /** Check and render a template that is not stored (yet): the editor's live preview. */
-  render(input: TemplateInput, variables: Record<string, unknown>): Promise<Pick<RenderedMail, 'subject' | 'html' | 'text'>>;
+  render(
+    input: TemplateInput,
+    variables: Record<string, unknown>,
+  ): Promise<Pick<RenderedMail, 'subject' | 'html' | 'text'>>;
 }
 
 const COLUMNS = 'name, subject, html, text, created_at, updated_at';
@@ -170,7 +186,9 @@ export function templateStore(db: Queryable): TemplateStore {
   const store: TemplateStore = {
     async get(name) {
       if (typeof name !== 'string' || !TEMPLATE_NAME.test(name)) return undefined;
-      const { rows } = await db.query<MailTemplate>(`SELECT ${COLUMNS} FROM basalt.mail_templates WHERE name = $1`, [name]);
+      const { rows } = await db.query<MailTemplate>(`SELECT ${COLUMNS} FROM basalt.mail_templates WHERE name = $1`, [
+        name,
+      ]);
       return rows[0];
     },
     async put(input) {
@@ -210,7 +228,12 @@ export function templateStore(db: Queryable): TemplateStore {
     },
     async render(input, variables) {
       checkTemplate(input);
-      const tpl: MailTemplate = { name: input.name, subject: input.subject, html: input.html ?? null, text: input.text ?? null };
+      const tpl: MailTemplate = {
+        name: input.name,
+        subject: input.subject,
+        html: input.html ?? null,
+        text: input.text ?? null,
+      };
       const r = await renderMessage({ to: [], template: input.name, variables }, tpl);
       return { subject: r.subject, html: r.html, text: r.text };
     },

@@ -23,7 +23,15 @@ import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
 import type { JobRow } from './jobs';
 import { MAIL_CHANNEL } from './accept';
-import { buryAbandoned, claimJobs, LeaseHeartbeat, markFailed, markSentMany, releaseJobs, requeueOrphans } from './leases';
+import {
+  buryAbandoned,
+  claimJobs,
+  LeaseHeartbeat,
+  markFailed,
+  markSentMany,
+  releaseJobs,
+  requeueOrphans,
+} from './leases';
 import { SmtpSendError, type SmtpTransport } from './smtp';
 import type { HeldKey } from './idempotency';
 import { within } from '../../util/timeout';
@@ -94,7 +102,10 @@ export class MailWorker {
         renewed: (ids, ours, at) => {
           for (const b of this.buffer) if (ours.has(b.job.id)) b.leasedAt = at;
           const lost = ids.filter((id) => !ours.has(id) && (this.inFlight.has(id) || this.syncSends.has(id)));
-          if (lost.length) d.log.warn('mail worker: lease of a send in progress was lost (another instance may send it too)', { jobs: lost });
+          if (lost.length)
+            d.log.warn('mail worker: lease of a send in progress was lost (another instance may send it too)', {
+              jobs: lost,
+            });
         },
       },
     });
@@ -162,7 +173,12 @@ export class MailWorker {
     const { db, settings, log, smtp } = this.d;
     if (!smtp.configured()) {
       // Jobs wait in the queue until mail is configured; give back any we hold.
-      if (this.buffer.length) await releaseJobs(db, this.buffer.splice(0).map((b) => b.job.id), this.id).catch(() => {});
+      if (this.buffer.length)
+        await releaseJobs(
+          db,
+          this.buffer.splice(0).map((b) => b.job.id),
+          this.id,
+        ).catch(() => {});
       return;
     }
     try {
@@ -279,7 +295,13 @@ export class MailWorker {
       const delay = retryDelay(job.attempts, settings.get<number>('mail.retry_base_ms'));
       try {
         const state = await markFailed(db, job.id, this.id, err.reason, err.permanent, delay);
-        (state === 'dead' ? log.warn : log.info)('mail attempt failed', { job_id: job.id, attempt: job.attempts, state, reason: err.reason, cause: err.cause });
+        (state === 'dead' ? log.warn : log.info)('mail attempt failed', {
+          job_id: job.id,
+          attempt: job.attempts,
+          state,
+          reason: err.reason,
+          cause: err.cause,
+        });
         if (state === 'failed') this.wakeAt(Date.now() + delay);
       } catch (dbErr) {
         // The lease will expire and the job be retried by whoever claims it next.
@@ -292,10 +314,13 @@ export class MailWorker {
   private wakeAt(at: number): void {
     if (this.retryTimer && this.retryTimer.at <= at) return;
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
-    const timer = setTimeout(() => {
-      this.retryTimer = undefined;
-      this.wake();
-    }, Math.max(at - Date.now(), 0) + 5);
+    const timer = setTimeout(
+      () => {
+        this.retryTimer = undefined;
+        this.wake();
+      },
+      Math.max(at - Date.now(), 0) + 5,
+    );
     this.retryTimer = { at, timer };
   }
 

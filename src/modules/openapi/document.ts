@@ -107,7 +107,11 @@ function operationId(method: string, path: string): string {
     .replace(/^\/api\/(v1\/)?/, '')
     .split('/')
     .filter(Boolean)
-    .flatMap((seg) => (seg.startsWith(':') || seg.startsWith('{') ? ['by', ...seg.replace(/[:{}]/g, '').split(/[-_]/)] : seg.split(/[-_.]/)));
+    .flatMap((seg) =>
+      seg.startsWith(':') || seg.startsWith('{')
+        ? ['by', ...seg.replace(/[:{}]/g, '').split(/[-_]/)]
+        : seg.split(/[-_.]/),
+    );
   return method.toLowerCase() + words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
 }
 
@@ -173,12 +177,16 @@ export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): 
   for (const s of [ErrorA, ErrorB, ErrorC]) conv.convert(s);
   const paths: Record<string, Record<string, Operation>> = {};
   // The areas' tags in route-list order, then one per extension whose module routes are documented.
-  const tags: { name: string; description: string }[] = areas.list.flatMap((a) => (a.openapi?.tag ? [{ ...a.openapi.tag }] : []));
+  const tags: { name: string; description: string }[] = areas.list.flatMap((a) =>
+    a.openapi?.tag ? [{ ...a.openapi.tag }] : [],
+  );
   for (const route of publicRoutes(apps, areas)) {
     const area = areas.of(route.path);
     const method = route.method.toLowerCase();
     const op = operation(conv, route, area);
-    for (const tag of op.tags ?? []) if (!tags.some((t) => t.name === tag)) tags.push({ name: tag, description: `Routes of the ${tag} extension (format B).` });
+    for (const tag of op.tags ?? [])
+      if (!tags.some((t) => t.name === tag))
+        tags.push({ name: tag, description: `Routes of the ${tag} extension (format B).` });
     const path = openapiPath(route.path);
     const ops = (paths[path] ??= {});
     ops[method] = op;
@@ -197,15 +205,31 @@ export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): 
         `With web.public_api_access_mode=api_key_required, every route under ${gatedPrefixes(areas)} needs X-API-Key ` +
         '(the site public key will do, except on the Database API which needs a service key): the security alternatives with ApiKey apply then.',
     },
-    servers: [{ url: '/', description: 'This instance (with web.public_api_separate, mail and files are on the main listener: see runtime config main_api_base_url).' }],
+    servers: [
+      {
+        url: '/',
+        description:
+          'This instance (with web.public_api_separate, mail and files are on the main listener: see runtime config main_api_base_url).',
+      },
+    ],
     tags,
     paths,
     components: {
       schemas: conv.components,
       headers: headerComponents,
       securitySchemes: {
-        ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'pk_… site public key or sk_… service key (docs/api-keys.md).' },
-        Bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Access token from POST /api/v1/auth/login (15 minutes).' },
+        ApiKey: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'X-API-Key',
+          description: 'pk_… site public key or sk_… service key (docs/api-keys.md).',
+        },
+        Bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'Access token from POST /api/v1/auth/login (15 minutes).',
+        },
       },
     },
   };
@@ -213,7 +237,15 @@ export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): 
 
 function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Operation {
   const hooks = route.hooks ?? {};
-  const { responses: detailResponses, requestBody: detailBody, parameters: detailParams, security, 'x-head': _head, 'x-codes': codes, ...detail } = hooks.detail ?? {};
+  const {
+    responses: detailResponses,
+    requestBody: detailBody,
+    parameters: detailParams,
+    security,
+    'x-head': _head,
+    'x-codes': codes,
+    ...detail
+  } = hooks.detail ?? {};
   const method = route.method.toLowerCase();
   const op: Operation = { operationId: detail.operationId ?? operationId(route.method, route.path), ...detail };
   op.operationId = op.operationId.replace(/[^A-Za-z0-9]/g, '');
@@ -221,7 +253,12 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
   const parameters: unknown[] = [];
   const params = hooks.params ? conv.convert(hooks.params) : undefined;
   for (const m of route.path.matchAll(/:([A-Za-z0-9_]+)/g)) {
-    parameters.push({ name: m[1], in: 'path', required: true, schema: params?.properties?.[m[1]!] ?? { type: 'string' } });
+    parameters.push({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: params?.properties?.[m[1]!] ?? { type: 'string' },
+    });
   }
   if (hooks.query) {
     const q = conv.convert(hooks.query);
@@ -229,7 +266,13 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
       // A lowercase `title` only names the field in 400 messages (src/http/foundation.ts).
       const { description, title, ...rest } = schema;
       if (typeof title === 'string' && /^[A-Z]/.test(title)) rest.title = title;
-      parameters.push({ name, in: 'query', required: (q.required ?? []).includes(name), ...(description ? { description } : {}), schema: rest });
+      parameters.push({
+        name,
+        in: 'query',
+        required: (q.required ?? []).includes(name),
+        ...(description ? { description } : {}),
+        schema: rest,
+      });
     }
   }
   for (const p of detailParams ?? []) parameters.push(p);
@@ -242,8 +285,14 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
   } else if (hooks.body && method !== 'get' && method !== 'head') {
     hasBody = true;
     const schema = conv.convert(hooks.body);
-    const types = area.body === 'json' ? ['application/json'] : ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'];
-    op.requestBody = { required: !isOptional(hooks.body), content: Object.fromEntries(types.map((t) => [t, { schema }])) };
+    const types =
+      area.body === 'json'
+        ? ['application/json']
+        : ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'];
+    op.requestBody = {
+      required: !isOptional(hooks.body),
+      content: Object.fromEntries(types.map((t) => [t, { schema }])),
+    };
   }
 
   const validationStatus = area.validationStatus ?? 400;
@@ -253,7 +302,11 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
   const responses: Record<string, ResponseObject> = {};
   // One schema (200), or schemas by status.
   const declared: Record<string, unknown> =
-    hooks.response && typeof hooks.response === 'object' && !('type' in hooks.response) && !('anyOf' in hooks.response) ? (hooks.response as Record<string, unknown>) : hooks.response ? { 200: hooks.response } : {};
+    hooks.response && typeof hooks.response === 'object' && !('type' in hooks.response) && !('anyOf' in hooks.response)
+      ? (hooks.response as Record<string, unknown>)
+      : hooks.response
+        ? { 200: hooks.response }
+        : {};
   for (const [status, schema] of Object.entries(declared)) {
     if (Number(status) >= 400) {
       errorCodes[status] ??= [];
@@ -261,7 +314,8 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     }
     const s = conv.convert(schema);
     responses[status] = {
-      description: (schema as Schema).description ?? (status === '201' ? 'Created' : status === '202' ? 'Accepted' : 'Success'),
+      description:
+        (schema as Schema).description ?? (status === '201' ? 'Created' : status === '202' ? 'Accepted' : 'Success'),
       headers: { 'X-Request-Id': header('XRequestId') },
       content: { 'application/json': { schema: s } },
     };
@@ -274,9 +328,14 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     }
     // Merged with the route's own schema for that status, if any (e.g. headers of a JSON success).
     const base = responses[status] ?? {};
-    responses[status] = { ...base, ...r, headers: { 'X-Request-Id': header('XRequestId'), ...(base.headers ?? {}), ...(r.headers ?? {}) } };
+    responses[status] = {
+      ...base,
+      ...r,
+      headers: { 'X-Request-Id': header('XRequestId'), ...(base.headers ?? {}), ...(r.headers ?? {}) },
+    };
   }
-  if (Object.keys(responses).length === 0) responses['200'] = { description: 'Success', headers: { 'X-Request-Id': header('XRequestId') } };
+  if (Object.keys(responses).length === 0)
+    responses['200'] = { description: 'Success', headers: { 'X-Request-Id': header('XRequestId') } };
   for (const status of Object.keys(errorCodes).sort()) {
     const list = errorCodes[status] as string[] & { text?: string };
     const uniq = [...new Set(list)];
@@ -284,7 +343,8 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     const headers: Record<string, unknown> = { 'X-Request-Id': header('XRequestId') };
     if (status === '429') headers['Retry-After'] = { ...header('RetryAfter') };
     if (status === '416') headers['Content-Range'] = header('ContentRangeUnsatisfied');
-    if (status === '401' && security?.some((a) => 'Bearer' in a)) headers['WWW-Authenticate'] = header('WWWAuthenticate');
+    if (status === '401' && security?.some((a) => 'Bearer' in a))
+      headers['WWW-Authenticate'] = header('WWWAuthenticate');
     responses[status] = {
       description: `${text}${uniq.length ? ` (codes include: ${uniq.map((c) => '`' + c + '`').join(', ')})` : ''}. Format ${area.envelope} error.`,
       headers,
@@ -304,5 +364,10 @@ function headOf(get: Operation): Operation {
     responses[status] = { ...rest, description: `${rest.description} No body (HEAD).` };
   }
   const { requestBody: _b, ...op } = get;
-  return { ...op, operationId: op.operationId.replace(/^get/, 'head'), summary: `${get.summary ?? ''} (headers only)`.trim(), responses };
+  return {
+    ...op,
+    operationId: op.operationId.replace(/^get/, 'head'),
+    summary: `${get.summary ?? ''} (headers only)`.trim(),
+    responses,
+  };
 }

@@ -14,7 +14,8 @@ const page = (docs: string) => `<!doctype html>
 <script src="${docs}/assets/init.js"></script>
 </body></html>`;
 
-const init = (spec: string) => `window.ui = SwaggerUIBundle({ url: '${spec}', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
+const init = (spec: string) =>
+  `window.ui = SwaggerUIBundle({ url: '${spec}', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
 
 /**
  * The document's bytes, built once from the listeners' route list. Call it after every
@@ -42,10 +43,19 @@ export function openapiRoutes(document: string, withDocs: boolean, at: { spec: s
     { detail: { hide: true } },
   );
   if (!withDocs) return app;
-  const asset = (path: string, type: string) => () => new Response(Bun.file(path), { headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } });
+  const asset = (path: string, type: string) => () =>
+    new Response(Bun.file(path), { headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } });
   return app
-    .get(docs, () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
-    .get(`${docs}/assets/swagger-ui-bundle.js`, asset(bundlePath, 'text/javascript; charset=utf-8'), { detail: { hide: true } })
+    .get(docs, () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), {
+      detail: { hide: true },
+    })
+    .get(`${docs}/assets/swagger-ui-bundle.js`, asset(bundlePath, 'text/javascript; charset=utf-8'), {
+      detail: { hide: true },
+    })
     .get(`${docs}/assets/swagger-ui.css`, asset(cssPath, 'text/css; charset=utf-8'), { detail: { hide: true } })
-    .get(`${docs}/assets/init.js`, () => new Response(INIT, { headers: { 'content-type': 'text/javascript; charset=utf-8' } }), { detail: { hide: true } });
+    .get(
+      `${docs}/assets/init.js`,
+      () => new Response(INIT, { headers: { 'content-type': 'text/javascript; charset=utf-8' } }),
+      { detail: { hide: true } },
+    );
 }

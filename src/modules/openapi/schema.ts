@@ -55,7 +55,8 @@ export class SchemaConverter {
     const { title: _t, ...rest } = s;
     const body = this.children(rest);
     let n = name;
-    for (let i = 2; this.components[n] && JSON.stringify(this.components[n]) !== JSON.stringify(body); i++) n = `${name}${i}`;
+    for (let i = 2; this.components[n] && JSON.stringify(this.components[n]) !== JSON.stringify(body); i++)
+      n = `${name}${i}`;
     this.components[n] ??= body;
     return `#/components/schemas/${n}`;
   }
@@ -64,7 +65,9 @@ export class SchemaConverter {
     const out: Schema = {};
     for (const [k, v] of Object.entries(s)) {
       if (k === 'properties' || k === 'patternProperties' || k === '$defs') {
-        out[k] = Object.fromEntries(Object.entries(v as Record<string, Schema>).map(([pk, pv]) => [pk, this.walk(pv as Schema)]));
+        out[k] = Object.fromEntries(
+          Object.entries(v as Record<string, Schema>).map(([pk, pv]) => [pk, this.walk(pv as Schema)]),
+        );
       } else if (k === 'items' || k === 'additionalProperties' || k === 'not' || k === 'contains') {
         out[k] = typeof v === 'object' && v !== null ? this.walk(v as Schema) : v;
       } else if (k === 'anyOf' || k === 'oneOf' || k === 'allOf' || k === 'prefixItems') {
@@ -91,13 +94,23 @@ export class SchemaConverter {
     if (Array.isArray(s.anyOf) && s.anyOf.length === 2 && s.anyOf.some((b) => b.type === 'null')) {
       const other = s.anyOf.find((b) => b.type !== 'null') as Schema;
       const { anyOf: _a, ...outer } = s;
-      if (typeof other.type === 'string' && !other.anyOf && !other.oneOf && !other.allOf && !(typeof other.title === 'string' && COMPONENT_TITLE.test(other.title))) {
+      if (
+        typeof other.type === 'string' &&
+        !other.anyOf &&
+        !other.oneOf &&
+        !other.allOf &&
+        !(typeof other.title === 'string' && COMPONENT_TITLE.test(other.title))
+      ) {
         s = { ...other, ...outer, type: [other.type, 'null'] };
         if (Array.isArray(s.enum)) s.enum = [...s.enum, null];
       } else s = { ...outer, anyOf: [other, { type: 'null' }] };
     }
     // A union of literals of one type → enum.
-    if (Array.isArray(s.anyOf) && s.anyOf.length > 0 && s.anyOf.every((b) => 'const' in b && Object.keys(b).every((k) => k === 'const' || k === 'type'))) {
+    if (
+      Array.isArray(s.anyOf) &&
+      s.anyOf.length > 0 &&
+      s.anyOf.every((b) => 'const' in b && Object.keys(b).every((k) => k === 'const' || k === 'type'))
+    ) {
       const types = new Set(s.anyOf.map((b) => b.type));
       if (types.size === 1) {
         const { anyOf, ...outer } = s;
@@ -105,7 +118,12 @@ export class SchemaConverter {
       }
     }
     // t.Record(t.String(), X) → additionalProperties: X.
-    if (s.patternProperties && Object.keys(s.patternProperties).length === 1 && s.patternProperties['^(.*)$'] && !s.properties) {
+    if (
+      s.patternProperties &&
+      Object.keys(s.patternProperties).length === 1 &&
+      s.patternProperties['^(.*)$'] &&
+      !s.properties
+    ) {
       const value = s.patternProperties['^(.*)$'];
       const { patternProperties: _p, ...outer } = s;
       s = { ...outer, additionalProperties: Object.keys(value).length ? value : true };
@@ -137,5 +155,7 @@ export function plain(schema: unknown): Schema {
 /** True when TypeBox marks the schema optional (e.g. a body declared `t.Optional(...)`). */
 export function isOptional(schema: unknown): boolean {
   if (!schema || typeof schema !== 'object') return false;
-  return Object.getOwnPropertySymbols(schema).some((k) => k.description === 'TypeBox.Optional' && (schema as Record<symbol, unknown>)[k] === 'Optional');
+  return Object.getOwnPropertySymbols(schema).some(
+    (k) => k.description === 'TypeBox.Optional' && (schema as Record<symbol, unknown>)[k] === 'Optional',
+  );
 }

@@ -26,7 +26,8 @@ export async function bundlePanel(): Promise<PanelOutput[]> {
     naming: '[name]-[hash].[ext]',
     define: { 'process.env.NODE_ENV': '"production"' },
   });
-  if (!result.success) throw new AggregateError(result.logs, `the panel did not bundle: ${result.logs.map(String).join('; ')}`);
+  if (!result.success)
+    throw new AggregateError(result.logs, `the panel did not bundle: ${result.logs.map(String).join('; ')}`);
   const outputs: PanelOutput[] = [];
   let script = '';
   let style = '';
@@ -36,7 +37,8 @@ export async function bundlePanel(): Promise<PanelOutput[]> {
     if (o.kind === 'entry-point' && name.endsWith('.js')) script = name;
     if (name.endsWith('.css')) style = name;
   }
-  if (!script || !style) throw new Error(`the panel bundle lacks its script or stylesheet: ${outputs.map((o) => o.name).join(', ')}`);
+  if (!script || !style)
+    throw new Error(`the panel bundle lacks its script or stylesheet: ${outputs.map((o) => o.name).join(', ')}`);
   const html = (await Bun.file(join(PANEL_SOURCE, 'index.html')).text())
     .replace('./styles.css', ASSET_PREFIX + style)
     .replace('./main.tsx', ASSET_PREFIX + script);

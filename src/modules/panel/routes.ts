@@ -37,7 +37,13 @@ const SECURITY = {
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 
 function send(req: Request, file: PanelFile, cacheControl: string): Response {
-  const headers: Record<string, string> = { ...SECURITY, 'content-type': file.type, 'cache-control': cacheControl, etag: file.etag, vary: 'Accept-Encoding' };
+  const headers: Record<string, string> = {
+    ...SECURITY,
+    'content-type': file.type,
+    'cache-control': cacheControl,
+    etag: file.etag,
+    vary: 'Accept-Encoding',
+  };
   if (req.headers.get('if-none-match') === file.etag) return new Response(null, { status: 304, headers });
   const gzip = /\bgzip\b/.test(req.headers.get('accept-encoding') ?? '');
   if (gzip) headers['content-encoding'] = 'gzip';
@@ -45,7 +51,10 @@ function send(req: Request, file: PanelFile, cacheControl: string): Response {
 }
 
 function notFound(): Response {
-  return new Response('Not found', { status: 404, headers: { ...SECURITY, 'content-type': 'text/plain; charset=utf-8' } });
+  return new Response('Not found', {
+    status: 404,
+    headers: { ...SECURITY, 'content-type': 'text/plain; charset=utf-8' },
+  });
 }
 
 export function panelRoutes(_p: Platform, area: AreaFacts) {
@@ -53,16 +62,23 @@ export function panelRoutes(_p: Platform, area: AreaFacts) {
   const assets = panelSource();
   const redirect = () => new Response(null, { status: 302, headers: { location: `${root}/`, ...SECURITY } });
   const hide = { detail: { hide: true } };
-  return new Elysia({ name: 'basalt.panel' })
-    .get('/', redirect, hide)
-    // Elysia matches `/_` and `/_/` alike: the page is served only at `/_/`.
-    .get(`${root}/`, async ({ request }) => (request.url.endsWith(root) ? redirect() : send(request, (await assets()).index, 'no-cache')), hide)
-    .get(
-      `${root}/assets/:file`,
-      async ({ request, params }) => {
-        const file = (await assets()).files.get(params.file);
-        return file ? send(request, file, IMMUTABLE) : notFound();
-      },
-      hide,
-    );
+  return (
+    new Elysia({ name: 'basalt.panel' })
+      .get('/', redirect, hide)
+      // Elysia matches `/_` and `/_/` alike: the page is served only at `/_/`.
+      .get(
+        `${root}/`,
+        async ({ request }) =>
+          request.url.endsWith(root) ? redirect() : send(request, (await assets()).index, 'no-cache'),
+        hide,
+      )
+      .get(
+        `${root}/assets/:file`,
+        async ({ request, params }) => {
+          const file = (await assets()).files.get(params.file);
+          return file ? send(request, file, IMMUTABLE) : notFound();
+        },
+        hide,
+      )
+  );
 }

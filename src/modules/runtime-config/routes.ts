@@ -7,15 +7,23 @@ import { platformGuards } from '../../guards';
 import { siteKeyRuntimeConfig } from '../keys/site-key';
 
 /** Hooks other areas use to add public facts (e.g. the site public key). */
-export const runtimeConfigExtras: ((p: Platform) => Promise<Partial<RuntimeConfigData>> | Partial<RuntimeConfigData>)[] = [siteKeyRuntimeConfig];
+export const runtimeConfigExtras: ((
+  p: Platform,
+) => Promise<Partial<RuntimeConfigData>> | Partial<RuntimeConfigData>)[] = [siteKeyRuntimeConfig];
 
 export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
   return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).use(platformGuards(p)).get(
     '/runtime-config',
     async ({ request }) => {
       const base = (p.settings.get<string>('web.public_base_url') || new URL(request.url).origin).replace(/\/$/, '');
-      const extra: Partial<RuntimeConfigData> = Object.assign({}, ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))));
-      return { success: true as const, data: runtimeConfig(p.settings, { public: base, main: mainBaseUrl(p.settings, p, request.url) }, extra) };
+      const extra: Partial<RuntimeConfigData> = Object.assign(
+        {},
+        ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))),
+      );
+      return {
+        success: true as const,
+        data: runtimeConfig(p.settings, { public: base, main: mainBaseUrl(p.settings, p, request.url) }, extra),
+      };
     },
     {
       // The access-mode gate (docs/api-keys.md): in api_key_required mode, an active key.
@@ -24,7 +32,8 @@ export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
       detail: {
         tags: ['Runtime config'],
         summary: 'Public front-end parameters',
-        description: 'What a front-end may know before signing in. Never contains a secret. In api_key_required mode it needs X-API-Key with an active key (401 api_key_required without one) and includes site_public_key.',
+        description:
+          'What a front-end may know before signing in. Never contains a secret. In api_key_required mode it needs X-API-Key with an active key (401 api_key_required without one) and includes site_public_key.',
         security: [{}, { ApiKey: [] }],
       },
     },

@@ -13,7 +13,11 @@ export interface BaseUrls {
  * What a front-end may know before signing in (docs/configuration.md). Built from an explicit
  * list of settings, never from the whole settings map, so a secret cannot leak in.
  */
-export function runtimeConfig(settings: Settings, base: BaseUrls, extra: Partial<RuntimeConfigData> = {}): RuntimeConfigData {
+export function runtimeConfig(
+  settings: Settings,
+  base: BaseUrls,
+  extra: Partial<RuntimeConfigData> = {},
+): RuntimeConfigData {
   const separate = settings.get<boolean>('web.public_api_separate');
   return {
     app_name: settings.get<string>('app.name'),

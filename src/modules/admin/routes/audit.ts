@@ -9,7 +9,13 @@ export function auditRoutes(app: AdminApp, p: Platform): AdminApp {
   return app.get(
     '/audit',
     async ({ query }) =>
-      ok(await p.services.admin.audit({ ...query, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined })),
+      ok(
+        await p.services.admin.audit({
+          ...query,
+          since: query.since ? new Date(query.since) : undefined,
+          until: query.until ? new Date(query.until) : undefined,
+        }),
+      ),
     { query: Queries.audit },
   );
 }

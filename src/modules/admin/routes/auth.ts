@@ -28,9 +28,14 @@ export function authRoutes(app: AdminApp, p: Platform): AdminApp {
       },
       { body: Bodies.setup },
     )
-    .post('/auth/login', async ({ body, request, set }) => signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))), {
-      body: Bodies.login,
-    })
+    .post(
+      '/auth/login',
+      async ({ body, request, set }) =>
+        signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))),
+      {
+        body: Bodies.login,
+      },
+    )
     .get('/auth/me', async ({ set, admin: a }) => {
       const { session } = signedIn(a);
       set.headers['cache-control'] = 'no-store';

@@ -14,7 +14,12 @@ import { AdminErrors } from '../errors';
 const ok = <T>(data: T) => ({ success: true as const, data });
 const Data = t.Record(t.String(), t.Unknown());
 const Bodies = {
-  select: t.Object({ filters: t.Optional(t.Unknown()), sort: t.Optional(t.Unknown()), limit: t.Optional(t.Unknown()), offset: t.Optional(t.Unknown()) }),
+  select: t.Object({
+    filters: t.Optional(t.Unknown()),
+    sort: t.Optional(t.Unknown()),
+    limit: t.Optional(t.Unknown()),
+    offset: t.Optional(t.Unknown()),
+  }),
   insert: t.Object({ data: Data }),
   update: t.Object({ key: Data, data: Data }),
   delete: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
@@ -52,66 +57,79 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
 export function dataRoutes(app: AdminApp, p: Platform): AdminApp {
   let browser: DataBrowser | undefined;
   const data = () => (browser ??= createDataBrowser(p));
-  return app
-    .get('/data/tables', async () => ok({ tables: await data().tables() }))
-    // The fields as sent: the select checks each (its query builder names what is wrong).
-    .post('/data/:table/select', async ({ params, body }) => ok(await data().select(params.table, (body ?? {}) as SelectQuery)), { body: Bodies.select })
-    .post(
-      '/data/:table/rows',
-      async ({ params, body, set, admin }) => {
-        const row = await p.services.admin.audited(signedIn(admin).actor, 'data.insert', async (tx, note) => {
-          const r = await data().insert(tx, params.table, body.data);
-          note(params.table, { data: body.data });
-          return r;
+  return (
+    app
+      .get('/data/tables', async () => ok({ tables: await data().tables() }))
+      // The fields as sent: the select checks each (its query builder names what is wrong).
+      .post(
+        '/data/:table/select',
+        async ({ params, body }) => ok(await data().select(params.table, (body ?? {}) as SelectQuery)),
+        { body: Bodies.select },
+      )
+      .post(
+        '/data/:table/rows',
+        async ({ params, body, set, admin }) => {
+          const row = await p.services.admin.audited(signedIn(admin).actor, 'data.insert', async (tx, note) => {
+            const r = await data().insert(tx, params.table, body.data);
+            note(params.table, { data: body.data });
+            return r;
+          });
+          set.status = 201;
+          return ok({ row });
+        },
+        { body: Bodies.insert },
+      )
+      .patch(
+        '/data/:table/rows',
+        async ({ params, body, admin }) => {
+          const row = await p.services.admin.audited(signedIn(admin).actor, 'data.update', async (tx, note) => {
+            const r = await data().update(tx, params.table, body.key, body.data);
+            note(params.table, { key: body.key, data: body.data });
+            return r;
+          });
+          return ok({ row });
+        },
+        { body: Bodies.update },
+      )
+      .post(
+        '/data/:table/delete',
+        async ({ params, body, admin }) => {
+          const count = await p.services.admin.audited(signedIn(admin).actor, 'data.delete', async (tx, note) => {
+            const n = await data().deleteRows(tx, params.table, body.keys);
+            note(params.table, { count: n, keys: body.keys.slice(0, 100) });
+            return n;
+          });
+          return ok({ count });
+        },
+        { body: Bodies.delete },
+      )
+      .post(
+        '/data/:table/import',
+        async ({ params, body, admin }) => {
+          const r = await p.services.admin.audited(signedIn(admin).actor, 'data.import', async (tx, note) => {
+            const out = await data().importCsv(tx, params.table, body.csv);
+            note(params.table, { inserted: out.inserted, bytes: body.csv.length });
+            return out;
+          });
+          return ok(r);
+        },
+        { body: Bodies.import },
+      )
+      .get('/data/:table/export.csv', async ({ params, query }) => {
+        // Parsed, not checked here: the export checks them as a select does.
+        const q = { filters: jsonParam('filters', query.filters), sort: jsonParam('sort', query.sort) } as Pick<
+          SelectQuery,
+          'filters' | 'sort'
+        >;
+        const stream = await startedStream(data().exportCsv(params.table, q));
+        const name = String(params.table).replace(/[^A-Za-z0-9_.-]/g, '_');
+        return new Response(stream, {
+          headers: {
+            'content-type': 'text/csv; charset=utf-8',
+            'content-disposition': `attachment; filename="${name}.csv"`,
+            'cache-control': 'no-store',
+          },
         });
-        set.status = 201;
-        return ok({ row });
-      },
-      { body: Bodies.insert },
-    )
-    .patch(
-      '/data/:table/rows',
-      async ({ params, body, admin }) => {
-        const row = await p.services.admin.audited(signedIn(admin).actor, 'data.update', async (tx, note) => {
-          const r = await data().update(tx, params.table, body.key, body.data);
-          note(params.table, { key: body.key, data: body.data });
-          return r;
-        });
-        return ok({ row });
-      },
-      { body: Bodies.update },
-    )
-    .post(
-      '/data/:table/delete',
-      async ({ params, body, admin }) => {
-        const count = await p.services.admin.audited(signedIn(admin).actor, 'data.delete', async (tx, note) => {
-          const n = await data().deleteRows(tx, params.table, body.keys);
-          note(params.table, { count: n, keys: body.keys.slice(0, 100) });
-          return n;
-        });
-        return ok({ count });
-      },
-      { body: Bodies.delete },
-    )
-    .post(
-      '/data/:table/import',
-      async ({ params, body, admin }) => {
-        const r = await p.services.admin.audited(signedIn(admin).actor, 'data.import', async (tx, note) => {
-          const out = await data().importCsv(tx, params.table, body.csv);
-          note(params.table, { inserted: out.inserted, bytes: body.csv.length });
-          return out;
-        });
-        return ok(r);
-      },
-      { body: Bodies.import },
-    )
-    .get('/data/:table/export.csv', async ({ params, query }) => {
-      // Parsed, not checked here: the export checks them as a select does.
-      const q = { filters: jsonParam('filters', query.filters), sort: jsonParam('sort', query.sort) } as Pick<SelectQuery, 'filters' | 'sort'>;
-      const stream = await startedStream(data().exportCsv(params.table, q));
-      const name = String(params.table).replace(/[^A-Za-z0-9_.-]/g, '_');
-      return new Response(stream, {
-        headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="${name}.csv"`, 'cache-control': 'no-store' },
-      });
-    });
+      })
+  );
 }

@@ -28,7 +28,14 @@ export function extensionsRoutes(app: AdminApp, p: Platform): AdminApp {
             const [method, ...path] = r.split(' ');
             return { method, path: path.join(' ') };
           }),
-          settings: e.settings.map((s) => ({ key: s.key, value: s.secret ? null : s.value, source: s.source === 'env' ? 'environment' : s.source, pinned_by: s.source === 'env' || s.source === 'file' ? (s.origin ?? s.source) : null, secret: s.secret, description: s.description })),
+          settings: e.settings.map((s) => ({
+            key: s.key,
+            value: s.secret ? null : s.value,
+            source: s.source === 'env' ? 'environment' : s.source,
+            pinned_by: s.source === 'env' || s.source === 'file' ? (s.origin ?? s.source) : null,
+            secret: s.secret,
+            description: s.description,
+          })),
         })),
       }),
     )
@@ -37,15 +44,23 @@ export function extensionsRoutes(app: AdminApp, p: Platform): AdminApp {
       async ({ params, body, admin }) => {
         const e = extensionView(p, params.name);
         const settings = p.services.extensions.settings(e.name);
-        if (!settings) throw AdminErrors.invalidState(`The extension ${e.name} did not load; its settings cannot be changed until it does.`);
+        if (!settings)
+          throw AdminErrors.invalidState(
+            `The extension ${e.name} did not load; its settings cannot be changed until it does.`,
+          );
         const current = e.settings.find((s) => s.key === params.key);
-        if (!current) throw AdminErrors.notFound(`The setting '${String(params.key).slice(0, 100)}' of extension ${e.name}`);
-        if (current.source === 'env' || current.source === 'file') throw AdminErrors.settingPinned(`ext.${e.name}.${current.key}`, current.origin ?? current.source);
+        if (!current)
+          throw AdminErrors.notFound(`The setting '${String(params.key).slice(0, 100)}' of extension ${e.name}`);
+        if (current.source === 'env' || current.source === 'file')
+          throw AdminErrors.settingPinned(`ext.${e.name}.${current.key}`, current.origin ?? current.source);
         try {
           await p.services.admin.audited(signedIn(admin).actor, 'extensions.settings.set', async (tx, note) => {
             if (body.value === null) await settings.unset(current.key, tx);
             else await settings.set(current.key, body.value, tx);
-            note(`${e.name}.${current.key}`, { before: current.secret ? '[redacted]' : current.value, after: current.secret ? '[redacted]' : body.value });
+            note(`${e.name}.${current.key}`, {
+              before: current.secret ? '[redacted]' : current.value,
+              after: current.secret ? '[redacted]' : body.value,
+            });
           });
         } catch (err) {
           if (err instanceof ConfigError) throw AdminErrors.field(current.key, err.message.replace(/^settings: /, ''));
@@ -53,7 +68,15 @@ export function extensionsRoutes(app: AdminApp, p: Platform): AdminApp {
         }
         await p.services.extensions.store.load();
         const s = extensionView(p, e.name).settings.find((x) => x.key === current.key)!;
-        return ok({ setting: { key: s.key, value: s.secret ? null : s.value, source: s.source, secret: s.secret, description: s.description } });
+        return ok({
+          setting: {
+            key: s.key,
+            value: s.secret ? null : s.value,
+            source: s.source,
+            secret: s.secret,
+            description: s.description,
+          },
+        });
       },
       { body: Bodies.value },
     );

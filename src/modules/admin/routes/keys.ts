@@ -20,7 +20,16 @@ export function keysRoutes(app: AdminApp, p: Platform): AdminApp {
         const created = await p.services.admin.audited(actor, 'keys.create', async (tx, note) => {
           // Every field as sent: validateKeyInput checks each and names what is wrong (Bodies.createKey).
           const k = await keys().create({ ...body, expiresAt: body.expires_at } as CreateKeyInput, tx);
-          note(k.id, { type: k.type, name: k.name, service: k.service, permissions: k.permissions, tables: k.tables, expires_at: k.expires_at, site: k.site, display: k.display });
+          note(k.id, {
+            type: k.type,
+            name: k.name,
+            service: k.service,
+            permissions: k.permissions,
+            tables: k.tables,
+            expires_at: k.expires_at,
+            site: k.site,
+            display: k.display,
+          });
           return k;
         });
         if (created.site) await p.settings.load(); // the site key setting was written in the transaction
@@ -41,7 +50,8 @@ export function keysRoutes(app: AdminApp, p: Platform): AdminApp {
         });
         return ok({ key });
       } catch (e) {
-        if (e instanceof AppError && e.code === 'key_not_found') throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
+        if (e instanceof AppError && e.code === 'key_not_found')
+          throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
         throw e;
       }
     });

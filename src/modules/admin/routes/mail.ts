@@ -41,12 +41,16 @@ export function mailRoutes(app: AdminApp, p: Platform): AdminApp {
     if (!row) throw AdminErrors.notFound(`The mail job '${String(id).slice(0, 64)}'`);
     return row;
   };
-  const transition = (action: 'retry' | 'cancel', from: string) =>
+  const transition =
+    (action: 'retry' | 'cancel', from: string) =>
     async ({ params, admin }: { params: { id: string }; admin?: AdminRequest }) => {
       const before = await job(params.id); // outside the transaction: on the embedded engine it holds the database
       await p.services.admin.audited(signedIn(admin).actor, `mail.jobs.${action}`, async (tx, note) => {
         // The state is checked by the UPDATE itself, so a job claimed meanwhile is refused, not changed.
-        if (!(await mail().jobs[action](params.id, tx))) throw AdminErrors.invalidState(`Only a ${from} job can be ${action === 'retry' ? 'retried' : 'cancelled'}; this one is ${before.state}.`);
+        if (!(await mail().jobs[action](params.id, tx)))
+          throw AdminErrors.invalidState(
+            `Only a ${from} job can be ${action === 'retry' ? 'retried' : 'cancelled'}; this one is ${before.state}.`,
+          );
         note(params.id, { from: before.state, to: action === 'retry' ? 'queued' : 'cancelled' });
       });
       return ok({ job: jobView(await job(params.id)) });
@@ -61,7 +65,10 @@ export function mailRoutes(app: AdminApp, p: Platform): AdminApp {
           await writeAudit(p.db, actor, 'mail.test', body.to, { ok: true, message_id: r.messageId });
           return ok({ message_id: r.messageId, response: r.response });
         } catch (e) {
-          await writeAudit(p.db, actor, 'mail.test', body.to, { ok: false, error: (e as Error).message?.slice(0, 300) }).catch(() => {});
+          await writeAudit(p.db, actor, 'mail.test', body.to, {
+            ok: false,
+            error: (e as Error).message?.slice(0, 300),
+          }).catch(() => {});
           throw e;
         }
       },
@@ -71,7 +78,8 @@ export function mailRoutes(app: AdminApp, p: Platform): AdminApp {
       '/mail/jobs',
       async ({ query }) => {
         const state = query.state || undefined; // `?state=` filters nothing, as no state
-        if (state !== undefined && !isState(state)) throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
+        if (state !== undefined && !isState(state))
+          throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
         const r = await mail().jobs.search({
           state,
           recipient: query.recipient,

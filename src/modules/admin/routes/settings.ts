@@ -10,8 +10,15 @@ const ok = <T>(data: T) => ({ success: true as const, data });
 export function settingsRoutes(app: AdminApp, p: Platform): AdminApp {
   return app
     .get('/settings', () => ok({ settings: listSettings(p) }))
-    .put('/settings/:key', async ({ params, body, admin }) => ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, body.value) }), {
-      body: Bodies.value,
-    })
-    .delete('/settings/:key', async ({ params, admin }) => ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, undefined) }));
+    .put(
+      '/settings/:key',
+      async ({ params, body, admin }) =>
+        ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, body.value) }),
+      {
+        body: Bodies.value,
+      },
+    )
+    .delete('/settings/:key', async ({ params, admin }) =>
+      ok({ setting: await changeSetting(p, signedIn(admin).actor, params.key, undefined) }),
+    );
 }

@@ -11,18 +11,38 @@ import { Bodies } from '../model';
 
 const ok = <T>(data: T) => ({ success: true as const, data });
 
-const view = (t: MailTemplate) => ({ name: t.name, subject: t.subject, html: t.html, text: t.text, variables: templateVariables(t), updated_at: t.updated_at ?? null });
+const view = (t: MailTemplate) => ({
+  name: t.name,
+  subject: t.subject,
+  html: t.html,
+  text: t.text,
+  variables: templateVariables(t),
+  updated_at: t.updated_at ?? null,
+});
 
 export function templatesRoutes(app: AdminApp, p: Platform): AdminApp {
   const templates = () => p.services.mail.templates;
   return app
-    .get('/templates', async () => ok({ templates: (await templates().list()).map((t) => ({ name: t.name, subject: t.subject, updated_at: t.updated_at ?? null })) }))
+    .get('/templates', async () =>
+      ok({
+        templates: (await templates().list()).map((t) => ({
+          name: t.name,
+          subject: t.subject,
+          updated_at: t.updated_at ?? null,
+        })),
+      }),
+    )
     .post(
       '/templates/preview',
       async ({ body }) => {
         const input = { name: 'preview', subject: body.subject, html: body.html ?? null, text: body.text ?? null };
         const r = await templates().render(input, body.variables ?? {});
-        return ok({ subject: r.subject, html: r.html ?? null, text: r.text ?? null, variables: templateVariables(input) });
+        return ok({
+          subject: r.subject,
+          html: r.html ?? null,
+          text: r.text ?? null,
+          variables: templateVariables(input),
+        });
       },
       { body: Bodies.preview },
     )
@@ -36,8 +56,18 @@ export function templatesRoutes(app: AdminApp, p: Platform): AdminApp {
       async ({ params, body, admin }) => {
         const t = await p.services.admin.audited(signedIn(admin).actor, 'templates.put', async (tx, note) => {
           const before = await templateStore(tx).get(params.name);
-          const saved = await templateStore(tx).put({ name: params.name, subject: body.subject, html: body.html ?? null, text: body.text ?? null });
-          note(saved.name, { created: !before, subject: { before: before?.subject ?? null, after: saved.subject }, html_chars: saved.html?.length ?? 0, text_chars: saved.text?.length ?? 0 });
+          const saved = await templateStore(tx).put({
+            name: params.name,
+            subject: body.subject,
+            html: body.html ?? null,
+            text: body.text ?? null,
+          });
+          note(saved.name, {
+            created: !before,
+            subject: { before: before?.subject ?? null, after: saved.subject },
+            html_chars: saved.html?.length ?? 0,
+            text_chars: saved.text?.length ?? 0,
+          });
           return saved;
         });
         return ok({ template: view(t) });
@@ -46,7 +76,8 @@ export function templatesRoutes(app: AdminApp, p: Platform): AdminApp {
     )
     .delete('/templates/:name', async ({ params, admin }) => {
       await p.services.admin.audited(signedIn(admin).actor, 'templates.delete', async (tx, note) => {
-        if (!(await templateStore(tx).delete(params.name))) throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
+        if (!(await templateStore(tx).delete(params.name)))
+          throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
         note(params.name);
       });
       return ok({});

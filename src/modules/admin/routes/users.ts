@@ -51,7 +51,9 @@ export function usersRoutes(app: AdminApp, p: Platform): AdminApp {
       if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
       // The link must lead to the site's page, never to this panel's address (docs/auth.md, "Links in mails").
       if (!linkBase(p, 'verify_email', '')) {
-        throw AdminErrors.invalidState('Set web.public_base_url (or auth.verify_email_url) first, so the link in the mail points at your site.');
+        throw AdminErrors.invalidState(
+          'Set web.public_base_url (or auth.verify_email_url) first, so the link in the mail points at your site.',
+        );
       }
       // Public Auth's own path: its mail, its limits.
       await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: '' });

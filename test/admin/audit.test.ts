@@ -152,19 +152,18 @@ describe.each(ENGINES)('admin audit log on %s', (engine) => {
   }, 60_000);
   afterAll(() => s.stop());
 
-  test.each(changes)(
-    '%s: the row is there exactly when the change is',
-    async (_n, method, path, body, status, action, table) => {
-      const rowsBefore = await count(s, 'basalt.admin_audit WHERE action = $1', [action]);
-      const dataBefore = await count(s, table);
-      const r = await adminReq(s, a, method, path, body);
-      expect(r.status).toBe(status);
-      const changed = status < 400;
-      expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBe(rowsBefore + (changed ? 1 : 0));
-      if (changed) expect(await count(s, table)).not.toBe(dataBefore);
-      else expect(await count(s, table)).toBe(dataBefore);
-    },
-  );
+  test.each(
+    changes,
+  )('%s: the row is there exactly when the change is', async (_n, method, path, body, status, action, table) => {
+    const rowsBefore = await count(s, 'basalt.admin_audit WHERE action = $1', [action]);
+    const dataBefore = await count(s, table);
+    const r = await adminReq(s, a, method, path, body);
+    expect(r.status).toBe(status);
+    const changed = status < 400;
+    expect(await count(s, 'basalt.admin_audit WHERE action = $1', [action])).toBe(rowsBefore + (changed ? 1 : 0));
+    if (changed) expect(await count(s, table)).not.toBe(dataBefore);
+    else expect(await count(s, table)).toBe(dataBefore);
+  });
 
   test('a row names who, from where, what and the request; secrets are redacted', async () => {
     const r = await adminReq(

@@ -620,13 +620,12 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     await check(r, s, c);
   });
 
-  test.each(scenarios.filter(([n]) => n !== 'auth state'))(
-    '%s without a session → 401 unauthorized',
-    async (_name, method, path, body) => {
-      const r = await adminReq(s, undefined, method, path(c), body?.(c));
-      expectAError(r, 401, 'unauthorized');
-    },
-  );
+  test.each(
+    scenarios.filter(([n]) => n !== 'auth state'),
+  )('%s without a session → 401 unauthorized', async (_name, method, path, body) => {
+    const r = await adminReq(s, undefined, method, path(c), body?.(c));
+    expectAError(r, 401, 'unauthorized');
+  });
 
   const unknown: [string, string][] = [
     ['GET', '/api/admin/nope'],

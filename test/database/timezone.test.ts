@@ -12,86 +12,85 @@ import { query } from './fixtures';
 
 const ZONE = 'Asia/Kolkata'; // +05:30, no daylight saving
 
-describe.each(ENGINES.filter((e) => e === 'external'))(
-  'Database API timestamps on a %s server in a non-UTC time zone',
-  (engine) => {
-    let db: FreshDb;
-    let s: TestServer;
-    let key: string;
-    const q = (body: Record<string, unknown>) => query(s, key, { entity: 'stamps', ...body });
+describe.each(
+  ENGINES.filter((e) => e === 'external'),
+)('Database API timestamps on a %s server in a non-UTC time zone', (engine) => {
+  let db: FreshDb;
+  let s: TestServer;
+  let key: string;
+  const q = (body: Record<string, unknown>) => query(s, key, { entity: 'stamps', ...body });
 
-    beforeAll(async () => {
-      db = await freshDb(engine);
-      // The zone is the database's default, so every connection the platform opens afterwards uses it.
-      const setup = await startServer(engine, { db });
-      await setup.platform.db.exec(
-        `ALTER DATABASE ${'"' + (await setup.platform.db.query<{ d: string }>('SELECT current_database() AS d')).rows[0]!.d + '"'} SET timezone = '${ZONE}'`,
-      );
-      await setup.platform.db.exec(
-        'CREATE TABLE public.stamps (id serial PRIMARY KEY, ts timestamptz, tsa timestamptz[], tsa2 timestamptz[][])',
-      );
-      await setup.stop();
-      s = await startServer(engine, { db });
-      key = await createKey(s, { type: 'service', service: 'tz', permissions: ['db:query'], tables: ['stamps'] });
-    }, 60_000);
-    afterAll(async () => {
-      await s?.stop();
-      await db.drop();
+  beforeAll(async () => {
+    db = await freshDb(engine);
+    // The zone is the database's default, so every connection the platform opens afterwards uses it.
+    const setup = await startServer(engine, { db });
+    await setup.platform.db.exec(
+      `ALTER DATABASE ${'"' + (await setup.platform.db.query<{ d: string }>('SELECT current_database() AS d')).rows[0]!.d + '"'} SET timezone = '${ZONE}'`,
+    );
+    await setup.platform.db.exec(
+      'CREATE TABLE public.stamps (id serial PRIMARY KEY, ts timestamptz, tsa timestamptz[], tsa2 timestamptz[][])',
+    );
+    await setup.stop();
+    s = await startServer(engine, { db });
+    key = await createKey(s, { type: 'service', service: 'tz', permissions: ['db:query'], tables: ['stamps'] });
+  }, 60_000);
+  afterAll(async () => {
+    await s?.stop();
+    await db.drop();
+  });
+
+  test('the server really prints timestamps in the non-UTC zone', async () => {
+    const r = await s.platform.db.query<{ z: string; t: string }>(
+      `SELECT current_setting('TimeZone') AS z, ('{"2024-01-02 03:04:05Z"}'::timestamptz[])::text AS t`,
+    );
+    expect(r.rows[0]).toEqual({ z: ZONE, t: '{"2024-01-02 08:34:05+05:30"}' });
+  });
+
+  const CASES: [string, unknown, unknown][] = [
+    ['ts', '2024-01-02T03:04:05.123456Z', '2024-01-02T03:04:05.123456Z'],
+    ['ts', '2024-01-02T05:04:05.5+02:00', '2024-01-02T03:04:05.5Z'],
+    ['ts', '2024-01-01T02:00:00+05:30', '2023-12-31T20:30:00Z'], // crosses midnight and the year
+    [
+      'tsa',
+      ['2024-01-02T03:04:05.123456Z', null, '2024-02-29T20:00:00-04:00', '2024-01-01T02:00:00+05:30'],
+      ['2024-01-02T03:04:05.123456Z', null, '2024-03-01T00:00:00Z', '2023-12-31T20:30:00Z'],
+    ],
+    [
+      'tsa2',
+      [['2024-06-01T00:00:00Z', '2024-06-01T12:00:00.000001Z']],
+      [['2024-06-01T00:00:00Z', '2024-06-01T12:00:00.000001Z']],
+    ],
+  ];
+
+  test.each(CASES)('%s %j comes back in UTC with Z', async (col, sent, expected) => {
+    const ins = await q({ action: 'insert', data: { [col]: sent }, fields: ['id', col] });
+    expect(ins.status).toBe(200);
+    expect(ins.body.data.rows[0][col]).toEqual(expected);
+    const sel = await q({
+      action: 'select',
+      fields: [col],
+      filters: [{ field: 'id', op: 'eq', value: ins.body.data.rows[0].id }],
     });
-
-    test('the server really prints timestamps in the non-UTC zone', async () => {
-      const r = await s.platform.db.query<{ z: string; t: string }>(
-        `SELECT current_setting('TimeZone') AS z, ('{"2024-01-02 03:04:05Z"}'::timestamptz[])::text AS t`,
-      );
-      expect(r.rows[0]).toEqual({ z: ZONE, t: '{"2024-01-02 08:34:05+05:30"}' });
+    expect(sel.body.data.rows).toEqual([{ [col]: expected }]);
+    // Inside a transaction (a reserved connection on external) too.
+    const b = await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': key }, body: {} });
+    const id = b.body.data.transaction_id;
+    const inTx = await q({
+      action: 'select',
+      fields: [col],
+      filters: [{ field: 'id', op: 'eq', value: ins.body.data.rows[0].id }],
+      transaction_id: id,
     });
+    expect(inTx.body.data.rows).toEqual([{ [col]: expected }]);
+    await s.req('POST', `/api/v1/db/transaction/${id}/rollback`, { headers: { 'x-api-key': key }, body: {} });
+  });
 
-    const CASES: [string, unknown, unknown][] = [
-      ['ts', '2024-01-02T03:04:05.123456Z', '2024-01-02T03:04:05.123456Z'],
-      ['ts', '2024-01-02T05:04:05.5+02:00', '2024-01-02T03:04:05.5Z'],
-      ['ts', '2024-01-01T02:00:00+05:30', '2023-12-31T20:30:00Z'], // crosses midnight and the year
-      [
-        'tsa',
-        ['2024-01-02T03:04:05.123456Z', null, '2024-02-29T20:00:00-04:00', '2024-01-01T02:00:00+05:30'],
-        ['2024-01-02T03:04:05.123456Z', null, '2024-03-01T00:00:00Z', '2023-12-31T20:30:00Z'],
-      ],
-      [
-        'tsa2',
-        [['2024-06-01T00:00:00Z', '2024-06-01T12:00:00.000001Z']],
-        [['2024-06-01T00:00:00Z', '2024-06-01T12:00:00.000001Z']],
-      ],
-    ];
-
-    test.each(CASES)('%s %j comes back in UTC with Z', async (col, sent, expected) => {
-      const ins = await q({ action: 'insert', data: { [col]: sent }, fields: ['id', col] });
-      expect(ins.status).toBe(200);
-      expect(ins.body.data.rows[0][col]).toEqual(expected);
-      const sel = await q({
-        action: 'select',
-        fields: [col],
-        filters: [{ field: 'id', op: 'eq', value: ins.body.data.rows[0].id }],
-      });
-      expect(sel.body.data.rows).toEqual([{ [col]: expected }]);
-      // Inside a transaction (a reserved connection on external) too.
-      const b = await s.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': key }, body: {} });
-      const id = b.body.data.transaction_id;
-      const inTx = await q({
-        action: 'select',
-        fields: [col],
-        filters: [{ field: 'id', op: 'eq', value: ins.body.data.rows[0].id }],
-        transaction_id: id,
-      });
-      expect(inTx.body.data.rows).toEqual([{ [col]: expected }]);
-      await s.req('POST', `/api/v1/db/transaction/${id}/rollback`, { headers: { 'x-api-key': key }, body: {} });
+  test('a UTC value read back filters back to the same row', async () => {
+    const r = await q({
+      action: 'select',
+      fields: ['ts'],
+      filters: [{ field: 'ts', op: 'eq', value: '2023-12-31T20:30:00Z' }],
     });
-
-    test('a UTC value read back filters back to the same row', async () => {
-      const r = await q({
-        action: 'select',
-        fields: ['ts'],
-        filters: [{ field: 'ts', op: 'eq', value: '2023-12-31T20:30:00Z' }],
-      });
-      expect(r.body.data.rows).toEqual([{ ts: '2023-12-31T20:30:00Z' }]);
-    });
-  },
-);
+    expect(r.body.data.rows).toEqual([{ ts: '2023-12-31T20:30:00Z' }]);
+  });
+});

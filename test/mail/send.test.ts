@@ -188,19 +188,21 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
       field: 'variables.link',
     },
   ];
-  test.each(invalid)(
-    '$name → 4xx naming the field, nothing sent',
-    async ({ body, status = 400, code = 'validation_error', field }) => {
-      const before = sink.messages.length;
-      const jobsBefore = (await s.platform.services.mail.jobs.list()).total;
-      const r = await send(body);
-      expectBError(r, status, code);
-      expect(r.body.errors[0].message.length).toBeGreaterThan(10);
-      if (field) expect(Object.keys(r.body.errors[0].details.fields ?? {})).toContain(field as string);
-      expect((await s.platform.services.mail.jobs.list()).total).toBe(jobsBefore);
-      expect(sink.messages.length).toBe(before);
-    },
-  );
+  test.each(invalid)('$name → 4xx naming the field, nothing sent', async ({
+    body,
+    status = 400,
+    code = 'validation_error',
+    field,
+  }) => {
+    const before = sink.messages.length;
+    const jobsBefore = (await s.platform.services.mail.jobs.list()).total;
+    const r = await send(body);
+    expectBError(r, status, code);
+    expect(r.body.errors[0].message.length).toBeGreaterThan(10);
+    if (field) expect(Object.keys(r.body.errors[0].details.fields ?? {})).toContain(field as string);
+    expect((await s.platform.services.mail.jobs.list()).total).toBe(jobsBefore);
+    expect(sink.messages.length).toBe(before);
+  });
 
   test('every missing variable is named at once', async () => {
     const r = await send({ to: ['a@x.io'], template: 'verify_email', variables: { app_name: 'A' } });

@@ -25,6 +25,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import {
+  benchKey,
+  benchToken,
   BENCH_ITEMS_SQL,
   LUA_SHOW,
   benchDb,
@@ -157,18 +159,8 @@ for (const engine of ENGINES) {
       await p.db.exec(
         BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);',
       );
-      key = (
-        await p.services.keys.create({
-          type: 'service',
-          service: 'bench',
-          permissions: ['db:query', 'mail:send'],
-          tables: ['bench_items', 'bench_log'],
-        })
-      ).key;
-      const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
-      await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
-      token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta))
-        .access_token;
+      key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log']);
+      token = await benchToken(p);
       const snap = await p.services.database.catalog.refresh();
       const body = {
         entity: 'bench_items',

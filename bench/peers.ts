@@ -32,6 +32,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import postgres from 'postgres';
 import {
+  benchKey,
   BENCH_ITEMS_SQL,
   LUA_SHOW,
   benchItem,
@@ -210,14 +211,7 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   let key: string, poolMax: number;
   try {
     await p.db.exec(BENCH_ITEMS_SQL);
-    key = (
-      await p.services.keys.create({
-        type: 'service',
-        service: 'bench',
-        permissions: ['db:query'],
-        tables: ['bench_items'],
-      })
-    ).key;
+    key = await benchKey(p, ['db:query'], ['bench_items']);
     poolMax = p.settings.get<number>('database.pool_max');
   } finally {
     await p.shutdown();

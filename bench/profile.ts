@@ -10,7 +10,17 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { BENCH_ITEMS_SQL, benchDb, freePort, LUA_SHOW, requireWrk, selectLua, waitFor } from './support';
+import {
+  BENCH_ITEMS_SQL,
+  benchDb,
+  benchKey,
+  benchToken,
+  freePort,
+  LUA_SHOW,
+  requireWrk,
+  selectLua,
+  waitFor,
+} from './support';
 import { openPlatform } from '../src/platform';
 
 const ROOT = resolve(import.meta.dir, '..');
@@ -32,18 +42,8 @@ let key: string;
 let token: string;
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
-  key = (
-    await p.services.keys.create({
-      type: 'service',
-      service: 'bench',
-      permissions: ['db:query'],
-      tables: ['bench_items'],
-    })
-  ).key;
-  const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
-  await p.services.auth.register({ email: 'bench@example.com', password: 'bench-password-1' }, meta);
-  token = (await p.services.auth.login({ email: 'bench@example.com', password: 'bench-password-1' }, meta))
-    .access_token;
+  key = await benchKey(p, ['db:query'], ['bench_items']);
+  token = await benchToken(p);
 } finally {
   await p.shutdown();
 }

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
+import type { Platform } from '../src/platform';
 
 const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -263,4 +264,17 @@ request = function()
 end
 response = function(status, headers, body) show(status, body) end
 `;
+}
+
+/** A service key named `bench` with these permissions on these tables, made in `p`. */
+export async function benchKey(p: Platform, permissions: string[], tables: string[]): Promise<string> {
+  return (await p.services.keys.create({ type: 'service', service: 'bench', permissions, tables })).key;
+}
+
+/** The access token of a user registered and signed in through `p` (the /me workload's caller). */
+export async function benchToken(p: Platform): Promise<string> {
+  const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
+  const credentials = { email: 'bench@example.com', password: 'bench-password-1' };
+  await p.services.auth.register(credentials, meta);
+  return (await p.services.auth.login(credentials, meta)).access_token;
 }

@@ -368,9 +368,12 @@ function create(p: Platform): BackupService {
       try {
         m = await readManifest(path);
       } catch {}
+      // Retention may remove an archive between the listing and here: it is gone, not an error.
+      const size = statSync(path, { throwIfNoEntry: false })?.size;
+      if (size === undefined) continue;
       out.push({
         name,
-        size: statSync(path).size,
+        size,
         created_at: m?.created_at ?? timeOfName(name)!.toISOString(),
         trigger: m?.trigger ?? null,
         platform_version: m?.platform_version ?? null,

@@ -144,6 +144,49 @@ describe('request wrapper', () => {
     expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(res.headers.get('vary')).toContain('Origin');
   });
+
+  test('a JSON body read by the listener answers every reader of the request with the same bytes', async () => {
+    const { log } = recorder('warn');
+    const body = { text: 'héllo', n: [1, 2, 3] };
+    const text = JSON.stringify(body);
+    let seen: unknown[] = [];
+    const h = createHandler({
+      settings,
+      log,
+      areas,
+      handle: async (req) => {
+        seen = [
+          await req.text(),
+          await req.json(),
+          new TextDecoder().decode(await req.arrayBuffer()),
+          new TextDecoder().decode(await req.bytes()),
+          await (await req.blob()).text(),
+        ];
+        return new Response('{}');
+      },
+    });
+    // With a Content-Length, and chunked (no length: the listener counts it as it reads).
+    for (const req of [
+      json(body),
+      new Request('http://127.0.0.1:3000/api/v1/db/query', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: new Blob([text]).stream(),
+      }),
+    ]) {
+      seen = [];
+      expect((await h(req, peer('127.0.0.1') as never)).status).toBe(200);
+      expect(seen).toEqual([text, body, text, text, text]);
+    }
+    // A malformed body still reaches the parser, which refuses it (400 invalid_json in the app).
+    const bad = createHandler({ settings, log, areas, handle: async (req) => Response.json(await req.json()) });
+    const r = new Request('http://127.0.0.1:3000/api/v1/db/query', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': '4' },
+      body: '{bad',
+    });
+    expect((await bad(r, peer('127.0.0.1') as never)).status).toBe(500);
+  });
 });
 
 describe('pathOf', () => {

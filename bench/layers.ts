@@ -1,0 +1,137 @@
+/**
+ * Where a Database API select spends Basalt's own time: the same request through fewer and
+ * fewer of Basalt's layers, in one process, with and without the database (docs/operations.md,
+ * "The select layer by layer"). Not a throughput figure (bench:http is): CPU microseconds per
+ * request, 16 requests in flight, each variant measured BENCH_REPEATS times in turn, medians.
+ *
+ *  - listener: the listener's fetch (src/http/server.ts) → Elysia → guards → route → service;
+ *  - app: Elysia's handle, without the listener's wrapper;
+ *  - app, key cached away: the same with the API key check answered at once;
+ *  - app, service away: also the service answered at once (what remains is Elysia, the
+ *    route's checks and the envelope);
+ *  - service: the Database API service alone (plan, statement, query, decode);
+ *  - bare: parse the JSON body, run the statement, Response.json (bench/baselines/bare.ts).
+ * "memory" rows answer the statement from memory; "database" rows run it on PostgreSQL
+ * through the same pool. The difference between the two is what the database path costs
+ * under each layer.
+ *
+ *   npm run bench:layers
+ */
+import { benchDb, benchKey, BENCH_ITEMS_SQL, median, printTable } from './support';
+import { openPlatform } from '../src/platform';
+import { createApp } from '../src/app';
+import { buildStatement } from '../src/modules/database/query-builder';
+import type { Db, QueryResult } from '../src/db/engine';
+import type { ApiKeyPrincipal } from '../src/http/api-key-guard';
+
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
+const COUNT = Number(process.env.BENCH_REQUESTS ?? 20_000);
+const IN_FLIGHT = 16;
+
+const db = await benchDb('external');
+if (!db) process.exit(0);
+const p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'warn' }, migrate: true });
+try {
+  await p.db.exec(BENCH_ITEMS_SQL);
+  const key = await benchKey(p, ['db:query'], ['bench_items']);
+  const built = await createApp(p, {});
+  const snap = await p.services.database.catalog.refresh();
+  const query = (v: number) => ({
+    entity: 'bench_items',
+    action: 'select',
+    fields: ['id', 'grp', 'name', 'price'],
+    filters: [{ field: 'grp', op: 'eq', value: v }],
+    limit: 10,
+  });
+  const sql = buildStatement(query(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
+
+  // The seams: the service's connection, the key check and the service itself, swapped per variant.
+  const database = p.services.database as unknown as { apiDb: () => Promise<Db>; query: unknown };
+  const keys = p.services.keys as unknown as { verify: unknown };
+  const realDb = await database.apiDb();
+  const sample = (await realDb.query<Record<string, unknown>>(sql, ['7', 10, 0])).rows;
+  const memoryDb = {
+    ...realDb,
+    query: async <T>() =>
+      ({ rows: sample.map((r) => ({ ...r })), rowCount: 10, fields: [] }) as unknown as QueryResult<T>,
+  } as Db;
+  const principal = (await p.services.keys.verify(key)) as ApiKeyPrincipal;
+  const seams = { db: database.apiDb, verify: keys.verify, query: database.query };
+  const use = (on: { db: Db; keyAway?: boolean; serviceAway?: boolean }) => {
+    database.apiDb = async () => on.db;
+    keys.verify = on.keyAway ? async () => principal : seams.verify;
+    database.query = on.serviceAway ? async () => ({ rows: sample.map((r) => ({ ...r })), count: 10 }) : seams.query;
+  };
+
+  let n = 0;
+  const request = () => {
+    const body = JSON.stringify(query(n++ % 1000));
+    return new Request('http://127.0.0.1:8090/api/v1/db/query', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': key, 'content-length': String(body.length) },
+      body,
+    });
+  };
+  const bare = (on: Db) => async () => {
+    const body = (await request().json()) as { filters: { value: unknown }[]; limit: number };
+    const r = await on.query(sql, [String(body.filters[0]!.value), body.limit, 0]);
+    await Response.json({ success: true, data: { rows: r.rows, count: r.rows.length } }).text();
+  };
+  const through = (handle: (r: Request) => Promise<Response>) => async () => {
+    const res = await handle(request());
+    if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+    await res.text();
+  };
+  const listener = through(built.mainHandler);
+  const app = through((r) => built.main.handle(r));
+
+  const variants: [string, Parameters<typeof use>[0], () => Promise<unknown>][] = [];
+  for (const [where, on] of [
+    ['memory', memoryDb],
+    ['database', realDb],
+  ] as const) {
+    variants.push(
+      [`listener, ${where}`, { db: on }, listener],
+      [`app, ${where}`, { db: on }, app],
+      [`app, key cached away, ${where}`, { db: on, keyAway: true }, app],
+      [`service, ${where}`, { db: on }, () => p.services.database.query(principal, query(n++ % 1000) as never)],
+      [`bare, ${where}`, { db: on }, bare(on)],
+    );
+  }
+  variants.splice(3, 0, ['app, service away', { db: memoryDb, keyAway: true, serviceAway: true }, app]);
+
+  /** CPU µs per request (this process, all threads). */
+  const measure = async (fn: () => Promise<unknown>, count: number) => {
+    let left = count;
+    const before = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        while (left-- > 0) await fn();
+      }),
+    );
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / count;
+  };
+  const results = new Map<string, number[]>();
+  for (const [name, on, fn] of variants) {
+    use(on);
+    await measure(fn, COUNT / 4); // warm-up
+    results.set(name, []);
+  }
+  for (let r = 0; r < REPEATS; r++)
+    for (const [name, on, fn] of variants) {
+      use(on);
+      results.get(name)!.push(await measure(fn, COUNT));
+    }
+  use({ db: realDb });
+  const rows = [['variant', 'CPU µs per request (median)', 'lowest–highest']];
+  for (const [name, xs] of results)
+    rows.push([name, median(xs).toFixed(1), `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`]);
+  printTable(
+    rows,
+    `\nOne Database API select through Basalt's layers, in process (${IN_FLIGHT} in flight, ${REPEATS} × ${COUNT} requests; Bun ${Bun.version})\n`,
+  );
+} finally {
+  await p.shutdown();
+  await db.drop();
+}

@@ -6,14 +6,15 @@
  *    the same parameters through the same driver and pool size, answer {success, data};
  *    with `transaction_id`, run it on that reserved connection;
  *  - POST /api/v1/db/transaction/begin | /<id>/commit: reserve a connection and BEGIN, COMMIT;
- *  - GET /api/v1/auth/me: verify the same HS256 JWT with the same library (jose), no database;
+ *  - GET /api/v1/auth/me: verify the same HS256 JWT with the same verifier (fast-jwt, the same
+ *    checks as src/modules/auth/jwt.ts), no database;
  *  - POST /api/v1/mail/send: insert the same mail-job row (and its NOTIFY) in one statement;
  *  - POST /bench/rollback-all: between cells, roll back what wrk left open.
  *
  * Environment: BENCH_PORT, BENCH_DB_URL (external) or BENCH_PG_DIR (embedded),
  * BENCH_POOL_MAX, BENCH_SELECT_SQL, BENCH_JWT_SECRET. Prints `ready <port>` when listening.
  */
-import { jwtVerify } from 'jose';
+import { createVerifier } from 'fast-jwt';
 import type { Db, Tx } from '../../src/db/engine';
 
 const env = process.env;
@@ -26,14 +27,14 @@ const db: Db = external
   : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
 const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
-// Imported once, as Basalt does (src/modules/auth/jwt.ts).
-const secret = await crypto.subtle.importKey(
-  'raw',
-  new TextEncoder().encode(env.BENCH_JWT_SECRET ?? ''),
-  { name: 'HMAC', hash: 'SHA-256' },
-  false,
-  ['verify'],
-);
+// Built once, as Basalt does (src/modules/auth/jwt.ts).
+const verify = createVerifier({
+  key: env.BENCH_JWT_SECRET ?? '',
+  algorithms: ['HS256'],
+  allowedIss: 'basalt',
+  requiredClaims: ['iss', 'exp', 'iat', 'sub', 'sid'],
+  cache: false,
+});
 const txs = new Map<string, Tx>();
 
 const json = (data: unknown, status = 200) => Response.json({ success: true, data }, { status });
@@ -83,7 +84,7 @@ const server = Bun.serve({
     }
     if (path === '/api/v1/auth/me') {
       const token = (req.headers.get('authorization') ?? '').slice(7);
-      const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'] });
+      const payload = verify(token) as { sub: string };
       return json({ user: { id: payload.sub } });
     }
     if (path === '/api/v1/mail/send') {

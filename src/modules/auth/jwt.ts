@@ -1,9 +1,13 @@
 /**
- * Access tokens: HS256 JWTs signed and verified with jose's public API (`SignJWT`,
- * `jwtVerify`), so the same code serves route handlers and the user guard, which
- * only holds a token.
+ * Access tokens: HS256 JWTs, signed with jose's `SignJWT` and verified with fast-jwt's
+ * synchronous verifier, so the same code serves route handlers and the user guard, which
+ * only holds a token. Verification runs on every authenticated request: Bun's WebCrypto
+ * HMAC (what jose verifies with) costs tens of microseconds of CPU per call at low
+ * concurrency, node:crypto's HMAC (fast-jwt's) under one (docs/operations.md, Where the
+ * time goes).
  */
-import { jwtVerify, SignJWT, type JWTPayload, type JWTVerifyOptions } from 'jose';
+import { createVerifier, TokenError, type VerifierOptions } from 'fast-jwt';
+import { SignJWT } from 'jose';
 import { isUuid } from '../../util/uuid';
 
 /** Lifetime of an access token. Short because revocation is also checked per request. */
@@ -34,15 +38,15 @@ const SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw0
 
 /**
  * Only HS256 with our issuer, and only tokens that expire: a token with alg "none",
- * another issuer or no `exp` never passes, however it is signed.
+ * another issuer, no `iss` or no `exp` never passes, however it is signed (fast-jwt checks
+ * a claim's value only when the claim is there, so every claim we rely on is required).
  */
-const STRICT: JWTVerifyOptions = {
+const STRICT: Partial<VerifierOptions> = {
   algorithms: ['HS256'],
-  issuer: ISSUER,
-  requiredClaims: ['exp', 'iat', 'sub', 'sid'],
+  allowedIss: ISSUER,
+  requiredClaims: ['iss', 'exp', 'iat', 'sub', 'sid'],
+  cache: false,
 };
-/** The same checks without the clock: tells an expired token from a forged one. */
-const IGNORING_THE_CLOCK: JWTVerifyOptions = { ...STRICT, clockTolerance: 10 * 365 * 86_400 };
 
 export function accessTokens(secret: string): AccessTokens {
   // Imported once: handed the raw bytes, jose would import them into a CryptoKey on every call.
@@ -51,14 +55,25 @@ export function accessTokens(secret: string): AccessTokens {
     new TextEncoder().encode(secret),
     { name: 'HMAC', hash: 'SHA-256' },
     false,
-    ['sign', 'verify'],
+    ['sign'],
   );
-  /** The payload when `token` passes `options`, else null (jose throws on every refusal). */
-  const check = async (token: string, options: JWTVerifyOptions): Promise<JWTPayload | null> => {
+  const strict = createVerifier({ ...STRICT, key: secret });
+  /** The same checks without the clock: tells an expired token from a forged one. */
+  const ignoringTheClock = createVerifier({ ...STRICT, key: secret, ignoreExpiration: true });
+  /** The payload when `token` passes, else why not. */
+  const check = (token: string): { payload?: Record<string, unknown>; expired?: boolean } => {
     try {
-      return (await jwtVerify(token, await key, options)).payload;
-    } catch {
-      return null;
+      return { payload: strict(token) };
+    } catch (e) {
+      // A token not yet valid (`nbf`) is refused as invalid, like a forged one.
+      if (!(e instanceof TokenError) || e.code !== TokenError.codes.expired) return {};
+      // Only failures pay for the second check.
+      try {
+        ignoringTheClock(token);
+        return { expired: true };
+      } catch {
+        return {};
+      }
     }
   };
   return {
@@ -71,16 +86,15 @@ export function accessTokens(secret: string): AccessTokens {
         .sign(await key),
     async verify(token) {
       if (!SHAPE.test(token)) return { ok: false, reason: 'invalid' };
-      const payload = await check(token, STRICT);
+      const { payload, expired } = check(token);
       if (payload) {
-        const { sub, sid } = payload;
+        const { sub, sid, iat } = payload;
         // User and session ids are UUIDs; anything else is refused before it reaches a query.
-        if (typeof sub === 'string' && typeof sid === 'string' && isUuid(sub) && isUuid(sid))
+        if (typeof sub === 'string' && typeof sid === 'string' && typeof iat === 'number' && isUuid(sub) && isUuid(sid))
           return { ok: true, claims: { sub, sid } };
         return { ok: false, reason: 'invalid' };
       }
-      // Tell "expired" from "forged": verify again ignoring the clock. Only failures pay this.
-      return { ok: false, reason: (await check(token, IGNORING_THE_CLOCK)) ? 'expired' : 'invalid' };
+      return { ok: false, reason: expired ? 'expired' : 'invalid' };
     },
   };
 }

@@ -1,7 +1,8 @@
 /**
  * Public Auth cost, as ratios against baselines measured in the same run:
  *  - GET /api/v1/auth/me (JWT verify + session check + user lookup) against a minimal
- *    Bun.serve that only verifies the same JWT with the same library (@elysiajs/jwt).
+ *    Bun.serve that only verifies the same JWT with the same verifier (fast-jwt, the checks
+ *    of src/modules/auth/jwt.ts).
  *  - POST /api/v1/auth/login (argon2id verify + counters + session) against
  *    Bun.password.verify alone with the same parameters, in process.
  * Traffic goes to 127.0.0.1 only and is bounded in count.
@@ -9,7 +10,7 @@
  *   bun bench/auth.ts                  # embedded engine
  *   BASALT_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun bench/auth.ts   # both engines
  */
-import { jwt } from '@elysiajs/jwt';
+import { createVerifier } from 'fast-jwt';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { getOrCreateSecret } from '../src/db/secrets';
@@ -28,14 +29,24 @@ for (const engine of ENGINES) {
     env: { BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '100000', BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '100000' },
   });
   const secret = await getOrCreateSecret(s.platform.db, 'jwt');
-  // Baseline server: verifies the same token with the same library and answers JSON.
-  const verifier = (jwt({ name: 'j', secret }) as any).decorator.j;
+  // Baseline server: verifies the same token with the same verifier and answers JSON.
+  const verify = createVerifier({
+    key: secret,
+    algorithms: ['HS256'],
+    allowedIss: 'basalt',
+    requiredClaims: ['iss', 'exp', 'iat', 'sub', 'sid'],
+    cache: false,
+  });
   const baseline = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
-    async fetch(req) {
-      const claims = await verifier.verify(req.headers.get('authorization')?.slice(7), { algorithms: ['HS256'] });
-      return claims ? Response.json({ success: true, data: { sub: claims.sub } }) : new Response(null, { status: 401 });
+    fetch(req) {
+      try {
+        const claims = verify(req.headers.get('authorization')?.slice(7) ?? '') as { sub: string };
+        return Response.json({ success: true, data: { sub: claims.sub } });
+      } catch {
+        return new Response(null, { status: 401 });
+      }
     },
   });
   try {

@@ -161,13 +161,13 @@ async function readBounded(req: Request, bounds: JsonBounds, text?: string): Pro
   return answeringFrom(req, text);
 }
 
-type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'blob'>;
+type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'blob' | 'clone'>;
 
 /**
  * The listener has read the body to bound it, so the request's own readers answer from
  * the text it read: Elysia's parser, a route's parse hook and an extension handler calling
  * `request.json()`, `text()`, `arrayBuffer()`, `bytes()` or `blob()` all get the same
- * bytes (docs/extensions.md). Building a new Request around the text instead cost more
+ * bytes, and `clone()` gives a request that carries them (docs/extensions.md). Building a new Request around the text instead cost more
  * than the rest of the listener (docs/operations.md, Where the time goes).
  */
 function answeringFrom(req: Request, text: string): Request {
@@ -178,6 +178,7 @@ function answeringFrom(req: Request, text: string): Request {
   r.bytes = () => Promise.resolve(bytes());
   r.arrayBuffer = () => Promise.resolve(bytes().buffer as ArrayBuffer);
   r.blob = () => Promise.resolve(new Blob([text], { type: req.headers.get('content-type') ?? '' }));
+  r.clone = () => new Request(req.url, { method: req.method, headers: req.headers, body: text });
   return req;
 }
 

@@ -161,6 +161,7 @@ describe('request wrapper', () => {
           new TextDecoder().decode(await req.arrayBuffer()),
           new TextDecoder().decode(await req.bytes()),
           await (await req.blob()).text(),
+          await req.clone().text(),
         ];
         return new Response('{}');
       },
@@ -176,7 +177,7 @@ describe('request wrapper', () => {
     ]) {
       seen = [];
       expect((await h(req, peer('127.0.0.1') as never)).status).toBe(200);
-      expect(seen).toEqual([text, body, text, text, text]);
+      expect(seen).toEqual([text, body, text, text, text, text]);
     }
     // A malformed body still reaches the parser, which refuses it (400 invalid_json in the app).
     const bad = createHandler({ settings, log, areas, handle: async (req) => Response.json(await req.json()) });

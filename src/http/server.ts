@@ -167,8 +167,9 @@ type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'bl
  * The listener has read the body to bound it, so the request's own readers answer from
  * the text it read: Elysia's parser, a route's parse hook and an extension handler calling
  * `request.json()`, `text()`, `arrayBuffer()`, `bytes()` or `blob()` all get the same
- * bytes, and `clone()` gives a request that carries them (docs/extensions.md). Building a new Request around the text instead cost more
- * than the rest of the listener (docs/operations.md, Where the time goes).
+ * bytes, and `clone()` gives a request that carries them (docs/extensions.md). Building a
+ * new Request around the text instead cost as much as the rest of the listener's wrapper
+ * (docs/operations.md, "The select layer by layer").
  */
 function answeringFrom(req: Request, text: string): Request {
   const r = req as BodyReaders;

@@ -11,6 +11,7 @@
  *   BASALT_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun bench/auth.ts   # both engines
  */
 import { createVerifier } from 'fast-jwt';
+import { ACCESS_TOKEN_CHECKS } from '../src/modules/auth/jwt';
 import { ENGINES } from '../test/helpers/engines';
 import { startServer } from '../test/helpers/server';
 import { getOrCreateSecret } from '../src/db/secrets';
@@ -30,13 +31,7 @@ for (const engine of ENGINES) {
   });
   const secret = await getOrCreateSecret(s.platform.db, 'jwt');
   // Baseline server: verifies the same token with the same verifier and answers JSON.
-  const verify = createVerifier({
-    key: secret,
-    algorithms: ['HS256'],
-    allowedIss: 'basalt',
-    requiredClaims: ['iss', 'exp', 'iat', 'sub', 'sid'],
-    cache: false,
-  });
+  const verify = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: secret });
   const baseline = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',

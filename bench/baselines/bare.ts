@@ -15,6 +15,7 @@
  * BENCH_POOL_MAX, BENCH_SELECT_SQL, BENCH_JWT_SECRET. Prints `ready <port>` when listening.
  */
 import { createVerifier } from 'fast-jwt';
+import { ACCESS_TOKEN_CHECKS } from '../../src/modules/auth/jwt';
 import type { Db, Tx } from '../../src/db/engine';
 
 const env = process.env;
@@ -28,13 +29,7 @@ const db: Db = external
 const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
 // Built once, as Basalt does (src/modules/auth/jwt.ts).
-const verify = createVerifier({
-  key: env.BENCH_JWT_SECRET ?? '',
-  algorithms: ['HS256'],
-  allowedIss: 'basalt',
-  requiredClaims: ['iss', 'exp', 'iat', 'sub', 'sid'],
-  cache: false,
-});
+const verify = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: env.BENCH_JWT_SECRET ?? '' });
 const txs = new Map<string, Tx>();
 
 const json = (data: unknown, status = 200) => Response.json({ success: true, data }, { status });

@@ -466,6 +466,18 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
         await page.waitForFunction(() => !document.querySelector('.loading, [aria-busy="true"], .spinner'));
         await Bun.sleep(150);
         expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe(scheme);
+        if (name === 'dashboard' && width === 1280) {
+          // The Instances card shows every column without scrolling sideways.
+          const overflow = await page.evaluate(() => {
+            const card = [...document.querySelectorAll('section.panel')].find(
+              (s) => s.querySelector('h2')?.textContent === 'Instances',
+            );
+            const wrap = card?.querySelector('.table-wrap');
+            return wrap ? wrap.scrollWidth - wrap.clientWidth : -1;
+          });
+          expect(overflow).toBeGreaterThanOrEqual(0);
+          expect(overflow).toBeLessThanOrEqual(1);
+        }
         await shot(page, `${engine}-${scheme}-${width}-${name}`);
       }
       if (width === 390) {

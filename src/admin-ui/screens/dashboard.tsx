@@ -111,40 +111,6 @@ function DashboardBody({ d }: { d: DashboardData }) {
         </section>
         <section class="panel">
           <div class="panel-head">
-            <h2>Instances</h2>
-            <Badge>{d.instances.length} seen</Badge>
-          </div>
-          <div class="table-wrap free">
-            {d.instances.length ? (
-              <table>
-                <thead>
-                  <tr>
-                    <th>Host</th>
-                    <th>PID</th>
-                    <th>Version</th>
-                    <th>Started</th>
-                    <th>Last seen</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {d.instances.map((i) => (
-                    <tr key={i.id}>
-                      <td>{i.host}</td>
-                      <td>{i.pid}</td>
-                      <td>{i.version}</td>
-                      <td>{dateTime(i.started_at)}</td>
-                      <td>{ago(i.seen_at)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            ) : (
-              <Empty icon="dashboard" title="No instance has reported yet" />
-            )}
-          </div>
-        </section>
-        <section class="panel">
-          <div class="panel-head">
             <h2>Extensions</h2>
             <a href="#/extensions">Details</a>
           </div>
@@ -161,6 +127,40 @@ function DashboardBody({ d }: { d: DashboardData }) {
           </div>
         </section>
       </div>
+      <section class="panel">
+        <div class="panel-head">
+          <h2>Instances</h2>
+          <Badge>{d.instances.length} seen</Badge>
+        </div>
+        <div class="table-wrap free">
+          {d.instances.length ? (
+            <table>
+              <thead>
+                <tr>
+                  <th>Host</th>
+                  <th>PID</th>
+                  <th>Version</th>
+                  <th>Started</th>
+                  <th>Last seen</th>
+                </tr>
+              </thead>
+              <tbody>
+                {d.instances.map((i) => (
+                  <tr key={i.id}>
+                    <td>{i.host}</td>
+                    <td>{i.pid}</td>
+                    <td>{i.version}</td>
+                    <td>{dateTime(i.started_at)}</td>
+                    <td>{ago(i.seen_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          ) : (
+            <Empty icon="dashboard" title="No instance has reported yet" />
+          )}
+        </div>
+      </section>
       <section class="panel">
         <div class="panel-head">
           <h2>Recent administrator activity</h2>

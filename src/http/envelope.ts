@@ -6,6 +6,8 @@
  *  C — files: {success:true, ...payload} / {success:false, error:"message"}
  */
 import type { AppError } from './errors';
+import { requestInfo, type RequestInfo } from './request-info';
+import { jsonAnswer } from './security-headers';
 import type {
   ErrorBodyA,
   ErrorBodyB,
@@ -106,7 +108,25 @@ function metaOf(meta: RequestMeta): MetaBody {
   return { trace_id: meta.id, execution_ms: Math.round((performance.now() - meta.start) * 100) / 100 };
 }
 
-export function errorResponse(format: Format, err: AppError, meta: RequestMeta): Response {
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...(err.extra.headers ?? {}) };
-  return new Response(JSON.stringify(errorBody(format, err, meta)), { status: err.status, headers });
+/**
+ * The success body of `request`'s area (its envelope: src/app.ts), already serialized,
+ * with the area's security headers and the request id (src/http/security-headers.ts).
+ * Routes on the hot paths (Database API, Public Auth, Mail) answer this way: Elysia does
+ * not check a Response against the route's `response` schema, which still describes the
+ * body in the OpenAPI document and is checked against live answers by
+ * test/openapi/conformance.test.ts. Checking and cleaning our own output on every request
+ * cost about a third of the Database API's route (docs/operations.md).
+ */
+export function successResponse(
+  request: Request,
+  data: unknown,
+  init?: { status?: number; headers?: Record<string, string> },
+): Response {
+  const info = requestInfo(request);
+  return jsonAnswer(JSON.stringify(success(info.area.envelope, data, info)), init?.status ?? 200, info, init?.headers);
+}
+
+/** `err` in the envelope of the request's area, with the area's security headers and the request id. */
+export function errorResponse(err: AppError, info: RequestInfo): Response {
+  return jsonAnswer(JSON.stringify(errorBody(info.area.envelope, err, info)), err.status, info, err.extra.headers);
 }

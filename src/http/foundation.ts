@@ -90,19 +90,14 @@ export function reply(request: Request, data: unknown): unknown {
 
 /**
  * The cross-cutting part every listener's app starts with: errors rendered in the
- * area's envelope (never a framework body, never a stack), and `ctx.reply()` for
- * success bodies in the area's envelope.
+ * area's envelope (never a framework body, never a stack). Success bodies come from
+ * `reply(request, data)` above or `successResponse` (src/http/envelope.ts).
  */
 export function foundation(log: Logger) {
-  return new Elysia({ name: 'basalt.foundation' })
-    .onError({ as: 'global' }, ({ error, request, code }) => {
-      const info = requestInfo(request);
-      const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, info.area);
-      if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path: pathOf(request.url) });
-      return errorResponse(info.area.envelope, appErr, info);
-    })
-    .derive({ as: 'global' }, ({ request }) => ({
-      /** Success body in this area's envelope. */
-      reply: (data: unknown) => reply(request, data),
-    }));
+  return new Elysia({ name: 'basalt.foundation' }).onError({ as: 'global' }, ({ error, request, code }) => {
+    const info = requestInfo(request);
+    const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, info.area);
+    if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path: pathOf(request.url) });
+    return errorResponse(appErr, info);
+  });
 }

@@ -1,8 +1,9 @@
 import type { Server } from 'bun';
 import { AppError, Errors } from './errors';
 import { errorResponse, hostProblem, pathOf } from './envelope';
+import { secure, stamped } from './security-headers';
 import type { AreaFacts, Areas } from './areas';
-import { cameOverHttps, clientIp, setRequestInfo } from './request-info';
+import { cameOverHttps, clientIp, setRequestInfo, type RequestInfo } from './request-info';
 import { toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
@@ -13,17 +14,6 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED =
   'X-Request-Id, Retry-After, Idempotent-Replayed, ETag, Content-Range, Accept-Ranges, Content-Disposition';
-/**
- * Security headers by area (docs/operations.md, Security headers; the area's `csp` and
- * `noStore` in src/app.ts). Each is set only when the response does not carry it
- * already: the admin panel and file downloads bring their own policies, and an
- * extension serving a page may set its own CSP.
- */
-const API_CSP = "default-src 'none'; frame-ancestors 'none'";
-/** The reference page: its own scripts, styles and the document, nothing from elsewhere. */
-const DOCS_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
 export interface HandlerDeps {
   settings: Settings;
   log: Logger;
@@ -47,29 +37,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     const path = pathOf(req.url);
     const area = areas.of(path);
-    // The client address is worked out when first asked for (rate limits, the request
-    // log line): asking the socket for its peer costs more than the rest of this wrapper.
-    let ip: string | undefined;
-    const info = {
-      id,
-      start,
-      area,
-      get ip(): string {
-        return (ip ??= clientIp(
-          server?.requestIP(req)?.address ?? '127.0.0.1',
-          req.headers.get('x-forwarded-for'),
-          settings.get<string[]>('web.trusted_proxies'),
-        ));
-      },
-      /** The request reached us over HTTPS, directly or per X-Forwarded-Proto from a trusted proxy (admin cookies). */
-      get https(): boolean {
-        return cameOverHttps(
-          req,
-          server?.requestIP(req)?.address ?? '127.0.0.1',
-          settings.get<string[]>('web.trusted_proxies'),
-        );
-      },
-    };
+    const info = new ListenerInfo(id, start, area, req, server, settings);
     const origin = req.headers.get('origin');
     const corsOk = !!origin && settings.get<string[]>('web.cors_origins').includes(origin);
 
@@ -88,10 +56,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
-        const pending = checkBody(req, area, settings.get<number>('web.max_json_body_bytes'), {
-          maxDepth: settings.get<number>('web.max_json_depth'),
-          maxItems: settings.get<number>('web.max_json_items'),
-        });
+        const pending = checkBody(req, area, settings);
         // Only a chunked body is read here; awaiting a plain value would still cost a turn.
         const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
@@ -100,16 +65,19 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
       if (appErr.status >= 500) log.error('request failed', { request_id: id, path, cause: err });
-      res = errorResponse(area.envelope, appErr, info);
+      res = errorResponse(appErr, info);
     }
 
-    try {
-      res.headers.set('X-Request-Id', id);
-    } catch {
-      res = new Response(res.body, res); // immutable headers (e.g. a proxied response)
-      res.headers.set('X-Request-Id', id);
+    // The envelope renderers' answers carry the request id and security headers already.
+    if (!stamped(res)) {
+      try {
+        res.headers.set('X-Request-Id', id);
+      } catch {
+        res = new Response(res.body, res); // immutable headers (e.g. a proxied response)
+        res.headers.set('X-Request-Id', id);
+      }
+      secure(res.headers, area);
     }
-    secure(res.headers, area);
     if (corsOk) {
       res.headers.set('Access-Control-Allow-Origin', origin!);
       res.headers.set('Access-Control-Allow-Credentials', 'true');
@@ -124,25 +92,57 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
   };
 }
 
-function secure(headers: Headers, area: AreaFacts): void {
-  if (!headers.has('x-content-type-options')) headers.set('X-Content-Type-Options', 'nosniff');
-  if (!headers.has('x-frame-options')) headers.set('X-Frame-Options', 'DENY');
-  if (!headers.has('referrer-policy')) headers.set('Referrer-Policy', 'no-referrer');
-  if (!headers.has('content-security-policy'))
-    headers.set('Content-Security-Policy', area.csp === 'docs' ? DOCS_CSP : API_CSP);
-  if (area.noStore && !headers.has('cache-control')) headers.set('Cache-Control', 'no-store');
+/**
+ * What the listener establishes about a request (src/http/request-info.ts). The client
+ * address is worked out when first asked for (rate limits, the request log line): asking
+ * the socket for its peer costs more than the rest of the wrapper. A class, so a request
+ * allocates one object rather than an object, its accessors and their closures.
+ */
+class ListenerInfo implements RequestInfo {
+  private address?: string;
+
+  constructor(
+    readonly id: string,
+    readonly start: number,
+    readonly area: AreaFacts,
+    private readonly req: Request,
+    private readonly server: Server<unknown> | undefined,
+    private readonly settings: Settings,
+  ) {}
+
+  get ip(): string {
+    return (this.address ??= clientIp(this.peer(), this.req.headers.get('x-forwarded-for'), this.trusted()));
+  }
+
+  /** The request reached us over HTTPS, directly or per X-Forwarded-Proto from a trusted proxy (admin cookies). */
+  get https(): boolean {
+    return cameOverHttps(this.req, this.peer(), this.trusted());
+  }
+
+  private peer(): string {
+    return this.server?.requestIP(this.req)?.address ?? '127.0.0.1';
+  }
+
+  private trusted(): string[] {
+    return this.settings.get<string[]>('web.trusted_proxies');
+  }
 }
 
 /**
  * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
  * (no Content-Length) and must be read here to be counted.
  */
-function checkBody(req: Request, area: AreaFacts, limit: number, bounds: JsonBounds): Request | Promise<Request> {
+function checkBody(req: Request, area: AreaFacts, settings: Settings): Request | Promise<Request> {
   if (area.body === 'streamed') return req;
   const length = req.headers.get('content-length');
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
+  const limit = settings.get<number>('web.max_json_body_bytes');
+  const bounds: JsonBounds = {
+    maxDepth: settings.get<number>('web.max_json_depth'),
+    maxItems: settings.get<number>('web.max_json_items'),
+  };
   const json = isJsonType(req.headers.get('content-type'));
   if (!json && area.body === 'json' && BODY_METHODS.has(req.method)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);

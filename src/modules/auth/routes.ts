@@ -9,6 +9,7 @@ import { platformGuards } from '../../guards';
 import { requestInfo } from '../../http/request-info';
 import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
+import { successResponse } from '../../http/envelope';
 import { Bodies, Responses, errors } from './model';
 import type { ClientMeta } from './service';
 
@@ -25,7 +26,8 @@ function meta(request: Request): ClientMeta {
 
 export function authRoutes(p: Platform, area: AreaFacts) {
   const auth = () => p.services.auth;
-  const ok = <T>(data: T) => ({ success: true as const, data });
+  /** The success answer, serialized (src/http/envelope.ts `successResponse`). */
+  const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
 
   return (
     new Elysia({ name: 'basalt.auth', prefix: rootOf(area) })
@@ -35,28 +37,20 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       // the caller may not send. Only malformed JSON is answered earlier, by the parser (400).
       .use(platformGuards(p))
       .guard({ publicAccess: true })
-      .post(
-        '/register',
-        async ({ body, request, set }) => {
-          const r = await auth().register(body, meta(request));
-          set.status = 201;
-          return ok(r);
+      .post('/register', async ({ body, request }) => ok(request, await auth().register(body, meta(request)), 201), {
+        body: Bodies.register,
+        response: { 201: Responses.register, ...errors(401, 403, 409, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Register a user',
+          'x-codes': { 403: ['registration_closed'], 409: ['email_taken'], 429: ['rate_limited'] },
+          description:
+            'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`. ' +
+            'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
+            '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
         },
-        {
-          body: Bodies.register,
-          response: { 201: Responses.register, ...errors(401, 403, 409, 422, 429) },
-          detail: {
-            tags,
-            summary: 'Register a user',
-            'x-codes': { 403: ['registration_closed'], 409: ['email_taken'], 429: ['rate_limited'] },
-            description:
-              'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`. ' +
-              'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
-              '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
-          },
-        },
-      )
-      .post('/login', async ({ body, request }) => ok(await auth().login(body, meta(request))), {
+      })
+      .post('/login', async ({ body, request }) => ok(request, await auth().login(body, meta(request))), {
         body: Bodies.login,
         response: { 200: Responses.session, ...errors(401, 403, 422, 429) },
         detail: {
@@ -73,7 +67,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
             '403 `account_disabled` or `email_not_verified` once the password is right.',
         },
       })
-      .post('/refresh', async ({ body }) => ok(await auth().refresh(body.refresh_token)), {
+      .post('/refresh', async ({ body, request }) => ok(request, await auth().refresh(body.refresh_token)), {
         body: Bodies.refresh,
         response: { 200: Responses.session, ...errors(401, 403, 422) },
         detail: {
@@ -92,7 +86,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
             { accessToken: bearerToken(request), refreshToken: body?.refresh_token },
             body?.all ?? false,
           );
-          return ok({ message: 'Logged out.' });
+          return ok(request, { message: 'Logged out.' });
         },
         {
           parse: optionalJson,
@@ -120,23 +114,29 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           },
         },
       )
-      .get('/me', async ({ user }) => ok({ user: await auth().me(user), session_id: user.sessionId }), {
-        user: true,
-        response: { 200: Responses.me, ...errors(401, 403) },
-        detail: {
-          tags,
-          summary: 'The signed-in user',
-          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
-          description:
-            '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
-          security: bearer,
+      .get(
+        '/me',
+        async ({ user, request }) => ok(request, { user: await auth().me(user), session_id: user.sessionId }),
+        {
+          user: true,
+          response: { 200: Responses.me, ...errors(401, 403) },
+          detail: {
+            tags,
+            summary: 'The signed-in user',
+            'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
+            description:
+              '401 `unauthorized` (no or invalid token), `token_expired`, or `session_revoked`; 403 `account_disabled`.',
+            security: bearer,
+          },
         },
-      })
+      )
       .post(
         '/password/forgot',
         async ({ body, request }) => {
           await auth().forgotPassword(body.email, meta(request));
-          return ok({ message: 'If an account exists for this address, a password reset link is on its way.' });
+          return ok(request, {
+            message: 'If an account exists for this address, a password reset link is on its way.',
+          });
         },
         {
           body: Bodies.forgot,
@@ -153,7 +153,8 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       )
       .post(
         '/password/reset',
-        async ({ body, request }) => ok({ user: await auth().resetPassword(body.token, body.password, meta(request)) }),
+        async ({ body, request }) =>
+          ok(request, { user: await auth().resetPassword(body.token, body.password, meta(request)) }),
         {
           body: Bodies.reset,
           response: { 200: Responses.user, ...errors(400, 422, 429) },
@@ -169,8 +170,8 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       )
       .post(
         '/password/change',
-        async ({ body, user }) =>
-          ok({ user: await auth().changePassword(user, body.current_password, body.new_password) }),
+        async ({ body, user, request }) =>
+          ok(request, { user: await auth().changePassword(user, body.current_password, body.new_password) }),
         {
           user: true,
           body: Bodies.change,
@@ -192,7 +193,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       )
       .post(
         '/verify-email',
-        async ({ body, request }) => ok({ user: await auth().verifyEmail(body.token, meta(request)) }),
+        async ({ body, request }) => ok(request, { user: await auth().verifyEmail(body.token, meta(request)) }),
         {
           body: Bodies.verify,
           response: { 200: Responses.user, ...errors(400, 422, 429) },
@@ -210,7 +211,9 @@ export function authRoutes(p: Platform, area: AreaFacts) {
         '/verify-email/resend',
         async ({ body, request }) => {
           await auth().resendVerification(body.email, meta(request));
-          return ok({ message: 'If this address has an unverified account, a new verification link is on its way.' });
+          return ok(request, {
+            message: 'If this address has an unverified account, a new verification link is on its way.',
+          });
         },
         {
           body: Bodies.resend,

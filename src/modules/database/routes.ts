@@ -15,6 +15,7 @@ import { platformGuards } from '../../guards';
 import type { KeyAdmitted } from '../../http/guards';
 import { requirePermission } from '../../http/api-key-guard';
 import { optionalJson } from '../../http/optional-json';
+import { successResponse } from '../../http/envelope';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
 
@@ -85,15 +86,6 @@ function rejectProtoKeys(data: unknown): void {
 
 const security = [{ ApiKey: [] }];
 
-/**
- * Format A success body, already serialized. The `response` schemas below describe
- * these bodies in the OpenAPI document; returning a Response skips Elysia checking
- * our own output against them on every request, which cost about a third of the
- * query hot path (bench/db-query.ts). Tests assert the shapes instead.
- */
-const ok = (data: unknown): Response =>
-  new Response(JSON.stringify({ success: true, data }), { headers: { 'content-type': 'application/json' } });
-
 export function databaseRoutes(p: Platform, area: AreaFacts) {
   const svc = () => p.services.database;
   // Behind the guard, a route's own `transform` finds the admitted key on the context.
@@ -108,7 +100,7 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
       // Every route: an active key first (401). /api/v1/db is a public prefix: in
       // api_key_required mode a missing key is 401 api_key_required.
       .guard({ apiKey: { publicPrefix: true } })
-      .post('/query', async ({ body, apiKey }) => ok(await svc().query(apiKey, body)), {
+      .post('/query', async ({ body, apiKey, request }) => successResponse(request, await svc().query(apiKey, body)), {
         transform: (context) => {
           const { body, apiKey } = context as object as KeyAdmitted & { body: unknown };
           // Raw SQL before the permission, so any authenticated legacy client learns why.
@@ -137,7 +129,7 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
           security,
         },
       })
-      .post('/transaction/begin', async ({ apiKey }) => ok(await svc().begin(apiKey)), {
+      .post('/transaction/begin', async ({ apiKey, request }) => successResponse(request, await svc().begin(apiKey)), {
         transform: needsDbQuery,
         parse: optionalJson,
         body: EmptyBody,
@@ -152,41 +144,49 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
           security,
         },
       })
-      .post('/transaction/:id/commit', async ({ params, apiKey }) => ok(await svc().commit(apiKey, params.id)), {
-        transform: needsDbQuery,
-        params: TxParams,
-        parse: optionalJson,
-        body: EmptyBody,
-        response: { 200: EndResult, ...errorResponses },
-        detail: {
-          tags: ['Database'],
-          summary: 'Commit a transaction',
-          'x-codes': {
-            401: ['unauthorized'],
-            403: ['forbidden'],
-            404: ['transaction_not_found'],
-            409: ['transaction_aborted', 'conflict'],
-            503: ['query_timeout', 'lock_timeout'],
+      .post(
+        '/transaction/:id/commit',
+        async ({ params, apiKey, request }) => successResponse(request, await svc().commit(apiKey, params.id)),
+        {
+          transform: needsDbQuery,
+          params: TxParams,
+          parse: optionalJson,
+          body: EmptyBody,
+          response: { 200: EndResult, ...errorResponses },
+          detail: {
+            tags: ['Database'],
+            summary: 'Commit a transaction',
+            'x-codes': {
+              401: ['unauthorized'],
+              403: ['forbidden'],
+              404: ['transaction_not_found'],
+              409: ['transaction_aborted', 'conflict'],
+              503: ['query_timeout', 'lock_timeout'],
+            },
+            description:
+              "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
+            security,
           },
-          description:
-            "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
-          security,
         },
-      })
-      .post('/transaction/:id/rollback', async ({ params, apiKey }) => ok(await svc().rollback(apiKey, params.id)), {
-        transform: needsDbQuery,
-        params: TxParams,
-        parse: optionalJson,
-        body: EmptyBody,
-        response: { 200: EndResult, ...errorResponses },
-        detail: {
-          tags: ['Database'],
-          summary: 'Roll back a transaction',
-          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'] },
-          description:
-            "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
-          security,
+      )
+      .post(
+        '/transaction/:id/rollback',
+        async ({ params, apiKey, request }) => successResponse(request, await svc().rollback(apiKey, params.id)),
+        {
+          transform: needsDbQuery,
+          params: TxParams,
+          parse: optionalJson,
+          body: EmptyBody,
+          response: { 200: EndResult, ...errorResponses },
+          detail: {
+            tags: ['Database'],
+            summary: 'Roll back a transaction',
+            'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'] },
+            description:
+              "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
+            security,
+          },
         },
-      })
+      )
   );
 }

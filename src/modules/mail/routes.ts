@@ -6,14 +6,14 @@ import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, t } from 'elysia';
 import type { Platform } from '../../platform';
 import { platformGuards } from '../../guards';
-import { success } from '../../http/envelope';
-import { requestInfo } from '../../http/request-info';
+import { successResponse } from '../../http/envelope';
 import { MailErrors } from './errors';
 import { resolveIdempotencyKey } from './idempotency';
 import { errors, JobAnswer, Queued, SendBody, Sent } from './model';
 
-/** A success body in format B, with this request's trace id and timing. */
-const reply = <T>(request: Request, data: T) => success('B', data, requestInfo(request));
+/** The success answer with this request's trace id and timing, serialized (src/http/envelope.ts `successResponse`). */
+const reply = (request: Request, data: unknown, status = 200, headers?: Record<string, string>) =>
+  successResponse(request, data, { status, headers });
 const KNOWN = new Set(Object.keys(SendBody.properties));
 function rejectUnknownFields(body: unknown) {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return;
@@ -34,12 +34,11 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
       .guard({ apiKey: 'mail:send' })
       .post(
         '/send',
-        async ({ body, request, apiKey, set, status }) => {
+        async ({ body, request, apiKey }) => {
           const idempotencyKey = resolveIdempotencyKey(request.headers, body.idempotency_key);
           const { idempotency_key: _drop, ...req } = body;
           const out = await p.services.mail.submit(req, { keyId: apiKey.id, idempotencyKey });
-          if (out.replayed) set.headers['idempotent-replayed'] = 'true';
-          return status(out.status, reply(request, out.data));
+          return reply(request, out.data, out.status, out.replayed ? { 'idempotent-replayed': 'true' } : undefined);
         },
         {
           // Elysia would silently drop unknown fields; a typo (e.g. `tamplate`) must be a 400 instead.

@@ -170,13 +170,19 @@ export class SessionStore {
     await this.announce(`user:${userId}`, tx);
   }
 
+  /** `state` from the cache without waiting for anything (undefined: not cached, or stale). */
+  cached(sessionId: string): SessionState | null | undefined {
+    const hit = this.cache.get(sessionId);
+    return hit && performance.now() - hit.at < CACHE_TTL_MS ? hit.state : undefined;
+  }
+
   /**
    * Whether a session is usable: not revoked, not expired, user not disabled.
    * null = no such session. Cached for a short time; invalidated on revocation.
    */
   async state(sessionId: string): Promise<SessionState | null> {
-    const hit = this.cache.get(sessionId);
-    if (hit && performance.now() - hit.at < CACHE_TTL_MS) return hit.state;
+    const hit = this.cached(sessionId);
+    if (hit !== undefined) return hit;
     const gen = this.generation;
     const { rows } = await this.db.query<UserRow & { live: boolean }>(
       `SELECT u.id, u.email, '' AS password_hash, u.email_verified_at, u.disabled_at, u.created_at,

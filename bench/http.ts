@@ -22,7 +22,7 @@
  *   npm run bench:http                                     # both engines, 1/16/64/256 connections
  *   BENCH_ENGINES=external BENCH_WORKLOADS=select BENCH_CONNECTIONS=64 npm run bench:http
  */
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
@@ -31,6 +31,8 @@ import {
   benchToken,
   BENCH_ITEMS_SQL,
   LUA_SHOW,
+  mailLua,
+  withNonce,
   benchDb,
   buildExecutable,
   fmt,
@@ -87,20 +89,7 @@ wrk.path = "/api/v1/auth/me"
 wrk.headers["Authorization"] = "Bearer ${token}"
 response = function(status, headers, body) show(status, body) end
 `,
-    mail: `${json}${show}wrk.method = "POST"
-local threads, counter = 0, 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-request = function()
-  counter = counter + 1
-  local k = string.format("%s-%04x-4000-8000-%012x", NONCE, tid or 0, counter)
-  local headers = { ["Content-Type"] = "application/json", ["X-API-Key"] = wrk.headers["X-API-Key"], ["Idempotency-Key"] = k }
-  return wrk.format(nil, "/api/v1/mail/send", headers, '{"to":["ada@example.com"],"subject":"bench","text":"hello"}')
-end
-response = function(status, headers, body) show(status, body) end
-`,
+    mail: mailLua(key),
   };
   const paths: Record<string, string> = {};
   for (const [name, text] of Object.entries(files)) {
@@ -108,14 +97,6 @@ response = function(status, headers, body) show(status, body) end
     writeFileSync(paths[name]!, text);
   }
   return paths;
-}
-
-/** Each mail cell gets its own key prefix so no request is a replay of an earlier cell's. */
-function withNonce(script: string): string {
-  const nonce = crypto.randomUUID().slice(0, 8);
-  const copy = script.replace(/\.lua$/, `-${nonce}.lua`);
-  writeFileSync(copy, `NONCE = "${nonce}"\n` + readFileSync(script, 'utf8'));
-  return copy;
 }
 
 const LABEL: Record<string, string> = {

@@ -6,6 +6,7 @@
  *
  *   npm run bench:profile                                  # select, external PostgreSQL
  *   BENCH_WORKLOAD=me BENCH_ENGINE=embedded BENCH_SECONDS=10 npm run bench:profile
+ *   BENCH_WORKLOAD=mail npm run bench:profile              # keyed mail acceptance (an SMTP server that never answers)
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,8 @@ import {
   benchToken,
   freePort,
   LUA_SHOW,
+  mailLua,
+  withNonce,
   requireWrk,
   selectLua,
   waitFor,
@@ -28,21 +31,29 @@ const WORKLOAD = process.env.BENCH_WORKLOAD ?? 'select';
 const ENGINE = (process.env.BENCH_ENGINE ?? 'external') as 'external' | 'embedded';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
-if (WORKLOAD !== 'select' && WORKLOAD !== 'me') {
-  console.error('BENCH_WORKLOAD is select or me');
+if (WORKLOAD !== 'select' && WORKLOAD !== 'me' && WORKLOAD !== 'mail') {
+  console.error('BENCH_WORKLOAD is select, me or mail');
   process.exit(2);
 }
 
 const wrkBin = requireWrk('bench:profile');
 const db = await benchDb(ENGINE);
 if (!db) process.exit(0);
-const env = { ...db.env, BASALT_AUTH_JWT_SECRET: `bench-secret-${'x'.repeat(40)}`, BASALT_LOG_LEVEL: 'warn' };
+// Mail goes to a server that accepts connections and never answers: the worker's sends wait (as in bench:http).
+const smtp = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+const env = {
+  ...db.env,
+  BASALT_AUTH_JWT_SECRET: `bench-secret-${'x'.repeat(40)}`,
+  BASALT_LOG_LEVEL: 'warn',
+  BASALT_MAIL_SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+  BASALT_MAIL_FROM: 'bench@example.com',
+};
 const p = await openPlatform({ env, migrate: true });
 let key: string;
 let token: string;
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
-  key = await benchKey(p, ['db:query'], ['bench_items']);
+  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items']);
   token = await benchToken(p);
 } finally {
   await p.shutdown();
@@ -70,9 +81,10 @@ const server = Bun.spawn(
 try {
   const url = `http://127.0.0.1:${port}`;
   await waitFor(`${url}/readyz`, server, 'basalt');
-  const script = join(out, 'load.lua');
+  let script = join(out, 'load.lua');
   const me = `${LUA_SHOW}wrk.method = "GET"\nwrk.path = "/api/v1/auth/me"\nwrk.headers["Authorization"] = "Bearer ${token}"\nresponse = function(status, headers, body) show(status, body) end\n`;
-  writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : me);
+  writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : WORKLOAD === 'mail' ? mailLua(key) : me);
+  if (WORKLOAD === 'mail') script = withNonce(script);
   const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], {
     stdout: 'pipe',
   });
@@ -86,6 +98,7 @@ try {
 } finally {
   server.kill('SIGTERM');
   await server.exited;
+  smtp.stop(true);
   await db.drop();
 }
 console.log(`\nprofile: ${join(out, name)} (see its "Files" table for the time per file)`);

@@ -4,7 +4,7 @@
  */
 import postgres from 'postgres';
 import type { Subprocess } from 'bun';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
@@ -251,6 +251,38 @@ function show(status, body)
   if status >= 300 and not shown then shown = true; io.stderr:write("refused: " .. status .. " " .. string.sub(body, 1, 200) .. "\\n") end
 end
 `;
+
+/**
+ * Keyed mail acceptance: `POST /api/v1/mail/send` with inline text and a fresh
+ * Idempotency-Key per request, with service key `key`. The keys start with NONCE, which
+ * `withNonce` writes in, so no request replays one of an earlier run.
+ */
+export function mailLua(key: string): string {
+  return `wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-API-Key"] = "${key}"
+${LUA_SHOW}wrk.method = "POST"
+local threads, counter = 0, 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+request = function()
+  counter = counter + 1
+  local k = string.format("%s-%04x-4000-8000-%012x", NONCE, tid or 0, counter)
+  local headers = { ["Content-Type"] = "application/json", ["X-API-Key"] = wrk.headers["X-API-Key"], ["Idempotency-Key"] = k }
+  return wrk.format(nil, "/api/v1/mail/send", headers, '{"to":["ada@example.com"],"subject":"bench","text":"hello"}')
+end
+response = function(status, headers, body) show(status, body) end
+`;
+}
+
+/** A copy of the mail script `script` with a fresh NONCE: each run's Idempotency-Keys are its own. */
+export function withNonce(script: string): string {
+  const nonce = crypto.randomUUID().slice(0, 8);
+  const copy = script.replace(/\.lua$/, `-${nonce}.lua`);
+  writeFileSync(copy, `NONCE = "${nonce}"\n` + readFileSync(script, 'utf8'));
+  return copy;
+}
 
 /** The select workload against Basalt: 10 rows of group i % 1000 through the Database API, with service key `key`. */
 export function selectLua(key: string): string {

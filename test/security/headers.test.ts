@@ -103,6 +103,42 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
     });
   });
 
+  test('answers built by the envelope renderers carry each header once, with the request id sent', async () => {
+    // Success and error bodies come with their headers built in (src/http/security-headers.ts);
+    // the listener must neither add a second copy nor drop the request id a client sent.
+    const body = JSON.stringify({ entity: 'things', action: 'select' });
+    const cases: [path: string, extra: [string, string][], status: number][] = [
+      ['/api/v1/db/query', [['X-API-Key', key]], 200],
+      ['/api/v1/db/query', [['X-API-Key', 'sk_not-a-key']], 401],
+      ['/api/v1/mail/send', [], 401],
+    ];
+    for (const [path, extra, status] of cases) {
+      const base = path.startsWith('/api/v1/db') ? s.publicUrl : s.url;
+      const headers: [string, string][] = [
+        ['Host', new URL(base).host],
+        ['Content-Type', 'application/json'],
+        ['X-Request-Id', 'trace-me-1'],
+        ...extra,
+        ['Content-Length', String(body.length)],
+      ];
+      const raw = await rawRequest(base, requestText('POST', path, headers, body));
+      expect(raw.responses[0]!.status).toBe(status);
+      const head = raw.text.slice(0, raw.text.indexOf('\r\n\r\n')).toLowerCase();
+      for (const name of [
+        'x-content-type-options',
+        'x-frame-options',
+        'referrer-policy',
+        'content-security-policy',
+        'content-type',
+        'x-request-id',
+      ])
+        expect([name, head.split(`\r\n${name}:`).length - 1]).toEqual([name, 1]);
+      expect(raw.responses[0]!.headers['x-request-id']).toBe('trace-me-1');
+      expect(raw.responses[0]!.headers['content-security-policy']).toBe(API_CSP);
+      expect(head.split('\r\ncache-control:').length - 1).toBe(path.startsWith('/api/v1/db') ? 1 : 0);
+    }
+  });
+
   test('the admin API area is no-store', async () => {
     const r = await s.req('GET', '/api/admin/zz-no-such-endpoint');
     expect(r.headers.get('cache-control')).toContain('no-store');

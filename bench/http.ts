@@ -9,7 +9,7 @@
  *  - transaction round: begin, 3 inserts, commit (5 requests) vs the same statements on a
  *    reserved connection behind the same paths (one wrk thread per connection, so each
  *    connection walks its own round);
- *  - GET /api/v1/auth/me vs the same JWT verified by jose, no database;
+ *  - GET /api/v1/auth/me vs the same JWT checked by the same verifier (fast-jwt), no database;
  *  - keyed mail acceptance (POST /api/v1/mail/send, a fresh Idempotency-Key per request) vs
  *    the same mail-job insert. The SMTP server of the run accepts connections and never
  *    answers, so the queue worker waits instead of competing for the CPU.

@@ -93,6 +93,14 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
     const { apiKey } = context as KeyAdmitted;
     requirePermission(apiKey, 'db:query');
   };
+  /** Commit and rollback: the same checks, path parameter, empty body and answer. */
+  const ending = {
+    transform: needsDbQuery,
+    params: TxParams,
+    parse: optionalJson,
+    body: EmptyBody,
+    response: { 200: EndResult, ...errorResponses },
+  };
 
   return (
     new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
@@ -148,11 +156,7 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         '/transaction/:id/commit',
         async ({ params, apiKey, request }) => successResponse(request, await svc().commit(apiKey, params.id)),
         {
-          transform: needsDbQuery,
-          params: TxParams,
-          parse: optionalJson,
-          body: EmptyBody,
-          response: { 200: EndResult, ...errorResponses },
+          ...ending,
           detail: {
             tags: ['Database'],
             summary: 'Commit a transaction',
@@ -173,11 +177,7 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         '/transaction/:id/rollback',
         async ({ params, apiKey, request }) => successResponse(request, await svc().rollback(apiKey, params.id)),
         {
-          transform: needsDbQuery,
-          params: TxParams,
-          parse: optionalJson,
-          body: EmptyBody,
-          response: { 200: EndResult, ...errorResponses },
+          ...ending,
           detail: {
             tags: ['Database'],
             summary: 'Roll back a transaction',

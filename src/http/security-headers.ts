@@ -13,28 +13,28 @@ const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-type HeaderSet = Readonly<Record<string, string>>;
-const byArea = new WeakMap<AreaFacts, HeaderSet>();
+type HeaderList = readonly (readonly [name: string, value: string])[];
+const byArea = new WeakMap<AreaFacts, HeaderList>();
 
-/** The security headers of an area's answers. */
-export function securityHeaders(area: AreaFacts): HeaderSet {
-  let set = byArea.get(area);
-  if (!set) {
-    set = Object.freeze({
-      'x-content-type-options': 'nosniff',
-      'x-frame-options': 'DENY',
-      'referrer-policy': 'no-referrer',
-      'content-security-policy': area.csp === 'docs' ? DOCS_CSP : API_CSP,
-      ...(area.noStore ? { 'cache-control': 'no-store' } : {}),
-    });
-    byArea.set(area, set);
+/** The security headers of an area's answers (lower-case names), worked out once per area. */
+export function securityHeaders(area: AreaFacts): HeaderList {
+  let list = byArea.get(area);
+  if (!list) {
+    list = Object.freeze([
+      ['x-content-type-options', 'nosniff'],
+      ['x-frame-options', 'DENY'],
+      ['referrer-policy', 'no-referrer'],
+      ['content-security-policy', area.csp === 'docs' ? DOCS_CSP : API_CSP],
+      ...(area.noStore ? ([['cache-control', 'no-store']] as const) : []),
+    ] as const);
+    byArea.set(area, list);
   }
-  return set;
+  return list;
 }
 
 /** Adds each of the area's security headers that `headers` does not carry yet. */
 export function secure(headers: Headers, area: AreaFacts): void {
-  for (const [name, value] of Object.entries(securityHeaders(area))) if (!headers.has(name)) headers.set(name, value);
+  for (const [name, value] of securityHeaders(area)) if (!headers.has(name)) headers.set(name, value);
 }
 
 const stampedResponses = new WeakSet<Response>();
@@ -64,7 +64,8 @@ export function jsonAnswer(
 ): Response {
   let base = jsonHeaders.get(info.area);
   if (!base) {
-    base = new Headers({ ...securityHeaders(info.area), 'content-type': 'application/json' });
+    base = new Headers({ 'content-type': 'application/json' });
+    for (const [name, value] of securityHeaders(info.area)) base.set(name, value);
     jsonHeaders.set(info.area, base);
   }
   const res = new Response(json, { status, headers: base });

@@ -4,7 +4,7 @@
  * same number of pooled connections the queue worker uses.
  *
  *  - accepted: POST /api/v1/mail/send (async, each with its own Idempotency-Key)
- *    answered 202, i.e. validated, rendered, idempotency record + job row committed.
+ *    answered 202, i.e. validated, rendered, job row (with its key) committed.
  *  - delivered: messages the sink received per second through the whole pipeline,
  *    from the first request to the last delivery (HTTP load competing).
  *  - drain: the worker alone emptying a queue of jobs already committed (claim with

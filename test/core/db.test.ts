@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { ENGINES, ADMIN_URL, freshDb, type FreshDb } from '../helpers/engines';
 import { openDb } from '../../src/db/open';
 import { migratePlatform, migrateDir, MigrationError } from '../../src/db/migrate';
+import { platformMigrations } from '../../src/db/platform-migrations';
 import { PgError, type Db } from '../../src/db/engine';
 import { openPlatform } from '../../src/platform';
 import { DataDirLockedError } from '../../src/db/datadir-lock';
@@ -112,6 +113,46 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     await eventually(() => got.length > 0, { timeout: 1000, interval: 10, what: 'the notification' });
     expect(got).toEqual(['hello']);
     await unlisten();
+  });
+
+  test('upgrading past 080: live idempotency records move onto their jobs, the record table goes', async () => {
+    const old = await freshDb(engine);
+    const odb = await openDb({ url: old.url, dataDir: old.dataDir });
+    try {
+      // The schema as 070 left it, with a live record (async), a live sync record, an expired one.
+      await odb.exec(`CREATE SCHEMA basalt;
+        CREATE TABLE basalt.platform_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (const m of platformMigrations.slice(0, platformMigrations.findIndex((m) => m.name === '070_admin') + 1)) {
+        await odb.exec(m.sql);
+        await odb.query('INSERT INTO basalt.platform_migrations (name) VALUES ($1)', [m.name]);
+      }
+      const jobs = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+      const keys = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+      for (const [i, id] of jobs.entries()) {
+        await odb.query(
+          `INSERT INTO basalt.mail_jobs (id, key_id, state, sync, recipients, subject, text, message_id, max_attempts)
+           VALUES ($1, 'k1', $2, $3, ARRAY['a@example.com'], 's', 't', 'm', 1)`,
+          [id, i === 1 ? 'sent' : 'queued', i === 1],
+        );
+        await odb.query(
+          `INSERT INTO basalt.mail_idempotency (key_scope, idem_key, request_hash, status, response, locked_until, expires_at)
+           VALUES ('k1', $1, $2, $3, $4::jsonb, now(), now() + $5::interval)`,
+          [keys[i], `hash-${i}`, i === 1 ? 200 : 202, JSON.stringify({ job_id: id }), i === 2 ? '-1 hour' : '23 hours'],
+        );
+      }
+      expect(await migratePlatform(odb)).toContain('080_mail_keys_on_jobs');
+      const { rows } = await odb.query<{ id: string; idem_key: string | null; idem_hash: string | null }>(
+        'SELECT id, idem_key, idem_hash FROM basalt.mail_jobs',
+      );
+      const byId = Object.fromEntries(rows.map((r) => [r.id, r]));
+      expect(byId[jobs[0]!]).toMatchObject({ idem_key: keys[0], idem_hash: 'hash-0' });
+      expect(byId[jobs[1]!]).toMatchObject({ idem_key: keys[1], idem_hash: 'hash-1' });
+      expect(byId[jobs[2]!]).toMatchObject({ idem_key: null, idem_hash: null });
+      expect((await odb.query("SELECT to_regclass('basalt.mail_idempotency') AS t")).rows[0]).toEqual({ t: null });
+    } finally {
+      await odb.close();
+      await old.drop();
+    }
   });
 
   test('operator migrations apply once, in name order, and a failing file is named', async () => {

@@ -1,20 +1,24 @@
 /**
- * Idempotency keys (docs/mail.md), enforced by the database: the primary key
- * (key_scope, idem_key) of `basalt.mail_idempotency` decides which request owns a
- * key, with INSERT … ON CONFLICT, so it holds across instances and restarts.
+ * Idempotency keys (docs/mail.md, "Idempotency"), enforced by the database: a keyed
+ * send's job row carries its key (`idem_key`, scoped by the API key in `key_id`) and the
+ * fingerprint of its request (`idem_hash`), and the partial unique index `mail_jobs_idem`
+ * decides which request owns a key, with INSERT … ON CONFLICT (accept.ts), so it holds
+ * across instances and restarts. One row per keyed send: the job is the record.
  *
- * A record is `in flight` (status NULL) until the owner stores its answer. A
- * record whose owner died (locked_until passed) or that expired (24 h) may be taken
- * over by the next request with that key.
+ * The answer a replay gets is read off that job: 202 with its id for an async send, 200
+ * for a sync send the server accepted. A sync send still `sending` under a live lease is
+ * in flight (409 for duplicates). A key is free again once 24 h have passed, or when its
+ * sync send failed or its owner died; the next request with it takes it over (freeKey).
  */
 import type { Queryable } from '../../db/engine';
 import { MailErrors } from './errors';
 import { UUID } from './jobs';
+import type { SendResult } from './model';
 
-/** Records are kept this long (docs/mail.md). */
+/** A key belongs to its first request this long (docs/mail.md). */
 export const IDEMPOTENCY_TTL_HOURS = 24;
 
-/** The owner's stored answer, replayed to later requests with the same key and payload. */
+/** The owner's answer, replayed to later requests with the same key and payload. */
 export interface StoredAnswer {
   status: number;
   data: unknown;
@@ -75,9 +79,17 @@ export function requestHash(payload: unknown): string {
 }
 
 /**
- * The live record of a key, if any: its stored answer to replay, or 422 (different
- * payload) / 409 (still in flight). Undefined when the key is free (never used, expired,
- * or its owner died): the caller validates the request and then claims the key.
+ * While this holds, a job keeps its key ($3: IDEMPOTENCY_TTL_HOURS): an async send for
+ * 24 h, a sync send for 24 h once sent and while it is being sent (its lease renewed).
+ * A sync send that failed or whose instance died holds it no more.
+ */
+const HOLDS_KEY = `created_at >= now() - ($3::int * interval '1 hour')
+        AND (NOT sync OR state = 'sent' OR (state = 'sending' AND lease_until >= now()))`;
+
+/**
+ * What became of the first request with a key: its answer to replay, or 422 (different
+ * payload) / 409 (still in flight). Undefined when no job holds the key (never used,
+ * expired, or its sync send failed or its owner died).
  */
 export async function lookupKey(
   q: Queryable,
@@ -85,119 +97,28 @@ export async function lookupKey(
   key: string,
   hash: string,
 ): Promise<StoredAnswer | undefined> {
-  const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
-    `SELECT request_hash, status, response FROM basalt.mail_idempotency
-      WHERE key_scope = $1 AND idem_key = $2 AND expires_at >= now() AND NOT (status IS NULL AND locked_until < now())`,
-    [scope, key],
+  const { rows } = await q.query<{ id: string; sync: boolean; state: string; n: number; idem_hash: string }>(
+    `SELECT id, sync, state, cardinality(recipients) AS n, idem_hash FROM basalt.mail_jobs
+      WHERE key_id = $1 AND idem_key = $2 AND ${HOLDS_KEY}`,
+    [scope, key, IDEMPOTENCY_TTL_HOURS],
   );
-  const rec = rows[0];
-  if (!rec) return undefined;
-  if (rec.request_hash !== hash) throw MailErrors.idempotencyReused();
-  if (rec.status === null) throw MailErrors.idempotencyInProgress();
-  return { status: rec.status, data: rec.response };
-}
-
-export type ClaimResult = { owned: true } | { owned: false; replay: StoredAnswer };
-
-/**
- * A key's record, parameters $1..$7 of `claimParams`. With an answer, the record is written
- * complete: the caller commits it together with the work it stands for, so nobody ever
- * sees it in flight.
- */
-const INSERT_KEY = `INSERT INTO basalt.mail_idempotency AS r (key_scope, idem_key, request_hash, locked_until, expires_at, status, response)
-       VALUES ($1, $2, $3, now() + ($4::int * interval '1 millisecond'), now() + ($5::int * interval '1 hour'), $6, $7::jsonb)`;
-
-/** Take a key nobody has used (or whose record is gone): one row when it is now this request's. */
-export const CLAIM_FREE_KEY_SQL = `${INSERT_KEY}
-       ON CONFLICT (key_scope, idem_key) DO NOTHING
-       RETURNING 1`;
-
-/** Take a key: insert its record, or take over one that expired or whose owner died. One row when it is now this request's. */
-const CLAIM_KEY_SQL = `${INSERT_KEY}
-       ON CONFLICT (key_scope, idem_key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now(),
-             locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at
-         WHERE r.expires_at < now() OR (r.status IS NULL AND r.locked_until < now())
-       RETURNING 1`;
-
-export function claimParams(
-  scope: string,
-  key: string,
-  hash: string,
-  lockMs: number,
-  answer?: StoredAnswer,
-): unknown[] {
-  return [
-    scope,
-    key,
-    hash,
-    lockMs,
-    IDEMPOTENCY_TTL_HOURS,
-    answer?.status ?? null,
-    answer ? JSON.stringify(answer.data) : null,
-  ];
+  const job = rows[0];
+  if (!job) return undefined;
+  if (job.idem_hash !== hash) throw MailErrors.idempotencyReused();
+  if (job.sync && job.state !== 'sent') throw MailErrors.idempotencyInProgress();
+  const data: SendResult = { job_id: job.id, sync: job.sync, recipient_count: job.n };
+  return { status: job.sync ? 200 : 202, data };
 }
 
 /**
- * Take the key for this request, or learn what became of the first request with it.
- * Inside a transaction, a concurrent duplicate waits on the unique key until the owner
- * commits (then replays) or rolls back (then takes the key itself).
- * Throws 422 idempotency_key_reused (different payload) or 409
- * idempotency_key_in_progress (the first is still running).
+ * Take a key away from the job that no longer holds it (see HOLDS_KEY), so the next
+ * request with it can be inserted. Run in the transaction that inserts that request's
+ * job: a concurrent duplicate waits on the row lock, then finds the key taken.
  */
-export async function claimKey(
-  q: Queryable,
-  scope: string,
-  key: string,
-  hash: string,
-  lockMs: number,
-  answer?: StoredAnswer,
-): Promise<ClaimResult> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const taken = await q.query(CLAIM_KEY_SQL, claimParams(scope, key, hash, lockMs, answer));
-    if (taken.rowCount > 0) return { owned: true };
-    const { rows } = await q.query<{ request_hash: string; status: number | null; response: unknown }>(
-      'SELECT request_hash, status, response FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2',
-      [scope, key],
-    );
-    const rec = rows[0];
-    if (!rec) continue; // purged between the two statements: try again
-    if (rec.request_hash !== hash) throw MailErrors.idempotencyReused();
-    if (rec.status === null) throw MailErrors.idempotencyInProgress();
-    return { owned: false, replay: { status: rec.status, data: rec.response } };
-  }
-  throw MailErrors.idempotencyInProgress();
-}
-
-/** The idempotency key a sync send holds in flight (renewed with its job's lease). */
-export interface HeldKey {
-  scope: string;
-  key: string;
-}
-
-/** Keep in-flight keys locked `lockMs` longer: their owner is alive, still waiting for the server. */
-export async function renewKeys(q: Queryable, keys: HeldKey[], lockMs: number): Promise<void> {
-  if (!keys.length) return;
+export async function freeKey(q: Queryable, scope: string, key: string): Promise<void> {
   await q.query(
-    `UPDATE basalt.mail_idempotency r SET locked_until = now() + ($3::int * interval '1 millisecond')
-       FROM unnest($1::text[], $2::uuid[]) AS k(scope, key)
-      WHERE r.key_scope = k.scope AND r.idem_key = k.key AND r.status IS NULL`,
-    [keys.map((k) => k.scope), keys.map((k) => k.key), lockMs],
+    `UPDATE basalt.mail_jobs SET idem_key = NULL, idem_hash = NULL
+      WHERE key_id = $1 AND idem_key = $2 AND NOT coalesce(${HOLDS_KEY}, false)`,
+    [scope, key, IDEMPOTENCY_TTL_HOURS],
   );
-}
-
-/** Store the owner's answer; later requests replay it. */
-export async function completeKey(q: Queryable, scope: string, key: string, answer: StoredAnswer): Promise<void> {
-  await q.query(
-    'UPDATE basalt.mail_idempotency SET status = $3, response = $4::jsonb WHERE key_scope = $1 AND idem_key = $2',
-    [scope, key, answer.status, JSON.stringify(answer.data)],
-  );
-}
-
-/** The request failed before anything was sent: free the key so the client may retry with it. */
-export async function releaseKey(q: Queryable, scope: string, key: string): Promise<void> {
-  await q.query('DELETE FROM basalt.mail_idempotency WHERE key_scope = $1 AND idem_key = $2 AND status IS NULL', [
-    scope,
-    key,
-  ]);
 }

@@ -12,7 +12,6 @@
 import type { Db, Queryable } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
-import { renewKeys, type HeldKey } from './idempotency';
 import type { JobRow, JobState } from './jobs';
 
 /**
@@ -145,17 +144,15 @@ export async function releaseJobs(q: Queryable, ids: string[], worker: string): 
 export interface LeaseHolder {
   /** Every job whose lease this worker holds (sending, claimed ahead, or a sync send). */
   held(): string[];
-  /** The idempotency keys sync sends hold in flight: locked as long as their jobs are leased. */
-  heldKeys(): HeldKey[];
   /** After a renewal that started at `at`: `ours` are the ids of `ids` still leased to this worker. */
   renewed(ids: string[], ours: Set<string>, at: number): void;
 }
 
 /**
- * The heartbeat: while the holder holds leases, renew them (and the keys of its sync
- * sends) every lease/3, so a slow SMTP server never gets a send settled as abandoned or
- * reclaimed by another instance mid-send. One renewal at a time; never keeps a process
- * alive (one-shot CLI commands send through the same service).
+ * The heartbeat: while the holder holds leases, renew them every lease/3 (a sync send's
+ * lease also keeps its idempotency key in flight), so a slow SMTP server never gets a
+ * send settled as abandoned or reclaimed by another instance mid-send. One renewal at a
+ * time; never keeps a process alive (one-shot CLI commands send through the same service).
  */
 export class LeaseHeartbeat {
   private timer?: Timer;
@@ -185,8 +182,6 @@ export class LeaseHeartbeat {
     try {
       const leaseMs = settings.get<number>('mail.lease_ms');
       const ours = await renewLeases(db, ids, worker, leaseMs);
-      const keys = holder.heldKeys();
-      if (keys.length) await renewKeys(db, keys, leaseMs);
       holder.renewed(ids, ours, at);
     } catch (e) {
       // Retried at the next beat; the half-lease rule keeps claimed-ahead jobs from starting late.

@@ -1,7 +1,7 @@
 /**
  * Retention (docs/mail.md, "Retention"): hourly, and at start, each instance serving HTTP
- * deletes finished jobs older than `mail.job_retention_days` and idempotency records past
- * their 24 h. Queued and failed jobs are never purged.
+ * deletes finished jobs older than `mail.job_retention_days` (at least a day, so a job
+ * outlives the 24 h of its idempotency key). Queued and failed jobs are never purged.
  */
 import type { Queryable } from '../../db/engine';
 import type { Settings } from '../../config/settings';
@@ -9,14 +9,13 @@ import type { Logger } from '../../log';
 
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 
-/** Delete finished jobs older than the retention, and expired idempotency records. */
-export async function purge(q: Queryable, retentionDays: number): Promise<{ jobs: number; idempotency: number }> {
+/** Delete finished jobs older than the retention. */
+export async function purge(q: Queryable, retentionDays: number): Promise<{ jobs: number }> {
   const jobs = await q.query(
     `DELETE FROM basalt.mail_jobs WHERE state IN ('sent', 'dead', 'cancelled') AND updated_at < now() - ($1::int * interval '1 day')`,
     [retentionDays],
   );
-  const idem = await q.query('DELETE FROM basalt.mail_idempotency WHERE expires_at < now()');
-  return { jobs: jobs.rowCount, idempotency: idem.rowCount };
+  return { jobs: jobs.rowCount };
 }
 
 export class MailRetention {
@@ -33,11 +32,11 @@ export class MailRetention {
   }
 
   /** Undefined when the purge failed (logged). */
-  purgeNow(): Promise<{ jobs: number; idempotency: number } | undefined> {
+  purgeNow(): Promise<{ jobs: number } | undefined> {
     const run = (async () => {
       try {
         const r = await purge(this.d.db, this.d.settings.get<number>('mail.job_retention_days'));
-        if (r.jobs || r.idempotency) this.d.log.info('mail records purged', r);
+        if (r.jobs) this.d.log.info('mail jobs purged', r);
         return r;
       } catch (e) {
         this.d.log.warn('mail purge failed', { cause: e });

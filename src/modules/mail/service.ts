@@ -12,17 +12,9 @@ import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
 import { MailWorker } from './worker';
 import { MailRetention } from './retention';
-import { acceptKeyed, insertJob, MAIL_CHANNEL } from './accept';
+import { insertJob, MAIL_CHANNEL, type NewJob } from './accept';
 import { markFailed, markSent } from './leases';
-import {
-  claimKey,
-  completeKey,
-  lookupKey,
-  releaseKey,
-  requestHash,
-  type HeldKey,
-  type StoredAnswer,
-} from './idempotency';
+import { freeKey, lookupKey, requestHash, type StoredAnswer } from './idempotency';
 import {
   cancelJob,
   countByState,
@@ -91,8 +83,8 @@ export interface MailService {
     row(id: string): Promise<JobRow | undefined>;
     /** Jobs per state; with `since`, only those created since then. */
     counts(since?: Date): Promise<Record<JobState, number>>;
-    /** Delete old finished jobs and expired idempotency records now (also runs hourly). */
-    purge(): Promise<{ jobs: number; idempotency: number } | undefined>;
+    /** Delete old finished jobs now (also runs hourly). */
+    purge(): Promise<{ jobs: number } | undefined>;
   };
   /**
    * The HTTP send (POST /api/v1/mail/send): the above plus idempotency per API key.
@@ -144,40 +136,56 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     if (problem) throw MailErrors.notConfigured(problem);
   }
 
-  /** Insert a queued job and NOTIFY the workers of every instance (delivered at commit). */
-  async function queue(
+  /** A job for `mail` (`sync`: leased to this instance, sent now; `idempotency`: taking that key). */
+  function newJob(
     mail: RenderedMail,
     keyId: string | null,
-    tx: Queryable = p.db,
-    id: string = crypto.randomUUID(),
-  ): Promise<string> {
-    await insertJob(
-      tx,
-      { id, keyId, mail, messageId: messageIdFor(id), maxAttempts: p.settings.get<number>('mail.max_attempts') },
-      announce,
-    );
-    return id;
-  }
-
-  /** `heldKey`: the idempotency key this send holds in flight (kept locked while the server answers). */
-  async function deliverNow(
-    mail: RenderedMail,
-    keyId: string | null,
-    heldKey?: HeldKey,
-  ): Promise<{ jobId: string; messageId: string; response: string }> {
+    sync: boolean,
+    idempotency?: NewJob['idempotency'],
+  ): NewJob {
     const id = crypto.randomUUID();
-    const messageId = messageIdFor(id);
-    // Recorded first, so the send is visible in the job list whatever happens next.
-    await insertJob(p.db, {
+    return {
       id,
       keyId,
       mail,
-      messageId,
-      maxAttempts: 1,
-      sync: { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id },
+      messageId: messageIdFor(id),
+      maxAttempts: sync ? 1 : p.settings.get<number>('mail.max_attempts'),
+      sync: sync ? { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id } : undefined,
+      idempotency,
+    };
+  }
+
+  /**
+   * Insert a job: a queued one is announced to the workers of every instance (NOTIFY,
+   * delivered at commit). Keyed, it takes its key (idempotency.ts): undefined when the key
+   * is now this job's, otherwise the answer of the earlier request that holds it (or 422/409).
+   */
+  async function record(job: NewJob): Promise<StoredAnswer | undefined> {
+    const channel = job.sync ? undefined : announce;
+    // The common case in one statement: the job (with its key) and its NOTIFY.
+    if (await insertJob(p.db, job, channel)) return undefined;
+    const { key, hash } = job.idempotency!;
+    const scope = job.keyId!;
+    const earlier = await lookupKey(p.db, scope, key, hash);
+    if (earlier) return earlier;
+    // A job has the key but no longer holds it (24 h passed, or its sync send failed or its
+    // instance died): take it over in one transaction with the new job. A duplicate doing
+    // the same waits on the old job's row until this commits, then finds the key taken.
+    return p.db.transaction(async (tx) => {
+      await freeKey(tx, scope, key);
+      if (await insertJob(tx, job, channel)) return undefined;
+      const winner = await lookupKey(tx, scope, key, hash);
+      if (winner) return winner;
+      throw MailErrors.idempotencyInProgress();
     });
-    // Renewed while the server takes its time, so the job is never settled as abandoned mid-send.
-    const unhold = worker.holdSync(id, heldKey);
+  }
+
+  /** Hand a recorded sync job to the SMTP server now; resolves once the server accepted it. */
+  async function deliver(job: NewJob): Promise<{ jobId: string; messageId: string; response: string }> {
+    const { id, mail, messageId } = job;
+    // Renewed while the server takes its time, so the job is never settled as abandoned
+    // mid-send, nor its idempotency key taken over by a duplicate.
+    const unhold = worker.holdSync(id);
     try {
       const res = await smtp.send({
         to: mail.to,
@@ -196,6 +204,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       return { jobId: id, messageId, response: res.response };
     } catch (e) {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
+      // Dead, so its idempotency key (if any) is free: the client may retry with it.
       await markFailed(p.db, id, worker.id, err.reason, true, 0).catch(() => {});
       throw MailErrors.provider(err.reason, err.cause);
     } finally {
@@ -209,15 +218,19 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     async enqueue(msg, opts = {}) {
       const mail = await prepare(msg);
       requireConfigured();
-      const jobId = await queue(mail, opts.keyId ?? null);
+      const job = newJob(mail, opts.keyId ?? null, false);
+      await record(job);
       worker.wake();
-      return { jobId };
+      return { jobId: job.id };
     },
 
     async sendNow(msg, opts = {}) {
       const mail = await prepare(msg);
       requireConfigured();
-      return deliverNow(mail, opts.keyId ?? null);
+      // Recorded first, so the send is visible in the job list whatever happens next.
+      const job = newJob(mail, opts.keyId ?? null, true);
+      await record(job);
+      return deliver(job);
     },
 
     async testSend(to) {
@@ -291,66 +304,18 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         throw e;
       }
       const result = (jobId: string): SendResult => ({ job_id: jobId, sync, recipient_count: mail.to.length });
-
-      if (!idempotencyKey) {
-        if (sync) return { status: 200, data: result((await deliverNow(mail, keyId)).jobId), replayed: false };
-        const jobId = await queue(mail, keyId);
-        worker.wake();
-        return { status: 202, data: result(jobId), replayed: false };
-      }
-
+      const job = newJob(mail, keyId, sync, idempotencyKey ? { key: idempotencyKey, hash } : undefined);
+      // Keyed: a key some earlier request holds gets that request's answer (or 422/409).
+      const earlier = await record(job);
+      if (earlier) return replayOf(earlier);
       if (!sync) {
-        const jobId = crypto.randomUUID();
-        const data = result(jobId);
-        const lockMs = p.settings.get<number>('mail.lease_ms');
-        // The common case in one statement: take the key with its answer, queue the job, NOTIFY.
-        const job = {
-          id: jobId,
-          keyId,
-          mail,
-          messageId: messageIdFor(jobId),
-          maxAttempts: p.settings.get<number>('mail.max_attempts'),
-        };
-        if (
-          await acceptKeyed(
-            p.db,
-            { scope: keyId, key: idempotencyKey, hash, lockMs, answer: { status: 202, data } },
-            job,
-            announce,
-          )
-        ) {
-          worker.wake();
-          return { status: 202, data, replayed: false };
-        }
-        // The key has a record. A live one: replay it, or 422 (other payload) / 409 (in flight).
-        const earlier = await lookupKey(p.db, keyId, idempotencyKey, hash);
-        if (earlier) return replayOf(earlier);
-        // One that expired, or whose sync owner died: take it over in a transaction with the
-        // job; a duplicate waits on the unique key until this commits, then replays; a crash
-        // leaves neither half.
-        const out = await p.db.transaction(async (tx) => {
-          const claim = await claimKey(tx, keyId, idempotencyKey, hash, lockMs, { status: 202, data });
-          if (!claim.owned) return replayOf(claim.replay);
-          await queue(mail, keyId, tx, jobId);
-          return { status: 202 as const, data, replayed: false };
-        });
-        if (!out.replayed) worker.wake();
-        return out;
+        worker.wake();
+        return { status: 202, data: result(job.id), replayed: false };
       }
-
-      // Sync: the key is held (in flight → 409 for duplicates) while the SMTP server answers.
-      const claim = await claimKey(p.db, keyId, idempotencyKey, hash, p.settings.get<number>('mail.lease_ms'));
-      if (!claim.owned) return replayOf(claim.replay);
-      let data: SendResult;
-      try {
-        data = result((await deliverNow(mail, keyId, { scope: keyId, key: idempotencyKey })).jobId);
-      } catch (e) {
-        // Nothing was accepted by the server: the client may retry with the same key.
-        await releaseKey(p.db, keyId, idempotencyKey).catch(() => {});
-        throw e;
-      }
-      await completeKey(p.db, keyId, idempotencyKey, { status: 200, data });
-      return { status: 200, data, replayed: false };
+      // Sync: the key is held (in flight → 409 for duplicates) while the SMTP server answers;
+      // if the server refuses, the job is dead and the key free again.
+      await deliver(job);
+      return { status: 200, data: result(job.id), replayed: false };
     },
 
     startWorker: () => {

@@ -33,7 +33,6 @@ import {
   requeueOrphans,
 } from './leases';
 import { SmtpSendError, type SmtpTransport } from './smtp';
-import type { HeldKey } from './idempotency';
 import { within } from '../../util/timeout';
 
 const POLL_MS = 1000;
@@ -71,8 +70,8 @@ export class MailWorker {
   private readonly aborts = new Map<string, AbortController>();
   /** Sends aborted at shutdown: not accepted by the server, given back to the queue. */
   private readonly aborted = new Set<string>();
-  /** Sync sends (service.sendNow) of this process, with the idempotency key they hold: renewed like the worker's leases. */
-  private readonly syncSends = new Map<string, HeldKey | undefined>();
+  /** Sync sends (service.sendNow, submit) of this process: their leases are renewed like the worker's. */
+  private readonly syncSends = new Set<string>();
   /** Claimed (leased to us) but not started yet: one claim fills the free slots plus one round ahead. */
   private buffer: { job: JobRow; leasedAt: number }[] = [];
   private readonly heartbeat: LeaseHeartbeat;
@@ -98,7 +97,6 @@ export class MailWorker {
       worker: this.id,
       holder: {
         held: () => this.heldIds(),
-        heldKeys: () => [...this.syncSends.values()].filter((k): k is HeldKey => k !== undefined),
         renewed: (ids, ours, at) => {
           for (const b of this.buffer) if (ours.has(b.job.id)) b.leasedAt = at;
           const lost = ids.filter((id) => !ours.has(id) && (this.inFlight.has(id) || this.syncSends.has(id)));
@@ -232,12 +230,12 @@ export class MailWorker {
   }
 
   /**
-   * A sync send (service.sendNow) leased to this worker: its lease (and the in-flight
-   * lock of its idempotency key) is renewed until the returned function is called, so a
-   * slow server never gets it settled as abandoned or its key taken over by a duplicate.
+   * A sync send leased to this worker: its lease (which also keeps its idempotency key
+   * in flight) is renewed until the returned function is called, so a slow server never
+   * gets it settled as abandoned or its key taken over by a duplicate.
    */
-  holdSync(id: string, key?: HeldKey): () => void {
-    this.syncSends.set(id, key);
+  holdSync(id: string): () => void {
+    this.syncSends.add(id);
     this.heartbeat.keep();
     return () => this.syncSends.delete(id);
   }

@@ -18,7 +18,7 @@ import { createKey } from '../test/helpers/keys';
 import { openExternal } from '../src/db/external';
 import type { Db } from '../src/db/engine';
 import { buildStatement } from '../src/modules/database/query-builder';
-import { benchDb, fmt, p99, printTable } from './support';
+import { benchDb, benchSelect, fmt, p99, printTable } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = (process.env.BENCH_CLIENTS ?? '1,16,64').split(',').map(Number);
@@ -50,13 +50,7 @@ INSERT INTO public.bench_items (grp, name, price) SELECT g % ${GROUPS}, 'item ' 
 CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);
 ANALYZE public.bench_items;`;
 
-const selectBody = (i: number) => ({
-  entity: 'bench_items',
-  action: 'select',
-  fields: ['id', 'grp', 'name', 'price'],
-  filters: [{ field: 'grp', op: 'eq', value: i % GROUPS }],
-  limit: 10,
-});
+const selectBody = (i: number) => benchSelect(i % GROUPS);
 
 /** The minimal server: same body in, same SQL and parameters through the same driver, same envelope out. */
 function baselineServer(db: Db, sql: string) {

@@ -40,6 +40,7 @@ import {
   printTable,
   requireWrk,
   selectLua,
+  benchSelect,
   waitFor,
   wrk,
   wrkShort,
@@ -150,14 +151,7 @@ for (const engine of ENGINES) {
       key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log']);
       token = await benchToken(p);
       const snap = await p.services.database.catalog.refresh();
-      const body = {
-        entity: 'bench_items',
-        action: 'select',
-        fields: ['id', 'grp', 'name', 'price'],
-        filters: [{ field: 'grp', op: 'eq', value: 0 }],
-        limit: 10,
-      };
-      selectSql = buildStatement(body as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
+      selectSql = buildStatement(benchSelect(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
       poolMax = p.settings.get<number>('database.pool_max');
     } finally {
       await p.shutdown();

@@ -17,7 +17,7 @@
  *
  *   npm run bench:layers
  */
-import { benchDb, benchKey, BENCH_ITEMS_SQL, median, printTable } from './support';
+import { benchDb, benchKey, benchSelect, BENCH_ITEMS_SQL, median, printTable } from './support';
 import { openPlatform } from '../src/platform';
 import { createApp } from '../src/app';
 import { buildStatement } from '../src/modules/database/query-builder';
@@ -36,13 +36,7 @@ try {
   const key = await benchKey(p, ['db:query'], ['bench_items']);
   const built = await createApp(p, {});
   const snap = await p.services.database.catalog.refresh();
-  const query = (v: number) => ({
-    entity: 'bench_items',
-    action: 'select',
-    fields: ['id', 'grp', 'name', 'price'],
-    filters: [{ field: 'grp', op: 'eq', value: v }],
-    limit: 10,
-  });
+  const query = benchSelect;
   const sql = buildStatement(query(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
 
   // The seams: the service's connection, the key check and the service itself, swapped per variant.

@@ -46,6 +46,7 @@ import {
   waitFor,
   wrk,
   type Cell,
+  benchSelect,
 } from './support';
 import type { FreshDb } from '../test/helpers/engines';
 import { openPlatform } from '../src/platform';
@@ -228,13 +229,7 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   const r = await json(url + '/api/v1/db/query', {
     method: 'POST',
     headers: { 'X-API-Key': key },
-    body: {
-      entity: 'bench_items',
-      action: 'select',
-      fields: ['id', 'grp', 'name', 'price'],
-      filters: [{ field: 'grp', op: 'eq', value: 5 }],
-      limit: 10,
-    },
+    body: benchSelect(5),
   });
   if (r.data.rows.length !== 10) throw new Error(`Basalt answered ${r.data.rows.length} rows, not 10`);
   const dir = scratchDir('basalt-peers-lua-');

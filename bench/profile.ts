@@ -7,6 +7,7 @@
  *   npm run bench:profile                                  # select, external PostgreSQL
  *   BENCH_WORKLOAD=me BENCH_ENGINE=embedded BENCH_SECONDS=10 npm run bench:profile
  *   BENCH_WORKLOAD=mail npm run bench:profile              # keyed mail acceptance (an SMTP server that never answers)
+ *   BENCH_TARGET=bare npm run bench:profile                # the bare baseline (bench/baselines/bare.ts) under the same load
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,15 +23,22 @@ import {
   withNonce,
   requireWrk,
   selectLua,
+  benchSelect,
   waitFor,
 } from './support';
 import { openPlatform } from '../src/platform';
+import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
 const WORKLOAD = process.env.BENCH_WORKLOAD ?? 'select';
 const ENGINE = (process.env.BENCH_ENGINE ?? 'external') as 'external' | 'embedded';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const TARGET = process.env.BENCH_TARGET ?? 'basalt';
+if (TARGET !== 'basalt' && TARGET !== 'bare') {
+  console.error('BENCH_TARGET is basalt or bare');
+  process.exit(2);
+}
 if (WORKLOAD !== 'select' && WORKLOAD !== 'me' && WORKLOAD !== 'mail') {
   console.error('BENCH_WORKLOAD is select, me or mail');
   process.exit(2);
@@ -51,36 +59,59 @@ const env = {
 const p = await openPlatform({ env, migrate: true });
 let key: string;
 let token: string;
+let selectSql: string;
+let poolMax: number;
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
   key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items']);
   token = await benchToken(p);
+  // The statement Basalt builds for the select workload, for the baseline to run as it is.
+  selectSql = buildStatement(
+    benchSelect(0) as never,
+    (await p.services.database.catalog.refresh()).tables.get('bench_items')!,
+    {
+      maxLimit: 1000,
+    },
+  ).sql;
+  poolMax = p.settings.get<number>('database.pool_max');
 } finally {
   await p.shutdown();
 }
 
 const out = mkdtempSync(join(tmpdir(), 'basalt-profile-'));
-const name = `${WORKLOAD}-${ENGINE}.md`;
+const name = `${WORKLOAD}-${ENGINE}${TARGET === 'bare' ? '-bare' : ''}.md`;
 const port = await freePort();
-const server = Bun.spawn(
-  [
-    process.execPath,
-    '--cpu-prof-md',
-    `--cpu-prof-dir=${out}`,
-    `--cpu-prof-name=${name}`,
-    join(ROOT, 'src/main.ts'),
-    'serve',
-  ],
-  {
-    env: { ...process.env, ...env, BASALT_WEB_PORT: String(port) },
-    cwd: db.dataDir,
-    stdout: 'ignore',
-    stderr: 'inherit',
-  },
-);
+const profiled = (script: string, ...args: string[]) => [
+  process.execPath,
+  '--cpu-prof-md',
+  `--cpu-prof-dir=${out}`,
+  `--cpu-prof-name=${name}`,
+  script,
+  ...args,
+];
+const server =
+  TARGET === 'bare'
+    ? Bun.spawn(profiled(join(import.meta.dir, 'baselines/bare.ts')), {
+        env: {
+          ...process.env,
+          BENCH_PORT: String(port),
+          BENCH_POOL_MAX: String(poolMax),
+          BENCH_SELECT_SQL: selectSql,
+          BENCH_JWT_SECRET: env.BASALT_AUTH_JWT_SECRET,
+          ...(ENGINE === 'external' ? { BENCH_DB_URL: db.url } : { BENCH_PG_DIR: join(db.dataDir, 'pg') }),
+        },
+        stdout: 'ignore',
+        stderr: 'inherit',
+      })
+    : Bun.spawn(profiled(join(ROOT, 'src/main.ts'), 'serve'), {
+        env: { ...process.env, ...env, BASALT_WEB_PORT: String(port) },
+        cwd: db.dataDir,
+        stdout: 'ignore',
+        stderr: 'inherit',
+      });
 try {
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(`${url}/readyz`, server, 'basalt');
+  await waitFor(TARGET === 'bare' ? `${url}/` : `${url}/readyz`, server, TARGET === 'bare' ? 'the baseline' : 'basalt');
   let script = join(out, 'load.lua');
   const me = `${LUA_SHOW}wrk.method = "GET"\nwrk.path = "/api/v1/auth/me"\nwrk.headers["Authorization"] = "Bearer ${token}"\nresponse = function(status, headers, body) show(status, body) end\n`;
   writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : WORKLOAD === 'mail' ? mailLua(key) : me);

@@ -285,14 +285,27 @@ export function withNonce(script: string): string {
 }
 
 /** The select workload against Basalt: 10 rows of group i % 1000 through the Database API, with service key `key`. */
+/** The select workload's request body: 10 rows of one group (`grp` = value). */
+export function benchSelect(value: number) {
+  return {
+    entity: 'bench_items',
+    action: 'select',
+    fields: ['id', 'grp', 'name', 'price'],
+    filters: [{ field: 'grp', op: 'eq', value }],
+    limit: 10,
+  };
+}
+
 export function selectLua(key: string): string {
+  // The body above as Lua builds it, with the group counting up per request.
+  const [before, after] = JSON.stringify(benchSelect(-1)).split('"value":-1');
   return `wrk.headers["Content-Type"] = "application/json"
 wrk.headers["X-API-Key"] = "${key}"
 ${LUA_SHOW}wrk.method = "POST"
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format(nil, "/api/v1/db/query", nil, '{"entity":"bench_items","action":"select","fields":["id","grp","name","price"],"filters":[{"field":"grp","op":"eq","value":' .. (i % 1000) .. '}],"limit":10}')
+  return wrk.format(nil, "/api/v1/db/query", nil, '${before}"value":' .. (i % 1000) .. '${after}')
 end
 response = function(status, headers, body) show(status, body) end
 `;

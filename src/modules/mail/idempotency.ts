@@ -18,10 +18,10 @@ import type { SendResult } from './model';
 /** A key belongs to its first request this long (docs/mail.md). */
 export const IDEMPOTENCY_TTL_HOURS = 24;
 
-/** The owner's answer, replayed to later requests with the same key and payload. */
-export interface StoredAnswer {
-  status: number;
-  data: unknown;
+/** The first request's answer (read off its job), replayed to later requests with the same key and payload. */
+export interface EarlierAnswer {
+  status: 200 | 202;
+  data: SendResult;
 }
 
 /**
@@ -96,7 +96,7 @@ export async function lookupKey(
   scope: string,
   key: string,
   hash: string,
-): Promise<StoredAnswer | undefined> {
+): Promise<EarlierAnswer | undefined> {
   const { rows } = await q.query<{ id: string; sync: boolean; state: string; n: number; idem_hash: string }>(
     `SELECT id, sync, state, cardinality(recipients) AS n, idem_hash FROM basalt.mail_jobs
       WHERE key_id = $1 AND idem_key = $2 AND ${HOLDS_KEY}`,

@@ -14,7 +14,7 @@ import { MailWorker } from './worker';
 import { MailRetention } from './retention';
 import { insertJob, MAIL_CHANNEL, type NewJob } from './accept';
 import { markFailed, markSent } from './leases';
-import { freeKey, lookupKey, requestHash, type StoredAnswer } from './idempotency';
+import { freeKey, lookupKey, requestHash, type EarlierAnswer } from './idempotency';
 import {
   cancelJob,
   countByState,
@@ -160,7 +160,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
    * delivered at commit). Keyed, it takes its key (idempotency.ts): undefined when the key
    * is now this job's, otherwise the answer of the earlier request that holds it (or 422/409).
    */
-  async function record(job: NewJob): Promise<StoredAnswer | undefined> {
+  async function record(job: NewJob): Promise<EarlierAnswer | undefined> {
     const channel = job.sync ? undefined : announce;
     // The common case in one statement: the job (with its key) and its NOTIFY.
     if (await insertJob(p.db, job, channel)) return undefined;
@@ -283,11 +283,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         template: req.template,
         variables: req.variables,
       };
-      const replayOf = (a: StoredAnswer) => ({
-        status: a.status as 200 | 202,
-        data: a.data as SendResult,
-        replayed: true,
-      });
+      const replayOf = (a: EarlierAnswer) => ({ ...a, replayed: true });
       // The fingerprint is of the request, not of the rendered mail: a replay gets the
       // original answer even if the template was deleted or mail unconfigured since
       // (docs/mail.md, "Idempotency"). So a request refused by today's checks looks for an

@@ -220,7 +220,7 @@ export class AuthService {
     if (!accessToken) throw AuthErrors.unauthorized();
     const v = this.tokens.verify(accessToken);
     if (!v.ok) throw v.reason === 'expired' ? AuthErrors.tokenExpired() : AuthErrors.invalidAccessToken();
-    const state = this.sessions.cached(v.claims.sid) ?? (await this.sessions.state(v.claims.sid));
+    const state = this.sessions.cached(v.claims.sid) ?? (await this.sessions.load(v.claims.sid));
     if (!state || state.userId !== v.claims.sub || state.problem === 'revoked') throw AuthErrors.sessionRevoked();
     if (state.problem === 'disabled') throw AuthErrors.accountDisabled();
     return { userId: state.userId, sessionId: v.claims.sid, email: state.email };
@@ -255,7 +255,7 @@ export class AuthService {
 
   /** The user of an authenticated request, from the session cache (kept fresh by `user:<id>` notifications). */
   async me(auth: AuthenticatedUser): Promise<PublicUser> {
-    const state = this.sessions.cached(auth.sessionId) ?? (await this.sessions.state(auth.sessionId));
+    const state = this.sessions.cached(auth.sessionId) ?? (await this.sessions.load(auth.sessionId));
     if (!state || state.problem) throw AuthErrors.sessionRevoked();
     return state.user;
   }

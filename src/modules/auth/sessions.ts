@@ -177,12 +177,12 @@ export class SessionStore {
   }
 
   /**
-   * Whether a session is usable: not revoked, not expired, user not disabled.
-   * null = no such session. Cached for a short time; invalidated on revocation.
+   * Whether a session is usable: not revoked, not expired, user not disabled, read from
+   * the database. null = no such session. The answer is cached for a short time and
+   * invalidated on revocation; callers ask `cached` first, without waiting:
+   * `sessions.cached(id) ?? (await sessions.load(id))`.
    */
-  async state(sessionId: string): Promise<SessionState | null> {
-    const hit = this.cached(sessionId);
-    if (hit !== undefined) return hit;
+  async load(sessionId: string): Promise<SessionState | null> {
     const gen = this.generation;
     const { rows } = await this.db.query<UserRow & { live: boolean }>(
       `SELECT u.id, u.email, '' AS password_hash, u.email_verified_at, u.disabled_at, u.created_at,

@@ -284,7 +284,6 @@ export function withNonce(script: string): string {
   return copy;
 }
 
-/** The select workload against Basalt: 10 rows of group i % 1000 through the Database API, with service key `key`. */
 /** The select workload's request body: 10 rows of one group (`grp` = value). */
 export function benchSelect(value: number) {
   return {
@@ -296,6 +295,7 @@ export function benchSelect(value: number) {
   };
 }
 
+/** The select workload's wrk script: `benchSelect` with the group counting up (i % 1000), sent with service key `key`. */
 export function selectLua(key: string): string {
   // The body above as Lua builds it, with the group counting up per request.
   const [before, after] = JSON.stringify(benchSelect(-1)).split('"value":-1');

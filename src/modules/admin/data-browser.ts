@@ -19,10 +19,10 @@ import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
 import { buildStatement, UnknownName, type Statement } from '../database/query-builder';
-import { encodeValue, ValueError } from '../database/value-codec';
+import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
 import { exportCsv } from './data-export';
 import { importCsv } from './data-import';
-import { decodeRows, ESTIMATE_SQL, explainRows, invalid, isObject, pageStatement, withKeyOrder } from './data-sql';
+import { ESTIMATE_SQL, explainRows, invalid, isObject, pageStatement, withKeyOrder } from './data-sql';
 
 export type Row = Record<string, unknown>;
 /** The Database API's filter: `op` one of eq neq gt gte lt lte in not_in like ilike is_null. */

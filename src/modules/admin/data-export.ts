@@ -24,7 +24,8 @@ import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
 import { orderBy, Params, where } from '../database/query-builder';
 import type { BrowserCore, Filter, Row, Sort } from './data-browser';
-import { decodeRows, keyParts, keysetCondition, orderByColumns, withKeyOrder } from './data-sql';
+import { keyParts, keysetCondition, orderByColumns, withKeyOrder } from './data-sql';
+import { decodeRows } from '../database/value-codec';
 
 /** Rows per export batch: at most this many, fewer when rows are wide (see BATCH_TARGET_BYTES). */
 export const EXPORT_BATCH_MAX = 1000;

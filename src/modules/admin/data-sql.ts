@@ -8,7 +8,7 @@ import type { Queryable } from '../../db/engine';
 import { Errors, type AppError } from '../../http/errors';
 import type { Column, Table } from '../database/catalog';
 import { orderBy, Params, where, type Statement } from '../database/query-builder';
-import { castParam, decodeValue, encodeValue, ValueError } from '../database/value-codec';
+import { castParam, encodeValue, ValueError } from '../database/value-codec';
 import type { Row, Sort } from './data-browser';
 
 export const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -38,15 +38,6 @@ export async function explainRows(db: Queryable, sql: string, params: unknown[] 
   if (typeof plan === 'string') plan = JSON.parse(plan);
   const rows = (plan as { Plan?: { 'Plan Rows'?: number } }[] | undefined)?.[0]?.Plan?.['Plan Rows'];
   return typeof rows === 'number' ? Math.round(rows) : 0;
-}
-
-/** Kinds whose driver value already is the API representation (as in the Database API service). */
-const PASS_THROUGH = new Set(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
-
-export function decodeRows(columns: Column[], rows: Row[]): Row[] {
-  const special = columns.filter((c) => c.isArray || !PASS_THROUGH.has(c.kind));
-  if (special.length) for (const r of rows) for (const c of special) r[c.name] = decodeValue(c, r[c.name]);
-  return rows;
 }
 
 /**

@@ -228,9 +228,13 @@ export class Catalog {
    * only connection).
    */
   async get(via?: Queryable): Promise<CatalogSnapshot> {
+    return this.fresh() ?? this.refresh(via);
+  }
+
+  /** The current snapshot while it is fresh, without waiting; undefined when it must be (re)loaded. */
+  fresh(): CatalogSnapshot | undefined {
     const s = this.snapshot;
-    if (s && Date.now() - s.loadedAt < this.ttlMs) return s;
-    return this.refresh(via);
+    return s && Date.now() - s.loadedAt < this.ttlMs ? s : undefined;
   }
 
   /**

@@ -12,7 +12,7 @@ import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
 import { buildStatement, UnknownName, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
-import { decodeValue } from './value-codec';
+import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 
@@ -21,9 +21,6 @@ declare module '../../platform' {
     database: DatabaseService;
   }
 }
-
-/** Kinds whose driver value is already the JSON representation. */
-const PASS_THROUGH = new Set(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
 
 export class DatabaseService {
   readonly catalog: Catalog;
@@ -93,10 +90,28 @@ export class DatabaseService {
     return { snap, table };
   }
 
-  private async plan(
-    body: QueryBody,
-    via: Queryable | undefined,
-  ): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }> {
+  /**
+   * The statement of a request. With a fresh catalog that knows the table and every name
+   * the request uses (nearly every request), without waiting; otherwise the way that may
+   * reload the catalog (`planReloading`).
+   */
+  private plan(body: QueryBody, via: Queryable | undefined): Plan | Promise<Plan> {
+    const snap = this.catalog.fresh();
+    const table = snap?.tables.get(body.entity);
+    if (!snap || !table) return this.planReloading(body, via);
+    try {
+      return {
+        st: buildStatement(body, table, { maxLimit: this.p.settings.get<number>('db.max_limit') }),
+        snap,
+        table,
+      };
+    } catch (e) {
+      if (!(e instanceof UnknownName)) throw e;
+      return this.planReloading(body, via);
+    }
+  }
+
+  private async planReloading(body: QueryBody, via: Queryable | undefined): Promise<Plan> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
     const { snap, table } = await this.table(body.entity, via);
     try {
@@ -122,13 +137,16 @@ export class DatabaseService {
     // Inside a transaction on the embedded engine the transaction holds the only
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
-    const { st, snap, table } = await this.plan(body, via);
+    const planned = this.plan(body, via);
+    const { st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      const [res, count] = await Promise.all([
-        q.query<Record<string, unknown>>(st.sql, st.params),
-        st.countSql && !inTx ? q.query<{ total: string }>(st.countSql, st.countParams) : undefined,
-      ]);
-      const rows = decodeRows(st, res.rows);
+      const [res, count] = st.countSql
+        ? await Promise.all([
+            q.query<Record<string, unknown>>(st.sql, st.params),
+            inTx ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
+          ])
+        : [await q.query<Record<string, unknown>>(st.sql, st.params)];
+      const rows = decodeRows(st.columns, res.rows);
       const out: QueryResultData = { rows, count: rows.length };
       if (st.countSql) {
         const c = count ?? (await q.query<{ total: string }>(st.countSql, st.countParams));
@@ -177,11 +195,11 @@ export class DatabaseService {
   }
 }
 
-function decodeRows(st: Statement, rows: Record<string, unknown>[]): Record<string, unknown>[] {
-  const special = st.columns.filter((c) => c.isArray || !PASS_THROUGH.has(c.kind));
-  if (special.length === 0) return rows;
-  for (const r of rows) for (const c of special) r[c.name] = decodeValue(c, r[c.name]);
-  return rows;
+/** A request's statement and the catalog it was checked against (for error mapping). */
+interface Plan {
+  st: Statement;
+  snap: CatalogSnapshot;
+  table: Table;
 }
 
 /** Create the service; the API pool opens on first use. */

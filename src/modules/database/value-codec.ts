@@ -121,6 +121,18 @@ function needsTextArray(_kind: ValueKind): boolean {
   return true;
 }
 
+/** Kinds whose driver value already is the API representation. */
+const PASS_THROUGH = new Set<ValueKind>(['int', 'bigint', 'numeric', 'bool', 'text', 'json', 'uuid', 'other']);
+
+/** Result rows → JSON values, in place: only the columns whose driver value is not the API representation are touched. */
+export function decodeRows<R extends Record<string, unknown>>(columns: readonly Column[], rows: R[]): R[] {
+  for (const c of columns) {
+    if (!c.isArray && PASS_THROUGH.has(c.kind)) continue;
+    for (const r of rows) (r as Record<string, unknown>)[c.name] = decodeValue(c, r[c.name]);
+  }
+  return rows;
+}
+
 /** Output of one column → JSON. */
 export function decodeValue(col: Column, v: unknown): unknown {
   if (v === null || v === undefined) return null;

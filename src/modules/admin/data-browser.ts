@@ -18,7 +18,7 @@ import type { Platform } from '../../platform';
 import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
-import { buildStatement, UnknownName, type Statement } from '../database/query-builder';
+import { buildStatement, type Statement } from '../database/query-builder';
 import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
 import { exportCsv } from './data-export';
 import { importCsv } from './data-import';
@@ -121,37 +121,22 @@ export function createDataBrowser(p: Platform): DataBrowser {
     via: (tx) => (embedded ? tx : undefined),
     async resolve(name, via) {
       if (typeof name !== 'string' || name === '') throw invalid('table', 'must be a table name');
-      let snap = await catalog.get(via);
-      let table = snap.tables.get(name);
-      if (!table) {
-        const fresh = await catalog.refreshOnMiss(via);
-        if (fresh) {
-          snap = fresh;
-          table = fresh.tables.get(name);
-        }
-      }
+      const { snap, table } = await catalog.table(name, via);
       if (!table) throw Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`);
       return { snap, table };
     },
     async build(name, body, via) {
-      const { snap, table } = await core.resolve(name, via);
-      try {
-        return { st: buildStatement(body(table), table, { maxLimit: MAX_LIMIT }), snap, table };
-      } catch (e) {
-        if (!(e instanceof UnknownName)) throw e;
-        // Maybe a column added since the last load: reload once and try again.
-        const fresh = await catalog.refreshOnMiss(via);
-        const t2 = fresh?.tables.get(name);
-        if (fresh && t2) {
-          try {
-            return { st: buildStatement(body(t2), t2, { maxLimit: MAX_LIMIT }), snap: fresh, table: t2 };
-          } catch (e2) {
-            if (!(e2 instanceof UnknownName)) throw e2;
-            throw invalid(e2.path, `unknown column '${e2.name}' of table '${name}'`);
-          }
-        }
-        throw invalid(e.path, `unknown column '${e.name}' of table '${name}'`);
-      }
+      if (typeof name !== 'string' || name === '') throw invalid('table', 'must be a table name');
+      const built = await catalog.build(
+        name,
+        via,
+        (table) => buildStatement(body(table), table, { maxLimit: MAX_LIMIT }),
+        {
+          table: () => Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`),
+          name: (e) => invalid(e.path, `unknown column '${e.name}' of table '${name}'`),
+        },
+      );
+      return { st: built.value, snap: built.snap, table: built.table };
     },
     async write(tx, { st, snap, table }) {
       // On the embedded engine a savepoint keeps the transaction usable after a failed

@@ -12,6 +12,7 @@
  */
 import { quoteIdent, type Queryable } from '../../db/engine';
 import { selectExpr } from './value-codec';
+import { UnknownName } from './query-builder';
 
 /** How values of a column are validated, bound and rendered (see value-codec.ts). */
 export type ValueKind =
@@ -198,6 +199,13 @@ function parseNameArray(text: string): string[] {
     .map((s) => s.replace(/^"|"$/g, ''));
 }
 
+/** What `Catalog.build` made, with the table and snapshot it made it from (for error mapping). */
+export interface Built<T> {
+  value: T;
+  snap: CatalogSnapshot;
+  table: Table;
+}
+
 export interface CatalogOptions {
   schema: string;
   ttlMs?: number;
@@ -263,6 +271,67 @@ export class Catalog {
     if (this.loading && !via) return this.loading;
     if (Date.now() - this.lastRefresh < this.missCooldownMs) return null;
     return this.refresh(via);
+  }
+
+  /**
+   * Table `name` and the snapshot it is in, reloading once (rate-limited, `refreshOnMiss`)
+   * when the snapshot does not know it; `table` is undefined when it still is not there.
+   */
+  async table(name: string, via?: Queryable): Promise<{ snap: CatalogSnapshot; table?: Table }> {
+    const snap = await this.get(via);
+    const table = snap.tables.get(name);
+    if (table) return { snap, table };
+    const fresh = await this.refreshOnMiss(via);
+    return fresh ? { snap: fresh, table: fresh.tables.get(name) } : { snap };
+  }
+
+  /**
+   * `make(table)` for table `name`, e.g. a statement from the query builder. When the table,
+   * or a name `make` looks up (it throws `UnknownName`), is not in the snapshot, the catalog
+   * is reloaded once (rate-limited) and `make` tried again: a table or column added since the
+   * last load is found. With a fresh snapshot that knows every name (nearly every request)
+   * the answer comes without waiting. `errors` turns a table still missing, and the
+   * `UnknownName` of the last try, into the caller's error.
+   */
+  build<T>(
+    name: string,
+    via: Queryable | undefined,
+    make: (table: Table) => T,
+    errors: { table: () => Error; name: (e: UnknownName) => Error },
+  ): Built<T> | Promise<Built<T>> {
+    const attempt = (snap: CatalogSnapshot, table: Table): Built<T> | Promise<Built<T>> => {
+      try {
+        return { value: make(table), snap, table };
+      } catch (e) {
+        if (!(e instanceof UnknownName)) throw e;
+        return this.buildAgain(name, via, make, errors, e);
+      }
+    };
+    const snap = this.fresh();
+    const table = snap?.tables.get(name);
+    if (snap && table) return attempt(snap, table);
+    return this.table(name, via).then((found) => {
+      if (!found.table) throw errors.table();
+      return attempt(found.snap, found.table);
+    });
+  }
+
+  /** `build`'s second try, after `missed` (a name unknown to the snapshot it was built against). */
+  private async buildAgain<T>(
+    name: string,
+    via: Queryable | undefined,
+    make: (table: Table) => T,
+    errors: { name: (e: UnknownName) => Error },
+    missed: UnknownName,
+  ): Promise<Built<T>> {
+    const fresh = await this.refreshOnMiss(via);
+    const table = fresh?.tables.get(name);
+    if (!fresh || !table) throw errors.name(missed);
+    try {
+      return { value: make(table), snap: fresh, table };
+    } catch (e) {
+      throw e instanceof UnknownName ? errors.name(e) : e;
+    }
   }
 
   /** Forget the snapshot so the next request reloads it (schema changed under a statement). */

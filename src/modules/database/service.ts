@@ -7,10 +7,10 @@ import type { Db, Queryable } from '../../db/engine';
 import { AppError } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
-import { Catalog, isPlatformSchema, type CatalogSnapshot, type Table } from './catalog';
+import { Catalog, isPlatformSchema, type Built } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
-import { buildStatement, UnknownName, type Statement } from './query-builder';
+import { buildStatement, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
 import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
@@ -76,61 +76,16 @@ export class DatabaseService {
     return this.execute(body, await this.apiDb(), false);
   }
 
-  private async table(entity: string, via: Queryable | undefined): Promise<{ snap: CatalogSnapshot; table: Table }> {
-    let snap = await this.catalog.get(via);
-    let table = snap.tables.get(entity);
-    if (!table) {
-      const fresh = await this.catalog.refreshOnMiss(via);
-      if (fresh) {
-        snap = fresh;
-        table = fresh.tables.get(entity);
-      }
-    }
-    if (!table) throw DbErrors.invalid('entity', `unknown entity '${entity}' (no such table in the data schema)`);
-    return { snap, table };
-  }
-
   /**
-   * The statement of a request. With a fresh catalog that knows the table and every name
-   * the request uses (nearly every request), without waiting; otherwise the way that may
-   * reload the catalog (`planReloading`).
+   * The statement of a request, built against the catalog (reloaded once when it does not
+   * know the table or a column: `Catalog.build`). Without waiting on a fresh catalog.
    */
-  private plan(body: QueryBody, via: Queryable | undefined): Plan | Promise<Plan> {
-    const snap = this.catalog.fresh();
-    const table = snap?.tables.get(body.entity);
-    if (!snap || !table) return this.planReloading(body, via);
-    try {
-      return {
-        st: buildStatement(body, table, { maxLimit: this.p.settings.get<number>('db.max_limit') }),
-        snap,
-        table,
-      };
-    } catch (e) {
-      if (!(e instanceof UnknownName)) throw e;
-      return this.planReloading(body, via);
-    }
-  }
-
-  private async planReloading(body: QueryBody, via: Queryable | undefined): Promise<Plan> {
+  private plan(body: QueryBody, via: Queryable | undefined): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
-    const { snap, table } = await this.table(body.entity, via);
-    try {
-      return { st: buildStatement(body, table, { maxLimit }), snap, table };
-    } catch (e) {
-      if (!(e instanceof UnknownName)) throw e;
-      // Maybe a column added since the last load: reload once and try again.
-      const fresh = await this.catalog.refreshOnMiss(via);
-      const t2 = fresh?.tables.get(body.entity);
-      if (fresh && t2) {
-        try {
-          return { st: buildStatement(body, t2, { maxLimit }), snap: fresh, table: t2 };
-        } catch (e2) {
-          if (!(e2 instanceof UnknownName)) throw e2;
-          throw DbErrors.invalid(e2.path, `unknown field '${e2.name}' of entity '${body.entity}'`);
-        }
-      }
-      throw DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`);
-    }
+    return this.catalog.build(body.entity, via, (table) => buildStatement(body, table, { maxLimit }), {
+      table: () => DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
+      name: (e) => DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`),
+    });
   }
 
   private async execute(body: QueryBody, q: Queryable, inTx: boolean): Promise<QueryResultData> {
@@ -138,7 +93,7 @@ export class DatabaseService {
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
     const planned = this.plan(body, via);
-    const { st, snap, table } = planned instanceof Promise ? await planned : planned;
+    const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
       const [res, count] = st.countSql
         ? await Promise.all([
@@ -193,13 +148,6 @@ export class DatabaseService {
     await this.transactions.rollback(id, principal.id);
     return { transaction_id: id, status: 'rolled_back' };
   }
-}
-
-/** A request's statement and the catalog it was checked against (for error mapping). */
-interface Plan {
-  st: Statement;
-  snap: CatalogSnapshot;
-  table: Table;
 }
 
 /** Create the service; the API pool opens on first use. */

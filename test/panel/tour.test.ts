@@ -221,9 +221,13 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page
     .getByLabel('HTML body')
     .fill('<p style="color: rgb(200, 0, 0)">Hi <b>{{ name }}</b>, welcome to {{ shop }}.</p>');
-  await page.getByLabel('Text body').fill('Hi {{ name }}');
+  await page.getByLabel('Text body').fill('Hi {{ name }}, order {{ order.number }}');
   await page.getByLabel('name', { exact: true }).fill('Ada');
   await page.getByLabel('shop', { exact: true }).fill('Tour Shop');
+  //    A field the template reads (order.number) gets its own sample; order becomes an object.
+  await page.getByLabel('order.number', { exact: true }).fill('1042');
+  await page.locator('.preview-text', { hasText: 'Hi Ada, order 1042' }).waitFor();
+  await page.getByText('Not used: the template reads order.number, so order is an object.').waitFor();
   const frame = page.frameLocator('iframe[title="HTML preview"]');
   await frame.locator('b', { hasText: 'Ada' }).waitFor();
   expect(await page.locator('iframe[title="HTML preview"]').getAttribute('sandbox')).toBe('');
@@ -245,7 +249,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
     body: JSON.stringify({
       to: ['ada@example.com'],
       template: 'tour_welcome',
-      variables: { name: 'Ada', shop: 'Tour Shop' },
+      variables: { name: 'Ada', shop: 'Tour Shop', order: { number: 1042 } },
     }),
   });
   expect(send.status).toBeLessThan(300);

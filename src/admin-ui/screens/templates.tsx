@@ -96,18 +96,31 @@ interface Samples {
   [key: string]: string | Samples;
 }
 
-/** `{a: 1, "user.name": "x"}` → `{a: 1, user: {name: "x"}}`; blank samples are left out. */
+/**
+ * `{a: 1, "user.name": "x"}` → `{a: 1, user: {name: "x"}}`; blank samples are left out.
+ * A variable the template reads fields of is an object: when `user` and `user.name` both
+ * have samples, the fields win and `user`'s own sample is not used (see `shadowed`).
+ */
 function sampleObject(samples: Record<string, string>): Samples {
   const out: Samples = {};
-  for (const [k, v] of Object.entries(samples)) {
-    if (v === '') continue;
-    const path = k.split('.');
+  const paths = Object.entries(samples)
+    .filter(([, v]) => v !== '')
+    .map(([k, v]) => [k.split('.'), v] as const)
+    .sort((a, b) => a[0].length - b[0].length);
+  for (const [path, v] of paths) {
     let at = out;
-    // A string, not an object, when `user` and `user.name` both have samples: the assignment below then throws.
-    for (const p of path.slice(0, -1)) at = (at[p] ??= {}) as Samples;
+    for (const p of path.slice(0, -1)) {
+      const next = at[p];
+      at = typeof next === 'object' ? next : (at[p] = {});
+    }
     at[path[path.length - 1]!] = v;
   }
   return out;
+}
+
+/** The sample fields of `v` (`user` → `user.name`, `user.email`) that make its own sample unused. */
+function shadowed(v: string, samples: Record<string, string>): string[] {
+  return Object.keys(samples).filter((k) => k.startsWith(`${v}.`) && samples[k] !== '');
 }
 
 /** Variables a render error says are missing: `details.missing_variables`, or `variables.<name>` fields. */
@@ -154,37 +167,49 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [saving, setSaving] = useState(false);
   const [saveError, setSaveError] = useState<unknown>();
   const timer = useRef<number | undefined>(undefined);
+  /** The newest preview asked for: an older answer arriving late is dropped. */
+  const asked = useRef(0);
+  /** Samples just learned from a render error: render again at once, not after the typing pause. */
+  const learned = useRef(false);
+  const [rendering, setRendering] = useState(true);
 
   // Live preview: re-render shortly after the last keystroke.
   useEffect(() => {
     clearTimeout(timer.current);
-    timer.current = setTimeout(
-      async () => {
-        try {
-          const r = await post<{ subject: string; html: string; text: string; variables: string[] }>(
-            '/templates/preview',
-            { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) },
-          );
-          setPreview(r);
-          setPreviewError(undefined);
-          learn(r.variables);
-        } catch (e) {
-          setPreviewError(e);
-          if (e instanceof ApiError) learn(missingVariables(e));
-        }
-      },
-      preview || previewError ? 350 : 0,
-    ) as unknown as number;
+    setRendering(true);
+    const pause = (preview || previewError) && !learned.current ? 350 : 0;
+    learned.current = false;
+    timer.current = setTimeout(async () => {
+      const mine = ++asked.current;
+      try {
+        const r = await post<{ subject: string; html: string; text: string; variables: string[] }>(
+          '/templates/preview',
+          { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) },
+        );
+        if (mine !== asked.current) return;
+        setPreview(r);
+        setPreviewError(undefined);
+        if (!learn(r.variables)) setRendering(false);
+      } catch (e) {
+        if (mine !== asked.current) return;
+        setPreviewError(e);
+        if (!(e instanceof ApiError && learn(missingVariables(e)))) setRendering(false);
+      }
+    }, pause) as unknown as number;
     return () => clearTimeout(timer.current);
   }, [subject, html, text, samples]);
 
-  function learn(vars: string[] | undefined) {
-    if (!vars?.length) return;
+  /** Add the variables a render named; true when new samples were added (another render follows). */
+  function learn(vars: string[] | undefined): boolean {
+    if (!vars?.length) return false;
     setVariables((old) => (vars.every((v) => old.includes(v)) ? old : [...new Set([...old, ...vars])]));
+    if (vars.every((v) => v in samples)) return false;
+    learned.current = true;
     setSamples((old) => {
       const missing = vars.filter((v) => !(v in old));
       return missing.length ? { ...old, ...Object.fromEntries(missing.map((v) => [v, `[${v}]`])) } : old;
     });
+    return true;
   }
 
   const save = async (e: Event) => {
@@ -322,6 +347,11 @@ function EditorForm({ initial }: { initial: Template | null }) {
                       ? 'Needed by the template: give a sample value.'
                       : undefined
                   }
+                  hint={
+                    shadowed(v, samples).length
+                      ? `Not used: the template reads ${shadowed(v, samples).join(', ')}, so ${v} is an object.`
+                      : undefined
+                  }
                 >
                   {(id, d) => (
                     <input
@@ -335,7 +365,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
               ))}
             </div>
           </section>
-          <section class="panel">
+          <section class="panel" aria-busy={rendering}>
             <div class="panel-head">
               <h2>Preview</h2>
               {preview && (

@@ -17,6 +17,8 @@ interface Ctx {
   userEmail: string;
   keyId: string;
   deadJob: string;
+  keyedJob: string;
+  idemKey: string;
   queuedJob: string;
 }
 
@@ -344,6 +346,7 @@ const scenarios: Scenario[] = [
         sent_at: expect.any(String),
         last_error: null,
         message_id: expect.any(String),
+        idempotency_key: null,
       });
     },
   ],
@@ -370,6 +373,14 @@ const scenarios: Scenario[] = [
     undefined,
     200,
     (r, _s, c) => expect(r.body.data.job).toMatchObject({ id: c.deadJob, state: 'dead', to: ['dead@example.com'] }),
+  ],
+  [
+    'mail job detail names the idempotency key it was sent with',
+    'GET',
+    (c) => `/api/admin/mail/jobs/${c.keyedJob}`,
+    undefined,
+    200,
+    (r, _s, c) => expect(r.body.data.job).toMatchObject({ id: c.keyedJob, idempotency_key: c.idemKey }),
   ],
   [
     'mail job retry (dead → queued)',
@@ -594,6 +605,14 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
     c.userId = reg.body.data.user.id;
     c.keyId = (await s.platform.services.keys.create({ type: 'public' })).id;
     const mail = s.platform.services.mail;
+    // The oldest job, sent with an Idempotency-Key through the Mail API's service call.
+    c.idemKey = crypto.randomUUID();
+    c.keyedJob = (
+      await mail.submit(
+        { to: ['keyed@example.com'], subject: 'k', text: 'x' },
+        { keyId: c.keyId, idempotencyKey: c.idemKey },
+      )
+    ).data.job_id;
     c.deadJob = (await mail.sendNow({ to: ['dead@example.com'], subject: 'd', text: 'x' })).jobId;
     c.queuedJob = (await mail.sendNow({ to: ['later@example.com'], subject: 'q', text: 'x' })).jobId;
     await mail.sendNow({ to: ['more@example.com'], subject: 'm', text: 'x' });

@@ -242,10 +242,11 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await toast('Template tour_welcome saved');
   await page.waitForURL(/#\/templates\/tour_welcome$/);
 
-  // 7. A send through the Mail API appears as a job; its detail shows it sent.
+  // 7. A send through the Mail API appears as a job; its detail shows it sent, and its idempotency key.
+  const idempotencyKey = crypto.randomUUID();
   const send = await fetch(url + '/api/v1/mail/send', {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': secret },
+    headers: { 'content-type': 'application/json', 'x-api-key': secret, 'idempotency-key': idempotencyKey },
     body: JSON.stringify({
       to: ['ada@example.com'],
       template: 'tour_welcome',
@@ -262,6 +263,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
     await page.getByText('Job id').waitFor();
   });
   await page.locator('.kv .badge', { hasText: 'sent' }).waitFor();
+  await page.locator('.kv dd', { hasText: idempotencyKey }).waitFor();
   const jobUrl = page.url();
   //    A refused send is dead at once (5xx); Retry puts it back in the queue and it goes out.
   sink.refuse(1, 550, 'No such user here');

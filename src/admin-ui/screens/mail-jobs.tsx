@@ -32,6 +32,7 @@ export interface Job {
   sent_at: string | null;
   last_error: string | null;
   message_id: string | null;
+  idempotency_key: string | null;
 }
 
 const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = {
@@ -243,6 +244,8 @@ function JobDetail({ id }: { id: string }) {
                 <dd>{dateTime(j.sent_at)}</dd>
                 <dt>Message id</dt>
                 <dd class="mono">{j.message_id ?? '—'}</dd>
+                <dt>Idempotency key</dt>
+                <dd class="mono">{j.idempotency_key ?? '—'}</dd>
                 <dt>Last error</dt>
                 <dd>{j.last_error ? <span class="field-error">{j.last_error}</span> : '—'}</dd>
               </dl>

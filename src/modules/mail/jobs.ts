@@ -28,6 +28,8 @@ export interface JobRow {
   html: string | null;
   template: string | null;
   message_id: string;
+  /** The Idempotency-Key of the send; null without one, or once another request took it over (docs/mail.md). */
+  idem_key: string | null;
   attempts: number;
   max_attempts: number;
   last_error: string | null;

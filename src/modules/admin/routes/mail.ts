@@ -31,6 +31,7 @@ export function jobView(j: JobRow) {
     sent_at: j.sent_at,
     last_error: j.last_error,
     message_id: j.message_id,
+    idempotency_key: j.idem_key,
   };
 }
 

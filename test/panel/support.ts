@@ -135,3 +135,14 @@ export async function shot(page: Page, name: string) {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) });
 }
+
+/**
+ * Switch the system colour scheme under an open page, and wait until the panel has
+ * repainted in it: the next frames, and the buttons' colour transitions (0.12 s,
+ * styles.css) run out, so a screenshot does not catch controls half-way.
+ */
+export async function switchScheme(page: Page, scheme: 'light' | 'dark') {
+  await page.emulateMedia({ colorScheme: scheme });
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  await Bun.sleep(250);
+}

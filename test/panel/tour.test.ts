@@ -15,7 +15,7 @@ import { HAS_CHROMIUM, launchBrowser } from '../helpers/browser';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { freePort } from '../helpers/binary';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { newContext, shot, startBinary, watch, type RunningBinary } from './support';
+import { newContext, shot, startBinary, switchScheme, watch, type RunningBinary } from './support';
 import { eventually } from '../helpers/wait';
 
 const EMAIL = 'ops@example.com';
@@ -43,6 +43,7 @@ FROM generate_series(1, 137) g;
 const EXPECTED = (method: string, path: string, status: number) =>
   (method === 'GET' && path === '/api/admin/auth/me' && status === 401) ||
   (method === 'POST' && path === '/api/admin/auth/login' && status === 401) ||
+  (method === 'POST' && path === '/api/admin/auth/password' && status === 400) ||
   (method === 'POST' && path === '/api/admin/templates/preview' && status === 400) ||
   (method === 'PUT' && path === '/api/admin/settings/db.max_limit' && status === 400) ||
   (method === 'PUT' && path === '/api/admin/settings/app.name' && status === 401) ||
@@ -82,6 +83,8 @@ describe.skipIf(!HAS_CHROMIUM)('the panel in Chromium, against dist/basalt', () 
           {
             BASALT_MAIL_SMTP_URL: sink.url,
             BASALT_MAIL_FROM: 'app@example.com',
+            // The tour signs its administrator in six times within a minute (default limit 5).
+            BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '20',
             ...(db ? { BASALT_DATABASE_URL: db.url } : {}),
           },
           { 'migrations/001_orders.sql': MIGRATION },
@@ -127,7 +130,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
   await page.getByLabel('Repeat password').fill(PASSWORD);
   for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
+    await switchScheme(page, scheme);
     await shot(page, `${engine}-${scheme}-1280-setup`);
   }
   await page.emulateMedia({ colorScheme: 'light' });
@@ -144,7 +147,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByText('Wrong e-mail or password').waitFor();
   for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
+    await switchScheme(page, scheme);
     await shot(page, `${engine}-${scheme}-1280-sign-in`);
   }
   await page.emulateMedia({ colorScheme: 'light' });
@@ -516,6 +519,43 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
     body: JSON.stringify({ entity: 'orders', action: 'select', limit: 1 }),
   });
   expect(gone.status).toBe(401);
+
+  // 14. Change one's own password: a wrong current one is named at its field; afterwards
+  //     this session stays, the administrator's other sessions end, the new password signs in.
+  const adminLogin = (password: string) =>
+    fetch(url + '/api/admin/auth/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: EMAIL, password }),
+    });
+  const elsewhere = await adminLogin(PASSWORD);
+  expect(elsewhere.status).toBe(200);
+  const otherCookie = elsewhere.headers.get('set-cookie')!.split(';')[0]!;
+  const otherMe = async () => (await fetch(url + '/api/admin/auth/me', { headers: { cookie: otherCookie } })).status;
+  expect(await otherMe()).toBe(200);
+  await page.getByRole('button', { name: 'Change password' }).click();
+  const change = page.getByRole('dialog', { name: 'Change your password' });
+  const NEW_PASSWORD = 'a new horse battery staple';
+  await change.getByLabel('Current password').fill('not the password');
+  await change.getByLabel('New password', { exact: true }).fill(NEW_PASSWORD);
+  await change.getByLabel('Repeat new password').fill(NEW_PASSWORD + '!');
+  await change.getByText('The two passwords differ.').waitFor();
+  expect(await change.getByRole('button', { name: 'Change password' }).isDisabled()).toBe(true);
+  await change.getByLabel('Repeat new password').fill(NEW_PASSWORD);
+  await change.getByRole('button', { name: 'Change password' }).click();
+  await change.locator('.field-error', { hasText: 'is wrong' }).waitFor();
+  for (const scheme of ['light', 'dark'] as const) {
+    await switchScheme(page, scheme);
+    await shot(page, `${engine}-${scheme}-1280-change-password`);
+  }
+  await change.getByLabel('Current password').fill(PASSWORD);
+  await change.getByRole('button', { name: 'Change password' }).click();
+  await toast('Password changed');
+  await change.waitFor({ state: 'detached' });
+  expect(await otherMe()).toBe(401);
+  expect((await adminGet(ctx, url, '/api/admin/auth/me')).admin.email).toBe(EMAIL);
+  expect((await adminLogin(PASSWORD)).status).toBe(401);
+  expect((await adminLogin(NEW_PASSWORD)).status).toBe(200);
 
   expect(problems).toEqual([]);
   await ctx.close();

@@ -1,6 +1,6 @@
 /**
- * The signed-in frame: navigation by the screen names of docs/admin.md, theme toggle, sign
- * out; collapses to a menu button on a phone. When the session is lost mid-work a
+ * The signed-in frame: navigation by the screen names of docs/admin.md, theme toggle, change
+ * of one's own password, sign out; collapses to a menu button on a phone. When the session is lost mid-work a
  * sign-in dialog opens over the current screen, so what was typed stays.
  */
 import type { ComponentChildren } from 'preact';
@@ -13,6 +13,7 @@ import { get, post, session, sessionLost, setSession } from '../api';
 import { route } from '../router';
 import { theme, toggleTheme } from '../theme';
 import { SignInForm } from '../screens/sign-in';
+import { ChangePassword } from '../screens/password';
 
 const NAV: { path: string; label: string; icon: IconName }[] = [
   { path: '/', label: 'Dashboard', icon: 'dashboard' },
@@ -65,6 +66,7 @@ function active(path: string): boolean {
 
 export function Shell({ children }: { children: ComponentChildren }) {
   const [open, setOpen] = useState(false);
+  const [passwordOpen, setPasswordOpen] = useState(false);
   useEffect(() => void platformFacts(), []);
   useEffect(() => setOpen(false), [route.value.path]);
   const signOut = async () => {
@@ -102,6 +104,15 @@ export function Shell({ children }: { children: ComponentChildren }) {
           >
             <Icon name={theme.value === 'dark' ? 'sun' : 'moon'} />
           </button>
+          <button
+            type="button"
+            class="icon-btn"
+            aria-label="Change password"
+            title="Change password"
+            onClick={() => setPasswordOpen(true)}
+          >
+            <Icon name="lock" />
+          </button>
           <button type="button" class="icon-btn" aria-label="Sign out" title="Sign out" onClick={signOut}>
             <Icon name="logout" />
           </button>
@@ -132,6 +143,9 @@ export function Shell({ children }: { children: ComponentChildren }) {
       <main id="main" class="content" tabIndex={-1}>
         {children}
       </main>
+      {passwordOpen && (
+        <ChangePassword email={session.value?.admin.email ?? ''} onClose={() => setPasswordOpen(false)} />
+      )}
       {sessionLost.value && <SessionLost />}
       <ConfirmHost />
       <Toasts />

@@ -1,7 +1,7 @@
 /**
  * The signed-in frame: navigation by the screen names of docs/admin.md, theme toggle, change
- * of one's own password, sign out; collapses to a menu button on a phone. When the session is lost mid-work a
- * sign-in dialog opens over the current screen, so what was typed stays.
+ * of one's own password, sign out; collapses to a menu button on a phone. When the session
+ * is lost mid-work a sign-in dialog opens over the current screen, so what was typed stays.
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';

@@ -167,7 +167,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [saving, setSaving] = useState(false);
   const [saveError, setSaveError] = useState<unknown>();
   const timer = useRef<number | undefined>(undefined);
-  /** The newest preview asked for: an older answer arriving late is dropped. */
+  /** The newest preview asked for: the answer to an older one (a newer one is due) is dropped. */
   const asked = useRef(0);
   /** Samples just learned from a render error: render again at once, not after the typing pause. */
   const learned = useRef(false);
@@ -179,8 +179,8 @@ function EditorForm({ initial }: { initial: Template | null }) {
     setRendering(true);
     const pause = (preview || previewError) && !learned.current ? 350 : 0;
     learned.current = false;
+    const mine = ++asked.current;
     timer.current = setTimeout(async () => {
-      const mine = ++asked.current;
       try {
         const r = await post<{ subject: string; html: string; text: string; variables: string[] }>(
           '/templates/preview',

@@ -28,7 +28,7 @@ export interface JobRow {
   html: string | null;
   template: string | null;
   message_id: string;
-  /** The Idempotency-Key of the send; null without one, or once another request took it over (docs/mail.md). */
+  /** The Idempotency-Key of the send; null without one, or once a later request took it over (docs/mail.md, "Idempotency"). */
   idem_key: string | null;
   attempts: number;
   max_attempts: number;

@@ -35,8 +35,12 @@ export interface Platform {
    * Run on graceful shutdown, before the database closes, in reverse order of registration.
    * `first` steps run before all others: ending work that holds the database (open API
    * transactions hold the whole embedded engine, so any other step touching it would wait).
+   * `drain` steps run as soon as a stop begins, while the requests in flight are still
+   * being answered (`drain()`): refuse new long-lived work, so nothing in flight waits on it.
    */
-  onShutdown(fn: () => Promise<void> | void, opts?: { first?: boolean }): void;
+  onShutdown(fn: () => Promise<void> | void, opts?: { first?: boolean; drain?: boolean }): void;
+  /** Run the `drain` steps (once); `serve` calls it when a stop begins, `shutdown` awaits it. */
+  drain(): Promise<void>;
   shutdown(): Promise<void>;
 }
 
@@ -59,6 +63,7 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   });
   const hooks: (() => Promise<void> | void)[] = [];
   const firstHooks: (() => Promise<void> | void)[] = [];
+  const drainHooks: (() => Promise<void> | void)[] = [];
   try {
     await migratePlatform(db);
     settings = new Settings(layers, db);
@@ -76,6 +81,16 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     throw e;
   }
   let closing: Promise<void> | undefined;
+  let draining: Promise<void> | undefined;
+  const run = async (fns: (() => Promise<void> | void)[]) => {
+    for (const fn of fns) {
+      try {
+        await fn();
+      } catch (e) {
+        log.error('shutdown step failed', { cause: e });
+      }
+    }
+  };
   const platform: Platform = {
     version: VERSION,
     settings,
@@ -83,16 +98,12 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     log,
     dataDir,
     services: {} as Services,
-    onShutdown: (fn, opts) => void (opts?.first ? firstHooks : hooks).push(fn),
+    onShutdown: (fn, opts) => void (opts?.drain ? drainHooks : opts?.first ? firstHooks : hooks).push(fn),
+    drain: () => (draining ??= run([...drainHooks].reverse())),
     shutdown: () =>
       (closing ??= (async () => {
-        for (const fn of [...firstHooks.reverse(), ...hooks.reverse()]) {
-          try {
-            await fn();
-          } catch (e) {
-            log.error('shutdown step failed', { cause: e });
-          }
-        }
+        await platform.drain();
+        await run([...firstHooks.reverse(), ...hooks.reverse()]);
         await settings.close();
         await db.close();
       })()),

@@ -128,6 +128,8 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
         // stop(false) waits for in-flight requests; one that hangs must not keep the
         // process alive forever, so after web.shutdown_timeout_ms the rest are cut.
         const deadline = p.settings.get<number>('web.shutdown_timeout_ms');
+        // Meanwhile the drain steps refuse new long-lived work (API transactions).
+        void p.drain();
         const drained = await within(Promise.all(servers.map((s) => s.stop(false))), deadline);
         if (!drained) {
           const cut = servers.reduce((n, s) => n + s.pendingRequests, 0);

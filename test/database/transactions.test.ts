@@ -538,4 +538,41 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
       await own.db.drop();
     }
   }, 40_000);
+
+  test('begins waiting behind it answer 503 shutting_down and open nothing; the stop does not wait for them', async () => {
+    const own = await startServer(engine);
+    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
+    const k = (
+      await own.platform.services.keys.create({
+        type: 'service',
+        service: 'sd',
+        permissions: ['db:query'],
+        tables: ['pending'],
+      })
+    ).key;
+    const call = (path: string, body: unknown = {}) =>
+      own.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
+    const id = (await call('transaction/begin')).body.data.transaction_id;
+    expect(
+      (await call('query', { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id })).status,
+    ).toBe(200);
+    // On the embedded engine these wait for the open transaction (it holds the database);
+    // on external PostgreSQL they open at once and are rolled back with it.
+    const waiting = [1, 2, 3].map(() => call('transaction/begin'));
+    await Bun.sleep(200);
+    const t0 = performance.now();
+    await own.running.stop(); // the idle timeout is 30 s: waiting for it would fail the stop (10 s)
+    expect(performance.now() - t0).toBeLessThan(5000);
+    const answers = await Promise.all(waiting);
+    for (const r of answers) {
+      if (engine === 'embedded' || r.status !== 200) expectError(r, 503, 'shutting_down');
+    }
+    const again = await startServer(engine, { db: own.db });
+    try {
+      expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
+    } finally {
+      await again.stop();
+      await own.db.drop();
+    }
+  }, 40_000);
 });

@@ -75,6 +75,13 @@ export const DbErrors = {
       message:
         'A query in this transaction failed, so it was rolled back; nothing was committed. Begin a new transaction.',
     },
+    /** A begin while the instance stops (docs/database.md, Transactions). */
+    shuttingDown: {
+      status: 503,
+      code: 'shutting_down',
+      message:
+        'This instance is shutting down and opens no new transaction; retry, another instance or this one once restarted will answer.',
+    },
     tooManyTx: {
       status: 429,
       code: 'too_many_transactions',

@@ -145,10 +145,15 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         detail: {
           tags: ['Database'],
           summary: 'Begin a transaction',
-          'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 429: ['too_many_transactions'] },
+          'x-codes': {
+            401: ['unauthorized'],
+            403: ['forbidden'],
+            429: ['too_many_transactions'],
+            503: ['shutting_down'],
+          },
           description:
             "Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
-            'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions.',
+            'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions. While the instance stops → 503 shutting_down.',
           security,
         },
       })

@@ -156,8 +156,10 @@ export function createDatabaseService(p: Platform): DatabaseService {
   const svc = new DatabaseService(p, pool.get);
   // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions).
   p.services.keys?.onRevoke((keyId) => svc.transactions.rollbackKey(keyId));
-  // Open API transactions end first: on the embedded engine they hold the database that the
-  // other shutdown steps (mail jobs given back, instance records) need.
+  // Open API transactions end first, as soon as a stop begins: on the embedded engine they
+  // hold the database that requests in flight and the other shutdown steps (mail jobs given
+  // back, instance records) need. Whatever is still open after the drain is rolled back first.
+  p.onShutdown(() => svc.transactions.close(), { drain: true });
   p.onShutdown(() => svc.transactions.rollbackAll(), { first: true });
   p.onShutdown(() => pool.close());
   return svc;

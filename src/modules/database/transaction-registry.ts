@@ -10,6 +10,9 @@
  * - The idle timer is re-armed when an operation ends; if it fires while one runs,
  *   the rollback waits for it. A rolled-back or ended id is forgotten, so it
  *   answers 404 afterwards.
+ * - Once the instance stops (`close`), no transaction opens: a begin still waiting for
+ *   a connection (on the embedded engine, for the open transaction that holds it)
+ *   answers 503 shutting_down instead of holding the database until its idle timeout.
  */
 import type { Queryable, Tx } from '../../db/engine';
 import { DbErrors } from './errors';
@@ -38,6 +41,7 @@ export interface RegistryOptions {
 
 export class TransactionRegistry {
   private readonly open = new Map<string, Entry>();
+  private closing = false;
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -53,9 +57,14 @@ export class TransactionRegistry {
   }
 
   async begin(keyId: string): Promise<{ id: string; expiresAt: Date }> {
+    if (this.closing) throw DbErrors.shuttingDown();
     const max = this.opts.maxPerKey();
     if (this.countFor(keyId) >= max) throw DbErrors.tooManyTx(max);
     const tx = await this.opts.begin(this.opts.setup());
+    if (this.closing) {
+      await tx.rollback();
+      throw DbErrors.shuttingDown();
+    }
     // Checked again: several begins of one key may have waited for a connection together.
     if (this.countFor(keyId) >= max) {
       await tx.rollback();
@@ -186,6 +195,23 @@ export class TransactionRegistry {
       }),
     );
     return mine.length;
+  }
+
+  /**
+   * The instance stops (while it still answers the requests in flight): no transaction
+   * opens from now on, and each open one is rolled back once the operations already
+   * queued on it have run, so a commit in flight still commits. What waited for the
+   * database behind them then runs, and the requests in flight drain.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(
+      [...this.open.values()].map((e) =>
+        this.enqueue(e, () => this.finish(e, false)).catch((err) =>
+          this.opts.onError?.('rollback on shutdown failed', err),
+        ),
+      ),
+    );
   }
 
   /** Roll back everything (shutdown). */

@@ -539,6 +539,34 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
     }
   }, 40_000);
 
+  test('once the stop begins, a begin and a request on an open id answer 503 shutting_down; the transaction is rolled back', async () => {
+    const own = await startServer(engine);
+    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
+    const k = (
+      await own.platform.services.keys.create({
+        type: 'service',
+        service: 'sd',
+        permissions: ['db:query'],
+        tables: ['pending'],
+      })
+    ).key;
+    const call = (path: string, body: unknown = {}) =>
+      own.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
+    const insert = (id: string) =>
+      call('query', { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id });
+    const id = (await call('transaction/begin')).body.data.transaction_id;
+    expect((await insert(id)).status).toBe(200);
+    // What serve's stop does first, while the listener still answers.
+    await own.platform.drain();
+    expectError(await call('transaction/begin'), 503, 'shutting_down');
+    expectError(await insert(id), 503, 'shutting_down');
+    expectError(await call(`transaction/${id}/commit`), 503, 'shutting_down');
+    expectError(await call(`transaction/${id}/rollback`), 503, 'shutting_down');
+    // Queries outside a transaction still run until the listener stops.
+    expect((await call('query', { entity: 'pending', action: 'select' })).body.data.rows).toEqual([]);
+    await own.stop();
+  }, 40_000);
+
   test('begins waiting behind it answer 503 shutting_down and open nothing; the stop does not wait for them', async () => {
     const own = await startServer(engine);
     await own.platform.db.exec('CREATE TABLE public.pending (id int)');

@@ -128,12 +128,12 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
             403: ['forbidden', 'raw_sql_disabled'],
             404: ['transaction_not_found'],
             409: ['conflict', 'transaction_aborted'],
-            503: ['query_timeout', 'lock_timeout'],
+            503: ['query_timeout', 'lock_timeout', 'shutting_down'],
           },
           description:
             'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
             'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
-            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout.',
+            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops).',
           security,
         },
       })
@@ -170,7 +170,7 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
               403: ['forbidden'],
               404: ['transaction_not_found'],
               409: ['transaction_aborted', 'conflict'],
-              503: ['query_timeout', 'lock_timeout'],
+              503: ['query_timeout', 'lock_timeout', 'shutting_down'],
             },
             description:
               "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
@@ -186,7 +186,12 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
           detail: {
             tags: ['Database'],
             summary: 'Roll back a transaction',
-            'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['transaction_not_found'] },
+            'x-codes': {
+              401: ['unauthorized'],
+              403: ['forbidden'],
+              404: ['transaction_not_found'],
+              503: ['shutting_down'],
+            },
             description:
               "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
             security,

@@ -12,7 +12,8 @@
  *   answers 404 afterwards.
  * - Once the instance stops (`close`), no transaction opens: a begin still waiting for
  *   a connection (on the embedded engine, for the open transaction that holds it)
- *   answers 503 shutting_down instead of holding the database until its idle timeout.
+ *   answers 503 shutting_down instead of holding the database until its idle timeout,
+ *   and so does a request on an id that is gone.
  */
 import type { Queryable, Tx } from '../../db/engine';
 import { DbErrors } from './errors';
@@ -88,7 +89,8 @@ export class TransactionRegistry {
   private find(id: string, keyId: string): Entry {
     const e = this.open.get(id);
     // Another key's transaction answers exactly like an unknown one: ids are not confirmed to strangers.
-    if (!e || e.ended || e.keyId !== keyId) throw DbErrors.txNotFound();
+    // Once the instance stops, every id answers that, which tells why the transaction is gone.
+    if (!e || e.ended || e.keyId !== keyId) throw this.closing ? DbErrors.shuttingDown() : DbErrors.txNotFound();
     return e;
   }
 

@@ -7,6 +7,9 @@
  */
 import type { Db, Queryable } from '../db/engine';
 
+/** How often an instance on external PostgreSQL reloads a store anyway (docs/configuration.md, Live settings). */
+const BACKSTOP_MS = 5000;
+
 export class SettingsWatch {
   private stopListen?: () => Promise<void>;
   private poll?: Timer;
@@ -32,12 +35,16 @@ export class SettingsWatch {
     await this.reload();
   }
 
-  /** Reload on every notification, and every `backstopMs` when given. Once; a failed reload waits for the next. */
-  async start(backstopMs?: number): Promise<void> {
+  /**
+   * Reload on every notification; on external PostgreSQL also every 5 s, for a notification
+   * sent while this instance's listening connection reconnected (the embedded engine's
+   * notifications stay in the process and cannot be lost). Once; a failed reload waits for the next.
+   */
+  async start(): Promise<void> {
     if (this.stopListen) return;
     const reload = () => this.reload().catch(() => {});
     this.stopListen = await this.db.listen(this.channel, reload);
-    if (backstopMs !== undefined) this.poll = setInterval(reload, backstopMs);
+    if (this.db.kind === 'external') this.poll = setInterval(reload, BACKSTOP_MS);
   }
 
   async stop(): Promise<void> {

@@ -120,10 +120,9 @@ export class Settings {
     return () => this.listeners.delete(fn);
   }
 
-  async watch(pollMs = 1000): Promise<void> {
+  async watch(): Promise<void> {
     if (!this.db || !this.watcher) return;
-    // Backstop for a notification lost while the listening connection reconnected.
-    await this.watcher.start(this.db.kind === 'external' ? pollMs * 5 : undefined);
+    await this.watcher.start();
   }
 
   async close(): Promise<void> {

@@ -4,6 +4,8 @@
  * says what happened, naming both sides of a collision.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { eventually } from '../helpers/wait';
 import { cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENGINES, freshDb } from '../helpers/engines';
@@ -201,6 +203,24 @@ describe.each(ENGINES)('extension loader on %s', (engine) => {
     );
     expect(rows).toEqual([{ value: 42 }]);
   });
+
+  test.if(engine === 'external')(
+    'extension settings: a change whose notification was lost is picked up by the 5 s poll',
+    async () => {
+      const notes = s.platform.services.extensions.settings('notes')!;
+      // Written from another connection without NOTIFY: as if the notification had been
+      // sent while this instance's listening connection reconnected.
+      const other = postgres(s.db.url, { max: 1, onnotice: () => {} });
+      try {
+        await other`INSERT INTO basalt.extension_settings (extension, key, value) VALUES ('notes', 'max_notes', '77')
+          ON CONFLICT (extension, key) DO UPDATE SET value = EXCLUDED.value`;
+      } finally {
+        await other.end();
+      }
+      await eventually(() => notes.get('max_notes'), { until: (v) => v === 77, timeout: 8000, what: 'the poll' });
+    },
+    20_000,
+  );
 });
 
 describe.each(ENGINES)('extension lifecycle on %s', (engine) => {

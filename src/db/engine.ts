@@ -158,6 +158,24 @@ export async function runTransaction<R>(
   }
 }
 
+/**
+ * Run `fn` under a savepoint of the open transaction `tx`: on a throw the transaction is
+ * rolled back to it, so it stays usable (Postgres refuses everything after a failed
+ * statement otherwise), and the error is thrown on. Nested calls are fine: a savepoint
+ * name refers to the newest one.
+ */
+export async function underSavepoint<R>(tx: Queryable, fn: () => Promise<R>): Promise<R> {
+  await tx.query('SAVEPOINT basalt_step');
+  try {
+    const r = await fn();
+    await tx.query('RELEASE SAVEPOINT basalt_step');
+    return r;
+  } catch (e) {
+    await tx.query('ROLLBACK TO SAVEPOINT basalt_step').catch(() => {});
+    throw e;
+  }
+}
+
 /** Quote an identifier that was already checked against the catalog. */
 export function quoteIdent(name: string): string {
   return '"' + name.replace(/"/g, '""') + '"';

@@ -12,7 +12,7 @@
  * 500 rows, and counts that stay cheap on big tables (estimates from the planner's
  * statistics; an exact count only for tables of at most 100,000 estimated rows).
  */
-import type { Queryable } from '../../db/engine';
+import { type Queryable, underSavepoint } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
 import type { Platform } from '../../platform';
 import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
@@ -142,14 +142,11 @@ export function createDataBrowser(p: Platform): DataBrowser {
       // On the embedded engine a savepoint keeps the transaction usable after a failed
       // statement, so a bad value can be traced to its column through the same session.
       const sp = embedded && tx !== p.db; // a savepoint needs a transaction block
-      if (sp) await tx.query('SAVEPOINT basalt_admin_write');
+      const run = async () => decodeRows(st.columns, (await tx.query<Row>(st.sql, st.params)).rows);
       try {
-        const res = await tx.query<Row>(st.sql, st.params);
-        if (sp) await tx.query('RELEASE SAVEPOINT basalt_admin_write');
-        return decodeRows(st.columns, res.rows);
+        return sp ? await underSavepoint(tx, run) : await run();
       } catch (err) {
         if (err instanceof AppError) throw err;
-        if (sp) await tx.query('ROLLBACK TO SAVEPOINT basalt_admin_write').catch(() => {});
         throw await mapDbError(err, {
           statement: st,
           table,

@@ -8,7 +8,7 @@
  * fails, its rows are retried one by one to name the line of the bad one.
  */
 import { parse } from 'csv-parse/sync';
-import { PgError, type Queryable } from '../../db/engine';
+import { PgError, type Queryable, underSavepoint } from '../../db/engine';
 import { AppError, validationError } from '../../http/errors';
 import type { Column } from '../database/catalog';
 import type { QueryBody } from '../database/model';
@@ -185,14 +185,11 @@ export async function importCsv(
         }) as QueryBody,
       via,
     );
-    await tx.query('SAVEPOINT basalt_admin_import');
     try {
-      await tx.query(st.sql, st.params);
-      await tx.query('RELEASE SAVEPOINT basalt_admin_import');
+      await underSavepoint(tx, () => tx.query(st.sql, st.params));
       return {};
     } catch (error) {
       if (!(error instanceof PgError)) throw error;
-      await tx.query('ROLLBACK TO SAVEPOINT basalt_admin_import');
       return { error, st };
     }
   };

@@ -6,6 +6,8 @@
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, type AnyElysia } from 'elysia';
+import { success } from '../../http/envelope';
+import type { SuccessBodyA } from '../../http/envelope-schemas';
 import type { Platform } from '../../platform';
 import { adminGuard } from './guard';
 import { authRoutes } from './routes/auth';
@@ -30,7 +32,10 @@ function adminArea(p: Platform, area: AreaFacts) {
  */
 export type AdminApp = ReturnType<typeof adminArea>;
 
-const screens: ((app: AdminApp, p: Platform) => AdminApp)[] = [
+/** A success body of the admin area: `{success: true, data}` (format A, docs/admin-api.md). */
+export type Ok = <T>(data: T) => SuccessBodyA<T>;
+
+const screens: ((app: AdminApp, p: Platform, ok: Ok) => AdminApp)[] = [
   authRoutes,
   dashboardRoutes,
   keysRoutes,
@@ -45,7 +50,11 @@ const screens: ((app: AdminApp, p: Platform) => AdminApp)[] = [
 ];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
+  // The panel reads format A; the area's entry in src/app.ts must say so.
+  if (area.envelope !== 'A')
+    throw new Error(`the admin area answers format A (docs/admin-api.md); src/app.ts gives it ${area.envelope}`);
+  const ok: Ok = (data) => success('A', data);
   let app = adminArea(p, area);
-  for (const add of screens) app = add(app, p);
+  for (const add of screens) app = add(app, p, ok);
   return app;
 }

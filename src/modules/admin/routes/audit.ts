@@ -1,11 +1,9 @@
 /** Audit log screen (docs/admin-api.md §Audit log): read-only, filtered, newest first. */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { Queries } from '../model';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
-
-export function auditRoutes(app: AdminApp, p: Platform): AdminApp {
+export function auditRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   return app.get(
     '/audit',
     async ({ query }) =>

@@ -3,14 +3,12 @@
  * session token; the body carries the CSRF token the panel echoes in X-CSRF-Token.
  */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { clearedCookie, clientMeta, isHttps, sessionCookie, signedIn } from '../guard';
 import { Bodies } from '../model';
 import type { SignedIn } from '../service';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
-
-export function authRoutes(app: AdminApp, p: Platform): AdminApp {
+export function authRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const admin = () => p.services.admin;
   const signIn = (request: Request, set: { headers: Record<string, unknown> }, s: SignedIn) => {
     set.headers['set-cookie'] = sessionCookie(s.token, isHttps(request), admin().lifetimes().maxHours * 3600);

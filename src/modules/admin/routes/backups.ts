@@ -4,13 +4,11 @@
  * a server the platform does not own are pg_dump's, the provider's snapshots or PITR.
  */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
 import { BackupError, backupService, type CreatedBackup } from '../../backup/service';
-
-const ok = <T>(data: T) => ({ success: true as const, data });
 
 function mapped(e: unknown, name?: string): never {
   if (e instanceof BackupError) {
@@ -20,7 +18,7 @@ function mapped(e: unknown, name?: string): never {
   throw e;
 }
 
-export function backupsRoutes(app: AdminApp, p: Platform): AdminApp {
+export function backupsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const backups = () => backupService(p);
   return app
     .get('/backups', async () => {

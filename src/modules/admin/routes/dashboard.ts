@@ -1,10 +1,8 @@
 /** Dashboard screen (docs/admin-api.md §Dashboard). */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { dashboard } from '../dashboard';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
-
-export function dashboardRoutes(app: AdminApp, p: Platform): AdminApp {
+export function dashboardRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   return app.get('/dashboard', async () => ok(await dashboard(p)));
 }

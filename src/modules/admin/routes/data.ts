@@ -6,12 +6,11 @@
  */
 import { t } from 'elysia';
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
 import { AdminErrors } from '../errors';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
 const Data = t.Record(t.String(), t.Unknown());
 const Bodies = {
   select: t.Object({
@@ -54,7 +53,7 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
   });
 }
 
-export function dataRoutes(app: AdminApp, p: Platform): AdminApp {
+export function dataRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   let browser: DataBrowser | undefined;
   const data = () => (browser ??= createDataBrowser(p));
   return (

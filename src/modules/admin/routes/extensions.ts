@@ -1,12 +1,10 @@
 /** Extensions screen (docs/admin-api.md §Extensions): loaded and failed extensions, their routes and settings. */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { ConfigError } from '../../../config/validate';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
-
-const ok = <T>(data: T) => ({ success: true as const, data });
 
 function extensionView(p: Platform, name: string) {
   const e = p.services.extensions.get(name);
@@ -14,7 +12,7 @@ function extensionView(p: Platform, name: string) {
   return e;
 }
 
-export function extensionsRoutes(app: AdminApp, p: Platform): AdminApp {
+export function extensionsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   return app
     .get('/extensions', () =>
       ok({

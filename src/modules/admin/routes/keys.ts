@@ -1,15 +1,13 @@
 /** API keys screen (docs/admin-api.md §API keys), through KeyService. */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { AppError } from '../../../http/errors';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
 import type { CreateKeyInput } from '../../keys/model';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
-
-export function keysRoutes(app: AdminApp, p: Platform): AdminApp {
+export function keysRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const keys = () => p.services.keys;
   return app
     .get('/keys', async () => ok({ keys: await keys().list() }))

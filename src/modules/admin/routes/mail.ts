@@ -4,14 +4,13 @@
  * what subject, when and why it failed.
  */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn, type AdminRequest } from '../guard';
 import type { JobRow, JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
 import { Bodies, Queries } from '../model';
 import { writeAudit } from '../audit';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
 const STATES: JobState[] = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
 const isState = (s: string): s is JobState => (STATES as string[]).includes(s);
 
@@ -35,7 +34,7 @@ export function jobView(j: JobRow) {
   };
 }
 
-export function mailRoutes(app: AdminApp, p: Platform): AdminApp {
+export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const mail = () => p.services.mail;
   const job = async (id: string) => {
     const row = await mail().jobs.row(id);

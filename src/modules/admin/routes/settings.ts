@@ -1,13 +1,11 @@
 /** Settings screen (docs/admin-api.md §Settings) and the SMTP test send. */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { Bodies } from '../model';
 import { changeSetting, listSettings } from '../settings';
 
-const ok = <T>(data: T) => ({ success: true as const, data });
-
-export function settingsRoutes(app: AdminApp, p: Platform): AdminApp {
+export function settingsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   return app
     .get('/settings', () => ok({ settings: listSettings(p) }))
     .put(

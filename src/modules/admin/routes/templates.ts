@@ -3,13 +3,11 @@
  * module's template store: the same checks as `basalt templates put` and the Mail API.
  */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { templateStore, templateVariables, type MailTemplate } from '../../mail/templates';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
-
-const ok = <T>(data: T) => ({ success: true as const, data });
 
 const view = (t: MailTemplate) => ({
   name: t.name,
@@ -20,7 +18,7 @@ const view = (t: MailTemplate) => ({
   updated_at: t.updated_at ?? null,
 });
 
-export function templatesRoutes(app: AdminApp, p: Platform): AdminApp {
+export function templatesRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const templates = () => p.services.mail.templates;
   return app
     .get('/templates', async () =>

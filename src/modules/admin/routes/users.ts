@@ -3,7 +3,7 @@
  * transaction; disabling or deleting ends the user's sessions on every instance at once.
  */
 import type { Platform } from '../../../platform';
-import type { AdminApp } from '../routes';
+import type { AdminApp, Ok } from '../routes';
 import type { Queryable } from '../../../db/engine';
 import { AdminErrors } from '../errors';
 import { AuthErrors } from '../../auth/errors';
@@ -12,8 +12,6 @@ import { clientMeta, signedIn } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
 import { writeAudit } from '../audit';
-
-const ok = <T>(data: T) => ({ success: true as const, data });
 
 type Action = (p: Platform, user: AdminUserView, tx: Queryable) => Promise<unknown>;
 
@@ -24,7 +22,7 @@ const actions: Record<string, Action> = {
   unlock: (p, u, tx) => p.services.auth.unlock(u.email, tx),
 };
 
-export function usersRoutes(app: AdminApp, p: Platform): AdminApp {
+export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const find = async (id: string, q: Queryable = p.db) => {
     const u = await userDetail(q, id);
     if (!u) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);

@@ -72,6 +72,42 @@ export function Field({
   );
 }
 
+/** A labelled, required password input; `autocomplete` tells a password manager which password it is. */
+export function PasswordField({
+  label,
+  value,
+  onValue,
+  autocomplete,
+  error,
+  hint,
+  autoFocus,
+}: {
+  label: string;
+  value: string;
+  onValue: (value: string) => void;
+  autocomplete: 'current-password' | 'new-password';
+  error?: string;
+  hint?: ComponentChildren;
+  autoFocus?: boolean;
+}) {
+  return (
+    <Field label={label} error={error} hint={hint}>
+      {(id, d) => (
+        <input
+          id={id}
+          aria-describedby={d}
+          type="password"
+          autocomplete={autocomplete}
+          required
+          value={value}
+          onInput={(e) => onValue(e.currentTarget.value)}
+          autoFocus={autoFocus}
+        />
+      )}
+    </Field>
+  );
+}
+
 export function Badge({
   tone = 'neutral',
   children,

@@ -4,7 +4,7 @@
  */
 import { useState } from 'preact/hooks';
 import { post } from '../api';
-import { Button, ErrorNote, Field, fieldError, formError, Modal } from '../components/ui';
+import { Button, ErrorNote, fieldError, formError, Modal, PasswordField } from '../components/ui';
 import { toast } from '../components/toast';
 
 export function ChangePassword({ email, onClose }: { email: string; onClose: () => void }) {
@@ -46,50 +46,29 @@ export function ChangePassword({ email, onClose }: { email: string; onClose: () 
         {/* For password managers: whose password this is. */}
         <input type="text" autocomplete="username" value={email} readOnly hidden />
         <ErrorNote error={formError(error, ['current_password', 'new_password'])} />
-        <Field label="Current password" error={fieldError(error, 'current_password')}>
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="password"
-              autocomplete="current-password"
-              required
-              value={current}
-              onInput={(e) => setCurrent(e.currentTarget.value)}
-              autoFocus
-            />
-          )}
-        </Field>
-        <Field
+        <PasswordField
+          label="Current password"
+          autocomplete="current-password"
+          value={current}
+          onValue={setCurrent}
+          error={fieldError(error, 'current_password')}
+          autoFocus
+        />
+        <PasswordField
           label="New password"
+          autocomplete="new-password"
+          value={next}
+          onValue={setNext}
           error={fieldError(error, 'new_password')}
           hint="Your other sessions end when it changes; this one stays signed in."
-        >
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="password"
-              autocomplete="new-password"
-              required
-              value={next}
-              onInput={(e) => setNext(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field label="Repeat new password" error={mismatch ? 'The two passwords differ.' : undefined}>
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="password"
-              autocomplete="new-password"
-              required
-              value={repeat}
-              onInput={(e) => setRepeat(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        />
+        <PasswordField
+          label="Repeat new password"
+          autocomplete="new-password"
+          value={repeat}
+          onValue={setRepeat}
+          error={mismatch ? 'The two passwords differ.' : undefined}
+        />
       </form>
     </Modal>
   );

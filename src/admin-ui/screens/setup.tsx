@@ -1,7 +1,7 @@
 /** `#/setup?token=…`: the one-time link `serve` prints while no administrator exists. */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, Field, fieldError, formError } from '../components/ui';
+import { Button, ErrorNote, Field, fieldError, formError, PasswordField } from '../components/ui';
 import { Logo } from '../components/icons';
 import { navigate, route } from '../router';
 import { toast } from '../components/toast';
@@ -71,32 +71,20 @@ export function Setup() {
                 />
               )}
             </Field>
-            <Field label="Password" error={fieldError(error, 'password')}>
-              {(id, d) => (
-                <input
-                  id={id}
-                  aria-describedby={d}
-                  type="password"
-                  autocomplete="new-password"
-                  required
-                  value={password}
-                  onInput={(e) => setPassword(e.currentTarget.value)}
-                />
-              )}
-            </Field>
-            <Field label="Repeat password" error={mismatch ? 'The two passwords differ.' : undefined}>
-              {(id, d) => (
-                <input
-                  id={id}
-                  aria-describedby={d}
-                  type="password"
-                  autocomplete="new-password"
-                  required
-                  value={repeat}
-                  onInput={(e) => setRepeat(e.currentTarget.value)}
-                />
-              )}
-            </Field>
+            <PasswordField
+              label="Password"
+              autocomplete="new-password"
+              value={password}
+              onValue={setPassword}
+              error={fieldError(error, 'password')}
+            />
+            <PasswordField
+              label="Repeat password"
+              autocomplete="new-password"
+              value={repeat}
+              onValue={setRepeat}
+              error={mismatch ? 'The two passwords differ.' : undefined}
+            />
             <Button type="submit" variant="primary" busy={busy} disabled={!token || mismatch} class="btn-block">
               Create administrator
             </Button>

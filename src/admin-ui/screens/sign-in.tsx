@@ -1,7 +1,7 @@
 /** Sign-in (and the same form again when a session is lost mid-work). */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, Field } from '../components/ui';
+import { Button, ErrorNote, Field, PasswordField } from '../components/ui';
 import { Logo } from '../components/icons';
 import { Toasts } from '../components/toast';
 import { signal } from '@preact/signals';
@@ -45,8 +45,11 @@ export function SignInForm({ email: initial = '' }: { email?: string }) {
           />
         )}
       </Field>
-      <Field
+      <PasswordField
         label="Password"
+        autocomplete="current-password"
+        value={password}
+        onValue={setPassword}
         error={
           invalid
             ? 'Wrong e-mail or password. Check both and try again.'
@@ -54,20 +57,8 @@ export function SignInForm({ email: initial = '' }: { email?: string }) {
               ? error.fields.password
               : undefined
         }
-      >
-        {(id, d) => (
-          <input
-            id={id}
-            aria-describedby={d}
-            type="password"
-            autocomplete="current-password"
-            required
-            value={password}
-            onInput={(e) => setPassword(e.currentTarget.value)}
-            autoFocus={!!initial}
-          />
-        )}
-      </Field>
+        autoFocus={!!initial}
+      />
       <Button type="submit" variant="primary" busy={busy} class="btn-block">
         Sign in
       </Button>

@@ -544,10 +544,17 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await change.getByLabel('Repeat new password').fill(NEW_PASSWORD);
   await change.getByRole('button', { name: 'Change password' }).click();
   await change.locator('.field-error', { hasText: 'is wrong' }).waitFor();
-  for (const scheme of ['light', 'dark'] as const) {
-    await switchScheme(page, scheme);
-    await shot(page, `${engine}-${scheme}-1280-change-password`);
+  for (const [width, height] of [
+    [1280, 860],
+    [390, 844],
+  ] as const) {
+    await page.setViewportSize({ width, height });
+    for (const scheme of ['light', 'dark'] as const) {
+      await switchScheme(page, scheme);
+      await shot(page, `${engine}-${scheme}-${width}-change-password`);
+    }
   }
+  await page.setViewportSize({ width: 1280, height: 860 });
   await change.getByLabel('Current password').fill(PASSWORD);
   await change.getByRole('button', { name: 'Change password' }).click();
   await toast('Password changed');

@@ -509,37 +509,8 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
 });
 
 describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
-  test('rolls it back first and stops well within web.shutdown_timeout_ms (other steps need the database)', async () => {
-    const own = await startServer(engine);
-    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
-    const k = (
-      await own.platform.services.keys.create({
-        type: 'service',
-        service: 'sd',
-        permissions: ['db:query'],
-        tables: ['pending'],
-      })
-    ).key;
-    const id = (await own.req('POST', '/api/v1/db/transaction/begin', { headers: { 'x-api-key': k }, body: {} })).body
-      .data.transaction_id;
-    const ins = await own.req('POST', '/api/v1/db/query', {
-      headers: { 'x-api-key': k },
-      body: { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id },
-    });
-    expect(ins.status).toBe(200);
-    const t0 = performance.now();
-    await own.running.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s
-    expect(performance.now() - t0).toBeLessThan(5000);
-    const again = await startServer(engine, { db: own.db });
-    try {
-      expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
-    } finally {
-      await again.stop();
-      await own.db.drop();
-    }
-  }, 40_000);
-
-  test('once the stop begins, a begin and a request on an open id answer 503 shutting_down; the transaction is rolled back', async () => {
+  /** An instance of its own with a table, a key for it, and an open transaction that inserted a row. */
+  async function openTransaction() {
     const own = await startServer(engine);
     await own.platform.db.exec('CREATE TABLE public.pending (id int)');
     const k = (
@@ -554,8 +525,31 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
       own.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
     const insert = (id: string) =>
       call('query', { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id });
-    const id = (await call('transaction/begin')).body.data.transaction_id;
+    const id: string = (await call('transaction/begin')).body.data.transaction_id;
     expect((await insert(id)).status).toBe(200);
+    /** After `own` stopped: an instance started on its database finds nothing committed. */
+    const expectNothingCommitted = async () => {
+      const again = await startServer(engine, { db: own.db });
+      try {
+        expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
+      } finally {
+        await again.stop();
+        await own.db.drop();
+      }
+    };
+    return { own, call, insert, id, expectNothingCommitted };
+  }
+
+  test('rolls it back first and stops well within web.shutdown_timeout_ms (other steps need the database)', async () => {
+    const { own, expectNothingCommitted } = await openTransaction();
+    const t0 = performance.now();
+    await own.running.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s
+    expect(performance.now() - t0).toBeLessThan(5000);
+    await expectNothingCommitted();
+  }, 40_000);
+
+  test('once the stop begins, a begin and a request on an open id answer 503 shutting_down; the transaction is rolled back', async () => {
+    const { own, call, insert, id } = await openTransaction();
     // What serve's stop does first, while the listener still answers.
     await own.platform.drain();
     expectError(await call('transaction/begin'), 503, 'shutting_down');
@@ -568,22 +562,7 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   }, 40_000);
 
   test('begins waiting behind it answer 503 shutting_down and open nothing; the stop does not wait for them', async () => {
-    const own = await startServer(engine);
-    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
-    const k = (
-      await own.platform.services.keys.create({
-        type: 'service',
-        service: 'sd',
-        permissions: ['db:query'],
-        tables: ['pending'],
-      })
-    ).key;
-    const call = (path: string, body: unknown = {}) =>
-      own.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
-    const id = (await call('transaction/begin')).body.data.transaction_id;
-    expect(
-      (await call('query', { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id })).status,
-    ).toBe(200);
+    const { own, call, expectNothingCommitted } = await openTransaction();
     // On the embedded engine these wait for the open transaction (it holds the database);
     // on external PostgreSQL they open at once and are rolled back with it.
     const waiting = [1, 2, 3].map(() => call('transaction/begin'));
@@ -595,12 +574,6 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
     for (const r of answers) {
       if (engine === 'embedded' || r.status !== 200) expectError(r, 503, 'shutting_down');
     }
-    const again = await startServer(engine, { db: own.db });
-    try {
-      expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
-    } finally {
-      await again.stop();
-      await own.db.drop();
-    }
+    await expectNothingCommitted();
   }, 40_000);
 });

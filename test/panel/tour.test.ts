@@ -49,6 +49,12 @@ const EXPECTED = (method: string, path: string, status: number) =>
   (method === 'PUT' && path === '/api/admin/settings/app.name' && status === 401) ||
   (method === 'POST' && path === '/api/admin/data/orders/import' && status === 400);
 
+/** The viewports of the screenshots: desktop, then phone. */
+const SIZES = [
+  [1280, 860],
+  [390, 844],
+] as const;
+
 const SCREENS: [string, string][] = [
   ['dashboard', '#/'],
   ['keys', '#/keys'],
@@ -461,10 +467,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
     ['mail-job', jobUrl.slice(jobUrl.indexOf('#'))],
     ['user', userUrl.slice(userUrl.indexOf('#'))],
   ];
-  for (const [width, height] of [
-    [1280, 860],
-    [390, 844],
-  ] as const) {
+  for (const [width, height] of SIZES) {
     await page.setViewportSize({ width, height });
     for (const scheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme: scheme });
@@ -544,10 +547,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await change.getByLabel('Repeat new password').fill(NEW_PASSWORD);
   await change.getByRole('button', { name: 'Change password' }).click();
   await change.locator('.field-error', { hasText: 'is wrong' }).waitFor();
-  for (const [width, height] of [
-    [1280, 860],
-    [390, 844],
-  ] as const) {
+  for (const [width, height] of SIZES) {
     await page.setViewportSize({ width, height });
     for (const scheme of ['light', 'dark'] as const) {
       await switchScheme(page, scheme);

@@ -13,7 +13,7 @@ export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
   p.services.mail = createMailService(p);
   p.services.auth = await createAuthService(p);
-  p.services.database = createDatabaseService(p);
+  p.services.database = await createDatabaseService(p);
   p.services.extensions = createExtensionRegistry(p);
   p.services.admin = createAdminService(p);
 }

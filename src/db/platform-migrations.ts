@@ -11,6 +11,7 @@ import m050 from './migrations/050_extensions.sql' with { type: 'text' };
 import m060 from './migrations/060_users_email_nfkc.sql' with { type: 'text' };
 import m070 from './migrations/070_admin.sql' with { type: 'text' };
 import m080 from './migrations/080_mail_keys_on_jobs.sql' with { type: 'text' };
+import m100 from './migrations/100_user_roles.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
   { name: '001_core', sql: m001 },
@@ -22,4 +23,5 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '060_users_email_nfkc', sql: m060 },
   { name: '070_admin', sql: m070 },
   { name: '080_mail_keys_on_jobs', sql: m080 },
+  { name: '100_user_roles', sql: m100 },
 ];

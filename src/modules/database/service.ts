@@ -15,6 +15,7 @@ import { TransactionRegistry } from './transaction-registry';
 import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
+import { checkIdentitySupport } from './identity';
 
 declare module '../../platform' {
   interface Services {
@@ -30,6 +31,8 @@ export class DatabaseService {
     private readonly p: Platform,
     /** Connection used for API statements (its own pool on external Postgres, see api-pool.ts). */
     private readonly apiDb: () => Promise<Db>,
+    /** Whether statements can run as basalt_user / basalt_anon (identity.ts, checkIdentitySupport). */
+    readonly identities: boolean,
   ) {
     const schema = p.settings.get<string>('database.data_schema');
     if (isPlatformSchema(schema))
@@ -150,10 +153,20 @@ export class DatabaseService {
   }
 }
 
-/** Create the service; the API pool opens on first use. */
-export function createDatabaseService(p: Platform): DatabaseService {
+/**
+ * Create the service; the API pool opens on first use. Start-up checks that the
+ * platform's role can run statements as users and anon (identity.ts); when it cannot,
+ * users' own data stays off with one warning, and the Database API answers users and
+ * anon exactly as it did before the feature (docs/database.md).
+ */
+export async function createDatabaseService(p: Platform): Promise<DatabaseService> {
   const pool = openApiPool(p);
-  const svc = new DatabaseService(p, pool.get);
+  const support = await checkIdentitySupport(p.db);
+  if (!support.ok)
+    p.log.warn(
+      `users' own data is off: ${support.reason}; see docs/database.md, "The platform's role on a managed server"`,
+    );
+  const svc = new DatabaseService(p, pool.get, support.ok);
   // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions).
   p.services.keys?.onRevoke((keyId) => svc.transactions.rollbackKey(keyId));
   // Open API transactions end first, as soon as a stop begins: on the embedded engine they

@@ -1,0 +1,104 @@
+/**
+ * The one way to run statements as a site user or as an anonymous caller
+ * (docs/database.md, "Users' own data"). Everything that must see rows as a user sees
+ * them — the Database API, realtime's visibility checks, the panel's "try as a user" —
+ * goes through `asIdentity` (a transaction of its own) or `assumeIdentity` (a
+ * transaction already open, e.g. one of the Database API's transactions).
+ *
+ * How: inside the transaction, one statement sets `basalt.uid`, `basalt.role` and
+ * `basalt.jwt` (read by `basalt.uid()`, `basalt.role()`, `basalt.jwt()`) and the role
+ * (`basalt_user` or `basalt_anon`), all with `set_config(…, true)`: the transaction-local
+ * form of `SET LOCAL`, which takes bind parameters. All four end with the transaction, so
+ * no later statement on the same pooled connection, or on the embedded engine's single
+ * session, can see them; and on the embedded engine an open transaction holds the
+ * database, so nothing else runs in between.
+ *
+ * @example
+ * const rows = await asIdentity(db, userIdentity(user.userId, claims), (q) =>
+ *   q.query('SELECT id FROM notes WHERE id = $1', [noteId]),
+ * );
+ */
+import type { Db, Queryable } from '../../db/engine';
+
+/** Who a statement runs as: a signed-in site user, or nobody signed in. */
+export interface Identity {
+  role: 'user' | 'anon';
+  /** The user's id; null for anon. */
+  uid: string | null;
+  /** The verified access-token claims `basalt.jwt()` returns (at least sub, sid, email, email_verified); {} for anon. */
+  claims: Record<string, unknown>;
+}
+
+/** The PostgreSQL role of each identity. */
+export const DB_ROLES = { user: 'basalt_user', anon: 'basalt_anon' } as const;
+
+export const ANON: Identity = Object.freeze({ role: 'anon', uid: null, claims: Object.freeze({}) }) as Identity;
+
+export function userIdentity(uid: string, claims: Record<string, unknown>): Identity {
+  return { role: 'user', uid, claims };
+}
+
+const ASSUME_SQL =
+  "SELECT set_config('basalt.uid', $1, true), set_config('basalt.role', $2, true), " +
+  "set_config('basalt.jwt', $3, true), set_config('role', $4, true)";
+
+/**
+ * Inside an open transaction: run the rest of it as `id`. Lasts until the transaction
+ * ends (commit or rollback); never call it outside one (it would then last for the
+ * session, which Postgres refuses to scope: `set_config(…, true)` outside a transaction
+ * block is a no-op with a warning).
+ */
+export async function assumeIdentity(tx: Queryable, id: Identity): Promise<void> {
+  await tx.query(ASSUME_SQL, [id.uid ?? '', id.role, JSON.stringify(id.claims), DB_ROLES[id.role]]);
+}
+
+/** Run `fn` in a transaction of its own as `id`: committed when it returns, rolled back when it throws. */
+export function asIdentity<R>(db: Db, id: Identity, fn: (q: Queryable) => Promise<R>): Promise<R> {
+  return db.transaction(async (tx) => {
+    await assumeIdentity(tx, id);
+    return fn(tx);
+  });
+}
+
+/** What start-up found: whether the platform's role can run statements as users and anon. */
+export type IdentitySupport = { ok: true } | { ok: false; reason: string };
+
+/**
+ * Start-up check (docs/database.md, "The platform's role on a managed server"): both
+ * roles exist, the platform's role may switch to each, and each may use schema basalt
+ * (granted here when missing: roles an operator created after the platform migration ran).
+ * Tried for real, in a transaction that is rolled back.
+ */
+export async function checkIdentitySupport(db: Db): Promise<IdentitySupport> {
+  const found = await db.query<{ rolname: string; usage: boolean }>(
+    `SELECT rolname, has_schema_privilege(oid, 'basalt', 'USAGE') AS usage
+       FROM pg_catalog.pg_roles WHERE rolname IN ('basalt_anon', 'basalt_user')`,
+  );
+  const missing = Object.values(DB_ROLES).filter((r) => !found.rows.some((f) => f.rolname === r));
+  if (missing.length) return { ok: false, reason: `role ${missing.join(' and ')} does not exist` };
+  if (found.rows.some((r) => !r.usage)) {
+    try {
+      await db.exec('GRANT USAGE ON SCHEMA basalt TO basalt_anon, basalt_user');
+    } catch {
+      return {
+        ok: false,
+        reason: 'the platform role may not grant USAGE on schema basalt to basalt_anon, basalt_user',
+      };
+    }
+  }
+  for (const role of ['anon', 'user'] as const) {
+    try {
+      await db.transaction(async (tx) => {
+        await assumeIdentity(tx, role === 'anon' ? ANON : userIdentity(crypto.randomUUID(), {}));
+        await tx.query('SELECT basalt.uid(), basalt.role(), basalt.jwt()');
+        throw ROLLBACK;
+      });
+    } catch (e) {
+      if (e !== ROLLBACK)
+        return { ok: false, reason: `the platform role may not run as ${DB_ROLES[role]} (${(e as Error).message})` };
+    }
+  }
+  return { ok: true };
+}
+
+const ROLLBACK = Symbol('rollback');

@@ -1,0 +1,180 @@
+/**
+ * The roles and functions of users' own data (platform migration 100) and the one way to
+ * run statements as an identity (src/modules/database/identity.ts), on both engines.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { ADMIN_URL, ENGINES, freshDb, type FreshDb } from '../helpers/engines';
+import { openDb } from '../../src/db/open';
+import { migratePlatform } from '../../src/db/migrate';
+import { PgError, type Db } from '../../src/db/engine';
+import {
+  ANON,
+  asIdentity,
+  assumeIdentity,
+  checkIdentitySupport,
+  userIdentity,
+} from '../../src/modules/database/identity';
+
+const ALICE = '6f1c1f36-58d5-4bc6-b1a4-7a9f6b5a1c11';
+const BOB = '0b3f5a2e-9d4c-4e71-8a55-3c2d1e0f9a88';
+
+describe.each(ENGINES)('identities on %s', (engine) => {
+  let f: FreshDb;
+  let db: Db;
+  beforeAll(async () => {
+    f = await freshDb(engine);
+    db = await openDb({ url: f.url, dataDir: f.dataDir, poolMax: 4 });
+    await migratePlatform(db);
+    await db.exec(`
+      CREATE TABLE notes (id serial PRIMARY KEY, owner_id uuid NOT NULL DEFAULT basalt.uid(), body text NOT NULL);
+      ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+      GRANT SELECT, INSERT ON notes TO basalt_user;
+      GRANT USAGE ON SEQUENCE notes_id_seq TO basalt_user;
+      CREATE POLICY own ON notes FOR ALL TO basalt_user USING (owner_id = basalt.uid()) WITH CHECK (owner_id = basalt.uid());
+      INSERT INTO notes (owner_id, body) VALUES ('${ALICE}', 'alice 1'), ('${BOB}', 'bob 1');`);
+  });
+  afterAll(async () => {
+    await db.close();
+    await f.drop();
+  });
+
+  test('roles are NOLOGIN and the platform role can run as both', async () => {
+    const roles = await db.query<{ rolname: string; rolcanlogin: boolean }>(
+      "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname IN ('basalt_anon', 'basalt_user') ORDER BY rolname",
+    );
+    expect(roles.rows).toEqual([
+      { rolname: 'basalt_anon', rolcanlogin: false },
+      { rolname: 'basalt_user', rolcanlogin: false },
+    ]);
+    expect(await checkIdentitySupport(db)).toEqual({ ok: true });
+  });
+
+  test('the functions read the identity of the transaction, and nothing outside it', async () => {
+    const claims = { sub: ALICE, sid: 'sess', email: 'a@example.com', email_verified: true };
+    const r = await asIdentity(db, userIdentity(ALICE, claims), (q) =>
+      q.query<{ uid: string; role: string; jwt: unknown; who: string }>(
+        'SELECT basalt.uid() AS uid, basalt.role() AS role, basalt.jwt() AS jwt, current_user AS who',
+      ),
+    );
+    expect(r.rows[0]).toEqual({ uid: ALICE, role: 'user', jwt: claims, who: 'basalt_user' });
+    const a = await asIdentity(db, ANON, (q) =>
+      q.query('SELECT basalt.uid() AS uid, basalt.role() AS role, basalt.jwt() AS jwt, current_user AS who'),
+    );
+    expect(a.rows[0]).toEqual({ uid: null, role: 'anon', jwt: {}, who: 'basalt_anon' });
+    // After the transaction, on every connection of the pool: the platform's own role, no identity.
+    const after = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        db.query<{ uid: string | null; role: string | null; jwt: unknown; who: string }>(
+          'SELECT basalt.uid() AS uid, basalt.role() AS role, basalt.jwt() AS jwt, current_user AS who',
+        ),
+      ),
+    );
+    for (const x of after) expect(x.rows[0]).toEqual({ uid: null, role: null, jwt: {}, who: 'postgres' });
+  });
+
+  test('policies see the identity: own rows only, defaults and WITH CHECK use it', async () => {
+    const rows = await asIdentity(db, userIdentity(BOB, {}), async (q) => {
+      await q.query("INSERT INTO notes (body) VALUES ('bob 2')");
+      return (await q.query<{ body: string }>('SELECT body FROM notes ORDER BY id')).rows.map((x) => x.body);
+    });
+    expect(rows).toEqual(['bob 1', 'bob 2']);
+    const refused = await asIdentity(db, userIdentity(BOB, {}), (q) =>
+      q.query('INSERT INTO notes (owner_id, body) VALUES ($1, $2)', [ALICE, 'forged']),
+    ).catch((e) => e);
+    expect(refused).toBeInstanceOf(PgError);
+    expect((refused as PgError).code).toBe('42501');
+    expect((await db.query("SELECT 1 FROM notes WHERE body = 'forged'")).rowCount).toBe(0);
+  });
+
+  test('identities of concurrent transactions never cross', async () => {
+    const seen = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => {
+        const uid = i % 2 ? ALICE : BOB;
+        return asIdentity(db, userIdentity(uid, { sub: uid }), async (q) => {
+          const r = await q.query<{ uid: string; sub: string; owners: string[] }>(
+            "SELECT basalt.uid() AS uid, basalt.jwt()->>'sub' AS sub, array(SELECT DISTINCT owner_id::text FROM notes) AS owners",
+          );
+          return { uid, got: r.rows[0]! };
+        });
+      }),
+    );
+    for (const { uid, got } of seen) expect(got).toEqual({ uid, sub: uid, owners: [uid] });
+  });
+
+  test('nothing of the platform schema but the three functions is reachable', async () => {
+    for (const sql of [
+      'SELECT * FROM basalt.settings',
+      'SELECT * FROM basalt.users',
+      'SELECT * FROM basalt.api_keys',
+      'SELECT * FROM basalt.platform_migrations',
+    ]) {
+      const e = await asIdentity(db, userIdentity(ALICE, {}), (q) => q.query(sql)).catch((x) => x);
+      expect(e).toBeInstanceOf(PgError);
+      expect((e as PgError).code).toBe('42501');
+    }
+    const fns = await db.query<{ name: string }>(
+      `SELECT p.proname AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'basalt' AND has_function_privilege('basalt_user', p.oid, 'EXECUTE') ORDER BY 1`,
+    );
+    expect(fns.rows.map((r) => r.name)).toEqual(['jwt', 'role', 'uid']);
+  });
+
+  test('assumeIdentity inside an open transaction lasts until it ends', async () => {
+    const tx = await db.begin();
+    await assumeIdentity(tx, userIdentity(ALICE, {}));
+    expect((await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n).toBe(1);
+    await tx.rollback();
+    expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n).toBe(3);
+  });
+});
+
+describe.skipIf(!ADMIN_URL)('roles are cluster-wide (external PostgreSQL)', () => {
+  test('several databases migrate at once; the roles are made once and shared', async () => {
+    const dbs = await Promise.all([0, 1, 2].map(() => freshDb('external')));
+    try {
+      const opened = await Promise.all(dbs.map((d) => openDb({ url: d.url, dataDir: d.dataDir, poolMax: 2 })));
+      try {
+        await Promise.all(opened.map((d) => migratePlatform(d)));
+        for (const d of opened) expect(await checkIdentitySupport(d)).toEqual({ ok: true });
+      } finally {
+        await Promise.all(opened.map((d) => d.close()));
+      }
+    } finally {
+      await Promise.all(dbs.map((d) => d.drop()));
+    }
+  });
+
+  test('a platform role that may not switch to the roles is reported, not a failed start', async () => {
+    const f = await freshDb('external');
+    const role = `basalt_test_plain_${crypto.randomUUID().slice(0, 8)}`;
+    const admin = postgres(f.url, { max: 1, onnotice: () => {} });
+    try {
+      await admin.unsafe(
+        `CREATE ROLE ${role} LOGIN PASSWORD 'pw'; GRANT ALL ON DATABASE ${new URL(f.url).pathname.slice(1)} TO ${role}; GRANT CREATE ON SCHEMA public TO ${role}`,
+      );
+      const u = new URL(f.url);
+      u.username = role;
+      u.password = 'pw';
+      const db = await openDb({ url: u.toString(), dataDir: f.dataDir, poolMax: 2 });
+      try {
+        await migratePlatform(db);
+        const s = await checkIdentitySupport(db);
+        expect(s.ok).toBe(false);
+        expect((s as { reason: string }).reason).toContain('may not run as basalt_anon');
+        // Granting the membership afterwards is all a managed server's operator has to do.
+        await admin.unsafe(`GRANT basalt_anon, basalt_user TO ${role}`);
+        expect(await checkIdentitySupport(db)).toEqual({ ok: true });
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await admin.unsafe(`DROP OWNED BY ${role}`).catch(() => {});
+      await admin.end();
+      await f.drop();
+      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await a.unsafe(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+      await a.end();
+    }
+  });
+});

@@ -18,6 +18,7 @@ import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
 import { mailRoutes } from './modules/mail/routes';
 import { databaseRoutes } from './modules/database/routes';
+import { realtimeRoutes } from './modules/realtime/routes';
 import { adminRoutes } from './modules/admin/routes';
 import { panelRoutes } from './modules/panel/routes';
 
@@ -71,6 +72,22 @@ export const routeList: readonly Area[] = [
       },
     },
     routes: databaseRoutes,
+  },
+  {
+    name: 'realtime',
+    prefix: '/api/v1/realtime',
+    listener: 'public',
+    envelope: 'A',
+    body: 'json',
+    gated: true,
+    noStore: true,
+    openapi: {
+      tag: {
+        name: 'Realtime',
+        description: 'Row changes and extension messages as server-sent events, resumable (format A errors).',
+      },
+    },
+    routes: realtimeRoutes,
   },
   {
     name: 'mail',

@@ -8,6 +8,7 @@ import { createAuthService } from './modules/auth/service';
 import { createDatabaseService } from './modules/database/service';
 import { createExtensionRegistry } from './extensions/registry';
 import { createAdminService } from './modules/admin/service';
+import { createRealtimeService } from './modules/realtime/service';
 
 export async function createServices(p: Platform): Promise<void> {
   p.services.keys = createKeyService(p);
@@ -16,4 +17,5 @@ export async function createServices(p: Platform): Promise<void> {
   p.services.database = await createDatabaseService(p);
   p.services.extensions = createExtensionRegistry(p);
   p.services.admin = createAdminService(p);
+  p.services.realtime = createRealtimeService(p);
 }

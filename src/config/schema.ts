@@ -232,6 +232,49 @@ export const SETTINGS: SettingDef[] = [
     max: 1000,
     description: 'Open transactions one API key may hold.',
   },
+  // realtime (docs/realtime.md)
+  {
+    key: 'realtime.retention_seconds',
+    kind: 'int',
+    default: 300,
+    min: 10,
+    max: 7 * 86_400,
+    description:
+      'How long change events are kept for resuming with Last-Event-ID; an older resume gets event: reset. Pruned in batches.',
+  },
+  {
+    key: 'realtime.max_connections',
+    kind: 'int',
+    default: 2000,
+    min: 1,
+    max: 1_000_000,
+    description: 'Realtime streams one instance serves at once (→ 429 too_many_connections beyond).',
+  },
+  {
+    key: 'realtime.max_connections_per_user',
+    kind: 'int',
+    default: 20,
+    min: 1,
+    max: 100_000,
+    description: 'Realtime streams one site user (or the anonymous public, counted per client address) holds on one instance.',
+  },
+  {
+    key: 'realtime.max_connections_per_key',
+    kind: 'int',
+    default: 200,
+    min: 1,
+    max: 100_000,
+    description: 'Realtime streams one service key holds on one instance.',
+  },
+  {
+    key: 'realtime.buffer_bytes',
+    kind: 'int',
+    default: 1024 * 1024,
+    min: 16 * 1024,
+    max: 256 * 1024 * 1024,
+    description:
+      'Bytes a stream may have waiting for a slow client; beyond it the stream is closed (the client resumes with Last-Event-ID).',
+  },
   // public auth
   {
     key: 'auth.jwt_secret',

@@ -12,6 +12,7 @@ import m060 from './migrations/060_users_email_nfkc.sql' with { type: 'text' };
 import m070 from './migrations/070_admin.sql' with { type: 'text' };
 import m080 from './migrations/080_mail_keys_on_jobs.sql' with { type: 'text' };
 import m100 from './migrations/100_user_roles.sql' with { type: 'text' };
+import m110 from './migrations/110_realtime.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
   { name: '001_core', sql: m001 },
@@ -24,4 +25,5 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '070_admin', sql: m070 },
   { name: '080_mail_keys_on_jobs', sql: m080 },
   { name: '100_user_roles', sql: m100 },
+  { name: '110_realtime', sql: m110 },
 ];

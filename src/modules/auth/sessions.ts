@@ -35,8 +35,18 @@ export class SessionStore {
   /** Bumped by every invalidation, so a lookup that raced with one is not cached. */
   private generation = 0;
   private unlisten?: () => Promise<void>;
+  private invalidateListeners = new Set<(key: string) => void>();
 
   constructor(private db: Db) {}
+
+  /**
+   * Call `fn` with every invalidation, from this instance or another: a session id, or
+   * `user:<id>` for all of a user's (realtime streams check their session again). Returns a remover.
+   */
+  onInvalidate(fn: (key: string) => void): () => void {
+    this.invalidateListeners.add(fn);
+    return () => this.invalidateListeners.delete(fn);
+  }
 
   async start(): Promise<void> {
     this.unlisten = await this.db.listen(CHANNEL, (payload) => this.forget(payload));
@@ -217,6 +227,7 @@ export class SessionStore {
 
   private forget(key: string): void {
     this.generation++;
+    for (const fn of this.invalidateListeners) fn(key);
     if (!key.startsWith('user:')) {
       this.cache.delete(key);
       return;

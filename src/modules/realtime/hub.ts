@@ -1,0 +1,175 @@
+/**
+ * The instance's realtime hub (docs/realtime.md, "Delivery"): the streams it serves, one
+ * reader of the outbox that feeds them all, and the replay of a resuming stream.
+ *
+ * The reader wakes on the stamp trigger's NOTIFY (delivered by the embedded engine to its
+ * own process too, and by external PostgreSQL to every instance), and every
+ * `POLL_MS` as a backstop for a lost notification; it reads events after the last id it
+ * delivered, in pages, and fans each page out (fanout.ts). A stream that resumes replays
+ * from the outbox on its own until it reaches the reader's position between two pages,
+ * then joins the live feed; ids at or below a stream's cursor are never sent twice.
+ */
+import type { Queryable } from '../../db/engine';
+import { eventsAfter, outboxHead, pruneOutbox } from './outbox';
+import { fanout, type FanoutDeps } from './fanout';
+import { frame, HEARTBEAT, type EndReason, type Stream } from './stream';
+
+const PAGE = 500;
+const POLL_MS = 2000;
+const HEARTBEAT_MS = 15_000;
+const PRUNE_MS = 30_000;
+const PRUNE_BATCH = 5000;
+
+export interface HubCounters {
+  connections: number;
+  sent: number;
+  droppedByRules: number;
+  resumes: number;
+  resets: number;
+  slow: number;
+}
+
+export interface HubDeps extends Omit<FanoutDeps, 'counters'> {
+  db: Queryable;
+  listen: (onWake: () => void) => Promise<() => Promise<void>>;
+  retentionSeconds: () => number;
+  onError: (msg: string, cause: unknown) => void;
+}
+
+export class Hub {
+  readonly streams = new Set<Stream>();
+  readonly counters: HubCounters = { connections: 0, sent: 0, droppedByRules: 0, resumes: 0, resets: 0, slow: 0 };
+  /** The last event id the live feed has delivered. */
+  position = 0;
+  private running?: Promise<void>;
+  private again = false;
+  private timers: ReturnType<typeof setInterval>[] = [];
+  private unlisten?: () => Promise<void>;
+  private stopped = false;
+  private readonly fanoutDeps: FanoutDeps;
+
+  constructor(private readonly deps: HubDeps) {
+    this.fanoutDeps = { ...deps, counters: this.counters };
+  }
+
+  async start(): Promise<void> {
+    this.position = (await outboxHead(this.deps.db)).head;
+    this.unlisten = await this.deps.listen(() => this.wake());
+    const every = (ms: number, fn: () => void) => {
+      const t = setInterval(fn, ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    every(POLL_MS, () => this.wake());
+    every(HEARTBEAT_MS, () => {
+      for (const s of this.streams) s.write(HEARTBEAT);
+    });
+    every(PRUNE_MS, () => void this.prune().catch((e) => this.deps.onError('realtime prune failed', e)));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    await this.unlisten?.().catch(() => {});
+    for (const s of [...this.streams]) s.end('shutdown');
+    await this.running?.catch(() => {});
+  }
+
+  /** Delete events past retention, in batches (every instance may; the deletes do not collide). */
+  async prune(): Promise<void> {
+    const keep = this.deps.retentionSeconds();
+    while ((await pruneOutbox(this.deps.db, keep, PRUNE_BATCH)) === PRUNE_BATCH && !this.stopped) {}
+  }
+
+  /** Run the reader now (or once more after the run in progress). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.read()
+      .catch((e) => this.deps.onError('realtime reader failed', e))
+      .finally(() => {
+        this.running = undefined;
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        }
+      });
+  }
+
+  /** Wait for the reader to be idle (tests, replays joining the live feed). */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private async read(): Promise<void> {
+    for (;;) {
+      if (!this.streams.size) {
+        // Nobody listens: skip ahead without reading rows.
+        this.position = Math.max(this.position, (await outboxHead(this.deps.db)).head);
+        return;
+      }
+      const events = await eventsAfter(this.deps.db, this.position, PAGE);
+      if (!events.length) return;
+      const live = [...this.streams].filter((s) => s.live);
+      await fanout(this.fanoutDeps, events, live);
+      this.position = events[events.length - 1]!.id;
+      if (events.length < PAGE) return;
+    }
+  }
+
+  add(s: Stream): void {
+    this.streams.add(s);
+    this.counters.connections++;
+  }
+
+  /** A stream ended, whatever the reason. */
+  removed(s: Stream, why: EndReason): void {
+    this.streams.delete(s);
+    if (why === 'slow') this.counters.slow++;
+  }
+
+  /**
+   * Start feeding a new stream. Without `lastEventId` it joins live at the reader's
+   * position. With one inside retention it replays what it missed, then joins; otherwise
+   * (pruned since, or not an id of this database) it gets `event: reset` with the
+   * current position as its id and joins live.
+   */
+  async attach(s: Stream, lastEventId: number | undefined): Promise<void> {
+    if (lastEventId === undefined) {
+      s.cursor = this.position;
+      s.live = true;
+      return;
+    }
+    const { head, prunedThrough } = await outboxHead(this.deps.db);
+    if (lastEventId < prunedThrough || lastEventId > head) {
+      this.counters.resets++;
+      s.cursor = this.position;
+      s.write(frame('reset', {}, this.position));
+      s.live = true;
+      return;
+    }
+    this.counters.resumes++;
+    s.cursor = lastEventId;
+    void this.replay(s).catch((e) => {
+      this.deps.onError('realtime replay failed', e);
+      s.end('error');
+    });
+  }
+
+  private async replay(s: Stream): Promise<void> {
+    while (!s.closed) {
+      // Join between two pages of the reader: the next page it reads starts after `position`.
+      if (s.cursor >= this.position && !this.running) {
+        s.live = true;
+        return;
+      }
+      const events = await eventsAfter(this.deps.db, s.cursor, PAGE);
+      if (events.length) await fanout(this.fanoutDeps, events, [s]);
+      else if (this.running) await this.running.catch(() => {});
+      else if (s.cursor < this.position) s.cursor = this.position; // nothing stamped in between
+    }
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * The outbox in SQL (src/db/migrations/110_realtime.sql, docs/realtime.md): events after an
+ * id, the retention prune and its high-water mark, which tables emit changes. No HTTP here.
+ */
+import type { Queryable } from '../../db/engine';
+
+/** The NOTIFY channel the commit-time stamp trigger signals on. */
+export const REALTIME_CHANNEL = 'basalt_realtime';
+
+/** One stamped outbox row: a row change or an extension's message. */
+export interface OutboxEvent {
+  id: number;
+  /** Row change: schema, table, action, primary key object (canonical jsonb text, as the trigger wrote it). */
+  schema: string | null;
+  table: string | null;
+  action: 'insert' | 'update' | 'delete' | null;
+  pk: string | null;
+  /** Extension message: channel, payload (JSON text), audience (user ids; null = every subscriber). */
+  channel: string | null;
+  payload: string | null;
+  audience: string[] | null;
+}
+
+interface Row {
+  id: string;
+  rel_schema: string | null;
+  rel_name: string | null;
+  action: OutboxEvent['action'];
+  pk: string | null;
+  channel: string | null;
+  payload: string | null;
+  audience: string[] | string | null;
+}
+
+/** Events with id > `after`, in id (commit) order, at most `limit`. */
+export async function eventsAfter(q: Queryable, after: number, limit: number): Promise<OutboxEvent[]> {
+  const { rows } = await q.query<Row>(
+    `SELECT id, rel_schema, rel_name, action, pk::text AS pk, channel, payload::text AS payload, audience::text[] AS audience
+       FROM basalt.realtime_outbox WHERE id > $1 ORDER BY id LIMIT $2`,
+    [after, limit],
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    schema: r.rel_schema,
+    table: r.rel_name,
+    action: r.action,
+    pk: r.pk,
+    channel: r.channel,
+    payload: r.payload,
+    audience: typeof r.audience === 'string' ? parseUuidArray(r.audience) : r.audience,
+  }));
+}
+
+function parseUuidArray(text: string): string[] {
+  return text.replace(/^\{|\}$/g, '').split(',').filter(Boolean);
+}
+
+/** The newest stamped id (0 when none) and the highest id retention has pruned. */
+export async function outboxHead(q: Queryable): Promise<{ head: number; prunedThrough: number }> {
+  const { rows } = await q.query<{ head: string | null; pruned: string }>(
+    `SELECT (SELECT max(id) FROM basalt.realtime_outbox) AS head,
+            (SELECT pruned_through FROM basalt.realtime_state) AS pruned`,
+  );
+  const prunedThrough = Number(rows[0]?.pruned ?? 0);
+  return { head: Math.max(Number(rows[0]?.head ?? 0), prunedThrough), prunedThrough };
+}
+
+/**
+ * Delete up to `batch` events older than `retentionSeconds` and raise the pruned mark to
+ * the highest id deleted, in one statement. Returns how many went; callers repeat while a
+ * whole batch went. Rows never stamped (their stamp trigger was disabled, e.g. by
+ * session_replication_role = replica) go too once twice as old.
+ */
+export async function pruneOutbox(q: Queryable, retentionSeconds: number, batch: number): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `WITH gone AS (
+       DELETE FROM basalt.realtime_outbox WHERE seq IN (
+         SELECT seq FROM basalt.realtime_outbox
+          WHERE created_at < now() - make_interval(secs => $1)
+            AND (id IS NOT NULL OR created_at < now() - make_interval(secs => 2 * $1))
+          ORDER BY seq LIMIT $2)
+       RETURNING id),
+     mark AS (
+       UPDATE basalt.realtime_state SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
+        WHERE (SELECT max(id) FROM gone) IS NOT NULL)
+     SELECT count(*) AS n FROM gone`,
+    [retentionSeconds, batch],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Tables of `schema` that emit changes (carry the basalt_realtime trigger). */
+export async function enabledTables(q: Queryable, schema: string): Promise<Set<string>> {
+  const { rows } = await q.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_catalog.pg_trigger g
+       JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid
+       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE g.tgname = 'basalt_realtime' AND n.nspname = $1`,
+    [schema],
+  );
+  return new Set(rows.map((r) => r.name));
+}
+
+/** Publish an extension's message on `channel` (inside `q`'s transaction when it is one). */
+export async function publishMessage(
+  q: Queryable,
+  channel: string,
+  payload: unknown,
+  audience: string[] | null,
+): Promise<void> {
+  await q.query(
+    'INSERT INTO basalt.realtime_outbox (channel, payload, audience) VALUES ($1, $2::jsonb, $3::text::uuid[])',
+    [channel, JSON.stringify(payload ?? null), audience ? `{${audience.join(',')}}` : null],
+  );
+}

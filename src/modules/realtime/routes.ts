@@ -1,0 +1,137 @@
+/**
+ * HTTP of realtime (docs/realtime.md): the event stream and its tickets, format A errors
+ * before a stream starts. Credentials as on the Database API: a service key (X-API-Key,
+ * db:query, its whitelist), a user's Bearer token, or nobody (anon); or a ticket in their
+ * place. Order: credentials (401), then each table (403, 401 for anon without
+ * credentials), then whether it emits changes (400), then the limits (429).
+ */
+import { Elysia } from 'elysia';
+import { rootOf, type AreaFacts } from '../../http/areas';
+import type { Platform } from '../../platform';
+import { guardInputs } from '../../guards';
+import { keyChecks, requirePermission, sendsApiKey } from '../../http/api-key-guard';
+import { bearerToken, sendsAuthorization } from '../../http/user-guard';
+import { requestInfo } from '../../http/request-info';
+import { successResponse } from '../../http/envelope';
+import { errorResponses, SuccessA } from '../../http/envelope-schemas';
+import { optionalJson } from '../../http/optional-json';
+import { RealtimeErrors } from './errors';
+import { ChangeEvent, ControlEvent, EmptyBody, MessageEvent, StreamQuery, TicketData } from './model';
+import { tokenExpiry, type Principal } from './principal';
+import { CHANNEL_NAME } from './service';
+
+const MAX_NAMES = 50;
+const security = [{ ApiKey: [] }, { Bearer: [] }];
+
+function names(field: string, raw: string | undefined, check?: RegExp): string[] {
+  if (!raw) return [];
+  const list = [...new Set(raw.split(',').map((s) => s.trim()))];
+  if (list.length > MAX_NAMES) throw RealtimeErrors.invalid(field, `at most ${MAX_NAMES} names`);
+  for (const n of list) {
+    if (!n || n.length > 200) throw RealtimeErrors.invalid(field, 'names are non-empty, comma-separated');
+    if (check && !check.test(n)) throw RealtimeErrors.invalid(field, `'${n}' is not <extension>:<name>`);
+  }
+  return list;
+}
+
+/** `Last-Event-ID`: a non-negative integer; anything else cannot be resumed (→ reset). */
+function lastEventId(request: Request): number | undefined {
+  const v = request.headers.get('last-event-id');
+  if (v === null || v.trim() === '') return undefined;
+  return /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : -1;
+}
+
+export function realtimeRoutes(p: Platform, area: AreaFacts) {
+  const inputs = guardInputs(p);
+  const keys = keyChecks(inputs);
+  const svc = () => p.services.realtime;
+
+  /** The caller of a request, by its headers, as the Database API admits callers. */
+  async function principalOf(request: Request): Promise<Principal> {
+    const ip = requestInfo(request).ip;
+    const key = sendsApiKey(request)
+      ? await keys.require(request, { publicPrefix: true })
+      : await keys.publicAccess(request);
+    if (sendsAuthorization(request)) {
+      const token = bearerToken(request);
+      const u = await inputs.authenticate(token);
+      return { kind: 'user', userId: u.userId, sessionId: u.sessionId, email: u.email, tokenExpiresAt: tokenExpiry(token!) };
+    }
+    if (key?.type === 'service') {
+      requirePermission(key, 'db:query');
+      return { kind: 'key', key };
+    }
+    return { kind: 'anon', ip, withKey: !!key };
+  }
+
+  return new Elysia({ name: 'basalt.realtime', prefix: rootOf(area) })
+    .get(
+      '',
+      async ({ query, request }) => {
+        const tables = names('tables', query.tables);
+        const channels = names('channels', query.channels, CHANNEL_NAME);
+        if (!tables.length && !channels.length)
+          throw RealtimeErrors.invalid('tables', 'name at least one table (or channel) to follow');
+        // A ticket stands for the headers EventSource cannot send; it was issued behind the access-mode gate.
+        const principal = query.ticket
+          ? await svc().spend(query.ticket, requestInfo(request).ip, true)
+          : await principalOf(request);
+        const stream = await svc().open(principal, { tables, channels, lastEventId: lastEventId(request) });
+        return new Response(stream.body, {
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-store',
+            'x-accel-buffering': 'no',
+          },
+        });
+      },
+      {
+        query: StreamQuery,
+        detail: {
+          tags: ['Realtime'],
+          summary: 'Follow row changes (server-sent events)',
+          description:
+            'text/event-stream of `event: change` (id increasing in commit order; data: RealtimeChange) for each change to the named tables the caller may see, ' +
+            "`event: message` (data: RealtimeMessage) for extensions' channels, `event: reset` when Last-Event-ID is past realtime.retention_seconds (reload, then continue), " +
+            '`event: expired` when the access token expires, `event: revoked` when the session, user or key ends; a comment line every 15 s. ' +
+            'Send Last-Event-ID to resume (EventSource does). Credentials as on the Database API, or ?ticket= (POST /api/v1/realtime/ticket) for EventSource. ' +
+            'Refused before the stream starts: 401 (no or bad credentials; anon for a table not granted to basalt_anon), 403 (a table outside the whitelist or grants), ' +
+            '400 realtime_not_enabled (a table that emits no changes: basalt.realtime_enable), 429 too_many_connections (realtime.max_connections*).',
+          'x-codes': {
+            400: ['realtime_not_enabled'],
+            401: ['unauthorized', 'invalid_ticket', 'token_expired', 'session_revoked'],
+            403: ['forbidden', 'account_disabled'],
+            429: ['too_many_connections'],
+          },
+          responses: {
+            200: {
+              description: 'The event stream. Each event is `id:`, `event:` and one `data:` line of JSON.',
+              content: {
+                'text/event-stream': {
+                  schema: { oneOf: [ChangeEvent, MessageEvent, ControlEvent] },
+                },
+              },
+            },
+          },
+          security,
+        },
+      },
+    )
+    .post(
+      '/ticket',
+      async ({ request }) => successResponse(request, await svc().ticket(await principalOf(request))),
+      {
+        parse: optionalJson,
+        body: EmptyBody,
+        response: { 200: SuccessA(TicketData), ...errorResponses('A', 400, 401, 403) },
+        detail: {
+          tags: ['Realtime'],
+          summary: 'A one-time ticket for EventSource',
+          description:
+            'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored.',
+          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'] },
+          security,
+        },
+      },
+    );
+}

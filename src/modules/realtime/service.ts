@@ -1,0 +1,220 @@
+/**
+ * Realtime (docs/realtime.md): who may open which stream, the instance's hub, tickets,
+ * the end of streams whose credentials end, and extensions' messages. No HTTP here:
+ * routes.ts resolves the caller and hands over plain values.
+ */
+import type { Platform } from '../../platform';
+import type { Queryable } from '../../db/engine';
+import { RealtimeErrors } from './errors';
+import { Hub } from './hub';
+import { enabledTables, publishMessage, REALTIME_CHANNEL } from './outbox';
+import { identityKey, identityOf, limitKey, type Identity, type Principal } from './principal';
+import { RowReader, type AsIdentity } from './rows';
+import { Stream, frame, type EndReason } from './stream';
+import { holderOf, issueTicket, spendTicket } from './tickets';
+
+declare module '../../platform' {
+  interface Services {
+    realtime: RealtimeService;
+  }
+}
+
+/** A channel of an extension: `<extension>:<name>`. */
+export const CHANNEL_NAME = /^[a-z0-9][a-z0-9-]*:[A-Za-z0-9_.-]{1,100}$/;
+
+export interface OpenRequest {
+  tables: string[];
+  channels: string[];
+  lastEventId?: number;
+}
+
+export class RealtimeService {
+  readonly hub: Hub;
+  readonly rows: RowReader;
+  private readonly schema: string;
+  private perPrincipal = new Map<string, number>();
+
+  constructor(
+    private readonly p: Platform,
+    asIdentity: AsIdentity,
+  ) {
+    this.schema = p.settings.get<string>('database.data_schema');
+    this.rows = new RowReader(this.schema, p.db, asIdentity);
+    this.hub = new Hub({
+      db: p.db,
+      schema: this.schema,
+      reader: this.rows,
+      table: async (name) => {
+        const { snap, table } = await p.services.database.catalog.table(name);
+        return { table, loadedAt: snap.loadedAt };
+      },
+      listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
+      retentionSeconds: () => p.settings.get<number>('realtime.retention_seconds'),
+      onError: (msg, cause) => p.log.warn(msg, { cause }),
+    });
+  }
+
+  /**
+   * Check every table and channel before anything streams: a table the caller may not
+   * read → 403 (401 for anon without credentials), named; one that emits no changes → 400.
+   */
+  private async check(principal: Principal, req: OpenRequest): Promise<void> {
+    const identity = identityOf(principal);
+    const catalog = this.p.services.database.catalog;
+    const refuse = (t: string) =>
+      principal.kind === 'anon' && !principal.withKey ? RealtimeErrors.unauthorized(t) : RealtimeErrors.forbidden(t);
+    for (const t of req.tables) {
+      if (principal.kind === 'key') {
+        if (!principal.key.tables.includes(t)) throw refuse(t);
+        continue;
+      }
+      const { snap, table } = await catalog.table(t);
+      if (!table || !(await this.rows.mayRead(identity, table, snap.loadedAt))) throw refuse(t);
+    }
+    if (!req.tables.length) return;
+    const enabled = await enabledTables(this.p.db, this.schema);
+    for (const t of req.tables) if (!enabled.has(t)) throw RealtimeErrors.notEnabled(t);
+  }
+
+  /** Open a stream for `principal`, or throw the refusal. The stream is fed from now on. */
+  async open(principal: Principal, req: OpenRequest): Promise<Stream> {
+    await this.check(principal, req);
+    const total = this.p.settings.get<number>('realtime.max_connections');
+    if (this.hub.streams.size >= total) throw RealtimeErrors.tooMany(`at most ${total} on this instance`);
+    const limit = limitKey(principal);
+    const max = this.p.settings.get<number>(limit.setting);
+    const held = this.perPrincipal.get(limit.key) ?? 0;
+    if (held >= max) throw RealtimeErrors.tooMany(`at most ${max} per ${principal.kind === 'key' ? 'key' : 'user'}`);
+    this.perPrincipal.set(limit.key, held + 1);
+    const identity: Identity = identityOf(principal);
+    const stream = new Stream(
+      principal,
+      identity,
+      identityKey(identity),
+      new Set(req.tables),
+      new Set(req.channels),
+      this.p.settings.get<number>('realtime.buffer_bytes'),
+      (s, why) => this.ended(s, why, limit.key),
+    );
+    this.hub.add(stream);
+    if (principal.kind === 'user') stream.expireAt(principal.tokenExpiresAt);
+    try {
+      await this.hub.attach(stream, req.lastEventId);
+    } catch (e) {
+      stream.end('error');
+      throw e;
+    }
+    return stream;
+  }
+
+  private ended(s: Stream, why: EndReason, limit: string): void {
+    this.hub.removed(s, why);
+    const n = (this.perPrincipal.get(limit) ?? 1) - 1;
+    if (n > 0) this.perPrincipal.set(limit, n);
+    else this.perPrincipal.delete(limit);
+  }
+
+  async ticket(principal: Principal): Promise<{ ticket: string; expires_at: string }> {
+    return issueTicket(this.p.db, holderOf(principal));
+  }
+
+  /**
+   * The principal of a ticket, spent now, checked again as its credentials would be: the
+   * key still active, the session still live.
+   */
+  async spend(ticket: string, ip: string, withKey: boolean): Promise<Principal> {
+    const h = await spendTicket(this.p.db, ticket);
+    if (!h) throw RealtimeErrors.invalidTicket();
+    if (h.kind === 'anon') return { kind: 'anon', ip, withKey };
+    if (h.kind === 'key') {
+      const k = await this.p.services.keys.get(h.keyId);
+      if (!k || k.status !== 'active') throw RealtimeErrors.invalidTicket();
+      return { kind: 'key', key: { id: k.id, tables: k.tables } };
+    }
+    const sessions = this.p.services.auth.sessions;
+    const state = await sessions.load(h.sessionId);
+    if (!state || state.problem || state.userId !== h.userId || h.tokenExpiresAt <= Date.now())
+      throw RealtimeErrors.invalidTicket();
+    return {
+      kind: 'user',
+      userId: h.userId,
+      sessionId: h.sessionId,
+      email: state.email,
+      tokenExpiresAt: h.tokenExpiresAt,
+    };
+  }
+
+  /** A key was revoked (here or on another instance): its streams end at once. */
+  keyRevoked(keyId: string): void {
+    for (const s of this.hub.streams)
+      if (s.principal.kind === 'key' && s.principal.key.id === keyId)
+        s.end('revoked', frame('revoked', { reason: 'key_revoked' }));
+  }
+
+  /**
+   * Sessions changed (a session id, or `user:<id>` for all of a user's): the streams
+   * concerned check their session again and end when it is revoked or the user disabled.
+   */
+  async sessionsChanged(key: string): Promise<void> {
+    const userId = key.startsWith('user:') ? key.slice(5) : undefined;
+    const concerned = [...this.hub.streams].filter(
+      (s) =>
+        s.principal.kind === 'user' && (userId ? s.principal.userId === userId : s.principal.sessionId === key),
+    );
+    const sessions = this.p.services.auth.sessions;
+    for (const s of concerned) {
+      if (s.principal.kind !== 'user') continue;
+      const state = await sessions.load(s.principal.sessionId);
+      if (!state || state.problem)
+        s.end('revoked', frame('revoked', { reason: state?.problem === 'disabled' ? 'account_disabled' : 'session_revoked' }));
+    }
+  }
+
+  /** Publish an extension's message (docs/extensions.md, `ctx.realtime.publish`). */
+  async publish(channel: string, data: unknown, opts: { users?: string[]; tx?: Queryable } = {}): Promise<void> {
+    await publishMessage(opts.tx ?? this.p.db, channel, data, opts.users ?? null);
+  }
+
+  /** Counters for /metrics (docs/operations.md, Metrics). */
+  metrics(): { gauges: Record<string, number>; counters: Record<string, number> } {
+    const c = this.hub.counters;
+    return {
+      gauges: { basalt_realtime_connections: this.hub.streams.size },
+      counters: {
+        basalt_realtime_connections_total: c.connections,
+        basalt_realtime_events_sent_total: c.sent,
+        basalt_realtime_events_dropped_by_rules_total: c.droppedByRules,
+        basalt_realtime_resumes_total: c.resumes,
+        basalt_realtime_resets_total: c.resets,
+        basalt_realtime_slow_disconnects_total: c.slow,
+      },
+    };
+  }
+}
+
+/**
+ * Statements as a user or anon: inside a transaction, the identity set locally and the
+ * role switched locally, so nothing outlives the statement's transaction.
+ */
+function asIdentityOn(p: Platform): AsIdentity {
+  return (identity, fn) =>
+    p.db.transaction(async (tx) => {
+      const claims =
+        identity.kind === 'user' ? JSON.stringify({ sub: identity.userId, email: identity.email }) : '{}';
+      await tx.query(
+        "SELECT set_config('basalt.uid', $1, true), set_config('basalt.role', $2, true), set_config('basalt.jwt', $3, true)",
+        [identity.kind === 'user' ? identity.userId : '', identity.kind, claims],
+      );
+      await tx.query(identity.kind === 'user' ? 'SET LOCAL ROLE basalt_user' : 'SET LOCAL ROLE basalt_anon');
+      return fn(tx);
+    });
+}
+
+/** Create the service; the hub starts with `start()` (serve), never in one-shot commands. */
+export function createRealtimeService(p: Platform): RealtimeService {
+  const svc = new RealtimeService(p, asIdentityOn(p));
+  p.services.keys.onRevoke((id) => svc.keyRevoked(id));
+  p.services.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
+  p.onShutdown(() => svc.hub.stop(), { drain: true });
+  return svc;
+}

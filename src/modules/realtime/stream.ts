@@ -1,0 +1,101 @@
+/**
+ * One server-sent event stream (docs/realtime.md). Frames are queued on a byte-counted
+ * ReadableStream: the listener pulls from it only as fast as the client's socket takes
+ * them, so what waits here is exactly what the client has not read. Beyond
+ * realtime.buffer_bytes the stream is cut (its queue dropped with it); the client
+ * reconnects with Last-Event-ID and replays from the outbox instead of from our memory.
+ */
+import type { Identity, Principal } from './principal';
+
+const encoder = new TextEncoder();
+
+/** One SSE frame as bytes; shared by every stream it goes to. */
+export function frame(event: string, data: unknown, id?: number): Uint8Array {
+  const head = id === undefined ? '' : `id: ${id}\n`;
+  return encoder.encode(`${head}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+}
+
+export const HEARTBEAT = encoder.encode(': keep-alive\n\n');
+
+export type EndReason = 'client' | 'slow' | 'expired' | 'revoked' | 'shutdown' | 'error';
+
+export class Stream {
+  readonly id = crypto.randomUUID();
+  /** The last event id this stream has been given (or skipped as not its own). */
+  cursor = 0;
+  /** Fed by the instance's reader; false while replaying from the outbox. */
+  live = false;
+  closed = false;
+  private controller!: ReadableStreamDefaultController<Uint8Array>;
+  readonly body: ReadableStream<Uint8Array>;
+  private timer?: ReturnType<typeof setTimeout>;
+
+  constructor(
+    readonly principal: Principal,
+    readonly identity: Identity,
+    readonly identityKey: string,
+    readonly tables: ReadonlySet<string>,
+    readonly channels: ReadonlySet<string>,
+    private readonly limitBytes: number,
+    private readonly onEnd: (s: Stream, why: EndReason) => void,
+  ) {
+    this.body = new ReadableStream<Uint8Array>(
+      {
+        start: (c) => {
+          this.controller = c;
+        },
+        cancel: () => this.end('client'),
+      },
+      { highWaterMark: limitBytes, size: (chunk) => chunk.byteLength },
+    );
+  }
+
+  /** Bytes queued for a client that has not read them yet. */
+  get queued(): number {
+    return this.limitBytes - (this.controller.desiredSize ?? 0);
+  }
+
+  /** Queue a frame; false when the stream is closed or was just cut for being too slow. */
+  write(chunk: Uint8Array): boolean {
+    if (this.closed) return false;
+    this.controller.enqueue(chunk);
+    if ((this.controller.desiredSize ?? 0) < 0) {
+      this.end('slow');
+      return false;
+    }
+    return true;
+  }
+
+  /** An event of the outbox: sent when newer than the cursor (a replay and the live feed may overlap). */
+  deliver(id: number, chunk: Uint8Array | null): boolean {
+    if (id <= this.cursor) return !this.closed;
+    this.cursor = id;
+    return chunk ? this.write(chunk) : !this.closed;
+  }
+
+  /** End the stream when the access token expires: `event: expired` first. */
+  expireAt(ms: number): void {
+    const wait = Math.max(0, ms - Date.now());
+    this.timer = setTimeout(() => this.end('expired', frame('expired', {})), Math.min(wait, 2_147_000_000));
+  }
+
+  /**
+   * Close: a last frame is flushed after what is queued; a slow client's queue is
+   * dropped with its connection (error() discards the queue, close() would keep it).
+   */
+  end(why: EndReason, last?: Uint8Array): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    try {
+      if (why === 'slow' || why === 'client') this.controller.error(new Error(`stream ended: ${why}`));
+      else {
+        if (last) this.controller.enqueue(last);
+        this.controller.close();
+      }
+    } catch {
+      // already closed by the client
+    }
+    this.onEnd(this, why);
+  }
+}

@@ -104,6 +104,8 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   recordMainPort(p, main.port!);
   // The mail worker delivers in every process that serves HTTP, never in one-shot commands (docs/mail.md).
   void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
+  // The realtime reader feeds this instance's streams (docs/realtime.md).
+  void p.services.realtime.start().catch((e) => p.log.error('realtime reader failed to start', { cause: e }));
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
   let admin: AdminTasks;
   try {

@@ -91,6 +91,9 @@ export default defineExtension({
               'The contact form cannot deliver messages right now; the operator must check ext.contact-form.to and the contact_form_message template.',
             );
           }
+          // A live "new message" signal for dashboards (docs/realtime.md, channels): who wrote
+          // what stays in the mail; every follower of contact-form:submissions may see this.
+          await ctx.realtime.publish('submissions', { received_at: new Date().toISOString() });
         }
         const redirect = ctx.settings.get<string>('redirect_url');
         const isForm = !(request.headers.get('content-type') ?? '').toLowerCase().includes('json');

@@ -256,7 +256,8 @@ export const SETTINGS: SettingDef[] = [
     default: 20,
     min: 1,
     max: 100_000,
-    description: 'Realtime streams one site user (or the anonymous public, counted per client address) holds on one instance.',
+    description:
+      'Realtime streams one site user (or the anonymous public, counted per client address) holds on one instance.',
   },
   {
     key: 'realtime.max_connections_per_key',

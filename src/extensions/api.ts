@@ -4,7 +4,7 @@
  * extension folder needs no node_modules of its own.
  */
 export { defineExtension, type ExtensionDefinition, type ExtensionSettingDef } from './define';
-export type { ExtensionContext, ExtensionDb } from './context';
+export type { ExtensionContext, ExtensionDb, ExtensionRealtime } from './context';
 export type { ExtensionMail } from './mail';
 export type { MailMessage, TemplateInput } from '../modules/mail/service';
 export type { ExtensionSettings } from './settings-store';

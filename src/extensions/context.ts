@@ -26,6 +26,7 @@ import {
 } from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
 import { envelopeB, envelopeC } from './schemas';
+import { isUuid } from '../util/uuid';
 
 /** The core prefixes an extension may own: the areas of the route list marked `claimable` (src/app.ts; docs/extensions.md). */
 export function claimablePrefixes(areas: Areas): string[] {
@@ -43,6 +44,12 @@ export interface ExtensionDb extends Queryable {
   /** Run `fn` in a transaction; commit on success, roll back on throw. */
   transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R>;
 }
+
+export interface ExtensionRealtime {
+  publish(channel: string, data: unknown, opts?: { users?: string[]; tx?: Queryable }): Promise<void>;
+}
+
+const CHANNEL = /^[A-Za-z0-9_.-]{1,100}$/;
 
 export interface ExtensionContext extends ExtensionGuards {
   readonly name: string;
@@ -64,6 +71,15 @@ export interface ExtensionContext extends ExtensionGuards {
   claim(prefix: '/api/v1/files' | (string & {})): ExtensionApp;
   readonly db: ExtensionDb;
   readonly mail: ExtensionMail;
+  /**
+   * Publish on this extension's realtime channels (docs/realtime.md). Clients follow
+   * `GET /api/v1/realtime?channels=<extension>:<channel>`; `users` limits a message to
+   * those users' streams. Pass `tx` to publish with a transaction (sent only if it commits).
+   *
+   * @example
+   * await ctx.realtime.publish('submissions', { id }, { tx });
+   */
+  readonly realtime: ExtensionRealtime;
   /** Settings declared in `defineExtension({ settings })`. */
   readonly settings: ExtensionSettings;
   /** A live platform setting (read-only), e.g. `files.max_bytes`. */
@@ -169,6 +185,14 @@ export function createContext(
     },
     db,
     mail: extensionMail(p),
+    realtime: {
+      publish: async (channel, data, opts = {}) => {
+        if (!CHANNEL.test(channel))
+          throw new Error(`realtime.publish('${channel}'): a channel name is 1-100 of A-Z a-z 0-9 _ . -`);
+        if (opts.users?.some((u) => !isUuid(u))) throw new Error('realtime.publish: users are user ids (uuid)');
+        await p.services.realtime.publish(`${name}:${channel}`, data, opts);
+      },
+    },
     settings,
     platformSetting: (key) => p.settings.get(key),
     log,

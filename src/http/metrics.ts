@@ -34,7 +34,11 @@ export class Metrics {
     h.count++;
   }
 
-  render(extra: Record<string, number> = {}): string {
+  /** `extra`: gauges beside the process's; `more`: an area's own gauges and counters (realtime). */
+  render(
+    extra: Record<string, number> = {},
+    more: { gauges?: Record<string, number>; counters?: Record<string, number> } = {},
+  ): string {
     const out: string[] = [
       '# HELP basalt_http_requests_total HTTP requests answered, by area, method and status.',
       '# TYPE basalt_http_requests_total counter',
@@ -58,8 +62,10 @@ export class Metrics {
       basalt_process_resident_memory_bytes: mem.rss,
       basalt_process_heap_used_bytes: mem.heapUsed,
       ...extra,
+      ...more.gauges,
     };
     for (const [name, v] of Object.entries(gauges)) out.push(`# TYPE ${name} gauge`, `${name} ${v}`);
+    for (const [name, v] of Object.entries(more.counters ?? {})) out.push(`# TYPE ${name} counter`, `${name} ${v}`);
     return out.join('\n') + '\n';
   }
 }

@@ -71,7 +71,9 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     for (const [name, keys] of w.keys) {
       const c = tables.get(name)!;
       reads.push(
-        deps.reader.rows(w.identity, c.table, [...keys], c.loadedAt).then((rows) => void seen.set(`${ik}\0${name}`, rows)),
+        deps.reader
+          .rows(w.identity, c.table, [...keys], c.loadedAt)
+          .then((rows) => void seen.set(`${ik}\0${name}`, rows)),
       );
     }
   const gone = new Map<string, RowsByKey>();

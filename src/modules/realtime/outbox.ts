@@ -52,7 +52,10 @@ export async function eventsAfter(q: Queryable, after: number, limit: number): P
 }
 
 function parseUuidArray(text: string): string[] {
-  return text.replace(/^\{|\}$/g, '').split(',').filter(Boolean);
+  return text
+    .replace(/^\{|\}$/g, '')
+    .split(',')
+    .filter(Boolean);
 }
 
 /** The newest stamped id (0 when none) and the highest id retention has pruned. */

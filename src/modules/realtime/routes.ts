@@ -21,7 +21,7 @@ import { tokenExpiry, type Principal } from './principal';
 import { CHANNEL_NAME } from './service';
 
 const MAX_NAMES = 50;
-const security = [{ ApiKey: [] }, { Bearer: [] }];
+const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }];
 
 function names(field: string, raw: string | undefined, check?: RegExp): string[] {
   if (!raw) return [];
@@ -55,7 +55,13 @@ export function realtimeRoutes(p: Platform, area: AreaFacts) {
     if (sendsAuthorization(request)) {
       const token = bearerToken(request);
       const u = await inputs.authenticate(token);
-      return { kind: 'user', userId: u.userId, sessionId: u.sessionId, email: u.email, tokenExpiresAt: tokenExpiry(token!) };
+      return {
+        kind: 'user',
+        userId: u.userId,
+        sessionId: u.sessionId,
+        email: u.email,
+        tokenExpiresAt: tokenExpiry(token!),
+      };
     }
     if (key?.type === 'service') {
       requirePermission(key, 'db:query');
@@ -117,21 +123,17 @@ export function realtimeRoutes(p: Platform, area: AreaFacts) {
         },
       },
     )
-    .post(
-      '/ticket',
-      async ({ request }) => successResponse(request, await svc().ticket(await principalOf(request))),
-      {
-        parse: optionalJson,
-        body: EmptyBody,
-        response: { 200: SuccessA(TicketData), ...errorResponses('A', 400, 401, 403) },
-        detail: {
-          tags: ['Realtime'],
-          summary: 'A one-time ticket for EventSource',
-          description:
-            'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored.',
-          'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'] },
-          security,
-        },
+    .post('/ticket', async ({ request }) => successResponse(request, await svc().ticket(await principalOf(request))), {
+      parse: optionalJson,
+      body: EmptyBody,
+      response: { 200: SuccessA(TicketData), ...errorResponses('A', 400, 401, 403) },
+      detail: {
+        tags: ['Realtime'],
+        summary: 'A one-time ticket for EventSource',
+        description:
+          'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored.',
+        'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'] },
+        security,
       },
-    );
+    });
 }

@@ -12,6 +12,7 @@ import { identityKey, identityOf, limitKey, type Identity, type Principal } from
 import { RowReader, type AsIdentity } from './rows';
 import { Stream, frame, type EndReason } from './stream';
 import { holderOf, issueTicket, spendTicket } from './tickets';
+import { ANON, asIdentity, userIdentity } from '../database/identity';
 
 declare module '../../platform' {
   interface Services {
@@ -52,6 +53,11 @@ export class RealtimeService {
       retentionSeconds: () => p.settings.get<number>('realtime.retention_seconds'),
       onError: (msg, cause) => p.log.warn(msg, { cause }),
     });
+  }
+
+  /** Start the instance's reader (serve does, never one-shot commands). */
+  start(): Promise<void> {
+    return this.hub.start();
   }
 
   /**
@@ -128,7 +134,7 @@ export class RealtimeService {
     if (h.kind === 'anon') return { kind: 'anon', ip, withKey };
     if (h.kind === 'key') {
       const k = await this.p.services.keys.get(h.keyId);
-      if (!k || k.status !== 'active') throw RealtimeErrors.invalidTicket();
+      if (k?.status !== 'active') throw RealtimeErrors.invalidTicket();
       return { kind: 'key', key: { id: k.id, tables: k.tables } };
     }
     const sessions = this.p.services.auth.sessions;
@@ -158,15 +164,17 @@ export class RealtimeService {
   async sessionsChanged(key: string): Promise<void> {
     const userId = key.startsWith('user:') ? key.slice(5) : undefined;
     const concerned = [...this.hub.streams].filter(
-      (s) =>
-        s.principal.kind === 'user' && (userId ? s.principal.userId === userId : s.principal.sessionId === key),
+      (s) => s.principal.kind === 'user' && (userId ? s.principal.userId === userId : s.principal.sessionId === key),
     );
     const sessions = this.p.services.auth.sessions;
     for (const s of concerned) {
       if (s.principal.kind !== 'user') continue;
       const state = await sessions.load(s.principal.sessionId);
       if (!state || state.problem)
-        s.end('revoked', frame('revoked', { reason: state?.problem === 'disabled' ? 'account_disabled' : 'session_revoked' }));
+        s.end(
+          'revoked',
+          frame('revoked', { reason: state?.problem === 'disabled' ? 'account_disabled' : 'session_revoked' }),
+        );
     }
   }
 
@@ -192,22 +200,14 @@ export class RealtimeService {
   }
 }
 
-/**
- * Statements as a user or anon: inside a transaction, the identity set locally and the
- * role switched locally, so nothing outlives the statement's transaction.
- */
+/** Statements as a user or anon go through the Database API's identity helper (identity.ts). */
 function asIdentityOn(p: Platform): AsIdentity {
-  return (identity, fn) =>
-    p.db.transaction(async (tx) => {
-      const claims =
-        identity.kind === 'user' ? JSON.stringify({ sub: identity.userId, email: identity.email }) : '{}';
-      await tx.query(
-        "SELECT set_config('basalt.uid', $1, true), set_config('basalt.role', $2, true), set_config('basalt.jwt', $3, true)",
-        [identity.kind === 'user' ? identity.userId : '', identity.kind, claims],
-      );
-      await tx.query(identity.kind === 'user' ? 'SET LOCAL ROLE basalt_user' : 'SET LOCAL ROLE basalt_anon');
-      return fn(tx);
-    });
+  return (identity, fn) => {
+    if (!p.services.database.identities) throw new Error("users' own data is off (docs/database.md)");
+    const id =
+      identity.kind === 'user' ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email }) : ANON;
+    return asIdentity(p.db, id, fn);
+  };
 }
 
 /** Create the service; the hub starts with `start()` (serve), never in one-shot commands. */

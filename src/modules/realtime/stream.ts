@@ -16,6 +16,8 @@ export function frame(event: string, data: unknown, id?: number): Uint8Array {
 }
 
 export const HEARTBEAT = encoder.encode(': keep-alive\n\n');
+/** The first bytes of every stream: the listener sends the headers with them, EventSource retries after 2 s. */
+export const OPENING = encoder.encode('retry: 2000\n\n');
 
 export type EndReason = 'client' | 'slow' | 'expired' | 'revoked' | 'shutdown' | 'error';
 
@@ -43,10 +45,11 @@ export class Stream {
       {
         start: (c) => {
           this.controller = c;
+          c.enqueue(OPENING);
         },
         cancel: () => this.end('client'),
       },
-      { highWaterMark: limitBytes, size: (chunk) => chunk.byteLength },
+      { highWaterMark: limitBytes, size: (chunk) => chunk?.byteLength ?? 0 },
     );
   }
 

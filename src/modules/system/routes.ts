@@ -27,9 +27,15 @@ export function systemRoutes(p: Platform) {
     .get(
       '/metrics',
       () =>
-        new Response(metricsFor(p).render({ basalt_database_external: p.db.kind === 'external' ? 1 : 0 }), {
-          headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
-        }),
+        new Response(
+          metricsFor(p).render(
+            { basalt_database_external: p.db.kind === 'external' ? 1 : 0 },
+            p.services.realtime.metrics(),
+          ),
+          {
+            headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
+          },
+        ),
       { detail: { hide: true } },
     );
 }

@@ -14,11 +14,14 @@ CREATE TABLE basalt.realtime_outbox (
   xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
   -- When the id was stamped (retention counts from here).
   created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-  -- A row change: schema, table, action, primary key columns as a JSON object.
+  -- A row change: schema, table, action, primary key columns as a JSON object, and the
+  -- row after the change (insert, update) and before it (update), as to_jsonb made them.
   rel_schema text,
   rel_name text,
   action text CHECK (action IN ('insert', 'update', 'delete')),
   pk jsonb,
+  new_row jsonb,
+  old_row jsonb,
   -- A message an extension published (docs/extensions.md, ctx.realtime).
   channel text,
   payload jsonb,
@@ -55,23 +58,29 @@ CREATE FUNCTION basalt.realtime_capture() RETURNS trigger
 DECLARE
   old_pk jsonb;
   new_pk jsonb;
-  r jsonb;
+  old_r jsonb;
+  new_r jsonb;
 BEGIN
   IF TG_OP <> 'INSERT' THEN
-    r := to_jsonb(OLD);
-    SELECT jsonb_object_agg(k, r -> k) INTO old_pk FROM unnest(TG_ARGV) AS k;
+    old_r := to_jsonb(OLD);
+    SELECT jsonb_object_agg(k, old_r -> k) INTO old_pk FROM unnest(TG_ARGV) AS k;
   END IF;
   IF TG_OP <> 'DELETE' THEN
-    r := to_jsonb(NEW);
-    SELECT jsonb_object_agg(k, r -> k) INTO new_pk FROM unnest(TG_ARGV) AS k;
+    new_r := to_jsonb(NEW);
+    SELECT jsonb_object_agg(k, new_r -> k) INTO new_pk FROM unnest(TG_ARGV) AS k;
   END IF;
   IF TG_OP = 'UPDATE' AND old_pk IS DISTINCT FROM new_pk THEN
     -- A changed primary key: the old row is gone, a new one is there.
+    INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, new_row)
+    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', old_pk, NULL),
+           (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'insert', new_pk, new_r);
+  ELSIF TG_OP = 'DELETE' THEN
+    -- A delete names the key only (sent to every subscriber who may read the table).
     INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk)
-    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', old_pk), (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'insert', new_pk);
+    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', old_pk);
   ELSE
-    INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk)
-    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, lower(TG_OP), coalesce(new_pk, old_pk));
+    INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, new_row, old_row)
+    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, lower(TG_OP), new_pk, new_r, old_r);
   END IF;
   RETURN NULL;
 END $$;

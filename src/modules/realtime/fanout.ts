@@ -1,15 +1,15 @@
 /**
  * Fan-out of one batch of outbox events to a set of streams (docs/realtime.md, "Cost"):
- * 1. group the streams by identity; for each identity and table, collect the changed keys
- *    of inserts and updates its streams subscribe to;
- * 2. one statement per (identity, table) reads those rows as that identity
- *    (`RowReader.rows`), one per table decodes the keys of deletes;
+ * 1. per table the streams follow, list the page's captured rows (after and before each
+ *    change) and keys, and the identities (service, each user, anon) following it;
+ * 2. one statement per (identity, table) evaluates every captured row as that identity
+ *    (`RowReader.visible`: grants and policies), one per table decodes the keys;
  * 3. walk the events in id order; each event's frame is built once per identity and
  *    queued to every stream of that identity that subscribes to it.
  */
 import type { Table } from '../database/catalog';
 import type { OutboxEvent } from './outbox';
-import type { RowReader, RowsByKey } from './rows';
+import type { RowReader, RowsByIndex } from './rows';
 import type { Identity } from './principal';
 import { frame, type Stream } from './stream';
 
@@ -27,8 +27,6 @@ export interface FanoutDeps {
   counters: FanoutCounters;
 }
 
-type Change = { table: Table; loadedAt: number };
-
 /** Deliver `events` (ascending ids) to `streams`; every stream's cursor ends at the last id. */
 export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: Iterable<Stream>): Promise<void> {
   if (!events.length) return;
@@ -43,43 +41,36 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     for (const c of s.channels) push(byChannel, c, s);
   }
 
-  // 1. What each identity must read.
-  const tables = new Map<string, Change | null>();
-  const wanted = new Map<string, { identity: Identity; keys: Map<string, Set<string>> }>();
-  const deleted = new Map<string, Set<string>>();
+  // 1. Per table: the captured rows and keys the page needs; the identities following it.
+  const tables = new Map<string, PerTable | null>();
+  const slots = new Map<OutboxEvent, Slots>();
   for (const ev of events) {
     if (!ev.table || ev.schema !== deps.schema || !byTable.has(ev.table)) continue;
-    if (!tables.has(ev.table)) {
-      const t = await deps.table(ev.table);
-      tables.set(ev.table, t.table ? { table: t.table, loadedAt: t.loadedAt } : null);
+    let t = tables.get(ev.table);
+    if (t === undefined) {
+      const found = await deps.table(ev.table);
+      t = found.table
+        ? { table: found.table, loadedAt: found.loadedAt, images: [], keys: [], identities: new Map(), seen: new Map() }
+        : null;
+      tables.set(ev.table, t);
+      if (t) for (const s of byTable.get(ev.table)!) t.identities.set(s.identityKey, s.identity);
     }
-    if (!tables.get(ev.table)) continue;
-    // Keys in the API's representation: for deletes, and for updates that left a view.
-    if (ev.action !== 'insert') add(deleted, ev.table, ev.pk!);
-    if (ev.action === 'delete') continue;
-    for (const s of byTable.get(ev.table)!) {
-      let w = wanted.get(s.identityKey);
-      if (!w) wanted.set(s.identityKey, (w = { identity: s.identity, keys: new Map() }));
-      add(w.keys, ev.table, ev.pk!);
-    }
+    if (!t) continue;
+    const slot: Slots = { key: t.keys.push(ev.pk!) - 1 };
+    if (ev.newRow) slot.row = t.images.push(ev.newRow) - 1;
+    if (ev.oldRow) slot.old = t.images.push(ev.oldRow) - 1;
+    slots.set(ev, slot);
   }
 
-  // 2. One statement per identity and table; one per table for deleted keys.
-  const seen = new Map<string, RowsByKey>(); // `${identityKey}\0${table}` → rows
+  // 2. One statement per (identity, table) over every captured row; one per table decodes the keys.
   const reads: Promise<void>[] = [];
-  for (const [ik, w] of wanted)
-    for (const [name, keys] of w.keys) {
-      const c = tables.get(name)!;
+  for (const t of tables.values()) {
+    if (!t) continue;
+    for (const [ik, identity] of t.identities)
       reads.push(
-        deps.reader
-          .rows(w.identity, c.table, [...keys], c.loadedAt)
-          .then((rows) => void seen.set(`${ik}\0${name}`, rows)),
+        deps.reader.visible(identity, t.table, t.images, t.loadedAt).then((rows) => void t.seen.set(ik, rows)),
       );
-    }
-  const gone = new Map<string, RowsByKey>();
-  for (const [name, keys] of deleted) {
-    const c = tables.get(name)!;
-    reads.push(deps.reader.keys(c.table, [...keys]).then((rows) => void gone.set(name, rows)));
+    reads.push(deps.reader.keys(t.table, t.keys).then((rows) => void (t.keyRows = rows)));
   }
   await Promise.all(reads);
 
@@ -96,13 +87,14 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
       }
       continue;
     }
-    const subs = ev.table && tables.get(ev.table) ? byTable.get(ev.table) : undefined;
-    if (!subs) continue;
+    const t = ev.table ? tables.get(ev.table) : undefined;
+    const slot = slots.get(ev);
+    if (!t || !slot) continue;
     const perIdentity = new Map<string, Uint8Array | null>();
-    for (const s of subs) {
+    for (const s of byTable.get(ev.table!)!) {
       let chunk = perIdentity.get(s.identityKey);
       if (chunk === undefined) {
-        chunk = changeFrame(ev, seen.get(`${s.identityKey}\0${ev.table}`), gone.get(ev.table!));
+        chunk = changeFrame(ev, slot, t.seen.get(s.identityKey), t.keyRows);
         perIdentity.set(s.identityKey, chunk);
       }
       if (!chunk) deps.counters.droppedByRules++;
@@ -112,32 +104,44 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
   for (const s of all) if (s.cursor < last) s.cursor = last;
 }
 
+interface PerTable {
+  table: Table;
+  loadedAt: number;
+  /** Captured rows (JSON texts) the page's events refer to by index. */
+  images: string[];
+  /** Primary-key objects (JSON texts) of the page's events, by index. */
+  keys: string[];
+  identities: Map<string, Identity>;
+  /** Identity key → the captured rows it sees. */
+  seen: Map<string, RowsByIndex>;
+  keyRows?: RowsByIndex;
+}
+
+/** Where an event's row after, row before and key sit in its table's lists. */
+interface Slots {
+  key: number;
+  row?: number;
+  old?: number;
+}
+
 /**
- * The frame of a row change for one identity: its row after an insert or update; a
- * delete (key only) when an update left its view; nothing when an insert is hidden from it.
+ * The frame of a row change for one identity: the row after an insert or update when it
+ * sees it; a delete (key only) when an update took the row out of its view, and for every
+ * delete; nothing when it saw the row neither before nor after.
  */
-function changeFrame(ev: OutboxEvent, rows: RowsByKey | undefined, gone: RowsByKey | undefined): Uint8Array | null {
-  const key = ev.pk!;
-  if (ev.action === 'delete') {
-    const row = gone?.get(key);
-    return row ? frame('change', { table: ev.table, action: 'delete', row }, ev.id) : null;
-  }
-  const row = rows?.get(key);
+function changeFrame(ev: OutboxEvent, slot: Slots, seen: RowsByIndex | undefined, keys: RowsByIndex | undefined) {
+  const key = keys?.get(slot.key);
+  if (ev.action === 'delete')
+    return key ? frame('change', { table: ev.table, action: 'delete', row: key }, ev.id) : null;
+  const row = slot.row === undefined ? undefined : seen?.get(slot.row);
   if (row) return frame('change', { table: ev.table, action: ev.action, row }, ev.id);
-  if (ev.action === 'insert') return null;
-  // Out of view now: the subscriber drops the row it may hold.
-  const pk = gone?.get(key);
-  return pk ? frame('change', { table: ev.table, action: 'delete', row: pk }, ev.id) : null;
+  if (ev.action === 'update' && slot.old !== undefined && seen?.has(slot.old) && key)
+    return frame('change', { table: ev.table, action: 'delete', row: key }, ev.id);
+  return null;
 }
 
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   const list = m.get(k);
   if (list) list.push(v);
   else m.set(k, [v]);
-}
-
-function add(m: Map<string, Set<string>>, k: string, v: string): void {
-  const set = m.get(k);
-  if (set) set.add(v);
-  else m.set(k, new Set([v]));
 }

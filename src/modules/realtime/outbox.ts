@@ -15,6 +15,9 @@ export interface OutboxEvent {
   table: string | null;
   action: 'insert' | 'update' | 'delete' | null;
   pk: string | null;
+  /** The row after an insert or update and before an update, as JSON text (to_jsonb of the row). */
+  newRow: string | null;
+  oldRow: string | null;
   /** Extension message: channel, payload (JSON text), audience (user ids; null = every subscriber). */
   channel: string | null;
   payload: string | null;
@@ -27,6 +30,8 @@ interface Row {
   rel_name: string | null;
   action: OutboxEvent['action'];
   pk: string | null;
+  new_row: string | null;
+  old_row: string | null;
   channel: string | null;
   payload: string | null;
   audience: string[] | string | null;
@@ -35,7 +40,7 @@ interface Row {
 /** Events with id > `after`, in id (commit) order, at most `limit`. */
 export async function eventsAfter(q: Queryable, after: number, limit: number): Promise<OutboxEvent[]> {
   const { rows } = await q.query<Row>(
-    `SELECT id, rel_schema, rel_name, action, pk::text AS pk, channel, payload::text AS payload, audience::text[] AS audience
+    `SELECT id, rel_schema, rel_name, action, pk::text AS pk, new_row::text AS new_row, old_row::text AS old_row, channel, payload::text AS payload, audience::text[] AS audience
        FROM basalt.realtime_outbox WHERE id > $1 ORDER BY id LIMIT $2`,
     [after, limit],
   );
@@ -45,6 +50,8 @@ export async function eventsAfter(q: Queryable, after: number, limit: number): P
     table: r.rel_name,
     action: r.action,
     pk: r.pk,
+    newRow: r.new_row,
+    oldRow: r.old_row,
     channel: r.channel,
     payload: r.payload,
     audience: typeof r.audience === 'string' ? parseUuidArray(r.audience) : r.audience,

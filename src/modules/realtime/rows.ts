@@ -1,32 +1,40 @@
 /**
- * Reading changed rows as a subscriber would through the Database API (docs/realtime.md,
- * "Visibility"): their columns, their policies, the API's value representation. One
- * statement reads every changed key of one table for one identity, however many events
- * and streams share them: the cost of the visibility check grows with identities × tables
- * per batch, never with subscribers × events.
+ * What a subscriber sees of a changed row (docs/realtime.md, "Visibility"): the row as
+ * captured at the change (to_jsonb of it, in the outbox), through the subscriber's
+ * column grants and the table's row-level policies, in the Database API's value
+ * representation. One statement evaluates every captured row of one table for one
+ * identity, however many events and streams share them: the cost grows with
+ * identities × tables per batch, never with subscribers × events.
+ *
+ * Policies are PostgreSQL's own (pg_policy), applied to the captured rows as PostgreSQL
+ * applies them to a SELECT: with row-level security on, the USING expressions of the
+ * SELECT and ALL policies that apply to the role, permissive ones OR-ed, restrictive
+ * ones AND-ed, none permissive → no row. The expressions run as the identity (role,
+ * `basalt.uid()`, `basalt.jwt()` set locally), so a subquery in a policy reads other
+ * tables under that identity's own grants and policies, as it would on the table.
  */
 import { quoteIdent, type Queryable } from '../../db/engine';
 import type { Column, Table } from '../database/catalog';
 import { decodeRows } from '../database/value-codec';
 import { roleOf, type Identity } from './principal';
 
-/** A decoded row by the outbox's primary-key text of it. */
-export type RowsByKey = Map<string, Record<string, unknown>>;
-
-/** Runs `fn` with statements made as `identity` (the user-data identity helper); the platform's connection for service keys. */
+/** Runs `fn` with statements made as `identity` (the Database API's identity helper). */
 export type AsIdentity = <R>(identity: Identity, fn: (q: Queryable) => Promise<R>) => Promise<R>;
 
-const KEY = '"__basalt_pk"';
+/** Decoded rows by their position in the list handed in. */
+export type RowsByIndex = Map<number, Record<string, unknown>>;
 
-/** `(SELECT <outbox key text>, <the key's columns> …)`: the keys of `$1` (a JSON array of key objects) as rows of the table's type. */
-function keysOf(qualified: string): string {
-  return `(SELECT j.value::text AS ${KEY}, r.* FROM jsonb_array_elements($1::jsonb) j,
-          jsonb_populate_record(NULL::${qualified}, j.value) r)`;
+const N = '"__basalt_n"';
+
+interface RoleView {
+  at: number;
+  columns: Column[];
+  /** The policies' combined USING condition, or 'true' when row-level security is off. */
+  condition: string;
 }
 
 export class RowReader {
-  /** Columns of a table a role may select, per catalog load. */
-  private granted = new Map<string, { at: number; columns: Column[] }>();
+  private views = new Map<string, RoleView>();
 
   constructor(
     private readonly schema: string,
@@ -38,26 +46,52 @@ export class RowReader {
     return `${quoteIdent(this.schema)}.${table.quoted}`;
   }
 
+  /** The columns a role may select and the policies it reads under, per catalog load. */
+  private async view(role: string, table: Table, loadedAt: number): Promise<RoleView> {
+    const k = `${role}\u0000${table.name}`;
+    const hit = this.views.get(k);
+    if (hit && hit.at === loadedAt) return hit;
+    const [cols, pol] = await Promise.all([
+      this.owner.query<{ name: string }>(
+        `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
+          WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+            AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
+            AND has_column_privilege($2, a.attrelid, a.attnum, 'SELECT')`,
+        [this.qualified(table), role],
+      ),
+      this.owner.query<{ rls: boolean; permissive: string[] | string; restrictive: string[] | string }>(
+        `WITH p AS (
+           SELECT p.polpermissive, '(' || pg_get_expr(p.polqual, p.polrelid) || ')' AS expr
+             FROM pg_catalog.pg_policy p
+            WHERE p.polrelid = $1::regclass AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL
+              AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
+              AND (0::oid = ANY (p.polroles)
+                   OR EXISTS (SELECT 1 FROM unnest(p.polroles) r WHERE pg_has_role($2, r, 'MEMBER'))))
+         SELECT c.relrowsecurity AS rls,
+                coalesce((SELECT array_agg(expr) FROM p WHERE polpermissive), '{}') AS permissive,
+                coalesce((SELECT array_agg(expr) FROM p WHERE NOT polpermissive), '{}') AS restrictive
+           FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`,
+        [this.qualified(table), role],
+      ),
+    ]);
+    const names = new Set(cols.rows.map((r) => r.name));
+    const r = pol.rows[0];
+    const list = (v: string[] | string | undefined) => (Array.isArray(v) ? v : v ? parseTextArray(v) : []);
+    const permissive = list(r?.permissive);
+    const restrictive = list(r?.restrictive);
+    const condition = !r?.rls
+      ? 'true'
+      : `(${permissive.length ? permissive.join(' OR ') : 'false'})${restrictive.map((x) => ` AND ${x}`).join('')}`;
+    const view = { at: loadedAt, columns: table.columnList.filter((c) => names.has(c.name)), condition };
+    if (this.views.size > 10_000) this.views.clear();
+    this.views.set(k, view);
+    return view;
+  }
+
   /** The columns `identity` reads of `table`: all for service keys, the role's column grants otherwise. */
   async columns(identity: Identity, table: Table, loadedAt: number): Promise<Column[]> {
     const role = roleOf(identity);
-    if (!role) return table.columnList;
-    const k = `${role}\u0000${table.name}`;
-    const hit = this.granted.get(k);
-    if (hit && hit.at === loadedAt) return hit.columns;
-    const { rows } = await this.owner.query<{ name: string }>(
-      `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
-        WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
-          AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
-          AND has_column_privilege($2, a.attrelid, a.attnum, 'SELECT')
-        ORDER BY a.attnum`,
-      [this.qualified(table), role],
-    );
-    const names = new Set(rows.map((r) => r.name));
-    const columns = table.columnList.filter((c) => names.has(c.name));
-    if (this.granted.size > 10_000) this.granted.clear();
-    this.granted.set(k, { at: loadedAt, columns });
-    return columns;
+    return role ? (await this.view(role, table, loadedAt)).columns : table.columnList;
   }
 
   /**
@@ -70,41 +104,73 @@ export class RowReader {
     return cols.length > 0 && table.primaryKey.every((k) => cols.some((c) => c.name === k));
   }
 
-  /** The rows with these keys that `identity` sees now, as the Database API would answer them. */
-  async rows(identity: Identity, table: Table, keys: string[], loadedAt: number): Promise<RowsByKey> {
-    const cols = await this.columns(identity, table, loadedAt);
-    const out: RowsByKey = new Map();
-    if (!keys.length || !cols.length) return out;
-    const on = table.primaryKey.map((k) => `t.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ');
-    const sql = `SELECT ${cols.map((c) => c.select).join(', ')}, ${KEY} FROM (
-        SELECT ${cols.map((c) => `t.${c.quoted}`).join(', ')}, k.${KEY}
-          FROM ${this.qualified(table)} t JOIN ${keysOf(this.qualified(table))} k ON ${on}) x`;
-    const params = [`[${keys.join(',')}]`];
-    const res = roleOf(identity)
+  /**
+   * Of the captured rows `images` (JSON texts of whole rows of `table`), those `identity`
+   * may see, each as the Database API would answer it: index in `images` → row.
+   */
+  async visible(identity: Identity, table: Table, images: string[], loadedAt: number): Promise<RowsByIndex> {
+    const role = roleOf(identity);
+    const view = role ? await this.view(role, table, loadedAt) : undefined;
+    const cols = view ? view.columns : table.columnList;
+    const out: RowsByIndex = new Map();
+    if (!images.length || !cols.length) return out;
+    // The derived table takes the table's name, so a policy's `notes.owner_id` finds its column.
+    const sql = `SELECT ${N}, ${cols.map((c) => c.select).join(', ')}
+      FROM (SELECT j.n AS ${N}, r.* FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY j(value, n),
+                   jsonb_populate_record(NULL::${this.qualified(table)}, j.value) r) AS ${table.quoted}
+     WHERE ${view ? view.condition : 'true'}`;
+    const params = [`[${images.join(',')}]`];
+    const res = view
       ? await this.asIdentity(identity, (q) => q.query<Record<string, unknown>>(sql, params))
       : await this.owner.query<Record<string, unknown>>(sql, params);
     for (const row of decodeRows(cols, res.rows)) {
-      const key = row.__basalt_pk as string;
-      delete row.__basalt_pk;
-      out.set(key, row);
+      const n = Number(row.__basalt_n) - 1;
+      delete row.__basalt_n;
+      out.set(n, row);
     }
     return out;
   }
 
-  /** The primary-key columns of deleted rows, in the API's representation (no row is read). */
-  async keys(table: Table, keys: string[]): Promise<RowsByKey> {
+  /** The primary-key columns of rows by their key objects (JSON texts), in the API's representation. */
+  async keys(table: Table, keys: string[]): Promise<RowsByIndex> {
     const cols = table.primaryKey.map((k) => table.columns.get(k)).filter((c): c is Column => !!c);
-    const out: RowsByKey = new Map();
+    const out: RowsByIndex = new Map();
     if (!keys.length) return out;
     const res = await this.owner.query<Record<string, unknown>>(
-      `SELECT ${cols.map((c) => c.select).join(', ')}, ${KEY} FROM ${keysOf(this.qualified(table))} x`,
+      `SELECT ${N}, ${cols.map((c) => c.select).join(', ')}
+         FROM (SELECT j.n AS ${N}, r.* FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY j(value, n),
+                      jsonb_populate_record(NULL::${this.qualified(table)}, j.value) r) x`,
       [`[${keys.join(',')}]`],
     );
     for (const row of decodeRows(cols, res.rows)) {
-      const key = row.__basalt_pk as string;
-      delete row.__basalt_pk;
-      out.set(key, row);
+      const n = Number(row.__basalt_n) - 1;
+      delete row.__basalt_n;
+      out.set(n, row);
     }
     return out;
   }
+}
+
+/** text[] in its text form (a driver that does not parse it): `{"(a = b)","(c)"}`. */
+function parseTextArray(text: string): string[] {
+  const out: string[] = [];
+  let i = 1;
+  while (i < text.length - 1) {
+    if (text[i] === '"') {
+      let s = '';
+      i++;
+      while (text[i] !== '"') {
+        if (text[i] === '\\') i++;
+        s += text[i++];
+      }
+      out.push(s);
+      i += 2;
+    } else {
+      const end = text.indexOf(',', i);
+      const stop = end === -1 ? text.length - 1 : end;
+      out.push(text.slice(i, stop));
+      i = stop + 1;
+    }
+  }
+  return out;
 }

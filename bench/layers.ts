@@ -92,7 +92,11 @@ try {
       ...(where === 'memory'
         ? [['app, service away', { db: on, keyAway: true, serviceAway: true }, app] as (typeof variants)[number]]
         : []),
-      [`service, ${where}`, { db: on }, () => p.services.database.query(principal, query(n++ % 1000) as never)],
+      [
+        `service, ${where}`,
+        { db: on },
+        () => p.services.database.query({ kind: 'key', key: principal }, query(n++ % 1000) as never),
+      ],
       [`bare, ${where}`, { db: on }, bare(on)],
     );
   }

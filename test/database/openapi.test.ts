@@ -24,7 +24,9 @@ describe('Database API in the OpenAPI document', () => {
       expect(op, p).toBeDefined();
       expect(op.tags).toEqual(['Database']);
       expect(op.summary.length).toBeGreaterThan(5);
-      expect(op.security).toEqual([{ ApiKey: [] }]);
+      // A service key, a user's access token (with the site public key in api_key_required
+      // mode), or nothing: anon (docs/database.md, Users' own data).
+      expect(op.security).toEqual([{ ApiKey: [] }, { Bearer: [] }, {}, { ApiKey: [], Bearer: [] }]);
       for (const status of ['200', '400', '401', '403', '404', '409', '429', '503'])
         expect(op.responses[status], `${p} ${status}`).toBeDefined();
     }

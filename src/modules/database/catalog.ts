@@ -59,6 +59,29 @@ export interface Table {
   selectAll: string;
   /** Primary key columns in key order; empty when the table has none (views, tables without one). */
   primaryKey: string[];
+  /**
+   * What `basalt_user` / `basalt_anon` may do with the table (users' own data), from the
+   * catalog's own privilege checks; a role is absent when it holds nothing on it (or no
+   * USAGE on the schema).
+   */
+  privileges: Partial<Record<IdentityRole, TablePrivileges>>;
+  /** Row-level security is enabled on the table. */
+  rls: boolean;
+}
+
+/** The identities of users' own data (src/modules/database/identity.ts). */
+export type IdentityRole = 'user' | 'anon';
+
+export interface ColumnPrivileges {
+  select: boolean;
+  insert: boolean;
+  update: boolean;
+}
+
+export interface TablePrivileges {
+  delete: boolean;
+  /** Granted columns only: table-level grants count for every column. */
+  columns: Map<string, ColumnPrivileges>;
 }
 
 export interface CatalogSnapshot {
@@ -123,6 +146,29 @@ SELECT con.conname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS colu
  WHERE n.nspname = $1 AND con.contype IN ('u', 'p', 'f', 'c')
  GROUP BY con.conname`;
 
+// What the two roles of users' own data may do, per column (has_column_privilege counts
+// table-level grants, PUBLIC and role membership, as the server itself does). Only rows
+// of tables a role holds something on; no rows at all when the roles do not exist.
+const PRIVILEGES_SQL = `
+SELECT c.relname AS table_name, a.attname AS column_name,
+       CASE r.rolname WHEN 'basalt_user' THEN 'user' ELSE 'anon' END AS role,
+       has_column_privilege(r.oid, c.oid, a.attnum, 'SELECT') AS sel,
+       has_column_privilege(r.oid, c.oid, a.attnum, 'INSERT') AS ins,
+       has_column_privilege(r.oid, c.oid, a.attnum, 'UPDATE') AS upd,
+       has_table_privilege(r.oid, c.oid, 'DELETE') AS del
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+ CROSS JOIN pg_catalog.pg_roles r
+ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+   AND r.rolname IN ('basalt_user', 'basalt_anon')
+   AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+   AND (has_any_column_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE') OR has_table_privilege(r.oid, c.oid, 'DELETE'))`;
+
+const RLS_SQL = `
+SELECT c.relname AS table_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $1 AND c.relrowsecurity`;
+
 /** Schemas that hold platform data; refused as the data schema. */
 export function isPlatformSchema(schema: string): boolean {
   return (
@@ -131,7 +177,7 @@ export function isPlatformSchema(schema: string): boolean {
 }
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
-  const [cols, cons] = await Promise.all([
+  const [cols, cons, privs, rls] = await Promise.all([
     db.query<{
       table_name: string;
       column_name: string;
@@ -145,6 +191,16 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
       pk_position: number | null;
     }>(COLUMNS_SQL, [schema]),
     db.query<{ name: string; columns: string[] | string }>(CONSTRAINTS_SQL, [schema]),
+    db.query<{
+      table_name: string;
+      column_name: string;
+      role: IdentityRole;
+      sel: boolean;
+      ins: boolean;
+      upd: boolean;
+      del: boolean;
+    }>(PRIVILEGES_SQL, [schema]),
+    db.query<{ table_name: string }>(RLS_SQL, [schema]),
   ]);
   const tables = new Map<string, Table>();
   const pkPositions = new Map<Table, [number, string][]>();
@@ -160,6 +216,8 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
           quoted: quoteIdent(r.table_name),
           selectAll: '',
           primaryKey: [],
+          privileges: {},
+          rls: false,
         }),
       );
     if (r.pk_position !== null) {
@@ -185,6 +243,17 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
   }
   for (const t of tables.values()) t.selectAll = t.columnList.map((c) => c.select).join(', ');
   for (const [t, list] of pkPositions) t.primaryKey = list.sort((a, b) => a[0] - b[0]).map(([, name]) => name);
+  for (const r of privs.rows) {
+    const t = tables.get(r.table_name);
+    if (!t) continue;
+    const p = (t.privileges[r.role] ??= { delete: false, columns: new Map() });
+    p.delete ||= !!r.del;
+    if (r.sel || r.ins || r.upd) p.columns.set(r.column_name, { select: !!r.sel, insert: !!r.ins, update: !!r.upd });
+  }
+  for (const r of rls.rows) {
+    const t = tables.get(r.table_name);
+    if (t) t.rls = true;
+  }
   const constraints = new Map<string, string[]>();
   for (const r of cons.rows) constraints.set(r.name, Array.isArray(r.columns) ? r.columns : parseNameArray(r.columns));
   return { tables, constraints, loadedAt: Date.now() };
@@ -237,6 +306,11 @@ export class Catalog {
    */
   async get(via?: Queryable): Promise<CatalogSnapshot> {
     return this.fresh() ?? this.refresh(via);
+  }
+
+  /** The last snapshot loaded, however old (undefined before the first load). */
+  latest(): CatalogSnapshot | undefined {
+    return this.snapshot;
   }
 
   /** The current snapshot while it is fresh, without waiting; undefined when it must be (re)loaded. */

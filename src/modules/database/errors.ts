@@ -20,6 +20,31 @@ export const DbErrors = {
       code: 'forbidden',
       message: (entity: string) => `This API key may not access entity '${entity}'.`,
     },
+    /**
+     * Users' own data: the entity is not granted to the caller's role (or does not exist:
+     * the two answer alike, so grants never reveal which tables exist).
+     */
+    notGranted: {
+      status: 403,
+      code: 'forbidden',
+      message: (entity: string) => `You may not access entity '${entity}'.`,
+    },
+    /** Users' own data: a column named in fields, filters, sort or data is not granted for that use. */
+    columnNotGranted: {
+      status: 403,
+      code: 'forbidden',
+      message: (entity: string, column: string, use: string) =>
+        `You may not ${use} column '${column}' of entity '${entity}'.`,
+      extra: (_entity: string, column: string) => ({ details: { column } }),
+    },
+    /** Users' own data: a row-level security policy refuses the row written (WITH CHECK), or the role lost a grant. */
+    policyRefused: {
+      status: 403,
+      code: 'forbidden',
+      message: (entity: string) =>
+        `The row-level rules of entity '${entity}' refuse this write (or a privilege it needs is not granted).`,
+      extra: (entity: string, cause?: unknown) => ({ details: { entity }, cause }),
+    },
     /** The database itself refuses the platform role (42501). */
     roleForbidden: {
       status: 403,

@@ -221,8 +221,16 @@ function nonNegativeInt(v: unknown, path: string): number {
   return v;
 }
 
-/** Validate the request against the table and build the statement. */
-export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: number }): Statement {
+/**
+ * Validate the request against the table and build the statement. `returning: false`
+ * (a user role that may read no column of the table) leaves RETURNING out of writes:
+ * they answer no rows, and `count` is the number of rows written.
+ */
+export function buildStatement(
+  body: QueryBody,
+  table: Table,
+  opts: { maxLimit: number; returning?: boolean },
+): Statement {
   const action = body.action as Action;
   if (!(ACTIONS as readonly string[]).includes(action))
     throw DbErrors.invalid('action', `unknown action; use one of ${ACTIONS.join(', ')}`);
@@ -232,8 +240,10 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
   }
   const t = table.quoted;
   const params = new Params();
-  const cols = returning(table, body.fields);
+  const noRows = opts.returning === false && action !== 'select';
+  const cols = noRows ? [] : returning(table, body.fields);
   const list = cols === table.columnList ? table.selectAll : cols.map((c) => c.select).join(', ');
+  const ret = noRows ? '' : ` RETURNING ${list}`;
 
   switch (action) {
     case 'select': {
@@ -261,7 +271,7 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
       for (const r of parsed) for (const [c] of r) if (!names.includes(c.name)) names.push(c.name);
       if (names.length === 0) {
         if (rows.length > 1) throw DbErrors.invalid('data', 'each row of a bulk insert needs at least one column');
-        return params.statement(`INSERT INTO ${t} DEFAULT VALUES RETURNING ${list}`, cols);
+        return params.statement(`INSERT INTO ${t} DEFAULT VALUES${ret}`, cols);
       }
       // Columns a row leaves out take their DEFAULT, as in a single-row insert.
       const tuples = parsed.map((r, i) => {
@@ -278,7 +288,7 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
           ')'
         );
       });
-      const sql = `INSERT INTO ${t} (${names.map((n) => table.columns.get(n)!.quoted).join(', ')}) VALUES ${tuples.join(', ')} RETURNING ${list}`;
+      const sql = `INSERT INTO ${t} (${names.map((n) => table.columns.get(n)!.quoted).join(', ')}) VALUES ${tuples.join(', ')}${ret}`;
       return params.statement(sql, cols);
     }
     case 'update': {
@@ -291,12 +301,12 @@ export function buildStatement(body: QueryBody, table: Table, opts: { maxLimit: 
         .map(([c, v]) => `${c.quoted} = ${castParam(params.add(encode(c, v, `data.${c.name}`), c), c)}`)
         .join(', ');
       const w = where(table, body.filters, params);
-      return params.statement(`UPDATE ${t} SET ${set}${w} RETURNING ${list}`, cols);
+      return params.statement(`UPDATE ${t} SET ${set}${w}${ret}`, cols);
     }
     case 'delete': {
       if (!Array.isArray(body.filters) || body.filters.length === 0) throw DbErrors.filtersRequired('delete');
       const w = where(table, body.filters, params);
-      return params.statement(`DELETE FROM ${t}${w} RETURNING ${list}`, cols);
+      return params.statement(`DELETE FROM ${t}${w}${ret}`, cols);
     }
   }
 }

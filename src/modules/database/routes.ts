@@ -11,9 +11,9 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { platformGuards } from '../../guards';
-import type { KeyAdmitted } from '../../http/guards';
+import { guardInputs } from '../../guards';
 import { requirePermission } from '../../http/api-key-guard';
+import { callerChecks, ownerOf, type DbCaller } from './caller';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
 import { DbErrors } from './errors';
@@ -84,119 +84,149 @@ function rejectProtoKeys(data: unknown): void {
   }
 }
 
-const security = [{ ApiKey: [] }];
+// A service key, a user's access token, or neither (anon: what is granted to basalt_anon).
+const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }, {}];
 
 export function databaseRoutes(p: Platform, area: AreaFacts) {
   const svc = () => p.services.database;
-  // Behind the guard, a route's own `transform` finds the admitted key on the context.
-  const needsDbQuery = (context: object) => {
-    const { apiKey } = context as KeyAdmitted;
-    requirePermission(apiKey, 'db:query');
+  const callers = callerChecks({ ...guardInputs(p), profile: (user) => p.services.auth.me(user) });
+  // The caller found in a route's `transform`, for its handler (keyed by the request, so
+  // no hook hands the whole context to a function: see src/http/guards.ts).
+  const seen = new WeakMap<Request, DbCaller>();
+  const callerOf = (request: Request): DbCaller => seen.get(request)!;
+  /** Who calls (401s here, before anything about the body is answered). */
+  const resolve = async (request: Request): Promise<DbCaller> => {
+    const caller = await callers.resolve(request);
+    seen.set(request, caller);
+    return caller;
+  };
+  /**
+   * Transactions: a key with db:query, or a user while users' own data is on. Anon never
+   * holds one and gets the answer it got before the feature.
+   */
+  const txCaller = (request: Request): DbCaller & { kind: 'key' | 'user' } => {
+    const caller = callerOf(request);
+    if (caller.kind === 'anon') throw new Error('unreachable: anon was refused in transform');
+    return caller;
+  };
+  const txTransform = async (context: object) => {
+    const { request } = context as { request: Request };
+    const caller = await resolve(request);
+    if (caller.kind === 'key') requirePermission(caller.key, 'db:query');
+    else if (caller.kind === 'anon' || !svc().identities) await callers.refuseAsBefore(request);
   };
   /** Commit and rollback: the same checks, path parameter, empty body and answer. */
   const ending = {
-    transform: needsDbQuery,
+    transform: txTransform,
     params: TxParams,
     parse: optionalJson,
     body: EmptyBody,
     response: { 200: EndResult, ...errorResponses },
   };
 
-  return (
-    new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
-      .use(platformGuards(p))
-      // Every route: an active key first (401). /api/v1/db is a public prefix: in
-      // api_key_required mode a missing key is 401 api_key_required.
-      .guard({ apiKey: { publicPrefix: true } })
-      .post('/query', async ({ body, apiKey, request }) => successResponse(request, await svc().query(apiKey, body)), {
-        transform: (context) => {
-          const { body, apiKey } = context as object as KeyAdmitted & { body: unknown };
+  return new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
+    .post('/query', async ({ body, request }) => successResponse(request, await svc().query(callerOf(request), body)), {
+      transform: async (context) => {
+        const { body, request } = context as { body: unknown; request: Request };
+        const caller = await resolve(request);
+        const entity = (body as { entity?: unknown } | undefined)?.entity;
+        if (caller.kind === 'key') {
           // Raw SQL before the permission, so any authenticated legacy client learns why.
           if (carriesRawSql(body)) throw DbErrors.rawSql();
-          requirePermission(apiKey, 'db:query');
-          svc().checkWhitelist(apiKey, (body as { entity?: unknown } | undefined)?.entity);
-          rejectUnknownKeys(body);
+          requirePermission(caller.key, 'db:query');
+          svc().checkWhitelist(caller.key, entity);
+        } else {
+          // Any active key (a public one too), and a user's token, learn why raw SQL is
+          // refused; a request without either gets 401 first, as before.
+          const known = caller.kind === 'user' ? svc().identities : caller.key !== null;
+          if (known && carriesRawSql(body)) throw DbErrors.rawSql();
+          // Users' own data: the role's grants on the entity take the whitelist's place.
+          await svc().admit(caller, body, () => callers.refuseAsBefore(request));
+          if (carriesRawSql(body)) throw DbErrors.rawSql();
+        }
+        rejectUnknownKeys(body);
+      },
+      body: QueryBody,
+      response: { 200: QueryResult, ...errorResponses },
+      detail: {
+        tags: ['Database'],
+        summary: 'Run a parameterized query on a whitelisted table',
+        'x-codes': {
+          400: ['filters_required'],
+          401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
+          403: ['forbidden', 'raw_sql_disabled'],
+          404: ['transaction_not_found'],
+          409: ['conflict', 'transaction_aborted'],
+          503: ['query_timeout', 'lock_timeout', 'shutting_down'],
         },
-        body: QueryBody,
-        response: { 200: QueryResult, ...errorResponses },
+        description:
+          'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
+          'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
+          'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops).',
+        security,
+      },
+    })
+    .post('/transaction/begin', async ({ request }) => successResponse(request, await svc().begin(txCaller(request))), {
+      transform: txTransform,
+      parse: optionalJson,
+      body: EmptyBody,
+      response: { 200: BeginResult, ...errorResponses },
+      detail: {
+        tags: ['Database'],
+        summary: 'Begin a transaction',
+        'x-codes': {
+          401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
+          403: ['forbidden'],
+          429: ['too_many_transactions'],
+          503: ['shutting_down'],
+        },
+        description:
+          "Opens a transaction owned by this API key, or by this signed-in user (it then runs as the user throughout). Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
+          'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions. While the instance stops → 503 shutting_down.',
+        security,
+      },
+    })
+    .post(
+      '/transaction/:id/commit',
+      async ({ params, request }) =>
+        successResponse(request, await svc().commit(ownerOf(txCaller(request)), params.id)),
+      {
+        ...ending,
         detail: {
           tags: ['Database'],
-          summary: 'Run a parameterized query on a whitelisted table',
+          summary: 'Commit a transaction',
           'x-codes': {
-            400: ['filters_required'],
-            401: ['unauthorized'],
-            403: ['forbidden', 'raw_sql_disabled'],
+            401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
+            403: ['forbidden'],
             404: ['transaction_not_found'],
-            409: ['conflict', 'transaction_aborted'],
+            409: ['transaction_aborted', 'conflict'],
             503: ['query_timeout', 'lock_timeout', 'shutting_down'],
           },
           description:
-            'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
-            'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
-            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops).',
+            "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
           security,
         },
-      })
-      .post('/transaction/begin', async ({ apiKey, request }) => successResponse(request, await svc().begin(apiKey)), {
-        transform: needsDbQuery,
-        parse: optionalJson,
-        body: EmptyBody,
-        response: { 200: BeginResult, ...errorResponses },
+      },
+    )
+    .post(
+      '/transaction/:id/rollback',
+      async ({ params, request }) =>
+        successResponse(request, await svc().rollback(ownerOf(txCaller(request)), params.id)),
+      {
+        ...ending,
         detail: {
           tags: ['Database'],
-          summary: 'Begin a transaction',
+          summary: 'Roll back a transaction',
           'x-codes': {
-            401: ['unauthorized'],
+            401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
             403: ['forbidden'],
-            429: ['too_many_transactions'],
+            404: ['transaction_not_found'],
             503: ['shutting_down'],
           },
           description:
-            "Opens a transaction owned by this API key. Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
-            'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions. While the instance stops → 503 shutting_down.',
+            "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
           security,
         },
-      })
-      .post(
-        '/transaction/:id/commit',
-        async ({ params, apiKey, request }) => successResponse(request, await svc().commit(apiKey, params.id)),
-        {
-          ...ending,
-          detail: {
-            tags: ['Database'],
-            summary: 'Commit a transaction',
-            'x-codes': {
-              401: ['unauthorized'],
-              403: ['forbidden'],
-              404: ['transaction_not_found'],
-              409: ['transaction_aborted', 'conflict'],
-              503: ['query_timeout', 'lock_timeout', 'shutting_down'],
-            },
-            description:
-              "Commits and forgets the id. A transaction in which a query failed is rolled back instead → 409 transaction_aborted. Unknown, ended or another key's id → 404 transaction_not_found.",
-            security,
-          },
-        },
-      )
-      .post(
-        '/transaction/:id/rollback',
-        async ({ params, apiKey, request }) => successResponse(request, await svc().rollback(apiKey, params.id)),
-        {
-          ...ending,
-          detail: {
-            tags: ['Database'],
-            summary: 'Roll back a transaction',
-            'x-codes': {
-              401: ['unauthorized'],
-              403: ['forbidden'],
-              404: ['transaction_not_found'],
-              503: ['shutting_down'],
-            },
-            description:
-              "Discards the transaction's changes and forgets the id. Unknown, ended or another key's id → 404 transaction_not_found.",
-            security,
-          },
-        },
-      )
-  );
+      },
+    );
 }

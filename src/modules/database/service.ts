@@ -3,11 +3,11 @@
  * value decoding and Postgres error mapping. No HTTP here; routes.ts calls it
  * with the verified key principal and the request body.
  */
-import type { Db, Queryable } from '../../db/engine';
+import { PgError, type Db, type Queryable } from '../../db/engine';
 import { AppError } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
-import { Catalog, isPlatformSchema, type Built } from './catalog';
+import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
 import { buildStatement, type Statement } from './query-builder';
@@ -15,7 +15,9 @@ import { TransactionRegistry } from './transaction-registry';
 import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
-import { checkIdentitySupport } from './identity';
+import { ANON, asIdentity, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
+import { authorize, holdsAnything } from './access';
+import { ownerOf, type DbCaller } from './caller';
 
 declare module '../../platform' {
   interface Services {
@@ -70,49 +72,104 @@ export class DatabaseService {
     if (!principal.tables.includes(entity)) throw DbErrors.forbidden(entity);
   }
 
-  /** Run one request (optionally inside a transaction of this key). */
-  async query(principal: ApiKeyPrincipal, body: QueryBody): Promise<QueryResultData> {
-    this.checkWhitelist(principal, body.entity);
-    if (body.transaction_id !== undefined) {
-      return this.transactions.run(body.transaction_id, principal.id, (tx) => this.execute(body, tx, true));
+  /**
+   * Users' own data, before the body is looked at: whether the role of a user or anon
+   * caller holds anything on the entity. A user without a grant gets 403 like a whitelist
+   * miss (an unknown table answers the same); anon gets exactly the answer it got before
+   * the feature (`refuse`), and so does every non-key caller while the feature is off.
+   * A table the cached catalog shows without a grant is looked up once more (rate-limited),
+   * so a grant just made applies at once.
+   */
+  async admit(caller: DbCaller, body: unknown, refuse: () => Promise<never>): Promise<void> {
+    if (caller.kind === 'key') return;
+    if (!this.identities) await refuse();
+    const { entity, transaction_id } = (body ?? {}) as { entity?: unknown; transaction_id?: unknown };
+    if (typeof entity !== 'string') {
+      if (caller.kind === 'anon') await refuse();
+      return; // the body's shape: 400 from validation
     }
-    return this.execute(body, await this.apiDb(), false);
+    let table: Table | undefined;
+    if (transaction_id !== undefined && this.p.db.kind === 'embedded') {
+      // An open transaction holds the embedded database: no catalog load may wait for it
+      // here. A user's request is checked when planned, through the transaction; anon
+      // holds no transaction (404 or, where nothing is granted, the answer of before),
+      // which the last snapshot, however old, is enough to tell.
+      if (caller.kind === 'user') return;
+      table = (this.catalog.latest() ?? (await this.catalog.get())).tables.get(entity);
+    } else {
+      table = (await this.catalog.table(entity)).table;
+      if (table && !holdsAnything(table, caller.kind)) {
+        const fresh = await this.catalog.refreshOnMiss();
+        table = fresh ? fresh.tables.get(entity) : table;
+      }
+    }
+    if (holdsAnything(table, caller.kind)) return;
+    if (caller.kind === 'anon') await refuse();
+    throw DbErrors.notGranted(entity);
+  }
+
+  /** Run one request, optionally inside an open transaction of its caller. */
+  async query(caller: DbCaller, body: QueryBody): Promise<QueryResultData> {
+    if (caller.kind === 'key') {
+      this.checkWhitelist(caller.key, body.entity);
+      if (body.transaction_id !== undefined)
+        return this.transactions.run(body.transaction_id, caller.key.id, (tx) => this.execute(body, tx, true));
+      return this.execute(body, await this.apiDb(), false);
+    }
+    const as = caller.kind === 'user' ? caller.identity : ANON;
+    if (body.transaction_id !== undefined) {
+      // Anon never holds a transaction: any id is unknown to it.
+      if (caller.kind === 'anon') throw DbErrors.txNotFound();
+      return this.transactions.run(body.transaction_id, ownerOf(caller), (tx) => this.execute(body, tx, true, as));
+    }
+    return this.execute(body, await this.apiDb(), false, as);
   }
 
   /**
    * The statement of a request, built against the catalog (reloaded once when it does not
    * know the table or a column: `Catalog.build`). Without waiting on a fresh catalog.
+   * With `role` (users' own data) the request is first checked against the role's grants.
    */
-  private plan(body: QueryBody, via: Queryable | undefined): Built<Statement> | Promise<Built<Statement>> {
+  private plan(
+    body: QueryBody,
+    via: Queryable | undefined,
+    role?: IdentityRole,
+  ): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
-    return this.catalog.build(body.entity, via, (table) => buildStatement(body, table, { maxLimit }), {
-      table: () => DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
+    const make = role
+      ? (table: Table) => {
+          const a = authorize(body, table, role);
+          return buildStatement(a.body, table, { maxLimit, returning: a.returning });
+        }
+      : (table: Table) => buildStatement(body, table, { maxLimit });
+    return this.catalog.build(body.entity, via, make, {
+      table: () =>
+        role
+          ? DbErrors.notGranted(body.entity)
+          : DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
       name: (e) => DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`),
     });
   }
 
-  private async execute(body: QueryBody, q: Queryable, inTx: boolean): Promise<QueryResultData> {
+  /**
+   * Plan and run one request on `q`: the API connection, or an open transaction
+   * (`inTx`). With `as` the statement runs as that identity: in a transaction of its
+   * own (identity.ts), or in the open transaction, which took the identity at begin.
+   */
+  private async execute(body: QueryBody, q: Db | Queryable, inTx: boolean, as?: Identity): Promise<QueryResultData> {
     // Inside a transaction on the embedded engine the transaction holds the only
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
-    const planned = this.plan(body, via);
+    const planned = this.plan(body, via, as?.role);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      const [res, count] = st.countSql
-        ? await Promise.all([
-            q.query<Record<string, unknown>>(st.sql, st.params),
-            inTx ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
-          ])
-        : [await q.query<Record<string, unknown>>(st.sql, st.params)];
-      const rows = decodeRows(st.columns, res.rows);
-      const out: QueryResultData = { rows, count: rows.length };
-      if (st.countSql) {
-        const c = count ?? (await q.query<{ total: string }>(st.countSql, st.countParams));
-        out.total = Number(c.rows[0]?.total ?? 0);
-      }
-      return out;
+      if (as && !inTx) return await asIdentity(q as Db, as, (tx) => this.run(st, tx, true));
+      return await this.run(st, q, inTx);
     } catch (err) {
       if (err instanceof AppError) throw err;
+      // A policy's WITH CHECK refused the row, or the role lacks a privilege the catalog
+      // did not show yet (e.g. a sequence): 403 naming the table, never a 500.
+      if (as && err instanceof PgError && err.code === '42501') throw DbErrors.policyRefused(table.name, err);
       // The probe runs outside the transaction; on the embedded engine that would wait for it.
       const probe = inTx && this.p.db.kind === 'embedded' ? undefined : await this.apiDb();
       throw await mapDbError(err, {
@@ -126,14 +183,34 @@ export class DatabaseService {
     }
   }
 
-  async begin(principal: ApiKeyPrincipal): Promise<{ transaction_id: string; expires_at: string }> {
-    const { id, expiresAt } = await this.transactions.begin(principal.id);
+  /** One planned statement on `q` (its count beside it when asked and `q` takes two at once). */
+  private async run(st: Statement, q: Queryable, serial: boolean): Promise<QueryResultData> {
+    const [res, count] = st.countSql
+      ? await Promise.all([
+          q.query<Record<string, unknown>>(st.sql, st.params),
+          serial ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
+        ])
+      : [await q.query<Record<string, unknown>>(st.sql, st.params)];
+    const rows = decodeRows(st.columns, res.rows);
+    // A write without RETURNING (a role that may read no column) counts the rows written.
+    const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
+    if (st.countSql) {
+      const c = count ?? (await q.query<{ total: string }>(st.countSql, st.countParams));
+      out.total = Number(c.rows[0]?.total ?? 0);
+    }
+    return out;
+  }
+
+  /** Open a transaction owned by a key, or by a user (then it runs as that user throughout). */
+  async begin(caller: DbCaller & { kind: 'key' | 'user' }): Promise<{ transaction_id: string; expires_at: string }> {
+    const init = caller.kind === 'user' ? (tx: Queryable) => assumeIdentity(tx, caller.identity) : undefined;
+    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init);
     return { transaction_id: id, expires_at: expiresAt.toISOString() };
   }
 
-  async commit(principal: ApiKeyPrincipal, id: string): Promise<{ transaction_id: string; status: 'committed' }> {
+  async commit(owner: string, id: string): Promise<{ transaction_id: string; status: 'committed' }> {
     try {
-      await this.transactions.commit(id, principal.id);
+      await this.transactions.commit(id, owner);
     } catch (err) {
       if (err instanceof AppError) throw err;
       // Deferred constraints are checked at commit.
@@ -147,8 +224,8 @@ export class DatabaseService {
     return { transaction_id: id, status: 'committed' };
   }
 
-  async rollback(principal: ApiKeyPrincipal, id: string): Promise<{ transaction_id: string; status: 'rolled_back' }> {
-    await this.transactions.rollback(id, principal.id);
+  async rollback(owner: string, id: string): Promise<{ transaction_id: string; status: 'rolled_back' }> {
+    await this.transactions.rollback(id, owner);
     return { transaction_id: id, status: 'rolled_back' };
   }
 }

@@ -57,11 +57,22 @@ export class TransactionRegistry {
     return n;
   }
 
-  async begin(keyId: string): Promise<{ id: string; expiresAt: Date }> {
+  /**
+   * Open a transaction owned by `keyId` (a key's id, or a user's owner id). `init` runs
+   * first in it, e.g. taking a user's identity (identity.ts); if it fails, nothing opens.
+   */
+  async begin(keyId: string, init?: (tx: Queryable) => Promise<void>): Promise<{ id: string; expiresAt: Date }> {
     if (this.closing) throw DbErrors.shuttingDown();
     const max = this.opts.maxPerKey();
     if (this.countFor(keyId) >= max) throw DbErrors.tooManyTx(max);
     const tx = await this.opts.begin(this.opts.setup());
+    if (init)
+      try {
+        await init(tx);
+      } catch (e) {
+        await tx.rollback();
+        throw e;
+      }
     if (this.closing) {
       await tx.rollback();
       throw DbErrors.shuttingDown();

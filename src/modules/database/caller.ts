@@ -1,0 +1,66 @@
+/**
+ * Who is calling the Database API (docs/database.md, "Who is which role"):
+ *
+ * | the request carries                                   | caller |
+ * |-------------------------------------------------------|--------|
+ * | `X-API-Key` with a service key                          | `key`: as before users' own data, an Authorization header is ignored |
+ * | `Authorization: Bearer` (and no key, or a public key)   | `user`: the token must be an active user's (else 401 as on /api/v1/auth/me) |
+ * | nothing (open mode) or only a public key               | `anon` |
+ *
+ * In `api_key_required` mode a request without a key is 401 `api_key_required` before
+ * anything else, as on every public prefix; an unknown, revoked or expired key is 401.
+ */
+import type { ApiKeyPrincipal } from '../../http/api-key-guard';
+import { keyChecks, sendsApiKey } from '../../http/api-key-guard';
+import type { GuardInputs } from '../../http/guards';
+import { bearerToken, sendsAuthorization, type RequestUser } from '../../http/user-guard';
+import { type Identity, userIdentity } from './identity';
+
+export type DbCaller =
+  | { kind: 'key'; key: ApiKeyPrincipal }
+  | { kind: 'user'; user: RequestUser; identity: Identity }
+  | { kind: 'anon'; key: ApiKeyPrincipal | null };
+
+export interface CallerInputs extends GuardInputs {
+  /** The user's public facts for `basalt.jwt()` beside the token's claims (email, email_verified). */
+  profile: (user: RequestUser) => Promise<{ email: string; email_verified: boolean }>;
+}
+
+/** The owner of a Database API transaction: the key's id, or `user:<id>` for a user (ids are UUIDs, so the two never meet). */
+export function ownerOf(caller: DbCaller & { kind: 'key' | 'user' }): string {
+  return caller.kind === 'key' ? caller.key.id : `user:${caller.user.userId}`;
+}
+
+/** The verified token's claims (its payload; the signature was checked by the authenticator). */
+function tokenClaims(token: string): Record<string, unknown> {
+  const payload = token.split('.')[1] ?? '';
+  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+export function callerChecks(inputs: CallerInputs) {
+  const keys = keyChecks(inputs);
+  return {
+    /** The caller of `request`, or the 401 it gets. */
+    async resolve(request: Request): Promise<DbCaller> {
+      let key: ApiKeyPrincipal | null = null;
+      if (sendsApiKey(request) || inputs.accessMode() === 'api_key_required') {
+        key = await keys.require(request, { publicPrefix: true });
+        if (key.type === 'service') return { kind: 'key', key };
+      }
+      if (!sendsAuthorization(request)) return { kind: 'anon', key };
+      const token = bearerToken(request);
+      const user = await inputs.authenticate(token);
+      const profile = await inputs.profile(user);
+      const claims = { ...tokenClaims(token!), email: profile.email, email_verified: profile.email_verified };
+      return { kind: 'user', user, identity: userIdentity(user.userId, claims) };
+    },
+    /**
+     * The answer a user or anon caller got before users' own data (and anon still gets
+     * where nothing is granted to basalt_anon): no key → 401, a public key lacks db:query → 403.
+     */
+    async refuseAsBefore(request: Request): Promise<never> {
+      await keys.require(request, { publicPrefix: true, permission: 'db:query' });
+      throw new Error('unreachable: only a service key holds db:query');
+    },
+  };
+}

@@ -7,7 +7,25 @@
  */
 import { Type as T, type TSchema } from '@sinclair/typebox';
 
-export type SettingKind = 'string' | 'int' | 'bool' | 'enum' | 'list';
+/** One sign-in provider of `auth.oauth_providers` (docs/auth.md, OAuth2 and OpenID Connect). */
+export const OAUTH_PROVIDER = T.Object(
+  {
+    name: T.String({ pattern: '^[a-z0-9_-]{1,40}$' }),
+    /** OpenID Connect issuer (discovery at <issuer>/.well-known/openid-configuration); GitHub: its web origin. */
+    issuer: T.Optional(T.String({ minLength: 1, maxLength: 500 })),
+    client_id: T.String({ minLength: 1, maxLength: 500 }),
+    client_secret: T.String({ maxLength: 2000 }),
+    scopes: T.Optional(T.Array(T.String({ minLength: 1, maxLength: 200 }), { maxItems: 50 })),
+    /** oidc (default) or github (plain OAuth2; the e-mail from its API). */
+    kind: T.Optional(T.Union([T.Literal('oidc'), T.Literal('github')])),
+    /** kind github: the API's base URL (default https://api.github.com; GitHub Enterprise or a test server). */
+    api_url: T.Optional(T.String({ minLength: 1, maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+const OAUTH_PROVIDERS = T.Array(OAUTH_PROVIDER, { maxItems: 50 });
+
+export type SettingKind = 'string' | 'int' | 'bool' | 'enum' | 'list' | 'json';
 
 export interface SettingDef {
   key: string;
@@ -25,6 +43,8 @@ export interface SettingDef {
   /** kind 'string': the value must match this regular expression; `expects` says what in words. */
   pattern?: string;
   expects?: string;
+  /** kind 'json': the shape of the value (a structured value such as a list of objects). */
+  schema?: TSchema;
   description: string;
 }
 
@@ -370,6 +390,24 @@ export const SETTINGS: SettingDef[] = [
     description:
       'Front-end page that confirms an e-mail address; the token is appended as ?token=. Empty: <web.public_base_url>/verify-email (or the request origin when it is loopback or in web.cors_origins; otherwise no mail).',
   },
+  {
+    key: 'auth.oauth_providers',
+    kind: 'json',
+    default: [],
+    secret: true,
+    schema: OAUTH_PROVIDERS,
+    expects:
+      'a list of {name, issuer, client_id, client_secret, scopes?, kind?, api_url?} (JSON in the environment); name: lower-case letters, digits, - and _',
+    description:
+      'Sign-in providers (docs/auth.md, OAuth2 and OpenID Connect): any OpenID Connect issuer, or the presets google and github (kind "github": plain OAuth2). Secret: holds the client secrets.',
+  },
+  {
+    key: 'auth.redirect_allowlist',
+    kind: 'list',
+    default: [],
+    description:
+      'Where a provider sign-in may return (redirect_to): exact origins (https://app.example.com) or an origin with a path prefix (https://app.example.com/auth/). Empty: no provider sign-in.',
+  },
   // mail
   {
     key: 'mail.smtp_url',
@@ -495,5 +533,7 @@ export function schemaOf(def: SettingDef): TSchema {
       return T.Union((def.values ?? []).map((v) => T.Literal(v)));
     case 'list':
       return T.Array(T.String());
+    case 'json':
+      return def.schema ?? T.Unknown();
   }
 }

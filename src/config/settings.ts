@@ -131,6 +131,7 @@ export class Settings {
 }
 
 function mask(v: unknown): unknown {
-  if (typeof v !== 'string' || v === '') return v;
+  if (v === '' || v === null || v === undefined || (Array.isArray(v) && v.length === 0)) return v;
+  if (typeof v !== 'string' && typeof v !== 'object') return v;
   return '••••••';
 }

@@ -36,6 +36,7 @@ export function fromText(def: SettingDef, text: string, where: string): unknown 
   let v: unknown = t;
   if (def.kind === 'int') v = /^-?\d+$/.test(t) ? Number(t) : t;
   else if (def.kind === 'bool') v = t === 'true' || t === '1' ? true : t === 'false' || t === '0' ? false : t;
+  else if (def.kind === 'json') v = safeJson(t);
   else if (def.kind === 'list')
     v =
       t === ''

@@ -27,7 +27,13 @@ export interface TestServer {
   req<T = any>(
     method: string,
     path: string,
-    opts?: { body?: unknown; headers?: Record<string, string>; raw?: BodyInit; base?: string },
+    opts?: {
+      body?: unknown;
+      headers?: Record<string, string>;
+      raw?: BodyInit;
+      base?: string;
+      redirect?: RequestRedirect;
+    },
   ): Promise<Reply<T>>;
   stop(): Promise<void>;
 }
@@ -72,7 +78,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
         body = JSON.stringify(o.body);
         headers['content-type'] ??= 'application/json';
       }
-      const res = await fetch(base + path, { method, headers, body });
+      const res = await fetch(base + path, { method, headers, body, redirect: o.redirect });
       const text = await res.text();
       let parsed: unknown = text;
       try {

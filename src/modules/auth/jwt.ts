@@ -19,6 +19,13 @@ export interface AccessClaims {
   sub: string;
   /** Session id: the token dies with its session. */
   sid: string;
+  /**
+   * How the session was signed in (`pwd`, `otp`, `oauth`, then `totp` or `recovery` for a
+   * second factor) and the assurance level that follows (2 with a second factor, else 1);
+   * row policies read them through basalt.jwt() (docs/auth.md, Second factor).
+   */
+  amr?: string[];
+  aal?: 1 | 2;
 }
 
 export type VerifyResult = { ok: true; claims: AccessClaims } | { ok: false; reason: 'invalid' | 'expired' };
@@ -50,6 +57,11 @@ export const ACCESS_TOKEN_CHECKS: Partial<VerifierOptions> = {
   cache: false,
 };
 
+/** Assurance level of a sign-in: 2 when a second factor was shown, else 1. */
+export function aalOf(amr: readonly string[]): 1 | 2 {
+  return amr.includes('totp') || amr.includes('recovery') ? 2 : 1;
+}
+
 export function accessTokens(secret: string): AccessTokens {
   // Imported once: handed the raw bytes, jose would import them into a CryptoKey on every call.
   const key = crypto.subtle.importKey(
@@ -79,9 +91,14 @@ export function accessTokens(secret: string): AccessTokens {
     }
   };
   return {
-    // Header {alg, typ}; payload iss, sub, sid, then exp and iat.
+    // Header {alg, typ}; payload iss, sub, sid, amr, aal, then exp and iat.
     sign: async (claims) =>
-      new SignJWT({ iss: ISSUER, sub: claims.sub, sid: claims.sid })
+      new SignJWT({
+        iss: ISSUER,
+        sub: claims.sub,
+        sid: claims.sid,
+        ...(claims.amr ? { amr: claims.amr, aal: claims.aal ?? aalOf(claims.amr) } : {}),
+      })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setExpirationTime(`${ACCESS_TOKEN_SECONDS}s`)
         .setIssuedAt(new Date())

@@ -11,6 +11,8 @@ import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
 import { Bodies, Responses, errors } from './model';
+import { SignInResponses } from './sign-in-model';
+import { oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 import type { ClientMeta } from './service';
 
 const tags = ['Public Auth'];
@@ -36,6 +38,8 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       // whatever the body); so do the Bearer routes' `user: true`: 401, never a 422 about a body
       // the caller may not send. Only malformed JSON is answered earlier, by the parser (400).
       .use(platformGuards(p))
+      // Browser navigations to and from a provider cannot carry X-API-Key: mounted before the gate.
+      .use(oauthBrowserRoutes(p, rootOf(area)))
       .guard({ publicAccess: true })
       .post('/register', async ({ body, request }) => ok(request, await auth().register(body, meta(request)), 201), {
         body: Bodies.register,
@@ -52,7 +56,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       })
       .post('/login', async ({ body, request }) => ok(request, await auth().login(body, meta(request))), {
         body: Bodies.login,
-        response: { 200: Responses.session, ...errors(401, 403, 422, 429) },
+        response: { 200: SignInResponses.signIn, ...errors(401, 403, 422, 429) },
         detail: {
           tags,
           summary: 'Log in with e-mail and password',
@@ -64,7 +68,8 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           description:
             'Returns an access token (15 min) and a refresh token (30 days). Wrong password or unknown e-mail → 401 `invalid_credentials`. ' +
             '429 `rate_limited` past 10/min per IP or 5/min per account; 5 failures in 15 min → 429 `account_locked` for 15 min (both with Retry-After). ' +
-            '403 `account_disabled` or `email_not_verified` once the password is right.',
+            '403 `account_disabled` or `email_not_verified` once the password is right. ' +
+            'With TOTP on: `{mfa_required: true, mfa_token}` and no tokens; finish with POST /api/v1/auth/mfa/verify.',
         },
       })
       .post('/refresh', async ({ body, request }) => ok(request, await auth().refresh(body.refresh_token)), {
@@ -227,5 +232,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           },
         },
       )
+      .use(signInRoutes(p, rootOf(area)))
   );
 }

@@ -10,7 +10,8 @@ import { PgError, type Queryable } from '../../db/engine';
 import { AuthErrors } from './errors';
 import type { AppError } from '../../http/errors';
 import type { RequestUser } from '../../http/user-guard';
-import { accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
+import { aalOf, accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
+import { issueMfaChallenge, MFA_TOKEN_SECONDS, totpEnabled } from './totp';
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { clearFailures, hit, limitPerMinute, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
@@ -33,6 +34,9 @@ import {
   type UserRow,
 } from './users';
 import { mailConfigured, sendActionMail } from './mailer';
+import { SignInMethods } from './sign-in';
+import { OAuthFlows } from './oauth-flow';
+import { pruneEmailCodes } from './email-codes';
 
 declare module '../../platform' {
   interface Services {
@@ -56,6 +60,11 @@ export interface TokenPair {
   refresh_expires_in: number;
 }
 
+/** A completed sign-in, or the second step it still needs (docs/auth.md, Second factor). */
+export type SignInResult =
+  | ({ user: PublicUser } & TokenPair)
+  | { mfa_required: true; mfa_token: string; expires_in: number };
+
 /** Who a valid access token belongs to. */
 export type AuthenticatedUser = RequestUser;
 
@@ -65,6 +74,10 @@ const PRUNE_EVERY_MS = 15 * 60_000;
 
 export class AuthService {
   private pending = new Set<Promise<void>>();
+  /** E-mail codes, the second factor, the user's identities (sign-in.ts). */
+  methods!: SignInMethods;
+  /** Provider sign-in and linking (oauth-flow.ts). */
+  oauth!: OAuthFlows;
 
   constructor(
     private p: Platform,
@@ -97,14 +110,32 @@ export class AuthService {
     if (problem) throw AuthErrors.field(field, problem);
   }
 
-  private async issue(userId: string, meta: ClientMeta): Promise<TokenPair> {
-    const { sessionId, refreshToken } = await this.sessions.create(this.p.db, userId, meta);
-    return this.pair(userId, sessionId, refreshToken);
+  /** A new session signed in by `amr` (docs/auth.md, Second factor: the claims it gives access tokens). */
+  async issue(userId: string, meta: ClientMeta, amr: readonly string[] = ['pwd']): Promise<TokenPair> {
+    const { sessionId, refreshToken } = await this.sessions.create(this.p.db, userId, meta, amr);
+    return this.pair(userId, sessionId, refreshToken, [...amr]);
   }
 
-  private async pair(userId: string, sessionId: string, refreshToken: string): Promise<TokenPair> {
+  /**
+   * The end of every first factor (password, e-mail code, provider): the tokens, or, when
+   * the user has a second factor, the MFA step and no tokens. Failures are cleared only
+   * once the sign-in is complete, so repeating the password cannot reset the count of
+   * wrong second-factor codes.
+   */
+  async signedIn(row: UserRow, amr: readonly string[], meta: ClientMeta): Promise<SignInResult> {
+    if (await totpEnabled(this.p.db, row.id))
+      return {
+        mfa_required: true,
+        mfa_token: await issueMfaChallenge(this.p.db, row.id, amr),
+        expires_in: MFA_TOKEN_SECONDS,
+      };
+    await clearFailures(this.p.db, row.email);
+    return { user: publicUser(row), ...(await this.issue(row.id, meta, amr)) };
+  }
+
+  private async pair(userId: string, sessionId: string, refreshToken: string, amr: string[]): Promise<TokenPair> {
     return {
-      access_token: await this.tokens.sign({ sub: userId, sid: sessionId }),
+      access_token: await this.tokens.sign({ sub: userId, sid: sessionId, amr, aal: aalOf(amr) }),
       token_type: 'Bearer',
       expires_in: ACCESS_TOKEN_SECONDS,
       refresh_token: refreshToken,
@@ -113,7 +144,7 @@ export class AuthService {
   }
 
   /** Run mail work after the answer is sent, so its duration reveals nothing about the account. */
-  private background(work: () => Promise<void>): void {
+  background(work: () => Promise<void>): void {
     const job = work()
       .catch((e) => this.p.log.error('auth mail failed', { cause: e }))
       .finally(() => this.pending.delete(job));
@@ -166,7 +197,7 @@ export class AuthService {
    * lock, then the per-account limit, then the password. Unknown addresses run the
    * same steps and verify against a dummy hash, so they cost what a wrong password costs.
    */
-  async login(input: { email: string; password: string }, meta: ClientMeta): Promise<{ user: PublicUser } & TokenPair> {
+  async login(input: { email: string; password: string }, meta: ClientMeta): Promise<SignInResult> {
     await this.limit(`login_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
     const email = this.checkEmail(input.email);
     const locked = await lockedFor(this.p.db, email);
@@ -188,16 +219,15 @@ export class AuthService {
     if (row.disabled_at) throw AuthErrors.accountDisabled();
     if (this.setting<boolean>('email_verification_required') && !row.email_verified_at)
       throw AuthErrors.emailNotVerified();
-    await clearFailures(this.p.db, email);
-    if (needsRehash(row.password_hash)) await setPasswordHash(this.p.db, row.id, await hashPassword(input.password));
-    return { user: publicUser(row), ...(await this.issue(row.id, meta)) };
+    if (needsRehash(row.password_hash!)) await setPasswordHash(this.p.db, row.id, await hashPassword(input.password));
+    return this.signedIn(row, ['pwd'], meta);
   }
 
   async refresh(refreshToken: string): Promise<{ user: PublicUser } & TokenPair> {
     const r = await this.sessions.rotate(refreshToken);
     if (!r.ok) throw this.refusedRefresh(r);
     const row = await userById(this.p.db, r.userId);
-    return { user: publicUser(row!), ...(await this.pair(r.userId, r.sessionId, r.refreshToken)) };
+    return { user: publicUser(row!), ...(await this.pair(r.userId, r.sessionId, r.refreshToken, r.amr)) };
   }
 
   /** The error for a refused refresh token (refresh and logout answer alike). */
@@ -314,7 +344,7 @@ export class AuthService {
     if (locked) throw AuthErrors.accountLocked(locked);
     const row = await userById(this.p.db, auth.userId);
     if (!row) throw AuthErrors.sessionRevoked();
-    if (!(await verifyPassword(current, row.password_hash))) {
+    if (!row.password_hash || !(await verifyPassword(current, row.password_hash))) {
       // A stolen access token must not become a way to guess the password.
       await recordFailure(
         this.p.db,
@@ -371,6 +401,8 @@ export class AuthService {
     await this.sessions.prune();
     await pruneActionTokens(this.p.db);
     await pruneCounters(this.p.db);
+    await pruneEmailCodes(this.p.db);
+    await this.oauth.prune();
   }
 }
 
@@ -385,6 +417,8 @@ export async function createAuthService(p: Platform): Promise<AuthService> {
   const sessions = new SessionStore(p.db);
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions);
+  service.methods = new SignInMethods(p, service, await getOrCreateSecret(p.db, 'auth_email_codes'));
+  service.oauth = new OAuthFlows(p, service);
   void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
   const timer = setInterval(
     () => service.prune().catch((e) => p.log.warn('auth housekeeping failed', { cause: e })),

@@ -28,7 +28,9 @@ export interface SessionState {
 /** Why a refresh token was refused; `sessionId` is set when the refusal revoked a session (reuse). */
 export type Failure = { ok: false; reason: 'invalid' | 'reused' | 'revoked' | 'disabled'; sessionId?: string };
 export type CheckResult = { ok: true; sessionId: string; userId: string } | Failure;
-export type RotateResult = { ok: true; sessionId: string; userId: string; refreshToken: string } | Failure;
+export type RotateResult =
+  | { ok: true; sessionId: string; userId: string; refreshToken: string; amr: string[] }
+  | Failure;
 
 export class SessionStore {
   private cache = new Map<string, { state: SessionState | null; at: number }>();
@@ -61,12 +63,13 @@ export class SessionStore {
     tx: Queryable,
     userId: string,
     meta: { ip: string; userAgent: string | null },
+    amr: readonly string[] = ['pwd'],
   ): Promise<{ sessionId: string; refreshToken: string }> {
     const sessionId = crypto.randomUUID();
     await tx.query(
-      `INSERT INTO basalt.auth_sessions (id, user_id, expires_at, ip, user_agent)
-       VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5)`,
-      [sessionId, userId, REFRESH_TOKEN_SECONDS, meta.ip, meta.userAgent?.slice(0, 512) ?? null],
+      `INSERT INTO basalt.auth_sessions (id, user_id, expires_at, ip, user_agent, amr)
+       VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5, $6::text[])`,
+      [sessionId, userId, REFRESH_TOKEN_SECONDS, meta.ip, meta.userAgent?.slice(0, 512) ?? null, amr],
     );
     const refreshToken = await this.issueRefresh(tx, sessionId);
     return { sessionId, refreshToken };
@@ -139,12 +142,13 @@ export class SessionStore {
   async rotate(presented: string): Promise<RotateResult> {
     return this.withLiveToken(presented, async (tx, live): Promise<RotateResult> => {
       await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
-      await tx.query(
-        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1',
+      // The session's amr comes back so the new access token says how the session was signed in.
+      const { rows } = await tx.query<{ amr: string[] }>(
+        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
         [live.sessionId, REFRESH_TOKEN_SECONDS],
       );
       const refreshToken = await this.issueRefresh(tx, live.sessionId);
-      return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken };
+      return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };
     });
   }
 

@@ -7,7 +7,8 @@ import type { PublicUser } from './model';
 export interface UserRow {
   id: string;
   email: string;
-  password_hash: string;
+  /** null: an account made by a provider or an e-mail code, until a password is set. */
+  password_hash: string | null;
   email_verified_at: Date | null;
   disabled_at: Date | null;
   created_at: Date;

@@ -1,0 +1,278 @@
+/**
+ * Provider sign-in and linking (docs/auth.md, OAuth2 and OpenID Connect): the flow row
+ * and browser binding at start, the callback's checks, the account rule with its
+ * pre-hijacking defence, and the one-time exchange code. No HTTP here: routes hand in
+ * the cookie and query, and get back where to send the browser.
+ *
+ * No token ever travels in a URL: the callback sends the browser back with a 60-second
+ * single-use `#code=` in the fragment (never sent to a server, not in Referer), which the
+ * front-end trades for tokens with a POST.
+ */
+import type { Platform } from '../../platform';
+import { PgError } from '../../db/engine';
+import { AuthErrors } from './errors';
+import { SignInErrors } from './sign-in-errors';
+import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult } from './service';
+import {
+  authorizationUrl,
+  finishFlow,
+  ProviderDenied,
+  providerNamed,
+  type Provider,
+  type ProviderSetting,
+} from './oidc';
+import { identityOwner, issueOneTimeCode, linkIdentity, spendOneTimeCode, type ProviderAccount } from './identities';
+import { userByEmail, userById, type UserRow } from './users';
+import { insertPasswordlessUser } from './sign-in';
+import { limitPerMinute } from './rate-limit';
+import { secretMatches, sha256 } from './tokens';
+
+/** The cookie binding a flow to the browser that started it. */
+export const OAUTH_COOKIE = 'basalt_oauth';
+/** How long a started flow (and its cookie) lives. */
+export const FLOW_SECONDS = 10 * 60;
+
+/** Codes a callback may put in `#error=` (docs/auth.md lists what each means). */
+export const CALLBACK_ERRORS = [
+  'access_denied',
+  'invalid_state',
+  'provider_error',
+  'provider_not_found',
+  'account_exists',
+  'identity_taken',
+  'email_required',
+  'email_not_verified',
+  'registration_closed',
+  'account_disabled',
+] as const;
+type CallbackError = (typeof CALLBACK_ERRORS)[number];
+
+const BINDING = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * Whether `target` may receive the browser: an absolute http(s) URL without credentials
+ * whose origin is an allow-list entry's, and, when the entry has a path, whose path is
+ * that path or below it (`/auth` admits `/auth` and `/auth/x`, never `/authx`). URLs are
+ * compared parsed (WHATWG), so `..`, `%2e%2e` and backslashes are resolved first.
+ */
+export function redirectAllowed(allowlist: readonly string[], target: string): boolean {
+  if (target.length > 2000 || !URL.canParse(target)) return false;
+  const t = new URL(target);
+  if ((t.protocol !== 'https:' && t.protocol !== 'http:') || t.username || t.password) return false;
+  return allowlist.some((entry) => {
+    if (!URL.canParse(entry)) return false;
+    const e = new URL(entry);
+    if (e.origin !== t.origin) return false;
+    const prefix = e.pathname;
+    if (prefix === '/' || prefix === '') return true;
+    const base = prefix.endsWith('/') ? prefix : `${prefix}/`;
+    return t.pathname === prefix || t.pathname === base.slice(0, -1) || t.pathname.startsWith(base);
+  });
+}
+
+/** `target` with its fragment replaced by `params` (the front-end reads location.hash). */
+function withFragment(target: string, params: Record<string, string>): string {
+  const u = new URL(target);
+  u.hash = new URLSearchParams(params).toString();
+  return u.href;
+}
+
+interface FlowRow {
+  binding_hash: Uint8Array;
+  provider: string;
+  code_verifier: string;
+  nonce: string;
+  redirect_to: string;
+  redirect_uri: string;
+  link_user_id: string | null;
+}
+
+export class OAuthFlows {
+  constructor(
+    private p: Platform,
+    private auth: AuthService,
+  ) {}
+
+  private setting<T>(key: string): T {
+    return this.p.settings.get<T>(`auth.${key}`);
+  }
+
+  /** The configured provider `name` (404 `provider_not_found` otherwise). */
+  provider(name: string): Provider {
+    const p = providerNamed(this.setting<ProviderSetting[]>('oauth_providers'), name);
+    if (!p) throw SignInErrors.providerNotFound();
+    return p;
+  }
+
+  /** Names of the configured providers (for front-ends: runtime config and the panel). */
+  providerNames(): string[] {
+    return this.setting<ProviderSetting[]>('oauth_providers').map((p) => p.name);
+  }
+
+  private checkRedirect(target: string): void {
+    if (!redirectAllowed(this.setting<string[]>('redirect_allowlist'), target)) throw SignInErrors.invalidRedirect();
+  }
+
+  /**
+   * Start a flow: the provider's authorization URL to send the browser to, and the cookie
+   * value binding the flow to this browser (the browser's existing one when it has one,
+   * so flows started in two tabs both complete). `link` is a signed-in user's ticket.
+   */
+  async start(
+    name: string,
+    input: { redirectTo: string; link?: string; binding?: string; callbackUrl: string },
+  ): Promise<{ location: string; binding: string }> {
+    const provider = this.provider(name);
+    this.checkRedirect(input.redirectTo);
+    let linkUserId: string | null = null;
+    if (input.link !== undefined) {
+      const ticket = await spendOneTimeCode(this.p.db, 'link', input.link);
+      if (!ticket) throw SignInErrors.invalidLinkTicket();
+      linkUserId = ticket.userId;
+    }
+    const binding =
+      input.binding && BINDING.test(input.binding)
+        ? input.binding
+        : Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url');
+    let started: Awaited<ReturnType<typeof authorizationUrl>>;
+    try {
+      started = await authorizationUrl(provider, input.callbackUrl);
+    } catch (e) {
+      this.p.log.warn('sign-in provider unavailable', { provider: name, cause: e });
+      throw SignInErrors.providerUnavailable();
+    }
+    const { secrets } = started;
+    await this.p.db.query(
+      `INSERT INTO basalt.auth_oauth_flows
+         (state_hash, binding_hash, provider, code_verifier, nonce, redirect_to, redirect_uri, link_user_id, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))`,
+      [
+        sha256(secrets.state),
+        sha256(binding),
+        name,
+        secrets.codeVerifier,
+        secrets.nonce,
+        input.redirectTo,
+        input.callbackUrl,
+        linkUserId,
+        FLOW_SECONDS,
+      ],
+    );
+    return { location: started.url, binding };
+  }
+
+  /**
+   * The provider's callback → where to send the browser: `redirect_to#code=…` (sign-in),
+   * `#linked=<provider>` (linking) or `#error=<code>`. The flow is spent by the same
+   * statement that finds it (single use). A state that names no live flow leaves no
+   * trusted place to go: 400 `invalid_state`.
+   */
+  async callback(name: string, query: URLSearchParams, binding: string | undefined): Promise<string> {
+    const state = query.get('state');
+    if (!state || state.length > 200) throw SignInErrors.invalidState();
+    const { rows } = await this.p.db.query<FlowRow>(
+      `DELETE FROM basalt.auth_oauth_flows WHERE state_hash = $1 AND expires_at > now()
+       RETURNING binding_hash, provider, code_verifier, nonce, redirect_to, redirect_uri, link_user_id`,
+      [sha256(state)],
+    );
+    const flow = rows[0];
+    if (!flow) throw SignInErrors.invalidState();
+    const back = (params: Record<string, string>) => withFragment(flow.redirect_to, params);
+    const fail = (error: CallbackError) => back({ error });
+    // Another browser's callback (login CSRF: an attacker's code pushed to the victim) fails here.
+    if (!binding || !BINDING.test(binding) || !secretMatches(binding, flow.binding_hash) || flow.provider !== name)
+      return fail('invalid_state');
+    const provider = providerNamed(this.setting<ProviderSetting[]>('oauth_providers'), name);
+    if (!provider) return fail('provider_not_found');
+    let account: ProviderAccount;
+    try {
+      account = await finishFlow(provider, query, flow.redirect_uri, {
+        state,
+        nonce: flow.nonce,
+        codeVerifier: flow.code_verifier,
+      });
+    } catch (e) {
+      if (e instanceof ProviderDenied) return fail(e.error === 'access_denied' ? 'access_denied' : 'provider_error');
+      this.p.log.warn('sign-in provider callback failed', { provider: name, cause: e });
+      return fail('provider_error');
+    }
+    if (flow.link_user_id) {
+      if (!(await linkIdentity(this.p.db, flow.link_user_id, account))) return fail('identity_taken');
+      return back({ linked: name });
+    }
+    const user = await this.accountFor(account);
+    if (typeof user === 'string') return fail(user);
+    const code = await issueOneTimeCode(this.p.db, 'exchange', user.id, ['oauth']);
+    return back({ code });
+  }
+
+  /**
+   * The account a provider identity signs in to, or why none:
+   * - a linked identity signs in to its user;
+   * - otherwise an account with the same address is linked only when the provider says
+   *   the address is verified AND the account's address is verified (else
+   *   `account_exists`): an attacker who registered the victim's address unverified, or
+   *   a provider account claiming an address it never proved, gets nothing;
+   * - otherwise a new account, verified when the provider says so.
+   */
+  private async accountFor(a: ProviderAccount): Promise<UserRow | CallbackError> {
+    let user: UserRow | undefined;
+    const owner = await identityOwner(this.p.db, a.provider, a.subject);
+    if (owner) {
+      user = await userById(this.p.db, owner);
+      if (!user) return 'provider_error';
+      await linkIdentity(this.p.db, owner, a); // what the provider says now (shown to the user)
+    } else {
+      if (!a.email) return 'email_required';
+      const existing = await userByEmail(this.p.db, a.email);
+      if (existing) {
+        if (!a.emailVerified || !existing.email_verified_at) return 'account_exists';
+        if (!(await linkIdentity(this.p.db, existing.id, a))) return 'identity_taken';
+        user = existing;
+      } else {
+        if (!this.setting<boolean>('registration_open')) return 'registration_closed';
+        if (this.setting<boolean>('email_verification_required') && !a.emailVerified) return 'email_not_verified';
+        try {
+          user = await insertPasswordlessUser(this.p.db, a.email, a.emailVerified);
+        } catch (e) {
+          if (e instanceof PgError && e.code === '23505') return 'account_exists'; // registered meanwhile
+          throw e;
+        }
+        if (!(await linkIdentity(this.p.db, user.id, a))) return 'identity_taken';
+      }
+    }
+    if (user.disabled_at) return 'account_disabled';
+    if (this.setting<boolean>('email_verification_required') && !user.email_verified_at) return 'email_not_verified';
+    return user;
+  }
+
+  /** Trade the callback's one-time code for the sign-in (tokens, or the MFA step). */
+  async exchange(code: string, meta: ClientMeta): Promise<SignInResult> {
+    await limitPerMinute(
+      this.p.db,
+      `exchange_ip:${meta.ip}`,
+      this.setting('rate_limit_token_per_ip'),
+      AuthErrors.rateLimited,
+    );
+    const spent = await spendOneTimeCode(this.p.db, 'exchange', code);
+    if (!spent) throw SignInErrors.invalidExchangeCode();
+    const row = await userById(this.p.db, spent.userId);
+    if (!row) throw SignInErrors.invalidExchangeCode();
+    if (row.disabled_at) throw AuthErrors.accountDisabled();
+    return this.auth.signedIn(row, spent.amr, meta);
+  }
+
+  /** A signed-in user's ticket (60 s, single use) to start linking `name`; checked like a sign-in start. */
+  async linkTicket(user: AuthenticatedUser, name: string, redirectTo: string): Promise<string> {
+    this.provider(name);
+    this.checkRedirect(redirectTo);
+    return issueOneTimeCode(this.p.db, 'link', user.userId, []);
+  }
+
+  /** Drop flows and codes that expired (housekeeping). */
+  async prune(): Promise<void> {
+    await this.p.db.query('DELETE FROM basalt.auth_oauth_flows WHERE expires_at < now()');
+    await this.p.db.query('DELETE FROM basalt.auth_exchange_codes WHERE expires_at < now()');
+    await this.p.db.query('DELETE FROM basalt.auth_mfa_challenges WHERE expires_at < now()');
+  }
+}

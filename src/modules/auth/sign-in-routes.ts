@@ -1,0 +1,328 @@
+/**
+ * Routes of the sign-in methods beyond passwords (docs/auth.md), mounted by the Public
+ * Auth routes (routes.ts) under /api/v1/auth. HTTP only.
+ *
+ * Two groups: the provider redirects (`oauth/<name>/start`, `oauth/<name>/callback`) are
+ * browser navigations, which cannot carry X-API-Key, so they are outside the access-mode
+ * gate (the exchange that yields tokens is inside it); everything else is gated like the
+ * other auth routes.
+ */
+import { Elysia, t } from 'elysia';
+import type { Platform } from '../../platform';
+import { platformGuards } from '../../guards';
+import { requestInfo } from '../../http/request-info';
+import { successResponse } from '../../http/envelope';
+import { errors } from './model';
+import { SignInBodies, SignInQuery, SignInResponses } from './sign-in-model';
+import { FLOW_SECONDS, OAUTH_COOKIE } from './oauth-flow';
+import type { ClientMeta } from './service';
+
+const tags = ['Public Auth'];
+const bearer = [{ Bearer: [] }];
+const Name = t.Object({ name: t.String({ maxLength: 40, description: 'Provider name from auth.oauth_providers.' }) });
+
+function meta(request: Request): ClientMeta {
+  return {
+    ip: requestInfo(request).ip,
+    userAgent: request.headers.get('user-agent'),
+    origin: new URL(request.url).origin,
+  };
+}
+
+function cookie(request: Request, name: string): string | undefined {
+  for (const part of (request.headers.get('cookie') ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** A redirect; no Referer leaves with it (the provider's code is in the callback's query). */
+const redirect = (location: string, headers: Record<string, string> = {}) =>
+  new Response(null, { status: 302, headers: { location, 'referrer-policy': 'no-referrer', ...headers } });
+
+/** Where this API is reached from outside: web.public_base_url, else the request's origin. */
+function apiBase(p: Platform, request: Request): string {
+  return p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
+}
+
+/** The provider redirects: browser navigations, outside the access-mode gate. `root` is /api/v1/auth. */
+export function oauthBrowserRoutes(p: Platform, root: string) {
+  const flows = () => p.services.auth.oauth;
+  return new Elysia({ name: 'basalt.auth.oauth-browser' })
+    .get(
+      '/oauth/:name/start',
+      async ({ params, query, request }) => {
+        const { location, binding } = await flows().start(params.name, {
+          redirectTo: query.redirect_to,
+          link: query.link,
+          binding: cookie(request, OAUTH_COOKIE),
+          callbackUrl: `${apiBase(p, request)}${root}/oauth/${params.name}/callback`,
+        });
+        // HttpOnly: no script reads it; SameSite=Lax: sent on the provider's top-level redirect back,
+        // never on cross-site subrequests; scoped to the provider routes; short-lived like the flow.
+        const attrs = [
+          `${OAUTH_COOKIE}=${binding}`,
+          `Path=${root}/oauth/`,
+          `Max-Age=${FLOW_SECONDS}`,
+          'HttpOnly',
+          'SameSite=Lax',
+          ...(requestInfo(request).https ? ['Secure'] : []),
+        ];
+        return redirect(location, { 'set-cookie': attrs.join('; ') });
+      },
+      {
+        params: Name,
+        query: SignInQuery.start,
+        detail: {
+          tags,
+          summary: 'Start a provider sign-in (browser navigation)',
+          'x-codes': {
+            400: ['invalid_redirect', 'invalid_link_ticket'],
+            404: ['provider_not_found'],
+            502: ['provider_unavailable'],
+          },
+          description:
+            'Navigate the browser here (no X-API-Key needed, in any access mode). 302 to the provider with state, nonce (OpenID Connect) and PKCE S256; ' +
+            `sets the HttpOnly, SameSite=Lax cookie ${OAUTH_COOKIE} (${FLOW_SECONDS / 60} min, path ${root}/oauth/) that binds the flow to this browser. ` +
+            '`redirect_to` must be allowed by auth.redirect_allowlist → else 400 `invalid_redirect`. `link`: the ticket from POST oauth/{name}/link.',
+        },
+        response: { ...errors(400, 404, 422, 502) },
+      },
+    )
+    .get(
+      '/oauth/:name/callback',
+      async ({ params, request }) =>
+        redirect(await flows().callback(params.name, new URL(request.url).searchParams, cookie(request, OAUTH_COOKIE))),
+      {
+        params: Name,
+        query: SignInQuery.callback,
+        detail: {
+          tags,
+          summary: "The provider's redirect back (browser navigation)",
+          'x-codes': { 400: ['invalid_state'] },
+          description:
+            "The provider sends the browser here. 302 to the flow's redirect_to with `#code=<exchange code>` (60 s, single use: POST oauth/exchange), " +
+            '`#linked=<provider>` after linking, or `#error=<code>`: access_denied, invalid_state (another browser, or the cookie is gone), provider_error, ' +
+            'provider_not_found, account_exists (an account has this address and the provider or the account has not verified it), identity_taken, ' +
+            'email_required, email_not_verified, registration_closed, account_disabled. A state that names no live flow → 400 `invalid_state` (nowhere trusted to go).',
+        },
+        response: { ...errors(400, 422) },
+      },
+    );
+}
+
+/** The gated routes: e-mail codes, exchange, second factor, identities. */
+export function signInRoutes(p: Platform, root: string) {
+  const auth = () => p.services.auth;
+  const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
+  return new Elysia({ name: 'basalt.auth.sign-in' })
+    .use(platformGuards(p))
+    .guard({ publicAccess: true })
+    .post(
+      '/otp/request',
+      async ({ body, request }) => {
+        await auth().methods.requestEmailCode(body.email, meta(request));
+        return ok(request, { message: 'If this address can sign in, a code is on its way.' }, 202);
+      },
+      {
+        body: SignInBodies.otpRequest,
+        response: { 202: SignInResponses.accepted, ...errors(422, 429, 503) },
+        detail: {
+          tags,
+          summary: 'Mail a sign-in code',
+          'x-codes': { 429: ['rate_limited'], 503: ['mail_not_configured'] },
+          description:
+            '202 whether or not the address has an account (no enumeration; the mail work runs after the answer). Mails a 6-digit code (template auth.otp), ' +
+            'valid 10 minutes, to an existing enabled account, or to any address while auth.registration_open is on (the code then creates the account). ' +
+            'A new request replaces the previous code. 429 past auth.rate_limit_email_per_ip, or past auth.rate_limit_login_per_account requests for one address.',
+        },
+      },
+    )
+    .post(
+      '/otp/verify',
+      async ({ body, request }) =>
+        ok(request, await auth().methods.verifyEmailCode(body.email, body.code, meta(request))),
+      {
+        body: SignInBodies.otpVerify,
+        response: { 200: SignInResponses.signIn, ...errors(401, 403, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Sign in with a mailed code',
+          'x-codes': {
+            401: ['invalid_code'],
+            403: ['account_disabled', 'registration_closed'],
+            429: ['rate_limited'],
+          },
+          description:
+            'The login answer (or the MFA step). Marks the address verified. A wrong code → 401 `invalid_code`; the fifth wrong code burns it (request a new one). ' +
+            'Rate limited per IP (auth.rate_limit_login_per_ip) and per address (auth.rate_limit_login_per_account).',
+        },
+      },
+    )
+    .post(
+      '/oauth/exchange',
+      async ({ body, request }) => ok(request, await auth().oauth.exchange(body.code, meta(request))),
+      {
+        body: SignInBodies.exchange,
+        response: { 200: SignInResponses.signIn, ...errors(400, 403, 422, 429) },
+        detail: {
+          tags,
+          summary: "Trade a callback's exchange code for the sign-in",
+          'x-codes': { 400: ['invalid_exchange_code'], 403: ['account_disabled'], 429: ['rate_limited'] },
+          description:
+            'The same answer as a password login: tokens, or `{mfa_required, mfa_token}`. The code works once, within 60 s; a replay → 400 `invalid_exchange_code`.',
+        },
+      },
+    )
+    .post(
+      '/oauth/:name/link',
+      async ({ params, body, user, request }) => {
+        const ticket = await auth().oauth.linkTicket(user, params.name, body.redirect_to);
+        const start = new URL(`${apiBase(p, request)}${root}/oauth/${params.name}/start`);
+        start.searchParams.set('redirect_to', body.redirect_to);
+        start.searchParams.set('link', ticket);
+        return ok(request, { url: start.href });
+      },
+      {
+        user: true,
+        params: Name,
+        body: SignInBodies.link,
+        response: { 200: SignInResponses.link, ...errors(400, 401, 403, 404, 422) },
+        detail: {
+          tags,
+          summary: 'Link a provider to the signed-in user',
+          'x-codes': {
+            400: ['invalid_redirect'],
+            401: ['unauthorized', 'token_expired', 'session_revoked'],
+            403: ['account_disabled'],
+            404: ['provider_not_found'],
+          },
+          description:
+            'Returns the start URL of a linking flow (with a single-use 60 s ticket, not a token). The browser comes back with `#linked=<provider>`, ' +
+            'or `#error=identity_taken` when that provider account belongs to another user.',
+          security: bearer,
+        },
+      },
+    )
+    .get('/identities', async ({ user, request }) => ok(request, await auth().methods.methods(user.userId)), {
+      user: true,
+      response: { 200: SignInResponses.methods, ...errors(401, 403) },
+      detail: {
+        tags,
+        summary: "The signed-in user's ways to sign in",
+        'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
+        description:
+          'Linked providers, whether a password is set, whether TOTP is on and how many recovery codes are left.',
+        security: bearer,
+      },
+    })
+    .delete(
+      '/identities/:id',
+      async ({ params, user, request }) => {
+        await auth().methods.unlink(user.userId, params.id);
+        return ok(request, await auth().methods.methods(user.userId));
+      },
+      {
+        user: true,
+        params: t.Object({ id: t.String({ maxLength: 100 }) }),
+        response: { 200: SignInResponses.methods, ...errors(401, 403, 404, 409) },
+        detail: {
+          tags,
+          summary: 'Unlink a provider',
+          'x-codes': {
+            401: ['unauthorized', 'token_expired', 'session_revoked'],
+            403: ['account_disabled'],
+            404: ['identity_not_found'],
+            409: ['last_sign_in_method'],
+          },
+          description:
+            'Never the last way to sign in: without a password and another provider → 409 `last_sign_in_method`. Answers the remaining methods.',
+          security: bearer,
+        },
+      },
+    )
+    .post('/mfa/totp/enroll', async ({ user, request }) => ok(request, await auth().methods.enrollTotp(user)), {
+      user: true,
+      response: { 200: SignInResponses.enroll, ...errors(401, 403, 409) },
+      detail: {
+        tags,
+        summary: 'Start TOTP enrolment',
+        'x-codes': {
+          401: ['unauthorized', 'token_expired', 'session_revoked'],
+          403: ['account_disabled'],
+          409: ['mfa_already_enabled'],
+        },
+        description:
+          'A new secret (not yet active); confirm it with a code from the app. Enrolling again before confirming replaces it.',
+        security: bearer,
+      },
+    })
+    .post(
+      '/mfa/totp/confirm',
+      async ({ body, user, request }) => ok(request, await auth().methods.confirmTotp(user, body.code)),
+      {
+        user: true,
+        body: SignInBodies.code,
+        response: { 200: SignInResponses.recoveryCodes, ...errors(400, 401, 403, 409, 422) },
+        detail: {
+          tags,
+          summary: 'Turn TOTP on',
+          'x-codes': {
+            400: ['mfa_not_enrolled'],
+            401: ['unauthorized', 'token_expired', 'session_revoked', 'invalid_code'],
+            403: ['account_disabled'],
+            409: ['mfa_already_enabled'],
+          },
+          description:
+            'With a current code of the enrolled secret: TOTP is on from now, every login asks for it. Answers 10 recovery codes, shown only this once.',
+          security: bearer,
+        },
+      },
+    )
+    .delete(
+      '/mfa/totp',
+      async ({ body, user, request }) => {
+        await auth().methods.disableTotp(user, body.code);
+        return ok(request, { message: 'The second factor is off.' });
+      },
+      {
+        user: true,
+        body: SignInBodies.code,
+        response: { 200: SignInResponses.done, ...errors(400, 401, 403, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Turn TOTP off',
+          'x-codes': {
+            400: ['mfa_not_enabled'],
+            401: ['unauthorized', 'token_expired', 'session_revoked', 'invalid_code'],
+            403: ['account_disabled'],
+            429: ['account_locked'],
+          },
+          description:
+            'Needs a current code; wrong codes count toward the account lockout. Recovery codes are dropped too.',
+          security: bearer,
+        },
+      },
+    )
+    .post(
+      '/mfa/verify',
+      async ({ body, request }) => ok(request, await auth().methods.verifyMfa(body, meta(request))),
+      {
+        body: SignInBodies.mfaVerify,
+        response: { 200: SignInResponses.session, ...errors(401, 403, 422, 429) },
+        detail: {
+          tags,
+          summary: 'Second step of a sign-in',
+          'x-codes': {
+            401: ['invalid_mfa_token', 'invalid_code'],
+            403: ['account_disabled'],
+            429: ['rate_limited', 'account_locked'],
+          },
+          description:
+            'The mfa_token from the login answer with `code` (TOTP) or `recovery_code` → the login answer with tokens whose `amr` ends in totp or recovery and `aal` is 2. ' +
+            'A code is accepted once; wrong codes count toward the account lockout (429 `account_locked`). The mfa_token stays valid for its 5 minutes until a right code spends it.',
+        },
+      },
+    );
+}

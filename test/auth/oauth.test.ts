@@ -1,0 +1,261 @@
+/**
+ * Provider sign-in against a real OpenID Connect provider running in this process
+ * (test/auth/provider.ts), over HTTP, redirects followed by hand: the whole flow, the
+ * state bound to the browser, the one-time exchange code, the redirect allow-list, the
+ * ID token checks, the account rule with its pre-hijacking defence, GitHub-style plain
+ * OAuth2, linking and unlinking.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import type { TestServer } from '../helpers/server';
+import { expectA, expectAError } from '../helpers/envelopes';
+import { call, email, startAuthServer, PASSWORD } from './support';
+import { registerUser, signInUser } from '../helpers/users';
+import { fragment, hop, startProvider, walk, type TestProvider } from './provider';
+
+const APP = 'https://app.example.com';
+const BACK = `${APP}/auth/done`;
+
+/** The claims of an access token (not verified: the server did that). */
+export function claimsOf(token: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString());
+}
+
+describe.each(ENGINES)('provider sign-in on %s', (engine) => {
+  let s: TestServer;
+  let idp: TestProvider;
+  beforeAll(async () => {
+    idp = await startProvider();
+    s = await startAuthServer(engine);
+    // Live settings: the server is already running (no restart).
+    await s.platform.settings.set('auth.oauth_providers', idp.settings(['test', 'github']));
+    await s.platform.settings.set('auth.redirect_allowlist', [`${APP}/auth/`, 'http://localhost:3000']);
+  });
+  afterAll(async () => {
+    await s.stop();
+    await idp.stop();
+  });
+
+  const exchange = (code: string) => call(s, { path: 'oauth/exchange', body: { code } });
+
+  test('a new verified identity makes a verified account; the fragment code works once; no token in any URL', async () => {
+    const address = email('oidc');
+    idp.as({ sub: `sub-${address}`, email: address.toUpperCase(), email_verified: true });
+    const w = await walk(s, 'test', BACK);
+    // Start: to the provider with PKCE S256, state and nonce; the binding cookie's attributes.
+    const authorize = new URL(w.start.location);
+    expect(authorize.origin).toBe(idp.issuer);
+    expect(authorize.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(authorize.searchParams.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(authorize.searchParams.get('state')!.length).toBeGreaterThanOrEqual(32);
+    expect(authorize.searchParams.get('nonce')!.length).toBeGreaterThanOrEqual(32);
+    expect(authorize.searchParams.get('redirect_uri')).toBe(`${s.publicUrl}/api/v1/auth/oauth/test/callback`);
+    const attrs = w.start.setCookie!.split(';').map((a) => a.trim().toLowerCase());
+    expect(attrs).toEqual(
+      expect.arrayContaining(['httponly', 'samesite=lax', 'path=/api/v1/auth/oauth/', 'max-age=600']),
+    );
+    expect(attrs).not.toContain('secure'); // plain http here; https requests get Secure
+    // Callback: back to redirect_to with only a one-time code in the fragment.
+    expect(w.final.status).toBe(302);
+    expect(w.final.location.startsWith(`${BACK}#code=`)).toBe(true);
+    const code = fragment(w.final.location).get('code')!;
+    expect(code.split('.')).toHaveLength(2); // opaque, not a JWT
+    for (const url of [w.start.location, w.toCallback, w.final.location]) expect(url).not.toMatch(/eyJ|access_token/);
+    const r = await exchange(code);
+    expectA(
+      r,
+      200,
+      expect.objectContaining({
+        user: expect.objectContaining({ email: address, email_verified: true }),
+        access_token: expect.any(String),
+        refresh_token: expect.any(String),
+      }),
+    );
+    expect(claimsOf(r.body.data.access_token)).toMatchObject({ amr: ['oauth'], aal: 1 });
+    expectAError(await exchange(code), 400, 'invalid_exchange_code'); // replayed
+    // The same provider account signs in to the same user again.
+    const again = await walk(s, 'test', BACK);
+    const r2 = await exchange(fragment(again.final.location).get('code')!);
+    expect(r2.body.data.user.id).toBe(r.body.data.user.id);
+    // A refreshed access token keeps the session's amr.
+    const refreshed = await call(s, { path: 'refresh', body: { refresh_token: r.body.data.refresh_token } });
+    expect(claimsOf(refreshed.body.data.access_token)).toMatchObject({ amr: ['oauth'], aal: 1 });
+  });
+
+  test('pre-hijacking: an unverified account with the address is never linked (account_exists), nor by an unverified provider address', async () => {
+    // The attacker registers the victim's address with a password, never verifying it.
+    const victim = email('victim');
+    await registerUser(s, { email: victim });
+    idp.as({ sub: `sub-${victim}`, email: victim, email_verified: true });
+    const w = await walk(s, 'test', BACK);
+    expect(fragment(w.final.location).get('error')).toBe('account_exists');
+    expect(fragment(w.final.location).get('code')).toBeNull();
+    const linked = await s.platform.db.query('SELECT 1 FROM basalt.auth_identities WHERE subject = $1', [
+      `sub-${victim}`,
+    ]);
+    expect(linked.rows).toHaveLength(0);
+
+    // A verified account, but the provider does not vouch for the address: refused too.
+    const owner = email('owner');
+    await registerUser(s, { email: owner });
+    await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE email = $1', [owner]);
+    idp.as({ sub: `sub-${owner}`, email: owner, email_verified: false });
+    expect(fragment((await walk(s, 'test', BACK)).final.location).get('error')).toBe('account_exists');
+    // Both verified: linked to the existing account, which keeps its password.
+    idp.as({ sub: `sub-${owner}`, email: owner, email_verified: true });
+    const ok = await walk(s, 'test', BACK);
+    const r = await exchange(fragment(ok.final.location).get('code')!);
+    expectA(r, 200);
+    expect(r.body.data.user.email).toBe(owner);
+    expectA(await call(s, { path: 'login', body: { email: owner, password: PASSWORD } }), 200);
+  });
+
+  test('state: missing, replayed, from another browser, or for another provider is refused', async () => {
+    idp.as({ sub: 'state-user', email: email('state'), email_verified: true });
+    expectAError(await s.req('GET', '/api/v1/auth/oauth/test/callback?code=x'), 400, 'invalid_state');
+    expectAError(await s.req('GET', '/api/v1/auth/oauth/test/callback?code=x&state=forged'), 400, 'invalid_state');
+    const w = await walk(s, 'test', BACK);
+    expect(fragment(w.final.location).get('code')).toBeTruthy();
+    // The same callback URL again: the flow was spent.
+    const replay = await hop(w.toCallback, { cookie: w.cookie });
+    expect(replay.status).toBe(400);
+    expect(JSON.parse(replay.body).error.code).toBe('invalid_state');
+    // Login CSRF: the callback reaches a browser without the binding cookie, or with another one.
+    const other = await walk(s, 'test', BACK, { cookie: '' });
+    expect(other.final.location).toBe(`${BACK}#error=invalid_state`);
+    const wrong = await walk(s, 'test', BACK, { cookie: `basalt_oauth=${'A'.repeat(43)}` });
+    expect(wrong.final.location).toBe(`${BACK}#error=invalid_state`);
+    // A state started for one provider, delivered to another's callback.
+    const start = await hop(`${s.publicUrl}/api/v1/auth/oauth/test/start?redirect_to=${encodeURIComponent(BACK)}`);
+    const atIdp = await hop(start.location);
+    const swapped = atIdp.location.replace('/oauth/test/callback', '/oauth/github/callback');
+    const r = await hop(swapped, { cookie: start.setCookie!.split(';')[0]! });
+    expect(r.location).toBe(`${BACK}#error=invalid_state`);
+  });
+
+  test('redirect_to must be on the allow-list (origin, or origin and path prefix)', async () => {
+    const start = (to: string) =>
+      s.req('GET', `/api/v1/auth/oauth/test/start?redirect_to=${encodeURIComponent(to)}`, { redirect: 'manual' });
+    for (const bad of [
+      'https://evil.example.com/auth/done',
+      `${APP}/other`,
+      `${APP}/authx`,
+      `${APP}/auth/../admin`,
+      `${APP}/auth/%2e%2e/admin`,
+      'https://app.example.com@evil.example.com/auth/',
+      `https://user:pw@app.example.com/auth/`,
+      'javascript:alert(1)//https://app.example.com/auth/',
+      'http://app.example.com/auth/done',
+      '/auth/done',
+      'http://localhost:3001/',
+    ])
+      expectAError(await start(bad), 400, 'invalid_redirect');
+    for (const good of [`${APP}/auth/`, `${APP}/auth/done?x=1`, 'http://localhost:3000/anything'])
+      expect([good, (await start(good)).status]).toEqual([good, 302]);
+    expectAError(
+      await s.req('GET', `/api/v1/auth/oauth/nope/start?redirect_to=${encodeURIComponent(BACK)}`),
+      404,
+      'provider_not_found',
+    );
+  });
+
+  test('the provider refusing, or an ID token that fails a check, ends in #error and no account', async () => {
+    idp.denyNext();
+    expect(fragment((await walk(s, 'test', BACK)).final.location).get('error')).toBe('access_denied');
+    const tampered: [string, (c: Record<string, unknown>) => void][] = [
+      ['nonce', (c) => (c.nonce = 'another-nonce')],
+      ['aud', (c) => (c.aud = 'another-client')],
+      ['iss', (c) => (c.iss = 'https://evil.example.com')],
+      ['exp', (c) => (c.exp = Math.floor(Date.now() / 1000) - 3600)],
+    ];
+    for (const [what, fn] of tampered) {
+      const address = email(`bad-${what}`);
+      idp.as({ sub: `bad-${what}`, email: address, email_verified: true });
+      idp.tamperNext(fn);
+      const w = await walk(s, 'test', BACK);
+      expect([what, fragment(w.final.location).get('error')]).toEqual([what, 'provider_error']);
+      const users = await s.platform.db.query('SELECT 1 FROM basalt.users WHERE email = $1', [address]);
+      expect(users.rows).toHaveLength(0);
+    }
+  });
+
+  test('GitHub-style plain OAuth2: the primary address with its verified flag', async () => {
+    const address = email('gh');
+    idp.github(4242, [
+      { email: 'other@example.com', primary: false, verified: true },
+      { email: address, primary: true, verified: true },
+    ]);
+    const w = await walk(s, 'github', BACK);
+    const r = await exchange(fragment(w.final.location).get('code')!);
+    expectA(
+      r,
+      200,
+      expect.objectContaining({ user: expect.objectContaining({ email: address, email_verified: true }) }),
+    );
+    // An unverified primary address cannot take over an existing account.
+    const taken = email('gh-taken');
+    await registerUser(s, { email: taken });
+    await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE email = $1', [taken]);
+    idp.github(4343, [{ email: taken, primary: true, verified: false }]);
+    expect(fragment((await walk(s, 'github', BACK)).final.location).get('error')).toBe('account_exists');
+  });
+
+  test('a signed-in user links and unlinks providers, never the last way to sign in', async () => {
+    // A passwordless account made by the provider.
+    const address = email('links');
+    idp.as({ sub: `links-${address}`, email: address, email_verified: true });
+    const first = await exchange(fragment((await walk(s, 'test', BACK)).final.location).get('code')!);
+    const token = first.body.data.access_token;
+    const methods = await call(s, { method: 'GET', path: 'identities', token });
+    expectA(
+      methods,
+      200,
+      expect.objectContaining({ has_password: false, totp_enabled: false, recovery_codes_left: 0 }),
+    );
+    expect(methods.body.data.identities).toEqual([
+      expect.objectContaining({ provider: 'test', email: address, email_verified: true }),
+    ]);
+    const only = methods.body.data.identities[0].id;
+    expectAError(await call(s, { method: 'DELETE', path: `identities/${only}`, token }), 409, 'last_sign_in_method');
+
+    // Link GitHub: a ticket URL, the same flow, back with #linked.
+    idp.github(5151, [{ email: 'whatever@example.com', primary: true, verified: false }]);
+    const link = await call(s, { path: 'oauth/github/link', token, body: { redirect_to: BACK } });
+    expectA(link, 200, { url: expect.stringContaining('/api/v1/auth/oauth/github/start?') });
+    expect(link.body.data.url).not.toMatch(/eyJ/); // a ticket, never the access token
+    const ticket = new URL(link.body.data.url).searchParams.get('link')!;
+    const w = await walk(s, 'github', BACK, { link: ticket });
+    expect(w.final.location).toBe(`${BACK}#linked=github`);
+    // The ticket was spent by that start.
+    expectAError(
+      await s.req('GET', `/api/v1/auth/oauth/github/start?redirect_to=${encodeURIComponent(BACK)}&link=${ticket}`, {
+        redirect: 'manual',
+      }),
+      400,
+      'invalid_link_ticket',
+    );
+    const after = await call(s, { method: 'GET', path: 'identities', token });
+    expect(after.body.data.identities.map((i: { provider: string }) => i.provider).sort()).toEqual(['github', 'test']);
+    // Two ways now: one may go, then the other is the last.
+    expectA(await call(s, { method: 'DELETE', path: `identities/${only}`, token }), 200);
+    const gh = (await call(s, { method: 'GET', path: 'identities', token })).body.data.identities[0].id;
+    expectAError(await call(s, { method: 'DELETE', path: `identities/${gh}`, token }), 409, 'last_sign_in_method');
+    expectAError(await call(s, { method: 'DELETE', path: 'identities/not-a-uuid', token }), 404, 'identity_not_found');
+
+    // A provider account already linked to someone else cannot be linked again.
+    const other = await signInUser(s);
+    const link2 = await call(s, { path: 'oauth/github/link', token: other.access_token, body: { redirect_to: BACK } });
+    const w2 = await walk(s, 'github', BACK, { link: new URL(link2.body.data.url).searchParams.get('link')! });
+    expect(w2.final.location).toBe(`${BACK}#error=identity_taken`);
+    // With a password, the user may unlink every provider.
+    expectAError(
+      await call(s, {
+        path: 'oauth/github/link',
+        token: other.access_token,
+        body: { redirect_to: 'https://evil.example.com/' },
+      }),
+      400,
+      'invalid_redirect',
+    );
+  });
+});

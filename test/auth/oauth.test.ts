@@ -11,15 +11,10 @@ import type { TestServer } from '../helpers/server';
 import { expectA, expectAError } from '../helpers/envelopes';
 import { call, email, startAuthServer, PASSWORD } from './support';
 import { registerUser, signInUser } from '../helpers/users';
-import { fragment, hop, startProvider, walk, type TestProvider } from './provider';
+import { claimsOf, fragment, hop, startProvider, walk, type TestProvider } from './provider';
 
 const APP = 'https://app.example.com';
 const BACK = `${APP}/auth/done`;
-
-/** The claims of an access token (not verified: the server did that). */
-export function claimsOf(token: string): Record<string, unknown> {
-  return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString());
-}
 
 describe.each(ENGINES)('provider sign-in on %s', (engine) => {
   let s: TestServer;
@@ -30,7 +25,7 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     // Live settings: the server is already running (no restart).
     await s.platform.settings.set('auth.oauth_providers', idp.settings(['test', 'github']));
     await s.platform.settings.set('auth.redirect_allowlist', [`${APP}/auth/`, 'http://localhost:3000']);
-  });
+  }, 180_000);
   afterAll(async () => {
     await s.stop();
     await idp.stop();

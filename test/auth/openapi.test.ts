@@ -19,6 +19,16 @@ const ROUTES: [string, string, string, boolean][] = [
   ['post', '/api/v1/auth/password/change', '200', true],
   ['post', '/api/v1/auth/verify-email', '200', true],
   ['post', '/api/v1/auth/verify-email/resend', '200', true],
+  ['post', '/api/v1/auth/otp/request', '202', true],
+  ['post', '/api/v1/auth/otp/verify', '200', true],
+  ['post', '/api/v1/auth/oauth/exchange', '200', true],
+  ['post', '/api/v1/auth/oauth/{name}/link', '200', true],
+  ['get', '/api/v1/auth/identities', '200', false],
+  ['delete', '/api/v1/auth/identities/{id}', '200', false],
+  ['post', '/api/v1/auth/mfa/totp/enroll', '200', false],
+  ['post', '/api/v1/auth/mfa/totp/confirm', '200', true],
+  ['delete', '/api/v1/auth/mfa/totp', '200', true],
+  ['post', '/api/v1/auth/mfa/verify', '200', true],
 ];
 
 describe('Public Auth in the OpenAPI document', () => {
@@ -60,5 +70,15 @@ describe('Public Auth in the OpenAPI document', () => {
     });
     // The access-mode key comes on top of the token in api_key_required mode.
     expect(doc.paths['/api/v1/auth/me'].get.security).toEqual([{ Bearer: [] }, { Bearer: [], ApiKey: [] }]);
+  });
+
+  test('the provider redirects are documented, with their error codes; login documents the MFA step', () => {
+    for (const step of ['start', 'callback']) {
+      const op = doc.paths[`/api/v1/auth/oauth/{name}/${step}`].get;
+      expect(op.summary).toContain('browser navigation');
+      expect(op.responses['400'].description).toContain(step === 'start' ? '`invalid_redirect`' : '`invalid_state`');
+    }
+    const login = doc.paths['/api/v1/auth/login'].post.responses['200'].content['application/json'].schema;
+    expect(JSON.stringify(login)).toContain('mfa_token');
   });
 });

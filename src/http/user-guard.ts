@@ -12,6 +12,9 @@ export interface RequestUser {
   userId: string;
   sessionId: string;
   email: string;
+  /** How the session was signed in and its assurance level, from the access token (docs/auth.md, Second factor). */
+  amr?: string[];
+  aal?: 1 | 2;
 }
 
 /** The token of an `Authorization: Bearer …` header (undefined when there is none) → its user, or throws. */

@@ -107,10 +107,20 @@ export function accessTokens(secret: string): AccessTokens {
       if (!SHAPE.test(token)) return { ok: false, reason: 'invalid' };
       const { payload, expired } = check(token);
       if (payload) {
-        const { sub, sid, iat } = payload;
+        const { sub, sid, iat, amr } = payload;
         // User and session ids are UUIDs; anything else is refused before it reaches a query.
-        if (typeof sub === 'string' && typeof sid === 'string' && typeof iat === 'number' && isUuid(sub) && isUuid(sid))
-          return { ok: true, claims: { sub, sid } };
+        if (
+          typeof sub === 'string' &&
+          typeof sid === 'string' &&
+          typeof iat === 'number' &&
+          isUuid(sub) &&
+          isUuid(sid)
+        ) {
+          // Tokens signed before amr existed carry none; ours always carry both, consistent.
+          if (!Array.isArray(amr)) return { ok: true, claims: { sub, sid } };
+          if (!amr.every((m) => typeof m === 'string')) return { ok: false, reason: 'invalid' };
+          return { ok: true, claims: { sub, sid, amr, aal: aalOf(amr) } };
+        }
         return { ok: false, reason: 'invalid' };
       }
       return { ok: false, reason: expired ? 'expired' : 'invalid' };

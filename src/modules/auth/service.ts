@@ -253,7 +253,8 @@ export class AuthService {
     const state = this.sessions.cached(v.claims.sid) ?? (await this.sessions.load(v.claims.sid));
     if (!state || state.userId !== v.claims.sub || state.problem === 'revoked') throw AuthErrors.sessionRevoked();
     if (state.problem === 'disabled') throw AuthErrors.accountDisabled();
-    return { userId: state.userId, sessionId: v.claims.sid, email: state.email };
+    const { amr, aal } = v.claims;
+    return { userId: state.userId, sessionId: v.claims.sid, email: state.email, ...(amr ? { amr, aal } : {}) };
   }
 
   /**

@@ -36,7 +36,7 @@ export interface ExtensionGuards {
   requireUser(): Hook;
   /** The calling key (same rules as `requireApiKey`). */
   apiKey(request: Request, permission?: Permission): Promise<ApiKeyPrincipal>;
-  /** The signed-in user `{ userId, sessionId, email }` (same rules as `requireUser`). */
+  /** The signed-in user `{ userId, sessionId, email, amr, aal }` (same rules as `requireUser`). */
   user(request: Request): Promise<UserPrincipal>;
 }
 

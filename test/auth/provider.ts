@@ -152,11 +152,12 @@ export interface Walk {
 }
 
 /**
- * Start → provider → callback, as a browser: returns every step. `cookie` overrides the
+ * Start → provider → callback, as a browser (`s`: a test server or the base URL of one,
+ * e.g. the executable's): returns every step. `cookie` overrides the
  * cookie the callback gets (another browser: '').
  */
 export async function walk(
-  s: TestServer,
+  s: TestServer | string,
   name: string,
   redirectTo: string,
   opts: { cookie?: string; link?: string; ip?: string } = {},
@@ -164,7 +165,8 @@ export async function walk(
   const q = new URLSearchParams({ redirect_to: redirectTo });
   if (opts.link) q.set('link', opts.link);
   const headers = { 'x-forwarded-for': opts.ip ?? '203.0.113.7' };
-  const start = await hop(`${s.publicUrl}/api/v1/auth/oauth/${name}/start?${q}`, headers);
+  const base = typeof s === 'string' ? s : s.publicUrl;
+  const start = await hop(`${base}/api/v1/auth/oauth/${name}/start?${q}`, headers);
   if (start.status !== 302) throw new Error(`start answered ${start.status}: ${(start as { body?: string }).body}`);
   const atProvider = await hop(start.location);
   const cookie = opts.cookie ?? cookieOf(start.setCookie);

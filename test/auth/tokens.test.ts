@@ -34,7 +34,7 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const ok = await s.req('GET', '/api/module/probe/whoami', {
       headers: { authorization: `Bearer ${u.access_token}` },
     });
-    expectA(ok, 200, { userId: u.user.id, sessionId: expect.any(String), email: u.email });
+    expectA(ok, 200, { userId: u.user.id, sessionId: expect.any(String), email: u.email, amr: ['pwd'], aal: 1 });
     const none = await s.req('GET', '/api/module/probe/whoami');
     expectBError(none, 401, 'unauthorized');
     await call(s, { path: 'logout', token: u.access_token });

@@ -195,6 +195,25 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     expect(fragment((await walk(s, 'github', BACK)).final.location).get('error')).toBe('account_exists');
   });
 
+  test('api_key_required mode: the browser redirects need no key (a navigation cannot send one); the exchange does', async () => {
+    await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+    try {
+      idp.as({ sub: 'keyless', email: email('keyless'), email_verified: true });
+      const w = await walk(s, 'test', BACK);
+      const code = fragment(w.final.location).get('code')!;
+      expect(code).toBeTruthy();
+      expectAError(await exchange(code), 401, 'api_key_required');
+      expectAError(await call(s, { path: 'otp/request', body: { email: email() } }), 401, 'api_key_required');
+      expectAError(
+        await call(s, { path: 'mfa/verify', body: { mfa_token: 'x', code: '123456' } }),
+        401,
+        'api_key_required',
+      );
+    } finally {
+      await s.platform.settings.unset('web.public_api_access_mode');
+    }
+  });
+
   test('a signed-in user links and unlinks providers, never the last way to sign in', async () => {
     // A passwordless account made by the provider.
     const address = email('links');

@@ -16,6 +16,7 @@ import { settingsRoutes } from './routes/settings';
 import { mailRoutes } from './routes/mail';
 import { templatesRoutes } from './routes/templates';
 import { usersRoutes } from './routes/users';
+import { userSignInRoutes } from './routes/user-sign-in';
 import { dashboardRoutes } from './routes/dashboard';
 import { extensionsRoutes } from './routes/extensions';
 import { auditRoutes } from './routes/audit';
@@ -43,6 +44,7 @@ const screens: ((app: AdminApp, p: Platform, ok: Ok) => AdminApp)[] = [
   mailRoutes,
   templatesRoutes,
   usersRoutes,
+  userSignInRoutes,
   dataRoutes,
   extensionsRoutes,
   auditRoutes,

@@ -230,3 +230,29 @@ async function githubAccount(p: Provider, accessToken: string): Promise<Provider
     emailVerified: address !== null && primary?.verified === true,
   };
 }
+
+/**
+ * The Settings screen's provider check: can the provider's metadata be had (discovery for
+ * OpenID Connect), and where does it send users. Never signs anyone in.
+ */
+export async function providerCheck(p: Provider): Promise<{
+  name: string;
+  kind: Provider['kind'];
+  issuer: string;
+  ok: boolean;
+  authorization_endpoint: string | null;
+  problem: string | null;
+}> {
+  const base = { name: p.name, kind: p.kind, issuer: p.issuer };
+  try {
+    const as = await serverOf(p);
+    return { ...base, ok: true, authorization_endpoint: as.authorization_endpoint ?? null, problem: null };
+  } catch (e) {
+    return {
+      ...base,
+      ok: false,
+      authorization_endpoint: null,
+      problem: e instanceof Error ? e.message.slice(0, 300) : 'failed',
+    };
+  }
+}

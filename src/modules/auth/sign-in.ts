@@ -204,9 +204,4 @@ export class SignInMethods {
     if (r === 'not_found') throw SignInErrors.identityNotFound();
     if (r === 'last') throw SignInErrors.lastSignInMethod();
   }
-
-  /** Administration: turn a user's second factor off (they enroll again). */
-  async resetMfa(userId: string): Promise<boolean> {
-    return this.p.db.transaction((tx) => removeTotp(tx, userId));
-  }
 }

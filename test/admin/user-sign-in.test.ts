@@ -1,0 +1,107 @@
+/**
+ * The Users screen's sign-in methods (docs/admin-api.md §Users): a user's providers,
+ * password and second factor; resetting MFA and unlinking a provider, each audited and
+ * never leaving the user without a way to sign in; the Settings screen's provider check
+ * against a real OpenID Connect provider.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { Secret, TOTP } from 'otpauth';
+import { ENGINES } from '../helpers/engines';
+import type { TestServer } from '../helpers/server';
+import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
+import { expectA, expectAError } from '../helpers/envelopes';
+import { signInUser } from '../helpers/users';
+import { auditRows, startAdminServer } from './support';
+import { fragment, startProvider, walk, type TestProvider } from '../auth/provider';
+
+describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => {
+  let s: TestServer;
+  let a: AdminAuth;
+  let idp: TestProvider;
+  beforeAll(async () => {
+    idp = await startProvider();
+    s = await startAdminServer(engine);
+    await s.platform.settings.set('auth.oauth_providers', [
+      ...idp.settings(['test']),
+      { name: 'down', issuer: 'http://127.0.0.1:9', client_id: 'x', client_secret: 'y' },
+    ]);
+    await s.platform.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
+    a = await signInAdmin(s);
+  }, 180_000);
+  afterAll(async () => {
+    await s?.stop();
+    await idp?.stop();
+  });
+
+  test('methods, reset MFA and unlink, audited; the last way to sign in stays', async () => {
+    // A passwordless user made by the provider, with TOTP on.
+    idp.as({ sub: 'admin-view', email: 'admin-view@example.com', email_verified: true });
+    const w = await walk(s, 'test', 'https://app.example.com/');
+    const ex = await s.req('POST', '/api/v1/auth/oauth/exchange', {
+      body: { code: fragment(w.final.location).get('code') },
+    });
+    const token = ex.body.data.access_token;
+    const userId = ex.body.data.user.id;
+    const bearer = { authorization: `Bearer ${token}` };
+    const { secret } = (await s.req('POST', '/api/v1/auth/mfa/totp/enroll', { headers: bearer })).body.data;
+    const code = new TOTP({ secret: Secret.fromBase32(secret) }).generate();
+    expect((await s.req('POST', '/api/v1/auth/mfa/totp/confirm', { headers: bearer, body: { code } })).status).toBe(
+      200,
+    );
+
+    const methods = await adminReq(s, a, 'GET', `/api/admin/users/${userId}/sign-in-methods`);
+    expectA(
+      methods,
+      200,
+      expect.objectContaining({ has_password: false, totp_enabled: true, recovery_codes_left: 10 }),
+    );
+    const identity = methods.body.data.identities[0].id;
+    expectAError(
+      await adminReq(s, a, 'DELETE', `/api/admin/users/${userId}/identities/${identity}`),
+      409,
+      'last_sign_in_method',
+    );
+    expect(await auditRows(s, 'users.unlink-identity')).toHaveLength(0); // refused: nothing written
+
+    const reset = await adminReq(s, a, 'POST', `/api/admin/users/${userId}/reset-mfa`);
+    expectA(reset, 200, expect.objectContaining({ totp_enabled: false, recovery_codes_left: 0 }));
+    const [row] = await auditRows(s, 'users.reset-mfa');
+    expect(row).toMatchObject({ target: userId, admin_email: a.email });
+    // The user signs in with the provider alone again.
+    const again = await walk(s, 'test', 'https://app.example.com/');
+    const ex2 = await s.req('POST', '/api/v1/auth/oauth/exchange', {
+      body: { code: fragment(again.final.location).get('code') },
+    });
+    expect(ex2.body.data.access_token).toBeString();
+
+    // A user with a password may lose every provider.
+    const u = await signInUser(s);
+    await s.platform.db.query(
+      `INSERT INTO basalt.auth_identities (user_id, provider, subject, email, email_verified) VALUES ($1, 'test', 'pw-user', $2, true)`,
+      [u.user.id, u.email],
+    );
+    const mine = (await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}/sign-in-methods`)).body.data.identities[0]
+      .id;
+    expectA(
+      await adminReq(s, a, 'DELETE', `/api/admin/users/${u.user.id}/identities/${mine}`),
+      200,
+      expect.objectContaining({ identities: [], has_password: true }),
+    );
+    expect((await auditRows(s, 'users.unlink-identity')).map((r) => r.target)).toEqual([u.user.id]);
+    expectAError(await adminReq(s, a, 'GET', '/api/admin/users/not-a-user/sign-in-methods'), 404, 'not_found');
+    // Without a session: refused like every admin route.
+    expect((await s.req('POST', `/api/admin/users/${userId}/reset-mfa`)).status).toBe(401);
+  });
+
+  test('provider check: discovery works for a live provider, names the problem for a dead one', async () => {
+    expectA(await adminReq(s, a, 'GET', '/api/admin/sign-in-providers'), 200, { providers: ['test', 'down'] });
+    expectA(
+      await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/test/check'),
+      200,
+      expect.objectContaining({ ok: true, authorization_endpoint: `${idp.issuer}/authorize` }),
+    );
+    const down = await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/down/check');
+    expectA(down, 200, expect.objectContaining({ ok: false, problem: expect.any(String) }));
+    expectAError(await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/nope/check'), 404, 'provider_not_found');
+  });
+});

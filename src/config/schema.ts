@@ -294,7 +294,7 @@ export const SETTINGS: SettingDef[] = [
     min: 16 * 1024,
     max: 256 * 1024 * 1024,
     description:
-      'Bytes a stream may have waiting for a slow client; beyond it the stream is closed (the client resumes with Last-Event-ID).',
+      'Bytes a stream may keep waiting for a slow client: over it for a second (or over four times it at once) and the stream is closed; the client resumes with Last-Event-ID.',
   },
   // public auth
   {

@@ -35,7 +35,7 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
   const byChannel = new Map<string, Stream[]>();
   const all: Stream[] = [];
   for (const s of streams) {
-    if (s.closed) continue;
+    if (s.closed || s.cutIfBehind()) continue;
     all.push(s);
     for (const t of s.tables) push(byTable, t, s);
     for (const c of s.channels) push(byChannel, c, s);

@@ -62,7 +62,7 @@ export class Hub {
     };
     every(POLL_MS, () => this.wake());
     every(HEARTBEAT_MS, () => {
-      for (const s of this.streams) s.write(HEARTBEAT);
+      for (const s of [...this.streams]) if (!s.cutIfBehind()) s.write(HEARTBEAT);
     });
     every(PRUNE_MS, () => void this.prune().catch((e) => this.deps.onError('realtime prune failed', e)));
   }
@@ -117,6 +117,9 @@ export class Hub {
       await fanout(this.fanoutDeps, events, live);
       this.position = events[events.length - 1]!.id;
       if (events.length < PAGE) return;
+      // Let the listener write to the sockets before the next page (the embedded engine
+      // holds the thread while it runs a statement).
+      await Bun.sleep(0);
     }
   }
 

@@ -1,8 +1,9 @@
 /**
  * One server-sent event stream (docs/realtime.md). Frames are queued on a byte-counted
  * ReadableStream: the listener pulls from it only as fast as the client's socket takes
- * them, so what waits here is exactly what the client has not read. Beyond
- * realtime.buffer_bytes the stream is cut (its queue dropped with it); the client
+ * them, so what waits here is exactly what the client has not read. When more than
+ * realtime.buffer_bytes stays waiting (see `cutIfBehind`), the stream is cut (its queue
+ * dropped with it); the client
  * reconnects with Last-Event-ID and replays from the outbox instead of from our memory.
  */
 import type { Identity, Principal } from './principal';
@@ -19,6 +20,9 @@ export const HEARTBEAT = encoder.encode(': keep-alive\n\n');
 /** The first bytes of every stream: the listener sends the headers with them, EventSource retries after 2 s. */
 export const OPENING = encoder.encode('retry: 2000\n\n');
 
+/** How long a queue may stay over realtime.buffer_bytes (up to four times it) before the stream is cut. */
+const BEHIND_MS = 1000;
+
 export type EndReason = 'client' | 'slow' | 'expired' | 'revoked' | 'shutdown' | 'error';
 
 export class Stream {
@@ -31,6 +35,8 @@ export class Stream {
   private controller!: ReadableStreamDefaultController<Uint8Array>;
   readonly body: ReadableStream<Uint8Array>;
   private timer?: ReturnType<typeof setTimeout>;
+  /** When the queue was first seen over the bound (undefined: within it). */
+  private behindSince?: number;
 
   constructor(
     readonly principal: Principal,
@@ -58,14 +64,30 @@ export class Stream {
     return this.limitBytes - (this.controller.desiredSize ?? 0);
   }
 
-  /** Queue a frame; false when the stream is closed or was just cut for being too slow. */
+  /** Queue a frame; false when the stream is closed. */
   write(chunk: Uint8Array): boolean {
     if (this.closed) return false;
     this.controller.enqueue(chunk);
-    if ((this.controller.desiredSize ?? 0) < 0) {
-      this.end('slow');
+    return true;
+  }
+
+  /**
+   * Cut the stream when the client does not keep up: more than the bound still waiting a
+   * second after it was first seen over it, or more than four times the bound at any time.
+   * Asked before each page of events (and with each heartbeat), not per frame: a page is
+   * queued at once, and a client that reads as fast as it can drains it soon after.
+   */
+  cutIfBehind(now = performance.now()): boolean {
+    if (this.closed) return false;
+    const queued = this.queued;
+    if (queued <= this.limitBytes) {
+      this.behindSince = undefined;
       return false;
     }
+    // Over the bound: cut at once past four times it, or when still over a second later.
+    this.behindSince ??= now;
+    if (queued <= 4 * this.limitBytes && now - this.behindSince < BEHIND_MS) return false;
+    this.end('slow');
     return true;
   }
 

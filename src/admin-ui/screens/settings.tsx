@@ -3,6 +3,7 @@
  * pinned ones (environment, config file) read-only naming where; validation errors
  * next to the field; the SMTP test send with the server's answer.
  */
+import { SignInProviders } from './user-sign-in';
 import { useMemo, useState } from 'preact/hooks';
 import { ApiError, del, get, post, put, type Wire } from '../api';
 import type { SettingInfo } from '../../modules/admin/settings';
@@ -69,6 +70,7 @@ export function Settings() {
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
       {(!group || group === 'mail' || group === 'smtp') && data && <SmtpTest />}
+      {(!group || group === 'auth') && data && <SignInProviders />}
       {data && !byGroup.length && <Empty icon="settings" title="No setting matches" />}
       {byGroup.map(({ g, items }) => (
         <section class="panel" key={g} aria-label={`${g} settings`}>
@@ -85,8 +87,9 @@ export function Settings() {
   );
 }
 
-function kindOf(s: Setting): 'bool' | 'int' | 'list' | 'enum' | 'string' {
+function kindOf(s: Setting): 'bool' | 'int' | 'list' | 'enum' | 'json' | 'string' {
   const t = s.type.toLowerCase();
+  if (t === 'json') return 'json';
   if (t.startsWith('bool')) return 'bool';
   if (t.startsWith('int') || t === 'number') return 'int';
   if (t === 'list' || t.endsWith('[]') || t === 'array') return 'list';
@@ -96,7 +99,7 @@ function kindOf(s: Setting): 'bool' | 'int' | 'list' | 'enum' | 'string' {
 
 function toText(v: unknown): string {
   if (v === null || v === undefined) return '';
-  if (Array.isArray(v)) return v.join('\n');
+  if (Array.isArray(v)) return v.every((x) => typeof x === 'string') ? v.join('\n') : JSON.stringify(v, null, 2);
   return String(v);
 }
 
@@ -106,6 +109,13 @@ function fromText(s: Setting, text: string): unknown {
       return text === 'true';
     case 'int':
       return text.trim() === '' ? text : Number(text);
+    case 'json':
+      // A structured setting (auth.oauth_providers) is typed as JSON; the server says what is wrong with it.
+      try {
+        return JSON.parse(text);
+      } catch {
+        return text;
+      }
     case 'list':
       return text
         .split(/[\n,]/)
@@ -232,14 +242,14 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
                   </option>
                 ))}
               </select>
-            ) : kind === 'list' ? (
+            ) : kind === 'list' || kind === 'json' ? (
               <textarea
                 id={id}
                 aria-describedby={d}
                 rows={Math.max(2, text.split('\n').length)}
                 value={text}
                 readOnly={pinned}
-                placeholder="one per line"
+                placeholder={kind === 'json' ? 'JSON' : 'one per line'}
                 onInput={(e) => setText(e.currentTarget.value)}
               />
             ) : (

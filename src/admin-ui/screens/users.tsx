@@ -6,6 +6,7 @@ import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, dateTime, number } from '../format';
 import { navigate, route } from '../router';
+import { UserSignInMethods } from './user-sign-in';
 
 interface User {
   id: string;
@@ -296,6 +297,7 @@ function UserDetail({ id }: { id: string }) {
               )}
             </section>
           </div>
+          <UserSignInMethods id={u.id} email={u.email} />
         </>
       )}
     </>

@@ -9,6 +9,10 @@
  *  - transaction round: begin, 3 inserts, commit (5 requests) vs the same statements on a
  *    reserved connection behind the same paths (one wrk thread per connection, so each
  *    connection walks its own round);
+ *  - user select: a signed-in user selects 10 of their rows by an indexed filter from a
+ *    100,000-row table under the policy owner_id = basalt.uid() vs the same rows selected
+ *    with a service key (owner as a filter, no policy) from the same server: the cost of
+ *    running as a user (docs/database.md, Users' own data; target ≥ 0.7);
  *  - GET /api/v1/auth/me vs the same JWT checked by the same verifier (fast-jwt), no database;
  *  - keyed mail acceptance (POST /api/v1/mail/send, a fresh Idempotency-Key per request) vs
  *    the same mail-job insert. The SMTP server of the run accepts connections and never
@@ -30,6 +34,8 @@ import {
   benchKey,
   benchToken,
   BENCH_ITEMS_SQL,
+  benchOwnedSql,
+  ownedSelectLua,
   LUA_SHOW,
   mailLua,
   withNonce,
@@ -59,7 +65,7 @@ const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 // Transaction rounds last: wrk stops mid-round, and the transaction it leaves open holds the
 // embedded engine until the idle timeout (1 s in this run) rolls it back.
-const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'select,me,mail,tx').split(',');
+const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'select,user-select,me,mail,tx').split(',');
 const JWT_SECRET = 'bench-secret-' + 'x'.repeat(40);
 
 /** A TCP server that accepts and never answers: the mail worker's sends wait on it. */
@@ -68,11 +74,13 @@ function silentSmtp() {
 }
 
 /** The wrk scripts of one engine's run: the key and token are written in. */
-function scripts(dir: string, key: string, token: string): Record<string, string> {
+function scripts(dir: string, key: string, token: string, uid: string): Record<string, string> {
   const json = `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["X-API-Key"] = "${key}"\n`;
   const show = LUA_SHOW;
   const files: Record<string, string> = {
     select: selectLua(key),
+    'user-select': ownedSelectLua({ token }),
+    'owned-select': ownedSelectLua({ key, uid }),
     tx: `${json}${show}local step, id = 0, ""
 request = function()
   if step == 0 then return wrk.format("POST", "/api/v1/db/transaction/begin", nil, "{}") end
@@ -102,6 +110,7 @@ response = function(status, headers, body) show(status, body) end
 
 const LABEL: Record<string, string> = {
   select: 'select 10 rows (indexed filter)',
+  'user-select': 'user select 10 own rows of 100k (baseline: service key, same server)',
   tx: 'transaction round (rounds/s)',
   me: 'GET /api/v1/auth/me',
   mail: 'keyed mail acceptance',
@@ -143,13 +152,15 @@ for (const engine of ENGINES) {
   try {
     // Schema, a key, a signed-in user and the statement Basalt builds, prepared in process; then closed.
     const p = await openPlatform({ env, migrate: true });
-    let key: string, token: string, selectSql: string, poolMax: number;
+    let key: string, token: string, uid: string, selectSql: string, poolMax: number;
     try {
       await p.db.exec(
         BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);',
       );
-      key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log']);
+      key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log', 'bench_owned']);
       token = await benchToken(p);
+      uid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sub;
+      await p.db.exec(benchOwnedSql(uid));
       const snap = await p.services.database.catalog.refresh();
       selectSql = buildStatement(benchSelect(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
       poolMax = p.settings.get<number>('database.pool_max');
@@ -187,8 +198,13 @@ for (const engine of ENGINES) {
     await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
     await waitFor(baseUrl + '/', base, 'the baseline');
 
-    const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token);
+    const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
     for (const w of WORKLOADS) {
+      // The user select's yardstick is Basalt itself with a service key, not the bare server.
+      const yard =
+        w === 'user-select'
+          ? { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']! }
+          : { url: baseUrl, pid: base.pid!, script: '' };
       // One transaction holds the embedded engine, so its rounds are measured at 1 and 16 only.
       const conns = w === 'tx' ? CONNECTIONS.filter((c) => c <= 16) : CONNECTIONS;
       // Warm-up: connections, prepared statements, JIT.
@@ -197,6 +213,7 @@ for (const engine of ENGINES) {
         await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
         await Bun.sleep(1500); // Basalt's idle timeout rolls back what wrk left open
       };
+      if (yard.script) await wrkShort(wrkBin, yard.url, yard.script, 16);
       for (const url of [baseUrl, basaltUrl])
         await wrkShort(wrkBin, url, w === 'mail' ? withNonce(lua[w]!) : lua[w]!, w === 'tx' ? 1 : 16);
       for (const c of conns) {
@@ -208,16 +225,17 @@ for (const engine of ENGINES) {
         // second pair would measure that queue draining, not the rounds.
         const repeats = w === 'tx' ? 1 : REPEATS;
         for (let r = 0; r < repeats; r++) {
-          const measure = async (url: string, pid: number) => {
+          const measure = async (url: string, pid: number, s = script()) => {
             await settle();
-            return wrk(wrkBin, url, script(), c, threads, pid, SECONDS);
+            return wrk(wrkBin, url, s, c, threads, pid, SECONDS);
           };
+          const baseline = () => measure(yard.url, yard.pid, yard.script || script());
           if (r % 2 === 0) {
-            const b = await measure(baseUrl, base.pid!);
+            const b = await baseline();
             pairs.push({ b, a: await measure(basaltUrl, basalt.pid!) });
           } else {
             const a = await measure(basaltUrl, basalt.pid!);
-            pairs.push({ a, b: await measure(baseUrl, base.pid!) });
+            pairs.push({ a, b: await baseline() });
           }
         }
         // The pair whose ratio is the median stands for the cell (its req/s, latency and CPU).

@@ -239,6 +239,43 @@ export const BENCH_ITEMS_SQL = `
   INSERT INTO public.bench_items (grp, name, price) SELECT g % 1000, 'item ' || g, (g % 100) + 0.99 FROM generate_series(1, 10000) g;
   ANALYZE public.bench_items;`;
 
+/**
+ * The user-select workload's table (docs/database.md, Users' own data): 100,000 rows of 100
+ * owners, 1,000 each in 100 groups of 10, an index on (owner_id, grp), and the policy
+ * owner_id = basalt.uid(). Owner 0 is the bench user `uid`.
+ */
+export const benchOwnedSql = (uid: string) => `
+  CREATE TABLE public.bench_owned (id serial PRIMARY KEY, owner_id uuid NOT NULL, grp int4 NOT NULL, name text NOT NULL, price numeric(10,2));
+  CREATE INDEX bench_owned_owner_grp ON public.bench_owned (owner_id, grp);
+  INSERT INTO public.bench_owned (owner_id, grp, name, price)
+    SELECT CASE WHEN g % 100 = 0 THEN '${uid}'::uuid ELSE md5((g % 100)::text)::uuid END, (g / 100) % 100, 'item ' || g, (g % 100) + 0.99
+      FROM generate_series(1, 100000) g;
+  ALTER TABLE public.bench_owned ENABLE ROW LEVEL SECURITY;
+  GRANT SELECT ON public.bench_owned TO basalt_user;
+  CREATE POLICY own ON public.bench_owned FOR SELECT TO basalt_user USING (owner_id = basalt.uid());
+  ANALYZE public.bench_owned;`;
+
+/**
+ * The user-select workload's wrk script: 10 of the bench user's rows by group (i % 100).
+ * As the user (`token`: the policy picks the owner) or, for its yardstick, with service key
+ * `key` (no policy: the owner is a filter), reading the same rows through the same index.
+ */
+export function ownedSelectLua(who: { token: string } | { key: string; uid: string }): string {
+  const header =
+    'token' in who ? `wrk.headers["Authorization"] = "Bearer ${who.token}"` : `wrk.headers["X-API-Key"] = "${who.key}"`;
+  const owner = 'uid' in who ? `{"field":"owner_id","op":"eq","value":"${who.uid}"},` : '';
+  return `wrk.headers["Content-Type"] = "application/json"
+${header}
+${LUA_SHOW}wrk.method = "POST"
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, "/api/v1/db/query", nil, '{"entity":"bench_owned","action":"select","fields":["id","grp","name","price"],"filters":[${owner}{"field":"grp","op":"eq","value":' .. (i % 100) .. '}],"limit":10}')
+end
+response = function(status, headers, body) show(status, body) end
+`;
+}
+
 /** The row of bench_items number `g` (1..10,000), for servers that load the same data through their own API. */
 export const benchItem = (g: number) => ({ grp: g % 1000, name: `item ${g}`, price: (g % 100) + 0.99 });
 

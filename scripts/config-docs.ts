@@ -18,7 +18,7 @@ function shown(d: SettingDef): string {
 
 export function settingsTable(): string {
   const rows = SETTINGS.map(
-    (d) => `| \`${d.key}\` | ${envNames(d).map((e) => `\`${e}\``).join(', ')} | ${shown(d)} | ${d.restart ? 'yes' : ''} | ${d.description.replace(/\|/g, '\\|')} |`,
+    (d) => `| \`${d.key}\` | ${envNames(d).map((e) => `\`${e}\``).join(', ')} | ${shown(d)} | ${d.restart ? 'yes' : ''} | ${d.description.replace(/\|/g, '\\|')}${d.operatorOnly ? ' Not from the admin API.' : ''} |`,
   );
   return [BEGIN, '| key | env | default | restart | meaning |', '|---|---|---|---|---|', ...rows, END].join('\n');
 }

@@ -69,6 +69,16 @@ function help(): string {
   ].join('\n');
 }
 
+/** The commands of one group (`basalt admin …`), with their usage and summary. */
+function groupHelp(group: string, members: Command[]): string {
+  return [
+    `basalt ${group} commands:`,
+    ...members.flatMap((c) => [...usageLines(c.usage, '  '), ...wrap(`      ${c.summary}`, COLUMNS, '      ')]),
+    '',
+    `Run 'basalt ${group} COMMAND --help' for one command's usage.`,
+  ].join('\n');
+}
+
 function findCommand(argv: string[]): { cmd: Command; rest: string[] } | undefined {
   const words = argv.filter((a) => !a.startsWith('-'));
   for (const c of [...commands].sort((a, b) => b.name.length - a.name.length)) {
@@ -93,6 +103,14 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
   }
   const found = noCommand ? { cmd: commands.find((c) => c.name === 'serve')!, rest: argv } : findCommand(argv);
   if (!found) {
+    // A group's name alone (`basalt admin`, `basalt keys --help`): its commands.
+    const group = argv.find((a) => !a.startsWith('-'))!;
+    const members = commands.filter((c) => c.name.startsWith(`${group} `));
+    if (members.length) {
+      const asked = argv.includes('--help') || argv.includes('-h');
+      (asked ? io.out : io.err)(groupHelp(group, members));
+      return asked ? 0 : 2;
+    }
     io.err(`basalt: unknown command '${argv.filter((a) => !a.startsWith('-')).join(' ')}'\n\n${help()}`);
     return 2;
   }
@@ -162,6 +180,7 @@ export async function main(argv: string[]): Promise<number> {
       configFile: globals.config,
       flags: { 'data.dir|--data': globals.data },
       migrate: cmd.platform.migrate ?? false,
+      tolerateStoredSettings: cmd.platform.tolerateStoredSettings,
     });
   } catch (e) {
     // The embedded data dir is held by a running server: run the command inside it.

@@ -49,6 +49,8 @@ export interface OpenPlatformOptions extends LoadOptions {
   migrate?: boolean;
   /** Watch database settings for changes from other instances. */
   watch?: boolean;
+  /** Open even when a stored setting is refused, leaving it out (the commands that repair settings). */
+  tolerateStoredSettings?: boolean;
 }
 
 export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Platform> {
@@ -66,7 +68,7 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   const drainHooks: (() => Promise<void> | void)[] = [];
   try {
     await migratePlatform(db);
-    settings = new Settings(layers, db);
+    settings = new Settings(layers, db, opts.tolerateStoredSettings);
     await settings.load();
     if (opts.migrate !== false) {
       const applied = await migrateDir(db, settings.get<string>('migrations.dir'), {

@@ -2,7 +2,7 @@ import type { Server } from 'bun';
 import type { Platform } from './platform';
 import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
-import { recordMainPort } from './modules/runtime-config/service';
+import { recordListeners } from './modules/runtime-config/service';
 import { startAdminTasks, type AdminTasks } from './modules/admin/tasks';
 import { within } from './util/timeout';
 
@@ -101,7 +101,7 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
     pub?.stop(true);
     throw e;
   }
-  recordMainPort(p, main.port!);
+  recordListeners(p, main.url, pub?.url);
   // The mail worker delivers in every process that serves HTTP, never in one-shot commands (docs/mail.md).
   void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
   // The realtime reader feeds this instance's streams (docs/realtime.md).

@@ -13,7 +13,7 @@ export interface Command {
   /** parseArgs option spec for this command's flags. */
   options?: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }>;
   /** Needs the platform open (database, settings); `migrate` says whether operator migrations run. */
-  platform?: Pick<OpenPlatformOptions, 'migrate'> | false;
+  platform?: Pick<OpenPlatformOptions, 'migrate' | 'tolerateStoredSettings'> | false;
   /** Resolves to the exit code, or to nothing for 0. */
   run(args: {
     values: Record<string, unknown>;

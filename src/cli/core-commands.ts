@@ -5,6 +5,9 @@ import { migrateDir } from '../db/migrate';
 import { SETTINGS_BY_KEY } from '../config/schema';
 import { fromText, lookup } from '../config/validate';
 
+/** An address only this machine reaches. */
+const isLoopbackHost = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
+
 export const coreCommands: Command[] = [
   {
     name: 'serve',
@@ -34,12 +37,15 @@ export const coreCommands: Command[] = [
     name: 'settings get',
     usage: 'basalt settings get KEY',
     summary: 'Print a setting, with where its value comes from.',
-    platform: { migrate: false },
+    platform: { migrate: false, tolerateStoredSettings: true },
     async run({ platform, positionals, io }) {
       const key = positionals[0];
       if (!key) throw new UsageError('settings get needs a KEY');
       lookup(key, 'settings get');
       const view = platform!.settings.list().find((s) => s.key === key)!;
+      const refused = platform!.settings.refused.get(key);
+      if (refused)
+        io.err(`note: ${refused}; the value shown is used instead (remove it: basalt settings unset ${key})`);
       io.out(
         `${key} = ${JSON.stringify(view.value)}  (${view.source}${view.origin ? ': ' + view.origin : ''}${view.restart ? ', needs restart' : ''})`,
       );
@@ -54,16 +60,21 @@ export const coreCommands: Command[] = [
       const [key, value] = positionals;
       if (!key || value === undefined) throw new UsageError('settings set needs KEY and VALUE');
       const def = lookup(key, 'settings set');
-      const { pinnedBy } = await platform!.settings.set(key, fromText(def, value, 'settings set'));
+      const typed = fromText(def, value, 'settings set');
+      const { pinnedBy } = await platform!.settings.set(key, typed);
       io.out(`${key} stored${def.restart ? ' (takes effect at the next start)' : ''}`);
+      if (key === 'web.host' && !isLoopbackHost(String(typed)))
+        io.err(`note: web.host ${typed} is reachable from other machines; put a firewall or a TLS proxy in front`);
       if (pinnedBy) io.err(`note: ${key} is pinned by ${pinnedBy}, which wins over the stored value`);
     },
   },
   {
     name: 'settings unset',
     usage: 'basalt settings unset KEY',
-    summary: 'Remove a stored setting (back to the file or default value).',
-    platform: { migrate: false },
+    summary:
+      'Remove a stored setting (back to the file or default value); works even when the stored value is refused.',
+    // A stored value that stops `serve` must not stop its own removal.
+    platform: { migrate: false, tolerateStoredSettings: true },
     async run({ platform, positionals, io }) {
       const key = positionals[0];
       if (!key) throw new UsageError('settings unset needs a KEY');
@@ -76,9 +87,11 @@ export const coreCommands: Command[] = [
     usage: 'basalt settings list [--json]',
     summary: 'Every setting, its value and source.',
     options: { json: { type: 'boolean' } },
-    platform: { migrate: false },
+    platform: { migrate: false, tolerateStoredSettings: true },
     async run({ platform, values, io }) {
       const list = platform!.settings.list();
+      for (const [key, why] of platform!.settings.refused)
+        io.err(`note: ${why}; remove it with 'basalt settings unset ${key}'`);
       if (values.json) return io.out(JSON.stringify(list, null, 2));
       for (const s of list)
         io.out(

@@ -6,6 +6,7 @@
  * Areas append their keys to this list; an unknown key anywhere is an error.
  */
 import { Type as T, type TSchema } from '@sinclair/typebox';
+import { isPlatformSchema } from './platform-schemas';
 
 /** One sign-in provider of `auth.oauth_providers` (docs/auth.md, OAuth2 and OpenID Connect). */
 export const OAUTH_PROVIDER = T.Object(
@@ -45,6 +46,16 @@ export interface SettingDef {
   expects?: string;
   /** kind 'json': the shape of the value (a structured value such as a list of objects). */
   schema?: TSchema;
+  /**
+   * A value the type allows but that would stop the next start or do harm: what is wrong
+   * with it, in words (e.g. a platform schema as the data schema), or undefined when fine.
+   */
+  refuse?: (value: never) => string | undefined;
+  /**
+   * Changed only by whoever runs the process (environment, config file, `basalt settings
+   * set`), never from the admin API; the text says why (code loaded from a path, exposure).
+   */
+  operatorOnly?: string;
   description: string;
 }
 
@@ -57,6 +68,9 @@ const port = (key: string, def: number, description: string): SettingDef => ({
   restart: true,
   description,
 });
+
+/** The shortest `backup.schedule` interval (docs/backup.md). */
+export const BACKUP_MIN_INTERVAL_SECONDS = 300;
 
 export const SETTINGS: SettingDef[] = [
   // web — listeners and HTTP
@@ -88,6 +102,7 @@ export const SETTINGS: SettingDef[] = [
     kind: 'string',
     default: '127.0.0.1',
     restart: true,
+    operatorOnly: 'it decides which networks reach both listeners',
     description: 'Address both listeners bind to.',
   },
   {
@@ -102,6 +117,15 @@ export const SETTINGS: SettingDef[] = [
     default: [],
     description:
       'Peer addresses or CIDR blocks (10.0.0.0/8, fd00::/8) whose X-Forwarded-For is believed for the client IP.',
+  },
+  {
+    key: 'web.metrics_access',
+    kind: 'enum',
+    values: ['loopback', 'open', 'off'],
+    default: 'loopback',
+    operatorOnly: 'it decides who outside this machine reads the metrics',
+    description:
+      'Who may read /metrics: loopback (clients on this machine, e.g. a local Prometheus agent; the client IP as web.trusted_proxies resolves it), open (anyone who reaches the main listener; firewall it), off (404).',
   },
   {
     key: 'web.max_json_body_bytes',
@@ -177,6 +201,10 @@ export const SETTINGS: SettingDef[] = [
     kind: 'string',
     default: 'public',
     restart: true,
+    refuse: (v: string) =>
+      isPlatformSchema(v)
+        ? `'${v}' is a platform schema (basalt, ext_*, information_schema, pg_*); application tables belong in their own schema (default public)`
+        : undefined,
     description: 'Schema holding application tables (Database API, operator migrations).',
   },
   {
@@ -191,6 +219,7 @@ export const SETTINGS: SettingDef[] = [
     kind: 'string',
     default: './migrations',
     restart: true,
+    operatorOnly: 'the SQL files in it run at the next start',
     description: 'Operator SQL migrations, applied in name order at start.',
   },
   {
@@ -198,6 +227,7 @@ export const SETTINGS: SettingDef[] = [
     kind: 'string',
     default: './extensions',
     restart: true,
+    operatorOnly: 'the code in it is loaded at the next start',
     description:
       "Directory scanned for extensions at start. A relative path is taken from the executable's directory when running the compiled basalt, and from the working directory when running from a checkout; an absolute path is used as is.",
   },
@@ -486,6 +516,15 @@ export const SETTINGS: SettingDef[] = [
     description: 'An administrator session ends this long after sign-in, however active (hours).',
   },
   {
+    key: 'admin.lockout_backstop_threshold',
+    kind: 'int',
+    default: 50,
+    min: 1,
+    max: 100_000,
+    description:
+      'Failed administrator sign-ins from all addresses together, within auth.lockout_window_seconds, that lock the account for everyone (each address is locked on its own after auth.lockout_threshold); basalt admin unlock lifts it.',
+  },
+  {
     key: 'admin.audit_retention_days',
     kind: 'int',
     default: 90,
@@ -500,6 +539,14 @@ export const SETTINGS: SettingDef[] = [
     default: 'off',
     pattern: '^(|off|every [1-9][0-9]{0,5}[smhd]|daily ([01][0-9]|2[0-3]):[0-5][0-9])$',
     expects: "'off', 'every N' with a unit s, m, h or d (every 6h), or 'daily HH:MM' in UTC (daily 03:00)",
+    // A backup holds the embedded database while it copies: back to back, nothing else runs.
+    refuse: (v: string) => {
+      const m = /^every (\d+)([smhd])$/.exec(v.trim());
+      const seconds = m ? Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[m[2] as 's' | 'm' | 'h' | 'd'] : Infinity;
+      return seconds < BACKUP_MIN_INTERVAL_SECONDS
+        ? `'${v}' is more often than every ${BACKUP_MIN_INTERVAL_SECONDS / 60} minutes (each backup holds the embedded database while it copies)`
+        : undefined;
+    },
     description:
       'When serve makes a backup into <data.dir>/backups (embedded engine): off, every N{s,m,h,d} (every 6h), or daily HH:MM (UTC).',
   },

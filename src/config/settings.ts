@@ -28,9 +28,18 @@ export class Settings {
   private listeners = new Set<(keys: string[]) => void>();
   private watcher?: SettingsWatch;
 
+  /** Stored values that were refused and left out (`tolerant` mode): key → why. */
+  readonly refused = new Map<string, string>();
+
   constructor(
     readonly layers: BootLayers,
     private db?: Db,
+    /**
+     * Leave out a stored value that fails validation (with the reason in `refused`)
+     * instead of refusing to open: the commands that repair settings must run whatever
+     * was stored (`basalt settings unset`).
+     */
+    private tolerant = false,
   ) {
     if (db) this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
   }
@@ -74,7 +83,14 @@ export class Settings {
     for (const r of rows) {
       const def = SETTINGS_BY_KEY.get(r.key);
       if (!def) continue; // a key from a newer version: ignore rather than refuse to start
-      next.set(r.key, check(def, r.value, 'stored setting'));
+      try {
+        next.set(r.key, check(def, r.value, 'stored setting'));
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw e;
+        const fix = `remove it with 'basalt settings unset ${r.key}'`;
+        if (!this.tolerant) throw new ConfigError(`${e.message}; ${fix}`);
+        this.refused.set(r.key, e.message);
+      }
     }
     const changed = changedKeys(next, this.stored);
     this.stored = next;

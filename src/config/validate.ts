@@ -64,6 +64,8 @@ export function check(def: SettingDef, value: unknown, where: string): unknown {
     const shown = def.secret ? '(hidden)' : JSON.stringify(value);
     throw new ConfigError(`${where}: ${def.key} must be ${expected(def)}, got ${shown}`);
   }
+  const refused = def.refuse?.(value as never);
+  if (refused) throw new ConfigError(`${where}: ${def.key} refused: ${refused}`);
   return value;
 }
 

@@ -148,6 +148,12 @@ export const Errors = {
       message: 'This API requires an API key in the X-API-Key header.',
     },
     forbidden: { status: 403, code: 'forbidden', message: 'Not allowed.' },
+    /** web.metrics_access=loopback and the client is not on this machine (docs/operations.md). */
+    metricsLoopbackOnly: {
+      status: 403,
+      code: 'forbidden',
+      message: '/metrics is served to clients on this machine only (web.metrics_access).',
+    },
     notFound: { status: 404, code: 'not_found', message: 'Not found.' },
     methodNotAllowed: { status: 405, code: 'method_not_allowed', message: 'Method not allowed on this path.' },
     payloadTooLarge: {

@@ -45,6 +45,13 @@ describe('backup.schedule', () => {
       await expect(s.platform.settings.set('backup.schedule', 'weekly')).rejects.toThrow(
         "backup.schedule must be 'off', 'every N' with a unit s, m, h or d (every 6h), or 'daily HH:MM' in UTC (daily 03:00), got \"weekly\"",
       );
+      // More often than every 5 minutes: refused, naming why.
+      for (const tooOften of ['every 1s', 'every 299s', 'every 4m'])
+        await expect(s.platform.settings.set('backup.schedule', tooOften)).rejects.toThrow(
+          `backup.schedule refused: '${tooOften}' is more often than every 5 minutes`,
+        );
+      await s.platform.settings.set('backup.schedule', 'every 300s');
+      await s.platform.settings.set('backup.schedule', 'every 5m');
       await s.platform.settings.set('backup.schedule', 'daily 03:00');
     } finally {
       await s.stop();
@@ -52,10 +59,11 @@ describe('backup.schedule', () => {
   });
 
   test('every 1s with backup.keep 2: scheduled archives are pruned to two, the one made by hand stays', async () => {
-    const s = await startServer('embedded', { env: { BASALT_BACKUP_SCHEDULE: 'every 1s', BASALT_BACKUP_KEEP: '2' } });
+    // The setting refuses intervals under 5 minutes; the schedule itself runs any it is given.
+    const s = await startServer('embedded', { env: { BASALT_BACKUP_KEEP: '2' } });
     const svc = backupService(s.platform);
     const manual = await svc.create();
-    const stop = startBackupSchedule(s.platform);
+    const stop = startBackupSchedule(s.platform, () => 'every 1s');
     const seen = new Set<string>();
     let most = 0;
     try {

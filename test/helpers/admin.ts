@@ -41,7 +41,7 @@ export async function signInAdmin(
   const password = opts.password ?? ADMIN_PASSWORD;
   if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
   await resetBucket(s.platform.db, 'admin_login_ip:127.0.0.1');
-  await resetBucket(s.platform.db, `admin_login_account:${email.toLowerCase()}`);
+  await resetBucket(s.platform.db, `admin_login_account:${JSON.stringify([email.toLowerCase(), '127.0.0.1'])}`);
   const r = await s.req('POST', '/api/admin/auth/login', {
     body: { email, password },
     headers: { 'sec-fetch-site': 'same-origin' },

@@ -1,5 +1,5 @@
 /**
- * `basalt admin create|list|passwd|delete` (docs/admin.md). The same AdminService as
+ * `basalt admin create|list|passwd|unlock|delete` (docs/admin.md). The same AdminService as
  * the admin API; changes are written to the audit log as done by `basalt cli`.
  */
 import type { Command } from '../../cli/command';
@@ -37,22 +37,32 @@ export const adminCommands: Command[] = [
     options: { json: { type: 'boolean' } },
     platform: { migrate: false },
     async run({ platform, values, io }) {
-      const list = await platform!.services.admin.list();
+      const list = await platform!.services.admin.listWithLocks();
       if (values.json) return io.out(JSON.stringify(list, null, 2));
       if (!list.length)
         return io.out("no administrators; create one with 'basalt admin create --email E --password P'");
-      for (const a of list)
+      for (const a of list) {
+        const locked = a.lock.locked_until ? [`LOCKED until ${when(a.lock.locked_until)}`] : [];
         io.out(
-          [a.id, a.email.padEnd(32), `created ${when(a.created_at)}`, `last sign-in ${when(a.last_login_at)}`].join(
-            '  ',
-          ),
+          [
+            a.id,
+            a.email.padEnd(32),
+            `created ${when(a.created_at)}`,
+            `last sign-in ${when(a.last_login_at)}`,
+            ...locked,
+          ].join('  '),
         );
+        for (const src of a.lock.sources)
+          io.out(
+            `    failing from ${src.ip}: ${src.failures} in the window${src.locked_until ? `, locked out until ${when(src.locked_until)}` : ''}`,
+          );
+      }
     },
   },
   {
     name: 'admin passwd',
     usage: 'basalt admin passwd --email E --password P',
-    summary: "Set an administrator's password; their sessions end.",
+    summary: "Set an administrator's password; their sessions end and their sign-in locks are lifted.",
     options: { email: { type: 'string' }, password: { type: 'string' } },
     platform: { migrate: false },
     async run({ platform, values, io }) {
@@ -62,6 +72,22 @@ export const adminCommands: Command[] = [
         CLI_ACTOR,
       );
       io.out(`password of ${a.email} changed; their sessions have ended`);
+    },
+  },
+  {
+    name: 'admin unlock',
+    usage: 'basalt admin unlock EMAIL (or --email E)',
+    summary: "Lift an administrator's sign-in locks (every address) and forget the failures.",
+    options: { email: { type: 'string' } },
+    platform: { migrate: false },
+    async run({ platform, values, positionals, io }) {
+      const email = positionals[0] ?? required(values, 'email', 'admin unlock');
+      const r = await platform!.services.admin.unlock(email, CLI_ACTOR);
+      io.out(
+        r.cleared
+          ? `sign-in of ${r.admin.email} unlocked (${r.cleared} failure counter${r.cleared === 1 ? '' : 's'} cleared)`
+          : `${r.admin.email} was not locked; nothing to clear`,
+      );
     },
   },
   {

@@ -20,7 +20,7 @@ import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
 import { buildStatement, type Statement } from '../database/query-builder';
 import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
-import { exportCsv } from './data-export';
+import { exportCsv, type FormulaMode } from './data-export';
 import { importCsv } from './data-import';
 import { ESTIMATE_SQL, explainRows, invalid, isObject, pageStatement, withKeyOrder } from './data-sql';
 
@@ -78,7 +78,11 @@ export interface DataBrowser {
    * table, filters and sort were checked and the first batch was read, so an unknown
    * table (404) or a bad filter (400) rejects the first read: read it before answering.
    */
-  exportCsv(table: string, q: { filters?: Filter[]; sort?: Sort[] }): ReadableStream<Uint8Array>;
+  exportCsv(
+    table: string,
+    q: { filters?: Filter[]; sort?: Sort[] },
+    formulas?: FormulaMode,
+  ): ReadableStream<Uint8Array>;
   importCsv(tx: Queryable, table: string, csv: string): Promise<{ inserted: number }>;
 }
 
@@ -361,7 +365,7 @@ export function createDataBrowser(p: Platform): DataBrowser {
       return count;
     },
 
-    exportCsv: (name, q) => exportCsv(core, name, q ?? {}),
+    exportCsv: (name, q, formulas) => exportCsv(core, name, q ?? {}, formulas),
     importCsv: (tx, name, csv) => importCsv(core, tx, name, csv),
   };
 }

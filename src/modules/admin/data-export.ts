@@ -14,7 +14,8 @@
  * Cells are the Database API's values (docs/database.md "Value representation"): json
  * and arrays as JSON text, bytea as base64, bigint/numeric as written by Postgres; NULL
  * is an empty cell and an empty string is `""`, so an export imports back unchanged
- * (data-import.ts).
+ * (data-import.ts) — except that, by default, a text cell a spreadsheet would run as a
+ * formula is neutralised (see `neutralise`); `formulas: 'keep'` writes it as stored.
  */
 import { PgError, type Queryable } from '../../db/engine';
 import { AppError } from '../../http/errors';
@@ -42,10 +43,27 @@ export function quote(s: string): string {
   return NEEDS_QUOTES.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
 }
 
+/** What a spreadsheet reads as a formula (OWASP "CSV injection"): a leading =, +, -, @, tab or CR. */
+const FORMULA_START = /^[=+\-@\t\r]/;
+/** A plain number is never a formula, and `'-5` would spoil it: numbers stay as they are. */
+const PLAIN_NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * A cell text a spreadsheet would run as a formula gets a leading `'`, which spreadsheets
+ * show as text (docs/admin.md "Data browser"). Numbers are left alone.
+ */
+export function neutralise(s: string): string {
+  return FORMULA_START.test(s) && !PLAIN_NUMBER.test(s) ? `'${s}` : s;
+}
+
+/** How cells that look like formulas are written: `escape` (default) neutralises them, `keep` writes them as stored. */
+export type FormulaMode = 'escape' | 'keep';
+
 /** One value (API representation) → one CSV cell. */
-export function csvCell(col: Column, v: unknown): string {
+export function csvCell(col: Column, v: unknown, formulas: FormulaMode = 'escape'): string {
   if (v === null || v === undefined) return '';
-  return quote(col.kind === 'json' || col.isArray ? JSON.stringify(v) : String(v));
+  const s = col.kind === 'json' || col.isArray ? JSON.stringify(v) : String(v);
+  return quote(formulas === 'escape' ? neutralise(s) : s);
 }
 
 export function csvLine(cells: string[]): string {
@@ -151,6 +169,7 @@ export function exportCsv(
   core: BrowserCore,
   name: string,
   q: { filters?: Filter[]; sort?: Sort[] },
+  formulas: FormulaMode = 'escape',
 ): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
   let opened: { table: Table; source: Source } | undefined;
@@ -185,7 +204,7 @@ export function exportCsv(
             const lines: string[] = new Array(rows.length);
             for (let i = 0; i < rows.length; i++) {
               const r = rows[i]!;
-              lines[i] = csvLine(cols.map((c) => csvCell(c, r[c.name])));
+              lines[i] = csvLine(cols.map((c) => csvCell(c, r[c.name], formulas)));
             }
             const body = lines.join('');
             // Aim the next batch at BATCH_TARGET_BYTES: wide rows → fewer per batch.

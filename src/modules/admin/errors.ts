@@ -31,6 +31,12 @@ export const AdminErrors = {
         `${key} is set by ${pinnedBy}, which wins over stored values; change it there.`,
       extra: (_key: string, pinnedBy: string) => ({ details: { pinned_by: pinnedBy } }),
     },
+    settingOperatorOnly: {
+      status: 403,
+      code: 'setting_operator_only',
+      message: (key: string, why: string) =>
+        `${key} can be changed only where the process is run (basalt settings set, the environment or the config file): ${why}.`,
+    },
     lastAdmin: {
       status: 409,
       code: 'last_admin',

@@ -22,6 +22,7 @@ import { extensionsRoutes } from './routes/extensions';
 import { auditRoutes } from './routes/audit';
 import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
+import { adminsRoutes } from './routes/admins';
 
 function adminArea(p: Platform, area: AreaFacts) {
   return new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).derive(adminGuard(p, rootOf(area)));
@@ -49,6 +50,7 @@ const screens: ((app: AdminApp, p: Platform, ok: Ok) => AdminApp)[] = [
   extensionsRoutes,
   auditRoutes,
   backupsRoutes,
+  adminsRoutes,
 ];
 
 export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {

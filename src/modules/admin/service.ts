@@ -6,7 +6,16 @@
 import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
-import { clearFailures, limitPerMinute, lockedFor, recordFailure } from '../auth/rate-limit';
+import { limitPerMinute } from '../auth/rate-limit';
+import {
+  clearSource,
+  lockedOut,
+  lockStates,
+  recordAdminFailure,
+  unlockAccount,
+  type LockoutLimits,
+  type LockState,
+} from './lockout';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
 import {
@@ -120,6 +129,37 @@ export class AdminService {
     return listAdmins(this.p.db);
   }
 
+  private lockoutLimits(): LockoutLimits {
+    return {
+      perSource: this.p.settings.get<number>('auth.lockout_threshold'),
+      backstop: this.p.settings.get<number>('admin.lockout_backstop_threshold'),
+      windowSeconds: this.p.settings.get<number>('auth.lockout_window_seconds'),
+    };
+  }
+
+  /** Administrators with their lock state and the addresses failing to sign in as them. */
+  async listWithLocks(): Promise<(AdminView & { lock: LockState })[]> {
+    const admins = await listAdmins(this.p.db);
+    const locks = await lockStates(
+      this.p.db,
+      admins.map((a) => a.email),
+      this.lockoutLimits().windowSeconds,
+    );
+    return admins.map((a) => ({ ...a, lock: locks.get(a.email)! }));
+  }
+
+  /** Lift every sign-in lock of an administrator (CLI `admin unlock`); audited. */
+  async unlock(rawEmail: string, actor: Actor): Promise<{ admin: AdminView; cleared: number }> {
+    const email = this.checkEmail(rawEmail);
+    return this.audited(actor, 'admins.unlock', async (tx, note) => {
+      const row = await adminByEmail(tx, email);
+      if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
+      const cleared = await unlockAccount(tx, email);
+      note(row.id, { email, counters_cleared: cleared });
+      return { admin: adminView(row), cleared };
+    });
+  }
+
   /** Create an administrator; 409 `conflict` when the e-mail is taken. */
   async create(rawEmail: string, password: string, actor: Actor): Promise<AdminView> {
     const email = this.checkEmail(rawEmail);
@@ -142,7 +182,9 @@ export class AdminService {
       if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
       await setAdminPassword(tx, row.id, hash);
       const ended = await endAdminSessions(tx, row.id);
-      note(row.id, { email, password: 'changed', sessions_ended: ended });
+      // A new password is the operator's answer to a lock: it lifts it.
+      const cleared = await unlockAccount(tx, email);
+      note(row.id, { email, password: 'changed', sessions_ended: ended, counters_cleared: cleared });
       return adminView(row);
     });
   }
@@ -200,16 +242,17 @@ export class AdminService {
    * Order as in Public Auth: per-IP limit, lock, per-account limit, then the password.
    * Unknown addresses verify against a dummy hash: same answer, similar time. The
    * counters are Public Auth's (one implementation), under admin-only bucket names and
-   * with the auth.* limits.
+   * with the auth.* limits. The lock and the per-account limit count per (account,
+   * source address), with a backstop across sources (./lockout.ts): someone else's
+   * wrong passwords never lock the administrator out.
    */
   async login(rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
     const s = <T>(k: string) => this.p.settings.get<T>(`auth.${k}`);
     await this.limit(`admin_login_ip:${meta.ip}`, s('rate_limit_login_per_ip'));
     const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
-    const lockKey = `admin:${email}`;
-    const locked = await lockedFor(this.p.db, lockKey);
+    const locked = await lockedOut(this.p.db, email, meta.ip);
     if (locked) throw AdminErrors.accountLocked(locked);
-    await this.limit(`admin_login_account:${email}`, s('rate_limit_login_per_account'));
+    await this.limit(`admin_login_account:${JSON.stringify([email, meta.ip])}`, s('rate_limit_login_per_account'));
     const row = email ? await adminByEmail(this.p.db, email) : undefined;
     const ok = await verifyPassword(String(password ?? ''), row?.password_hash ?? (await dummyHash()));
     const actor: Actor = {
@@ -220,12 +263,18 @@ export class AdminService {
       requestId: meta.requestId,
     };
     if (!row || !ok) {
-      const nowLocked = await recordFailure(this.p.db, lockKey, s('lockout_threshold'), s('lockout_window_seconds'));
-      await writeAudit(this.p.db, actor, 'auth.login_failed', email || null, nowLocked ? { locked: true } : undefined);
-      if (nowLocked) this.p.log.warn('administrator sign-in locked after failed attempts', { ip: meta.ip });
+      const l = await recordAdminFailure(this.p.db, email, meta.ip, this.lockoutLimits());
+      const locked = l.accountLocked ? { locked: 'account' } : l.sourceLocked ? { locked: 'source' } : undefined;
+      await writeAudit(this.p.db, actor, 'auth.login_failed', email || null, locked);
+      if (l.sourceLocked)
+        this.p.log.warn('administrator sign-in locked for one address after failed attempts', { ip: meta.ip });
+      if (l.accountLocked)
+        this.p.log.warn('administrator sign-in locked for every address: too many failures from many addresses', {
+          ip: meta.ip,
+        });
       throw AdminErrors.invalidCredentials();
     }
-    await clearFailures(this.p.db, lockKey);
+    await clearSource(this.p.db, email, meta.ip);
     const rehash = needsRehash(row.password_hash) ? await hashPassword(password) : undefined;
     return this.p.db.transaction(async (tx) => {
       if (rehash) await setAdminPassword(tx, row.id, rehash);
@@ -256,19 +305,14 @@ export class AdminService {
 
   /** Change one's own password: needs the current one; the admin's other sessions end, this one stays. */
   async changePassword(session: LiveSession, current: string, next: string, actor: Actor): Promise<AdminView> {
-    const lockKey = `admin:${session.email}`;
-    const locked = await lockedFor(this.p.db, lockKey);
+    const ip = actor.ip ?? '';
+    const locked = await lockedOut(this.p.db, session.email, ip);
     if (locked) throw AdminErrors.accountLocked(locked);
     const row = await adminById(this.p.db, session.adminId);
     if (!row) throw AdminErrors.unauthorized();
     if (!(await verifyPassword(String(current ?? ''), row.password_hash))) {
       // A stolen session must not become a way to guess the password.
-      await recordFailure(
-        this.p.db,
-        lockKey,
-        this.p.settings.get('auth.lockout_threshold'),
-        this.p.settings.get('auth.lockout_window_seconds'),
-      );
+      await recordAdminFailure(this.p.db, session.email, ip, this.lockoutLimits());
       throw AdminErrors.field('current_password', 'is wrong');
     }
     const hash = await hashPassword(this.checkPassword('new_password', next));

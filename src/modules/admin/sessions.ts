@@ -5,7 +5,10 @@
  *
  * Every request looks the session up (no cache): an ended session stops at once on
  * every instance. The idle and absolute lifetimes are live settings applied in the
- * lookup; `last_seen_at` is written at most once a minute per session.
+ * lookup. `last_seen_at` is written behind: at most once per `touchAfterSeconds` (a
+ * minute, or a quarter of the idle limit when that is shorter), so a use that was not
+ * written is at most that old; the idle check allows for it, and an active session is
+ * never ended early (docs/admin-api.md §Sessions and CSRF).
  */
 import type { Queryable } from '../../db/engine';
 import { sha256 } from '../auth/tokens';
@@ -26,7 +29,13 @@ export interface LiveSession {
   csrfToken: string;
 }
 
-const TOUCH_AFTER_SECONDS = 60;
+/**
+ * The write-behind bound: `last_seen_at` is rewritten once it is older than this. Uses in
+ * between are not written, so the true last use is at most this much later than the stored one.
+ */
+export function touchAfterSeconds(life: SessionLifetimes): number {
+  return Math.max(1, Math.min(60, Math.floor((life.idleMinutes * 60) / 4)));
+}
 
 /**
  * The CSRF token is derived from the cookie's secret, so it is never stored: the
@@ -71,9 +80,9 @@ export async function findSession(
             s.last_seen_at < now() - make_interval(secs => $4::int) AS stale
        FROM basalt.admin_sessions s JOIN basalt.admins a ON a.id = s.admin_id
       WHERE s.token_hash = $1
-        AND s.last_seen_at > now() - make_interval(mins => $2::int)
+        AND s.last_seen_at > now() - make_interval(mins => $2::int, secs => $4::int)
         AND s.created_at > now() - make_interval(hours => $3::int)`,
-    [hash, life.idleMinutes, life.maxHours, TOUCH_AFTER_SECONDS],
+    [hash, life.idleMinutes, life.maxHours, touchAfterSeconds(life)],
   );
   const r = rows[0];
   if (!r) return undefined;
@@ -104,7 +113,7 @@ export async function endAdminSessions(q: Queryable, adminId: string, keep?: str
 /** Drop sessions past either lifetime (housekeeping). */
 export async function pruneSessions(q: Queryable, life: SessionLifetimes): Promise<void> {
   await q.query(
-    `DELETE FROM basalt.admin_sessions WHERE last_seen_at < now() - make_interval(mins => $1::int) OR created_at < now() - make_interval(hours => $2::int)`,
-    [life.idleMinutes, life.maxHours],
+    `DELETE FROM basalt.admin_sessions WHERE last_seen_at < now() - make_interval(mins => $1::int, secs => $3::int) OR created_at < now() - make_interval(hours => $2::int)`,
+    [life.idleMinutes, life.maxHours, touchAfterSeconds(life)],
   );
 }

@@ -17,6 +17,8 @@ export interface SettingInfo {
   default: unknown;
   source: 'default' | 'database' | 'file' | 'environment';
   pinned_by: string | null;
+  /** Changed only from the command line, the environment or the config file: why (docs/admin-api.md §Settings). */
+  operator_only: string | null;
   live: boolean;
   type: SettingDef['kind'];
   values?: readonly string[];
@@ -42,6 +44,7 @@ export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
     default: secret ? null : def.default,
     source: sourceOf(source),
     pinned_by: source === 'env' || source === 'file' || source === 'flag' ? (origin ?? source) : null,
+    operator_only: def.operatorOnly ?? null,
     live: !def.restart,
     type: def.kind,
     ...(def.values ? { values: def.values } : {}),
@@ -66,6 +69,8 @@ export async function changeSetting(p: Platform, actor: Actor, key: string, valu
   const def = known(key);
   const pinned = settingInfo(p, def).pinned_by;
   if (pinned) throw AdminErrors.settingPinned(key, pinned);
+  // Removing a stored value (back to the file or the default) stays allowed: it undoes, never widens.
+  if (def.operatorOnly && value !== undefined) throw AdminErrors.settingOperatorOnly(key, def.operatorOnly);
   const before = p.settings.source(key).source === 'database' ? p.settings.get(key) : undefined;
   try {
     if (value !== undefined) check(def, value, 'value');

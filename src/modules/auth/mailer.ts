@@ -5,6 +5,7 @@
  */
 import type { Platform } from '../../platform';
 import { ACTION_TOKEN_SECONDS, type Purpose } from './action-tokens';
+import { trustedOrigin } from '../../http/trusted-origin';
 
 const PAGE: Record<Purpose, { setting: string; path: string }> = {
   password_reset: { setting: 'auth.password_reset_url', path: '/reset-password' },
@@ -29,18 +30,9 @@ export function linkBase(p: Platform, purpose: Purpose, origin: string): string 
   if (configured) return configured;
   const base = p.settings.get<string>('web.public_base_url');
   if (base) return base.replace(/\/$/, '') + page.path;
-  return trustedOrigin(p, origin) ? origin.replace(/\/$/, '') + page.path : null;
-}
-
-function trustedOrigin(p: Platform, origin: string): boolean {
-  if (p.settings.get<string[]>('web.cors_origins').includes(origin)) return true;
-  let host: string;
-  try {
-    host = new URL(origin).hostname;
-  } catch {
-    return false;
-  }
-  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+  return trustedOrigin(p.settings.get<string[]>('web.cors_origins'), origin)
+    ? origin.replace(/\/$/, '') + page.path
+    : null;
 }
 
 /** The link a mail carries, with ?token= (or &token=). */

@@ -43,9 +43,14 @@ export function nextRun(s: Schedule, last: Date | undefined, started: Date): Dat
 
 /**
  * Start the schedule; returns the stop function (waits for a backup under way). Checks
- * once a second, so a changed setting applies within a second.
+ * once a second, so a changed setting applies within a second. `scheduleText` reads the
+ * schedule (the setting, whose validation refuses intervals under 5 minutes; a test of
+ * retention passes a shorter one here).
  */
-export function startBackupSchedule(p: Platform): () => Promise<void> {
+export function startBackupSchedule(
+  p: Platform,
+  scheduleText: () => string = () => p.settings.get<string>('backup.schedule'),
+): () => Promise<void> {
   const service = backupService(p);
   const started = new Date();
   let last: Date | undefined;
@@ -63,7 +68,7 @@ export function startBackupSchedule(p: Platform): () => Promise<void> {
   let stopped = false;
   const tick = async () => {
     if (running || stopped) return;
-    const text = p.settings.get<string>('backup.schedule');
+    const text = scheduleText();
     let s: Schedule;
     try {
       s = parseSchedule(text);

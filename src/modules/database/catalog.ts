@@ -169,12 +169,8 @@ const RLS_SQL = `
 SELECT c.relname AS table_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = $1 AND c.relrowsecurity`;
 
-/** Schemas that hold platform data; refused as the data schema. */
-export function isPlatformSchema(schema: string): boolean {
-  return (
-    schema === 'basalt' || schema === 'information_schema' || schema.startsWith('ext_') || schema.startsWith('pg_')
-  );
-}
+/** Schemas that hold platform data; refused as the data schema (one list, in the settings' rules). */
+export { isPlatformSchema } from '../../config/platform-schemas';
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
   const [cols, cons, privs, rls] = await Promise.all([

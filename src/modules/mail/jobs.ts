@@ -140,6 +140,14 @@ export interface JobSearch {
   before?: string;
 }
 
+/** A page cursor (`<created_at ISO>|<id>`, as `searchJobs` hands out), or undefined when it is not one. */
+export function parseJobCursor(cursor: string): { at: Date; id: string } | undefined {
+  const [at, id, ...rest] = cursor.split('|');
+  const when = new Date(at ?? '');
+  if (rest.length || !at || Number.isNaN(when.getTime()) || !id || !UUID.test(id)) return undefined;
+  return { at: when, id };
+}
+
 /** Jobs newest first (whole rows: the admin view shows recipients), and the cursor of the next page. */
 export async function searchJobs(q: Queryable, f: JobSearch): Promise<{ rows: JobRow[]; nextCursor: string | null }> {
   const where: string[] = [];
@@ -150,10 +158,8 @@ export async function searchJobs(q: Queryable, f: JobSearch): Promise<{ rows: Jo
   if (f.since) where.push(`created_at >= $${params.push(f.since)}`);
   if (f.until) where.push(`created_at < $${params.push(f.until)}`);
   if (f.before) {
-    const [at, id] = f.before.split('|');
-    const when = new Date(at ?? '');
-    if (!Number.isNaN(when.getTime()) && id && UUID.test(id))
-      where.push(`(created_at, id) < ($${params.push(when)}::timestamptz, $${params.push(id)}::uuid)`);
+    const c = parseJobCursor(f.before);
+    if (c) where.push(`(created_at, id) < ($${params.push(c.at)}::timestamptz, $${params.push(c.id)}::uuid)`);
   }
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   const { rows } = await q.query<JobRow>(

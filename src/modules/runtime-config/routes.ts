@@ -1,7 +1,7 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { mainBaseUrl, runtimeConfig } from './service';
+import { baseUrls, runtimeConfig } from './service';
 import { RuntimeConfig, type RuntimeConfigData } from './model';
 import { platformGuards } from '../../guards';
 import { siteKeyRuntimeConfig } from '../keys/site-key';
@@ -15,14 +15,13 @@ export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
   return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).use(platformGuards(p)).get(
     '/runtime-config',
     async ({ request }) => {
-      const base = (p.settings.get<string>('web.public_base_url') || new URL(request.url).origin).replace(/\/$/, '');
       const extra: Partial<RuntimeConfigData> = Object.assign(
         {},
         ...(await Promise.all(runtimeConfigExtras.map((f) => f(p)))),
       );
       return {
         success: true as const,
-        data: runtimeConfig(p.settings, { public: base, main: mainBaseUrl(p.settings, p, request.url) }, extra),
+        data: runtimeConfig(p.settings, baseUrls(p.settings, p, request.url), extra),
       };
     },
     {

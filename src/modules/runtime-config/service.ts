@@ -1,5 +1,6 @@
 import type { Settings } from '../../config/settings';
 import type { RuntimeConfigData } from './model';
+import { trustedOrigin } from '../../http/trusted-origin';
 
 /** Base URLs (no trailing slash) as clients reach them. */
 export interface BaseUrls {
@@ -32,24 +33,34 @@ export function runtimeConfig(
   };
 }
 
-/**
- * The main listener's port as bound (web.port may be 0, "any free port"), recorded by
- * listen() so the public listener can tell clients where mail and files live.
- */
-const boundMainPorts = new WeakMap<object, number>();
+/** The listeners' own origins as bound (web.port may be 0, "any free port"), recorded by listen(). */
+const boundOrigins = new WeakMap<object, { main: string; public: string }>();
 
-export function recordMainPort(platform: object, port: number): void {
-  boundMainPorts.set(platform, port);
+/** A wildcard bind address is no address a client can use: this machine's loopback stands in. */
+const reachable = (origin: string) => origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:');
+
+export function recordListeners(platform: object, main: URL, pub: URL | undefined): void {
+  boundOrigins.set(platform, { main: reachable(main.origin), public: reachable((pub ?? main).origin) });
 }
 
 /**
- * The main listener's base URL: web.main_base_url when set (behind a proxy), otherwise
- * the URL the client used for this request with the main listener's port.
+ * Base URLs for runtime config: the configured ones (web.public_base_url,
+ * web.main_base_url); else the request's origin when it can be trusted (loopback or in
+ * web.cors_origins), so a development set-up works through any local name; else the
+ * listeners' own addresses — never an arbitrary Host header, which a cache or a
+ * front-end would then hand to others (docs/configuration.md, "Runtime config").
  */
-export function mainBaseUrl(settings: Settings, platform: object, requestUrl: string): string {
-  const configured = settings.get<string>('web.main_base_url');
-  if (configured) return configured.replace(/\/$/, '');
-  const u = new URL(requestUrl);
-  u.port = String(boundMainPorts.get(platform) ?? settings.get<number>('web.port'));
-  return u.origin;
+export function baseUrls(settings: Settings, platform: object, requestUrl: string): BaseUrls {
+  const request = new URL(requestUrl);
+  const trusted = trustedOrigin(settings.get<string[]>('web.cors_origins'), request.origin);
+  const bound = boundOrigins.get(platform);
+  const mainPort = bound ? new URL(bound.main).port : String(settings.get<number>('web.port'));
+  const fromRequest = (port?: string) => {
+    const u = new URL(request.origin);
+    if (port !== undefined) u.port = port;
+    return u.origin;
+  };
+  const pub = settings.get<string>('web.public_base_url') || (trusted || !bound ? fromRequest() : bound.public);
+  const main = settings.get<string>('web.main_base_url') || (trusted || !bound ? fromRequest(mainPort) : bound.main);
+  return { public: pub.replace(/\/$/, ''), main: main.replace(/\/$/, '') };
 }

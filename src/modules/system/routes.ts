@@ -2,7 +2,11 @@ import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { Errors } from '../../http/errors';
 import { metricsFor } from '../../http/metrics';
+import { requestInfo } from '../../http/request-info';
 import { withTimeout } from '../../util/timeout';
+
+/** 127.0.0.0/8 and ::1 (addresses arrive normalized: `::ffff:127.0.0.1` is `127.0.0.1`). */
+const isLoopback = (ip: string) => ip === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
 
 /** Liveness, readiness and metrics (main listener). */
 export function systemRoutes(p: Platform) {
@@ -26,16 +30,20 @@ export function systemRoutes(p: Platform) {
     )
     .get(
       '/metrics',
-      () =>
-        new Response(
+      ({ request }) => {
+        // Request counts and memory tell an outsider about traffic: by default only this
+        // machine reads them (docs/operations.md, Metrics).
+        const access = p.settings.get<'loopback' | 'open' | 'off'>('web.metrics_access');
+        if (access === 'off') throw Errors.notFound();
+        if (access === 'loopback' && !isLoopback(requestInfo(request).ip)) throw Errors.metricsLoopbackOnly();
+        return new Response(
           metricsFor(p).render(
             { basalt_database_external: p.db.kind === 'external' ? 1 : 0 },
             p.services.realtime.metrics(),
           ),
-          {
-            headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
-          },
-        ),
+          { headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' } },
+        );
+      },
       { detail: { hide: true } },
     );
 }

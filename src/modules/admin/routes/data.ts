@@ -120,7 +120,10 @@ export function dataRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
           SelectQuery,
           'filters' | 'sort'
         >;
-        const stream = await startedStream(data().exportCsv(params.table, q));
+        const formulas = query.formulas ?? 'escape';
+        if (formulas !== 'escape' && formulas !== 'keep')
+          throw AdminErrors.field('formulas', "must be 'escape' (the default) or 'keep'");
+        const stream = await startedStream(data().exportCsv(params.table, q, formulas));
         const name = String(params.table).replace(/[^A-Za-z0-9_.-]/g, '_');
         return new Response(stream, {
           headers: {

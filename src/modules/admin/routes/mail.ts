@@ -6,7 +6,7 @@
 import type { Platform } from '../../../platform';
 import type { AdminApp, Ok } from '../routes';
 import { signedIn, type AdminRequest } from '../guard';
-import type { JobRow, JobState } from '../../mail/jobs';
+import { parseJobCursor, type JobRow, type JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
 import { Bodies, Queries } from '../model';
 import { writeAudit } from '../audit';
@@ -80,6 +80,9 @@ export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
         const state = query.state || undefined; // `?state=` filters nothing, as no state
         if (state !== undefined && !isState(state))
           throw AdminErrors.field('state', `must be one of ${STATES.join(', ')}`);
+        // A cursor that is not one would silently list the first page again.
+        if (query.before && !parseJobCursor(query.before))
+          throw AdminErrors.field('before', "must be the next_cursor of a previous page ('<time>|<job id>')");
         const r = await mail().jobs.search({
           state,
           recipient: query.recipient,

@@ -1,0 +1,19 @@
+/**
+ * Administrators (docs/admin-api.md §Administrators): who they are, whether sign-in is
+ * locked for them and from which addresses someone keeps failing, and lifting a lock.
+ * Creating and deleting administrators stays with the CLI (`basalt admin …`).
+ */
+import { t } from 'elysia';
+import type { Platform } from '../../../platform';
+import type { AdminApp, Ok } from '../routes';
+import { signedIn } from '../guard';
+
+export function adminsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+  return app
+    .get('/admins', async () => ok({ admins: await p.services.admin.listWithLocks() }))
+    .post(
+      '/admins/unlock',
+      async ({ body, admin }) => ok(await p.services.admin.unlock(body.email, signedIn(admin).actor)),
+      { body: t.Object({ email: t.String({ maxLength: 320 }) }) },
+    );
+}

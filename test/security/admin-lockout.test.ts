@@ -30,7 +30,7 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
       },
     });
     viewer = await signInAdmin(s);
-  }, 60_000);
+  }, 180_000);
   afterAll(() => s.stop());
 
   const fail = (email: string, from: string, times: number) =>

@@ -67,19 +67,21 @@ describe.each(ENGINES)('settings that brick or widen the next start, on %s', (en
     beforeAll(async () => {
       s = await startAdminServer(engine);
       a = await signInAdmin(s);
-    }, 60_000);
+    }, 180_000);
     afterAll(() => s.stop());
 
-    test.each(['basalt', 'pg_catalog', 'information_schema', 'ext_media'])(
-      'database.data_schema = %s → 400 naming why; nothing stored',
-      async (schema) => {
-        const r = await adminReq(s, a, 'PUT', '/api/admin/settings/database.data_schema', { value: schema });
-        expectAError(r, 400, 'validation_error', {
-          details: { fields: { 'database.data_schema': expect.stringContaining('is a platform schema') } },
-        });
-        expect(s.platform.settings.source('database.data_schema').source).toBe('default');
-      },
-    );
+    test.each([
+      'basalt',
+      'pg_catalog',
+      'information_schema',
+      'ext_media',
+    ])('database.data_schema = %s → 400 naming why; nothing stored', async (schema) => {
+      const r = await adminReq(s, a, 'PUT', '/api/admin/settings/database.data_schema', { value: schema });
+      expectAError(r, 400, 'validation_error', {
+        details: { fields: { 'database.data_schema': expect.stringContaining('is a platform schema') } },
+      });
+      expect(s.platform.settings.source('database.data_schema').source).toBe('default');
+    });
 
     test.each([
       ['extensions.dir', '/tmp/anywhere', 'the code in it is loaded at the next start'],

@@ -18,6 +18,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statfsSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -25,6 +26,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { DataDirLockedError, lockDataDir } from '../../db/datadir-lock';
 import { ArchiveDamagedError, readArchive } from './archive';
 import { FORMAT, FORMAT_VERSION, MANIFEST_NAME, countRows, type Manifest } from './service';
+import { SETTINGS_BY_KEY } from '../../config/schema';
 
 /** A restore refused or failed; the message is one line, and nothing was changed. */
 export class RestoreError extends Error {}
@@ -52,7 +54,53 @@ function safePath(p: string): boolean {
   return p.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');
 }
 
-function checkManifest(m: unknown, pgMajor: string | undefined): Manifest {
+/** What every embedded data dir holds; a manifest without them is not a whole cluster. */
+const REQUIRED_FILES = ['pg/PG_VERSION', 'pg/global/pg_control', 'pg/postgresql.conf'];
+const REQUIRED_DIRS = ['pg/base', 'pg/global', 'pg/pg_wal', 'pg/pg_xact'];
+/** PostgreSQL never writes a file larger than one segment (RELSEG_SIZE × BLCKSZ: 1 GiB). */
+export const PG_MEMBER_MAX = 1024 ** 3;
+/** An extension's file is an upload: at most the ceiling of files.max_bytes. */
+export const EXTENSION_MEMBER_MAX = SETTINGS_BY_KEY.get('files.max_bytes')!.max!;
+/** Left free on the file system the restore writes to (PostgreSQL needs room to start). */
+const FREE_MARGIN = 256 * 1024 ** 2;
+
+const GiB = (n: number) => `${(n / 1024 ** 3).toFixed(2)} GiB`;
+
+/**
+ * The manifest describes a whole Basalt data dir (a cluster: PG_VERSION, pg_control, the
+ * base/, global/, pg_wal/ and pg_xact/ directories, at least one database file, and row
+ * counts of the platform's tables to check it against), and its declared sizes are
+ * plausible: no cluster file over a segment, no upload over the largest allowed, the
+ * whole fitting where it is unpacked. Checked before a byte is written.
+ */
+function checkComplete(x: Manifest, freeBytes: number | undefined): void {
+  const files = new Set(x.files.map((f) => f.path));
+  const lacking = [
+    ...REQUIRED_FILES.filter((f) => !files.has(f)),
+    ...REQUIRED_DIRS.filter((d) => !x.dirs.includes(d)).map((d) => `${d}/`),
+  ];
+  if (!x.files.some((f) => f.path.startsWith('pg/base/'))) lacking.push('pg/base/<database files>');
+  if (!Object.keys(x.row_counts).some((k) => k.startsWith('basalt.'))) lacking.push('row counts of basalt.*');
+  if (lacking.length)
+    throw new RestoreError(
+      `the backup manifest does not describe a complete Basalt data dir (it lacks ${lacking.join(', ')}); it is damaged or altered`,
+    );
+  let total = 0;
+  for (const f of x.files) {
+    const max = f.path.startsWith('pg/') ? PG_MEMBER_MAX : EXTENSION_MEMBER_MAX;
+    if (!Number.isSafeInteger(f.size) || f.size < 0 || f.size > max)
+      throw new RestoreError(
+        `the backup manifest declares ${f.path.slice(0, 100)} as ${f.size} bytes, more than such a file can be (${GiB(max)}); it is damaged or altered`,
+      );
+    total += f.size;
+  }
+  if (freeBytes !== undefined && total + FREE_MARGIN > freeBytes)
+    throw new RestoreError(
+      `the backup unpacks to ${GiB(total)} (its manifest's sizes) and the file system has ${GiB(freeBytes)} free; make room first`,
+    );
+}
+
+function checkManifest(m: unknown, pgMajor: string | undefined, freeBytes?: number): Manifest {
   const x = m as Manifest;
   if (!x || x.format !== FORMAT)
     throw new RestoreError('this is not a Basalt backup (its manifest is not a basalt-backup manifest)');
@@ -77,7 +125,18 @@ function checkManifest(m: unknown, pgMajor: string | undefined): Manifest {
   for (const d of x.dirs)
     if (!safePath(d))
       throw new RestoreError(`the backup manifest names an unsafe directory '${String(d).slice(0, 100)}'`);
+  checkComplete(x, freeBytes);
   return x;
+}
+
+/** Bytes free for an unprivileged writer on the file system holding `dir` (undefined when unknown). */
+function freeSpace(dir: string): number | undefined {
+  try {
+    const s = statfsSync(dir);
+    return Number(s.bavail) * Number(s.bsize);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Unpack and verify `archive` into `target` (created; must not exist). Returns the manifest. */
@@ -90,6 +149,10 @@ export async function unpackVerified(
   const expected = new Map<string, { size: number; sha256: string }>();
   const seen = new Set<string>();
   mkdirSync(target, { recursive: false, mode: 0o700 });
+  const free = freeSpace(target);
+  /** Bytes written so far, never past what the manifest declares (each member is held to its own size too). */
+  let written = 0;
+  let declared = 0;
   try {
     await readArchive(archive, async (e) => {
       if (!manifest) {
@@ -107,8 +170,9 @@ export async function unpackVerified(
             } catch {
               throw new RestoreError('the backup manifest is not valid JSON; the archive is damaged');
             }
-            manifest = checkManifest(parsed, pgMajor);
+            manifest = checkManifest(parsed, pgMajor, free);
             for (const f of manifest.files) expected.set(f.path, f);
+            declared = manifest.files.reduce((n, f) => n + f.size, 0);
             for (const d of manifest.dirs) mkdirSync(join(target, d), { recursive: true, mode: 0o700 });
           },
         };
@@ -134,8 +198,15 @@ export async function unpackVerified(
       mkdirSync(dirname(out), { recursive: true, mode: 0o700 });
       const fd = openSync(out, 'wx', 0o600);
       const hash = createHash('sha256');
+      let member = 0;
       return {
         write(c) {
+          // The reader stops at the header's size, which equals the manifest's; kept here too,
+          // so no change to the reader can make a member or the whole outgrow what was declared.
+          member += c.length;
+          written += c.length;
+          if (member > want.size || written > declared)
+            throw new RestoreError(`${e.path} is larger than its manifest says; the archive is damaged or altered`);
           hash.update(c);
           let off = 0;
           while (off < c.length) off += writeSync(fd, c, off);
@@ -161,6 +232,15 @@ export async function unpackVerified(
       manifest
         ? `the archive lacks ${missing.length} file(s) its manifest lists (first: ${missing[0]}); it is truncated or damaged`
         : 'the archive is empty; this is not a Basalt backup',
+    );
+  }
+  // The cluster is the one the manifest describes: opening a directory without one would create a blank one.
+  const version = join(target, 'pg', 'PG_VERSION');
+  const found = existsSync(version) ? readFileSync(version, 'utf8').trim() : undefined;
+  if (found !== manifest.engine.pg_major) {
+    rmSync(target, { recursive: true, force: true });
+    throw new RestoreError(
+      `the archive's pg/PG_VERSION says ${found ?? 'nothing'}, its manifest PostgreSQL ${manifest.engine.pg_major}; it is damaged or altered`,
     );
   }
   return { manifest, files: seen.size };

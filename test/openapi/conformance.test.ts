@@ -23,6 +23,9 @@ import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { PNG, REPO_EXTENSIONS } from '../extensions/support';
 import { deref } from './support';
+import { Secret, TOTP } from 'otpauth';
+import { startProvider } from '../auth/provider';
+import { eventually } from '../helpers/wait';
 
 const ROOT = resolve(import.meta.dir, '../..');
 const WATCHED_HEADERS = ['x-request-id', 'retry-after', 'etag', 'content-range', 'idempotent-replayed'];
@@ -177,7 +180,14 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   async function hit(
     method: string,
     path: string,
-    o: { json?: unknown; raw?: BodyInit; type?: string; headers?: Record<string, string>; ip?: string } = {},
+    o: {
+      json?: unknown;
+      raw?: BodyInit;
+      type?: string;
+      headers?: Record<string, string>;
+      ip?: string;
+      redirect?: RequestRedirect;
+    } = {},
   ) {
     const headers: Record<string, string> = {
       'x-forwarded-for': o.ip ?? `198.18.${(++n >> 8) & 255}.${n & 255}`,
@@ -187,7 +197,7 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     if (o.json !== undefined) body = JSON.stringify(o.json);
     if (o.json !== undefined || o.type) headers['content-type'] = o.type ?? 'application/json';
     const main = path.startsWith('/api/v1/mail') || path.startsWith('/api/v1/files');
-    const res = await fetch((main ? s.url : s.publicUrl) + path, { method, headers, body });
+    const res = await fetch((main ? s.url : s.publicUrl) + path, { method, headers, body, redirect: o.redirect });
     // An event stream never ends: its first bytes stand for the body.
     const text = res.headers.get('content-type')?.startsWith('text/event-stream')
       ? await firstBytes(res)
@@ -231,6 +241,113 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   afterAll(async () => {
     await s?.stop();
     await sink?.close();
+  });
+
+  test('Public Auth: providers, e-mail codes, second factor', async () => {
+    const idp = await startProvider();
+    try {
+      await s.platform.settings.set('auth.oauth_providers', idp.settings(['test']));
+      await s.platform.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
+      const back = encodeURIComponent('https://app.example.com/done');
+      expect(
+        (
+          await hit(
+            'GET',
+            `/api/v1/auth/oauth/test/start?redirect_to=${encodeURIComponent('https://evil.example.com/')}`,
+          )
+        ).status,
+      ).toBe(400);
+      expect((await hit('GET', '/api/v1/auth/oauth/test/callback?state=unknown&code=x')).status).toBe(400);
+      idp.as({ sub: 'conformance', email: 'conf-oidc@example.com', email_verified: true });
+      const start = await hit('GET', `/api/v1/auth/oauth/test/start?redirect_to=${back}`, { redirect: 'manual' });
+      expect(start.status).toBe(302);
+      const atIdp = await fetch(start.headers.get('location')!, { redirect: 'manual' });
+      const callback = new URL(atIdp.headers.get('location')!);
+      const cb = await hit('GET', callback.pathname + callback.search, {
+        redirect: 'manual',
+        headers: { cookie: start.headers.get('set-cookie')!.split(';')[0]! },
+      });
+      expect(cb.status).toBe(302);
+      const code = new URLSearchParams(new URL(cb.headers.get('location')!).hash.slice(1)).get('code')!;
+      const ex = await hit('POST', '/api/v1/auth/oauth/exchange', { json: { code } });
+      expect(ex.status).toBe(200);
+      expect((await hit('POST', '/api/v1/auth/oauth/exchange', { json: { code } })).status).toBe(400);
+      const bearer = { authorization: `Bearer ${ex.body.data.access_token}` };
+      const link = await hit('POST', '/api/v1/auth/oauth/test/link', {
+        json: { redirect_to: 'https://app.example.com/' },
+        headers: bearer,
+      });
+      expect(link.status).toBe(200);
+      const methods = await hit('GET', '/api/v1/auth/identities', { headers: bearer });
+      expect(methods.status).toBe(200);
+      const only = methods.body.data.identities[0].id;
+      expect((await hit('DELETE', `/api/v1/auth/identities/${only}`, { headers: bearer })).status).toBe(409);
+      // With a second provider account linked, one may go.
+      await s.platform.db.query(
+        `INSERT INTO basalt.auth_identities (user_id, provider, subject) VALUES ($1, 'other', 'conformance')`,
+        [ex.body.data.user.id],
+      );
+      expect((await hit('DELETE', `/api/v1/auth/identities/${only}`, { headers: bearer })).status).toBe(200);
+
+      expect((await hit('POST', '/api/v1/auth/otp/request', { json: { email: 'conf-otp@example.com' } })).status).toBe(
+        202,
+      );
+      const mail = await eventually(() => sink.messages.find((m) => m.to.includes('conf-otp@example.com')), {
+        until: (m) => m !== undefined,
+      });
+      const otp = /\b(\d{6})\b/.exec(mail!.text)![1]!;
+      expect(
+        (
+          await hit('POST', '/api/v1/auth/otp/verify', {
+            json: { email: 'conf-otp@example.com', code: otp === '000000' ? '000001' : '000000' },
+          })
+        ).status,
+      ).toBe(401);
+      const viaOtp = await hit('POST', '/api/v1/auth/otp/verify', {
+        json: { email: 'conf-otp@example.com', code: otp },
+      });
+      expect(viaOtp.status).toBe(200);
+      const user = { authorization: `Bearer ${viaOtp.body.data.access_token}` };
+      // Codes of steps -1, 0, +1, each once: begin early in a 30 s step.
+      const left = 30_000 - (Date.now() % 30_000);
+      if (left < 8_000) await Bun.sleep(left + 50);
+      const enroll = await hit('POST', '/api/v1/auth/mfa/totp/enroll', { headers: user });
+      expect(enroll.status).toBe(200);
+      const totp = (offset: number) =>
+        new TOTP({ secret: Secret.fromBase32(enroll.body.data.secret) }).generate({
+          timestamp: Date.now() + offset * 30_000,
+        });
+      expect(
+        (await hit('POST', '/api/v1/auth/mfa/totp/confirm', { json: { code: totp(-1) }, headers: user })).status,
+      ).toBe(200);
+      const before = sink.messages.filter((m) => m.to.includes('conf-otp@example.com')).length;
+      await hit('POST', '/api/v1/auth/otp/request', { json: { email: 'conf-otp@example.com' } });
+      const next = await eventually(() => sink.messages.filter((m) => m.to.includes('conf-otp@example.com')), {
+        until: (m) => m.length > before,
+      });
+      const step = await hit('POST', '/api/v1/auth/otp/verify', {
+        json: { email: 'conf-otp@example.com', code: /\b(\d{6})\b/.exec(next[before]!.text)![1]! },
+      });
+      expect(step.body.data.mfa_required).toBe(true);
+      expect(
+        (
+          await hit('POST', '/api/v1/auth/mfa/verify', {
+            json: { mfa_token: step.body.data.mfa_token, code: totp(-1) },
+          })
+        ).status,
+      ).toBe(401);
+      const done = await hit('POST', '/api/v1/auth/mfa/verify', {
+        json: { mfa_token: step.body.data.mfa_token, code: totp(0) },
+      });
+      expect(done.status).toBe(200);
+      const off = await hit('DELETE', '/api/v1/auth/mfa/totp', {
+        json: { code: totp(1) },
+        headers: { authorization: `Bearer ${done.body.data.access_token}` },
+      });
+      expect(off.status).toBe(200);
+    } finally {
+      await idp.stop();
+    }
   });
 
   test('Public Auth and runtime config (open mode)', async () => {

@@ -82,6 +82,15 @@ export function oauthBrowserRoutes(p: Platform, root: string) {
             404: ['provider_not_found'],
             502: ['provider_unavailable'],
           },
+          responses: {
+            302: {
+              description: "To the provider's authorization endpoint, with the flow's binding cookie.",
+              headers: {
+                Location: { schema: { type: 'string' } },
+                'Set-Cookie': { schema: { type: 'string' }, description: `${OAUTH_COOKIE}=…; HttpOnly; SameSite=Lax` },
+              },
+            },
+          },
           description:
             'Navigate the browser here (no X-API-Key needed, in any access mode). 302 to the provider with state, nonce (OpenID Connect) and PKCE S256; ' +
             `sets the HttpOnly, SameSite=Lax cookie ${OAUTH_COOKIE} (${FLOW_SECONDS / 60} min, path ${root}/oauth/) that binds the flow to this browser. ` +
@@ -101,6 +110,12 @@ export function oauthBrowserRoutes(p: Platform, root: string) {
           tags,
           summary: "The provider's redirect back (browser navigation)",
           'x-codes': { 400: ['invalid_state'] },
+          responses: {
+            302: {
+              description: 'To redirect_to with #code=, #linked= or #error= in the fragment.',
+              headers: { Location: { schema: { type: 'string' } } },
+            },
+          },
           description:
             "The provider sends the browser here. 302 to the flow's redirect_to with `#code=<exchange code>` (60 s, single use: POST oauth/exchange), " +
             '`#linked=<provider>` after linking, or `#error=<code>`: access_denied, invalid_state (another browser, or the cookie is gone), provider_error, ' +

@@ -10,6 +10,7 @@ import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
 import { AdminErrors } from '../errors';
+import { createDataAccess, type DataAccess } from '../data-access';
 
 const Data = t.Record(t.String(), t.Unknown());
 const Bodies = {
@@ -23,6 +24,12 @@ const Bodies = {
   update: t.Object({ key: Data, data: Data }),
   delete: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
   import: t.Object({ csv: t.String({ minLength: 1 }) }),
+  tryAs: t.Object({
+    user_id: t.Optional(t.Union([t.String(), t.Null()])),
+    filters: t.Optional(t.Unknown()),
+    sort: t.Optional(t.Unknown()),
+    limit: t.Optional(t.Unknown()),
+  }),
 };
 
 /** `filters` / `sort` of the export query: JSON text, or absent. */
@@ -56,9 +63,24 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
 export function dataRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   let browser: DataBrowser | undefined;
   const data = () => (browser ??= createDataBrowser(p));
+  let access: DataAccess | undefined;
+  const grants = () => (access ??= createDataAccess(p));
   return (
     app
       .get('/data/tables', async () => ok({ tables: await data().tables() }))
+      // Users' own data (docs/database.md): grants, row-level security, policies, warnings.
+      .get('/data/:table/access', async ({ params }) => ok(await grants().access(params.table)))
+      // A select as a site user or anon, read-only; audited before it runs.
+      .post(
+        '/data/:table/try-as',
+        async ({ params, body, admin }) => {
+          await p.services.admin.audited(signedIn(admin).actor, 'data.try_as', async (_tx, note) =>
+            note(params.table, { user_id: body.user_id ?? null, filters: body.filters }),
+          );
+          return ok(await grants().tryAs(params.table, body));
+        },
+        { body: Bodies.tryAs },
+      )
       // The fields as sent: the select checks each (its query builder names what is wrong).
       .post(
         '/data/:table/select',

@@ -1,0 +1,165 @@
+/**
+ * The Access view of a table (docs/admin-api.md, Data browser → Access): what
+ * `basalt_user` and `basalt_anon` may do with it, whether row-level security is on, its
+ * policies, and the warnings an operator would want — all read from the catalog — and
+ * "try as a user": a select run exactly as a site user (or anon) would run it through the
+ * Database API, to see the rows they would see.
+ */
+import type { Queryable } from '../../db/engine';
+import type { Platform } from '../../platform';
+import type { IdentityRole, Table } from '../database/catalog';
+import { ANON, userIdentity } from '../database/identity';
+import type { DbCaller } from '../database/caller';
+import type { QueryResultData } from '../database/model';
+import { AdminErrors } from './errors';
+import { isUuid } from '../../util/uuid';
+
+export interface Policy {
+  name: string;
+  command: 'ALL' | 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
+  permissive: boolean;
+  roles: string[];
+  using: string | null;
+  with_check: string | null;
+}
+
+export interface RoleAccess {
+  delete: boolean;
+  /** Column → the privileges the role holds on it (table-level grants count for every column). */
+  columns: Record<string, ('SELECT' | 'INSERT' | 'UPDATE')[]>;
+}
+
+export interface TableAccess {
+  table: string;
+  rls: boolean;
+  roles: Record<'basalt_user' | 'basalt_anon', RoleAccess | null>;
+  policies: Policy[];
+  warnings: { code: 'rls_disabled' | 'policy_column_unindexed'; message: string; column?: string }[];
+}
+
+const POLICIES_SQL = `
+SELECT pol.polname AS name,
+       CASE pol.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END AS command,
+       pol.polpermissive AS permissive,
+       to_jsonb(ARRAY(SELECT CASE WHEN r = 0 THEN 'public' ELSE pg_catalog.pg_get_userbyid(r)::text END
+                        FROM unnest(pol.polroles) r ORDER BY 1)) AS roles,
+       pg_catalog.pg_get_expr(pol.polqual, pol.polrelid) AS using,
+       pg_catalog.pg_get_expr(pol.polwithcheck, pol.polrelid) AS with_check
+  FROM pg_catalog.pg_policy pol
+  JOIN pg_catalog.pg_class c ON c.oid = pol.polrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $1 AND c.relname = $2
+ ORDER BY pol.polname`;
+
+// Columns a policy expression reads (recorded in pg_depend) that lead no index of the table.
+const UNINDEXED_SQL = `
+SELECT DISTINCT a.attname AS column
+  FROM pg_catalog.pg_policy pol
+  JOIN pg_catalog.pg_class c ON c.oid = pol.polrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_policy'::regclass AND d.objid = pol.oid
+       AND d.refobjid = pol.polrelid AND d.refobjsubid > 0
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = pol.polrelid AND a.attnum = d.refobjsubid
+ WHERE n.nspname = $1 AND c.relname = $2
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = pol.polrelid AND i.indkey[0] = a.attnum)
+ ORDER BY 1`;
+
+const ROLE_NAME: Record<IdentityRole, 'basalt_user' | 'basalt_anon'> = { user: 'basalt_user', anon: 'basalt_anon' };
+
+function roleAccess(table: Table, role: IdentityRole): RoleAccess | null {
+  const p = table.privileges[role];
+  if (!p) return null;
+  const columns: RoleAccess['columns'] = {};
+  for (const [name, c] of p.columns) {
+    const list: RoleAccess['columns'][string] = [];
+    if (c.select) list.push('SELECT');
+    if (c.insert) list.push('INSERT');
+    if (c.update) list.push('UPDATE');
+    columns[name] = list;
+  }
+  return { delete: p.delete, columns };
+}
+
+export interface TryAs {
+  /** A site user's id; null or absent: anon. */
+  user_id?: string | null;
+  filters?: unknown;
+  sort?: unknown;
+  limit?: unknown;
+}
+
+export function createDataAccess(p: Platform) {
+  const db = () => p.services.database;
+  const schema = () => db().catalog.schema;
+
+  /** The table from a fresh catalog (grants change with migrations and the panel), or 404. */
+  async function table(name: string): Promise<Table> {
+    const snap = await db().catalog.refresh();
+    const t = snap.tables.get(name);
+    if (!t) throw AdminErrors.notFound(`Table '${name}'`);
+    return t;
+  }
+
+  return {
+    async access(name: string, q: Queryable = p.db): Promise<TableAccess> {
+      const t = await table(name);
+      const [policies, unindexed] = await Promise.all([
+        q.query<Policy>(POLICIES_SQL, [schema(), name]),
+        q.query<{ column: string }>(UNINDEXED_SQL, [schema(), name]),
+      ]);
+      const warnings: TableAccess['warnings'] = [];
+      for (const role of ['user', 'anon'] as const)
+        if (t.privileges[role] && !t.rls)
+          warnings.push({
+            code: 'rls_disabled',
+            message: `Granted to ${ROLE_NAME[role]} with row-level security disabled: every row is reachable by ${role === 'user' ? 'every signed-in user' : 'anyone'}.`,
+          });
+      for (const { column } of unindexed.rows)
+        warnings.push({
+          code: 'policy_column_unindexed',
+          column,
+          message: `A policy reads column '${column}', which leads no index: every query under the policy scans the table.`,
+        });
+      return {
+        table: name,
+        rls: t.rls,
+        roles: { basalt_user: roleAccess(t, 'user'), basalt_anon: roleAccess(t, 'anon') },
+        policies: policies.rows.map((r) => ({ ...r, roles: [...r.roles] })),
+        warnings,
+      };
+    },
+
+    /**
+     * A select on `name` as a site user or anon, through the Database API's own checks and
+     * identity (read-only: the action is always select). 404 for an unknown user id.
+     */
+    async tryAs(name: string, body: TryAs): Promise<QueryResultData & { as: string }> {
+      let caller: DbCaller = { kind: 'anon', key: null };
+      let as = 'anon';
+      if (body.user_id !== undefined && body.user_id !== null) {
+        if (!isUuid(String(body.user_id)))
+          throw AdminErrors.field('user_id', 'must be a site user id (a UUID), or null for anon');
+        const u = await p.db.query<{ id: string; email: string; verified: boolean }>(
+          'SELECT id, email, email_verified_at IS NOT NULL AS verified FROM basalt.users WHERE id = $1::uuid',
+          [String(body.user_id)],
+        );
+        const row = u.rows[0];
+        if (!row) throw AdminErrors.notFound('Site user');
+        as = row.email;
+        const claims = { sub: row.id, email: row.email, email_verified: row.verified, try_as: true };
+        caller = {
+          kind: 'user',
+          user: { userId: row.id, sessionId: '', email: row.email },
+          identity: userIdentity(row.id, claims),
+        };
+      }
+      if (!db().identities) throw AdminErrors.notSupported("Users' own data is off on this instance (see the log).");
+      const query = { entity: name, action: 'select', filters: body.filters, sort: body.sort, limit: body.limit };
+      for (const k of ['filters', 'sort', 'limit'] as const) if (query[k] === undefined) delete query[k];
+      const out = await db().query(caller, query as never);
+      return { ...out, as: caller.kind === 'anon' ? ANON.role : as };
+    },
+  };
+}
+
+export type DataAccess = ReturnType<typeof createDataAccess>;

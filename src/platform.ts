@@ -62,6 +62,11 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     url: bootValue<string>(layers, 'database.url'),
     dataDir,
     poolMax: bootValue<number>(layers, 'database.pool_max'),
+    // Settings live in the database: until they are loaded, the boot layers answer.
+    busyTimeoutMs: () =>
+      settings
+        ? settings.get<number>('database.busy_timeout_ms')
+        : bootValue<number>(layers, 'database.busy_timeout_ms'),
   });
   const hooks: (() => Promise<void> | void)[] = [];
   const firstHooks: (() => Promise<void> | void)[] = [];

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { Socket, UnixSocketListener } from 'bun';
 import type { CliIO } from './command';
 import type { Logger } from '../log';
+import { interactive } from '../db/interactive';
 
 export const SOCKET_NAME = 'basalt.sock';
 /** Unix socket paths are limited to 107 bytes (sun_path). */
@@ -76,7 +77,8 @@ export function startControlSocket(dataDir: string, run: RunInProcess, log: Logg
               .slice(0, 2)
               .join(' '),
           });
-          run(argv, io).then(
+          // Someone waits for the answer: interactive work (src/db/interactive.ts).
+          interactive(() => run(argv, io)).then(
             (code) => finish(s, { lines, code }),
             (e) => {
               log.error('management command failed', { cause: e });

@@ -197,6 +197,15 @@ export const SETTINGS: SettingDef[] = [
     description: 'Connections in the external pool.',
   },
   {
+    key: 'database.busy_timeout_ms',
+    kind: 'int',
+    default: 2000,
+    min: 100,
+    max: 60_000,
+    description:
+      'Longest wait for the database (the embedded session, a pooled connection); past it the request answers 503 database_busy with Retry-After. Idle API transactions are asked to yield within it (docs/database.md, "Waiting for the database").',
+  },
+  {
     key: 'database.data_schema',
     kind: 'string',
     default: 'public',
@@ -275,12 +284,30 @@ export const SETTINGS: SettingDef[] = [
     description: 'Idle time after which an open API transaction is rolled back.',
   },
   {
+    key: 'db.transaction_max_lifetime_ms',
+    kind: 'int',
+    default: 60_000,
+    min: 1000,
+    max: 3_600_000,
+    description:
+      'Longest life of an open API transaction however busy, from begin; then it is rolled back (409 transaction_aborted on its id).',
+  },
+  {
     key: 'db.max_transactions_per_key',
     kind: 'int',
     default: 10,
     min: 1,
     max: 1000,
-    description: 'Open transactions one API key may hold.',
+    description: 'Open transactions one API key may hold, begins still waiting for the database included.',
+  },
+  {
+    key: 'db.pool_share_per_key',
+    kind: 'int',
+    default: 50,
+    min: 1,
+    max: 100,
+    description:
+      'Percent of the Database API pool (external PostgreSQL, database.pool_max connections) one API key may hold at once; at least one connection.',
   },
   // realtime (docs/realtime.md)
   {

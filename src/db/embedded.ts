@@ -5,9 +5,10 @@ import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
 import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
+import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { driverCall as run, normalizeDbError, runTransaction } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
+import { type GateOptions, type Place, WaitGate } from './wait-gate';
 
 // Same representation as the external driver: int8 and numeric stay strings.
 const parsers = {
@@ -36,7 +37,8 @@ function queryable(target: { query: PGlite['query']; exec: PGlite['exec'] }): Qu
   };
 }
 
-export async function openEmbedded(dir: string): Promise<Db> {
+/** `busyTimeoutMs`: how long work waits for the one session (src/db/wait-gate.ts); no bound when omitted. */
+export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTimeoutMs'> = {}): Promise<Db> {
   mkdirSync(dir, { recursive: true });
   const firstRun = !existsSync(join(dir, 'PG_VERSION'));
   const [pgliteWasmModule, initdbWasmModule] = await Promise.all([
@@ -61,12 +63,30 @@ export async function openEmbedded(dir: string): Promise<Db> {
     await pg.close().catch(() => {});
     throw e;
   }
-  const base = queryable(pg);
+  const direct = queryable(pg);
+  // One session: work takes the gate's one place, so waits are bounded, fair and abandoned
+  // with their client; a transaction holds the place until it ends.
+  const gate = new WaitGate({ slots: 1, busyTimeoutMs: opts.busyTimeoutMs });
+  const waitAs = (w: WaitOptions): Queryable => ({
+    query: (sql, params) => gate.run(w, () => direct.query(sql, params)),
+    exec: (sql) => gate.run(w, () => direct.exec(sql)),
+  });
+  const base = waitAs({});
 
   /** Transactions from begin() not yet ended: while one is open, other statements queue behind it. */
   let open = 0;
 
   async function begin(opts: TxOptions = {}): Promise<Tx> {
+    const place = await gate.acquire(opts, opts.preempt);
+    try {
+      return await beginHolding(opts, place);
+    } catch (e) {
+      place.release();
+      throw e;
+    }
+  }
+
+  async function beginHolding(opts: TxOptions, place: Place): Promise<Tx> {
     // PGlite's transaction() holds its mutex while the callback runs; we keep the
     // callback pending until commit/rollback so the transaction can span requests.
     let finish!: (commit: boolean) => void;
@@ -88,7 +108,12 @@ export async function openEmbedded(dir: string): Promise<Db> {
       });
     done.catch((e) => failed(e));
     open++;
-    void done.catch(() => {}).finally(() => open--);
+    void done
+      .catch(() => {})
+      .finally(() => {
+        open--;
+        place.release();
+      });
     const tx = await started;
     const q = queryable(tx);
     let closed = false;
@@ -105,6 +130,7 @@ export async function openEmbedded(dir: string): Promise<Db> {
       get closed() {
         return closed;
       },
+      idle: place.idle,
       async commit() {
         if (closed) return;
         closed = true;
@@ -128,14 +154,18 @@ export async function openEmbedded(dir: string): Promise<Db> {
     },
     ...base,
     begin,
+    waitAs,
+    cancelWaits: (key, err) => gate.cancel(key, err),
+    waits: gate.stats,
     transaction: (fn, opts) => runTransaction(begin, fn, opts),
     listen: (channel, cb) =>
-      run(async () => {
-        const unlisten = await pg.listen(channel, cb);
-        return async () => void (await unlisten());
-      }),
-    notify: (channel, payload) =>
-      run(async () => void (await pg.query('SELECT pg_notify($1, $2)', [channel, payload]))),
+      gate.run({}, () =>
+        run(async () => {
+          const unlisten = await pg.listen(channel, cb);
+          return () => gate.run({}, async () => void (await unlisten()));
+        }),
+      ),
+    notify: (channel, payload) => base.query('SELECT pg_notify($1, $2)', [channel, payload]).then(() => {}),
     close: async () => {
       if (!pg.closed) await pg.close();
     },

@@ -28,11 +28,44 @@ export interface Tx extends Queryable {
   commit(): Promise<void>;
   rollback(): Promise<void>;
   readonly closed: boolean;
+  /**
+   * The holder is between statements again (nothing of it runs or is queued): work waiting
+   * for the database may now ask it to yield (`TxOptions.preempt`).
+   */
+  idle?(): void;
 }
 
-export interface TxOptions {
+/**
+ * Who waits for the database (src/db/wait-gate.ts, docs/database.md "Waiting for the
+ * database"). Without a key it is the platform's own work, served first.
+ */
+export interface WaitOptions {
+  /** The API key the work is done for: its fair share, and what revoking it cancels. */
+  key?: string;
+  /** The request's signal: work whose client has gone leaves the queue and never runs. */
+  signal?: AbortSignal;
+}
+
+export interface TxOptions extends WaitOptions {
   /** Statements run right after BEGIN (e.g. SET LOCAL timeouts). */
   setup?: string[];
+  /**
+   * Asked to give the database back because other work has waited long enough for it:
+   * return true when the transaction will end (roll back) now, false to keep it (it is busy).
+   */
+  preempt?: () => boolean;
+}
+
+/** Counters of a wait gate since it opened (exported at /metrics). */
+export interface WaitStats {
+  /** Work that had to queue for a connection or the embedded session. */
+  waited: number;
+  /** Waits refused after database.busy_timeout_ms (503 database_busy). */
+  refused: number;
+  /** Waits whose client went away: they left the queue and never ran. */
+  abandoned: number;
+  /** Idle transactions asked to give the database back, and that did. */
+  preempted: number;
 }
 
 export interface Db extends Queryable {
@@ -50,6 +83,11 @@ export interface Db extends Queryable {
    * other work waits until it ends (documented trade-off of the embedded engine).
    */
   begin(opts?: TxOptions): Promise<Tx>;
+  /** The same database for work done on behalf of `w` (an API key's share, a client that may leave). */
+  waitAs(w: WaitOptions): Queryable;
+  /** Refuse at once, with `err`, every wait of `key` (its key was revoked). */
+  cancelWaits(key: string, err: unknown): void;
+  readonly waits: WaitStats;
   /** Run `fn` in a transaction; commit on success, roll back on throw. */
   transaction<R>(fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R>;
   /** LISTEN on a channel; the callback gets NOTIFY payloads. Returns an unlisten function. */
@@ -66,6 +104,26 @@ export class DatabaseUnavailableError extends Error {
   ) {
     super(message);
     this.name = 'DatabaseUnavailableError';
+  }
+}
+
+/**
+ * No connection (or, embedded, the one session) became free within database.busy_timeout_ms.
+ * HTTP maps it to 503 `database_busy` with `Retry-After` in every area's envelope.
+ */
+export class DatabaseBusyError extends DatabaseUnavailableError {
+  constructor(readonly retryAfterSeconds: number) {
+    super('the database is busy: no connection became free in time');
+    this.name = 'DatabaseBusyError';
+  }
+}
+
+/** The work's client went away while it waited for the database: it never ran. */
+export class WaitAbandonedError extends DatabaseBusyError {
+  constructor() {
+    super(1);
+    this.name = 'WaitAbandonedError';
+    this.message = 'the client went away while the work waited for the database';
   }
 }
 

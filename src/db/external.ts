@@ -1,6 +1,7 @@
 import postgres from 'postgres';
-import type { Db, QueryResult, Queryable, Tx, TxOptions } from './engine';
+import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { driverCall as run, runTransaction } from './engine';
+import { type GateOptions, WaitGate } from './wait-gate';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
 
@@ -41,12 +42,17 @@ export interface ExternalOptions {
    * describe + execute). For pools whose statement texts are few and repeated.
    */
   prepare?: boolean;
+  /** How long work waits for a free connection (src/db/wait-gate.ts); no bound when omitted. */
+  busyTimeoutMs?: GateOptions['busyTimeoutMs'];
+  /** The largest share of the connections one API key may hold (0..1]. */
+  keyShare?: GateOptions['keyShare'];
 }
 
 export async function openExternal(url: string, opts: ExternalOptions = {}): Promise<Db> {
   const prepare = opts.prepare ?? false;
+  const max = opts.max ?? 20;
   const sql = postgres(url, {
-    max: opts.max ?? 20,
+    max,
     connect_timeout: opts.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     onnotice: () => {},
@@ -71,10 +77,28 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
   });
   // Fail fast with a clear cause when the server is not there.
   await run(() => sql`select 1`);
-  const base = queryable(sql, prepare);
+  const direct = queryable(sql, prepare);
+  // As many places as connections: the driver's own queue (unbounded, unfair) never fills.
+  const gate = new WaitGate({ slots: max, busyTimeoutMs: opts.busyTimeoutMs, keyShare: opts.keyShare });
+  const waitAs = (w: WaitOptions): Queryable => ({
+    query: (text, params) => gate.run(w, () => direct.query(text, params)),
+    exec: (text) => gate.run(w, () => direct.exec(text)),
+  });
+  const base = waitAs({});
 
   async function begin(opts: TxOptions = {}): Promise<Tx> {
-    const conn = await run(() => sql.reserve());
+    const place = await gate.acquire(opts, opts.preempt);
+    let conn: postgres.ReservedSql;
+    try {
+      conn = await run(() => sql.reserve());
+    } catch (e) {
+      place.release();
+      throw e;
+    }
+    const free = () => {
+      conn.release();
+      place.release();
+    };
     const q = queryable(conn, prepare);
     let closed = false;
     const end = async (stmt: 'COMMIT' | 'ROLLBACK') => {
@@ -83,7 +107,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       try {
         await q.exec(stmt);
       } finally {
-        conn.release();
+        free();
       }
     };
     try {
@@ -92,7 +116,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     } catch (e) {
       closed = true;
       await q.exec('ROLLBACK').catch(() => {});
-      conn.release();
+      free();
       throw e;
     }
     return {
@@ -100,6 +124,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       get closed() {
         return closed;
       },
+      idle: place.idle,
       commit: () => end('COMMIT'),
       rollback: () => end('ROLLBACK').catch(() => {}),
     };
@@ -110,13 +135,16 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     describe: describeUrl(url),
     ...base,
     begin,
+    waitAs,
+    cancelWaits: (key, err) => gate.cancel(key, err),
+    waits: gate.stats,
     transaction: (fn, opts) => runTransaction(begin, fn, opts),
     listen: (channel, cb) =>
       run(async () => {
         const sub = await sql.listen(channel, cb);
         return async () => void (await sub.unlisten());
       }),
-    notify: (channel, payload) => run(async () => void (await sql.notify(channel, payload))),
+    notify: (channel, payload) => gate.run({}, () => run(async () => void (await sql.notify(channel, payload)))),
     close: () => sql.end({ timeout: 5 }),
   };
 }

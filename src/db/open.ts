@@ -6,19 +6,21 @@ export interface OpenDbOptions {
   url: string;
   dataDir: string;
   poolMax?: number;
+  /** database.busy_timeout_ms, read at each wait (src/db/wait-gate.ts); no bound when omitted. */
+  busyTimeoutMs?: () => number;
 }
 
 /** Open the configured engine: external when a URL is set, embedded in `<data.dir>/pg` otherwise. */
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
   if (opts.url) {
     const { openExternal } = await import('./external');
-    return openExternal(opts.url, { max: opts.poolMax });
+    return openExternal(opts.url, { max: opts.poolMax, busyTimeoutMs: opts.busyTimeoutMs });
   }
   const dir = resolve(opts.dataDir);
   const release = lockDataDir(dir);
   try {
     const { openEmbedded } = await import('./embedded');
-    const db = await openEmbedded(join(dir, 'pg'));
+    const db = await openEmbedded(join(dir, 'pg'), { busyTimeoutMs: opts.busyTimeoutMs });
     const close = db.close;
     return Object.assign(db, {
       close: async () => {

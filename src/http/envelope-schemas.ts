@@ -27,7 +27,10 @@ export const ErrorA = t.Object(
       }),
       message: t.String({ description: 'What is wrong and what to do, safe to show.' }),
       retry_after: t.Optional(
-        Type.Integer({ minimum: 0, description: 'Seconds to wait (429 only); also in the Retry-After header.' }),
+        Type.Integer({
+          minimum: 0,
+          description: 'Seconds to wait (429, 503 database_busy); also in the Retry-After header.',
+        }),
       ),
       details: t.Optional(
         t.Record(t.String(), t.Unknown(), {
@@ -70,7 +73,7 @@ export const ErrorB = t.Object(
         code: t.String({ description: 'Stable code, e.g. validation_error, mail_not_configured, rate_limited.' }),
         message: t.String(),
         details: t.Record(t.String(), t.Unknown(), {
-          description: 'Field problems ({"fields": {...}}), retry_after for 429, or empty.',
+          description: 'Field problems ({"fields": {...}}), retry_after for 429 and 503 database_busy, or empty.',
         }),
       }),
       { minItems: 1 },

@@ -25,7 +25,7 @@ type Extra = AppError['extra'];
  * One error code of an area: its status, its code and its default message. The
  * message is a string (the factory then takes an optional message in its place) or a
  * function of the factory's arguments; `extra` adds facts beside it: `details`,
- * `retryAfter` (429: also sent as `Retry-After`), `headers`, the `cause` (logged only).
+ * `retryAfter` (also sent as `Retry-After`: 429, 503 `database_busy`), `headers`, the `cause` (logged only).
  */
 export interface ErrorSpec {
   status: number;
@@ -183,6 +183,16 @@ export const Errors = {
       code: 'database_unavailable',
       message: 'The database is unavailable; retry shortly.',
       extra: (cause?: unknown) => ({ cause }),
+    },
+    /**
+     * No connection (embedded: the one session) became free within database.busy_timeout_ms
+     * (src/db/wait-gate.ts): every area that waits for the database answers it.
+     */
+    databaseBusy: {
+      status: 503,
+      code: 'database_busy',
+      message: 'The database is busy with other work; retry after the number of seconds in Retry-After.',
+      extra: (retryAfter: number) => ({ retryAfter }),
     },
   }),
   /** 400 (or `opts.status`) `validation_error` with `details.fields` (`validationError`). */

@@ -9,6 +9,7 @@ import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
 import { isJsonType, jsonShapeProblem, type JsonBounds } from './json-bounds';
+import { interactive } from '../db/interactive';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -60,7 +61,8 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
         // Only a chunked body is read here; awaiting a plain value would still cost a turn.
         const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
-        res = await handle(checked);
+        // Interactive work: it may ask an idle API transaction to yield the database (src/db/wait-gate.ts).
+        res = await interactive(() => handle(checked));
       }
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
@@ -199,5 +201,11 @@ async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Pro
     parts.push(value);
   }
   if (bounds) return readBounded(req, bounds, new TextDecoder().decode(Buffer.concat(parts)));
-  return new Request(req.url, { method: req.method, headers: req.headers, body: Buffer.concat(parts) });
+  // The signal too: work for a client that has gone is dropped (src/db/wait-gate.ts).
+  return new Request(req.url, {
+    method: req.method,
+    headers: req.headers,
+    body: Buffer.concat(parts),
+    signal: req.signal,
+  });
 }

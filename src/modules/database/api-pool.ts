@@ -13,18 +13,38 @@
  * keeps API load from starving platform work (sessions, mail queue) of connections.
  * When the timeout setting changes, a new pool replaces the old one; the old one is
  * closed once the transactions that may still use it have had time to end.
+ *
+ * Waiting for a connection of the pool is bounded (database.busy_timeout_ms) and fair
+ * between keys: one key holds at most db.pool_share_per_key percent of it
+ * (src/db/wait-gate.ts, docs/database.md "Waiting for the database").
  */
-import type { Db } from '../../db/engine';
+import type { Db, WaitStats } from '../../db/engine';
 import type { Platform } from '../../platform';
 import { lockTimeoutMs } from './pg-errors';
 
 export interface ApiPool {
   get: () => Promise<Db>;
+  /** Refuse the queued waits of a revoked key, in every pool still open. */
+  cancelWaits: (key: string, err: unknown) => void;
+  /** Wait counters of the pool's own connections (external only: embedded, the platform's). */
+  stats: () => WaitStats | undefined;
   close: () => Promise<void>;
 }
 
 export function openApiPool(p: Platform): ApiPool {
-  if (p.db.kind === 'embedded') return { get: async () => p.db, close: async () => {} };
+  if (p.db.kind === 'embedded')
+    return {
+      get: async () => p.db,
+      cancelWaits: (key, err) => p.db.cancelWaits(key, err),
+      stats: () => undefined,
+      close: async () => {},
+    };
+  const opened = new Set<Db>();
+  /** Counters of pools already closed, so /metrics counters never go back. */
+  const before: WaitStats = { waited: 0, refused: 0, abandoned: 0, preempted: 0 };
+  const add = (to: WaitStats, from: WaitStats) => {
+    for (const k of Object.keys(to) as (keyof WaitStats)[]) to[k] += from[k];
+  };
   let current: Promise<Db> | undefined;
   let currentTimeout = 0;
   const retired = new Set<Promise<Db>>();
@@ -40,6 +60,11 @@ export function openApiPool(p: Platform): ApiPool {
         application_name: 'basalt-db-api',
       },
       prepare: true,
+      busyTimeoutMs: () => p.settings.get<number>('database.busy_timeout_ms'),
+      keyShare: () => p.settings.get<number>('db.pool_share_per_key') / 100,
+    }).then((db) => {
+      opened.add(db);
+      return db;
     });
   };
 
@@ -62,7 +87,13 @@ export function openApiPool(p: Platform): ApiPool {
       const t = setTimeout(() => {
         timers.delete(t);
         retired.delete(old);
-        void old.then((db) => db.close()).catch(() => {});
+        void old
+          .then((db) => {
+            opened.delete(db);
+            add(before, db.waits);
+            return db.close();
+          })
+          .catch(() => {});
       }, grace);
       (t as { unref?: () => void }).unref?.();
       timers.add(t);
@@ -72,6 +103,14 @@ export function openApiPool(p: Platform): ApiPool {
 
   return {
     get,
+    cancelWaits: (key, err) => {
+      for (const db of opened) db.cancelWaits(key, err);
+    },
+    stats: () => {
+      const sum = { ...before };
+      for (const db of opened) add(sum, db.waits);
+      return sum;
+    },
     close: async () => {
       for (const t of timers) clearTimeout(t);
       const all = [...retired, ...(current ? [current] : [])];

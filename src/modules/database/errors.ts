@@ -100,6 +100,22 @@ export const DbErrors = {
       message:
         'A query in this transaction failed, so it was rolled back; nothing was committed. Begin a new transaction.',
     },
+    /** Idle while other work waited for the database: rolled back (docs/database.md, "Waiting for the database"). */
+    txPreempted: {
+      status: 409,
+      code: 'transaction_aborted',
+      message:
+        'This transaction was rolled back because it sat idle while other work waited for the database; nothing was committed. Begin a new transaction and send its requests without pauses.',
+      extra: { details: { reason: 'preempted' } },
+    },
+    /** Open past db.transaction_max_lifetime_ms: rolled back. */
+    txOutlived: {
+      status: 409,
+      code: 'transaction_aborted',
+      message: (ms: number) =>
+        `This transaction was rolled back because it stayed open longer than ${ms} ms (db.transaction_max_lifetime_ms); nothing was committed. Begin a new one for a shorter unit of work.`,
+      extra: () => ({ details: { reason: 'lifetime' } }),
+    },
     /** A begin while the instance stops (docs/database.md, Transactions). */
     shuttingDown: {
       status: 503,

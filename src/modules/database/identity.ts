@@ -18,7 +18,7 @@
  *   q.query('SELECT id FROM notes WHERE id = $1', [noteId]),
  * );
  */
-import type { Db, Queryable } from '../../db/engine';
+import type { Db, Queryable, WaitOptions } from '../../db/engine';
 
 /** Who a statement runs as: a signed-in site user, or nobody signed in. */
 export interface Identity {
@@ -58,10 +58,16 @@ export async function assumeIdentity(tx: Queryable, id: Identity): Promise<void>
  * one connection of external PostgreSQL run in the order they are sent, so `fn`'s first
  * statement runs after it and both go out together (one round trip less per request). If
  * the identity statement fails, its error is the one thrown (`fn`'s statements then fail
- * only because the transaction was aborted by it).
+ * only because the transaction was aborted by it). `wait`: whose work it is while it waits
+ * for the database (src/db/wait-gate.ts).
  */
-export async function asIdentity<R>(db: Db, id: Identity, fn: (q: Queryable) => Promise<R>): Promise<R> {
-  const tx = await db.begin();
+export async function asIdentity<R>(
+  db: Db,
+  id: Identity,
+  fn: (q: Queryable) => Promise<R>,
+  wait?: WaitOptions,
+): Promise<R> {
+  const tx = await db.begin(wait);
   try {
     const assumed = assumeIdentity(tx, id);
     assumed.catch(() => {}); // awaited below, on every path

@@ -125,67 +125,76 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
   };
 
   return new Elysia({ name: 'basalt.database', prefix: rootOf(area) })
-    .post('/query', async ({ body, request }) => successResponse(request, await svc().query(callerOf(request), body)), {
-      transform: async (context) => {
-        const { body, request } = context as { body: unknown; request: Request };
-        const caller = await resolve(request);
-        const entity = (body as { entity?: unknown } | undefined)?.entity;
-        if (caller.kind === 'key') {
-          // Raw SQL before the permission, so any authenticated legacy client learns why.
-          if (carriesRawSql(body)) throw DbErrors.rawSql();
-          requirePermission(caller.key, 'db:query');
-          svc().checkWhitelist(caller.key, entity);
-        } else {
-          // Any active key (a public one too), and a user's token, learn why raw SQL is
-          // refused; a request without either gets 401 first, as before.
-          const known = caller.kind === 'user' ? svc().identities : caller.key !== null;
-          if (known && carriesRawSql(body)) throw DbErrors.rawSql();
-          // Users' own data: the role's grants on the entity take the whitelist's place.
-          await svc().admit(caller, body, () => callers.refuseAsBefore(request));
-          if (carriesRawSql(body)) throw DbErrors.rawSql();
-        }
-        rejectUnknownKeys(body);
-      },
-      body: QueryBody,
-      response: { 200: QueryResult, ...errorResponses },
-      detail: {
-        tags: ['Database'],
-        summary: 'Run a parameterized query on a whitelisted table',
-        'x-codes': {
-          400: ['filters_required'],
-          401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
-          403: ['forbidden', 'raw_sql_disabled'],
-          404: ['transaction_not_found'],
-          409: ['conflict', 'transaction_aborted'],
-          503: ['query_timeout', 'lock_timeout', 'shutting_down'],
+    .post(
+      '/query',
+      async ({ body, request }) => successResponse(request, await svc().query(callerOf(request), body, request.signal)),
+      {
+        transform: async (context) => {
+          const { body, request } = context as { body: unknown; request: Request };
+          const caller = await resolve(request);
+          const entity = (body as { entity?: unknown } | undefined)?.entity;
+          if (caller.kind === 'key') {
+            // Raw SQL before the permission, so any authenticated legacy client learns why.
+            if (carriesRawSql(body)) throw DbErrors.rawSql();
+            requirePermission(caller.key, 'db:query');
+            svc().checkWhitelist(caller.key, entity);
+          } else {
+            // Any active key (a public one too), and a user's token, learn why raw SQL is
+            // refused; a request without either gets 401 first, as before.
+            const known = caller.kind === 'user' ? svc().identities : caller.key !== null;
+            if (known && carriesRawSql(body)) throw DbErrors.rawSql();
+            // Users' own data: the role's grants on the entity take the whitelist's place.
+            await svc().admit(caller, body, () => callers.refuseAsBefore(request));
+            if (carriesRawSql(body)) throw DbErrors.rawSql();
+          }
+          rejectUnknownKeys(body);
         },
-        description:
-          'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
-          'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
-          'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops).',
-        security,
-      },
-    })
-    .post('/transaction/begin', async ({ request }) => successResponse(request, await svc().begin(txCaller(request))), {
-      transform: txTransform,
-      parse: optionalJson,
-      body: EmptyBody,
-      response: { 200: BeginResult, ...errorResponses },
-      detail: {
-        tags: ['Database'],
-        summary: 'Begin a transaction',
-        'x-codes': {
-          401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
-          403: ['forbidden'],
-          429: ['too_many_transactions'],
-          503: ['shutting_down'],
+        body: QueryBody,
+        response: { 200: QueryResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Run a parameterized query on a whitelisted table',
+          'x-codes': {
+            400: ['filters_required'],
+            401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
+            403: ['forbidden', 'raw_sql_disabled'],
+            404: ['transaction_not_found'],
+            409: ['conflict', 'transaction_aborted'],
+            503: ['query_timeout', 'lock_timeout', 'shutting_down'],
+          },
+          description:
+            'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
+            'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
+            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops) / database_busy (no connection free within database.busy_timeout_ms; Retry-After).',
+          security,
         },
-        description:
-          "Opens a transaction owned by this API key, or by this signed-in user (it then runs as the user throughout). Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
-          'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. At most db.max_transactions_per_key (10) open per key → 429 too_many_transactions. While the instance stops → 503 shutting_down.',
-        security,
       },
-    })
+    )
+    .post(
+      '/transaction/begin',
+      async ({ request }) => successResponse(request, await svc().begin(txCaller(request), request.signal)),
+      {
+        transform: txTransform,
+        parse: optionalJson,
+        body: EmptyBody,
+        response: { 200: BeginResult, ...errorResponses },
+        detail: {
+          tags: ['Database'],
+          summary: 'Begin a transaction',
+          'x-codes': {
+            401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
+            403: ['forbidden'],
+            429: ['too_many_transactions'],
+            503: ['shutting_down'],
+          },
+          description:
+            "Opens a transaction owned by this API key, or by this signed-in user (it then runs as the user throughout). Pass transaction_id in queries; they run in arrival order and see each other's writes. " +
+            'Idle longer than db.transaction_idle_timeout_ms (30 s) → rolled back and forgotten. Open longer than db.transaction_max_lifetime_ms (60 s), or idle while other work waits for the database → rolled back, and its id answers 409 transaction_aborted (details.reason lifetime / preempted). ' +
+            'At most db.max_transactions_per_key (10) open or still waiting per key → 429 too_many_transactions. No connection (embedded: the one session) free within database.busy_timeout_ms (2 s) → 503 database_busy with Retry-After; a begin whose client went away never starts. While the instance stops → 503 shutting_down.',
+          security,
+        },
+      },
+    )
     .post(
       '/transaction/:id/commit',
       async ({ params, request }) =>

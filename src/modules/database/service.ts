@@ -3,8 +3,8 @@
  * value decoding and Postgres error mapping. No HTTP here; routes.ts calls it
  * with the verified key principal and the request body.
  */
-import { PgError, type Db, type Queryable } from '../../db/engine';
-import { AppError } from '../../http/errors';
+import { PgError, type Db, type Queryable, type WaitOptions, type WaitStats } from '../../db/engine';
+import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
@@ -28,6 +28,8 @@ declare module '../../platform' {
 export class DatabaseService {
   readonly catalog: Catalog;
   readonly transactions: TransactionRegistry;
+  /** Wait counters of the Database API's own pool (external PostgreSQL; embedded: none, the platform's). */
+  waitStats: () => WaitStats | undefined = () => undefined;
 
   constructor(
     private readonly p: Platform,
@@ -44,8 +46,9 @@ export class DatabaseService {
     this.catalog = new Catalog(p.db, { schema });
     const external = p.db.kind === 'external';
     this.transactions = new TransactionRegistry({
-      begin: async (setup) => (await this.apiDb()).begin({ setup }),
+      begin: async (setup, wait) => (await this.apiDb()).begin({ setup, ...wait }),
       idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
+      maxLifetimeMs: () => p.settings.get<number>('db.transaction_max_lifetime_ms'),
       maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
       // Server-side backstops on external Postgres: the idle timer here is the primary
       // mechanism; idle_in_transaction_session_timeout frees the connection (and its
@@ -108,13 +111,19 @@ export class DatabaseService {
     throw DbErrors.notGranted(entity);
   }
 
-  /** Run one request, optionally inside an open transaction of its caller. */
-  async query(caller: DbCaller, body: QueryBody): Promise<QueryResultData> {
+  /**
+   * Run one request, optionally inside an open transaction of its caller. Outside a
+   * transaction it waits for the database as its caller's work (a key's or user's fair
+   * share; anon callers share one), and not at all once `signal` (the request's) says
+   * the client has gone (src/db/wait-gate.ts).
+   */
+  async query(caller: DbCaller, body: QueryBody, signal?: AbortSignal): Promise<QueryResultData> {
+    const wait: WaitOptions = { key: caller.kind === 'anon' ? 'anon' : ownerOf(caller), signal };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
       if (body.transaction_id !== undefined)
         return this.transactions.run(body.transaction_id, caller.key.id, (tx) => this.execute(body, tx, true));
-      return this.execute(body, await this.apiDb(), false);
+      return this.execute(body, (await this.apiDb()).waitAs(wait), false);
     }
     const as = caller.kind === 'user' ? caller.identity : ANON;
     if (body.transaction_id !== undefined) {
@@ -122,7 +131,7 @@ export class DatabaseService {
       if (caller.kind === 'anon') throw DbErrors.txNotFound();
       return this.transactions.run(body.transaction_id, ownerOf(caller), (tx) => this.execute(body, tx, true, as));
     }
-    return this.execute(body, await this.apiDb(), false, as);
+    return this.execute(body, await this.apiDb(), false, as, wait);
   }
 
   /**
@@ -156,14 +165,20 @@ export class DatabaseService {
    * (`inTx`). With `as` the statement runs as that identity: in a transaction of its
    * own (identity.ts), or in the open transaction, which took the identity at begin.
    */
-  private async execute(body: QueryBody, q: Db | Queryable, inTx: boolean, as?: Identity): Promise<QueryResultData> {
+  private async execute(
+    body: QueryBody,
+    q: Db | Queryable,
+    inTx: boolean,
+    as?: Identity,
+    wait?: WaitOptions,
+  ): Promise<QueryResultData> {
     // Inside a transaction on the embedded engine the transaction holds the only
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
     const planned = this.plan(body, via, as?.role);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      if (as && !inTx) return await asIdentity(q as Db, as, (tx) => this.run(st, tx, true));
+      if (as && !inTx) return await asIdentity(q as Db, as, (tx) => this.run(st, tx, true), wait);
       return await this.run(st, q, inTx);
     } catch (err) {
       if (err instanceof AppError) throw err;
@@ -201,10 +216,16 @@ export class DatabaseService {
     return out;
   }
 
-  /** Open a transaction owned by a key, or by a user (then it runs as that user throughout). */
-  async begin(caller: DbCaller & { kind: 'key' | 'user' }): Promise<{ transaction_id: string; expires_at: string }> {
+  /**
+   * Open a transaction owned by a key, or by a user (then it runs as that user throughout).
+   * `signal`: the request's; a begin whose client has gone never starts.
+   */
+  async begin(
+    caller: DbCaller & { kind: 'key' | 'user' },
+    signal?: AbortSignal,
+  ): Promise<{ transaction_id: string; expires_at: string }> {
     const init = caller.kind === 'user' ? (tx: Queryable) => assumeIdentity(tx, caller.identity) : undefined;
-    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init);
+    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init, signal);
     return { transaction_id: id, expires_at: expiresAt.toISOString() };
   }
 
@@ -244,8 +265,13 @@ export async function createDatabaseService(p: Platform): Promise<DatabaseServic
       `users' own data is off: ${support.reason}; see docs/database.md, "The platform's role on a managed server"`,
     );
   const svc = new DatabaseService(p, pool.get, support.ok);
-  // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions).
-  p.services.keys?.onRevoke((keyId) => svc.transactions.rollbackKey(keyId));
+  svc.waitStats = pool.stats;
+  // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions),
+  // and its requests still waiting for the database are refused.
+  p.services.keys?.onRevoke((keyId) => {
+    pool.cancelWaits(keyId, Errors.unauthorized());
+    return svc.transactions.rollbackKey(keyId);
+  });
   // Open API transactions end first, as soon as a stop begins: on the embedded engine they
   // hold the database that requests in flight and the other shutdown steps (mail jobs given
   // back, instance records) need. Whatever is still open after the drain is rolled back first.

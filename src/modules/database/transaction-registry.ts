@@ -14,9 +14,22 @@
  *   a connection (on the embedded engine, for the open transaction that holds it)
  *   answers 503 shutting_down instead of holding the database until its idle timeout,
  *   and so does a request on an id that is gone.
+ * - Waiting for the database is bounded and fair (src/db/wait-gate.ts): begins still
+ *   waiting count toward the key's cap; a begin whose client went away never starts
+ *   (and one that started as it left is rolled back at once); revoking the key refuses
+ *   its waiting begins. Whatever its activity, a transaction ends after
+ *   db.transaction_max_lifetime_ms; an idle one gives the database back when other work
+ *   has waited long enough for it (`preempt`). Both answer 409 transaction_aborted on
+ *   their id afterwards, saying why (docs/database.md, "Waiting for the database").
  */
-import type { Queryable, Tx } from '../../db/engine';
+import { WaitAbandonedError, type Queryable, type Tx } from '../../db/engine';
+import { Errors } from '../../http/errors';
 import { DbErrors } from './errors';
+
+/** Why the platform itself ended a transaction (its id then answers 409 saying so). */
+type EndReason = 'preempted' | 'lifetime';
+/** Ended ids remembered for their answer; the oldest are forgotten past this many. */
+const REMEMBERED = 10_000;
 
 interface Entry {
   id: string;
@@ -28,12 +41,21 @@ interface Entry {
   ended: boolean;
   expiresAt: number;
   timer?: ReturnType<typeof setTimeout>;
+  lifeTimer?: ReturnType<typeof setTimeout>;
+}
+
+/** How a begin waits: for its key, while its client is there, yielding when idle and asked. */
+export interface BeginWait {
+  key: string;
+  signal: AbortSignal;
+  preempt: () => boolean;
 }
 
 export interface RegistryOptions {
   /** Open a long-lived transaction running `setup` after BEGIN. */
-  begin: (setup: string[]) => Promise<Tx>;
+  begin: (setup: string[], wait: BeginWait) => Promise<Tx>;
   idleTimeoutMs: () => number;
+  maxLifetimeMs: () => number;
   maxPerKey: () => number;
   /** Statements run right after BEGIN (timeouts). */
   setup: () => string[];
@@ -42,7 +64,13 @@ export interface RegistryOptions {
 
 export class TransactionRegistry {
   private readonly open = new Map<string, Entry>();
+  /** Begins waiting for the database: their key, and how to refuse them (revocation, stop). */
+  private readonly waiting = new Set<{ keyId: string; ctl: AbortController }>();
+  /** Ids the platform ended itself, with their key and why. */
+  private readonly ended = new Map<string, { keyId: string; reason: EndReason }>();
   private closing = false;
+  /** Transactions opened since start (exported at /metrics). */
+  begun = 0;
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -51,21 +79,43 @@ export class TransactionRegistry {
     return this.open.size;
   }
 
+  /** Open transactions of a key, and its begins still waiting for the database. */
   private countFor(keyId: string): number {
     let n = 0;
     for (const e of this.open.values()) if (e.keyId === keyId) n++;
+    for (const w of this.waiting) if (w.keyId === keyId) n++;
     return n;
   }
 
   /**
    * Open a transaction owned by `keyId` (a key's id, or a user's owner id). `init` runs
    * first in it, e.g. taking a user's identity (identity.ts); if it fails, nothing opens.
+   * `signal`: the request's; a begin whose client has gone never starts.
    */
-  async begin(keyId: string, init?: (tx: Queryable) => Promise<void>): Promise<{ id: string; expiresAt: Date }> {
+  async begin(
+    keyId: string,
+    init?: (tx: Queryable) => Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<{ id: string; expiresAt: Date }> {
     if (this.closing) throw DbErrors.shuttingDown();
     const max = this.opts.maxPerKey();
     if (this.countFor(keyId) >= max) throw DbErrors.tooManyTx(max);
-    const tx = await this.opts.begin(this.opts.setup());
+    const waiting = { keyId, ctl: new AbortController() };
+    this.waiting.add(waiting);
+    let entry: Entry | undefined;
+    let tx: Tx;
+    try {
+      tx = await this.opts.begin(this.opts.setup(), {
+        key: keyId,
+        signal: signal ? AbortSignal.any([signal, waiting.ctl.signal]) : waiting.ctl.signal,
+        preempt: () => (entry ? this.preempt(entry) : false),
+      });
+    } catch (err) {
+      // Refused while it waited: the reason given (the key revoked, the instance stopping).
+      throw waiting.ctl.signal.aborted ? waiting.ctl.signal.reason : err;
+    } finally {
+      this.waiting.delete(waiting);
+    }
     if (init)
       try {
         await init(tx);
@@ -77,10 +127,10 @@ export class TransactionRegistry {
       await tx.rollback();
       throw DbErrors.shuttingDown();
     }
-    // Checked again: several begins of one key may have waited for a connection together.
-    if (this.countFor(keyId) >= max) {
+    // The client left (or the key was revoked) while BEGIN ran: nobody will use it.
+    if (signal?.aborted || waiting.ctl.signal.aborted) {
       await tx.rollback();
-      throw DbErrors.tooManyTx(max);
+      throw waiting.ctl.signal.aborted ? waiting.ctl.signal.reason : new WaitAbandonedError();
     }
     const e: Entry = {
       id: crypto.randomUUID(),
@@ -92,8 +142,12 @@ export class TransactionRegistry {
       ended: false,
       expiresAt: 0,
     };
+    entry = e;
+    this.begun++;
     this.open.set(e.id, e);
     this.arm(e);
+    e.lifeTimer = setTimeout(() => this.endByPlatform(e, 'lifetime'), this.opts.maxLifetimeMs());
+    (e.lifeTimer as { unref?: () => void }).unref?.();
     return { id: e.id, expiresAt: new Date(e.expiresAt) };
   }
 
@@ -101,8 +155,45 @@ export class TransactionRegistry {
     const e = this.open.get(id);
     // Another key's transaction answers exactly like an unknown one: ids are not confirmed to strangers.
     // Once the instance stops, every id answers that, which tells why the transaction is gone.
-    if (!e || e.ended || e.keyId !== keyId) throw this.closing ? DbErrors.shuttingDown() : DbErrors.txNotFound();
+    if (!e || e.ended || e.keyId !== keyId) throw this.gone(id, keyId);
     return e;
+  }
+
+  /** The answer for an id that is not open (for this key). */
+  private gone(id: string, keyId: string) {
+    if (this.closing) return DbErrors.shuttingDown();
+    const why = this.ended.get(id);
+    if (why?.keyId !== keyId) return DbErrors.txNotFound();
+    return why.reason === 'preempted' ? DbErrors.txPreempted() : DbErrors.txOutlived(this.opts.maxLifetimeMs());
+  }
+
+  /** Asked by the wait gate to give the database back: an idle transaction ends, a busy one is kept. */
+  private preempt(e: Entry): boolean {
+    if (e.ended || e.busy > 0) return false;
+    this.endByPlatform(e, 'preempted');
+    return true;
+  }
+
+  /**
+   * End a transaction the platform decided to end (preempted, lifetime over): its id
+   * answers why from now on; the rollback runs once the statement running now, if any, ends.
+   */
+  private endByPlatform(e: Entry, reason: EndReason): void {
+    if (e.ended) return;
+    this.retire(e);
+    this.ended.set(e.id, { keyId: e.keyId, reason });
+    if (this.ended.size > REMEMBERED) this.ended.delete(this.ended.keys().next().value!);
+    void e.chain
+      .then(() => e.tx.rollback())
+      .catch((err) => this.opts.onError?.(`rollback of a ${reason} transaction failed`, err));
+  }
+
+  /** Mark ended and forget: timers stopped, out of the open list. */
+  private retire(e: Entry): void {
+    e.ended = true;
+    this.open.delete(e.id);
+    if (e.timer) clearTimeout(e.timer);
+    if (e.lifeTimer) clearTimeout(e.lifeTimer);
   }
 
   private arm(e: Entry): void {
@@ -130,15 +221,16 @@ export class TransactionRegistry {
     e.chain = run.catch(() => {});
     return run.finally(() => {
       e.busy--;
-      if (!e.ended) this.arm(e);
+      if (e.ended) return;
+      this.arm(e);
+      // Between statements again: work waiting for the database may ask it to yield.
+      if (e.busy === 0) e.tx.idle?.();
     });
   }
 
   private async finish(e: Entry, commit: boolean): Promise<void> {
     if (e.ended) return;
-    e.ended = true;
-    this.open.delete(e.id);
-    if (e.timer) clearTimeout(e.timer);
+    this.retire(e);
     if (commit) await e.tx.commit();
     else await e.tx.rollback();
   }
@@ -163,7 +255,7 @@ export class TransactionRegistry {
   run<R>(id: string, keyId: string, fn: (q: Queryable) => Promise<R>): Promise<R> {
     const e = this.find(id, keyId);
     return this.enqueue(e, async () => {
-      if (e.ended) throw DbErrors.txNotFound();
+      if (e.ended) throw this.gone(id, keyId);
       if (e.aborted) throw DbErrors.txAborted();
       return fn(this.watched(e));
     });
@@ -173,7 +265,7 @@ export class TransactionRegistry {
   commit(id: string, keyId: string): Promise<void> {
     const e = this.find(id, keyId);
     return this.enqueue(e, async () => {
-      if (e.ended) throw DbErrors.txNotFound();
+      if (e.ended) throw this.gone(id, keyId);
       if (e.aborted) {
         await this.finish(e, false);
         throw DbErrors.txAborted();
@@ -185,7 +277,7 @@ export class TransactionRegistry {
   rollback(id: string, keyId: string): Promise<void> {
     const e = this.find(id, keyId);
     return this.enqueue(e, async () => {
-      if (e.ended) throw DbErrors.txNotFound();
+      if (e.ended) throw this.gone(id, keyId);
       await this.finish(e, false);
     });
   }
@@ -196,12 +288,12 @@ export class TransactionRegistry {
    * runs as soon as the statement running now (if any) ends, releasing its locks.
    */
   async rollbackKey(keyId: string): Promise<number> {
+    // Its begins still waiting never start: the key is no longer valid.
+    for (const w of this.waiting) if (w.keyId === keyId) w.ctl.abort(Errors.unauthorized());
     const mine = [...this.open.values()].filter((e) => e.keyId === keyId && !e.ended);
     await Promise.all(
       mine.map((e) => {
-        e.ended = true;
-        this.open.delete(e.id);
-        if (e.timer) clearTimeout(e.timer);
+        this.retire(e);
         return e.chain
           .then(() => e.tx.rollback())
           .catch((err) => this.opts.onError?.("rollback of a revoked key's transaction failed", err));
@@ -218,6 +310,7 @@ export class TransactionRegistry {
    */
   async close(): Promise<void> {
     this.closing = true;
+    for (const w of this.waiting) w.ctl.abort(DbErrors.shuttingDown());
     await Promise.all(
       [...this.open.values()].map((e) =>
         this.enqueue(e, () => this.finish(e, false)).catch((err) =>

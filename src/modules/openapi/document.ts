@@ -80,12 +80,16 @@ const STATUS_TEXT: Record<string, string> = {
   '429': 'Too many requests; wait `Retry-After` seconds',
   '500': 'Internal error; the X-Request-Id identifies it in the server log',
   '502': 'The mail provider refused the message',
-  '503': 'A dependency is unavailable; retry shortly',
+  '503': 'A dependency is unavailable or busy; retry shortly (after `Retry-After` seconds when given)',
 };
 
 /** Error codes the layers around a route answer with, per status (added to each status's description). */
 function layerCodes(area: AreaFacts, hasBody: boolean, validationStatus: number): Record<string, string[]> {
-  const codes: Record<string, string[]> = { '500': ['internal_error'], '503': ['database_unavailable'] };
+  // Any route may wait for the database: bounded by database.busy_timeout_ms (src/db/wait-gate.ts).
+  const codes: Record<string, string[]> = {
+    '500': ['internal_error'],
+    '503': ['database_unavailable', 'database_busy'],
+  };
   const add = (status: number, code: string) => (codes[status] ??= []).push(code);
   if (hasBody && area.body === 'json') {
     add(400, 'invalid_json');
@@ -342,6 +346,8 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     const text = list.text ?? STATUS_TEXT[status] ?? 'Error';
     const headers: Record<string, unknown> = { 'X-Request-Id': header('XRequestId') };
     if (status === '429') headers['Retry-After'] = { ...header('RetryAfter') };
+    // 503 database_busy: every route may wait for the database (src/db/wait-gate.ts).
+    if (status === '503') headers['Retry-After'] = header('RetryAfterBusy');
     if (status === '416') headers['Content-Range'] = header('ContentRangeUnsatisfied');
     if (status === '401' && security?.some((a) => 'Bearer' in a))
       headers['WWW-Authenticate'] = header('WWWAuthenticate');

@@ -13,6 +13,11 @@ export const headerComponents = {
     required: true,
     schema: { type: 'integer', minimum: 0 },
   },
+  RetryAfterBusy: {
+    description:
+      'Seconds to wait before retrying: sent with `database_busy` (the database had no connection free in time).',
+    schema: { type: 'integer', minimum: 0 },
+  },
   ETag: { description: 'Strong ETag of the content: the quoted SHA-256.', required: true, schema: { type: 'string' } },
   ContentRange: { description: '`bytes start-end/size` of the part sent.', required: true, schema: { type: 'string' } },
   ContentRangeUnsatisfied: { description: '`bytes */size`: the size of the file.', schema: { type: 'string' } },

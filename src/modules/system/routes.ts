@@ -4,6 +4,27 @@ import { Errors } from '../../http/errors';
 import { metricsFor } from '../../http/metrics';
 import { requestInfo } from '../../http/request-info';
 import { withTimeout } from '../../util/timeout';
+import type { WaitStats } from '../../db/engine';
+
+/**
+ * Waiting for the database (src/db/wait-gate.ts), the platform's pool and, on external
+ * PostgreSQL, the Database API's own: docs/operations.md "Waiting for the database".
+ */
+function withWaitCounters(
+  p: Platform,
+  more: { gauges?: Record<string, number>; counters?: Record<string, number> },
+): { gauges?: Record<string, number>; counters?: Record<string, number> } {
+  const api = p.services.database?.waitStats();
+  const sum = (k: keyof WaitStats) => p.db.waits[k] + (api?.[k] ?? 0);
+  const counters = {
+    basalt_db_waits_total: sum('waited'),
+    basalt_db_waits_refused_total: sum('refused'),
+    basalt_db_waits_abandoned_total: sum('abandoned'),
+    basalt_db_transactions_preempted_total: sum('preempted'),
+    basalt_db_api_transactions_begun_total: p.services.database?.transactions.begun ?? 0,
+  };
+  return { ...more, counters: { ...more.counters, ...counters } };
+}
 
 /** 127.0.0.0/8 and ::1 (addresses arrive normalized: `::ffff:127.0.0.1` is `127.0.0.1`). */
 const isLoopback = (ip: string) => ip === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
@@ -39,7 +60,7 @@ export function systemRoutes(p: Platform) {
         return new Response(
           metricsFor(p).render(
             { basalt_database_external: p.db.kind === 'external' ? 1 : 0 },
-            p.services.realtime.metrics(),
+            withWaitCounters(p, p.services.realtime.metrics()),
           ),
           { headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' } },
         );

@@ -41,6 +41,9 @@ export function keysRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
     .post('/keys/:id/revoke', async ({ params, admin }) => {
       const { actor } = signedIn(admin);
       try {
+        // The key's open transactions end and its waiting requests are refused first: on the
+        // embedded engine one of them may hold the database the audited transaction needs.
+        await keys().revoked(String(params.id));
         const key = await p.services.admin.audited(actor, 'keys.revoke', async (tx, note) => {
           const k = await keys().revoke(params.id, tx);
           note(k.id, { display: k.display });

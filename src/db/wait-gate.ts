@@ -1,0 +1,291 @@
+/**
+ * Bounded, fair waiting for the database (docs/database.md, "Waiting for the database").
+ *
+ * A gate owns `slots` places: the embedded engine's one session, or the connections of an
+ * external pool. Work takes a place before it touches the database and gives it back when
+ * it ends; a transaction holds its place from BEGIN to COMMIT or ROLLBACK. Work that finds
+ * no place queues, and:
+ * - waits at most `busyTimeoutMs()`, then fails with DatabaseBusyError (→ 503
+ *   `database_busy` with `Retry-After`), so nothing waits without bound;
+ * - leaves the queue without running when its signal aborts (the client has gone);
+ * - is refused at once when its key is revoked (`cancel`).
+ *
+ * Order: the platform's own work (no key) first, in arrival order; then API keys in turn —
+ * the key holding the fewest places first, ties to the key served longest ago — each key's
+ * work in arrival order. One key never holds more than its share of the places
+ * (`keyShare()`, a fraction; at least one place).
+ *
+ * A holder opened with `preempt` (a Database API transaction) can be asked to give its
+ * place back: by interactive platform work (an HTTP request or a management command, never
+ * a background timer) that has waited PLATFORM_GRACE_MS (or a quarter of the busy timeout,
+ * if less), and by another key's work that has waited half the busy timeout while that key
+ * holds no place or at least two fewer than the holder's key. The holder decides: the
+ * Database API rolls back a transaction that is idle and keeps a busy one, which is asked
+ * again when it becomes idle (`Place.idle`).
+ */
+import { DatabaseBusyError, WaitAbandonedError, type WaitOptions, type WaitStats } from './engine';
+import { isInteractive } from './interactive';
+
+/** How long interactive platform work waits behind an idle API transaction before asking it to yield. */
+export const PLATFORM_GRACE_MS = 250;
+
+export interface GateOptions {
+  slots: number;
+  /** The longest wait; none when omitted (offline tools). */
+  busyTimeoutMs?: () => number;
+  /** The largest share of the places one API key may hold, 0 < share ≤ 1. Default 1. */
+  keyShare?: () => number;
+}
+
+/** A place taken: give it back once, when the work ends. */
+export interface Place {
+  release(): void;
+  /** The holder is between statements: work waiting for a place may now ask it to yield. */
+  idle(): void;
+}
+
+interface Holder {
+  key: string | undefined;
+  preempt: (() => boolean) | undefined;
+  yielding: boolean;
+  since: number;
+}
+
+interface Waiter {
+  key: string | undefined;
+  preempt: (() => boolean) | undefined;
+  interactive: boolean;
+  mayPreempt: boolean;
+  victim?: Holder;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  timers: ReturnType<typeof setTimeout>[];
+  resolve: (p: Place) => void;
+  reject: (e: unknown) => void;
+}
+
+interface Lane {
+  waiters: Waiter[];
+  held: number;
+  /** When the key was last given a place (a sequence number): the oldest turn goes first. */
+  turn: number;
+}
+
+const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+
+export class WaitGate {
+  private used = 0;
+  private turns = 0;
+  private readonly platform: Waiter[] = [];
+  private readonly lanes = new Map<string, Lane>();
+  private readonly holders = new Set<Holder>();
+  readonly stats: WaitStats = { waited: 0, refused: 0, abandoned: 0, preempted: 0 };
+
+  constructor(private readonly o: GateOptions) {}
+
+  /** Run `fn` holding a place; the place is given back when it settles. */
+  run<T>(w: WaitOptions, fn: () => Promise<T>): Promise<T> {
+    if (w.signal?.aborted) return Promise.reject(new WaitAbandonedError());
+    const now = this.tryTake(w.key, undefined);
+    if (now) return holding(now, fn);
+    return this.wait(w, undefined).then((p) => holding(p, fn));
+  }
+
+  /** Take a place for a long holder (a transaction); `preempt` as in the file comment. */
+  acquire(w: WaitOptions, preempt?: () => boolean): Promise<Place> {
+    if (w.signal?.aborted) return Promise.reject(new WaitAbandonedError());
+    const now = this.tryTake(w.key, preempt);
+    return now ? Promise.resolve(now) : this.wait(w, preempt);
+  }
+
+  /** Refuse every queued wait of `key` with `err` (its key was revoked). */
+  cancel(key: string, err: unknown): void {
+    const lane = this.lanes.get(key);
+    if (!lane) return;
+    for (const w of [...lane.waiters]) {
+      this.drop(w);
+      w.reject(err);
+    }
+  }
+
+  private cap(): number {
+    const share = this.o.keyShare?.() ?? 1;
+    return Math.max(1, Math.floor(this.o.slots * share));
+  }
+
+  private lane(key: string): Lane {
+    let l = this.lanes.get(key);
+    if (!l) this.lanes.set(key, (l = { waiters: [], held: 0, turn: 0 }));
+    return l;
+  }
+
+  /** A place now, if one is free and nobody queued goes first. */
+  private tryTake(key: string | undefined, preempt: (() => boolean) | undefined): Place | undefined {
+    if (this.used >= this.o.slots || this.platform.length) return undefined;
+    if (key !== undefined) {
+      const l = this.lanes.get(key);
+      if (l && (l.waiters.length || l.held >= this.cap())) return undefined;
+    }
+    return this.grant(key, preempt);
+  }
+
+  private grant(key: string | undefined, preempt: (() => boolean) | undefined): Place {
+    const h: Holder = { key, preempt, yielding: false, since: performance.now() };
+    this.holders.add(h);
+    this.used++;
+    if (key !== undefined) {
+      const l = this.lane(key);
+      l.held++;
+      l.turn = ++this.turns;
+    }
+    let done = false;
+    return {
+      release: () => {
+        if (done) return;
+        done = true;
+        this.holders.delete(h);
+        this.used--;
+        if (key !== undefined) {
+          const l = this.lanes.get(key);
+          if (l && --l.held === 0 && !l.waiters.length) this.lanes.delete(key);
+        }
+        this.pump();
+      },
+      idle: () => {
+        if (!done) this.contend();
+      },
+    };
+  }
+
+  private wait(w: WaitOptions, preempt: (() => boolean) | undefined): Promise<Place> {
+    this.stats.waited++;
+    return new Promise<Place>((resolve, reject) => {
+      const waiter: Waiter = {
+        key: w.key,
+        preempt,
+        interactive: isInteractive(),
+        mayPreempt: false,
+        signal: w.signal,
+        timers: [],
+        resolve,
+        reject,
+      };
+      const limit = this.o.busyTimeoutMs?.();
+      if (limit !== undefined) {
+        waiter.timers.push(
+          setTimeout(() => {
+            this.drop(waiter);
+            this.stats.refused++;
+            reject(new DatabaseBusyError(retryAfter(limit)));
+          }, limit),
+        );
+      }
+      const grace =
+        w.key !== undefined
+          ? (limit ?? 2000) / 2
+          : waiter.interactive
+            ? Math.min(PLATFORM_GRACE_MS, (limit ?? Infinity) / 4)
+            : undefined;
+      if (grace !== undefined) {
+        waiter.timers.push(
+          setTimeout(() => {
+            waiter.mayPreempt = true;
+            this.contend();
+          }, grace),
+        );
+      }
+      if (w.signal) {
+        waiter.onAbort = () => {
+          this.drop(waiter);
+          this.stats.abandoned++;
+          reject(new WaitAbandonedError());
+        };
+        w.signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      if (w.key === undefined) this.platform.push(waiter);
+      else this.lane(w.key).waiters.push(waiter);
+    });
+  }
+
+  /** Out of the queue: timers cleared, abort listener removed. */
+  private drop(w: Waiter): void {
+    for (const t of w.timers) clearTimeout(t);
+    w.timers.length = 0;
+    if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort);
+    if (w.key === undefined) {
+      const i = this.platform.indexOf(w);
+      if (i >= 0) this.platform.splice(i, 1);
+      return;
+    }
+    const l = this.lanes.get(w.key);
+    if (!l) return;
+    const i = l.waiters.indexOf(w);
+    if (i >= 0) l.waiters.splice(i, 1);
+    if (!l.waiters.length && l.held === 0) this.lanes.delete(w.key);
+  }
+
+  /** The next waiter to serve: platform work first, then the key with the fewest places, longest unserved. */
+  private next(): Waiter | undefined {
+    if (this.platform.length) return this.platform[0];
+    const cap = this.cap();
+    let best: Lane | undefined;
+    for (const l of this.lanes.values()) {
+      if (!l.waiters.length || l.held >= cap) continue;
+      if (!best || l.held < best.held || (l.held === best.held && l.turn < best.turn)) best = l;
+    }
+    return best?.waiters[0];
+  }
+
+  /** Give free places to waiters, in order. */
+  private pump(): void {
+    while (this.used < this.o.slots) {
+      const w = this.next();
+      if (!w) return;
+      this.drop(w);
+      if (w.signal?.aborted) {
+        this.stats.abandoned++;
+        w.reject(new WaitAbandonedError());
+        continue;
+      }
+      w.resolve(this.grant(w.key, w.preempt));
+    }
+  }
+
+  /** Waiters whose grace has passed ask a preemptible holder to yield (one each). */
+  private contend(): void {
+    if (this.used < this.o.slots) return;
+    const cap = this.cap();
+    const waiting = [...this.platform, ...[...this.lanes.values()].flatMap((l) => (l.held < cap ? l.waiters : []))];
+    for (const w of waiting) {
+      if (!w.mayPreempt || (w.victim && this.holders.has(w.victim))) continue;
+      for (const h of this.victimsFor(w)) {
+        if (!h.preempt!()) continue;
+        h.yielding = true;
+        w.victim = h;
+        this.stats.preempted++;
+        break;
+      }
+    }
+  }
+
+  /** Holders `w` may ask to yield, the key holding most places first, then the oldest. */
+  private victimsFor(w: Waiter): Holder[] {
+    const held = (key: string | undefined) => (key === undefined ? 0 : (this.lanes.get(key)?.held ?? 0));
+    const mine = held(w.key);
+    const out: Holder[] = [];
+    for (const h of this.holders) {
+      if (!h.preempt || h.yielding || h.key === undefined || h.key === w.key) continue;
+      if (w.key !== undefined && mine > 0 && held(h.key) < mine + 2) continue;
+      out.push(h);
+    }
+    return out.sort((a, b) => held(b.key) - held(a.key) || a.since - b.since);
+  }
+}
+
+async function holding<T>(p: Place, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } finally {
+    p.release();
+  }
+}

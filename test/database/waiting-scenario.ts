@@ -83,7 +83,16 @@ export async function counters(t: WaitingTarget): Promise<Record<string, number>
   return out;
 }
 
-export async function holdAndQueue(t: WaitingTarget): Promise<void> {
+/** What the scenario measured (milliseconds), for the record. */
+export interface Measured {
+  adminMe: number;
+  userMe: number;
+  otherSelect: number;
+  queuedBegins: string[];
+  revoke: number;
+}
+
+export async function holdAndQueue(t: WaitingTarget): Promise<Measured> {
   const before = await counters(t);
   // The holder: an open transaction with a row in it.
   const held = await begin(t, t.holder.key);
@@ -161,4 +170,11 @@ export async function holdAndQueue(t: WaitingTarget): Promise<void> {
   expect(rows.status).toBe(200);
   const committed = queued.filter((a) => a.committed).map((a) => a.who);
   expect(rows.body.data.rows.map((r: { who: string }) => r.who)).toEqual(committed);
+  return {
+    adminMe: Math.round(adminMe.ms),
+    userMe: Math.round(userMe.ms),
+    otherSelect: Math.round(otherSelect.ms),
+    queuedBegins: queued.map((a) => `${a.status} in ${Math.round(a.ms)} ms`),
+    revoke: Math.round(revoke.ms),
+  };
 }

@@ -49,7 +49,8 @@ describe.each(ENGINES)('waiting for the database on %s', (engine) => {
 
   test('one key holds a transaction and queues begins: session checks, another key and the revocation are not held up', async () => {
     await clear();
-    await holdAndQueue(await target());
+    const measured = await holdAndQueue(await target());
+    console.log(`waiting for the database, in process on ${engine}:`, JSON.stringify(measured));
   }, 30_000);
 
   test('queued begins count toward the per-key cap: the next begin answers 429 at once', async () => {

@@ -50,10 +50,11 @@ export interface TxOptions extends WaitOptions {
   /** Statements run right after BEGIN (e.g. SET LOCAL timeouts). */
   setup?: string[];
   /**
-   * Asked to give the database back because other work has waited long enough for it:
-   * return true when the transaction will end (roll back) now, false to keep it (it is busy).
+   * Asked to give the database back because other work waits for it (src/db/wait-gate.ts):
+   * return true when the transaction, idle for at least `minIdleMs`, will end (roll back)
+   * now; false to keep it (it is busy, or was idle for less).
    */
-  preempt?: () => boolean;
+  preempt?: (minIdleMs: number) => boolean;
 }
 
 /** Counters of a wait gate since it opened (exported at /metrics). */

@@ -17,11 +17,13 @@
  *
  * A holder opened with `preempt` (a Database API transaction) can be asked to give its
  * place back: by interactive platform work (an HTTP request or a management command, never
- * a background timer) that has waited PLATFORM_GRACE_MS (or a quarter of the busy timeout,
- * if less), and by another key's work that has waited half the busy timeout while that key
- * holds no place or at least two fewer than the holder's key. The holder decides: the
- * Database API rolls back a transaction that is idle and keeps a busy one, which is asked
- * again when it becomes idle (`Place.idle`).
+ * a background timer) after a grace of PLATFORM_GRACE_MS (or a quarter of the busy timeout,
+ * if less), and by another key's work after half the busy timeout when that key holds no
+ * place or at least two fewer than the holder's key. Within the grace only a holder that
+ * has already been idle that long is asked (so a transaction left idle yields at once, one
+ * between quick statements keeps going); once the grace has passed, any idle one. The
+ * holder decides: the Database API rolls back a transaction idle for at least the time
+ * asked and keeps a busy one, which is asked again when it becomes idle (`Place.idle`).
  */
 import { DatabaseBusyError, WaitAbandonedError, type WaitOptions, type WaitStats } from './engine';
 import { isInteractive } from './interactive';
@@ -44,18 +46,22 @@ export interface Place {
   idle(): void;
 }
 
+/** Asked to yield: true when the holder, idle for at least `minIdleMs`, will end now. */
+export type Preempt = (minIdleMs: number) => boolean;
+
 interface Holder {
   key: string | undefined;
-  preempt: (() => boolean) | undefined;
+  preempt: Preempt | undefined;
   yielding: boolean;
   since: number;
 }
 
 interface Waiter {
   key: string | undefined;
-  preempt: (() => boolean) | undefined;
+  preempt: Preempt | undefined;
   interactive: boolean;
-  mayPreempt: boolean;
+  /** How long a holder must have been idle for this waiter to ask it to yield; none: never asks. */
+  minIdle?: number;
   victim?: Holder;
   signal?: AbortSignal;
   onAbort?: () => void;
@@ -92,7 +98,7 @@ export class WaitGate {
   }
 
   /** Take a place for a long holder (a transaction); `preempt` as in the file comment. */
-  acquire(w: WaitOptions, preempt?: () => boolean): Promise<Place> {
+  acquire(w: WaitOptions, preempt?: Preempt): Promise<Place> {
     if (w.signal?.aborted) return Promise.reject(new WaitAbandonedError());
     const now = this.tryTake(w.key, preempt);
     return now ? Promise.resolve(now) : this.wait(w, preempt);
@@ -120,7 +126,7 @@ export class WaitGate {
   }
 
   /** A place now, if one is free and nobody queued goes first. */
-  private tryTake(key: string | undefined, preempt: (() => boolean) | undefined): Place | undefined {
+  private tryTake(key: string | undefined, preempt: Preempt | undefined): Place | undefined {
     if (this.used >= this.o.slots || this.platform.length) return undefined;
     if (key !== undefined) {
       const l = this.lanes.get(key);
@@ -129,7 +135,7 @@ export class WaitGate {
     return this.grant(key, preempt);
   }
 
-  private grant(key: string | undefined, preempt: (() => boolean) | undefined): Place {
+  private grant(key: string | undefined, preempt: Preempt | undefined): Place {
     const h: Holder = { key, preempt, yielding: false, since: performance.now() };
     this.holders.add(h);
     this.used++;
@@ -157,14 +163,13 @@ export class WaitGate {
     };
   }
 
-  private wait(w: WaitOptions, preempt: (() => boolean) | undefined): Promise<Place> {
+  private wait(w: WaitOptions, preempt: Preempt | undefined): Promise<Place> {
     this.stats.waited++;
     return new Promise<Place>((resolve, reject) => {
       const waiter: Waiter = {
         key: w.key,
         preempt,
         interactive: isInteractive(),
-        mayPreempt: false,
         signal: w.signal,
         timers: [],
         resolve,
@@ -187,9 +192,10 @@ export class WaitGate {
             ? Math.min(PLATFORM_GRACE_MS, (limit ?? Infinity) / 4)
             : undefined;
       if (grace !== undefined) {
+        waiter.minIdle = grace;
         waiter.timers.push(
           setTimeout(() => {
-            waiter.mayPreempt = true;
+            waiter.minIdle = 0;
             this.contend();
           }, grace),
         );
@@ -204,6 +210,8 @@ export class WaitGate {
       }
       if (w.key === undefined) this.platform.push(waiter);
       else this.lane(w.key).waiters.push(waiter);
+      // A holder already idle for the whole grace yields now.
+      if (grace !== undefined) this.contend();
     });
   }
 
@@ -257,9 +265,9 @@ export class WaitGate {
     const cap = this.cap();
     const waiting = [...this.platform, ...[...this.lanes.values()].flatMap((l) => (l.held < cap ? l.waiters : []))];
     for (const w of waiting) {
-      if (!w.mayPreempt || (w.victim && this.holders.has(w.victim))) continue;
+      if (w.minIdle === undefined || (w.victim && this.holders.has(w.victim))) continue;
       for (const h of this.victimsFor(w)) {
-        if (!h.preempt!()) continue;
+        if (!h.preempt!(w.minIdle)) continue;
         h.yielding = true;
         w.victim = h;
         this.stats.preempted++;

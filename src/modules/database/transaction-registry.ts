@@ -40,6 +40,8 @@ interface Entry {
   aborted: boolean;
   ended: boolean;
   expiresAt: number;
+  /** performance.now() when its last operation ended (or it began). */
+  idleSince: number;
   timer?: ReturnType<typeof setTimeout>;
   lifeTimer?: ReturnType<typeof setTimeout>;
 }
@@ -48,7 +50,7 @@ interface Entry {
 export interface BeginWait {
   key: string;
   signal: AbortSignal;
-  preempt: () => boolean;
+  preempt: (minIdleMs: number) => boolean;
 }
 
 export interface RegistryOptions {
@@ -108,7 +110,7 @@ export class TransactionRegistry {
       tx = await this.opts.begin(this.opts.setup(), {
         key: keyId,
         signal: signal ? AbortSignal.any([signal, waiting.ctl.signal]) : waiting.ctl.signal,
-        preempt: () => (entry ? this.preempt(entry) : false),
+        preempt: (minIdleMs) => (entry ? this.preempt(entry, minIdleMs) : false),
       });
     } catch (err) {
       // Refused while it waited: the reason given (the key revoked, the instance stopping).
@@ -141,6 +143,7 @@ export class TransactionRegistry {
       aborted: false,
       ended: false,
       expiresAt: 0,
+      idleSince: performance.now(),
     };
     entry = e;
     this.begun++;
@@ -167,9 +170,9 @@ export class TransactionRegistry {
     return why.reason === 'preempted' ? DbErrors.txPreempted() : DbErrors.txOutlived(this.opts.maxLifetimeMs());
   }
 
-  /** Asked by the wait gate to give the database back: an idle transaction ends, a busy one is kept. */
-  private preempt(e: Entry): boolean {
-    if (e.ended || e.busy > 0) return false;
+  /** Asked by the wait gate to give the database back: one idle long enough ends, a busy one is kept. */
+  private preempt(e: Entry, minIdleMs: number): boolean {
+    if (e.ended || e.busy > 0 || performance.now() - e.idleSince < minIdleMs) return false;
     this.endByPlatform(e, 'preempted');
     return true;
   }
@@ -224,7 +227,10 @@ export class TransactionRegistry {
       if (e.ended) return;
       this.arm(e);
       // Between statements again: work waiting for the database may ask it to yield.
-      if (e.busy === 0) e.tx.idle?.();
+      if (e.busy === 0) {
+        e.idleSince = performance.now();
+        e.tx.idle?.();
+      }
     });
   }
 

@@ -106,7 +106,10 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     dataDir,
     services: {} as Services,
     onShutdown: (fn, opts) => void (opts?.drain ? drainHooks : opts?.first ? firstHooks : hooks).push(fn),
-    drain: () => (draining ??= run([...drainHooks].reverse())),
+    // Drain steps run side by side: one that waits for the database (the realtime reader,
+    // behind an open API transaction on the embedded engine) must not hold up the step
+    // that ends that transaction.
+    drain: () => (draining ??= Promise.all(drainHooks.map((fn) => run([fn]))).then(() => {})),
     shutdown: () =>
       (closing ??= (async () => {
         await platform.drain();

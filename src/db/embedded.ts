@@ -158,13 +158,12 @@ export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTim
     cancelWaits: (key, err) => gate.cancel(key, err),
     waits: gate.stats,
     transaction: (fn, opts) => runTransaction(begin, fn, opts),
+    // PGlite serializes LISTEN/UNLISTEN on a lock of their own, apart from statements.
     listen: (channel, cb) =>
-      gate.run({}, () =>
-        run(async () => {
-          const unlisten = await pg.listen(channel, cb);
-          return () => gate.run({}, async () => void (await unlisten()));
-        }),
-      ),
+      run(async () => {
+        const unlisten = await pg.listen(channel, cb);
+        return async () => void (await unlisten());
+      }),
     notify: (channel, payload) => base.query('SELECT pg_notify($1, $2)', [channel, payload]).then(() => {}),
     close: async () => {
       if (!pg.closed) await pg.close();

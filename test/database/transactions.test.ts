@@ -510,8 +510,8 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
 
 describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   /** An instance of its own with a table, a key for it, and an open transaction that inserted a row. */
-  async function openTransaction() {
-    const own = await startServer(engine);
+  async function openTransaction(env: Record<string, string> = {}) {
+    const own = await startServer(engine, { env });
     await own.platform.db.exec('CREATE TABLE public.pending (id int)');
     const k = (
       await own.platform.services.keys.create({
@@ -562,7 +562,9 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   }, 40_000);
 
   test('begins waiting behind it answer 503 shutting_down and open nothing; the stop does not wait for them', async () => {
-    const { own, call, expectNothingCommitted } = await openTransaction();
+    // The begins must still be waiting when the stop begins, however slow the machine: a
+    // busy timeout (database.busy_timeout_ms) well past the test's own pace.
+    const { own, call, expectNothingCommitted } = await openTransaction({ BASALT_DATABASE_BUSY_TIMEOUT_MS: '30000' });
     // On the embedded engine these wait for the open transaction (it holds the database);
     // on external PostgreSQL they open at once and are rolled back with it.
     const waiting = [1, 2, 3].map(() => call('transaction/begin'));

@@ -20,23 +20,29 @@ describe.each(ENGINES)('admin data routes on %s', (engine) => {
     writeFileSync(
       join(dir, '001.sql'),
       `CREATE TABLE items (id integer PRIMARY KEY, name text NOT NULL, price numeric(10,2));
-      INSERT INTO items SELECT g, 'item ' || g, g * 1.5 FROM generate_series(1, 30) g;`,
+      INSERT INTO items SELECT g, 'item ' || g, g * 1.5 FROM generate_series(1, 30) g;
+      CREATE TABLE item_notes (id serial PRIMARY KEY, item_id integer REFERENCES items (id), note text);`,
     );
     s = await startAdminServer(engine, { env: { BASALT_MIGRATIONS_DIR: dir } });
     a = await signInAdmin(s);
   }, 60_000);
   afterAll(() => s.stop());
 
-  test('tables: columns, primary key, estimate', async () => {
+  test('tables: columns, primary key, the exact count of a small table', async () => {
     const r = await adminReq(s, a, 'GET', '/api/admin/data/tables');
     expect(r.body.data.tables).toContainEqual(
       expect.objectContaining({
         name: 'items',
         primary_key: ['id'],
-        estimated_rows: expect.any(Number),
-        columns: expect.arrayContaining([expect.objectContaining({ name: 'price', nullable: true })]),
+        rows: 30,
+        estimated_rows: 30,
+        columns: expect.arrayContaining([expect.objectContaining({ name: 'price', nullable: true, references: null })]),
       }),
     );
+    // A foreign key names the table and column it references (the panel offers their values).
+    const notes = r.body.data.tables.find((t: any) => t.name === 'item_notes');
+    expect(notes.columns.find((c: any) => c.name === 'item_id').references).toEqual({ table: 'items', column: 'id' });
+    expect(notes.rows).toBe(0);
   });
 
   test('select with the Database API operators, sort and paging', async () => {

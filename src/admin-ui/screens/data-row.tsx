@@ -2,7 +2,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, patch, post } from '../api';
-import { Button, ErrorNote, Modal, confirm } from '../components/ui';
+import { Button, ErrorNote, Modal, confirm, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 
 export type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
@@ -43,6 +43,26 @@ export function ModalForm({
     >
       {children}
     </Modal>
+  );
+}
+
+/** The first values of a referenced column, offered by the browser as the input's suggestions. */
+function ReferencedValues({ id, refTo }: { id: string; refTo: { table: string; column: string } }) {
+  const values = useAsync(
+    () =>
+      post<{ rows: Record<string, unknown>[] }>(`/data/${encodeURIComponent(refTo.table)}/select`, {
+        sort: [{ field: refTo.column, direction: 'asc' }],
+        limit: 200,
+      }),
+    [refTo.table, refTo.column],
+  );
+  return (
+    <datalist id={id}>
+      {(values.data?.rows ?? []).map((r) => {
+        const v = String(r[refTo.column] ?? '');
+        return <option key={v} value={v} />;
+      })}
+    </datalist>
   );
 }
 
@@ -169,6 +189,9 @@ export function RowForm({
           const id = `col-${c.name}`;
           const err = fieldErr(c.name);
           const pk = table.primary_key.includes(c.name);
+          // A row's key identifies it: shown, never edited here (the update names the row by it).
+          const fixed = pk && !!row;
+          const list = c.references ? `refs-${c.name}` : undefined;
           return (
             <div class={`field ${err ? 'has-error' : ''}`} key={c.name}>
               <label for={id}>
@@ -204,9 +227,13 @@ export function RowForm({
                     id={id}
                     value={text[c.name]}
                     disabled={nulls[c.name]}
+                    readOnly={fixed}
+                    list={list}
+                    aria-describedby={fixed || c.references ? `${id}-hint` : undefined}
                     onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
                   />
                 )}
+                {c.references && <ReferencedValues id={list!} refTo={c.references} />}
                 {c.nullable && (
                   <label class="check">
                     <input
@@ -219,11 +246,23 @@ export function RowForm({
                   </label>
                 )}
               </div>
-              {err && (
+              {err ? (
                 <p class="field-error" role="alert">
                   {err}
                 </p>
-              )}
+              ) : fixed ? (
+                <p class="field-hint" id={`${id}-hint`}>
+                  The primary key names this row; it is not changed here.
+                </p>
+              ) : c.references ? (
+                <p class="field-hint" id={`${id}-hint`}>
+                  References{' '}
+                  <a href={`#/data/${encodeURIComponent(c.references.table)}`}>
+                    {c.references.table}.{c.references.column}
+                  </a>
+                  : pick one of its values or type one.
+                </p>
+              ) : null}
             </div>
           );
         })}

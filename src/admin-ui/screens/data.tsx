@@ -8,8 +8,8 @@ import { ApiError, get, post } from '../api';
 import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
-import { cell, number } from '../format';
-import { route } from '../router';
+import { cell, dateTime, number } from '../format';
+import { navigate, route } from '../router';
 import { ModalForm, RowForm, type TableInfo } from './data-row';
 import { FilterEditor, type Filter } from './data-filters';
 
@@ -58,14 +58,20 @@ export function Data() {
                     aria-current={t.name === name ? 'page' : undefined}
                   >
                     <span>{t.name}</span>
-                    <small title="estimated rows">{compact(t.estimated_rows)}</small>
+                    {t.rows !== null ? (
+                      <small title={`${number(t.rows)} rows`}>{compact(t.rows)}</small>
+                    ) : (
+                      <small title={`about ${number(t.estimated_rows)} rows (the planner's estimate)`}>
+                        ≈ {compact(t.estimated_rows)}
+                      </small>
+                    )}
                   </a>
                 </li>
               ))}
             </ul>
           </nav>
           {table ? (
-            <Grid key={table.name} table={table} />
+            <Grid key={table.name} table={table} onChanged={tables.reload} />
           ) : (
             <section class="panel">
               <Empty icon="data" title={name ? `No table named ${name}` : 'Pick a table'}>
@@ -90,10 +96,33 @@ function keyOf(t: TableInfo, row: Record<string, unknown>): Record<string, unkno
   return Object.fromEntries(t.primary_key.map((c) => [c, row[c]]));
 }
 
-function Grid({ table }: { table: TableInfo }) {
-  const [filters, setFilters] = useState<Filter[]>([]);
-  const [sort, setSort] = useState<Sort[]>([]);
-  const [offset, setOffset] = useState(0);
+/** A JSON list from the address (`?f=` filters, `?s=` sort), or none when it is not one. */
+function fromQuery<T>(name: string): T[] {
+  try {
+    const v = JSON.parse(route.value.query.get(name) ?? '[]');
+    return Array.isArray(v) ? v : [];
+  } catch {
+    return [];
+  }
+}
+
+/** `onChanged`: rows were added or removed (the table list's counts follow). */
+function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void }) {
+  // Filters, sort and page live in the address too, so a reload or a shared link shows the same rows.
+  const [filters, setFilters] = useState<Filter[]>(() => fromQuery<Filter>('f'));
+  const [sort, setSort] = useState<Sort[]>(() => fromQuery<Sort>('s'));
+  const [offset, setOffset] = useState(() => Math.max(0, Number(route.value.query.get('o')) || 0));
+  useEffect(() => {
+    navigate(
+      `/data/${table.name}`,
+      {
+        f: filters.length ? JSON.stringify(filters) : undefined,
+        s: sort.length ? JSON.stringify(sort) : undefined,
+        o: offset ? String(offset) : undefined,
+      },
+      true,
+    );
+  }, [filters, sort, offset]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [editing, setEditing] = useState<Record<string, unknown> | 'new' | null>(null);
   const [importing, setImporting] = useState(false);
@@ -143,6 +172,7 @@ function Grid({ table }: { table: TableInfo }) {
       toast(`${r.count} row${r.count === 1 ? '' : 's'} deleted.`);
       setSelected(new Set());
       page.reload();
+      onChanged();
     } catch (e) {
       toast(`Nothing deleted: ${(e as Error).message}`, 'error');
     }
@@ -213,7 +243,11 @@ function Grid({ table }: { table: TableInfo }) {
               {table.columns.map((c) => {
                 const s = sort.find((x) => x.field === c.name);
                 return (
-                  <th key={c.name} aria-sort={s ? (s.direction === 'asc' ? 'ascending' : 'descending') : undefined}>
+                  <th
+                    key={c.name}
+                    class={kindOf(c.type) === 'number' ? 'num' : undefined}
+                    aria-sort={s ? (s.direction === 'asc' ? 'ascending' : 'descending') : undefined}
+                  >
                     <button
                       type="button"
                       class="sort-btn"
@@ -262,7 +296,7 @@ function Grid({ table }: { table: TableInfo }) {
                     </td>
                   )}
                   {table.columns.map((c) => (
-                    <Cell key={c.name} v={r[c.name]} />
+                    <Cell key={c.name} v={r[c.name]} kind={kindOf(c.type)} />
                   ))}
                 </tr>
               );
@@ -277,7 +311,7 @@ function Grid({ table }: { table: TableInfo }) {
       <div class="pager">
         <span class="pager-info" data-testid="pager-info">
           {rows.length ? `Rows ${number(from)}–${number(shownOffset + rows.length)}` : 'No rows'}
-          {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of about ${number(estimated)}` : ''}
+          {total !== undefined ? ` of ${number(total)}` : estimated > 0 ? ` of ≈ ${number(estimated)}` : ''}
           {page.loading && page.data && (
             <>
               {' '}
@@ -307,6 +341,7 @@ function Grid({ table }: { table: TableInfo }) {
           onDone={() => {
             setEditing(null);
             page.reload();
+            onChanged();
           }}
         />
       )}
@@ -317,6 +352,7 @@ function Grid({ table }: { table: TableInfo }) {
           onDone={() => {
             setImporting(false);
             page.reload();
+            onChanged();
           }}
         />
       )}
@@ -324,11 +360,25 @@ function Grid({ table }: { table: TableInfo }) {
   );
 }
 
-function Cell({ v }: { v: unknown }) {
-  if (v === null || v === undefined) return <td class="cell cell-null">null</td>;
+type Kind = 'number' | 'time' | 'other';
+/** How a column's values read: numbers right-aligned, timestamps as the other screens show times. */
+function kindOf(type: string): Kind {
+  if (/^(smallint|integer|bigint|numeric|decimal|real|double precision|money)\b/.test(type)) return 'number';
+  if (/^timestamp\b/.test(type)) return 'time';
+  return 'other';
+}
+
+function Cell({ v, kind }: { v: unknown; kind: Kind }) {
+  if (v === null || v === undefined) return <td class={`cell cell-null ${kind === 'number' ? 'num' : ''}`}>null</td>;
   const full = typeof v === 'string' ? v : JSON.stringify(v);
+  if (kind === 'time' && typeof v === 'string')
+    return (
+      <td class="cell cell-time" title={v}>
+        {dateTime(v)}
+      </td>
+    );
   return (
-    <td class="cell" title={full.length > 120 ? full.slice(0, 2000) : full}>
+    <td class={`cell ${kind === 'number' ? 'num' : ''}`} title={full.length > 120 ? full.slice(0, 2000) : full}>
       {cell(v)}
     </td>
   );

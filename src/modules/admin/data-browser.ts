@@ -22,7 +22,15 @@ import { buildStatement, type Statement } from '../database/query-builder';
 import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
 import { exportCsv, type FormulaMode } from './data-export';
 import { importCsv } from './data-import';
-import { ESTIMATE_SQL, explainRows, invalid, isObject, pageStatement, withKeyOrder } from './data-sql';
+import {
+  ESTIMATE_SQL,
+  explainRows,
+  FOREIGN_KEYS_SQL,
+  invalid,
+  isObject,
+  pageStatement,
+  withKeyOrder,
+} from './data-sql';
 
 export type Row = Record<string, unknown>;
 /** The Database API's filter: `op` one of eq neq gt gte lt lte in not_in like ilike is_null. */
@@ -42,10 +50,14 @@ export interface ColumnInfo {
   nullable: boolean;
   /** Filled by the database when left out (DEFAULT, identity or generated column). */
   has_default: boolean;
+  /** The table and column this one references (a foreign key), or null. */
+  references: { table: string; column: string } | null;
 }
 export interface TableInfo {
   name: string;
-  /** The planner's estimate (pg_class statistics scaled to the table's current size; EXPLAIN when there are none). */
+  /** The exact number of rows when the table holds at most LIST_EXACT_MAX of them (a bounded count); null above. */
+  rows: number | null;
+  /** `rows` when known; else the planner's estimate (pg_class statistics scaled to the table's current size; EXPLAIN when there are none). */
   estimated_rows: number;
   /** Primary key columns in key order; empty: browse, export and insert only. */
   primary_key: string[];
@@ -71,6 +83,8 @@ export interface DataBrowser {
   select(table: string, q: SelectQuery): Promise<SelectResult>;
   insert(tx: Queryable, table: string, data: Record<string, unknown>): Promise<Row>;
   update(tx: Queryable, table: string, key: Record<string, unknown>, data: Record<string, unknown>): Promise<Row>;
+  /** One row by primary key, read in the caller's transaction (the audit's "before" of an update); null when none. */
+  row(tx: Queryable, table: string, key: Record<string, unknown>): Promise<Row | null>;
   deleteRows(tx: Queryable, table: string, keys: Record<string, unknown>[]): Promise<number>;
   /**
    * Every matching row as CSV (header row, RFC 4180), fetched in short batches as the
@@ -91,6 +105,13 @@ export const MAX_LIMIT = 500;
 /** Above this many estimated rows no exact count is made (docs/admin-api.md §Data browser). */
 export const EXACT_TOTAL_MAX = 100_000;
 export const MAX_DELETE_KEYS = 1000;
+/**
+ * The table list counts each table exactly up to this many rows (a count over
+ * `LIMIT LIST_EXACT_MAX + 1`, so it never reads more whatever the table's size); a
+ * bigger table shows the planner's estimate. Estimates of small tables are far off
+ * (a never-analyzed 20-row table plans as hundreds), exact counts of them are cheap.
+ */
+export const LIST_EXACT_MAX = 10_000;
 /** How long a table's size estimate is reused (one pg_class read per table per interval). */
 const ESTIMATE_TTL_MS = 5_000;
 
@@ -219,6 +240,13 @@ export function createDataBrowser(p: Platform): DataBrowser {
       const snap = await catalog.get();
       const res = await p.db.query<{ name: string; estimate: number | null }>(ESTIMATE_SQL, [catalog.schema]);
       const est = new Map(res.rows.map((r) => [r.name, r.estimate]));
+      const fks = await p.db.query<{ table_name: string; column_name: string; ref_table: string; ref_column: string }>(
+        FOREIGN_KEYS_SQL,
+        [catalog.schema],
+      );
+      const refs = new Map(
+        fks.rows.map((r) => [`${r.table_name}\0${r.column_name}`, { table: r.ref_table, column: r.ref_column }]),
+      );
       const out: TableInfo[] = [];
       for (const t of [...snap.tables.values()].sort((a, b) => a.name.localeCompare(b.name))) {
         const e = est.get(t.name);
@@ -227,9 +255,16 @@ export function createDataBrowser(p: Platform): DataBrowser {
           // No statistics yet: ask the planner (planning only, nothing is scanned).
           rows = await explainRows(p.db, `SELECT 1 FROM ${t.quoted}`).catch(() => 0);
         } else rows = Number(e);
+        const counted = await p.db.query<{ n: string | number }>(
+          `SELECT count(*)::int8 AS n FROM (SELECT 1 FROM ${t.quoted} LIMIT ${LIST_EXACT_MAX + 1}) s`,
+        );
+        const n = Number(counted.rows[0]?.n ?? 0);
+        const exact = n <= LIST_EXACT_MAX ? n : null;
+        if (exact !== null) rows = exact;
         estimates.set(t.name, { rows, at: Date.now() });
         out.push({
           name: t.name,
+          rows: exact,
           estimated_rows: rows,
           primary_key: [...t.primaryKey],
           columns: t.columnList.map((c) => ({
@@ -237,6 +272,7 @@ export function createDataBrowser(p: Platform): DataBrowser {
             type: c.fullType,
             nullable: !c.notNull,
             has_default: c.hasDefault,
+            references: refs.get(`${t.name}\0${c.name}`) ?? null,
           })),
         });
       }
@@ -325,6 +361,18 @@ export function createDataBrowser(p: Platform): DataBrowser {
       const rows = await core.write(tx, built);
       if (rows.length === 0) throw Errors.notFound(`No row of '${name}' has this key.`);
       return rows[0]!;
+    },
+
+    async row(tx, name, key) {
+      const via = core.via(tx);
+      const { table } = await core.resolve(name, via);
+      requireKey(table, 'updated');
+      const built = await core.build(
+        name,
+        (t) => ({ entity: name, action: 'select', filters: keyFilters(t, key, 'key'), limit: 1 }) as QueryBody,
+        via,
+      );
+      return (await core.write(tx, built))[0] ?? null;
     },
 
     async deleteRows(tx, name, keys) {

@@ -31,6 +31,20 @@ SELECT c.relname AS name,
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`;
 
+// Each column of a foreign key in the data schema, with the table and column it references
+// (both in the same schema: the admin reaches only that one).
+export const FOREIGN_KEYS_SQL = `
+SELECT src.relname AS table_name, a.attname AS column_name, dst.relname AS ref_table, fa.attname AS ref_column
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_class src ON src.oid = con.conrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = src.relnamespace
+  JOIN pg_catalog.pg_class dst ON dst.oid = con.confrelid
+  JOIN pg_catalog.pg_namespace dn ON dn.oid = dst.relnamespace
+  CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(attnum, fattnum)
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
+  JOIN pg_catalog.pg_attribute fa ON fa.attrelid = con.confrelid AND fa.attnum = k.fattnum
+ WHERE con.contype = 'f' AND n.nspname = $1 AND dn.nspname = $1`;
+
 /** Rows of the top plan node of `EXPLAIN (FORMAT JSON) <sql>`. */
 export async function explainRows(db: Queryable, sql: string, params: unknown[] = []): Promise<number> {
   const res = await db.query<Record<string, unknown>>(`EXPLAIN (FORMAT JSON) ${sql}`, params);

@@ -104,8 +104,17 @@ export function dataRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
         '/data/:table/rows',
         async ({ params, body, admin }) => {
           const row = await p.services.admin.audited(signedIn(admin).actor, 'data.update', async (tx, note) => {
+            const before = await data().row(tx, params.table, body.key);
             const r = await data().update(tx, params.table, body.key, body.data);
-            note(params.table, { key: body.key, data: body.data });
+            // Each changed column old → new, so the log shows what was there before.
+            const changes = Object.fromEntries(
+              Object.keys(body.data).map((c) => [c, { before: before?.[c] ?? null, after: r[c] ?? null }]),
+            );
+            // The row's key goes into the target's name (a column may be called "key").
+            const keyText = Object.entries(body.key as Record<string, unknown>)
+              .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+              .join(', ');
+            note(params.table, changes, `${params.table} (${keyText})`);
             return r;
           });
           return ok({ row });

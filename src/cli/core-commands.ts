@@ -4,6 +4,8 @@ import { VERSION } from '../version';
 import { migrateDir } from '../db/migrate';
 import { SETTINGS_BY_KEY } from '../config/schema';
 import { fromText, lookup } from '../config/validate';
+import { CLI_ACTOR } from '../modules/admin/audit';
+import { changeSetting } from '../modules/admin/settings';
 
 /** An address only this machine reaches. */
 const isLoopbackHost = (h: string) => h === 'localhost' || h === '::1' || /^127\./.test(h);
@@ -60,12 +62,13 @@ export const coreCommands: Command[] = [
       const [key, value] = positionals;
       if (!key || value === undefined) throw new UsageError('settings set needs KEY and VALUE');
       const def = lookup(key, 'settings set');
+      // The panel's change, audited the same way (actor 'cli' with the OS user).
       const typed = fromText(def, value, 'settings set');
-      const { pinnedBy } = await platform!.settings.set(key, typed);
+      const info = await changeSetting(platform!, CLI_ACTOR, key, typed, { storePinned: true });
       io.out(`${key} stored${def.restart ? ' (takes effect at the next start)' : ''}`);
       if (key === 'web.host' && !isLoopbackHost(String(typed)))
         io.err(`note: web.host ${typed} is reachable from other machines; put a firewall or a TLS proxy in front`);
-      if (pinnedBy) io.err(`note: ${key} is pinned by ${pinnedBy}, which wins over the stored value`);
+      if (info.pinned_by) io.err(`note: ${key} is pinned by ${info.pinned_by}, which wins over the stored value`);
     },
   },
   {
@@ -78,7 +81,8 @@ export const coreCommands: Command[] = [
     async run({ platform, positionals, io }) {
       const key = positionals[0];
       if (!key) throw new UsageError('settings unset needs a KEY');
-      await platform!.settings.unset(key);
+      lookup(key, 'settings unset');
+      await changeSetting(platform!, CLI_ACTOR, key, undefined, { storePinned: true });
       io.out(`${key} unset`);
     },
   },

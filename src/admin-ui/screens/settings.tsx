@@ -69,7 +69,14 @@ export function Settings() {
       </div>
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
-      {(!group || group === 'mail' || group === 'smtp') && data && <SmtpTest />}
+      {/* Keyed by the mail settings: saving one clears an answer about the old ones ("Mail is not configured"). */}
+      {(!group || group === 'mail' || group === 'smtp') && data && (
+        <SmtpTest
+          key={JSON.stringify(
+            data.settings.filter((s) => s.group === 'mail').map((s) => [s.key, s.value, s.source, s.is_set]),
+          )}
+        />
+      )}
       {(!group || group === 'auth') && data && <SignInProviders />}
       {data && !byGroup.length && <Empty icon="settings" title="No setting matches" />}
       {byGroup.map(({ g, items }) => (
@@ -188,6 +195,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
             </Badge>
           )}
           {s.secret && <Badge>secret</Badge>}
+          {s.secret && (s.is_set ? <Badge tone="ok">set</Badge> : <Badge tone="warn">not set</Badge>)}
         </div>
       </div>
       <div class="setting-edit">
@@ -202,10 +210,18 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
               </>
             ) : (
               <>
-                {s.default !== undefined && s.default !== null && s.default !== '' && (
+                {s.secret ? (
+                  s.is_set ? (
+                    'Set; the value is hidden. Type a new one to replace it.'
+                  ) : (
+                    'Not set.'
+                  )
+                ) : toText(s.default) !== '' ? (
                   <>
                     Default: <code>{toText(s.default)}</code>.{' '}
                   </>
+                ) : (
+                  'Empty by default. '
                 )}
                 {s.min !== undefined && s.max !== undefined && (
                   <>
@@ -259,7 +275,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
                 type={(s.secret ? 'password' : kind === 'int' ? 'number' : 'text') as 'text'}
                 value={text}
                 readOnly={pinned}
-                placeholder={s.secret ? 'set but hidden; type to replace' : ''}
+                placeholder={s.secret ? (s.is_set ? 'set (hidden); type to replace' : 'not set') : ''}
                 min={s.min}
                 max={s.max}
                 onInput={(e) => setText(e.currentTarget.value)}

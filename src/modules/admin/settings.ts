@@ -26,6 +26,8 @@ export interface SettingInfo {
   max?: number;
   description: string;
   secret: boolean;
+  /** Whether the setting holds a value (not empty): for a secret, whose value is never shown, the only sign that it is configured. */
+  is_set: boolean;
 }
 
 /** Where a value comes from, in the panel's words (a command-line flag counts as environment). */
@@ -37,10 +39,11 @@ function sourceOf(s: string): SettingInfo['source'] {
 export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
   const { source, origin } = p.settings.source(def.key);
   const secret = !!def.secret;
+  const current = p.settings.get(def.key);
   return {
     key: def.key,
     group: def.key.split('.')[0]!,
-    value: secret ? null : p.settings.get(def.key),
+    value: secret ? null : current,
     default: secret ? null : def.default,
     source: sourceOf(source),
     pinned_by: source === 'env' || source === 'file' || source === 'flag' ? (origin ?? source) : null,
@@ -51,6 +54,12 @@ export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
     ...(def.min !== undefined ? { min: def.min, max: def.max } : {}),
     description: def.description,
     secret,
+    is_set: !(
+      current === undefined ||
+      current === null ||
+      current === '' ||
+      (Array.isArray(current) && !current.length)
+    ),
   };
 }
 
@@ -64,13 +73,25 @@ function known(key: string): SettingDef {
   return def;
 }
 
-/** Store a value (or with `value === undefined`, remove the stored one: back to file/default). */
-export async function changeSetting(p: Platform, actor: Actor, key: string, value: unknown): Promise<SettingInfo> {
+/**
+ * Store a value (or with `value === undefined`, remove the stored one: back to file/default),
+ * audited. A pinned setting is refused (409) unless `storePinned` (the command line stores it
+ * anyway and says that the pin wins).
+ */
+export async function changeSetting(
+  p: Platform,
+  actor: Actor,
+  key: string,
+  value: unknown,
+  opts: { storePinned?: boolean } = {},
+): Promise<SettingInfo> {
   const def = known(key);
   const pinned = settingInfo(p, def).pinned_by;
-  if (pinned) throw AdminErrors.settingPinned(key, pinned);
+  if (pinned && !opts.storePinned) throw AdminErrors.settingPinned(key, pinned);
   // Removing a stored value (back to the file or the default) stays allowed: it undoes, never widens.
-  if (def.operatorOnly && value !== undefined) throw AdminErrors.settingOperatorOnly(key, def.operatorOnly);
+  // The operator's own command line may set such a setting; the panel may not.
+  if (def.operatorOnly && value !== undefined && actor.kind !== 'cli')
+    throw AdminErrors.settingOperatorOnly(key, def.operatorOnly);
   const before = p.settings.source(key).source === 'database' ? p.settings.get(key) : undefined;
   try {
     if (value !== undefined) check(def, value, 'value');

@@ -14,6 +14,7 @@ import m080 from './migrations/080_mail_keys_on_jobs.sql' with { type: 'text' };
 import m100 from './migrations/100_user_roles.sql' with { type: 'text' };
 import m110 from './migrations/110_realtime.sql' with { type: 'text' };
 import m120 from './migrations/120_auth_sign_in_methods.sql' with { type: 'text' };
+import m130 from './migrations/130_audit_actor.sql' with { type: 'text' };
 
 export const platformMigrations: { name: string; sql: string }[] = [
   { name: '001_core', sql: m001 },
@@ -28,4 +29,5 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '100_user_roles', sql: m100 },
   { name: '110_realtime', sql: m110 },
   { name: '120_auth_sign_in_methods', sql: m120 },
+  { name: '130_audit_actor', sql: m130 },
 ];

@@ -2,10 +2,52 @@
 import { useState } from 'preact/hooks';
 import { get, query, type Wire } from '../api';
 import type { AuditEntry as AuditRow } from '../../modules/admin/audit';
-import { Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, useCursorList } from '../components/ui';
+import { Badge, Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, useCursorList } from '../components/ui';
 import { dateTime, localToIso } from '../format';
 
 export type AuditEntry = Wire<AuditRow>;
+
+const show = (v: unknown): string =>
+  v === null || v === undefined ? '—' : typeof v === 'string' ? v : JSON.stringify(v);
+const isChange = (v: unknown): v is { before: unknown; after: unknown } =>
+  !!v && typeof v === 'object' && !Array.isArray(v) && 'before' in v && 'after' in v;
+
+/** A diff as lines `field: old → new` (fields recorded with before/after) or `field: value`. */
+export function changeLines(diff: unknown): { field: string; before?: string; after: string }[] {
+  if (diff === null || diff === undefined) return [];
+  if (isChange(diff)) return [{ field: 'value', before: show(diff.before), after: show(diff.after) }];
+  if (typeof diff !== 'object' || Array.isArray(diff)) return [{ field: 'value', after: show(diff) }];
+  return Object.entries(diff as Record<string, unknown>).map(([field, v]) =>
+    isChange(v) ? { field, before: show(v.before), after: show(v.after) } : { field, after: show(v) },
+  );
+}
+
+/** Who acted: an administrator's e-mail, or the command line and the OS user who ran it. */
+function Actor({ e }: { e: AuditEntry }) {
+  if (e.actor === 'cli')
+    return (
+      <span title="basalt on the command line">
+        <Badge tone="info">cli</Badge> {e.os_user ?? ''}
+      </span>
+    );
+  return <>{e.admin_email ?? '—'}</>;
+}
+
+/** The change in one line: the first fields that changed, old → new. */
+function Summary({ diff }: { diff: unknown }) {
+  const lines = changeLines(diff).filter((l) => l.before !== undefined);
+  if (!lines.length) return null;
+  return (
+    <span class="change-summary">
+      {lines.slice(0, 2).map((l) => (
+        <span key={l.field}>
+          {lines.length > 1 || l.field !== 'value' ? `${l.field}: ` : ''}
+          <del>{l.before}</del> → <ins>{l.after}</ins>
+        </span>
+      ))}
+    </span>
+  );
+}
 
 export function AuditTable({ entries }: { entries: AuditEntry[] }) {
   const [open, setOpen] = useState<AuditEntry | null>(null);
@@ -27,12 +69,17 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
         <tbody>
           {entries.map((e) => (
             <tr key={e.id}>
-              <td>{dateTime(e.at)}</td>
-              <td>{e.admin_email ?? '—'}</td>
+              <td class="nowrap">{dateTime(e.at)}</td>
+              <td>
+                <Actor e={e} />
+              </td>
               <td>
                 <code>{e.action}</code>
               </td>
-              <td class="cell">{e.target ?? ''}</td>
+              <td class="cell" title={e.target ?? undefined}>
+                {e.target_label ?? e.target ?? ''}
+                <Summary diff={e.diff} />
+              </td>
               <td>{e.ip ?? ''}</td>
               <td class="actions">
                 <Button class="btn-sm" variant="ghost" onClick={() => setOpen(e)}>
@@ -48,10 +95,13 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
           <dl class="kv">
             <dt>Time</dt>
             <dd>{dateTime(open.at)}</dd>
-            <dt>Administrator</dt>
-            <dd>{open.admin_email ?? '—'}</dd>
+            <dt>{open.actor === 'cli' ? 'Command line' : 'Administrator'}</dt>
+            <dd>{open.actor === 'cli' ? `OS user ${open.os_user ?? 'unknown'}` : (open.admin_email ?? '—')}</dd>
             <dt>Target</dt>
-            <dd>{open.target ?? '—'}</dd>
+            <dd>
+              {open.target_label ? `${open.target_label} ` : ''}
+              <span class="mono">{open.target ?? '—'}</span>
+            </dd>
             <dt>IP</dt>
             <dd>{open.ip ?? '—'}</dd>
             <dt>User agent</dt>
@@ -60,7 +110,32 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
             <dd class="mono">{open.request_id ?? '—'}</dd>
           </dl>
           <h3 style={{ marginTop: '16px' }}>Change</h3>
-          <pre class="preview-text">{open.diff == null ? '(none)' : JSON.stringify(open.diff, null, 2)}</pre>
+          {changeLines(open.diff).length ? (
+            <div class="table-wrap">
+              <table class="change-table">
+                <thead>
+                  <tr>
+                    <th>Field</th>
+                    <th>Before</th>
+                    <th>After</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {changeLines(open.diff).map((l) => (
+                    <tr key={l.field}>
+                      <td>
+                        <code>{l.field}</code>
+                      </td>
+                      <td class="cell">{l.before === undefined ? '' : <del>{l.before}</del>}</td>
+                      <td class="cell">{l.before === undefined ? l.after : <ins>{l.after}</ins>}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          ) : (
+            <p class="muted">(none)</p>
+          )}
         </Modal>
       )}
     </div>
@@ -88,19 +163,21 @@ export function Audit() {
     <>
       <PageHeader
         title="Audit log"
-        subtitle="Every change an administrator made, and every sign-in. Read-only; old entries are removed after the retention period (admin.audit_retention_days)."
+        subtitle="Every change made in the panel or on the command line, and every sign-in. Read-only; old entries are removed after the retention period (admin.audit_retention_days)."
       />
       <section class="panel">
         <form class="toolbar" onSubmit={apply}>
           <Field label="Administrator">
-            {(id) => <input id={id} value={form.admin} onInput={set('admin')} placeholder="e-mail" />}
+            {(id) => <input id={id} value={form.admin} onInput={set('admin')} placeholder="e-mail, or cli" />}
           </Field>
           <Field label="Action">
             {(id) => (
               <input id={id} value={form.action} onInput={set('action')} placeholder="keys.create, or keys. for all" />
             )}
           </Field>
-          <Field label="Target">{(id) => <input id={id} value={form.target} onInput={set('target')} />}</Field>
+          <Field label="Target">
+            {(id) => <input id={id} value={form.target} onInput={set('target')} placeholder="id, e-mail, key, name" />}
+          </Field>
           <Field label="From">
             {(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}
           </Field>

@@ -3,6 +3,8 @@
  * administrative change, written through the same transaction as the change so a
  * change and its row exist together or not at all. Secrets never reach it.
  */
+import { readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import type { Queryable } from '../../db/engine';
 
 /** Who acted: an administrator through the API, or the command line. */
@@ -12,9 +14,42 @@ export interface Actor {
   ip: string | null;
   userAgent: string | null;
   requestId: string | null;
+  /** 'cli' for the command line; 'admin' (the default) for the panel and the admin API. */
+  kind?: 'admin' | 'cli';
+  /** The operating-system user who ran the command (command line only). */
+  osUser?: string | null;
 }
 
-export const CLI_ACTOR: Actor = { adminId: null, email: null, ip: null, userAgent: 'basalt cli', requestId: null };
+/** The account running this process: who typed a command (beside a serving instance the command runs in it, and only the data dir's owner can reach it). */
+function osUser(): string | null {
+  let name: string | undefined;
+  try {
+    name = userInfo().username;
+  } catch {}
+  // Bun answers 'unknown' where it cannot look the account up: then the environment, then /etc/passwd.
+  if (name && name !== 'unknown') return name;
+  name = process.env.USER || process.env.LOGNAME;
+  if (name) return name;
+  const uid = process.getuid?.();
+  if (uid === undefined) return null;
+  try {
+    const line = readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.split(':')[2] === String(uid));
+    if (line) return line.split(':')[0]!;
+  } catch {}
+  return `uid ${uid}`;
+}
+
+export const CLI_ACTOR: Actor = {
+  adminId: null,
+  email: null,
+  ip: null,
+  userAgent: 'basalt cli',
+  requestId: null,
+  kind: 'cli',
+  osUser: osUser(),
+};
 
 export interface AuditEntry {
   id: string;
@@ -27,6 +62,10 @@ export interface AuditEntry {
   target: string | null;
   diff: unknown;
   request_id: string | null;
+  actor: 'admin' | 'cli';
+  os_user: string | null;
+  /** What the target is called (an e-mail, a key's display and name), when it is an id. */
+  target_label: string | null;
 }
 
 export const REDACTED = '[redacted]';
@@ -45,6 +84,15 @@ export function redact(value: unknown): unknown {
   return value;
 }
 
+/** A readable name for a target from its diff when the caller gave none: an e-mail, else a key's display and name. */
+function labelOf(diff: unknown): string | null {
+  if (!diff || typeof diff !== 'object' || Array.isArray(diff)) return null;
+  const d = diff as Record<string, unknown>;
+  if (typeof d.email === 'string') return d.email;
+  if (typeof d.display === 'string') return typeof d.name === 'string' && d.name ? `${d.display} ${d.name}` : d.display;
+  return null;
+}
+
 /** Write one row; `diff` is redacted here, whatever the caller passed. */
 export async function writeAudit(
   q: Queryable,
@@ -52,10 +100,11 @@ export async function writeAudit(
   action: string,
   target: string | null,
   diff?: unknown,
+  label?: string | null,
 ): Promise<void> {
   await q.query(
-    `INSERT INTO basalt.admin_audit (admin_id, admin_email, ip, user_agent, action, target, diff, request_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
+    `INSERT INTO basalt.admin_audit (admin_id, admin_email, ip, user_agent, action, target, diff, request_id, actor, os_user, target_label)
+     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)`,
     [
       actor.adminId,
       actor.email,
@@ -65,6 +114,9 @@ export async function writeAudit(
       target?.slice(0, 500) ?? null,
       diff === undefined ? null : JSON.stringify(redact(diff)),
       actor.requestId,
+      actor.kind ?? 'admin',
+      actor.kind === 'cli' ? (actor.osUser ?? null) : null,
+      (label ?? labelOf(diff))?.slice(0, 500) ?? null,
     ],
   );
 }
@@ -80,11 +132,15 @@ export interface AuditFilter {
   before?: string;
 }
 
-const COLUMNS = 'id::text AS id, at, admin_id, admin_email, ip, user_agent, action, target, diff, request_id';
+const COLUMNS =
+  'id::text AS id, at, admin_id, admin_email, ip, user_agent, action, target, diff, request_id, actor, os_user, target_label';
+
+const likeEscape = (v: string) => v.replace(/[\\%_]/g, '\\$&');
 
 /**
- * Entries newest first. `admin` matches the e-mail (or the id), `action` an exact
- * action or a prefix ending in `.` (`keys.`), `target` an exact target.
+ * Entries newest first. `admin` matches the e-mail (or the id), or `cli` the command
+ * line's entries; `action` an exact action or a prefix ending in `.` (`keys.`);
+ * `target` an exact target, or part of its name (an e-mail, a key's display), any case.
  */
 export async function listAudit(
   q: Queryable,
@@ -92,19 +148,22 @@ export async function listAudit(
 ): Promise<{ entries: AuditEntry[]; next_cursor: string | null }> {
   const where: string[] = [];
   const params: unknown[] = [];
-  const add = (sql: string, v: unknown) => {
-    params.push(v);
-    where.push(sql.replaceAll('?', `$${params.length}`));
-  };
-  if (f.admin) add('(admin_email = lower(?) OR admin_id::text = lower(?))', f.admin);
+  /** The placeholder of a new bind parameter. */
+  const bind = (v: unknown) => `$${params.push(v)}`;
+  if (f.admin === 'cli') where.push(`actor = ${bind('cli')}`);
+  else if (f.admin) {
+    const a = bind(f.admin);
+    where.push(`(admin_email = lower(${a}) OR admin_id::text = lower(${a}))`);
+  }
   if (f.action)
-    f.action.endsWith('.')
-      ? add("action LIKE ? || '%'", f.action.replace(/[\\%_]/g, '\\$&'))
-      : add('action = ?', f.action);
-  if (f.target) add('target = ?', f.target);
-  if (f.since) add('at >= ?', f.since);
-  if (f.until) add('at < ?', f.until);
-  if (f.before) add('id < ?::bigint', f.before);
+    where.push(
+      f.action.endsWith('.') ? `action LIKE ${bind(likeEscape(f.action))} || '%'` : `action = ${bind(f.action)}`,
+    );
+  if (f.target)
+    where.push(`(target = ${bind(f.target)} OR target_label ILIKE '%' || ${bind(likeEscape(f.target))} || '%')`);
+  if (f.since) where.push(`at >= ${bind(f.since)}`);
+  if (f.until) where.push(`at < ${bind(f.until)}`);
+  if (f.before) where.push(`id < ${bind(f.before)}::bigint`);
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   params.push(limit + 1);
   const { rows } = await q.query<AuditEntry>(

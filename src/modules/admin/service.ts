@@ -89,16 +89,18 @@ export class AdminService {
   async audited<R>(
     actor: Actor,
     action: string,
-    fn: (tx: Queryable, note: (target: string | null, diff?: unknown) => void) => Promise<R>,
+    fn: (tx: Queryable, note: (target: string | null, diff?: unknown, label?: string | null) => void) => Promise<R>,
   ): Promise<R> {
     return this.p.db.transaction(async (tx) => {
       let target: string | null = null;
       let diff: unknown;
-      const r = await fn(tx, (t, d) => {
+      let label: string | null | undefined;
+      const r = await fn(tx, (t, d, l) => {
         target = t;
         diff = d;
+        label = l;
       });
-      await writeAudit(tx, actor, action, target, diff);
+      await writeAudit(tx, actor, action, target, diff, label);
       return r;
     });
   }

@@ -5,6 +5,8 @@
 import type { Command } from '../../cli/command';
 import { UsageError } from '../../cli/command';
 import type { KeyInfo, KeyType } from './model';
+import { CLI_ACTOR } from '../admin/audit';
+import { createKey, revokeKey } from '../admin/changes';
 
 const DURATION = /^(\d+)([smhdw])$/;
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -71,7 +73,8 @@ export const keyCommands: Command[] = [
     async run({ platform, values, io }) {
       const type = values.type as string | undefined;
       if (type !== 'public' && type !== 'service') throw new UsageError('--type must be public or service');
-      const created = await platform!.services.keys.create({
+      // Audited like the panel's create: actor 'cli' with the OS user.
+      const created = await createKey(platform!, CLI_ACTOR, {
         type: type as KeyType,
         service: values.service as string | undefined,
         permissions: csv(values.permissions),
@@ -114,7 +117,7 @@ export const keyCommands: Command[] = [
     async run({ platform, positionals, io }) {
       const id = positionals[0];
       if (!id) throw new UsageError('keys revoke needs the key ID (see basalt keys list)');
-      const k = await platform!.services.keys.revoke(id);
+      const k = await revokeKey(platform!, CLI_ACTOR, id);
       io.out(`revoked ${k.type} key ${k.id} (${k.display})`);
     },
   },

@@ -6,6 +6,8 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { UsageError, type Command } from '../../cli/command';
 import { AppError } from '../../http/errors';
+import { CLI_ACTOR } from '../admin/audit';
+import { deleteTemplate, putTemplate } from '../admin/changes';
 
 function readPart(path: unknown, flag: string): string | undefined {
   if (path === undefined) return undefined;
@@ -39,9 +41,13 @@ export const mailCommands: Command[] = [
       const html = readPart(values.html, '--html');
       const text = readPart(values.text, '--text');
       if (html === undefined && text === undefined) throw new UsageError('give --html FILE, --text FILE or both');
-      const existed = !!(await platform!.services.mail.templates.get(name));
-      await platform!.services.mail.templates.put({ name, subject: values.subject, html, text }).catch(explain);
-      io.out(`template ${name} ${existed ? 'updated' : 'created'}`);
+      const { created } = await putTemplate(platform!, CLI_ACTOR, {
+        name,
+        subject: values.subject,
+        html: html ?? null,
+        text: text ?? null,
+      }).catch(explain);
+      io.out(`template ${name} ${created ? 'created' : 'updated'}`);
     },
   },
   {
@@ -83,7 +89,9 @@ export const mailCommands: Command[] = [
     async run({ platform, positionals, io }) {
       const name = positionals[0];
       if (!name) throw new UsageError('templates delete needs a NAME');
-      if (!(await platform!.services.mail.templates.delete(name))) throw new Error(`no mail template named '${name}'`);
+      await deleteTemplate(platform!, CLI_ACTOR, name).catch((e) => {
+        throw e instanceof AppError && e.status === 404 ? new Error(`no mail template named '${name}'`) : e;
+      });
       io.out(`template ${name} deleted`);
     },
   },

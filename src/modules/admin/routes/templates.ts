@@ -5,7 +5,9 @@
 import type { Platform } from '../../../platform';
 import type { AdminApp, Ok } from '../routes';
 import { signedIn } from '../guard';
-import { templateStore, templateVariables, type MailTemplate } from '../../mail/templates';
+import { optionalTemplateVariables, templateVariables, type MailTemplate } from '../../mail/templates';
+import { deleteTemplate, putTemplate } from '../changes';
+import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
 
@@ -15,6 +17,7 @@ const view = (t: MailTemplate) => ({
   html: t.html,
   text: t.text,
   variables: templateVariables(t),
+  optional_variables: optionalTemplateVariables(t),
   updated_at: t.updated_at ?? null,
 });
 
@@ -40,9 +43,36 @@ export function templatesRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
           html: r.html ?? null,
           text: r.text ?? null,
           variables: templateVariables(input),
+          optional_variables: optionalTemplateVariables(input),
         });
       },
       { body: Bodies.preview },
+    )
+    .post(
+      '/templates/:name/test',
+      async ({ params, body, admin }) => {
+        // A real send of the stored template (a job in Mail jobs), now, with the SMTP server's answer.
+        const { actor } = signedIn(admin);
+        if (!(await templates().get(params.name)))
+          throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
+        try {
+          const r = await p.services.mail.sendNow({
+            to: [body.to],
+            template: params.name,
+            variables: body.variables ?? {},
+          });
+          await writeAudit(p.db, actor, 'templates.test', params.name, { to: body.to, ok: true, job_id: r.jobId });
+          return ok({ job_id: r.jobId, message_id: r.messageId, response: r.response });
+        } catch (e) {
+          await writeAudit(p.db, actor, 'templates.test', params.name, {
+            to: body.to,
+            ok: false,
+            error: (e as Error).message?.slice(0, 300),
+          }).catch(() => {});
+          throw e;
+        }
+      },
+      { body: Bodies.templateTest },
     )
     .get('/templates/:name', async ({ params }) => {
       const t = await templates().get(params.name);
@@ -52,32 +82,18 @@ export function templatesRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
     .put(
       '/templates/:name',
       async ({ params, body, admin }) => {
-        const t = await p.services.admin.audited(signedIn(admin).actor, 'templates.put', async (tx, note) => {
-          const before = await templateStore(tx).get(params.name);
-          const saved = await templateStore(tx).put({
-            name: params.name,
-            subject: body.subject,
-            html: body.html ?? null,
-            text: body.text ?? null,
-          });
-          note(saved.name, {
-            created: !before,
-            subject: { before: before?.subject ?? null, after: saved.subject },
-            html_chars: saved.html?.length ?? 0,
-            text_chars: saved.text?.length ?? 0,
-          });
-          return saved;
+        const { template: t } = await putTemplate(p, signedIn(admin).actor, {
+          name: params.name,
+          subject: body.subject,
+          html: body.html ?? null,
+          text: body.text ?? null,
         });
         return ok({ template: view(t) });
       },
       { body: Bodies.template },
     )
     .delete('/templates/:name', async ({ params, admin }) => {
-      await p.services.admin.audited(signedIn(admin).actor, 'templates.delete', async (tx, note) => {
-        if (!(await templateStore(tx).delete(params.name)))
-          throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
-        note(params.name);
-      });
+      await deleteTemplate(p, signedIn(admin).actor, params.name);
       return ok({});
     });
 }

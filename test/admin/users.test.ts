@@ -100,6 +100,91 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
     }
   });
 
+  const audited = async (action: string, target: string) =>
+    (
+      await s.platform.db.query<{ diff: any; target_label: string }>(
+        'SELECT diff, target_label FROM basalt.admin_audit WHERE action = $1 AND target = $2 ORDER BY id DESC LIMIT 1',
+        [action, target],
+      )
+    ).rows[0];
+
+  test('create: every wrong field named at once; the user signs in; verified when asked; a taken address → 409', async () => {
+    const bad = await adminReq(s, a, 'POST', '/api/admin/users', { email: 'not an address', password: 'short' });
+    expectAError(bad, 400, 'validation_error');
+    expect(Object.keys(bad.body.error.details.fields).sort()).toEqual(['email', 'password']);
+    expect(
+      Object.keys((await adminReq(s, a, 'POST', '/api/admin/users', {})).body.error.details.fields).sort(),
+    ).toEqual(['email', 'password']);
+    const email = `made-${crypto.randomUUID().slice(0, 8)}@Example.com`;
+    const r = await adminReq(s, a, 'POST', '/api/admin/users', { email, password: USER_PASSWORD, verified: true });
+    expect(r.status).toBe(201);
+    expect(r.body.data.user).toMatchObject({ email: email.toLowerCase(), email_verified_at: expect.any(String) });
+    expect((await login(email.toLowerCase())).status).toBe(200);
+    expect(await audited('users.create', r.body.data.user.id)).toMatchObject({
+      target_label: email.toLowerCase(),
+      diff: { email: email.toLowerCase(), verified: true },
+    });
+    expectAError(await adminReq(s, a, 'POST', '/api/admin/users', { email, password: USER_PASSWORD }), 409, 'conflict');
+  });
+
+  test('set password: the old one stops, the new one signs in, every session ends; the audit never holds it', async () => {
+    const u = await signInUser(s);
+    expectAError(
+      await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/password`, { password: 'short' }),
+      400,
+      'validation_error',
+    );
+    const next = 'a new password for them 9';
+    expect((await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/password`, { password: next })).status).toBe(
+      200,
+    );
+    expect((await me(u.access_token)).status).toBe(401);
+    expect((await login(u.email)).status).toBe(401);
+    const ok = await s.req('POST', '/api/v1/auth/login', {
+      body: { email: u.email, password: next },
+      headers: { 'x-forwarded-for': ip() },
+    });
+    expect(ok.status).toBe(200);
+    const row = await audited('users.password', u.user.id);
+    expect(JSON.stringify(row)).not.toContain(next);
+    expect(row!.target_label).toBe(u.email);
+  });
+
+  test('mark verified, and change the e-mail (old → new in the audit; the new address unverified, taken → 409)', async () => {
+    const u = await signInUser(s);
+    const v = await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/verify`);
+    expect(v.body.data.user.email_verified_at).toEqual(expect.any(String));
+    expect((await me(u.access_token)).body.data.user.email_verified).toBe(true);
+    const other = await signInUser(s);
+    expectAError(
+      await adminReq(s, a, 'PATCH', `/api/admin/users/${u.user.id}`, { email: other.email }),
+      409,
+      'conflict',
+    );
+    expectAError(
+      await adminReq(s, a, 'PATCH', `/api/admin/users/${u.user.id}`, { email: 'nope' }),
+      400,
+      'validation_error',
+    );
+    const next = `moved-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const r = await adminReq(s, a, 'PATCH', `/api/admin/users/${u.user.id}`, { email: next });
+    expect(r.body.data.user).toMatchObject({ email: next, email_verified_at: null });
+    expect((await login(next)).status).toBe(200);
+    expect(await audited('users.email', u.user.id)).toMatchObject({
+      target_label: next,
+      diff: { email: { before: u.email, after: next } },
+    });
+    // The entry is found by either address.
+    const found = await adminReq(s, a, 'GET', `/api/admin/audit?target=${encodeURIComponent(next)}`);
+    expect(found.body.data.entries.map((e: any) => e.action)).toContain('users.email');
+  });
+
+  test('the detail says why a verification mail cannot go out (mail, then the link)', async () => {
+    const u = await signInUser(s);
+    const d = await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}`);
+    expect(d.body.data.verification_mail).toContain('mail.smtp_url');
+  });
+
   test('search is by a part of the e-mail, case-insensitive, with LIKE characters taken literally', async () => {
     const u = await signInUser(s);
     const part = u.email.split('@')[0]!.toUpperCase();

@@ -1,4 +1,8 @@
-/** Users (site accounts): search by e-mail; detail with sessions; disable/enable, end sessions, unlock, resend verification, delete. */
+/**
+ * Users (site accounts): search by e-mail, create; detail with sessions; set a password,
+ * change the e-mail, mark verified, disable/enable, end sessions, unlock, resend
+ * verification (or what it needs), delete.
+ */
 import { useState } from 'preact/hooks';
 import { del, get, post, query } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync } from '../components/ui';
@@ -7,6 +11,7 @@ import { toast } from '../components/toast';
 import { ago, dateTime, number } from '../format';
 import { navigate, route } from '../router';
 import { UserSignInMethods } from './user-sign-in';
+import { EditEmail, NewUser, SetPassword } from './user-forms';
 
 interface User {
   id: string;
@@ -52,6 +57,7 @@ function UserList() {
     () => get<{ users: User[]; total: number }>('/users' + query({ search: applied, limit: PAGE, offset })),
     [applied, offset],
   );
+  const [creating, setCreating] = useState(false);
   const submit = (e: Event) => {
     e.preventDefault();
     setOffset(0);
@@ -59,7 +65,16 @@ function UserList() {
   };
   return (
     <>
-      <PageHeader title="Users" subtitle="Accounts of the public Auth API (not administrators)." />
+      <PageHeader
+        title="Users"
+        subtitle="Accounts of the public Auth API (not administrators)."
+        actions={
+          <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>
+            New user
+          </Button>
+        }
+      />
+      {creating && <NewUser onClose={() => setCreating(false)} />}
       <section class="panel">
         <form class="toolbar" onSubmit={submit}>
           <Field label="Search by e-mail">
@@ -81,7 +96,7 @@ function UserList() {
         {loading && !data && <Loading />}
         {data && !data.users.length && (
           <Empty icon="users" title={applied ? `No user matches “${applied}”` : 'No users yet'}>
-            {!applied && 'Users appear here once they register through the Auth API.'}
+            {!applied && 'Users appear here once they register through the Auth API, or when you create one.'}
           </Empty>
         )}
         {!!data?.users.length && (
@@ -136,10 +151,14 @@ function UserList() {
 
 function UserDetail({ id }: { id: string }) {
   const { data, error, loading, reload } = useAsync(
-    () => get<{ user: User; sessions: UserSession[] }>(`/users/${encodeURIComponent(id)}`),
+    () =>
+      get<{ user: User; sessions: UserSession[]; verification_mail: string | null }>(
+        `/users/${encodeURIComponent(id)}`,
+      ),
     [id],
   );
   const [busy, setBusy] = useState<string | null>(null);
+  const [form, setForm] = useState<'password' | 'email' | null>(null);
   const act = async (action: string, done: string, ask?: { title: string; body: string; action: string }) => {
     if (ask && !(await confirm({ ...ask, body: <p>{ask.body}</p>, danger: true }))) return;
     setBusy(action);
@@ -223,10 +242,27 @@ function UserDetail({ id }: { id: string }) {
                     Unlock
                   </Button>
                 )}
+                <Button icon="lock" onClick={() => setForm('password')}>
+                  Set password
+                </Button>
+                <Button icon="edit" onClick={() => setForm('email')}>
+                  Edit e-mail
+                </Button>
+                {!u.email_verified_at && (
+                  <Button
+                    busy={busy === 'verify'}
+                    icon="check"
+                    onClick={() => act('verify', `${u.email} is marked verified.`)}
+                  >
+                    Mark verified
+                  </Button>
+                )}
                 {!u.email_verified_at && (
                   <Button
                     busy={busy === 'resend-verification'}
                     icon="mail"
+                    disabled={!!data.verification_mail}
+                    title={data.verification_mail ?? undefined}
                     onClick={() => act('resend-verification', 'Verification e-mail queued.')}
                   >
                     Resend verification
@@ -238,6 +274,25 @@ function UserDetail({ id }: { id: string }) {
               </>
             }
           />
+          {!u.email_verified_at && data.verification_mail && (
+            <div class="notice" role="note" data-testid="verification-note">
+              Resend verification: {data.verification_mail}{' '}
+              <a href={data.verification_mail.startsWith('Mail') ? '#/settings?group=mail' : '#/settings?group=web'}>
+                Open Settings
+              </a>
+            </div>
+          )}
+          {form === 'password' && <SetPassword user={u} onClose={() => setForm(null)} />}
+          {form === 'email' && (
+            <EditEmail
+              user={u}
+              onClose={() => setForm(null)}
+              onDone={() => {
+                setForm(null);
+                reload();
+              }}
+            />
+          )}
           <div class="cols">
             <section class="panel">
               <div class="panel-head">

@@ -23,7 +23,19 @@ export const Bodies = {
     site: t.Optional(t.Boolean()),
   }),
   value: t.Object({ value: t.Unknown() }),
+  /** Shapes only: checkUserInput (auth/admin-users.ts) names every field that is wrong at once. */
+  createUser: t.Object({
+    email: t.Optional(t.Unknown()),
+    password: t.Optional(t.Unknown()),
+    verified: t.Optional(t.Boolean()),
+  }),
+  userPassword: t.Object({ password: t.Optional(t.Unknown()) }),
+  userEmail: t.Object({ email: t.Optional(t.Unknown()) }),
   mailTest: t.Object({ to: t.String({ minLength: 3, maxLength: 320 }) }),
+  templateTest: t.Object({
+    to: t.String({ minLength: 3, maxLength: 320 }),
+    variables: t.Optional(t.Record(t.String(), t.Unknown())),
+  }),
   template: t.Object({
     subject: t.String({ maxLength: 998 }),
     html: t.Optional(t.Nullable(t.String())),

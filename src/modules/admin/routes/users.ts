@@ -12,15 +12,34 @@ import { clientMeta, signedIn } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
 import { writeAudit } from '../audit';
+import { Bodies } from '../model';
+import { checkUserInput, createUser, markUserVerified, setUserEmail, setUserPassword } from '../../auth/admin-users';
+import { userById } from '../../auth/users';
 
 type Action = (p: Platform, user: AdminUserView, tx: Queryable) => Promise<unknown>;
 
 const actions: Record<string, Action> = {
+  verify: (p, u, tx) => markUserVerified(p, tx, u.id),
   disable: (p, u, tx) => p.services.auth.setDisabled(u.id, true, tx),
   enable: (p, u, tx) => p.services.auth.setDisabled(u.id, false, tx),
   'end-sessions': (p, u, tx) => p.services.auth.sessions.revokeUser(u.id, 'admin', undefined, tx),
   unlock: (p, u, tx) => p.services.auth.unlock(u.email, tx),
 };
+
+const taken = (email: string) => AdminErrors.conflict(`A user with the e-mail ${email} already exists.`);
+
+/**
+ * Why the verification mail cannot be sent to `u` now, in words an operator can act on;
+ * null when it can. The link must lead to the site's page, never to this panel's address
+ * (docs/auth.md, "Links in mails").
+ */
+function verificationMail(p: Platform, u: AdminUserView): string | null {
+  if (u.email_verified_at) return null;
+  if (!mailConfigured(p)) return 'Mail is not configured: set mail.smtp_url and mail.from in Settings first.';
+  if (!linkBase(p, 'verify_email', ''))
+    return 'The mail needs a link to your site: set web.public_base_url (or auth.verify_email_url) in Settings first, or mark the address verified.';
+  return null;
+}
 
 export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
   const find = async (id: string, q: Queryable = p.db) => {
@@ -32,8 +51,54 @@ export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
     .get('/users', async ({ query }) => ok(await searchUsers(p.db, query)), { query: Queries.users })
     .get('/users/:id', async ({ params }) => {
       const user = await find(params.id);
-      return ok({ user, sessions: await userSessions(p.db, user.id) });
+      return ok({ user, sessions: await userSessions(p.db, user.id), verification_mail: verificationMail(p, user) });
     })
+    .post(
+      '/users',
+      async ({ body, set, admin }) => {
+        const input = await checkUserInput(p, body, ['email', 'password']);
+        const user = await p.services.admin.audited(signedIn(admin).actor, 'users.create', async (tx, note) => {
+          const row = await createUser(
+            tx,
+            { email: input.email!, hash: input.hash!, verified: body.verified === true },
+            () => taken(input.email!),
+          );
+          note(row.id, { email: row.email, verified: body.verified === true });
+          return (await userDetail(tx, row.id))!;
+        });
+        set.status = 201;
+        return ok({ user });
+      },
+      { body: Bodies.createUser },
+    )
+    .post(
+      '/users/:id/password',
+      async ({ params, body, admin }) => {
+        const input = await checkUserInput(p, body, ['password']);
+        const user = await p.services.admin.audited(signedIn(admin).actor, 'users.password', async (tx, note) => {
+          const u = await find(params.id, tx);
+          await setUserPassword(p, tx, (await userById(tx, u.id))!, input.hash!);
+          note(u.id, { email: u.email, password: 'changed', sessions: 'ended' });
+          return (await userDetail(tx, u.id))!;
+        });
+        return ok({ user });
+      },
+      { body: Bodies.userPassword },
+    )
+    .patch(
+      '/users/:id',
+      async ({ params, body, admin }) => {
+        const input = await checkUserInput(p, body, ['email']);
+        const user = await p.services.admin.audited(signedIn(admin).actor, 'users.email', async (tx, note) => {
+          const u = await find(params.id, tx);
+          await setUserEmail(p, tx, u.id, input.email!, () => taken(input.email!));
+          note(u.id, { email: { before: u.email, after: input.email } }, input.email);
+          return (await userDetail(tx, u.id))!;
+        });
+        return ok({ user });
+      },
+      { body: Bodies.userEmail },
+    )
     .delete('/users/:id', async ({ params, admin }) => {
       await p.services.admin.audited(signedIn(admin).actor, 'users.delete', async (tx, note) => {
         const u = await find(params.id, tx);
@@ -47,12 +112,8 @@ export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
       const u = await find(params.id);
       if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
       if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
-      // The link must lead to the site's page, never to this panel's address (docs/auth.md, "Links in mails").
-      if (!linkBase(p, 'verify_email', '')) {
-        throw AdminErrors.invalidState(
-          'Set web.public_base_url (or auth.verify_email_url) first, so the link in the mail points at your site.',
-        );
-      }
+      const missing = verificationMail(p, u);
+      if (missing) throw AdminErrors.invalidState(missing);
       // Public Auth's own path: its mail, its limits.
       await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: '' });
       await writeAudit(p.db, actor, 'users.resend-verification', u.id, { email: u.email });

@@ -211,6 +211,30 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     expect(r.body.errors[0].message).toContain('email, expires_in_minutes, link, token');
   });
 
+  test('a variable read only inside {% if %} / {% unless %} is optional; one read outside is still required', async () => {
+    await s.platform.services.mail.templates.put({
+      name: 'coupon',
+      subject: 'Hello {{ name }}',
+      text: 'Hi {{ name }}{% if coupon %}, your code is {{ coupon }}{% endif %}{% unless vip %}.{% endunless %}',
+    });
+    const without = await send({ to: ['a@x.io'], template: 'coupon', variables: { name: 'Ada' } });
+    expect(without.status).toBeLessThan(300);
+    const withIt = await send({
+      to: ['a@x.io'],
+      template: 'coupon',
+      variables: { name: 'Ada', coupon: 'X1', vip: true },
+    });
+    expect(withIt.status).toBeLessThan(300);
+    const missing = await send({ to: ['a@x.io'], template: 'coupon', variables: { coupon: 'X1' } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.errors[0].details.missing_variables).toEqual(['name']);
+    const rendered = await s.platform.services.mail.templates.preview('coupon', { name: 'Ada' });
+    expect(rendered.text).toBe('Hi Ada.');
+    expect(
+      (await s.platform.services.mail.templates.preview('coupon', { name: 'Ada', coupon: 'X1', vip: 1 })).text,
+    ).toBe('Hi Ada, your code is X1');
+  });
+
   test('a variable carrying CR/LF into the subject is refused', async () => {
     await s.platform.services.mail.templates.put({ name: 'hello', subject: 'Hello {{ name }}', text: 'Hi {{ name }}' });
     const r = await send({ to: ['a@x.io'], template: 'hello', variables: { name: 'x\r\nBcc: eve@evil.io' } });

@@ -11,6 +11,7 @@ import {
   ErrorNote,
   Field,
   Loading,
+  Modal,
   PageHeader,
   confirm,
   fieldError,
@@ -31,7 +32,14 @@ interface Template extends TemplateSummary {
   html: string | null;
   text: string | null;
   variables: string[];
+  /** Read only inside {% if %} / {% unless %}: a send (and the preview) may leave them out. */
+  optional_variables: string[];
 }
+
+/** The rule of a template's name (the server's TEMPLATE_NAME), in the hint's words. */
+const NAME_RULE = /^[a-z0-9][a-z0-9_.-]{0,99}$/;
+const NAME_HINT =
+  'Lowercase letters, digits, _ . - (up to 100, starting with a letter or digit): e.g. welcome or order.shipped';
 
 export function Templates() {
   const name = route.value.parts[1];
@@ -159,6 +167,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [html, setHtml] = useState(initial?.html ?? '');
   const [text, setText] = useState(initial?.text ?? '');
   const [variables, setVariables] = useState<string[]>(initial?.variables ?? []);
+  const [optional, setOptional] = useState<string[]>(initial?.optional_variables ?? []);
   const [samples, setSamples] = useState<Record<string, string>>(() =>
     Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])),
   );
@@ -173,25 +182,46 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const learned = useRef(false);
   const [rendering, setRendering] = useState(true);
 
+  // Nothing to render until there is a subject and a body: a blank new template shows no error.
+  const blank = subject.trim() === '' || (html.trim() === '' && text.trim() === '');
+
   // Live preview: re-render shortly after the last keystroke.
   useEffect(() => {
     clearTimeout(timer.current);
+    if (blank) {
+      ++asked.current; // an answer still on its way is for a template no longer shown
+      setPreview(null);
+      setPreviewError(undefined);
+      setRendering(false);
+      return;
+    }
     setRendering(true);
     const pause = (preview || previewError) && !learned.current ? 350 : 0;
     learned.current = false;
     const mine = ++asked.current;
     timer.current = setTimeout(async () => {
       try {
-        const r = await post<{ subject: string; html: string; text: string; variables: string[] }>(
-          '/templates/preview',
-          { subject, html: html || undefined, text: text || undefined, variables: sampleObject(samples) },
-        );
+        const r = await post<{
+          subject: string;
+          html: string;
+          text: string;
+          variables: string[];
+          optional_variables: string[];
+        }>('/templates/preview', {
+          subject,
+          html: html || undefined,
+          text: text || undefined,
+          variables: sampleObject(samples),
+        });
         if (mine !== asked.current) return;
         setPreview(r);
         setPreviewError(undefined);
+        setOptional(r.optional_variables ?? []);
         if (!learn(r.variables)) setRendering(false);
       } catch (e) {
         if (mine !== asked.current) return;
+        // A failed render shows no part of an older one (its subject would look current).
+        setPreview(null);
         setPreviewError(e);
         if (!(e instanceof ApiError && learn(missingVariables(e)))) setRendering(false);
       }
@@ -250,6 +280,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
     }
   };
   const renderProblem = previewError ? (previewError as Error).message : '';
+  const [testing, setTesting] = useState(false);
   return (
     <>
       <a class="back" href="#/templates">
@@ -265,12 +296,20 @@ function EditorForm({ initial }: { initial: Template | null }) {
                 Delete
               </Button>
             )}
+            {initial && (
+              <Button icon="mail" onClick={() => setTesting(true)}>
+                Send test
+              </Button>
+            )}
             <Button variant="primary" type="submit" form="template-form" busy={saving}>
               Save
             </Button>
           </>
         }
       />
+      {testing && initial && (
+        <SendTest name={initial.name} variables={sampleObject(samples)} onClose={() => setTesting(false)} />
+      )}
       <div class="editor">
         <section class="panel">
           <form id="template-form" class="panel-body form" onSubmit={save}>
@@ -278,8 +317,11 @@ function EditorForm({ initial }: { initial: Template | null }) {
             {!initial && (
               <Field
                 label="Name"
-                error={fieldError(saveError, 'name')}
-                hint="Letters, digits, dots, dashes: e.g. welcome or order.shipped"
+                error={
+                  fieldError(saveError, 'name') ??
+                  (name !== '' && !NAME_RULE.test(name) ? `Not a valid name. ${NAME_HINT}.` : undefined)
+                }
+                hint={NAME_HINT}
               >
                 {(id, d) => (
                   <input
@@ -350,7 +392,9 @@ function EditorForm({ initial }: { initial: Template | null }) {
                   hint={
                     shadowed(v, samples).length
                       ? `Not used: the template reads ${shadowed(v, samples).join(', ')}, so ${v} is an object.`
-                      : undefined
+                      : optional.includes(v)
+                        ? 'Optional: read only inside {% if %}. Empty it to preview the mail without it.'
+                        : undefined
                   }
                 >
                   {(id, d) => (
@@ -381,11 +425,15 @@ function EditorForm({ initial }: { initial: Template | null }) {
                   <span>Cannot render: {renderProblem}</span>
                 </div>
               )}
-              {preview?.html ? (
+              {blank ? (
+                <p class="muted" data-testid="preview-waiting">
+                  Type a subject and an HTML or text body to see the preview.
+                </p>
+              ) : preview?.html ? (
                 <iframe class="preview-frame" title="HTML preview" sandbox="" srcdoc={preview.html} />
-              ) : preview || previewError ? (
+              ) : preview ? (
                 <p class="muted">No HTML body.</p>
-              ) : (
+              ) : previewError ? null : (
                 <Loading label="Rendering…" />
               )}
               {preview?.text && (
@@ -399,5 +447,69 @@ function EditorForm({ initial }: { initial: Template | null }) {
         </div>
       </div>
     </>
+  );
+}
+
+/** Send the stored template to one address now, with the preview's sample values. */
+function SendTest({ name, variables, onClose }: { name: string; variables: Samples; onClose: () => void }) {
+  const [to, setTo] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const [answer, setAnswer] = useState<string>();
+  const send = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    setAnswer(undefined);
+    try {
+      const r = await post<{ job_id: string; response: string }>(`/templates/${encodeURIComponent(name)}/test`, {
+        to,
+        variables,
+      });
+      setAnswer(`Sent. The server answered: ${r.response}`);
+      toast(`Test of ${name} sent to ${to}.`);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal
+      title={`Send a test of ${name}`}
+      onClose={onClose}
+      footer={
+        <>
+          <Button onClick={onClose}>Close</Button>
+          <Button variant="primary" type="submit" form="template-test" icon="mail" busy={busy}>
+            Send test
+          </Button>
+        </>
+      }
+    >
+      <form id="template-test" class="form" onSubmit={send} noValidate>
+        <p class="muted">
+          The saved template, rendered with the sample values beside the editor, goes out now as a mail job.
+        </p>
+        <ErrorNote error={formError(error, ['to'])} />
+        <Field label="Recipient" error={fieldError(error, 'to')}>
+          {(id, d) => (
+            <input
+              id={id}
+              aria-describedby={d}
+              type="email"
+              value={to}
+              onInput={(e) => setTo(e.currentTarget.value)}
+              placeholder="you@example.com"
+            />
+          )}
+        </Field>
+        {answer && (
+          <div class="notice" role="status" data-testid="template-test-answer">
+            {answer}
+          </div>
+        )}
+      </form>
+    </Modal>
   );
 }

@@ -37,6 +37,9 @@ const MAX_SOURCE_CHARS = 500_000;
 
 const safe = {
   strictVariables: true,
+  // An undefined variable in an {% if %} / {% unless %} condition is false, not an error:
+  // that is how a template has optional variables (docs/mail.md, "Templates").
+  lenientIf: true,
   strictFilters: true,
   ownPropertyOnly: true,
   // include/render/layout look templates up here only: never on disk.
@@ -80,6 +83,39 @@ function globals(part: Part, tpl: Template[]): string[] {
   }
 }
 
+// The tags that open and close a conditional block; what lies between is rendered only when its condition holds.
+const CONDITIONAL_TAG = /\{%-?\s*(if|unless|endif|endunless)\b[^%]*?-?%\}/g;
+
+/** The source without its {% if %} / {% unless %} blocks (unbalanced tags: the source as it is). */
+function withoutConditionals(source: string): string {
+  let out = '';
+  let depth = 0;
+  let from = 0;
+  for (const m of source.matchAll(CONDITIONAL_TAG)) {
+    if (m[1] === 'if' || m[1] === 'unless') {
+      if (depth === 0) out += source.slice(from, m.index);
+      depth++;
+    } else if (depth > 0 && --depth === 0) from = m.index + m[0].length;
+  }
+  return depth === 0 ? out + source.slice(from) : source;
+}
+
+/**
+ * The variables a part cannot render without: those it reads outside every {% if %} /
+ * {% unless %} block. One read only inside such a block is optional: a send without it
+ * renders (the condition is false); one read inside a block whose condition holds is
+ * still named as missing at render time.
+ */
+function requiredGlobals(part: Part, source: string, parsed: Template[]): string[] {
+  const stripped = withoutConditionals(source);
+  if (stripped === source) return globals(part, parsed);
+  try {
+    return globals(part, engineFor(part).parse(stripped));
+  } catch {
+    return globals(part, parsed);
+  }
+}
+
 async function renderPart(
   part: Part,
   tpl: Template[],
@@ -107,14 +143,15 @@ async function renderPart(
 export async function renderMessage(msg: MailMessage, tpl: MailTemplate | undefined): Promise<RenderedMail> {
   if (!tpl) return { to: msg.to, subject: msg.subject!, text: msg.text || undefined, html: msg.html || undefined };
   const vars = msg.variables ?? {};
-  const parts: [Part, Template[]][] = [];
-  if (msg.subject === undefined) parts.push(['subject', compile('subject', tpl.subject, 'template.subject')]);
-  if (tpl.html) parts.push(['html', compile('html', tpl.html, 'template.html')]);
-  if (tpl.text) parts.push(['text', compile('text', tpl.text, 'template.text')]);
-  // Name every missing variable at once, not one per attempt.
+  const parts: [Part, Template[], string][] = [];
+  if (msg.subject === undefined)
+    parts.push(['subject', compile('subject', tpl.subject, 'template.subject'), tpl.subject]);
+  if (tpl.html) parts.push(['html', compile('html', tpl.html, 'template.html'), tpl.html]);
+  if (tpl.text) parts.push(['text', compile('text', tpl.text, 'template.text'), tpl.text]);
+  // Name every missing variable at once, not one per attempt; optional ones (read only under {% if %}) may be left out.
   const missing = new Set<string>();
-  for (const [part, parsed] of parts)
-    for (const n of globals(part, parsed)) if (!Object.hasOwn(vars, n)) missing.add(n);
+  for (const [part, parsed, source] of parts)
+    for (const n of requiredGlobals(part, source, parsed)) if (!Object.hasOwn(vars, n)) missing.add(n);
   if (missing.size) throw MailErrors.missingVariables([...missing].sort());
   const out: Partial<Record<Part, string>> = {};
   for (const [part, parsed] of parts) out[part] = await renderPart(part, parsed, vars, tpl.name);
@@ -137,6 +174,19 @@ export function templateVariables(tpl: Pick<MailTemplate, 'subject' | 'html' | '
     } catch {}
   }
   return [...names].sort();
+}
+
+/** Of templateVariables, those read only inside {% if %} / {% unless %} blocks: a send may leave them out. */
+export function optionalTemplateVariables(tpl: Pick<MailTemplate, 'subject' | 'html' | 'text'>): string[] {
+  const required = new Set<string>();
+  for (const part of ['subject', 'html', 'text'] as const) {
+    const source = tpl[part];
+    if (!source) continue;
+    try {
+      for (const n of requiredGlobals(part, source, compile(part, source))) required.add(n);
+    } catch {}
+  }
+  return templateVariables(tpl).filter((n) => !required.has(n));
 }
 
 /** Check a template before it is stored: name, subject, sizes, and that every part parses. */

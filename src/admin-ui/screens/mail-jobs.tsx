@@ -15,7 +15,7 @@ import {
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
-import { ago, dateTime, localToIso } from '../format';
+import { ago, cell, dateTime, localToIso } from '../format';
 import { navigate, route } from '../router';
 
 export interface Job {
@@ -31,6 +31,8 @@ export interface Job {
   next_attempt_at: string | null;
   sent_at: string | null;
   last_error: string | null;
+  /** Earlier rounds of attempts, one per retry: kept, never erased. */
+  history?: { until: string; state: string; attempts: number; last_error: string | null }[];
   message_id: string | null;
   idempotency_key: string | null;
 }
@@ -143,7 +145,10 @@ function JobList() {
                     </td>
                     <td class="num">{j.attempts}</td>
                     <td title={dateTime(j.created_at)}>{ago(j.created_at)}</td>
-                    <td class="cell">{j.last_error ?? ''}</td>
+                    {/* Cut: a long SMTP answer must not widen the table (the whole text is in the title and the job's page). */}
+                    <td class="cell" title={j.last_error ?? undefined}>
+                      {cell(j.last_error, 60)}
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -158,7 +163,11 @@ function JobList() {
 
 function JobDetail({ id }: { id: string }) {
   const { data, error, loading, reload } = useAsync(
-    () => get<{ job: Job }>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => r.job),
+    () =>
+      get<{ job: Job; smtp_server: string | null }>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => ({
+        ...r.job,
+        smtp_server: r.smtp_server,
+      })),
     [id],
   );
   const [busy, setBusy] = useState(false);
@@ -247,7 +256,34 @@ function JobDetail({ id }: { id: string }) {
                 <dt>Idempotency key</dt>
                 <dd class="mono">{j.idempotency_key ?? '—'}</dd>
                 <dt>Last error</dt>
-                <dd>{j.last_error ? <span class="field-error">{j.last_error}</span> : '—'}</dd>
+                <dd>
+                  {j.last_error ? (
+                    <>
+                      <span class="field-error">{j.last_error}</span>
+                      {j.smtp_server && (
+                        <span class="muted" data-testid="smtp-server">
+                          {' '}
+                          (mail server {j.smtp_server}, from mail.smtp_url)
+                        </span>
+                      )}
+                    </>
+                  ) : (
+                    '—'
+                  )}
+                </dd>
+                {j.history?.map((h, i) => (
+                  <>
+                    <dt key={`h${i}`}>Before retry {i + 1}</dt>
+                    <dd key={`d${i}`} data-testid="job-history">
+                      {h.state} after {h.attempts} attempt{h.attempts === 1 ? '' : 's'} ({dateTime(h.until)})
+                      {h.last_error && (
+                        <>
+                          : <span class="field-error">{h.last_error}</span>
+                        </>
+                      )}
+                    </dd>
+                  </>
+                ))}
               </dl>
             </div>
           </section>

@@ -33,6 +33,8 @@ export interface JobRow {
   attempts: number;
   max_attempts: number;
   last_error: string | null;
+  /** Earlier rounds of attempts, oldest first, one per administrator retry. */
+  history: { until: string; state: JobState; attempts: number; last_error: string | null }[];
   run_at: Date;
   lease_until: Date | null;
   claimed_by: string | null;
@@ -107,11 +109,16 @@ export async function countByState(q: Queryable, since?: Date): Promise<Record<J
   return out;
 }
 
-/** Put a dead or failed job back in the queue with a fresh set of attempts (admin action). */
+/**
+ * Put a dead or failed job back in the queue with a fresh set of attempts (admin action).
+ * What came before (state, attempts, last error) is appended to `history`, never erased.
+ */
 export async function retryJob(q: Queryable, id: string): Promise<boolean> {
   if (!UUID.test(id)) return false;
   const r = await q.query(
-    `UPDATE basalt.mail_jobs SET state = 'queued', attempts = 0, run_at = now(), lease_until = NULL, claimed_by = NULL, updated_at = now()
+    `UPDATE basalt.mail_jobs SET state = 'queued', attempts = 0, run_at = now(), lease_until = NULL, claimed_by = NULL, updated_at = now(),
+            history = history || jsonb_build_array(jsonb_build_object(
+              'until', now(), 'state', state, 'attempts', attempts, 'last_error', last_error))
       WHERE id = $1 AND state IN ('dead', 'failed')`,
     [id],
   );

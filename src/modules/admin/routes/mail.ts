@@ -29,9 +29,23 @@ export function jobView(j: JobRow) {
     next_attempt_at: j.state === 'queued' || j.state === 'failed' ? j.run_at : null,
     sent_at: j.sent_at,
     last_error: j.last_error,
+    history: j.history ?? [],
     message_id: j.message_id,
     idempotency_key: j.idem_key,
   };
+}
+
+/**
+ * `host:port` of mail.smtp_url, shown beside a job's error: the Mail API's reasons never
+ * name the server (clients see them too), the operator needs to know which one was tried.
+ */
+export function smtpServer(p: Platform): string | null {
+  try {
+    const u = new URL(p.settings.get<string>('mail.smtp_url'));
+    return `${u.hostname}:${u.port || (u.protocol === 'smtps:' ? '465' : '587')}`;
+  } catch {
+    return null;
+  }
 }
 
 export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
@@ -53,7 +67,7 @@ export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
           );
         note(params.id, { from: before.state, to: action === 'retry' ? 'queued' : 'cancelled' });
       });
-      return ok({ job: jobView(await job(params.id)) });
+      return ok({ job: jobView(await job(params.id)), smtp_server: smtpServer(p) });
     };
   return app
     .post(
@@ -95,7 +109,7 @@ export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
       },
       { query: Queries.jobs },
     )
-    .get('/mail/jobs/:id', async ({ params }) => ok({ job: jobView(await job(params.id)) }))
+    .get('/mail/jobs/:id', async ({ params }) => ok({ job: jobView(await job(params.id)), smtp_server: smtpServer(p) }))
     .post('/mail/jobs/:id/retry', transition('retry', 'failed or dead'))
     .post('/mail/jobs/:id/cancel', transition('cancel', 'queued'));
 }

@@ -14,4 +14,6 @@ export const KeyErrors = {
   }),
   /** A creation request that breaks a rule: 400 `validation_error` naming the field; the message says what to fix. */
   invalid: (field: string, message: string) => validationError(message, { [field]: message }),
+  /** Several fields at once: the message joins theirs, `details.fields` names each. */
+  invalidFields: (fields: Record<string, string>) => validationError(Object.values(fields).join(' '), fields),
 };

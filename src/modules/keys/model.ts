@@ -98,62 +98,89 @@ function expiry(v: unknown, now: Date): Date | null {
   return d;
 }
 
-/** Check a creation request against docs/api-keys.md; throws `KeyErrors.invalid` with a message saying what to fix. */
+/**
+ * Check a creation request against docs/api-keys.md; throws one `validation_error` naming
+ * every field that is wrong (`details.fields`), each with a message saying what to fix.
+ */
 export function validateKeyInput(input: CreateKeyInput, now = new Date()): KeySpec {
   if (!input || typeof input !== 'object')
     throw KeyErrors.invalid('type', "A key needs a type: 'public' or 'service'.");
+  const problems: Record<string, string> = {};
+  const invalid = (field: string, message: string) => {
+    problems[field] ??= message;
+  };
+  /** A field's value, or `fallback` with its problem noted. */
+  const field = <T>(read: () => T, fallback: T): T => {
+    try {
+      return read();
+    } catch (e) {
+      const fields = (e as { extra?: { details?: { fields?: Record<string, string> } } }).extra?.details?.fields;
+      if (!fields) throw e;
+      for (const [f, m] of Object.entries(fields)) invalid(f, m);
+      return fallback;
+    }
+  };
   const type = input.type;
-  if (type !== 'public' && type !== 'service') throw KeyErrors.invalid('type', "type must be 'public' or 'service'.");
-  const name = text('name', input.name);
-  const service = text('service', input.service);
-  const permissions = list('permissions', input.permissions);
-  const tables = list('tables', input.tables);
-  const expiresAt = expiry(input.expiresAt, now);
+  if (type !== 'public' && type !== 'service') invalid('type', "type must be 'public' or 'service'.");
+  const name = field(() => text('name', input.name), null);
+  const service = field(() => text('service', input.service), null);
+  const permissions = field(() => list('permissions', input.permissions), [] as string[]);
+  const tables = field(() => list('tables', input.tables), [] as string[]);
+  const expiresAt = field(() => expiry(input.expiresAt, now), null);
   const site = input.site === true;
+  const done = (): KeySpec => {
+    const named = Object.keys(problems);
+    if (named.length) throw KeyErrors.invalidFields(problems);
+    return {
+      type: type as KeyType,
+      name,
+      service: type === 'public' ? null : service,
+      permissions,
+      tables,
+      expiresAt,
+      site,
+    };
+  };
 
   if (type === 'public') {
     // A public key is visible in front-ends: it opens auth, runtime config and module routes only.
     if (permissions.length)
-      throw KeyErrors.invalid(
+      invalid(
         'permissions',
         'Public keys carry no permissions; create a service key for mail, database or files access.',
       );
     if (tables.length)
-      throw KeyErrors.invalid(
-        'tables',
-        'Public keys have no table whitelist; create a service key with db:query for database access.',
-      );
-    if (service)
-      throw KeyErrors.invalid('service', 'Only service keys are bound to a service; omit service for a public key.');
-    return { type, name, service: null, permissions, tables, expiresAt, site };
+      invalid('tables', 'Public keys have no table whitelist; create a service key with db:query for database access.');
+    if (service) invalid('service', 'Only service keys are bound to a service; omit service for a public key.');
+    return done();
   }
+  if (type !== 'service') return done();
 
-  if (site) throw KeyErrors.invalid('site', 'Only a public key can be the site public key.');
-  if (!service)
-    throw KeyErrors.invalid('service', 'A service key must name the service it belongs to (e.g. --service billing).');
+  if (site) invalid('site', 'Only a public key can be the site public key.');
+  if (!service && !problems.service)
+    invalid('service', 'A service key must name the service it belongs to (e.g. billing).');
   const unknown = permissions.filter((p) => !(PERMISSIONS as readonly string[]).includes(p));
   if (unknown.length) {
-    throw KeyErrors.invalid(
+    invalid(
       'permissions',
       `Unknown permission${unknown.length > 1 ? 's' : ''} ${unknown.map((p) => `'${p}'`).join(', ')}; allowed: ${PERMISSIONS.join(', ')}.`,
     );
   }
-  if (!permissions.length)
-    throw KeyErrors.invalid('permissions', `A service key needs at least one permission: ${PERMISSIONS.join(', ')}.`);
+  if (!permissions.length && !problems.permissions)
+    invalid('permissions', `A service key needs at least one permission: ${PERMISSIONS.join(', ')}.`);
   const db = permissions.includes('db:query') || permissions.includes('db:*');
   const bad = tables.find((t) => !IDENT.test(t));
   if (bad !== undefined)
-    throw KeyErrors.invalid(
+    invalid(
       'tables',
       `'${bad.slice(0, 80)}' is not a valid table name (letters, digits and _, not starting with a digit, at most 63 characters).`,
     );
-  if (tables.length > MAX_TABLES) throw KeyErrors.invalid('tables', `At most ${MAX_TABLES} tables per key.`);
-  if (db && !tables.length)
-    throw KeyErrors.invalid(
+  if (tables.length > MAX_TABLES) invalid('tables', `At most ${MAX_TABLES} tables per key.`);
+  if (db && !tables.length && !problems.tables)
+    invalid(
       'tables',
-      'A service key with db:query or db:* needs a non-empty table whitelist (e.g. --tables orders,customers).',
+      'A service key with db:query or db:* needs a non-empty table whitelist (e.g. orders, customers).',
     );
-  if (!db && tables.length)
-    throw KeyErrors.invalid('tables', 'A table whitelist only applies to keys with db:query or db:*.');
-  return { type, name, service, permissions, tables, expiresAt, site };
+  if (!db && tables.length) invalid('tables', 'A table whitelist only applies to keys with db:query or db:*.');
+  return done();
 }

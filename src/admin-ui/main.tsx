@@ -55,12 +55,11 @@ let booted = false;
 async function boot() {
   if (booted) return;
   booted = true;
-  get<{ setup_required: boolean }>('/auth/state').then(
-    (s) => (setupRequired.value = s.setup_required),
-    () => {},
-  );
   try {
-    setSession(await get<Session>('/auth/me'));
+    // The open state first: signed out, there is no /auth/me to ask (its 401 would be logged by the browser).
+    const state = await get<{ setup_required: boolean; signed_in: boolean }>('/auth/state');
+    setupRequired.value = state.setup_required;
+    setSession(state.signed_in ? await get<Session>('/auth/me') : null);
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 401) console.warn('could not ask who is signed in', e);
     setSession(null);

@@ -27,7 +27,7 @@ describe.each(ENGINES)('admin setup link on %s', (engine) => {
 
   test('serve prints a link to /_/#/setup with a 32-byte token while no administrator exists; only its hash is stored', async () => {
     expect(s.running.setupLink).toMatch(new RegExp(`^${s.url}/_/#/setup\\?token=[A-Za-z0-9_-]{43}$`));
-    expectA(await s.req('GET', '/api/admin/auth/state'), 200, { setup_required: true });
+    expectA(await s.req('GET', '/api/admin/auth/state'), 200, { setup_required: true, signed_in: false });
     const { rows } = await s.platform.db.query<{ token_hash: Uint8Array }>(
       'SELECT token_hash FROM basalt.admin_setup_tokens',
     );

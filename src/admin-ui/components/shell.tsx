@@ -7,7 +7,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { signal } from '@preact/signals';
 import { Icon, Logo, type IconName } from './icons';
-import { Toasts } from './toast';
+import { Toasts, clearErrorToasts } from './toast';
 import { ConfirmHost } from './ui';
 import { get, post, session, sessionLost, setSession } from '../api';
 import { route } from '../router';
@@ -68,7 +68,10 @@ export function Shell({ children }: { children: ComponentChildren }) {
   const [open, setOpen] = useState(false);
   const [passwordOpen, setPasswordOpen] = useState(false);
   useEffect(() => void platformFacts(), []);
-  useEffect(() => setOpen(false), [route.value.path]);
+  useEffect(() => {
+    setOpen(false);
+    clearErrorToasts();
+  }, [route.value.path]);
   const signOut = async () => {
     await post('/auth/logout').catch(() => {});
     facts = undefined;

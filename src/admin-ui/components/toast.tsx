@@ -1,4 +1,7 @@
-/** Success and failure notices that fade on their own; errors stay until closed. */
+/**
+ * Success and failure notices that fade on their own (errors stay longer, to be read);
+ * leaving a screen clears its errors, so none follows the operator to another one.
+ */
 import { signal } from '@preact/signals';
 import { Icon } from './icons';
 
@@ -14,7 +17,12 @@ let next = 1;
 export function toast(text: string, kind: Toast['kind'] = 'ok') {
   const id = next++;
   toasts.value = [...toasts.value, { id, kind, text }];
-  if (kind === 'ok') setTimeout(() => dismiss(id), 3500);
+  setTimeout(() => dismiss(id), kind === 'ok' ? 3500 : 10_000);
+}
+
+/** Errors are about the screen they came from: gone when another screen opens. */
+export function clearErrorToasts() {
+  toasts.value = toasts.value.filter((t) => t.kind !== 'error');
 }
 
 function dismiss(id: number) {

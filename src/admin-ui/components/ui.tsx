@@ -204,7 +204,14 @@ export function Modal({
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current!;
-    if (!d.open) d.showModal();
+    if (!d.open) {
+      d.showModal();
+      // The first field, not the Close button the browser would pick (unless something asks for focus).
+      if (!d.querySelector('[autofocus]'))
+        d.querySelector<HTMLElement>(
+          '.modal-body :is(input:not([type=hidden]):not([type=checkbox]):not([readonly]), select, textarea)',
+        )?.focus();
+    }
     const cancel = (e: Event) => {
       e.preventDefault();
       onClose();

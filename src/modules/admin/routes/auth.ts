@@ -4,7 +4,7 @@
  */
 import type { Platform } from '../../../platform';
 import type { AdminApp, Ok } from '../routes';
-import { clearedCookie, clientMeta, isHttps, sessionCookie, signedIn } from '../guard';
+import { clearedCookie, clientMeta, cookieToken, isHttps, sessionCookie, signedIn } from '../guard';
 import { Bodies } from '../model';
 import type { SignedIn } from '../service';
 
@@ -15,42 +15,50 @@ export function authRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
     set.headers['cache-control'] = 'no-store';
     return ok({ admin: s.admin, csrf_token: s.csrf_token });
   };
-  return app
-    .get('/auth/state', async () => ok({ setup_required: await admin().setupRequired() }))
-    .post(
-      '/auth/setup',
-      async ({ body, request, set }) => {
-        const s = await admin().setup(body.token, body.email, body.password, clientMeta(request));
-        set.status = 201;
-        return signIn(request, set, s);
-      },
-      { body: Bodies.setup },
-    )
-    .post(
-      '/auth/login',
-      async ({ body, request, set }) =>
-        signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))),
-      {
-        body: Bodies.login,
-      },
-    )
-    .get('/auth/me', async ({ set, admin: a }) => {
-      const { session } = signedIn(a);
-      set.headers['cache-control'] = 'no-store';
-      return ok({ admin: await admin().me(session), csrf_token: session.csrfToken });
-    })
-    .post('/auth/logout', async ({ set, admin: a }) => {
-      const { session, actor, https } = signedIn(a);
-      await admin().logout(session, actor);
-      set.headers['set-cookie'] = clearedCookie(https);
-      return ok({});
-    })
-    .post(
-      '/auth/password',
-      async ({ body, admin: a }) => {
-        const { session, actor } = signedIn(a);
-        return ok({ admin: await admin().changePassword(session, body.current_password, body.new_password, actor) });
-      },
-      { body: Bodies.password },
-    );
+  return (
+    app
+      // Open (no 401): the panel asks here first, so a signed-out browser logs no failed request.
+      .get('/auth/state', async ({ request }) =>
+        ok({
+          setup_required: await admin().setupRequired(),
+          signed_in: !!(await admin().session(cookieToken(request.headers))),
+        }),
+      )
+      .post(
+        '/auth/setup',
+        async ({ body, request, set }) => {
+          const s = await admin().setup(body.token, body.email, body.password, clientMeta(request));
+          set.status = 201;
+          return signIn(request, set, s);
+        },
+        { body: Bodies.setup },
+      )
+      .post(
+        '/auth/login',
+        async ({ body, request, set }) =>
+          signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))),
+        {
+          body: Bodies.login,
+        },
+      )
+      .get('/auth/me', async ({ set, admin: a }) => {
+        const { session } = signedIn(a);
+        set.headers['cache-control'] = 'no-store';
+        return ok({ admin: await admin().me(session), csrf_token: session.csrfToken });
+      })
+      .post('/auth/logout', async ({ set, admin: a }) => {
+        const { session, actor, https } = signedIn(a);
+        await admin().logout(session, actor);
+        set.headers['set-cookie'] = clearedCookie(https);
+        return ok({});
+      })
+      .post(
+        '/auth/password',
+        async ({ body, admin: a }) => {
+          const { session, actor } = signedIn(a);
+          return ok({ admin: await admin().changePassword(session, body.current_password, body.new_password, actor) });
+        },
+        { body: Bodies.password },
+      )
+  );
 }

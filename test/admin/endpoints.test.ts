@@ -33,7 +33,7 @@ const scenarios: Scenario[] = [
     () => '/api/admin/auth/state',
     undefined,
     200,
-    (r) => expect(r.body.data).toEqual({ setup_required: false }),
+    (r) => expect(r.body.data).toEqual({ setup_required: false, signed_in: true }),
   ],
   [
     'me',
@@ -160,7 +160,7 @@ const scenarios: Scenario[] = [
     () => '/api/admin/settings',
     undefined,
     200,
-    (r) => {
+    (r, s) => {
       const byKey = Object.fromEntries(r.body.data.settings.map((x: any) => [x.key, x]));
       expect(byKey['app.name']).toEqual({
         key: 'app.name',
@@ -173,9 +173,22 @@ const scenarios: Scenario[] = [
         type: 'string',
         description: expect.any(String),
         secret: false,
+        is_set: true,
       });
       expect(byKey['web.port']).toMatchObject({ source: 'environment', pinned_by: 'BASALT_WEB_PORT', live: false });
-      expect(byKey['mail.smtp_url']).toMatchObject({ secret: true, value: null, default: null, source: 'environment' });
+      expect(byKey['mail.smtp_url']).toMatchObject({
+        secret: true,
+        value: null,
+        default: null,
+        source: 'environment',
+        is_set: true,
+      });
+      // A secret at its empty default says so: not set (never 'set but hidden').
+      expect(byKey['database.url']).toMatchObject(
+        s.engine === 'embedded'
+          ? { secret: true, value: null, source: 'default', is_set: false }
+          : { secret: true, value: null, source: 'environment', is_set: true },
+      );
       expect(byKey['web.public_api_access_mode']).toMatchObject({ type: 'enum', values: ['open', 'api_key_required'] });
     },
   ],
@@ -297,7 +310,53 @@ const scenarios: Scenario[] = [
     () => ({ subject: 'Hi {{ name }}', html: '<b>{{ name }}</b>', variables: { name: '<Ada>' } }),
     200,
     (r) =>
-      expect(r.body.data).toEqual({ subject: 'Hi <Ada>', html: '<b>&lt;Ada&gt;</b>', text: null, variables: ['name'] }),
+      expect(r.body.data).toEqual({
+        subject: 'Hi <Ada>',
+        html: '<b>&lt;Ada&gt;</b>',
+        text: null,
+        variables: ['name'],
+        optional_variables: [],
+      }),
+  ],
+  [
+    'template preview without a variable read only under {% if %} (optional)',
+    'POST',
+    () => '/api/admin/templates/preview',
+    () => ({ subject: 'Hi {{ name }}', text: '{% if code %}Code {{ code }}{% endif %}!', variables: { name: 'x' } }),
+    200,
+    (r) =>
+      expect(r.body.data).toMatchObject({
+        subject: 'Hi x',
+        text: '!',
+        variables: ['code', 'name'],
+        optional_variables: ['code'],
+      }),
+  ],
+  [
+    'template test send: the stored template, now, with the SMTP answer; audited',
+    'POST',
+    () => '/api/admin/templates/welcome/test',
+    () => ({ to: 'tester@example.com', variables: { name: 'Ada', shop: { url: 'https://shop.example' } } }),
+    200,
+    async (r, s) => {
+      expect(r.body.data).toEqual({
+        job_id: expect.any(String),
+        message_id: expect.any(String),
+        response: expect.any(String),
+      });
+      const row = await s.platform.db.query<{ diff: any }>(
+        `SELECT diff FROM basalt.admin_audit WHERE action = 'templates.test' AND target = 'welcome' ORDER BY id DESC LIMIT 1`,
+      );
+      expect(row.rows[0]!.diff).toMatchObject({ to: 'tester@example.com', ok: true });
+    },
+  ],
+  [
+    'template test send with a missing variable → 400 naming it',
+    'POST',
+    () => '/api/admin/templates/welcome/test',
+    () => ({ to: 'tester@example.com', variables: {} }),
+    400,
+    (r) => expect(r.body.error.details.missing_variables).toEqual(['name', 'shop']),
   ],
   [
     'template preview with a missing variable → 400 naming it',
@@ -332,12 +391,14 @@ const scenarios: Scenario[] = [
     (r) => {
       expect(r.body.data.jobs.length).toBe(2);
       expect(r.body.data.next_cursor).toEqual(expect.any(String));
+      // The newest job: the template test send's (welcome), or a plain send's.
+      expect([null, 'welcome']).toContain(r.body.data.jobs[0].template);
       expect(r.body.data.jobs[0]).toEqual({
         id: expect.any(String),
         state: expect.any(String),
         to: expect.any(Array),
         subject: expect.any(String),
-        template: null,
+        template: r.body.data.jobs[0].template,
         attempts: expect.any(Number),
         max_attempts: expect.any(Number),
         created_at: expect.any(String),
@@ -345,6 +406,7 @@ const scenarios: Scenario[] = [
         next_attempt_at: null,
         sent_at: expect.any(String),
         last_error: null,
+        history: [],
         message_id: expect.any(String),
         idempotency_key: null,
       });
@@ -388,7 +450,14 @@ const scenarios: Scenario[] = [
     (c) => `/api/admin/mail/jobs/${c.deadJob}/retry`,
     undefined,
     200,
-    (r) => expect(['queued', 'sending', 'sent']).toContain(r.body.data.job.state),
+    (r) => {
+      expect(['queued', 'sending', 'sent']).toContain(r.body.data.job.state);
+      // The earlier round is kept: its state, attempts and error.
+      expect(r.body.data.job.history).toEqual([
+        { until: expect.any(String), state: 'dead', attempts: expect.any(Number), last_error: 'refused' },
+      ]);
+      expect(r.body.data.smtp_server).toMatch(/^127\.0\.0\.1:\d+$/);
+    },
   ],
   [
     'mail job retry of a queued one → 409',
@@ -572,6 +641,9 @@ const scenarios: Scenario[] = [
         target: expect.any(String),
         diff: expect.anything(),
         request_id: expect.any(String),
+        actor: 'admin',
+        os_user: null,
+        target_label: expect.any(String),
       });
     },
   ],
@@ -624,7 +696,7 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
       `UPDATE basalt.mail_jobs SET state = 'queued', sent_at = NULL, run_at = now() + interval '1 hour' WHERE id = $1`,
       [c.queuedJob],
     );
-  }, 60_000);
+  }, 180_000); // a server start, a registration and four sends: slow on a loaded machine
   afterAll(async () => {
     await s.stop();
     await sink.close();
@@ -644,6 +716,11 @@ describe.each(ENGINES)('admin endpoints on %s', (engine) => {
   )('%s without a session → 401 unauthorized', async (_name, method, path, body) => {
     const r = await adminReq(s, undefined, method, path(c), body?.(c));
     expectAError(r, 401, 'unauthorized');
+  });
+
+  test('auth state without a session: 200, signed_in false (the panel asks it before /auth/me)', async () => {
+    const r = await adminReq(s, undefined, 'GET', '/api/admin/auth/state');
+    expect([r.status, r.body.data]).toEqual([200, { setup_required: false, signed_in: false }]);
   });
 
   const unknown: [string, string][] = [

@@ -43,7 +43,10 @@ export function startBanner(p: Platform, main: Server<unknown>, pub?: Server<unk
     `  Admin panel:    ${mainBase}/_/`,
     `  API keys${keyMode}: in another terminal, while this one runs:`,
     `    ${cli} keys create --type service --service my-app --permissions db:query --tables TABLE`,
-    '    then send the printed key as X-API-Key (README.md "Quick start" walks through a first call).',
+    // A copied executable has no README beside it: point at what it serves itself.
+    cli.startsWith('npx ')
+      ? '    then send the printed key as X-API-Key (README.md "Quick start" walks through a first call).'
+      : `    then send the printed key as X-API-Key; ${publicBase}/api/docs shows every call with its fields.`,
     '  Stop with Ctrl-C. The lines below are the JSON log (docs/operations.md).',
     '',
   ].join('\n');

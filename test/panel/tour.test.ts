@@ -550,7 +550,12 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await nav('Backups');
   if (engine === 'embedded') {
     await page.getByRole('button', { name: 'Create backup' }).click();
-    await toast(/^Backup .* created/);
+    // Archiving the database takes its time on a loaded machine.
+    await page
+      .locator('.toast')
+      .filter({ hasText: /^Backup .* created/ })
+      .first()
+      .waitFor({ timeout: 120_000 });
     await page
       .getByRole('link', { name: /^Download / })
       .first()

@@ -72,6 +72,26 @@ export function Shell({ children }: { children: ComponentChildren }) {
     setOpen(false);
     clearErrorToasts();
   }, [route.value.path]);
+  // Keyboard: Esc closes the phone menu; "/" (outside a field) goes to the screen's search box.
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape' && open) {
+        setOpen(false);
+        return;
+      }
+      if (e.key !== '/' || e.ctrlKey || e.metaKey || e.altKey) return;
+      const at = document.activeElement as HTMLElement | null;
+      if (at && (at.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(at.tagName))) return;
+      if (document.querySelector('dialog[open]')) return;
+      const search = document.querySelector<HTMLInputElement>('main input[type=search], main [data-search]');
+      if (!search) return;
+      e.preventDefault();
+      search.focus();
+      search.select();
+    };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, [open]);
   const signOut = async () => {
     await post('/auth/logout').catch(() => {});
     facts = undefined;

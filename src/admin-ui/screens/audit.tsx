@@ -176,7 +176,15 @@ export function Audit() {
             )}
           </Field>
           <Field label="Target">
-            {(id) => <input id={id} value={form.target} onInput={set('target')} placeholder="id, e-mail, key, name" />}
+            {(id) => (
+              <input
+                id={id}
+                type="search"
+                value={form.target}
+                onInput={set('target')}
+                placeholder="id, e-mail, key, name"
+              />
+            )}
           </Field>
           <Field label="From">
             {(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}

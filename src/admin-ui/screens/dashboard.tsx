@@ -51,7 +51,7 @@ function DashboardBody({ d }: { d: DashboardData }) {
           <div class="stat-value">{d.database.ok ? 'Healthy' : 'Down'}</div>
           <div class="stat-sub">
             {d.engine === 'embedded' ? 'Embedded PostgreSQL' : 'External PostgreSQL'}
-            {d.database.latency_ms != null && ` · ${d.database.latency_ms} ms`}
+            {d.database.latency_ms != null && ` · ${d.database.latency_ms}\u00a0ms`}
           </div>
         </div>
         <div class="card stat">

@@ -14,7 +14,10 @@ interface Extension {
 }
 
 export function Extensions() {
-  const { data, error, loading, reload } = useAsync(() => get<{ extensions: Extension[] }>('/extensions'), []);
+  const { data, error, loading, reload } = useAsync(
+    () => get<{ extensions: Extension[]; dir: string }>('/extensions'),
+    [],
+  );
   return (
     <>
       <PageHeader
@@ -26,7 +29,11 @@ export function Extensions() {
       {data && !data.extensions.length && (
         <section class="panel">
           <Empty icon="puzzle" title="No extensions loaded">
-            Put an extension folder in extensions.dir and restart Basalt.
+            <p>
+              Put an extension's folder (with its <code>index.ts</code> or <code>index.js</code>) in{' '}
+              <code data-testid="extensions-dir">{data.dir}</code> (the setting extensions.dir) and restart Basalt.
+              docs/extensions.md shows how to write one.
+            </p>
           </Empty>
         </section>
       )}

@@ -216,7 +216,12 @@ export function buildOpenApi(apps: AnyElysia[], version: string, areas: Areas): 
           'This instance (with web.public_api_separate, mail and files are on the main listener: see runtime config main_api_base_url).',
       },
     ],
-    tags,
+    // A tag no operation carries (Files without the media-library) would be an empty section.
+    tags: tags.filter((t) =>
+      Object.values(paths).some((ops) =>
+        Object.values(ops as Record<string, { tags?: string[] }>).some((op) => op.tags?.includes(t.name)),
+      ),
+    ),
     paths,
     components: {
       schemas: conv.components,

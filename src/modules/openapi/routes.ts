@@ -14,8 +14,17 @@ const page = (docs: string) => `<!doctype html>
 <script src="${docs}/assets/init.js"></script>
 </body></html>`;
 
+// Follows the system's colour scheme with Swagger UI's own dark styles (html.dark-mode), as the panel does.
 const init = (spec: string) =>
-  `window.ui = SwaggerUIBundle({ url: '${spec}', dom_id: '#ui', deepLinking: true, validatorUrl: null });`;
+  `window.ui = SwaggerUIBundle({ url: '${spec}', dom_id: '#ui', deepLinking: true, validatorUrl: null });
+const dark = matchMedia('(prefers-color-scheme: dark)');
+const scheme = () => {
+  document.documentElement.classList.toggle('dark-mode', dark.matches);
+  document.documentElement.style.colorScheme = dark.matches ? 'dark' : 'light';
+  document.body.style.background = dark.matches ? '#1c1c21' : '';
+};
+scheme();
+dark.addEventListener('change', scheme);`;
 
 /**
  * The document's bytes, built once from the listeners' route list. Call it after every

@@ -35,6 +35,8 @@ export function extensionsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
             description: s.description,
           })),
         })),
+        // The absolute folder scanned at start (extensions.dir resolved): where a new one goes.
+        dir: p.services.extensions.dir,
       }),
     )
     .put(

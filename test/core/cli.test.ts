@@ -27,6 +27,13 @@ describe('basalt command line', () => {
       expect(h.stdout).toContain(`basalt ${cmd}`);
     const sub = await runCli(['settings', 'set', '--help']);
     expect(sub.stdout).toContain('usage: basalt settings set KEY VALUE');
+    // A group's name with --help lists its commands (it used to say "unknown command 'admin'").
+    const group = await runCli(['admin', '--help']);
+    expect(group.code).toBe(0);
+    for (const cmd of ['create', 'list', 'passwd', 'delete']) expect(group.stdout).toContain(`basalt admin ${cmd}`);
+    const bare = await runCli(['keys']);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('basalt keys create');
   });
 
   test('unknown command and unknown flag are usage errors (exit 2)', async () => {

@@ -14,7 +14,7 @@ describe('API reference without the media-library (embedded)', () => {
   beforeAll(async () => {
     const empty = mkdtempSync(join(tmpdir(), 'basalt-no-extensions-'));
     s = await startServer('embedded', { env: { BASALT_EXTENSIONS_DIR: empty } });
-  }, 180_000);
+  }, 600_000); // a fresh embedded database: minutes on a loaded machine
   afterAll(() => s?.stop());
 
   test('no tag without operations: no Files section', async () => {

@@ -169,6 +169,7 @@ const scenarios: Scenario[] = [
         default: 'Basalt',
         source: 'default',
         pinned_by: null,
+        operator_only: null,
         live: true,
         type: 'string',
         description: expect.any(String),

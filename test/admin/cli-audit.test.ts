@@ -27,7 +27,7 @@ describe.each(ENGINES)('CLI changes in the audit log, compiled executable, %s', 
     const { dir, exe } = await installBinary();
     db = engine === 'external' ? await freshDb('external') : undefined;
     const env: Record<string, string> = db ? { BASALT_DATABASE_URL: db.url } : {};
-    const s = await serveBinary(exe, dir, env);
+    const s = await serveBinary(exe, dir, env, 300_000); // a fresh embedded database: slow on a loaded machine
     stop = async () => {
       s.proc.kill('SIGTERM');
       await s.proc.exited;
@@ -110,5 +110,5 @@ describe.each(ENGINES)('CLI changes in the audit log, compiled executable, %s', 
     expect(await audit('target=' + encodeURIComponent('%'))).toEqual([]);
     // The panel's own sign-in is an administrator's entry, not the command line's.
     expect((await audit('action=auth.login'))[0]).toMatchObject({ actor: 'admin', admin_email: EMAIL, os_user: null });
-  }, 180_000);
+  }, 600_000);
 });

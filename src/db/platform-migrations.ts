@@ -11,6 +11,7 @@ import m050 from './migrations/050_extensions.sql' with { type: 'text' };
 import m060 from './migrations/060_users_email_nfkc.sql' with { type: 'text' };
 import m070 from './migrations/070_admin.sql' with { type: 'text' };
 import m080 from './migrations/080_mail_keys_on_jobs.sql' with { type: 'text' };
+import m090 from './migrations/090_email_soft_dotted.sql' with { type: 'text' };
 import m100 from './migrations/100_user_roles.sql' with { type: 'text' };
 import m110 from './migrations/110_realtime.sql' with { type: 'text' };
 import m120 from './migrations/120_auth_sign_in_methods.sql' with { type: 'text' };
@@ -26,6 +27,7 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '060_users_email_nfkc', sql: m060 },
   { name: '070_admin', sql: m070 },
   { name: '080_mail_keys_on_jobs', sql: m080 },
+  { name: '090_email_soft_dotted', sql: m090 },
   { name: '100_user_roles', sql: m100 },
   { name: '110_realtime', sql: m110 },
   { name: '120_auth_sign_in_methods', sql: m120 },

@@ -30,15 +30,23 @@ export function publicUser(u: UserRow): PublicUser {
 }
 
 /**
+ * A combining dot above (U+0307) on a letter whose own dot it replaces (i, j, …): what
+ * lower-casing İ (U+0130) leaves. `vi̇ctim` reads exactly like `victim`, so the dot is
+ * dropped and `VİCTIM@…` is the same address as `victim@…` (migration 090).
+ */
+const SOFT_DOTTED_DOT = /(\p{Soft_Dotted})\u0307/gu;
+
+/**
  * The one spelling an address is stored and looked up under: trimmed, NFKC-normalized
- * (fullwidth `ＢＯＢ` is `bob`, a decomposed `é` is the composed one) and lower-cased.
+ * (fullwidth `ＢＯＢ` is `bob`, a decomposed `é` is the composed one), lower-cased, and
+ * without a dot above that only repeats a letter's own (`İ` lower-cases to `i`).
  * Every way an address comes in — register, login, password/forgot,
  * verify-email/resend, the admin API, the command line — goes through this and
  * `emailProblem` (or `checkEmail`, both at once) before any lookup or uniqueness check,
  * so lookalike spellings are one account (docs/auth.md, E-mail addresses).
  */
 export function normalizeEmail(email: string): string {
-  return email.trim().normalize('NFKC').toLowerCase().normalize('NFKC');
+  return email.trim().normalize('NFKC').toLowerCase().normalize('NFKC').replace(SOFT_DOTTED_DOT, '$1');
 }
 
 /** Control characters (C0, DEL, C1): never part of an address; NUL would not even reach the database. */

@@ -8,6 +8,8 @@ import { loadBootLayers, bootValue, type LoadOptions } from './config/load';
 import { Settings } from './config/settings';
 import type { Db } from './db/engine';
 import { openDb } from './db/open';
+import type { EmbeddedSync } from './db/embedded';
+import { privateDataDir } from './db/private-files';
 import { migrateDir, migratePlatform } from './db/migrate';
 import { createLogger, type Level, type Logger } from './log';
 import { VERSION } from './version';
@@ -51,6 +53,18 @@ export interface OpenPlatformOptions extends LoadOptions {
   watch?: boolean;
   /** Open even when a stored setting is refused, leaving it out (the commands that repair settings). */
   tolerateStoredSettings?: boolean;
+  /** The embedded engine stopped (a PANIC): by default log it and exit with code 1. */
+  onDatabaseFatal?: (err: Error) => void;
+}
+
+/**
+ * The embedded engine cannot go on after a PANIC (a full disk under a WAL write, a failed
+ * fsync): one line says why, and the process ends so a supervisor restarts it; the next
+ * start replays the WAL (docs/operations.md, "A full disk").
+ */
+function exitOnFatal(log: Logger, err: Error): never {
+  log.error('database stopped; exiting', { reason: err.message });
+  process.exit(1);
 }
 
 export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Platform> {
@@ -58,6 +72,13 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   let settings!: Settings;
   const log = createLogger(() => (settings ? settings.get<Level>('log.level') : bootValue<Level>(layers, 'log.level')));
   const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
+  const repaired = privateDataDir(dataDir);
+  if (repaired.fixed)
+    log.warn('data dir: narrowed file modes to owner only', {
+      dir: dataDir,
+      count: repaired.fixed,
+      examples: repaired.examples,
+    });
   const db = await openDb({
     url: bootValue<string>(layers, 'database.url'),
     dataDir,
@@ -67,6 +88,10 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
       settings
         ? settings.get<number>('database.busy_timeout_ms')
         : bootValue<number>(layers, 'database.busy_timeout_ms'),
+    embedded: {
+      sync: bootValue<EmbeddedSync>(layers, 'database.embedded_sync'),
+      onFatal: opts.onDatabaseFatal ?? ((e) => exitOnFatal(log, e)),
+    },
   });
   const hooks: (() => Promise<void> | void)[] = [];
   const firstHooks: (() => Promise<void> | void)[] = [];

@@ -206,6 +206,15 @@ export const SETTINGS: SettingDef[] = [
       'Longest wait for the database (the embedded session, a pooled connection); past it the request answers 503 database_busy with Retry-After. Idle API transactions are asked to yield within it (docs/database.md, "Waiting for the database").',
   },
   {
+    key: 'database.embedded_sync',
+    kind: 'enum',
+    values: ['full', 'normal', 'off'],
+    default: 'full',
+    restart: true,
+    description:
+      'Embedded engine: when commits reach the disk. full: synced before a commit is acknowledged; normal: synced within 0.2 s (an OS crash or power loss can lose the last commits, never the cluster); off: never synced (an OS crash can lose or break the cluster; tests only). See docs/operations.md, Durability.',
+  },
+  {
     key: 'database.data_schema',
     kind: 'string',
     default: 'public',

@@ -104,6 +104,8 @@ export function installEmbeddedGuard(pg: unknown, onRecover?: (err: unknown) => 
       // PostgreSQL's own ERROR longjmp arrives as Emscripten's ExitStatus: PGlite handles it.
       if ((e as { name?: string })?.name === 'ExitStatus' || typeof (e as { status?: unknown })?.status === 'number')
         throw e;
+      // An abort (a PostgreSQL PANIC) or a trap is not recoverable: src/db/embedded.ts stops the engine.
+      if (e instanceof WebAssembly.RuntimeError) throw e;
       state.recoveries++;
       state.lastError = String((e as Error)?.message ?? e);
       onRecover?.(e);

@@ -6,8 +6,10 @@ import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
-import { driverCall as run, normalizeDbError, runTransaction } from './engine';
+import { DatabaseUnavailableError, normalizeDbError, runTransaction } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
+import { DurableNodeFS } from './embedded-fs';
+import { privateDataDir, syncTree } from './private-files';
 import { type GateOptions, type Place, WaitGate } from './wait-gate';
 
 // Same representation as the external driver: int8 and numeric stay strings.
@@ -30,26 +32,120 @@ function wrap<T>(r: {
 
 type PgTx = { query: PGlite['query']; exec: PGlite['exec']; rollback(): Promise<void>; closed: boolean };
 
-function queryable(target: { query: PGlite['query']; exec: PGlite['exec'] }): Queryable {
-  return {
-    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params))),
-    exec: (sql: string) => run(async () => void (await target.exec(sql))),
-  };
+/**
+ * When commits reach the disk (setting database.embedded_sync, docs/operations.md
+ * "Durability"): `full` syncs the WAL before a commit is acknowledged; `normal` lets
+ * commits return first and syncs the WAL within FLUSH_EVERY_MS; `off` never syncs.
+ * `full` and `normal` sync data files and pg_control at checkpoints.
+ */
+export type EmbeddedSync = 'full' | 'normal' | 'off';
+
+export interface EmbeddedOptions {
+  sync?: EmbeddedSync;
+  /**
+   * PostgreSQL stopped inside the engine (a PANIC, e.g. the disk filled up under a WAL
+   * write, or a FATAL): every later statement fails at once; the caller should exit.
+   */
+  onFatal?: (err: DatabaseUnavailableError) => void;
+}
+
+/** The engine's buffer cache (docs/operations.md, "Memory"). */
+const SHARED_BUFFERS = '16MB';
+
+/** `normal`: how often the WAL written by commits that returned is synced. */
+const FLUSH_EVERY_MS = 200;
+
+/**
+ * PostgreSQL's start parameters: PGlite's own, except that `full` and `normal` drop its
+ * `-F` (fsync off) and send WAL flushes through `fsync` (Emscripten's `fdatasync` does
+ * nothing); the memory settings keep the engine's resident size small (docs/operations.md,
+ * "Memory").
+ */
+function startParams(sync: EmbeddedSync): string[] {
+  const base = (PGlite as unknown as { defaultStartParams: string[] }).defaultStartParams;
+  const params = sync === 'off' ? [...base] : base.filter((p) => p !== '-F');
+  if (sync !== 'off') params.push('-c', 'wal_sync_method=fsync');
+  if (sync === 'normal') params.push('-c', 'synchronous_commit=off');
+  // PGlite's default 128 MB of shared buffers become resident as they fill and stay so (the
+  // WebAssembly memory never shrinks); the OS page cache holds the files anyway.
+  params.push('-c', `shared_buffers=${SHARED_BUFFERS}`);
+  return params;
 }
 
 /** `busyTimeoutMs`: how long work waits for the one session (src/db/wait-gate.ts); no bound when omitted. */
-export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTimeoutMs'> = {}): Promise<Db> {
-  mkdirSync(dir, { recursive: true });
+export async function openEmbedded(
+  dir: string,
+  opts: EmbeddedOptions & Pick<GateOptions, 'busyTimeoutMs'> = {},
+): Promise<Db> {
+  const sync = opts.sync ?? 'full';
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const firstRun = !existsSync(join(dir, 'PG_VERSION'));
+  // initdb's module is needed only to create the cluster; compiled, it is tens of MiB.
   const [pgliteWasmModule, initdbWasmModule] = await Promise.all([
     WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer()),
-    WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()),
+    firstRun ? WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()) : undefined,
   ]);
-  const pg = await PGlite.create(dir, {
+  const fs = new DurableNodeFS(dir);
+  const pg = await PGlite.create({
+    fs,
     pgliteWasmModule,
-    initdbWasmModule,
+    ...(initdbWasmModule ? { initdbWasmModule } : {}),
     fsBundle: Bun.file(dataPath),
     parsers,
+    startParams: startParams(sync),
+  });
+  // initdb wrote the new cluster without syncing it, and a checkpoint syncs only what this
+  // process wrote: sync it all once, so the cluster the first commits build on is on disk.
+  if (firstRun) {
+    // initdb runs in its own module, outside the layer that keeps modes private.
+    privateDataDir(dir);
+    if (sync !== 'off') syncTree(dir);
+  }
+
+  // A PANIC inside PostgreSQL aborts the WebAssembly; PGlite reports the error, but the
+  // next statement would spin inside the aborted module forever. So from the abort on,
+  // nothing enters it again, and the owner hears of it once (it exits; recovery at the
+  // next start replays the WAL).
+  let fatal: DatabaseUnavailableError | undefined;
+  let aborted = false;
+  const die = (reason: string, cause?: unknown) => {
+    if (fatal) return;
+    fatal = new DatabaseUnavailableError(`the embedded database stopped: ${reason}`, cause);
+    opts.onFatal?.(fatal);
+  };
+  const mod = (pg as unknown as { mod: { onAbort?: (what: unknown) => void } }).mod;
+  mod.onAbort = () => {
+    aborted = true;
+    // The PANIC's own message normally arrives first, through the failing statement.
+    setTimeout(() => die('PostgreSQL aborted'), 0);
+  };
+  const rawSync = pg.execProtocolRawSync.bind(pg);
+  pg.execProtocolRawSync = (message: Uint8Array) => {
+    if (aborted) throw fatal ?? new DatabaseUnavailableError('the embedded database stopped: PostgreSQL aborted');
+    return rawSync(message);
+  };
+  /** A driver error as the engine's error; a PANIC or FATAL also stops the engine (above). */
+  const failure = (e: unknown): unknown => {
+    const severity = (e as { severity?: string }).severity;
+    if (aborted || severity === 'PANIC' || severity === 'FATAL') {
+      die(`${severity ?? 'PANIC'}: ${(e as Error).message}`, e);
+      return fatal;
+    }
+    return normalizeDbError(e);
+  };
+  let statements = 0;
+  const run = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (fatal) throw fatal;
+    statements++;
+    try {
+      return await fn();
+    } catch (e) {
+      throw failure(e);
+    }
+  };
+  const queryable = (target: { query: PGlite['query']; exec: PGlite['exec'] }): Queryable => ({
+    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params))),
+    exec: (sql: string) => run(async () => void (await target.exec(sql))),
   });
   // initdb's WebAssembly heap (hundreds of MiB) is garbage once the cluster exists, but
   // the collector may keep it for the life of the process; it stays reachable for a
@@ -72,6 +168,14 @@ export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTim
     exec: (sql) => gate.run(w, () => direct.exec(sql)),
   });
   const base = waitAs({});
+  const flusher =
+    sync === 'normal'
+      ? startWalFlusher(
+          pg,
+          () => statements,
+          () => fatal !== undefined,
+        )
+      : undefined;
 
   /** Transactions from begin() not yet ended: while one is open, other statements queue behind it. */
   let open = 0;
@@ -104,7 +208,7 @@ export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTim
         if (!(await decided)) throw ROLLBACK;
       })
       .catch((e) => {
-        if (e !== ROLLBACK) throw normalizeDbError(e);
+        if (e !== ROLLBACK) throw failure(e);
       });
     done.catch((e) => failed(e));
     open++;
@@ -166,7 +270,41 @@ export async function openEmbedded(dir: string, opts: Pick<GateOptions, 'busyTim
       }),
     notify: (channel, payload) => base.query('SELECT pg_notify($1, $2)', [channel, payload]).then(() => {}),
     close: async () => {
-      if (!pg.closed) await pg.close();
+      if (flusher) clearInterval(flusher);
+      if (pg.closed) return;
+      // An aborted engine cannot run its shutdown checkpoint; the next start recovers from the WAL.
+      if (aborted) await pg.close().catch(() => {});
+      else await pg.close();
     },
   };
+}
+
+/**
+ * `normal`: commits return before their WAL is synced (synchronous_commit=off); with no
+ * WAL writer process in the embedded engine, this flushes it every FLUSH_EVERY_MS, one
+ * fsync for all the commits since the last flush, between statements.
+ */
+function startWalFlusher(pg: PGlite, statements: () => number, stopped: () => boolean): ReturnType<typeof setInterval> {
+  const mod = (pg as unknown as { mod: { _XLogFlush(lsn: bigint): void; _GetFlushRecPtr(): bigint } }).mod;
+  let running = false;
+  let seen = -1;
+  const timer = setInterval(async () => {
+    // Nothing ran since the last flush: nothing to sync (the flush's own statement writes no WAL).
+    if (running || stopped() || pg.closed || statements() === seen) return;
+    running = true;
+    seen = statements();
+    try {
+      const r = await pg.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+      const [hi, lo] = r.rows[0]!.lsn.split('/').map((h) => BigInt(`0x${h}`));
+      const lsn = (hi! << 32n) | lo!;
+      // Synchronously, right after the statement: nothing else runs inside the engine now.
+      if (!stopped() && lsn > mod._GetFlushRecPtr()) mod._XLogFlush(lsn);
+    } catch {
+      // A failing flush is a PANIC in PostgreSQL (data_sync_retry = off): the next statement reports it.
+    } finally {
+      running = false;
+    }
+  }, FLUSH_EVERY_MS);
+  timer.unref();
+  return timer;
 }

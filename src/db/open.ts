@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { Db } from './engine';
 import { lockDataDir } from './datadir-lock';
+import type { EmbeddedOptions } from './embedded';
 
 export interface OpenDbOptions {
   url: string;
@@ -8,6 +9,8 @@ export interface OpenDbOptions {
   poolMax?: number;
   /** database.busy_timeout_ms, read at each wait (src/db/wait-gate.ts); no bound when omitted. */
   busyTimeoutMs?: () => number;
+  /** The embedded engine's durability and what to do when it stops (src/db/embedded.ts). */
+  embedded?: EmbeddedOptions;
 }
 
 /** Open the configured engine: external when a URL is set, embedded in `<data.dir>/pg` otherwise. */
@@ -20,7 +23,7 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
   const release = lockDataDir(dir);
   try {
     const { openEmbedded } = await import('./embedded');
-    const db = await openEmbedded(join(dir, 'pg'), { busyTimeoutMs: opts.busyTimeoutMs });
+    const db = await openEmbedded(join(dir, 'pg'), { ...opts.embedded, busyTimeoutMs: opts.busyTimeoutMs });
     const close = db.close;
     return Object.assign(db, {
       close: async () => {

@@ -1,0 +1,104 @@
+/**
+ * The embedded engine's view of its data dir: PGlite's NodeFS (Emscripten's NODEFS, each
+ * PostgreSQL file a real file on disk) with two things Emscripten leaves out.
+ *
+ * - **fsync.** PostgreSQL's `fsync(fd)` reaches Emscripten's `fd_sync`, which calls the
+ *   stream's `fsync` operation — and NODEFS has none, so it returned success without
+ *   touching the disk (and `fdatasync` is a no-op syscall in Emscripten: the engine is
+ *   started with `wal_sync_method=fsync` so WAL flushes take the `fsync` path, see
+ *   src/db/embedded.ts). Here `fsync` is `fsyncSync` on the real file descriptor: WAL
+ *   at commit, data files and `pg_control` at checkpoint, directories after a rename
+ *   (PostgreSQL's `fsync_fname`). A failure is reported to PostgreSQL as the errno,
+ *   which it turns into a PANIC (`data_sync_retry = off`): the engine stops rather than
+ *   carry on over data the disk may not hold.
+ * - **Private modes.** Files and folders PostgreSQL creates are 0600 / 0700 whatever the
+ *   process umask (PostgreSQL asks for 0666 / 0777 inside the WebAssembly, where its own
+ *   umask does not reach the real files).
+ *
+ * docs/operations.md, "Durability" and "File modes".
+ */
+import { fsyncSync } from 'node:fs';
+import { NodeFS } from '@electric-sql/pglite/nodefs';
+import type { PGlite } from '@electric-sql/pglite';
+
+/** What `fsync` was called on, counted per kind (tests and the start-up log). */
+export interface SyncCounts {
+  /** WAL segments (`pg_wal/`): commits and WAL flushes. */
+  wal: number;
+  /** `global/pg_control`: checkpoints and start-up. */
+  control: number;
+  /** Everything else: relation files, SLRUs, state files, directories. */
+  other: number;
+}
+
+interface FsStream {
+  nfd?: number;
+  node: unknown;
+}
+interface Attr {
+  mode?: number;
+}
+interface NodeOps {
+  mknod(parent: unknown, name: string, mode: number, dev: number): unknown;
+  setattr(node: unknown, attr: Attr): void;
+}
+interface EmscriptenNodeFs {
+  stream_ops: { fsync?: (stream: FsStream) => number; setattr(stream: FsStream, attr: Attr): void };
+  node_ops: NodeOps;
+  realPath(node: unknown): string;
+}
+type EmOpts = Parameters<NodeFS['init']>[1];
+
+const S_IFMT = 0o170000;
+const S_IFDIR = 0o040000;
+
+export class DurableNodeFS extends NodeFS {
+  readonly syncs: SyncCounts = { wal: 0, control: 0, other: 0 };
+
+  override async init(pg: PGlite, opts: EmOpts) {
+    const { emscriptenOpts } = await super.init(pg, opts);
+    const preRun = [emscriptenOpts.preRun ?? []].flat() as ((mod: { NODEFS: EmscriptenNodeFs }) => void)[];
+    return {
+      emscriptenOpts: {
+        ...emscriptenOpts,
+        preRun: [...preRun, (mod: { NODEFS: EmscriptenNodeFs }) => this.patch(mod.NODEFS)],
+      },
+    } as Awaited<ReturnType<NodeFS['init']>>;
+  }
+
+  private patch(nodefs: EmscriptenNodeFs): void {
+    const counts = this.syncs;
+    nodefs.stream_ops.fsync = (stream) => {
+      if (stream.nfd === undefined) return 0;
+      // Emscripten's FS calls this synchronously from the WebAssembly; an errno thrown
+      // as FS.ErrnoError would need its class, so failures go back as the errno value.
+      try {
+        fsyncSync(stream.nfd);
+      } catch (e) {
+        return errnoOf(e);
+      }
+      const path = nodefs.realPath(stream.node);
+      if (path.includes('/pg_wal/')) counts.wal++;
+      else if (path.endsWith('/global/pg_control')) counts.control++;
+      else counts.other++;
+      return 0;
+    };
+    // Created, or chmod-ed by PostgreSQL's C library (it sets 0644 on some files it
+    // replaces by rename, e.g. pg_internal.init): never more than the owner's.
+    const own = (mode: number) => ((mode & S_IFMT) === S_IFDIR ? mode & ~0o7077 : mode & ~0o7177);
+    const { mknod, setattr } = nodefs.node_ops;
+    nodefs.node_ops.mknod = (parent, name, mode, dev) => mknod(parent, name, own(mode), dev);
+    nodefs.node_ops.setattr = (node, attr) =>
+      setattr(node, attr.mode === undefined ? attr : { ...attr, mode: own(attr.mode) });
+    const fset = nodefs.stream_ops.setattr;
+    nodefs.stream_ops.setattr = (stream, attr) =>
+      fset(stream, attr.mode === undefined ? attr : { ...attr, mode: own(attr.mode) });
+  }
+}
+
+/** The WASI errno of a failed Node fs call (EIO when unknown): PostgreSQL reports it. */
+function errnoOf(e: unknown): number {
+  // WASI errno numbers (Emscripten's FS uses them): https://github.com/WebAssembly/WASI
+  const wasi: Record<string, number> = { ENOSPC: 51, EIO: 29, EBADF: 8, EROFS: 69, EDQUOT: 19, EINVAL: 28 };
+  return wasi[(e as NodeJS.ErrnoException)?.code ?? ''] ?? 29;
+}

@@ -11,7 +11,7 @@ import { openPlatform, type Platform } from './platform';
 import { runRemote } from './cli/control-socket';
 import { ConfigError } from './config/validate';
 import { DataDirLockedError } from './db/datadir-lock';
-import { DatabaseUnavailableError } from './db/engine';
+import { DatabaseUnavailableError, DiskFullError } from './db/engine';
 import { MigrationError } from './db/migrate';
 import { VERSION } from './version';
 
@@ -214,6 +214,7 @@ export async function main(argv: string[]): Promise<number> {
 /** One line an operator can act on. */
 export function describeFatal(e: unknown): string {
   if (e instanceof ConfigError || e instanceof DataDirLockedError || e instanceof MigrationError) return e.message;
+  if (e instanceof DiskFullError) return `${e.message}; free some space and run the command again`;
   if (e instanceof DatabaseUnavailableError)
     return `database.url: cannot connect to the database (${e.message}); is the server running and the URL right?`;
   const err = e as { code?: string; message?: string };
@@ -223,6 +224,9 @@ export function describeFatal(e: unknown): string {
 }
 
 if (import.meta.main) {
+  // Private by default: whatever this process creates (database, uploads, backups,
+  // sockets) is its user's alone, whatever umask it was started with (docs/operations.md).
+  process.umask(0o077);
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (e) => {

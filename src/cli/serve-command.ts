@@ -6,12 +6,25 @@ import { cliCommand, startBanner } from './start-banner';
 
 /** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serveCommand(globals: GlobalFlags): Promise<number> {
+  // The handlers come first, before anything is opened: a stop asked while the server
+  // starts is a graceful stop as soon as what is open can be closed, never a kill.
+  let signal: string | undefined;
+  const stopAsked = new Promise<string>((resolve) => {
+    const on = (s: string) => () => resolve((signal ??= s));
+    process.once('SIGTERM', on('SIGTERM'));
+    process.once('SIGINT', on('SIGINT'));
+  });
   const platform = await openPlatform({
     configFile: globals.config,
     flags: { 'data.dir|--data': globals.data, ...(globals.dev ? { 'log.level|--dev': 'debug' } : {}) },
     migrate: true,
     watch: true,
   });
+  if (signal) {
+    platform.log.info('shutting down', { signal, while: 'starting' });
+    await platform.shutdown();
+    return 0;
+  }
   let running: Running;
   try {
     running = await listen(platform);
@@ -38,18 +51,13 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     const { startBackupSchedule } = await import('../modules/backup/schedule');
     platform.onShutdown(startBackupSchedule(platform));
   }
-  return await new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
-      platform.log.info('shutting down', { signal });
-      running.stop().then(
-        () => resolve(0),
-        (e) => {
-          platform.log.error('shutdown failed', { cause: e });
-          resolve(1);
-        },
-      );
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
+  const stopping = await stopAsked;
+  platform.log.info('shutting down', { signal: stopping });
+  try {
+    await running.stop();
+    return 0;
+  } catch (e) {
+    platform.log.error('shutdown failed', { cause: e });
+    return 1;
+  }
 }

@@ -128,6 +128,21 @@ export class WaitAbandonedError extends DatabaseBusyError {
   }
 }
 
+/**
+ * The disk holding the database is full (SQLSTATE 53100, e.g. `could not extend file`):
+ * HTTP maps it to 503 `disk_full`, and `/readyz` reports it for a while
+ * (docs/operations.md, "A full disk").
+ */
+export class DiskFullError extends DatabaseUnavailableError {
+  /** When the last one was seen in this process (ms since the epoch), 0 for never. */
+  static lastAt = 0;
+  constructor(cause?: unknown) {
+    super('the disk holding the database is full', cause);
+    this.name = 'DiskFullError';
+    DiskFullError.lastAt = Date.now();
+  }
+}
+
 /** A Postgres error with its SQLSTATE and the fields needed to explain it safely. */
 export class PgError extends Error {
   constructor(
@@ -176,6 +191,7 @@ export function normalizeDbError(err: unknown): unknown {
   if (code && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03')) {
     return new DatabaseUnavailableError(`database unavailable (${code})`, err);
   }
+  if (code === '53100') return new DiskFullError(err);
   if (code && /^[0-9A-Z]{5}$/.test(code)) {
     return new PgError(e.message ?? 'database error', code, {
       column: e.column_name ?? e.column,

@@ -194,6 +194,13 @@ export const Errors = {
       message: 'The database is busy with other work; retry after the number of seconds in Retry-After.',
       extra: (retryAfter: number) => ({ retryAfter }),
     },
+    /** The disk holding the database is full (src/db/engine.ts DiskFullError); reads may still work. */
+    diskFull: {
+      status: 503,
+      code: 'disk_full',
+      message: 'The server has no disk space left to store this; the operator must free some.',
+      extra: (cause?: unknown) => ({ cause, retryAfter: 60 }),
+    },
   }),
   /** 400 (or `opts.status`) `validation_error` with `details.fields` (`validationError`). */
   validation: validationError,

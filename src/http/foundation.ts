@@ -3,7 +3,7 @@ import { AppError, Errors } from './errors';
 import { errorResponse, pathOf, success } from './envelope';
 import type { AreaFacts } from './areas';
 import { requestInfo } from './request-info';
-import { DatabaseBusyError, DatabaseUnavailableError } from '../db/engine';
+import { DatabaseBusyError, DatabaseUnavailableError, DiskFullError } from '../db/engine';
 import type { Logger } from '../log';
 
 /** A field problem in words a client developer can act on. */
@@ -36,6 +36,7 @@ function fieldOf(item: { path: string; schema?: { title?: unknown } }, on: strin
 /** Map anything thrown into an AppError; unknown errors become a 500 whose cause is logged. */
 export function toAppError(err: unknown, area: AreaFacts): AppError {
   if (err instanceof AppError) return err;
+  if (err instanceof DiskFullError) return Errors.diskFull(err);
   if (err instanceof DatabaseBusyError) return Errors.databaseBusy(err.retryAfterSeconds);
   if (err instanceof DatabaseUnavailableError) return Errors.databaseUnavailable(err);
   type Issue = {

@@ -88,7 +88,7 @@ function layerCodes(area: AreaFacts, hasBody: boolean, validationStatus: number)
   // Any route may wait for the database: bounded by database.busy_timeout_ms (src/db/wait-gate.ts).
   const codes: Record<string, string[]> = {
     '500': ['internal_error'],
-    '503': ['database_unavailable', 'database_busy'],
+    '503': ['database_unavailable', 'database_busy', 'disk_full'],
   };
   const add = (status: number, code: string) => (codes[status] ??= []).push(code);
   if (hasBody && area.body === 'json') {

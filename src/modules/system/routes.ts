@@ -1,4 +1,6 @@
+import { statfsSync } from 'node:fs';
 import { Elysia } from 'elysia';
+import { DiskFullError } from '../../db/engine';
 import type { Platform } from '../../platform';
 import { Errors } from '../../http/errors';
 import { metricsFor } from '../../http/metrics';
@@ -29,6 +31,23 @@ function withWaitCounters(
 /** 127.0.0.0/8 and ::1 (addresses arrive normalized: `::ffff:127.0.0.1` is `127.0.0.1`). */
 const isLoopback = (ip: string) => ip === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
 
+/** After a disk-full error, readiness reports it this long (a write could tell, but readiness must not write). */
+const DISK_FULL_REPORT_MS = 30_000;
+/** One WAL segment: below this much free space the embedded engine's next segment cannot be created. */
+const WAL_SEGMENT_BYTES = 16 * 1024 * 1024;
+
+/** A disk-full error was seen lately, or the embedded engine's disk has not room for a WAL segment. */
+function diskFull(p: Platform): boolean {
+  if (Date.now() - DiskFullError.lastAt < DISK_FULL_REPORT_MS) return true;
+  if (p.db.kind !== 'embedded') return false;
+  try {
+    const s = statfsSync(p.dataDir);
+    return s.bavail * s.bsize < WAL_SEGMENT_BYTES;
+  } catch {
+    return false;
+  }
+}
+
 /** Liveness, readiness and metrics (main listener). */
 export function systemRoutes(p: Platform) {
   return new Elysia({ name: 'basalt.system' })
@@ -36,6 +55,7 @@ export function systemRoutes(p: Platform) {
     .get(
       '/readyz',
       async () => {
+        if (diskFull(p)) throw Errors.diskFull();
         // The embedded engine runs in this process: while an open transaction holds it
         // (up to db.transaction_idle_timeout_ms), SELECT 1 would only queue behind it, and
         // reporting that as an outage would take a healthy instance out of rotation.

@@ -8,28 +8,10 @@
  */
 import { serveBinary } from '../test/helpers/binary';
 import { dbQuery, preparedInstance } from '../test/embedded/support';
-import { fmt, p99 } from './support';
+import { fmt, timedLoad } from './support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const MODES = ['off', 'normal', 'full'] as const;
-
-/** Requests from `concurrency` workers for SECONDS; every answer must have status `expect`. */
-async function timedLoad(concurrency: number, send: () => Promise<Response>, expect: number) {
-  const times: number[] = [];
-  const end = performance.now() + SECONDS * 1000;
-  const worker = async () => {
-    while (performance.now() < end) {
-      const t0 = performance.now();
-      const r = await send();
-      await r.arrayBuffer();
-      times.push(performance.now() - t0);
-      if (r.status !== expect) throw new Error(`unexpected status ${r.status}`);
-    }
-  };
-  const start = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { perSecond: times.length / ((performance.now() - start) / 1000), p99: p99(times) };
-}
 
 const smtp = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
 type Cell = { perSecond: number; p99: number };
@@ -56,11 +38,11 @@ try {
           headers: { 'content-type': 'application/json', 'x-api-key': key, 'idempotency-key': crypto.randomUUID() },
           body: JSON.stringify({ to: ['a@example.com'], subject: 's', text: 't' }),
         });
-      await timedLoad(4, insert, 200); // warm-up
+      await timedLoad(SECONDS, 4, insert, 200); // warm-up
       results[mode] = {
-        'insert, 1 at a time': await timedLoad(1, insert, 200),
-        'insert, 16 at a time': await timedLoad(16, insert, 200),
-        'keyed mail, 16 at a time': await timedLoad(16, mail, 202),
+        'insert, 1 at a time': await timedLoad(SECONDS, 1, insert, 200),
+        'insert, 16 at a time': await timedLoad(SECONDS, 16, insert, 200),
+        'keyed mail, 16 at a time': await timedLoad(SECONDS, 16, mail, 202),
       };
     } finally {
       server.proc.kill('SIGTERM');

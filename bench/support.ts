@@ -18,15 +18,13 @@ export const p99 = (xs: number[]): number =>
 export const fmt = (x: number): string => Math.round(x).toLocaleString('en-US');
 
 /**
- * Send `count` requests from `concurrency` workers; every answer must have status `expect`.
- * Returns requests per second and the median latency in ms.
+ * Send requests from `concurrency` workers while `more()` holds; every answer must have
+ * status `expect`. Returns each request's latency in ms and the elapsed seconds.
  */
-export async function countedLoad(count: number, concurrency: number, send: () => Promise<Response>, expect: number) {
-  let next = 0;
+async function load(concurrency: number, more: () => boolean, send: () => Promise<Response>, expect: number) {
   const times: number[] = [];
   const worker = async () => {
-    while (next < count) {
-      next++;
+    while (more()) {
       const t0 = performance.now();
       const r = await send();
       await r.arrayBuffer();
@@ -36,7 +34,24 @@ export async function countedLoad(count: number, concurrency: number, send: () =
   };
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, worker));
-  return { perSecond: count / ((performance.now() - start) / 1000), p50: median(times) };
+  return { times, seconds: (performance.now() - start) / 1000 };
+}
+
+/**
+ * Send `count` requests from `concurrency` workers; every answer must have status `expect`.
+ * Returns requests per second and the median latency in ms.
+ */
+export async function countedLoad(count: number, concurrency: number, send: () => Promise<Response>, expect: number) {
+  let next = 0;
+  const { times, seconds } = await load(concurrency, () => next++ < count, send, expect);
+  return { perSecond: count / seconds, p50: median(times) };
+}
+
+/** Requests from `concurrency` workers for `seconds`; requests per second and the p99 latency in ms. */
+export async function timedLoad(seconds: number, concurrency: number, send: () => Promise<Response>, expect: number) {
+  const end = performance.now() + seconds * 1000;
+  const r = await load(concurrency, () => performance.now() < end, send, expect);
+  return { perSecond: r.times.length / r.seconds, p99: p99(r.times) };
 }
 
 /** A fresh database on BASALT_BENCH_DATABASE_URL (default: the local server), dropped by `drop()`. */

@@ -33,6 +33,9 @@ describe.each(ENGINES)('a full disk on %s', (engine) => {
   });
   afterAll(async () => {
     await s?.stop();
+    // The last disk-full time is the process's (one platform per process): the suites
+    // after this one in the same test process must not see its readiness report.
+    DiskFullError.lastAt = 0;
   });
 
   test('Database API (envelope A): 503 disk_full with Retry-After; /readyz says so', async () => {

@@ -25,6 +25,8 @@ export interface FanoutDeps {
   /** The catalog's table, or undefined (dropped since); with the catalog load time. */
   table: (name: string) => Promise<{ table?: Table; loadedAt: number }>;
   counters: FanoutCounters;
+  /** An identity whose rows could not be evaluated (it sees nothing of that page). */
+  onError: (cause: unknown) => void;
 }
 
 /** Deliver `events` (ascending ids) to `streams`; every stream's cursor ends at the last id. */
@@ -63,16 +65,19 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
   }
 
   // 2. One statement per (identity, table) over every captured row; one per table decodes the keys.
-  const reads: Promise<void>[] = [];
+  const asks: { t: PerTable; ik: string; identity: Identity }[] = [];
+  const keyReads: Promise<void>[] = [];
   for (const t of tables.values()) {
     if (!t) continue;
-    for (const [ik, identity] of t.identities)
-      reads.push(
-        deps.reader.visible(identity, t.table, t.images, t.loadedAt).then((rows) => void t.seen.set(ik, rows)),
-      );
-    reads.push(deps.reader.keys(t.table, t.keys).then((rows) => void (t.keyRows = rows)));
+    for (const [ik, identity] of t.identities) asks.push({ t, ik, identity });
+    keyReads.push(deps.reader.keys(t.table, t.keys).then((rows) => void (t.keyRows = rows)));
   }
-  await Promise.all(reads);
+  const seen = await deps.reader.visible(
+    asks.map((a) => ({ identity: a.identity, table: a.t.table, images: a.t.images, loadedAt: a.t.loadedAt })),
+    deps.onError,
+  );
+  for (let i = 0; i < asks.length; i++) asks[i]!.t.seen.set(asks[i]!.ik, seen[i]!);
+  await Promise.all(keyReads);
 
   // 3. Frames in id order, built once per identity.
   for (const ev of events) {

@@ -29,7 +29,7 @@ export interface HubCounters {
   slow: number;
 }
 
-export interface HubDeps extends Omit<FanoutDeps, 'counters'> {
+export interface HubDeps extends Omit<FanoutDeps, 'counters' | 'onError'> {
   db: Queryable;
   listen: (onWake: () => void) => Promise<() => Promise<void>>;
   retentionSeconds: () => number;
@@ -49,7 +49,11 @@ export class Hub {
   private readonly fanoutDeps: FanoutDeps;
 
   constructor(private readonly deps: HubDeps) {
-    this.fanoutDeps = { ...deps, counters: this.counters };
+    this.fanoutDeps = {
+      ...deps,
+      counters: this.counters,
+      onError: (cause) => deps.onError('realtime: rows could not be evaluated for one identity', cause),
+    };
   }
 
   async start(): Promise<void> {

@@ -18,8 +18,19 @@ import type { Column, Table } from '../database/catalog';
 import { decodeRows } from '../database/value-codec';
 import { roleOf, type Identity } from './principal';
 
-/** Runs `fn` with statements made as `identity` (the Database API's identity helper). */
-export type AsIdentity = <R>(identity: Identity, fn: (q: Queryable) => Promise<R>) => Promise<R>;
+/**
+ * Runs `fn` once for each identity, in one transaction, each call's statements made as its
+ * identity (the Database API's identity helper, `assumeIdentity`, switched between calls).
+ */
+export type AsIdentities = <R>(identities: Identity[], fn: (index: number, q: Queryable) => Promise<R>) => Promise<R[]>;
+
+/** One evaluation `visible` makes: the captured rows of one table for one identity. */
+export interface VisibleAsk {
+  identity: Identity;
+  table: Table;
+  images: string[];
+  loadedAt: number;
+}
 
 /** Decoded rows by their position in the list handed in. */
 export type RowsByIndex = Map<number, Record<string, unknown>>;
@@ -39,7 +50,7 @@ export class RowReader {
   constructor(
     private readonly schema: string,
     private readonly owner: Queryable,
-    private readonly asIdentity: AsIdentity,
+    private readonly asIdentities: AsIdentities,
   ) {}
 
   private qualified(table: Table): string {
@@ -105,30 +116,67 @@ export class RowReader {
   }
 
   /**
-   * Of the captured rows `images` (JSON texts of whole rows of `table`), those `identity`
-   * may see, each as the Database API would answer it: index in `images` → row.
+   * Of the captured rows of each ask (JSON texts of whole rows of its table), those its
+   * identity may see, each as the Database API would answer it: index in `images` → row.
+   * Service keys read on the platform's connection; users and anon all in one transaction,
+   * switching identity between statements (two statements each instead of four). When that
+   * transaction fails (a policy that errors for one identity), each is tried on its own and
+   * one that still fails sees nothing of this page (logged by the caller through `onError`).
    */
-  async visible(identity: Identity, table: Table, images: string[], loadedAt: number): Promise<RowsByIndex> {
-    const role = roleOf(identity);
-    const view = role ? await this.view(role, table, loadedAt) : undefined;
-    const cols = view ? view.columns : table.columnList;
-    const out: RowsByIndex = new Map();
-    if (!images.length || !cols.length) return out;
+  async visible(asks: VisibleAsk[], onError: (cause: unknown) => void): Promise<RowsByIndex[]> {
+    const out: RowsByIndex[] = asks.map(() => new Map());
+    const plans = await Promise.all(asks.map((a) => this.plan(a)));
+    const service: number[] = [];
+    const roles: number[] = [];
+    asks.forEach((a, i) => {
+      if (plans[i]) (roleOf(a.identity) ? roles : service).push(i);
+    });
+    const take = (i: number, rows: Record<string, unknown>[]) => {
+      for (const row of decodeRows(plans[i]!.cols, rows)) {
+        const n = Number(row.__basalt_n) - 1;
+        delete row.__basalt_n;
+        out[i]!.set(n, row);
+      }
+    };
+    const serviceReads = service.map(async (i) =>
+      take(i, (await this.owner.query<Record<string, unknown>>(plans[i]!.sql, plans[i]!.params)).rows),
+    );
+    const read = (i: number, q: Queryable) =>
+      q.query<Record<string, unknown>>(plans[i]!.sql, plans[i]!.params).then((r) => r.rows);
+    if (roles.length) {
+      try {
+        const results = await this.asIdentities(
+          roles.map((i) => asks[i]!.identity),
+          (k, q) => read(roles[k]!, q),
+        );
+        for (let k = 0; k < results.length; k++) take(roles[k]!, results[k]!);
+      } catch {
+        for (const i of roles) {
+          try {
+            const [rows] = await this.asIdentities([asks[i]!.identity], (_k, q) => read(i, q));
+            take(i, rows!);
+          } catch (e) {
+            onError(e);
+          }
+        }
+      }
+    }
+    await Promise.all(serviceReads);
+    return out;
+  }
+
+  /** The statement of one ask, or undefined when there is nothing to evaluate. */
+  private async plan(a: VisibleAsk): Promise<{ sql: string; params: string[]; cols: Column[] } | undefined> {
+    const role = roleOf(a.identity);
+    const view = role ? await this.view(role, a.table, a.loadedAt) : undefined;
+    const cols = view ? view.columns : a.table.columnList;
+    if (!a.images.length || !cols.length) return undefined;
     // The derived table takes the table's name, so a policy's `notes.owner_id` finds its column.
     const sql = `SELECT ${N}, ${cols.map((c) => c.select).join(', ')}
       FROM (SELECT j.n AS ${N}, r.* FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY j(value, n),
-                   jsonb_populate_record(NULL::${this.qualified(table)}, j.value) r) AS ${table.quoted}
+                   jsonb_populate_record(NULL::${this.qualified(a.table)}, j.value) r) AS ${a.table.quoted}
      WHERE ${view ? view.condition : 'true'}`;
-    const params = [`[${images.join(',')}]`];
-    const res = view
-      ? await this.asIdentity(identity, (q) => q.query<Record<string, unknown>>(sql, params))
-      : await this.owner.query<Record<string, unknown>>(sql, params);
-    for (const row of decodeRows(cols, res.rows)) {
-      const n = Number(row.__basalt_n) - 1;
-      delete row.__basalt_n;
-      out.set(n, row);
-    }
-    return out;
+    return { sql, params: [`[${a.images.join(',')}]`], cols };
   }
 
   /** The primary-key columns of rows by their key objects (JSON texts), in the API's representation. */

@@ -9,10 +9,10 @@ import { RealtimeErrors } from './errors';
 import { Hub } from './hub';
 import { enabledTables, publishMessage, REALTIME_CHANNEL } from './outbox';
 import { identityKey, identityOf, limitKey, type Identity, type Principal } from './principal';
-import { RowReader, type AsIdentity } from './rows';
+import { RowReader, type AsIdentities } from './rows';
 import { Stream, frame, type EndReason } from './stream';
 import { holderOf, issueTicket, spendTicket } from './tickets';
-import { ANON, asIdentity, userIdentity } from '../database/identity';
+import { ANON, assumeIdentity, userIdentity } from '../database/identity';
 
 declare module '../../platform' {
   interface Services {
@@ -37,10 +37,10 @@ export class RealtimeService {
 
   constructor(
     private readonly p: Platform,
-    asIdentity: AsIdentity,
+    asIdentities: AsIdentities,
   ) {
     this.schema = p.settings.get<string>('database.data_schema');
-    this.rows = new RowReader(this.schema, p.db, asIdentity);
+    this.rows = new RowReader(this.schema, p.db, asIdentities);
     this.hub = new Hub({
       db: p.db,
       schema: this.schema,
@@ -200,19 +200,34 @@ export class RealtimeService {
   }
 }
 
-/** Statements as a user or anon go through the Database API's identity helper (identity.ts). */
-function asIdentityOn(p: Platform): AsIdentity {
-  return (identity, fn) => {
+/**
+ * Statements as users and anon, through the Database API's identity helper: one
+ * transaction, `assumeIdentity` before each identity's statements (each call replaces all
+ * four transaction-local settings, so none leaks into the next).
+ */
+function asIdentitiesOn(p: Platform): AsIdentities {
+  return (identities, fn) => {
     if (!p.services.database.identities) throw new Error("users' own data is off (docs/database.md)");
-    const id =
-      identity.kind === 'user' ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email }) : ANON;
-    return asIdentity(p.db, id, fn);
+    return p.db.transaction(async (tx) => {
+      const out = [];
+      for (let k = 0; k < identities.length; k++) {
+        const identity = identities[k]!;
+        await assumeIdentity(
+          tx,
+          identity.kind === 'user'
+            ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email })
+            : ANON,
+        );
+        out.push(await fn(k, tx));
+      }
+      return out;
+    });
   };
 }
 
 /** Create the service; the hub starts with `start()` (serve), never in one-shot commands. */
 export function createRealtimeService(p: Platform): RealtimeService {
-  const svc = new RealtimeService(p, asIdentityOn(p));
+  const svc = new RealtimeService(p, asIdentitiesOn(p));
   p.services.keys.onRevoke((id) => svc.keyRevoked(id));
   p.services.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
   p.onShutdown(() => svc.hub.stop(), { drain: true });

@@ -51,6 +51,8 @@ export class RowReader {
     private readonly schema: string,
     private readonly owner: Queryable,
     private readonly asIdentities: AsIdentities,
+    /** Transactions evaluating users and anon at once: 1 on the embedded engine (one session anyway). */
+    private readonly parallel = 1,
   ) {}
 
   private qualified(table: Table): string {
@@ -143,24 +145,30 @@ export class RowReader {
     );
     const read = (i: number, q: Queryable) =>
       q.query<Record<string, unknown>>(plans[i]!.sql, plans[i]!.params).then((r) => r.rows);
-    if (roles.length) {
-      try {
-        const results = await this.asIdentities(
-          roles.map((i) => asks[i]!.identity),
-          (k, q) => read(roles[k]!, q),
-        );
-        for (let k = 0; k < results.length; k++) take(roles[k]!, results[k]!);
-      } catch {
-        for (const i of roles) {
-          try {
-            const [rows] = await this.asIdentities([asks[i]!.identity], (_k, q) => read(i, q));
-            take(i, rows!);
-          } catch (e) {
-            onError(e);
+    // Chunks run in parallel transactions (external PostgreSQL: one connection each).
+    const size = Math.ceil(roles.length / this.parallel);
+    const chunks: number[][] = [];
+    for (let k = 0; k < roles.length; k += size) chunks.push(roles.slice(k, k + size));
+    await Promise.all(
+      chunks.map(async (chunk) => {
+        try {
+          const results = await this.asIdentities(
+            chunk.map((i) => asks[i]!.identity),
+            (k, q) => read(chunk[k]!, q),
+          );
+          for (let k = 0; k < results.length; k++) take(chunk[k]!, results[k]!);
+        } catch {
+          for (const i of chunk) {
+            try {
+              const [rows] = await this.asIdentities([asks[i]!.identity], (_k, q) => read(i, q));
+              take(i, rows!);
+            } catch (e) {
+              onError(e);
+            }
           }
         }
-      }
-    }
+      }),
+    );
     await Promise.all(serviceReads);
     return out;
   }

@@ -40,7 +40,7 @@ export class RealtimeService {
     asIdentities: AsIdentities,
   ) {
     this.schema = p.settings.get<string>('database.data_schema');
-    this.rows = new RowReader(this.schema, p.db, asIdentities);
+    this.rows = new RowReader(this.schema, p.db, asIdentities, p.db.kind === 'external' ? 4 : 1);
     this.hub = new Hub({
       db: p.db,
       schema: this.schema,
@@ -202,26 +202,27 @@ export class RealtimeService {
 
 /**
  * Statements as users and anon, through the Database API's identity helper: one
- * transaction, `assumeIdentity` before each identity's statements (each call replaces all
- * four transaction-local settings, so none leaks into the next).
+ * transaction, `assumeIdentity` before each identity's statement (each call replaces all
+ * four transaction-local settings, so none leaks into the next). Everything is issued at
+ * once: a connection runs its statements in the order they were sent, so the identities
+ * take turns correctly while the round trips overlap (pipelined on external PostgreSQL).
  */
 function asIdentitiesOn(p: Platform): AsIdentities {
   return (identities, fn) => {
     if (!p.services.database.identities) throw new Error("users' own data is off (docs/database.md)");
-    return p.db.transaction(async (tx) => {
-      const out = [];
-      for (let k = 0; k < identities.length; k++) {
-        const identity = identities[k]!;
-        await assumeIdentity(
-          tx,
-          identity.kind === 'user'
-            ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email })
-            : ANON,
-        );
-        out.push(await fn(k, tx));
-      }
-      return out;
-    });
+    return p.db.transaction((tx) =>
+      Promise.all(
+        identities.map((identity, k) => {
+          const assumed = assumeIdentity(
+            tx,
+            identity.kind === 'user'
+              ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email })
+              : ANON,
+          );
+          return Promise.all([assumed, fn(k, tx)]).then(([, result]) => result);
+        }),
+      ),
+    );
   };
 }
 

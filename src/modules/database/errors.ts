@@ -92,7 +92,7 @@ export const DbErrors = {
       status: 404,
       code: 'transaction_not_found',
       message:
-        'No open transaction with this id for this API key (it was committed, rolled back, timed out, or never existed).',
+        'No open transaction with this id for this API key or user (it was committed, rolled back, timed out, or never existed).',
     },
     txAborted: {
       status: 409,
@@ -126,7 +126,7 @@ export const DbErrors = {
     tooManyTx: {
       status: 429,
       code: 'too_many_transactions',
-      message: (max: number) => `This API key already holds ${max} open transactions; commit or roll back one first.`,
+      message: (max: number) => `This API key or user already holds ${max} open transactions; commit or roll back one first.`,
     },
   }),
   /** 400 `validation_error` naming what is wrong; `field` is the request path (e.g. `filters[0].op`). */

@@ -102,19 +102,6 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
     return 0;
   }
   const found = noCommand ? { cmd: commands.find((c) => c.name === 'serve')!, rest: argv } : findCommand(argv);
-  // A group's name alone (`basalt admin`, `basalt keys --help`): its commands, not "unknown command".
-  const group = argv.find((a) => !a.startsWith('-'));
-  const members = found ? [] : commands.filter((c) => c.name.startsWith(`${group} `));
-  if (members.length) {
-    const asked = argv.includes('--help') || argv.includes('-h');
-    const lines = [
-      ...(asked ? [] : [`basalt ${group}: give one of its commands`, '']),
-      ...members.flatMap((c) => [...usageLines(c.usage, '  '), ...wrap(`      ${c.summary}`, COLUMNS, '      ')]),
-    ].join('\n');
-    if (asked) io.out(lines);
-    else io.err(lines);
-    return asked ? 0 : 2;
-  }
   if (!found) {
     // A group's name alone (`basalt admin`, `basalt keys --help`): its commands.
     const group = argv.find((a) => !a.startsWith('-'))!;

@@ -126,7 +126,8 @@ export const DbErrors = {
     tooManyTx: {
       status: 429,
       code: 'too_many_transactions',
-      message: (max: number) => `This API key or user already holds ${max} open transactions; commit or roll back one first.`,
+      message: (max: number) =>
+        `This API key or user already holds ${max} open transactions; commit or roll back one first.`,
     },
   }),
   /** 400 `validation_error` naming what is wrong; `field` is the request path (e.g. `filters[0].op`). */

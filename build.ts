@@ -26,7 +26,11 @@ const result = await Bun.build({
   entrypoints: [resolve(import.meta.dir, 'src/main.ts')],
   files: { [resolve(import.meta.dir, 'src/modules/panel/embedded.ts')]: embedded },
   compile: { outfile },
-  minify: true,
+  // Not `identifiers`: Elysia's compiled handlers recognise a failed TypeBox decode by
+  // `error.constructor.name === 'TransformDecodeError'`, and a renamed class makes them
+  // drop the error silently, so a query's `t.Integer({ minimum })` let `-1` through as the
+  // string "-1" (a 500 further down). test/security/bounds.test.ts asks this of the executable.
+  minify: { whitespace: true, syntax: true, identifiers: false },
   sourcemap: 'linked',
   target: 'bun',
 });

@@ -3,7 +3,8 @@ import type { Platform } from './platform';
 import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
 import { recordListeners } from './modules/runtime-config/service';
-import { startAdminTasks, type AdminTasks } from './modules/admin/tasks';
+import { issueSetupLink } from './modules/admin/tasks';
+import { startWorkers } from './workers';
 import { within } from './util/timeout';
 
 // Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
@@ -102,14 +103,12 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
     throw e;
   }
   recordListeners(p, main.url, pub?.url);
-  // The mail worker delivers in every process that serves HTTP, never in one-shot commands (docs/mail.md).
-  void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
-  // The realtime reader feeds this instance's streams (docs/realtime.md).
-  void p.services.realtime.start().catch((e) => p.log.error('realtime reader failed to start', { cause: e }));
   p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
-  let admin: AdminTasks;
+  let setupLink: string | undefined;
   try {
-    admin = await startAdminTasks(
+    // The background workers of a serving process, all in one list (src/workers.ts).
+    await startWorkers(p);
+    setupLink = await issueSetupLink(
       p,
       p.settings.get<string>('web.main_base_url') ||
         main.url.origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:'),
@@ -123,7 +122,7 @@ export async function listen(p: Platform, extra: ExtraModules = []): Promise<Run
   return {
     main,
     public: pub,
-    setupLink: admin.setupLink,
+    setupLink,
     stop: () =>
       (stopping ??= (async () => {
         const servers = pub ? [main, pub] : [main];

@@ -43,13 +43,11 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
   if (running.setupLink && cliCommand().startsWith('npx'))
     console.error(`(from this checkout: ${cliCommand()} admin create --email E --password P)\n`);
   // Embedded: other `basalt` commands run inside this process over the management socket.
+  // (Background workers, the backup schedule among them, are started by listen(): src/workers.ts.)
   if (platform.db.kind === 'embedded') {
     const { runInProcess } = await import('../main');
     const close = startControlSocket(platform.dataDir, (argv, io) => runInProcess(argv, io, platform), platform.log);
     if (close) platform.onShutdown(close);
-    // Scheduled backups (backup.schedule, docs/backup.md).
-    const { startBackupSchedule } = await import('../modules/backup/schedule');
-    platform.onShutdown(startBackupSchedule(platform));
   }
   const stopping = await stopAsked;
   platform.log.info('shutting down', { signal: stopping });

@@ -1,8 +1,8 @@
 /**
- * What `serve` runs for administration once it listens (never `createApp`, so building
- * the app has no side effects): the instance heartbeat behind the dashboard's
- * "instances seen", hourly housekeeping (audit retention in batches, ended sessions),
- * and the setup link while no administrator exists (docs/admin.md).
+ * Administration's part of serving (docs/admin.md): the instance heartbeat behind the
+ * dashboard's "instances seen" and hourly housekeeping (audit retention in batches, ended
+ * sessions) — a background worker of src/workers.ts — and the setup link while no
+ * administrator exists. Never run by `createApp`, so building the app has no side effects.
  */
 import { hostname } from 'node:os';
 import type { Platform } from '../../platform';
@@ -13,13 +13,8 @@ const HOUSEKEEPING_MS = 60 * 60_000;
 /** An instance not heard from for this long is no longer "seen". */
 export const INSTANCE_SEEN_SECONDS = 90;
 
-export interface AdminTasks {
-  instanceId: string;
-  /** The one-time setup link, when no administrator existed at start. */
-  setupLink?: string;
-}
-
-export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise<AdminTasks> {
+/** Start the heartbeat and the housekeeping; resolves to the function that ends both. */
+export async function startAdminHousekeeping(p: Platform): Promise<() => Promise<void>> {
   const instanceId = crypto.randomUUID();
   const beat = () =>
     p.db.query(
@@ -48,14 +43,17 @@ export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise
     HOUSEKEEPING_MS,
   );
   hourly.unref();
-  p.onShutdown(async () => {
+  return async () => {
     clearInterval(heartbeat);
     clearInterval(hourly);
     await p.db.query('DELETE FROM basalt.instances WHERE id = $1', [instanceId]).catch(() => {});
-  });
+  };
+}
 
+/** The one-time link that creates the first administrator, while none exists (else undefined). */
+export async function issueSetupLink(p: Platform, mainBaseUrl: string): Promise<string | undefined> {
   const token = await p.services.admin.issueSetupToken();
-  if (!token) return { instanceId };
+  if (!token) return undefined;
   const link = setupLink(mainBaseUrl, token);
   // The link itself goes to the operator's terminal only (serve prints it on stderr): log
   // lines are often shipped elsewhere, and the token makes whoever holds it the first admin.
@@ -63,5 +61,5 @@ export async function startAdminTasks(p: Platform, mainBaseUrl: string): Promise
     'no administrator yet: open the one-time setup link printed on stderr within 30 minutes, or run basalt admin create',
     { setup_path: '/_/#/setup' },
   );
-  return { instanceId, setupLink: link };
+  return link;
 }

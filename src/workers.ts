@@ -1,0 +1,73 @@
+/**
+ * The background work of a serving process, in one list. `listen()` (src/serve.ts) starts
+ * each worker once the listeners answer, in this order, and each one's stop runs at
+ * shutdown (in reverse order, before the database closes). So `basalt serve` and every test
+ * that goes through `listen()` run the same workers; one-shot commands (`basalt keys …`)
+ * run none.
+ *
+ * Adding a worker: a `start(p)` that begins the work and returns the function that ends it
+ * (waiting for a run under way), and one entry below; `runs` when only some processes run
+ * it. docs/operations.md ("Background workers") lists them for operators.
+ *
+ * Not here: the settings watch (part of opening the platform: a setting changed elsewhere
+ * must be live before the first request), the caches' LISTEN subscriptions of the key and
+ * session services (part of those services being correct), and the management socket
+ * (src/cli/serve-command.ts: only `basalt serve` takes commands).
+ */
+import type { Platform } from './platform';
+import { startAdminHousekeeping } from './modules/admin/tasks';
+import { startBackupSchedule } from './modules/backup/schedule';
+
+type Stop = () => Promise<void> | void;
+
+export interface Worker {
+  name: string;
+  /** Whether this process runs the worker (default: every serving process). */
+  runs?(p: Platform): boolean;
+  /** Begin; resolves to the function that ends it. */
+  start(p: Platform): Stop | Promise<Stop>;
+}
+
+export const WORKERS: Worker[] = [
+  {
+    // Delivery from the queue in every serving process (docs/mail.md), and the hourly purge of old jobs.
+    name: 'mail delivery and retention',
+    start(p) {
+      void p.services.mail.startWorker().catch((e) => p.log.error('mail worker failed to start', { cause: e }));
+      // Ended by the mail service's own shutdown step, which also settles sends in flight.
+      return () => {};
+    },
+  },
+  {
+    // The realtime reader feeds this instance's event streams (docs/realtime.md).
+    name: 'realtime reader',
+    start(p) {
+      void p.services.realtime.start().catch((e) => p.log.error('realtime reader failed to start', { cause: e }));
+      // Ended by the realtime service's own drain step, as soon as a stop begins.
+      return () => {};
+    },
+  },
+  {
+    // The dashboard's "instances seen", audit retention and ended admin sessions (docs/admin.md).
+    name: 'instance heartbeat and admin housekeeping',
+    start: startAdminHousekeeping,
+  },
+  {
+    // Scheduled backups (backup.schedule, docs/backup.md): the embedded engine's data dir is this process's.
+    name: 'backup schedule',
+    runs: (p) => p.db.kind === 'embedded',
+    start: startBackupSchedule,
+  },
+];
+
+/** Start every worker this process runs; a worker that fails to start is logged, the others run. */
+export async function startWorkers(p: Platform, workers: Worker[] = WORKERS): Promise<void> {
+  for (const w of workers) {
+    if (w.runs && !w.runs(p)) continue;
+    try {
+      p.onShutdown(await w.start(p));
+    } catch (e) {
+      p.log.error('background worker failed to start', { worker: w.name, cause: e });
+    }
+  }
+}

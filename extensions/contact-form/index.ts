@@ -107,7 +107,6 @@ export default defineExtension({
           202: ctx.schemas.envelope(t.Object({ accepted: t.Literal(true) })),
         },
         detail: {
-          tags: ['contact-form'],
           summary: 'Send a contact form message',
           // Statuses and codes this route answers besides its schema's, for the OpenAPI document.
           'x-codes': { 429: ['rate_limited'], 503: ['not_configured'] },

@@ -53,7 +53,6 @@ export function fileRoutes(ctx: ExtensionContext) {
   const where = storages(ctx.settings, join(root, 'files'));
   const tmp = join(root, 'tmp');
   mkdirSync(tmp, { recursive: true });
-  const tags = ['Files'];
   const errors = (...statuses: number[]) => ctx.schemas.errors('C', ...statuses);
   const notFound = () => ctx.errors.notFound('No such file (or it belongs to someone else).');
 
@@ -106,7 +105,6 @@ export function fileRoutes(ctx: ExtensionContext) {
         parse: 'none',
         response: { 201: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(400, 401, 403, 413, 415, 503) },
         detail: {
-          tags,
           summary: 'Upload a file',
           'x-codes': {
             401: ['unauthorized', 'token_expired', 'session_revoked'],
@@ -177,7 +175,6 @@ export function fileRoutes(ctx: ExtensionContext) {
           ...errors(400, 401, 403),
         },
         detail: {
-          tags,
           summary: 'List files',
           'x-codes': { 400: ['validation_error'], 401: ['unauthorized'], 403: ['forbidden'] },
           description:
@@ -198,7 +195,6 @@ export function fileRoutes(ctx: ExtensionContext) {
         params: t.Object({ id: t.String() }),
         response: { 200: ctx.schemas.envelopeC(t.Object({ file: FileInfo })), ...errors(401, 403, 404) },
         detail: {
-          tags,
           summary: 'File metadata',
           'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] },
           security: [{ Bearer: [] }, { ApiKey: [] }],
@@ -216,7 +212,6 @@ export function fileRoutes(ctx: ExtensionContext) {
           download: t.Optional(t.String({ description: 'Present: always Content-Disposition: attachment.' })),
         }),
         detail: {
-          tags,
           summary: 'Download a file',
           'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'], 416: ['range_not_satisfiable'] },
           description:
@@ -275,7 +270,6 @@ export function fileRoutes(ctx: ExtensionContext) {
           ...errors(401, 403, 404),
         },
         detail: {
-          tags,
           summary: 'Delete a file',
           'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['not_found'] },
           description: 'Needs the owner’s access token or an API key with `files:upload`.',

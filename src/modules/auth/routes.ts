@@ -15,7 +15,6 @@ import { SignInResponses } from './sign-in-model';
 import { oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 import type { ClientMeta } from './service';
 
-const tags = ['Public Auth'];
 const bearer = [{ Bearer: [] }];
 
 function meta(request: Request): ClientMeta {
@@ -45,7 +44,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
         body: Bodies.register,
         response: { 201: Responses.register, ...errors(401, 403, 409, 422, 429) },
         detail: {
-          tags,
           summary: 'Register a user',
           'x-codes': { 403: ['registration_closed'], 409: ['email_taken'], 429: ['rate_limited'] },
           description:
@@ -58,7 +56,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
         body: Bodies.login,
         response: { 200: SignInResponses.signIn, ...errors(401, 403, 422, 429) },
         detail: {
-          tags,
           summary: 'Log in with e-mail and password',
           'x-codes': {
             401: ['invalid_credentials'],
@@ -76,7 +73,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
         body: Bodies.refresh,
         response: { 200: Responses.session, ...errors(401, 403, 422) },
         detail: {
-          tags,
           summary: 'Rotate the refresh token',
           'x-codes': { 401: ['invalid_refresh_token', 'refresh_token_reused'], 403: ['account_disabled'] },
           description:
@@ -98,7 +94,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.logout,
           response: { 200: Responses.done, ...errors(401, 422) },
           detail: {
-            tags,
             summary: 'Log out',
             'x-codes': {
               401: [
@@ -126,7 +121,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           user: true,
           response: { 200: Responses.me, ...errors(401, 403) },
           detail: {
-            tags,
             summary: 'The signed-in user',
             'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
             description:
@@ -147,7 +141,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.forgot,
           response: { 200: Responses.done, ...errors(422, 429) },
           detail: {
-            tags,
             summary: 'Ask for a password reset mail',
             'x-codes': { 429: ['rate_limited'] },
             description:
@@ -164,7 +157,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.reset,
           response: { 200: Responses.user, ...errors(400, 422, 429) },
           detail: {
-            tags,
             summary: 'Set a new password with a mailed token',
             'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
             description:
@@ -182,7 +174,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.change,
           response: { 200: Responses.user, ...errors(400, 401, 403, 422, 429) },
           detail: {
-            tags,
             summary: 'Change the password',
             'x-codes': {
               400: ['invalid_current_password'],
@@ -203,7 +194,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.verify,
           response: { 200: Responses.user, ...errors(400, 422, 429) },
           detail: {
-            tags,
             summary: 'Confirm an e-mail address',
             'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
             description:
@@ -224,7 +214,6 @@ export function authRoutes(p: Platform, area: AreaFacts) {
           body: Bodies.resend,
           response: { 200: Responses.done, ...errors(422, 429, 503) },
           detail: {
-            tags,
             summary: 'Send the verification mail again',
             'x-codes': { 429: ['rate_limited'], 503: ['mail_not_configured'] },
             description:

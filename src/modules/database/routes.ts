@@ -152,7 +152,6 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         body: QueryBody,
         response: { 200: QueryResult, ...errorResponses },
         detail: {
-          tags: ['Database'],
           summary: 'Run a parameterized query on a whitelisted table',
           'x-codes': {
             400: ['filters_required'],
@@ -179,7 +178,6 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
         body: EmptyBody,
         response: { 200: BeginResult, ...errorResponses },
         detail: {
-          tags: ['Database'],
           summary: 'Begin a transaction',
           'x-codes': {
             401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
@@ -202,7 +200,6 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
       {
         ...ending,
         detail: {
-          tags: ['Database'],
           summary: 'Commit a transaction',
           'x-codes': {
             401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
@@ -224,7 +221,6 @@ export function databaseRoutes(p: Platform, area: AreaFacts) {
       {
         ...ending,
         detail: {
-          tags: ['Database'],
           summary: 'Roll back a transaction',
           'x-codes': {
             401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],

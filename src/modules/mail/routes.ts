@@ -47,7 +47,6 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
           body: SendBody,
           response: { 200: Sent, 202: Queued, ...errors(400, 401, 403, 404, 409, 413, 415, 422, 502, 503) },
           detail: {
-            tags: ['Mail'],
             summary: 'Send an e-mail (template or inline), sync or queued',
             'x-codes': {
               401: ['unauthorized'],
@@ -90,7 +89,6 @@ export function mailRoutes(p: Platform, area: AreaFacts) {
           params: t.Object({ job_id: t.String({ description: 'job_id from the send answer.' }) }),
           response: { 200: JobAnswer, ...errors(401, 403, 404) },
           detail: {
-            tags: ['Mail'],
             summary: 'State of a mail job',
             'x-codes': { 401: ['unauthorized'], 403: ['forbidden'], 404: ['job_not_found'] },
             description:

@@ -154,6 +154,17 @@ function gatedPrefixes(areas: Areas): string {
 
 const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
+/**
+ * An operation's tag, from its area (so route files name none): the area's own in the route
+ * list (src/app.ts), or on the extensions' module routes the extension's name
+ * (`/api/module/<name>/…`). A route's `detail.tags` still wins.
+ */
+function tagsOf(area: AreaFacts, path: string): string[] {
+  if (area.openapi?.tag) return [area.openapi.tag.name];
+  const name = path.slice(prefixesOf(area)[0]!.length + 1).split('/')[0];
+  return name ? [name] : [];
+}
+
 export interface RouteInfo {
   method: string;
   path: string;
@@ -256,7 +267,11 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     ...detail
   } = hooks.detail ?? {};
   const method = route.method.toLowerCase();
-  const op: Operation = { operationId: detail.operationId ?? operationId(route.method, route.path), ...detail };
+  const op: Operation = {
+    operationId: detail.operationId ?? operationId(route.method, route.path),
+    tags: tagsOf(area, route.path),
+    ...detail,
+  };
   op.operationId = op.operationId.replace(/[^A-Za-z0-9]/g, '');
 
   const parameters: unknown[] = [];

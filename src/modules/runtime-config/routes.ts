@@ -29,7 +29,6 @@ export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
       publicAccess: true,
       response: { 200: RuntimeConfig },
       detail: {
-        tags: ['Runtime config'],
         summary: 'Public front-end parameters',
         description:
           'What a front-end may know before signing in. Never contains a secret. In api_key_required mode it needs X-API-Key with an active key (401 api_key_required without one) and includes site_public_key.',

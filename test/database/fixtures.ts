@@ -33,6 +33,9 @@ export const ITEMS = [
   { name: 'eggplant', qty: 7, price: null, category: 'veg', active: true },
 ];
 
+/** The tables as `startServer`'s migrations (both targets: the source and the executable). */
+export const TABLE_MIGRATIONS = { '001_tables.sql': SCHEMA_SQL };
+
 export async function setupTables(s: TestServer): Promise<void> {
   await s.platform.db.exec(SCHEMA_SQL);
 }

@@ -77,8 +77,7 @@ describe.each(ENGINES)('Database API values on %s', (engine) => {
   const q = (body: unknown) => query(s, key, body);
 
   beforeAll(async () => {
-    s = await startServer(engine);
-    await s.platform.db.exec(TABLE);
+    s = await startServer(engine, { migrations: { '001_vals.sql': TABLE } });
     key = await createKey(s, { type: 'service', service: 'vals', permissions: ['db:query'], tables: ['vals'] });
   });
   afterAll(() => s.stop());

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import { ON_SOURCE, startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { download, PNG, REPO_EXTENSIONS, startS3, upload } from './support';
 import { signInUser, type SignedInUser } from '../helpers/users';
@@ -40,8 +40,13 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     await s3?.stop();
   });
 
-  test('media-library is loaded as version 1.0.1', () => {
-    expect(s.platform.services.extensions.get('media-library')).toMatchObject({ status: 'loaded', version: '1.0.1' });
+  test('media-library is loaded as version 1.0.1', async () => {
+    const loaded = ON_SOURCE
+      ? s.platform.services.extensions.get('media-library')
+      : (await s.admin('GET', '/api/admin/extensions')).body.data.extensions.find(
+          (e: { name: string }) => e.name === 'media-library',
+        );
+    expect(loaded).toMatchObject({ version: '1.0.1', ...(ON_SOURCE ? { status: 'loaded' } : { state: 'loaded' }) });
   });
 
   test('upload detects the content type from the bytes and sanitizes the name', async () => {
@@ -248,16 +253,15 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   test.if(storage === 'local')(
     'S3 settings take effect live; an unreachable bucket → 503 and nothing recorded',
     async () => {
-      const ml = s.platform.services.extensions.settings('media-library')!;
       const before = (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
-      await ml.set('s3_endpoint', 'http://127.0.0.1:1');
-      await ml.set('s3_bucket', 'nowhere');
+      await s.setExtensionSetting('media-library', 's3_endpoint', 'http://127.0.0.1:1');
+      await s.setExtensionSetting('media-library', 's3_bucket', 'nowhere');
       try {
         const r = await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } });
         expectCError(r, 503, 'storage_unavailable', 'The file storage is unavailable; retry shortly.');
       } finally {
-        await ml.unset('s3_bucket');
-        await ml.unset('s3_endpoint');
+        await s.setExtensionSetting('media-library', 's3_bucket', null);
+        await s.setExtensionSetting('media-library', 's3_endpoint', null);
       }
       expect((await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total).toBe(before);
       expect((await upload(s, 'x', { headers: { 'x-api-key': keys.upload! } })).status).toBe(201);
@@ -265,7 +269,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
   );
 
   test('size limit (files.max_bytes) → 413, early on Content-Length or while streaming', async () => {
-    await s.platform.settings.set('files.max_bytes', 100_000);
+    await s.settings.set('files.max_bytes', 100_000);
     try {
       const way_over = await upload(s, new Uint8Array(300_000), { headers: alice.headers() });
       expectCError(way_over, 413, 'payload_too_large', 'The request body is larger than 100000 bytes.');
@@ -276,7 +280,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       expect(at_limit.status).toBe(201);
       expect(readdirSync(join(s.db.dataDir, 'extensions', 'media-library', 'tmp'))).toEqual([]);
     } finally {
-      await s.platform.settings.unset('files.max_bytes');
+      await s.settings.unset('files.max_bytes');
     }
   });
 
@@ -284,7 +288,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
     const max = 64 * 1024;
     const chunk = new Uint8Array(16 * 1024).fill(7);
     const total = 20 * max;
-    await s.platform.settings.set('files.max_bytes', max);
+    await s.settings.set('files.max_bytes', max);
     const count = async () => (await s.req('GET', '/api/v1/files', { headers: { 'x-api-key': keys.all! } })).body.total;
     const before = await count();
     try {
@@ -346,11 +350,16 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
       expect(readdirSync(tmp)).toEqual([]);
       expect(await count()).toBe(before);
     } finally {
-      await s.platform.settings.unset('files.max_bytes');
+      await s.settings.unset('files.max_bytes');
     }
   });
 
-  test('files.max_bytes defaults to 25 MiB (26214400 bytes), as docs/files.md and docs/configuration.md say', () => {
-    expect(s.platform.settings.get<number>('files.max_bytes')).toBe(26_214_400);
+  test('files.max_bytes defaults to 25 MiB (26214400 bytes), as docs/files.md and docs/configuration.md say', async () => {
+    const value = ON_SOURCE
+      ? s.platform.settings.get<number>('files.max_bytes')
+      : (await s.admin('GET', '/api/admin/settings')).body.data.settings.find(
+          (x: { key: string }) => x.key === 'files.max_bytes',
+        ).value;
+    expect(value).toBe(26_214_400);
   });
 });

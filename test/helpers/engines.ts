@@ -25,8 +25,14 @@ export interface FreshDb {
 
 let template: Promise<string> | undefined;
 
-/** An initialized embedded data dir (initdb takes seconds), copied for every test. */
-function embeddedTemplate(): Promise<string> {
+/**
+ * An initialized embedded data dir (initdb takes seconds), copied for every test: made once
+ * per process, or given by BASALT_TEST_EMBEDDED_TEMPLATE (scripts/test-executable.ts makes
+ * one for all its `bun test` processes).
+ */
+export function embeddedTemplate(): Promise<string> {
+  const given = process.env.BASALT_TEST_EMBEDDED_TEMPLATE;
+  if (given) return Promise.resolve(given);
   return (template ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), 'basalt-template-'));
     const { openEmbedded } = await import('../../src/db/embedded');

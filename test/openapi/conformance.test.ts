@@ -223,15 +223,17 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     sink = await startSmtpSink();
     s = await startServer(engine, {
       env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1' },
+      migrations: {
+        '001_items.sql': 'CREATE TABLE public.items (id serial PRIMARY KEY, name text NOT NULL, note text)',
+      },
     });
-    // Mail as live settings (not the environment, which would pin them), so a test can take it away.
-    await s.platform.settings.set('mail.from', 'app@example.com');
-    await s.platform.settings.set('mail.smtp_url', sink.url);
     // The document as first served: before any other request has reached the server.
     served = await (await fetch(s.publicUrl + '/api/openapi.json')).text();
     doc = JSON.parse(served);
     c = new Conformance(doc);
-    await s.platform.db.exec('CREATE TABLE public.items (id serial PRIMARY KEY, name text NOT NULL, note text)');
+    // Mail as live settings (not the environment, which would pin them), so a test can take it away.
+    await s.settings.set('mail.from', 'app@example.com');
+    await s.settings.set('mail.smtp_url', sink.url);
     keys.db = await createKey(s, { permissions: ['db:*'], tables: ['items'] });
     keys.dbOther = await createKey(s, { permissions: ['db:query'], tables: ['orders'] });
     keys.mail = await createKey(s, { permissions: ['mail:send'] });
@@ -441,11 +443,11 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
       last = (await hit('POST', '/api/v1/auth/login', { json: { email, password: `wrong ${i}` }, ip })).status;
     expect(last).toBe(429);
     // Without mail: 503 mail_not_configured on resend.
-    await s.platform.settings.unset('mail.smtp_url');
+    await s.settings.unset('mail.smtp_url');
     try {
       expect((await hit('POST', '/api/v1/auth/verify-email/resend', { json: { email } })).status).toBe(503);
     } finally {
-      await s.platform.settings.set('mail.smtp_url', sink.url);
+      await s.settings.set('mail.smtp_url', sink.url);
     }
   });
 
@@ -574,11 +576,11 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     );
     expect((await hit('GET', `/api/v1/mail/jobs/${queued.body.data.job_id}`, { headers: k })).status).toBe(200);
     expect((await hit('GET', `/api/v1/mail/jobs/${crypto.randomUUID()}`, { headers: k })).status).toBe(404);
-    await s.platform.settings.unset('mail.smtp_url');
+    await s.settings.unset('mail.smtp_url');
     try {
       expect((await hit('POST', '/api/v1/mail/send', { json: msg, headers: k })).status).toBe(503);
     } finally {
-      await s.platform.settings.set('mail.smtp_url', sink.url);
+      await s.settings.set('mail.smtp_url', sink.url);
     }
   });
 
@@ -633,11 +635,10 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   });
 
   test('extension routes (contact form)', async () => {
-    const settings = s.platform.services.extensions.settings('contact-form')!;
     const form = { name: 'Ada', email: 'ada@example.com', message: 'Hello' };
     expect((await hit('POST', '/api/module/contact-form/submit', { json: form })).status).toBe(503);
-    await settings.set('to', 'owner@example.com');
-    await settings.set('rate_limit_per_hour', 1);
+    await s.setExtensionSetting('contact-form', 'to', 'owner@example.com');
+    await s.setExtensionSetting('contact-form', 'rate_limit_per_hour', 1);
     const ip = '198.19.1.1';
     expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(202);
     expect((await hit('POST', '/api/module/contact-form/submit', { json: form, ip })).status).toBe(429);
@@ -656,7 +657,7 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   });
 
   test('api_key_required mode: 401 api_key_required on every public prefix, the key opens them', async () => {
-    await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+    await s.settings.set('web.public_api_access_mode', 'api_key_required');
     try {
       const site = { 'x-api-key': keys.site! };
       expect((await hit('GET', '/api/v1/public/runtime-config')).status).toBe(401);
@@ -687,7 +688,7 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
         ).status,
       ).toBe(401);
     } finally {
-      await s.platform.settings.set('web.public_api_access_mode', 'open');
+      await s.settings.set('web.public_api_access_mode', 'open');
     }
   });
 

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import type { Reply, TestServer } from '../helpers/server';
+import { ON_SOURCE, type Reply, type TestServer } from '../helpers/server';
 import { migratePlatform } from '../../src/db/migrate';
 import { PgError } from '../../src/db/engine';
 import { PASSWORD, call, email, startAuthServer } from '../auth/support';
@@ -60,8 +60,8 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
   beforeAll(async () => {
     s = await startAuthServer(engine);
     // Mail configured (to a port nobody listens on), so verify-email/resend reaches the address check.
-    await s.platform.settings.set('mail.smtp_url', 'smtp://127.0.0.1:9');
-    await s.platform.settings.set('mail.from', 'noreply@example.com');
+    await s.settings.set('mail.smtp_url', 'smtp://127.0.0.1:9');
+    await s.settings.set('mail.from', 'noreply@example.com');
   });
   afterAll(() => s.stop());
 
@@ -100,11 +100,13 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     expect((await call(s, { path: 'register', body: { email: nfc, password: PASSWORD } })).status).toBe(409);
     const byNfc = await call(s, { path: 'login', body: { email: nfc, password: PASSWORD } });
     expect(byNfc.body.data.user.id).toBe(jose.body.data.user.id);
-    const { rows } = await s.platform.db.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM basalt.users WHERE email IN ($1, $2, $3)',
-      [plain, nfc, nfd],
-    );
-    expect(rows[0]!.n).toBe(2);
+    if (ON_SOURCE) {
+      const { rows } = await s.platform.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM basalt.users WHERE email IN ($1, $2, $3)',
+        [plain, nfc, nfd],
+      );
+      expect(rows[0]!.n).toBe(2);
+    }
   });
 
   test('international addresses are accepted and stored normalized', async () => {
@@ -171,7 +173,9 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
       ],
       body,
     );
-    const r = await rawRequest(s.publicUrl, Buffer.from(text, 'latin1'));
+    // The answer ends with the connection (requestText asks to close it); the long quiet allowance
+    // is for a busy machine, where an argon2id sign-in alone can take longer than the default 700 ms.
+    const r = await rawRequest(s.publicUrl, Buffer.from(text, 'latin1'), 15_000);
     expect(r.responses[0]?.status).toBe(200);
   });
 
@@ -195,7 +199,7 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     expect(wrong.status).toBe(400);
   });
 
-  test('the table refuses what the application refuses (check constraint of migration 060)', async () => {
+  test.if(ON_SOURCE)('the table refuses what the application refuses (check constraint of migration 060)', async () => {
     for (const bad of [
       'zw\u200bsp@example.com',
       'soft\u00adhyphen@example.com',
@@ -214,48 +218,51 @@ describe.each(ENGINES)('hostile auth input on %s', (engine) => {
     }
   });
 
-  test('migration 060 rewrites old spellings, and keeps and disables lookalikes of a taken address', async () => {
-    const db = s.platform.db;
-    const t = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
-    const fw = (text: string) =>
-      [...text].map((c) => (/[a-z0-9]/.test(c) ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
-    await db.exec('ALTER TABLE basalt.users DROP CONSTRAINT users_email_normalized');
-    const insert = async (address: string, age: number) =>
-      (
-        await db.query<{ id: string }>(
-          "INSERT INTO basalt.users (email, password_hash, created_at) VALUES ($1, 'x', now() - make_interval(secs => $2)) RETURNING id",
-          [address, age],
-        )
-      ).rows[0]!.id;
-    const rows = {
-      fullwidth: await insert(`${fw('alone' + t)}@example.com`, 50), // free → rewritten
-      nfd: await insert(`jose\u0301${t}@example.com`, 50), // free → rewritten
-      zwsp: await insert(`zw\u200bsp${t}@example.com`, 50), // free → rewritten
-      taken: await insert(`taken${t}@example.com`, 100),
-      lookalike: await insert(`${fw('taken' + t)}@example.com`, 50), // collides → kept, disabled
-      twinOld: await insert(`${fw('twin' + t)}@example.com`, 90), // oldest of two → gets the spelling
-      twinNew: await insert(`tw\u00adin${t}@example.com`, 10), // the other → kept, disabled
-    };
-    await db.query("DELETE FROM basalt.platform_migrations WHERE name = '060_users_email_nfkc'");
-    expect(await migratePlatform(db)).toEqual(['060_users_email_nfkc']);
-    const after = async (id: string) =>
-      (
-        await db.query<{ email: string; disabled: boolean }>(
-          'SELECT email, disabled_at IS NOT NULL AS disabled FROM basalt.users WHERE id = $1',
-          [id],
-        )
-      ).rows[0]!;
-    expect(await after(rows.fullwidth)).toEqual({ email: `alone${t}@example.com`, disabled: false });
-    expect(await after(rows.nfd)).toEqual({ email: `jos\u00e9${t}@example.com`, disabled: false });
-    expect(await after(rows.zwsp)).toEqual({ email: `zwsp${t}@example.com`, disabled: false });
-    expect(await after(rows.taken)).toEqual({ email: `taken${t}@example.com`, disabled: false });
-    expect(await after(rows.lookalike)).toEqual({ email: `${fw('taken' + t)}@example.com`, disabled: true });
-    expect(await after(rows.twinOld)).toEqual({ email: `twin${t}@example.com`, disabled: false });
-    expect(await after(rows.twinNew)).toEqual({ email: `tw\u00adin${t}@example.com`, disabled: true });
-    // The constraint is back, and holds new rows to the rule.
-    const refused = await db
-      .query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [`new\u200b${t}@example.com`])
-      .catch((e) => e);
-    expect((refused as PgError).code).toBe('23514');
-  });
+  test.if(ON_SOURCE)(
+    'migration 060 rewrites old spellings, and keeps and disables lookalikes of a taken address',
+    async () => {
+      const db = s.platform.db;
+      const t = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
+      const fw = (text: string) =>
+        [...text].map((c) => (/[a-z0-9]/.test(c) ? String.fromCodePoint(c.codePointAt(0)! + 0xfee0) : c)).join('');
+      await db.exec('ALTER TABLE basalt.users DROP CONSTRAINT users_email_normalized');
+      const insert = async (address: string, age: number) =>
+        (
+          await db.query<{ id: string }>(
+            "INSERT INTO basalt.users (email, password_hash, created_at) VALUES ($1, 'x', now() - make_interval(secs => $2)) RETURNING id",
+            [address, age],
+          )
+        ).rows[0]!.id;
+      const rows = {
+        fullwidth: await insert(`${fw('alone' + t)}@example.com`, 50), // free → rewritten
+        nfd: await insert(`jose\u0301${t}@example.com`, 50), // free → rewritten
+        zwsp: await insert(`zw\u200bsp${t}@example.com`, 50), // free → rewritten
+        taken: await insert(`taken${t}@example.com`, 100),
+        lookalike: await insert(`${fw('taken' + t)}@example.com`, 50), // collides → kept, disabled
+        twinOld: await insert(`${fw('twin' + t)}@example.com`, 90), // oldest of two → gets the spelling
+        twinNew: await insert(`tw\u00adin${t}@example.com`, 10), // the other → kept, disabled
+      };
+      await db.query("DELETE FROM basalt.platform_migrations WHERE name = '060_users_email_nfkc'");
+      expect(await migratePlatform(db)).toEqual(['060_users_email_nfkc']);
+      const after = async (id: string) =>
+        (
+          await db.query<{ email: string; disabled: boolean }>(
+            'SELECT email, disabled_at IS NOT NULL AS disabled FROM basalt.users WHERE id = $1',
+            [id],
+          )
+        ).rows[0]!;
+      expect(await after(rows.fullwidth)).toEqual({ email: `alone${t}@example.com`, disabled: false });
+      expect(await after(rows.nfd)).toEqual({ email: `jos\u00e9${t}@example.com`, disabled: false });
+      expect(await after(rows.zwsp)).toEqual({ email: `zwsp${t}@example.com`, disabled: false });
+      expect(await after(rows.taken)).toEqual({ email: `taken${t}@example.com`, disabled: false });
+      expect(await after(rows.lookalike)).toEqual({ email: `${fw('taken' + t)}@example.com`, disabled: true });
+      expect(await after(rows.twinOld)).toEqual({ email: `twin${t}@example.com`, disabled: false });
+      expect(await after(rows.twinNew)).toEqual({ email: `tw\u00adin${t}@example.com`, disabled: true });
+      // The constraint is back, and holds new rows to the rule.
+      const refused = await db
+        .query("INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x')", [`new\u200b${t}@example.com`])
+        .catch((e) => e);
+      expect((refused as PgError).code).toBe('23514');
+    },
+  );
 });

@@ -59,7 +59,7 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
   let s: TestServer;
   beforeAll(async () => {
     s = await startServer(engine);
-    await s.platform.settings.set('web.cors_origins', ALLOWED);
+    await s.settings.set('web.cors_origins', ALLOWED);
   });
   afterAll(() => s.stop());
 
@@ -162,14 +162,14 @@ describe.each(ENGINES)('CORS on %s', (engine) => {
   });
 
   test('an empty allow-list sends no CORS headers to anyone', async () => {
-    await s.platform.settings.set('web.cors_origins', []);
+    await s.settings.set('web.cors_origins', []);
     try {
       for (const origin of ALLOWED) {
         expectNoCors((await s.req('GET', '/api/v1/public/runtime-config', { headers: { origin } })).headers);
         expectNoCors((await preflight(origin, 'POST')).headers);
       }
     } finally {
-      await s.platform.settings.set('web.cors_origins', ALLOWED);
+      await s.settings.set('web.cors_origins', ALLOWED);
     }
   });
 });

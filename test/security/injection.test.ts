@@ -8,9 +8,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type Reply, type TestServer } from '../helpers/server';
+import { ON_SOURCE, startServer, type Reply, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
-import { ITEMS, expectNoInternals, query, setupTables } from '../database/fixtures';
+import { ITEMS, TABLE_MIGRATIONS, expectNoInternals, query } from '../database/fixtures';
 
 const PAYLOADS = [
   "'",
@@ -70,8 +70,7 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
   const q = (body: unknown) => timed(() => query(s, key, body));
 
   beforeAll(async () => {
-    s = await startServer(engine);
-    await setupTables(s);
+    s = await startServer(engine, { migrations: TABLE_MIGRATIONS });
     key = await createKey(s, { permissions: ['db:*'], tables: ['items', 'orders'] });
     expect((await query(s, key, { entity: 'items', action: 'insert', data: ITEMS })).status).toBe(200);
   });
@@ -219,10 +218,12 @@ describe.each(ENGINES)('SQL injection on %s', (engine) => {
   test('afterwards: every table intact, nothing smuggled in, no payload slept', async () => {
     const all = await q({ entity: 'items', action: 'select', fields: ['name'], sort: [{ field: 'id' }], limit: 1000 });
     expect(all.body.data.rows.map((r: { name: string }) => r.name)).toEqual(ITEMS.map((i) => i.name));
-    const tables = await s.platform.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_tables WHERE (schemaname, tablename) IN (('public','items'), ('public','orders'), ('basalt','api_keys'), ('basalt','users'))",
-    );
-    expect(tables.rows[0]!.n).toBe(4);
+    if (ON_SOURCE) {
+      const tables = await s.platform.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_tables WHERE (schemaname, tablename) IN (('public','items'), ('public','orders'), ('basalt','api_keys'), ('basalt','users'))",
+      );
+      expect(tables.rows[0]!.n).toBe(4);
+    }
     expect(slowest).toBeLessThan(2500);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import { ON_SOURCE, startServer, type TestServer } from '../helpers/server';
 import { pathOf } from '../../src/http/envelope';
 import { rawRequest, requestText } from './raw-http';
 import { expectA, expectAError, expectBError, expectCError } from '../helpers/envelopes';
@@ -17,7 +17,9 @@ async function withHost(s: TestServer, method: string, target: string, host: str
   const headers: [string, string][] = host === null ? [] : [['Host', host]];
   if (body !== undefined)
     headers.push(['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(body))]);
-  const r = await rawRequest(s.url, requestText(method, target, headers, body));
+  // The server closes the connection after its answer (requestText asks it to): the quiet
+  // allowance only matters on a busy machine, where 700 ms without a byte is no proof of silence.
+  const r = await rawRequest(s.url, requestText(method, target, headers, body), 15_000);
   expect(r.responses).toHaveLength(1);
   const res = r.responses[0]!;
   let json: any;
@@ -111,7 +113,7 @@ describe.each(ENGINES)('routing and the Host header on %s', (engine) => {
     expect((await withHost(s, 'GET', 'http://other.example/zz/healthz', 'x')).status).toBe(404);
   });
 
-  test('the request log records the path the router served', async () => {
+  test.if(ON_SOURCE)('the request log records the path the router served', async () => {
     const logged = await startServer(engine, { env: { BASALT_LOG_LEVEL: 'info' } });
     const lines: string[] = [];
     const write = process.stdout.write;

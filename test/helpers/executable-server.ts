@@ -1,0 +1,130 @@
+/**
+ * The executable target of `startServer` (test/helpers/server.ts). When
+ * BASALT_TEST_EXECUTABLE names a compiled `basalt` (`npm run test:executable` builds one
+ * and runs the suites listed in scripts/test-executable.ts with it), a suite's server is
+ * that executable in its own process — the test's database, the repository's extensions,
+ * nothing of this checkout on its PATH — instead of the platform in this process.
+ *
+ * What a suite changes as an operator (live settings, API keys, extension settings) goes
+ * through the admin API, signed in once through the one-time setup link the executable
+ * prints at its first start, so both targets answer the same calls.
+ */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Subprocess } from 'bun';
+import { bareEnv, freePort } from './binary';
+import { eventually } from './wait';
+
+/** The compiled executable the suites run against, or '' to run them on the source. */
+export const EXECUTABLE = process.env.BASALT_TEST_EXECUTABLE ? resolve(process.env.BASALT_TEST_EXECUTABLE) : '';
+
+const ROOT = resolve(import.meta.dir, '../..');
+const ADMIN_PASSWORD = 'executable control 1234';
+
+export interface ExecutableServer {
+  url: string;
+  publicUrl: string;
+  /** What it printed so far (stdout and stderr). */
+  output(): string;
+  /** Headers of a signed-in admin session (cookie, CSRF token, same-origin), signed in on first use. */
+  adminHeaders(): Promise<Record<string, string>>;
+  /** SIGTERM, then wait for the exit (SIGKILL after 20 s); rejects when it did not exit with 0. */
+  stop(): Promise<void>;
+}
+
+function collect(stream: ReadableStream<Uint8Array>, into: string[]): void {
+  const decoder = new TextDecoder();
+  void (async () => {
+    for await (const chunk of stream) into.push(decoder.decode(chunk, { stream: true }));
+  })().catch(() => {});
+}
+
+/**
+ * Start `basalt serve` with `env` (the test database's and the suite's settings). The main
+ * and public ports are free ports unless `env` names them; the repository's extensions are
+ * loaded unless `env` names another directory, as on the source (whose working directory
+ * is the checkout).
+ */
+export async function startExecutable(env: Record<string, string>, cwd: string): Promise<ExecutableServer> {
+  const port = env.BASALT_WEB_PORT && env.BASALT_WEB_PORT !== '0' ? env.BASALT_WEB_PORT : String(await freePort());
+  const publicPort =
+    env.BASALT_WEB_PUBLIC_PORT && env.BASALT_WEB_PUBLIC_PORT !== '0'
+      ? env.BASALT_WEB_PUBLIC_PORT
+      : String(await freePort());
+  const split = env.BASALT_WEB_PUBLIC_API_SEPARATE === 'true';
+  const proc: Subprocess<'ignore', 'pipe', 'pipe'> = Bun.spawn([EXECUTABLE, 'serve'], {
+    cwd,
+    env: bareEnv(cwd, {
+      BASALT_EXTENSIONS_DIR: resolve(ROOT, 'extensions'),
+      ...env,
+      BASALT_WEB_PORT: port,
+      BASALT_WEB_PUBLIC_PORT: publicPort,
+    }),
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  const printed: string[] = [];
+  collect(proc.stdout, printed);
+  collect(proc.stderr, printed);
+  const output = () => printed.join('');
+  const url = `http://127.0.0.1:${port}`;
+  const publicUrl = split ? `http://127.0.0.1:${publicPort}` : url;
+  const ready = await eventually(
+    async () =>
+      proc.exitCode !== null
+        ? 'exited'
+        : await fetch(url + '/healthz').then(
+            (r) => r.ok,
+            () => false,
+          ),
+    { timeout: 100_000, interval: 50, what: 'the executable to answer /healthz' },
+  ).catch(() => 'timeout');
+  if (ready !== true) {
+    proc.kill('SIGKILL');
+    await proc.exited;
+    throw new Error(`basalt serve did not become healthy (${ready}):\n${output()}`);
+  }
+  // /healthz answers as soon as the listeners are up; `serve` prints its start-up lines and (embedded)
+  // opens the management socket a moment later, and only then handles SIGTERM. Wait for that, so a
+  // suite that stops the server at once stops it gracefully.
+  const external = Boolean(env.BASALT_DATABASE_URL);
+  await eventually(
+    () =>
+      output().includes(' is running (') && (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
+    { timeout: 30_000, what: 'the start-up lines and the management socket' },
+  );
+
+  let admin: Promise<Record<string, string>> | undefined;
+  const signIn = async () => {
+    // Printed after the listeners are up, so it may follow the first /healthz answer by a moment.
+    const token = await eventually(() => /setup\?token=([^\s&]+)/.exec(output())?.[1] ?? false, {
+      timeout: 10_000,
+      what: 'the setup link on stderr',
+    });
+    const r = await fetch(url + '/api/admin/auth/setup', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' },
+      body: JSON.stringify({ token, email: 'control@example.com', password: ADMIN_PASSWORD }),
+    });
+    const body = (await r.json()) as { data?: { csrf_token?: string } };
+    const cookie = (r.headers.get('set-cookie') ?? '').split(';')[0]!;
+    if (r.status !== 201 || !body.data?.csrf_token)
+      throw new Error(`admin setup failed: ${r.status} ${JSON.stringify(body)}`);
+    return { cookie, 'x-csrf-token': body.data.csrf_token, 'sec-fetch-site': 'same-origin' };
+  };
+
+  return {
+    url,
+    publicUrl,
+    output,
+    adminHeaders: () => (admin ??= signIn()),
+    async stop() {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+      const code = await proc.exited;
+      clearTimeout(timer);
+      if (code !== 0) throw new Error(`basalt serve exited with ${code} after SIGTERM:\n${output().slice(-4000)}`);
+    },
+  };
+}

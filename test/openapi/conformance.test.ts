@@ -224,7 +224,8 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
     s = await startServer(engine, {
       env: { BASALT_EXTENSIONS_DIR: REPO_EXTENSIONS, BASALT_WEB_TRUSTED_PROXIES: '127.0.0.1' },
       migrations: {
-        '001_items.sql': 'CREATE TABLE public.items (id serial PRIMARY KEY, name text NOT NULL, note text)',
+        '001_items.sql':
+          "CREATE TABLE public.items (id serial PRIMARY KEY, name text NOT NULL, note text); SELECT basalt.realtime_enable('items');",
       },
     });
     // The document as first served: before any other request has reached the server.
@@ -532,7 +533,6 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   });
 
   test('Realtime', async () => {
-    await s.platform.db.exec(`SELECT basalt.realtime_enable('items')`);
     const k = { 'x-api-key': keys.db! };
     expect((await hit('GET', '/api/v1/realtime?tables=items', { headers: k })).status).toBe(200);
     expect((await hit('GET', '/api/v1/realtime?tables=items')).status).toBe(401);

@@ -94,7 +94,6 @@ export function realtimeRoutes(p: Platform, area: AreaFacts) {
       {
         query: StreamQuery,
         detail: {
-          tags: ['Realtime'],
           summary: 'Follow row changes (server-sent events)',
           description:
             'text/event-stream of `event: change` (id increasing in commit order; data: RealtimeChange) for each change to the named tables the caller may see, ' +
@@ -128,7 +127,6 @@ export function realtimeRoutes(p: Platform, area: AreaFacts) {
       body: EmptyBody,
       response: { 200: SuccessA(TicketData), ...errorResponses('A', 400, 401, 403) },
       detail: {
-        tags: ['Realtime'],
         summary: 'A one-time ticket for EventSource',
         description:
           'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored.',

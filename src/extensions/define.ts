@@ -53,7 +53,7 @@ export interface ExtensionDefinition {
  *       ctx.reply(request, { text: `${ctx.settings.get('greeting')}, ${params.who}!` }), {
  *       params: t.Object({ who: t.String({ maxLength: 50 }) }),
  *       response: { 200: ctx.schemas.envelope(t.Object({ text: t.String() })) },
- *       detail: { tags: ['hello'], summary: 'Greet someone' },
+ *       detail: { summary: 'Greet someone' },
  *     });
  *   },
  * });

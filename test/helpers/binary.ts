@@ -1,7 +1,8 @@
 /**
- * The compiled executable, built once per test run with build.ts into a temp dir,
- * and started the way an operator would: copied alone into an empty directory,
- * with no Bun and no node_modules on its PATH.
+ * The compiled executable, built once per test run with build.ts into a temp dir (or the
+ * one BASALT_TEST_BUILT names, so CI builds once for every suite), and started the way an
+ * operator would: copied alone into an empty directory, with no Bun and no node_modules on
+ * its PATH.
  */
 import { copyFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,8 @@ const ROOT = resolve(import.meta.dir, '../..');
 let built: Promise<string> | undefined;
 
 export function buildBinary(): Promise<string> {
+  const given = process.env.BASALT_TEST_BUILT;
+  if (given) return Promise.resolve(resolve(given));
   return (built ??= (async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'basalt-build-')), 'basalt');
     const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out], {

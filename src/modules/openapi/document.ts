@@ -28,16 +28,21 @@ interface ResponseObject {
   [field: string]: unknown;
 }
 
-/** A route's `detail`: its operation's OpenAPI fields as given, and this platform's own. */
-interface Detail {
-  hide?: boolean;
-  operationId?: string;
+/** The OpenAPI fields of an operation this builder reads or writes (any other is passed through). */
+interface OperationFields {
   summary?: string;
   tags?: string[];
   parameters?: unknown[];
   requestBody?: unknown;
   responses?: Record<string, ResponseObject>;
   security?: Security[];
+  [field: string]: unknown;
+}
+
+/** A route's `detail`: its operation's OpenAPI fields as given, and this platform's own. */
+interface Detail extends OperationFields {
+  hide?: boolean;
+  operationId?: string;
   /** Elysia answers HEAD through this GET handler. */
   'x-head'?: boolean;
   /** Error codes by status, besides those of the layers around the route. */
@@ -54,15 +59,8 @@ interface Hooks {
   response?: unknown;
 }
 
-interface Operation {
+interface Operation extends OperationFields {
   operationId: string;
-  summary?: string;
-  tags?: string[];
-  parameters?: unknown[];
-  requestBody?: unknown;
-  responses?: Record<string, ResponseObject>;
-  security?: Security[];
-  [field: string]: unknown;
 }
 
 const ERROR_REF: Record<Envelope, string> = { A: 'ErrorA', B: 'ErrorB', C: 'ErrorC' };

@@ -17,7 +17,6 @@ import { SignInBodies, SignInQuery, SignInResponses } from './sign-in-model';
 import { FLOW_SECONDS, OAUTH_COOKIE } from './oauth-flow';
 import type { ClientMeta } from './service';
 
-const tags = ['Public Auth'];
 const bearer = [{ Bearer: [] }];
 const Name = t.Object({ name: t.String({ maxLength: 40, description: 'Provider name from auth.oauth_providers.' }) });
 
@@ -75,7 +74,6 @@ export function oauthBrowserRoutes(p: Platform, root: string) {
         params: Name,
         query: SignInQuery.start,
         detail: {
-          tags,
           summary: 'Start a provider sign-in (browser navigation)',
           'x-codes': {
             400: ['invalid_redirect', 'invalid_link_ticket'],
@@ -107,7 +105,6 @@ export function oauthBrowserRoutes(p: Platform, root: string) {
         params: Name,
         query: SignInQuery.callback,
         detail: {
-          tags,
           summary: "The provider's redirect back (browser navigation)",
           'x-codes': { 400: ['invalid_state'] },
           responses: {
@@ -144,7 +141,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.otpRequest,
         response: { 202: SignInResponses.accepted, ...errors(422, 429, 503) },
         detail: {
-          tags,
           summary: 'Mail a sign-in code',
           'x-codes': { 429: ['rate_limited'], 503: ['mail_not_configured'] },
           description:
@@ -162,7 +158,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.otpVerify,
         response: { 200: SignInResponses.signIn, ...errors(401, 403, 422, 429) },
         detail: {
-          tags,
           summary: 'Sign in with a mailed code',
           'x-codes': {
             401: ['invalid_code'],
@@ -182,7 +177,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.exchange,
         response: { 200: SignInResponses.signIn, ...errors(400, 403, 422, 429) },
         detail: {
-          tags,
           summary: "Trade a callback's exchange code for the sign-in",
           'x-codes': { 400: ['invalid_exchange_code'], 403: ['account_disabled'], 429: ['rate_limited'] },
           description:
@@ -205,7 +199,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.link,
         response: { 200: SignInResponses.link, ...errors(400, 401, 403, 404, 422) },
         detail: {
-          tags,
           summary: 'Link a provider to the signed-in user',
           'x-codes': {
             400: ['invalid_redirect'],
@@ -224,7 +217,6 @@ export function signInRoutes(p: Platform, root: string) {
       user: true,
       response: { 200: SignInResponses.methods, ...errors(401, 403) },
       detail: {
-        tags,
         summary: "The signed-in user's ways to sign in",
         'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['account_disabled'] },
         description:
@@ -243,7 +235,6 @@ export function signInRoutes(p: Platform, root: string) {
         params: t.Object({ id: t.String({ maxLength: 100 }) }),
         response: { 200: SignInResponses.methods, ...errors(401, 403, 404, 409) },
         detail: {
-          tags,
           summary: 'Unlink a provider',
           'x-codes': {
             401: ['unauthorized', 'token_expired', 'session_revoked'],
@@ -261,7 +252,6 @@ export function signInRoutes(p: Platform, root: string) {
       user: true,
       response: { 200: SignInResponses.enroll, ...errors(401, 403, 409) },
       detail: {
-        tags,
         summary: 'Start TOTP enrolment',
         'x-codes': {
           401: ['unauthorized', 'token_expired', 'session_revoked'],
@@ -281,7 +271,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.code,
         response: { 200: SignInResponses.recoveryCodes, ...errors(400, 401, 403, 409, 422) },
         detail: {
-          tags,
           summary: 'Turn TOTP on',
           'x-codes': {
             400: ['mfa_not_enrolled'],
@@ -306,7 +295,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.code,
         response: { 200: SignInResponses.done, ...errors(400, 401, 403, 422, 429) },
         detail: {
-          tags,
           summary: 'Turn TOTP off',
           'x-codes': {
             400: ['mfa_not_enabled'],
@@ -327,7 +315,6 @@ export function signInRoutes(p: Platform, root: string) {
         body: SignInBodies.mfaVerify,
         response: { 200: SignInResponses.session, ...errors(401, 403, 422, 429) },
         detail: {
-          tags,
           summary: 'Second step of a sign-in',
           'x-codes': {
             401: ['invalid_mfa_token', 'invalid_code'],

@@ -52,7 +52,7 @@ describe.each(ENGINES)('mail CLI on %s', (engine) => {
       .trim()
       .split('\n')
       .map((l) => l.split(/\s+/)[0]);
-    expect(names).toEqual(['password_reset', 'promo', 'verify_email']);
+    expect(names).toEqual(['auth.otp', 'password_reset', 'promo', 'verify_email']);
     expect(list.stdout).toContain('New offer for {{ name }}');
   }, 60_000);
 

@@ -155,6 +155,8 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
     const [h, p, sig] = access.split('.');
     expect(JSON.parse(Buffer.from(h!, 'base64url').toString())).toEqual({ alg: 'HS256', typ: 'JWT' });
     expect(Object.keys(JSON.parse(Buffer.from(p!, 'base64url').toString())).sort()).toEqual([
+      'aal', // how the user signed in (docs/auth.md, amr/aal): 1, or 2 after a second factor
+      'amr',
       'exp',
       'iat',
       'iss',

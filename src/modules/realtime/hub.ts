@@ -57,8 +57,22 @@ export class Hub {
   }
 
   async start(): Promise<void> {
-    this.position = (await outboxHead(this.deps.db)).head;
-    this.unlisten = await this.deps.listen(() => this.wake());
+    // A start refused for a moment (the database busy while the instance comes up) is
+    // retried: given up, the reader would never feed a stream of this instance.
+    let head: number | undefined;
+    for (;;) {
+      try {
+        head ??= (await outboxHead(this.deps.db)).head;
+        this.position = head;
+        this.unlisten = await this.deps.listen(() => this.wake());
+        break;
+      } catch (e) {
+        if (this.stopped) return;
+        this.deps.onError('realtime reader could not start; retrying', e);
+        await Bun.sleep(POLL_MS);
+        if (this.stopped) return;
+      }
+    }
     const every = (ms: number, fn: () => void) => {
       const t = setInterval(fn, ms);
       t.unref();

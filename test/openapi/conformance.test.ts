@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import { ON_SOURCE, startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { PNG, REPO_EXTENSIONS } from '../extensions/support';
@@ -249,8 +249,8 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
   test('Public Auth: providers, e-mail codes, second factor', async () => {
     const idp = await startProvider();
     try {
-      await s.platform.settings.set('auth.oauth_providers', idp.settings(['test']));
-      await s.platform.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
+      await s.settings.set('auth.oauth_providers', idp.settings(['test']));
+      await s.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
       const back = encodeURIComponent('https://app.example.com/done');
       expect(
         (
@@ -285,12 +285,15 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
       expect(methods.status).toBe(200);
       const only = methods.body.data.identities[0].id;
       expect((await hit('DELETE', `/api/v1/auth/identities/${only}`, { headers: bearer })).status).toBe(409);
-      // With a second provider account linked, one may go.
-      await s.platform.db.query(
-        `INSERT INTO basalt.auth_identities (user_id, provider, subject) VALUES ($1, 'other', 'conformance')`,
-        [ex.body.data.user.id],
-      );
-      expect((await hit('DELETE', `/api/v1/auth/identities/${only}`, { headers: bearer })).status).toBe(200);
+      // With a second provider account linked, one may go (the link is written to the
+      // database directly, so on the source only; the 409 above exercised the operation).
+      if (ON_SOURCE) {
+        await s.platform.db.query(
+          `INSERT INTO basalt.auth_identities (user_id, provider, subject) VALUES ($1, 'other', 'conformance')`,
+          [ex.body.data.user.id],
+        );
+        expect((await hit('DELETE', `/api/v1/auth/identities/${only}`, { headers: bearer })).status).toBe(200);
+      }
 
       expect((await hit('POST', '/api/v1/auth/otp/request', { json: { email: 'conf-otp@example.com' } })).status).toBe(
         202,
@@ -698,7 +701,10 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
       Object.values(item as Doc).map((op: Doc) => op.operationId as string),
     );
     expect(ops.filter((id) => !c.seen.has(id))).toEqual([]);
-    for (const id of ops)
+    // Unlinking a provider succeeds only once a second way to sign in exists, which the
+    // suite writes to the database directly: on the source only (its 409 is checked everywhere).
+    const successOnSourceOnly = ON_SOURCE ? [] : ['deleteAuthIdentitiesById'];
+    for (const id of ops.filter((o) => !successOnSourceOnly.includes(o)))
       expect(
         [...c.seen.get(id)!].some((st) => Number(st) < 400),
         `${id} had no success`,

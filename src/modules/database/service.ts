@@ -225,8 +225,29 @@ export class DatabaseService {
     signal?: AbortSignal,
   ): Promise<{ transaction_id: string; expires_at: string }> {
     const init = caller.kind === 'user' ? (tx: Queryable) => assumeIdentity(tx, caller.identity) : undefined;
-    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init, signal);
+    const session = caller.kind === 'user' ? caller.user.sessionId : undefined;
+    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init, signal, session);
     return { transaction_id: id, expires_at: expiresAt.toISOString() };
+  }
+
+  /**
+   * Sessions changed (Public Auth's announcement, from any instance: a session id, or
+   * `user:<id>` for all of a user's): a user's transactions whose session was revoked, or
+   * whose user was disabled, are rolled back at once, releasing their locks (and, on the
+   * embedded engine, the database) instead of waiting for their idle timeout.
+   */
+  async sessionsChanged(key: string, state: (sessionId: string) => Promise<{ problem?: string } | null>) {
+    if (!key.startsWith('user:')) {
+      // A session announced by itself was revoked (logout, refresh-token reuse, an admin).
+      await this.transactions.rollbackWhere((e) => e.session === key);
+      return;
+    }
+    const ended = new Set<string>();
+    for (const sid of this.transactions.sessionsOf(key)) {
+      const st = await state(sid);
+      if (!st || st.problem) ended.add(sid);
+    }
+    if (ended.size) await this.transactions.rollbackWhere((e) => e.owner === key && ended.has(e.session ?? ''));
   }
 
   async commit(owner: string, id: string): Promise<{ transaction_id: string; status: 'committed' }> {
@@ -271,6 +292,13 @@ export async function createDatabaseService(p: Platform): Promise<DatabaseServic
   p.services.keys?.onRevoke((keyId) => {
     pool.cancelWaits(keyId, Errors.unauthorized());
     return svc.transactions.rollbackKey(keyId);
+  });
+  // A user's session revoked or the user disabled (any instance): their transactions end.
+  const sessions = p.services.auth.sessions;
+  sessions.onInvalidate((key) => {
+    svc
+      .sessionsChanged(key, async (sid) => sessions.cached(sid) ?? (await sessions.load(sid)))
+      .catch((err) => p.log.warn('ending the transactions of ended sessions failed', { cause: err }));
   });
   // Open API transactions end first, as soon as a stop begins: on the embedded engine they
   // hold the database that requests in flight and the other shutdown steps (mail jobs given

@@ -34,6 +34,8 @@ const REMEMBERED = 10_000;
 interface Entry {
   id: string;
   keyId: string;
+  /** The session of a user's transaction (ended with it: `rollbackOwned`). */
+  session?: string;
   tx: Tx;
   chain: Promise<unknown>;
   busy: number;
@@ -92,12 +94,14 @@ export class TransactionRegistry {
   /**
    * Open a transaction owned by `keyId` (a key's id, or a user's owner id). `init` runs
    * first in it, e.g. taking a user's identity (identity.ts); if it fails, nothing opens.
-   * `signal`: the request's; a begin whose client has gone never starts.
+   * `signal`: the request's; a begin whose client has gone never starts. `session`: the
+   * user's session it belongs to, if any.
    */
   async begin(
     keyId: string,
     init?: (tx: Queryable) => Promise<void>,
     signal?: AbortSignal,
+    session?: string,
   ): Promise<{ id: string; expiresAt: Date }> {
     if (this.closing) throw DbErrors.shuttingDown();
     const max = this.opts.maxPerKey();
@@ -137,6 +141,7 @@ export class TransactionRegistry {
     const e: Entry = {
       id: crypto.randomUUID(),
       keyId,
+      session,
       tx,
       chain: Promise.resolve(),
       busy: 0,
@@ -289,23 +294,38 @@ export class TransactionRegistry {
   }
 
   /**
-   * Roll back every open transaction of `keyId` (its key was revoked). Its ids answer
-   * 404 at once, operations queued behind a running one are refused, and the rollback
-   * runs as soon as the statement running now (if any) ends, releasing its locks.
+   * Roll back every open transaction of `keyId` (its key was revoked): its begins still
+   * waiting never start, and its open transactions end (`rollbackWhere`).
    */
-  async rollbackKey(keyId: string): Promise<number> {
-    // Its begins still waiting never start: the key is no longer valid.
+  rollbackKey(keyId: string): Promise<number> {
     for (const w of this.waiting) if (w.keyId === keyId) w.ctl.abort(Errors.unauthorized());
-    const mine = [...this.open.values()].filter((e) => e.keyId === keyId && !e.ended);
+    return this.rollbackWhere((e) => e.owner === keyId);
+  }
+
+  /**
+   * Roll back the open transactions `which` picks (their credentials ended: a key revoked,
+   * a user's session revoked). Their ids answer 404 at once, operations queued behind a
+   * running one are refused, and the rollback runs as soon as the statement running now
+   * (if any) ends, releasing its locks.
+   */
+  async rollbackWhere(which: (e: { owner: string; session?: string }) => boolean): Promise<number> {
+    const picked = [...this.open.values()].filter((e) => !e.ended && which({ owner: e.keyId, session: e.session }));
     await Promise.all(
-      mine.map((e) => {
+      picked.map((e) => {
         this.retire(e);
         return e.chain
           .then(() => e.tx.rollback())
-          .catch((err) => this.opts.onError?.("rollback of a revoked key's transaction failed", err));
+          .catch((err) => this.opts.onError?.('rollback of a transaction whose credentials ended failed', err));
       }),
     );
-    return mine.length;
+    return picked.length;
+  }
+
+  /** The sessions of the open transactions `owner` holds. */
+  sessionsOf(owner: string): Set<string> {
+    const out = new Set<string>();
+    for (const e of this.open.values()) if (e.keyId === owner && !e.ended && e.session) out.add(e.session);
+    return out;
   }
 
   /**

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
 import type { Platform } from '../src/platform';
 
-const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 export const p99 = (xs: number[]): number =>
@@ -168,12 +168,28 @@ export function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
+/**
+ * The cores the HTTP benchmarks pin to (`taskset -c`): the server under test on one, wrk on the
+ * other, so wrk never takes the server's core (BENCH_PIN=0 turns it off; needs taskset and 2 cores).
+ */
+export const PIN = ((): { server: string[]; wrk: string[] } => {
+  const taskset = Bun.which('taskset');
+  if (process.env.BENCH_PIN === '0' || !taskset || navigator.hardwareConcurrency < 2) return { server: [], wrk: [] };
+  return { server: [taskset, '-c', '0'], wrk: [taskset, '-c', '1'] };
+})();
+
 /** One wrk run against one server: throughput, latency, the server's CPU per 1,000 requests, its RSS after. */
 export interface Cell {
   rps: number;
   p50: number;
   p99: number;
+  /** Requests wrk completed. */
+  requests: number;
+  /** The server process's user + system CPU seconds over the run (its threads; children excluded). */
+  cpu: number;
   cpuPer1000: number;
+  /** CPU seconds of `also` over the run (e.g. the server's PostgreSQL backends), when given. */
+  alsoCpu?: number;
   rss: number;
   errors: number;
 }
@@ -182,7 +198,11 @@ function ms(v: string, unit: string): number {
   return unit === 'us' ? Number(v) / 1000 : unit === 's' ? Number(v) * 1000 : Number(v);
 }
 
-/** Run wrk for `seconds` against `url` with the Lua `script`, measuring the server process `pid`. */
+/**
+ * Run wrk for `seconds` against `url` with the Lua `script`, measuring the server process `pid`
+ * (and, with `also`, another CPU meter read before and after: e.g. its database backends).
+ * wrk runs on its own core when PIN has one.
+ */
 export async function wrk(
   bin: string,
   url: string,
@@ -191,10 +211,13 @@ export async function wrk(
   threads: number,
   pid: number,
   seconds: number,
+  also?: () => Promise<number>,
 ): Promise<Cell> {
+  const also0 = also ? await also() : 0;
   const cpu0 = cpuSeconds(pid);
   const proc = Bun.spawn(
     [
+      ...PIN.wrk,
       bin,
       '-t',
       String(threads),
@@ -219,6 +242,7 @@ export async function wrk(
   if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
   if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
   const cpu = cpuSeconds(pid) - cpu0;
+  const alsoCpu = also ? (await also()) - also0 : undefined;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
   const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
   const lat = (p: string) => {
@@ -232,7 +256,10 @@ export async function wrk(
     rps,
     p50: lat('50'),
     p99: lat('99'),
+    requests: total,
+    cpu,
     cpuPer1000: total ? (cpu / total) * 1000 : NaN,
+    alsoCpu,
     rss: rssMiB(pid),
     errors,
   };
@@ -241,7 +268,19 @@ export async function wrk(
 /** A one-second wrk run whose figures are thrown away: connections, prepared statements, JIT. */
 export async function wrkShort(bin: string, url: string, script: string, connections: number): Promise<void> {
   const proc = Bun.spawn(
-    [bin, '-t', String(connections === 1 ? 1 : 2), '-c', String(connections), '-d', '1s', '-s', script, url],
+    [
+      ...PIN.wrk,
+      bin,
+      '-t',
+      String(connections === 1 ? 1 : 2),
+      '-c',
+      String(connections),
+      '-d',
+      '1s',
+      '-s',
+      script,
+      url,
+    ],
     { stdout: 'ignore', stderr: 'ignore' },
   );
   await proc.exited;

@@ -23,10 +23,12 @@ const env = process.env;
 // and the platform's (mail) without. Embedded: the one in-process engine.
 const external = env.BENCH_DB_URL ? (await import('../../src/db/external')).openExternal : undefined;
 const max = Number(env.BENCH_POOL_MAX ?? 20);
+// application_name: bench:http tells the baseline's PostgreSQL backends from Basalt's by it.
+const connection = { application_name: 'bench-baseline' };
 const db: Db = external
-  ? await external(env.BENCH_DB_URL!, { max })
+  ? await external(env.BENCH_DB_URL!, { max, connection })
   : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
-const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true }) : db;
+const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true, connection }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
 // Built once, as Basalt does (src/modules/auth/jwt.ts).
 const verify = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: env.BENCH_JWT_SECRET ?? '' });

@@ -110,22 +110,31 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         free();
       }
     };
-    try {
-      // One round trip: BEGIN and the setup statements as one simple-protocol batch.
-      await q.exec(['BEGIN', ...(opts.setup ?? [])].join('; '));
-    } catch (e) {
+    // One round trip: BEGIN and the setup statements as one simple-protocol batch.
+    const began = q.exec(['BEGIN', ...(opts.setup ?? [])].join('; '));
+    const failed = async (e: unknown): Promise<never> => {
       closed = true;
       await q.exec('ROLLBACK').catch(() => {});
       free();
       throw e;
-    }
+    };
+    // Pipelined: the connection sends the statements that follow after BEGIN, in order;
+    // a failed BEGIN (the connection lost) fails them too, and the commit says so.
+    if (opts.pipelined) began.catch(() => {});
+    else await began.catch(failed);
     return {
       ...q,
       get closed() {
         return closed;
       },
       idle: place.idle,
-      commit: () => end('COMMIT'),
+      commit: opts.pipelined
+        ? async () => {
+            // Sent at once, behind the statements; BEGIN's answer is read with it.
+            const committed = end('COMMIT');
+            await Promise.all([began, committed]);
+          }
+        : () => end('COMMIT'),
       rollback: () => end('ROLLBACK').catch(() => {}),
     };
   }

@@ -1,6 +1,9 @@
 /**
  * A TCP proxy in front of PostgreSQL that a test can cut and restore, to see the
- * platform answer 503 while the database is away and recover when it is back.
+ * platform answer 503 while the database is away and recover when it is back; and that
+ * counts round trips: how many times a client sent something after the server had answered
+ * (statements sent together, pipelined, are one), per connection, by the connection's
+ * application_name (its startup message names it).
  */
 import type { Socket, TCPSocketListener } from 'bun';
 
@@ -11,20 +14,34 @@ export interface Proxy {
   /** Listen again on the same port. */
   restore(): void;
   stop(): void;
+  /** Round trips so far on connections whose startup message names `applicationName`. */
+  roundTrips(applicationName: string): number;
+}
+
+interface Conn {
+  upstream?: Socket<any>;
+  pending: Uint8Array[];
+  /** The startup message (the first chunk), as text: it carries application_name. */
+  startup?: string;
+  /** Who sent last: a client send after the server's counts as a round trip. */
+  last: 'client' | 'server';
+  trips: number;
 }
 
 export function tcpProxy(targetHost: string, targetPort: number): Proxy {
   const open = new Set<Socket<any>>();
+  const conns = new Set<Conn>();
   let listener: TCPSocketListener<any> | undefined;
   let port = 0;
 
   const start = () => {
-    listener = Bun.listen<{ upstream?: Socket<any>; pending: Uint8Array[] }>({
+    listener = Bun.listen<Conn>({
       hostname: '127.0.0.1',
       port,
       socket: {
         async open(client) {
-          client.data = { pending: [] };
+          client.data = { pending: [], last: 'server', trips: 0 };
+          conns.add(client.data);
           open.add(client);
           try {
             const upstream = await Bun.connect({
@@ -32,6 +49,7 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
               port: targetPort,
               socket: {
                 data(_s, chunk) {
+                  client.data.last = 'server';
                   client.write(chunk);
                 },
                 close() {
@@ -51,6 +69,9 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
           }
         },
         data(client, chunk) {
+          client.data.startup ??= Buffer.from(chunk).toString('latin1');
+          if (client.data.last === 'server') client.data.trips++;
+          client.data.last = 'client';
           if (client.data.upstream) client.data.upstream.write(chunk);
           else client.data.pending.push(new Uint8Array(chunk));
         },
@@ -81,6 +102,11 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
     },
     stop() {
       this.cut();
+    },
+    roundTrips(applicationName) {
+      let n = 0;
+      for (const c of conns) if (c.startup?.includes(`application_name\0${applicationName}\0`)) n += c.trips;
+      return n;
     },
   };
 }

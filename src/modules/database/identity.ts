@@ -18,7 +18,7 @@
  *   q.query('SELECT id FROM notes WHERE id = $1', [noteId]),
  * );
  */
-import type { Db, Queryable, WaitOptions } from '../../db/engine';
+import type { Db, Queryable, QueryResult, WaitOptions } from '../../db/engine';
 
 /** Who a statement runs as: a signed-in site user, or nobody signed in. */
 export interface Identity {
@@ -87,6 +87,48 @@ export async function asIdentity<R>(
     await tx.rollback();
     throw e;
   }
+}
+
+/**
+ * Run `statements` (all known up front) in a transaction of their own as `id`, and return
+ * their results. On external PostgreSQL everything goes out at once — BEGIN, the identity,
+ * the statements, COMMIT — in one round trip, as a service key's single statement does:
+ * the connection runs them in the order sent, and a failed one makes COMMIT a rollback.
+ * The first error is thrown (the identity's before the statements', which then fail only
+ * because the transaction was aborted). The embedded engine runs them one after another.
+ */
+export async function asIdentityAtOnce(
+  db: Db,
+  id: Identity,
+  statements: { sql: string; params: unknown[] }[],
+  wait?: WaitOptions,
+): Promise<QueryResult<Record<string, unknown>>[]> {
+  if (db.kind === 'embedded')
+    return asIdentity(
+      db,
+      id,
+      async (q) => {
+        const out: QueryResult<Record<string, unknown>>[] = [];
+        for (const st of statements) out.push(await q.query(st.sql, st.params));
+        return out;
+      },
+      wait,
+    );
+  const tx = await db.begin({ ...wait, pipelined: true });
+  const sent = [
+    assumeIdentity(tx, id),
+    ...statements.map((st) => tx.query<Record<string, unknown>>(st.sql, st.params)),
+  ];
+  const committed = tx.commit();
+  const settled = await Promise.allSettled([...sent, committed]);
+  const failure = settled.find((r) => r.status === 'rejected');
+  if (failure) {
+    await tx.rollback();
+    throw (failure as PromiseRejectedResult).reason;
+  }
+  return settled
+    .slice(1, 1 + statements.length)
+    .map((r) => (r as PromiseFulfilledResult<QueryResult<Record<string, unknown>>>).value);
 }
 
 /** What start-up found: whether the platform's role can run statements as users and anon. */

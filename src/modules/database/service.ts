@@ -3,7 +3,7 @@
  * value decoding and Postgres error mapping. No HTTP here; routes.ts calls it
  * with the verified key principal and the request body.
  */
-import { PgError, type Db, type Queryable, type WaitOptions, type WaitStats } from '../../db/engine';
+import { PgError, type Db, type Queryable, type QueryResult, type WaitOptions, type WaitStats } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
@@ -15,7 +15,7 @@ import { TransactionRegistry } from './transaction-registry';
 import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
-import { ANON, asIdentity, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
+import { ANON, asIdentityAtOnce, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
 import { authorize, holdsAnything } from './access';
 import { ownerOf, type DbCaller } from './caller';
 
@@ -178,7 +178,13 @@ export class DatabaseService {
     const planned = this.plan(body, via, as?.role);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      if (as && !inTx) return await asIdentity(q as Db, as, (tx) => this.run(st, tx, true), wait);
+      if (as && !inTx) {
+        // The statement (and its count) known up front: one round trip with the identity.
+        const stmts = [{ sql: st.sql, params: st.params }];
+        if (st.countSql) stmts.push({ sql: st.countSql, params: st.countParams ?? [] });
+        const [res, count] = await asIdentityAtOnce(q as Db, as, stmts, wait);
+        return this.answer(st, res!, count as QueryResult<{ total: string }> | undefined);
+      }
       return await this.run(st, q, inTx);
     } catch (err) {
       if (err instanceof AppError) throw err;
@@ -206,13 +212,23 @@ export class DatabaseService {
           serial ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
         ])
       : [await q.query<Record<string, unknown>>(st.sql, st.params)];
+    return this.answer(
+      st,
+      res,
+      st.countSql && !count ? await q.query<{ total: string }>(st.countSql, st.countParams) : count,
+    );
+  }
+
+  /** The answer of a statement's result (and its count's). */
+  private answer(
+    st: Statement,
+    res: QueryResult<Record<string, unknown>>,
+    count: QueryResult<{ total: string }> | undefined,
+  ): QueryResultData {
     const rows = decodeRows(st.columns, res.rows);
     // A write without RETURNING (a role that may read no column) counts the rows written.
     const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
-    if (st.countSql) {
-      const c = count ?? (await q.query<{ total: string }>(st.countSql, st.countParams));
-      out.total = Number(c.rows[0]?.total ?? 0);
-    }
+    if (count) out.total = Number(count.rows[0]?.total ?? 0);
     return out;
   }
 

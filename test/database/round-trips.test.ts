@@ -1,0 +1,68 @@
+/**
+ * Round trips to PostgreSQL per Database API request (docs/database.md, "How a statement
+ * runs as a user"): counted on the wire by a proxy in front of the server, not timed, so
+ * the answer holds on a loaded machine. A user's select takes its transaction, identity,
+ * statement and commit in one round trip, as a service key's select does.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ADMIN_URL, freshDb } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { tcpProxy } from '../helpers/tcp-proxy';
+import { createKey } from '../helpers/keys';
+import { signInUser, type SignedInUser } from '../helpers/users';
+import { expectA } from '../helpers/envelopes';
+import { dbQuery, NOTES_MIGRATION } from './user-data.fixtures';
+
+const API = 'basalt-db-api';
+const N = 20;
+
+describe.skipIf(!ADMIN_URL)('round trips per Database API request (external PostgreSQL)', () => {
+  let s: TestServer;
+  let proxy: ReturnType<typeof tcpProxy>;
+  let alice: SignedInUser;
+  let service: string;
+
+  beforeAll(async () => {
+    const db = await freshDb('external');
+    const target = new URL(db.url);
+    proxy = tcpProxy(target.hostname, Number(target.port || 5432));
+    const via = new URL(db.url);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    s = await startServer('external', {
+      db: { ...db, env: { ...db.env, BASALT_DATABASE_URL: via.toString() } },
+      migrations: { '001_notes.sql': NOTES_MIGRATION },
+    });
+    alice = await signInUser(s);
+    service = await createKey(s, { type: 'service', service: 'app', permissions: ['db:query'], tables: ['notes'] });
+    for (let i = 0; i < 12; i++)
+      expectA(await dbQuery(s, alice, { entity: 'notes', action: 'insert', data: { body: `n${i}` } }), 200);
+  }, 120_000);
+  afterAll(async () => {
+    await s?.stop();
+    proxy?.stop();
+  });
+
+  /** Round trips on the API pool's connections for N selects made one after another (after one that prepares). */
+  async function tripsPer(who: SignedInUser | string, body: Record<string, unknown>): Promise<number> {
+    const select = () => dbQuery(s, who, { entity: 'notes', action: 'select', ...body });
+    expectA(await select(), 200);
+    const before = proxy.roundTrips(API);
+    for (let i = 0; i < N; i++) expect(expectA(await select(), 200).rows.length).toBe(10);
+    return (proxy.roundTrips(API) - before) / N;
+  }
+
+  const body = { filters: [{ field: 'body', op: 'like', value: 'n%' }], limit: 10 };
+
+  test("a service key's select: one round trip", async () => {
+    expect(await tripsPer(service, body)).toBe(1);
+  });
+
+  test("a user's select: one round trip (transaction, identity, statement and commit sent together)", async () => {
+    expect(await tripsPer(alice, body)).toBe(1);
+  });
+
+  test("a user's select with its total: still one round trip", async () => {
+    expect(await tripsPer(alice, { ...body, total: true })).toBe(1);
+  });
+});

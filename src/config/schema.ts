@@ -424,7 +424,17 @@ export const SETTINGS: SettingDef[] = [
     default: 5,
     min: 1,
     max: 1000,
-    description: 'Failed logins within the lockout window that lock an account.',
+    description:
+      'Failed sign-ins (passwords, second-factor codes) from one client address within the lockout window that lock that address out of the account; others still sign in.',
+  },
+  {
+    key: 'auth.lockout_backstop_threshold',
+    kind: 'int',
+    default: 50,
+    min: 1,
+    max: 100_000,
+    description:
+      'Failed sign-ins to one site account from all addresses together, within auth.lockout_window_seconds, that lock the account for everyone; a password reset, or a new password set by an administrator, lifts it.',
   },
   {
     key: 'auth.lockout_window_seconds',

@@ -225,27 +225,45 @@ describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
     await freshStep();
     const { secret } = expectA(await call(s, { path: 'mfa/totp/enroll', token: user.access_token }), 200);
     await call(s, { path: 'mfa/totp/confirm', token: user.access_token, body: { code: totpCode(secret, -1) } });
-    const step = expectA(await call(s, { path: 'login', body: { email: user.email, password: PASSWORD } }), 200);
+    const from = ip();
+    const step = expectA(
+      await call(s, { path: 'login', ip: from, body: { email: user.email, password: PASSWORD } }),
+      200,
+    );
     const bad = wrongCode(secret);
     for (let i = 0; i < 4; i++)
       expectAError(
-        await call(s, { path: 'mfa/verify', body: { mfa_token: step.mfa_token, code: bad } }),
+        await call(s, { path: 'mfa/verify', ip: from, body: { mfa_token: step.mfa_token, code: bad } }),
         401,
         'invalid_code',
       );
     // Signing in with the password again does not clear the count (only a completed sign-in does).
-    const step2 = expectA(await call(s, { path: 'login', body: { email: user.email, password: PASSWORD } }), 200);
+    const step2 = expectA(
+      await call(s, { path: 'login', ip: from, body: { email: user.email, password: PASSWORD } }),
+      200,
+    );
     expectAError(
-      await call(s, { path: 'mfa/verify', body: { mfa_token: step2.mfa_token, code: bad } }),
+      await call(s, { path: 'mfa/verify', ip: from, body: { mfa_token: step2.mfa_token, code: bad } }),
       401,
       'invalid_code',
     );
     const locked = await call(s, {
       path: 'mfa/verify',
+      ip: from,
       body: { mfa_token: step2.mfa_token, code: totpCode(secret, 0) },
     });
     expectAError(locked, 429, 'account_locked');
     expect(locked.body.error.retry_after).toBeGreaterThan(0);
+    // Only that address is locked out: the owner's second factor from elsewhere still works.
+    expect(
+      (
+        await call(s, {
+          path: 'mfa/verify',
+          ip: ip(),
+          body: { mfa_token: step2.mfa_token, code: totpCode(secret, 0) },
+        })
+      ).status,
+    ).toBe(200);
   });
 
   test('provider sign-in asks for the second factor at the exchange', async () => {

@@ -276,9 +276,11 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
 
     test('wrong current passwords on password/change count toward lockout: then 429 account_locked there and on login', async () => {
       const u = await signInUser(s);
+      const from = ip();
       for (let i = 0; i < 5; i++) {
         const r = await call(s, {
           path: 'password/change',
+          ip: from,
           token: u.access_token,
           body: { current_password: 'not my password', new_password: 'a brand new secret' },
         });
@@ -286,13 +288,14 @@ describe.each(ENGINES)('hardening on %s', (engine) => {
       }
       const change = await call(s, {
         path: 'password/change',
+        ip: from,
         token: u.access_token,
         body: { current_password: PASSWORD, new_password: 'a brand new secret' },
       });
       expectAError(change, 429, 'account_locked', { retry_after: expect.any(Number) });
       expect(Number(change.headers.get('retry-after'))).toBeGreaterThan(850);
       expectAError(
-        await call(s, { path: 'login', body: { email: u.email, password: PASSWORD } }),
+        await call(s, { path: 'login', ip: from, body: { email: u.email, password: PASSWORD } }),
         429,
         'account_locked',
         { retry_after: expect.any(Number) },

@@ -35,11 +35,13 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
     expect((await login(s, email('nobody'), 'whatever1', ip())).status).toBe(401);
   });
 
-  test('login: 5 per minute per account from any IP, the 6th → 429 rate_limited', async () => {
+  test('login: 5 per minute per (account, IP), the 6th → 429 rate_limited; the account from elsewhere is not', async () => {
     const address = email();
     await registerUser(s, { email: address });
-    for (let i = 0; i < 5; i++) expect((await login(s, address, PASSWORD, ip())).status).toBe(200);
-    expectLimited(await login(s, address, PASSWORD, ip()), 'rate_limited', 60);
+    const from = ip();
+    for (let i = 0; i < 5; i++) expect((await login(s, address, PASSWORD, from)).status).toBe(200);
+    expectLimited(await login(s, address, PASSWORD, from), 'rate_limited', 60);
+    expect((await login(s, address, PASSWORD, ip())).status).toBe(200);
   });
 
   test('register: 5 per minute per IP, the 6th → 429 rate_limited', async () => {
@@ -68,20 +70,41 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
     expectLimited(await call(s, { path: 'password/forgot', body: { email: known }, ip: from }), 'rate_limited', 60);
   });
 
-  test('lockout: 5 failures lock the account for 15 minutes, even for the right password', async () => {
+  test('lockout: 5 failures from one address lock that address out for 15 minutes, even with the right password; the owner elsewhere still signs in', async () => {
     const address = email();
     await registerUser(s, { email: address });
+    const attacker = ip();
     for (let i = 0; i < 5; i++)
-      expectAError(await login(s, address, 'wrong password', ip()), 401, 'invalid_credentials');
-    const locked = await login(s, address, PASSWORD, ip());
+      expectAError(await login(s, address, 'wrong password', attacker), 401, 'invalid_credentials');
+    const locked = await login(s, address, PASSWORD, attacker);
     expectLimited(locked, 'account_locked', 900);
     expect(locked.body.error.retry_after).toBeGreaterThan(850);
+    expect((await login(s, address, PASSWORD, ip())).status).toBe(200);
+    // The owner's success does not lift the attacker's lock.
+    expectLimited(await login(s, address, PASSWORD, attacker), 'account_locked', 900);
   });
 
   test('lockout of an unknown address looks exactly like a known one', async () => {
     const ghost = email('ghost');
-    for (let i = 0; i < 5; i++) await login(s, ghost, 'wrong password', ip());
-    expectLimited(await login(s, ghost, PASSWORD, ip()), 'account_locked', 900);
+    const from = ip();
+    for (let i = 0; i < 5; i++) await login(s, ghost, 'wrong password', from);
+    expectLimited(await login(s, ghost, PASSWORD, from), 'account_locked', 900);
+  });
+
+  test('the backstop: failures from many addresses together lock the account for everyone, until a password reset', async () => {
+    await s.platform.settings.set('auth.lockout_backstop_threshold', 6);
+    try {
+      const address = email();
+      await registerUser(s, { email: address });
+      for (let i = 0; i < 6; i++) await login(s, address, 'wrong password', ip()); // six addresses, one failure each
+      expectLimited(await login(s, address, PASSWORD, ip()), 'account_locked', 900);
+      const user = await s.platform.db.query<{ id: string }>('SELECT id FROM basalt.users WHERE email = $1', [address]);
+      await s.platform.services.auth.unlock(address);
+      expect(user.rows).toHaveLength(1);
+      expect((await login(s, address, PASSWORD, ip())).status).toBe(200);
+    } finally {
+      await s.platform.settings.unset('auth.lockout_backstop_threshold');
+    }
   });
 
   test('lockout ends after the window; a success clears the failures', async () => {
@@ -91,13 +114,14 @@ describe.each(ENGINES)('rate limits and lockout on %s', (engine) => {
     try {
       const address = email();
       await registerUser(s, { email: address });
-      for (let i = 0; i < 2; i++) await login(s, address, 'wrong password', ip());
-      expect((await login(s, address, PASSWORD, ip())).status).toBe(200); // clears the two failures
-      for (let i = 0; i < 2; i++) await login(s, address, 'wrong password', ip());
-      expectAError(await login(s, address, 'wrong password', ip()), 401, 'invalid_credentials'); // third: locks
-      expectLimited(await login(s, address, PASSWORD, ip()), 'account_locked', 2);
+      const from = ip();
+      for (let i = 0; i < 2; i++) await login(s, address, 'wrong password', from);
+      expect((await login(s, address, PASSWORD, from)).status).toBe(200); // clears the two failures
+      for (let i = 0; i < 2; i++) await login(s, address, 'wrong password', from);
+      expectAError(await login(s, address, 'wrong password', from), 401, 'invalid_credentials'); // third: locks
+      expectLimited(await login(s, address, PASSWORD, from), 'account_locked', 2);
       await Bun.sleep(2100);
-      expect((await login(s, address, PASSWORD, ip())).status).toBe(200);
+      expect((await login(s, address, PASSWORD, from)).status).toBe(200);
     } finally {
       await s.platform.settings.set('auth.lockout_threshold', 5);
       await s.platform.settings.set('auth.lockout_window_seconds', 900);
@@ -129,19 +153,21 @@ describe('limits shared by two instances on one external database', () => {
     const { a, b } = two;
     const address = email();
     await registerUser(a, { email: address });
-    for (let i = 0; i < 5; i++) await login(i % 2 ? b : a, address, 'wrong password', ip());
-    expectLimited(await login(b, address, PASSWORD, ip()), 'account_locked', 900);
-    expectLimited(await login(a, address, PASSWORD, ip()), 'account_locked', 900);
+    const from = ip();
+    for (let i = 0; i < 5; i++) await login(i % 2 ? b : a, address, 'wrong password', from);
+    expectLimited(await login(b, address, PASSWORD, from), 'account_locked', 900);
+    expectLimited(await login(a, address, PASSWORD, from), 'account_locked', 900);
   });
 
   test.skipIf(!two.external)('a restart forgets nothing: a new instance sees the lock', async () => {
     const { a } = two;
     const address = email();
     await registerUser(a, { email: address });
-    for (let i = 0; i < 5; i++) await login(a, address, 'wrong password', ip());
+    const from = ip();
+    for (let i = 0; i < 5; i++) await login(a, address, 'wrong password', from);
     const c = await startAuthServer('external', { db: a.db });
     try {
-      expectLimited(await login(c, address, PASSWORD, ip()), 'account_locked', 900);
+      expectLimited(await login(c, address, PASSWORD, from), 'account_locked', 900);
     } finally {
       await c.stop();
     }

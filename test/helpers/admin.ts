@@ -8,7 +8,7 @@
  * expect(r.status).toBe(201);
  * // or by hand: fetch(s.url + '/api/admin/keys', { headers: a.headers() })
  */
-import { resetBucket } from '../../src/modules/auth/rate-limit';
+import { resetBuckets } from '../../src/modules/auth/rate-limit';
 import { CLI_ACTOR } from '../../src/modules/admin/audit';
 import type { Reply, TestServer } from './server';
 
@@ -40,8 +40,8 @@ export async function signInAdmin(
   const email = opts.email ?? `admin-${Date.now().toString(36)}-${++n}@example.com`;
   const password = opts.password ?? ADMIN_PASSWORD;
   if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
-  await resetBucket(s.platform.db, 'admin_login_ip:127.0.0.1');
-  await resetBucket(s.platform.db, `admin_login_account:${JSON.stringify([email.toLowerCase(), '127.0.0.1'])}`);
+  await resetBuckets(s.platform.db, 'admin_login_ip:127.0.0.1');
+  await resetBuckets(s.platform.db, `admin_login_account:${JSON.stringify([email.toLowerCase(), '127.0.0.1'])}`);
   const r = await s.req('POST', '/api/admin/auth/login', {
     body: { email, password },
     headers: { 'sec-fetch-site': 'same-origin' },

@@ -7,15 +7,7 @@ import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
 import { limitPerMinute } from '../auth/rate-limit';
-import {
-  clearSource,
-  lockedOut,
-  lockStates,
-  recordAdminFailure,
-  unlockAccount,
-  type LockoutLimits,
-  type LockState,
-} from './lockout';
+import { adminLockout, type LockoutLimits, type LockState } from '../auth/lockout';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
 import {
@@ -142,7 +134,7 @@ export class AdminService {
   /** Administrators with their lock state and the addresses failing to sign in as them. */
   async listWithLocks(): Promise<(AdminView & { lock: LockState })[]> {
     const admins = await listAdmins(this.p.db);
-    const locks = await lockStates(
+    const locks = await adminLockout.states(
       this.p.db,
       admins.map((a) => a.email),
       this.lockoutLimits().windowSeconds,
@@ -156,7 +148,7 @@ export class AdminService {
     return this.audited(actor, 'admins.unlock', async (tx, note) => {
       const row = await adminByEmail(tx, email);
       if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
-      const cleared = await unlockAccount(tx, email);
+      const cleared = await adminLockout.unlock(tx, email);
       note(row.id, { email, counters_cleared: cleared });
       return { admin: adminView(row), cleared };
     });
@@ -185,7 +177,7 @@ export class AdminService {
       await setAdminPassword(tx, row.id, hash);
       const ended = await endAdminSessions(tx, row.id);
       // A new password is the operator's answer to a lock: it lifts it.
-      const cleared = await unlockAccount(tx, email);
+      const cleared = await adminLockout.unlock(tx, email);
       note(row.id, { email, password: 'changed', sessions_ended: ended, counters_cleared: cleared });
       return adminView(row);
     });
@@ -245,14 +237,14 @@ export class AdminService {
    * Unknown addresses verify against a dummy hash: same answer, similar time. The
    * counters are Public Auth's (one implementation), under admin-only bucket names and
    * with the auth.* limits. The lock and the per-account limit count per (account,
-   * source address), with a backstop across sources (./lockout.ts): someone else's
+   * source address), with a backstop across sources (../auth/lockout.ts): someone else's
    * wrong passwords never lock the administrator out.
    */
   async login(rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
     const s = <T>(k: string) => this.p.settings.get<T>(`auth.${k}`);
     await this.limit(`admin_login_ip:${meta.ip}`, s('rate_limit_login_per_ip'));
     const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
-    const locked = await lockedOut(this.p.db, email, meta.ip);
+    const locked = await adminLockout.lockedOut(this.p.db, email, meta.ip);
     if (locked) throw AdminErrors.accountLocked(locked);
     await this.limit(`admin_login_account:${JSON.stringify([email, meta.ip])}`, s('rate_limit_login_per_account'));
     const row = email ? await adminByEmail(this.p.db, email) : undefined;
@@ -265,7 +257,7 @@ export class AdminService {
       requestId: meta.requestId,
     };
     if (!row || !ok) {
-      const l = await recordAdminFailure(this.p.db, email, meta.ip, this.lockoutLimits());
+      const l = await adminLockout.recordFailure(this.p.db, email, meta.ip, this.lockoutLimits());
       const locked = l.accountLocked ? { locked: 'account' } : l.sourceLocked ? { locked: 'source' } : undefined;
       await writeAudit(this.p.db, actor, 'auth.login_failed', email || null, locked);
       if (l.sourceLocked)
@@ -276,7 +268,7 @@ export class AdminService {
         });
       throw AdminErrors.invalidCredentials();
     }
-    await clearSource(this.p.db, email, meta.ip);
+    await adminLockout.clearSource(this.p.db, email, meta.ip);
     const rehash = needsRehash(row.password_hash) ? await hashPassword(password) : undefined;
     return this.p.db.transaction(async (tx) => {
       if (rehash) await setAdminPassword(tx, row.id, rehash);
@@ -308,13 +300,13 @@ export class AdminService {
   /** Change one's own password: needs the current one; the admin's other sessions end, this one stays. */
   async changePassword(session: LiveSession, current: string, next: string, actor: Actor): Promise<AdminView> {
     const ip = actor.ip ?? '';
-    const locked = await lockedOut(this.p.db, session.email, ip);
+    const locked = await adminLockout.lockedOut(this.p.db, session.email, ip);
     if (locked) throw AdminErrors.accountLocked(locked);
     const row = await adminById(this.p.db, session.adminId);
     if (!row) throw AdminErrors.unauthorized();
     if (!(await verifyPassword(String(current ?? ''), row.password_hash))) {
       // A stolen session must not become a way to guess the password.
-      await recordAdminFailure(this.p.db, session.email, ip, this.lockoutLimits());
+      await adminLockout.recordFailure(this.p.db, session.email, ip, this.lockoutLimits());
       throw AdminErrors.field('current_password', 'is wrong');
     }
     const hash = await hashPassword(this.checkPassword('new_password', next));

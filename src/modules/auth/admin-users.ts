@@ -10,7 +10,6 @@ import { PgError, type Queryable } from '../../db/engine';
 import { validationError } from '../../http/errors';
 import type { Platform } from '../../platform';
 import { hashPassword, passwordProblem } from './passwords';
-import { clearFailures, resetBucket } from './rate-limit';
 import { checkEmail, insertUser, markVerified, setPasswordHash, type UserRow } from './users';
 
 export interface CheckedUserInput {
@@ -75,8 +74,7 @@ export async function createUser(
 export async function setUserPassword(p: Platform, tx: Queryable, user: UserRow, hash: string): Promise<void> {
   await setPasswordHash(tx, user.id, hash);
   await p.services.auth.sessions.revokeUser(user.id, 'password_reset', undefined, tx);
-  await clearFailures(tx, user.email);
-  await resetBucket(tx, `login_account:${user.email}`);
+  await p.services.auth.unlock(user.email, tx);
 }
 
 /** Mark the address verified (no mail); cached records of the user follow on every instance. */

@@ -101,9 +101,9 @@ export async function clearFailures(db: Queryable, email: string): Promise<void>
   await db.query('DELETE FROM basalt.auth_login_failures WHERE email = $1', [email]);
 }
 
-/** Forget a counter (a password reset proves the mailbox: its owner may log in at once). */
-export async function resetBucket(db: Queryable, bucket: string): Promise<void> {
-  await db.query('DELETE FROM basalt.auth_rate_limits WHERE bucket = $1', [bucket]);
+/** Forget the counters whose name starts with `prefix` (a password reset proves the mailbox: its owner may log in at once). */
+export async function resetBuckets(db: Queryable, prefix: string): Promise<void> {
+  await db.query('DELETE FROM basalt.auth_rate_limits WHERE left(bucket, length($1)) = $1', [prefix]);
 }
 
 /** Drop counters whose window ended long ago (housekeeping). */

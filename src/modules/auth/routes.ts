@@ -6,24 +6,15 @@ import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
 import { platformGuards } from '../../guards';
-import { requestInfo } from '../../http/request-info';
 import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
 import { Bodies, Responses, errors } from './model';
 import { SignInResponses } from './sign-in-model';
-import { oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
-import type { ClientMeta } from './service';
+import { meta, oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 
 const bearer = [{ Bearer: [] }];
 
-function meta(request: Request): ClientMeta {
-  return {
-    ip: requestInfo(request).ip,
-    userAgent: request.headers.get('user-agent'),
-    origin: new URL(request.url).origin,
-  };
-}
 
 export function authRoutes(p: Platform, area: AreaFacts) {
   const auth = () => p.services.auth;
@@ -168,7 +159,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       .post(
         '/password/change',
         async ({ body, user, request }) =>
-          ok(request, { user: await auth().changePassword(user, body.current_password, body.new_password) }),
+          ok(request, { user: await auth().changePassword(user, body.current_password, body.new_password, meta(request)) }),
         {
           user: true,
           body: Bodies.change,

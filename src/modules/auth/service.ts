@@ -14,7 +14,8 @@ import { aalOf, accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './
 import { issueMfaChallenge, MFA_TOKEN_SECONDS, totpEnabled } from './totp';
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
-import { clearFailures, hit, limitPerMinute, lockedFor, pruneCounters, recordFailure, resetBucket } from './rate-limit';
+import { hit, limitPerMinute, pruneCounters, resetBuckets } from './rate-limit';
+import { userLockout, type LockoutLimits } from './lockout';
 import {
   consumeActionToken,
   isLiveActionToken,
@@ -68,6 +69,10 @@ export type SignInResult =
 /** Who a valid access token belongs to. */
 export type AuthenticatedUser = RequestUser;
 
+/** The per-account login limit counts per (account, source), like the lockout: nobody else can use up the owner's. */
+const loginAccountPrefix = (email: string) => `login_account:[${JSON.stringify(email)},`;
+const loginAccountBucket = (email: string, ip: string) => `login_account:${JSON.stringify([email, ip])}`;
+
 /** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
 const PRUNE_EVERY_MS = 15 * 60_000;
@@ -105,6 +110,29 @@ export class AuthService {
     return r.email;
   }
 
+  /** auth.lockout_threshold per (account, source), auth.lockout_backstop_threshold across sources (./lockout.ts). */
+  lockoutLimits(): LockoutLimits {
+    return {
+      perSource: this.setting('lockout_threshold'),
+      backstop: this.setting('lockout_backstop_threshold'),
+      windowSeconds: this.setting('lockout_window_seconds'),
+    };
+  }
+
+  /** Refuse a source locked out of `email` (or everyone, past the backstop): 429 `account_locked`. */
+  async refuseLocked(email: string, ip: string): Promise<void> {
+    const locked = await userLockout.lockedOut(this.p.db, email, ip);
+    if (locked) throw AuthErrors.accountLocked(locked);
+  }
+
+  /** A wrong password, code or second factor from `ip` on `email` (known or not). */
+  async countFailure(email: string, ip: string): Promise<void> {
+    const l = await userLockout.recordFailure(this.p.db, email, ip, this.lockoutLimits());
+    if (l.sourceLocked) this.p.log.warn('sign-in locked for one address after failed attempts', { ip });
+    if (l.accountLocked)
+      this.p.log.warn('sign-in locked for every address: too many failures from many addresses', { ip });
+  }
+
   private checkNewPassword(field: string, password: string): void {
     const problem = passwordProblem(password, this.setting<number>('password_min_length'));
     if (problem) throw AuthErrors.field(field, problem);
@@ -129,7 +157,7 @@ export class AuthService {
         mfa_token: await issueMfaChallenge(this.p.db, row.id, amr),
         expires_in: MFA_TOKEN_SECONDS,
       };
-    await clearFailures(this.p.db, row.email);
+    await userLockout.clearSource(this.p.db, row.email, meta.ip);
     return { user: publicUser(row), ...(await this.issue(row.id, meta, amr)) };
   }
 
@@ -200,19 +228,12 @@ export class AuthService {
   async login(input: { email: string; password: string }, meta: ClientMeta): Promise<SignInResult> {
     await this.limit(`login_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
     const email = this.checkEmail(input.email);
-    const locked = await lockedFor(this.p.db, email);
-    if (locked) throw AuthErrors.accountLocked(locked);
-    await this.limit(`login_account:${email}`, this.setting('rate_limit_login_per_account'));
+    await this.refuseLocked(email, meta.ip);
+    await this.limit(loginAccountBucket(email, meta.ip), this.setting('rate_limit_login_per_account'));
     const row = await userByEmail(this.p.db, email);
     const ok = await verifyPassword(input.password, row?.password_hash ?? (await dummyHash()));
     if (!row || !ok) {
-      const nowLocked = await recordFailure(
-        this.p.db,
-        email,
-        this.setting('lockout_threshold'),
-        this.setting('lockout_window_seconds'),
-      );
-      if (nowLocked) this.p.log.warn('account locked after failed logins', { ip: meta.ip });
+      await this.countFailure(email, meta.ip);
       throw AuthErrors.invalidCredentials();
     }
     // Only a caller who knows the password learns that the account is disabled or unverified.
@@ -334,25 +355,23 @@ export class AuthService {
       return (await markVerified(tx, t.userId))!;
     });
     await this.sessions.revokeUser(user.id, 'password_reset'); // also refreshes cached user records
-    await clearFailures(this.p.db, user.email);
-    await resetBucket(this.p.db, `login_account:${user.email}`);
+    await this.unlock(user.email);
     return publicUser(user);
   }
 
   /** Change the password of the signed-in user; other sessions end, this one stays. */
-  async changePassword(auth: AuthenticatedUser, current: string, next: string): Promise<PublicUser> {
-    const locked = await lockedFor(this.p.db, auth.email);
-    if (locked) throw AuthErrors.accountLocked(locked);
+  async changePassword(
+    auth: AuthenticatedUser,
+    current: string,
+    next: string,
+    meta: Pick<ClientMeta, 'ip'>,
+  ): Promise<PublicUser> {
+    await this.refuseLocked(auth.email, meta.ip);
     const row = await userById(this.p.db, auth.userId);
     if (!row) throw AuthErrors.sessionRevoked();
     if (!row.password_hash || !(await verifyPassword(current, row.password_hash))) {
       // A stolen access token must not become a way to guess the password.
-      await recordFailure(
-        this.p.db,
-        row.email,
-        this.setting('lockout_threshold'),
-        this.setting('lockout_window_seconds'),
-      );
+      await this.countFailure(row.email, meta.ip);
       throw AuthErrors.invalidCurrentPassword();
     }
     this.checkNewPassword('new_password', next);
@@ -392,10 +411,15 @@ export class AuthService {
     return rowCount > 0;
   }
 
-  /** Lift a lockout and the per-account login limit (administration). */
-  async unlock(email: string, tx?: Queryable): Promise<void> {
-    await clearFailures(tx ?? this.p.db, email);
-    await resetBucket(tx ?? this.p.db, `login_account:${email}`);
+  /**
+   * Lift every lock of the address, from every source, and its per-account login limits
+   * (a password reset or a new password set by an administrator; `users unlock`).
+   * Returns the counters cleared.
+   */
+  async unlock(email: string, tx?: Queryable): Promise<number> {
+    const cleared = await userLockout.unlock(tx ?? this.p.db, email);
+    await resetBuckets(tx ?? this.p.db, loginAccountPrefix(email));
+    return cleared;
   }
 
   async prune(): Promise<void> {

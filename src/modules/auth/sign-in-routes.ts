@@ -20,7 +20,8 @@ import type { ClientMeta } from './service';
 const bearer = [{ Bearer: [] }];
 const Name = t.Object({ name: t.String({ maxLength: 40, description: 'Provider name from auth.oauth_providers.' }) });
 
-function meta(request: Request): ClientMeta {
+/** What the services need to know of the request (client address through web.trusted_proxies). */
+export function meta(request: Request): ClientMeta {
   return {
     ip: requestInfo(request).ip,
     userAgent: request.headers.get('user-agent'),
@@ -287,7 +288,7 @@ export function signInRoutes(p: Platform, root: string) {
     .delete(
       '/mfa/totp',
       async ({ body, user, request }) => {
-        await auth().methods.disableTotp(user, body.code);
+        await auth().methods.disableTotp(user, body.code, meta(request));
         return ok(request, { message: 'The second factor is off.' });
       },
       {

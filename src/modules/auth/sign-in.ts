@@ -9,7 +9,8 @@ import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
 import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './service';
 import { checkEmail, markVerified, publicUser, userByEmail, userById, type PublicUser, type UserRow } from './users';
-import { clearFailures, hit, limitPerMinute, lockedFor, recordFailure } from './rate-limit';
+import { hit, limitPerMinute } from './rate-limit';
+import { userLockout } from './lockout';
 import { EMAIL_CODE_SECONDS, issueEmailCode, useEmailCode } from './email-codes';
 import {
   confirmTotp,
@@ -66,10 +67,6 @@ export class SignInMethods {
     const r = checkEmail(raw);
     if (!r.ok) throw AuthErrors.field('email', r.problem);
     return r.email;
-  }
-
-  private async countFailure(email: string): Promise<void> {
-    await recordFailure(this.p.db, email, this.setting('lockout_threshold'), this.setting('lockout_window_seconds'));
   }
 
   /**
@@ -140,12 +137,11 @@ export class SignInMethods {
   }
 
   /** Turn TOTP off with a current code; wrong codes count toward the lockout like a wrong password. */
-  async disableTotp(user: AuthenticatedUser, code: string): Promise<void> {
-    const locked = await lockedFor(this.p.db, user.email);
-    if (locked) throw AuthErrors.accountLocked(locked);
+  async disableTotp(user: AuthenticatedUser, code: string, meta: Pick<ClientMeta, 'ip'>): Promise<void> {
+    await this.auth.refuseLocked(user.email, meta.ip);
     if ((await totpState(this.p.db, user.userId)) !== 'enabled') throw SignInErrors.mfaNotEnabled();
     if (!(await useTotpCode(this.p.db, user.userId, code))) {
-      await this.countFailure(user.email);
+      await this.auth.countFailure(user.email, meta.ip);
       throw SignInErrors.invalidCode();
     }
     await this.p.db.transaction((tx) => removeTotp(tx, user.userId));
@@ -167,20 +163,19 @@ export class SignInMethods {
     if (!challenge) throw SignInErrors.invalidMfaToken();
     const row = await userById(this.p.db, challenge.userId);
     if (!row) throw SignInErrors.invalidMfaToken();
-    const locked = await lockedFor(this.p.db, row.email);
-    if (locked) throw AuthErrors.accountLocked(locked);
+    await this.auth.refuseLocked(row.email, meta.ip);
     const factor = input.code !== undefined ? 'totp' : 'recovery';
     const ok =
       factor === 'totp'
         ? await useTotpCode(this.p.db, row.id, input.code!)
         : await useRecoveryCode(this.p.db, row.id, input.recovery_code!);
     if (!ok) {
-      await this.countFailure(row.email);
+      await this.auth.countFailure(row.email, meta.ip);
       throw SignInErrors.invalidCode();
     }
     if (!(await spendMfaChallenge(this.p.db, challenge.id))) throw SignInErrors.invalidMfaToken();
     if (row.disabled_at) throw AuthErrors.accountDisabled();
-    await clearFailures(this.p.db, row.email);
+    await userLockout.clearSource(this.p.db, row.email, meta.ip);
     return { user: publicUser(row), ...(await this.auth.issue(row.id, meta, [...challenge.amr, factor])) };
   }
 

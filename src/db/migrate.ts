@@ -26,7 +26,8 @@ export async function migratePlatform(db: Db): Promise<string[]> {
     for (const m of platformMigrations) {
       if (done.has(m.name)) continue;
       try {
-        await tx.exec(m.sql);
+        if ('sql' in m) await tx.exec(m.sql);
+        else await m.run(tx);
       } catch (e) {
         throw new MigrationError(`platform migration ${m.name} failed: ${(e as Error).message}`);
       }

@@ -1,6 +1,7 @@
 /**
- * The platform schema `basalt`, one ordered list of SQL files embedded in the
- * executable. Append only: never edit a file that has shipped; add the next number.
+ * The platform schema `basalt`, one ordered list of steps embedded in the executable:
+ * SQL files, and TypeScript steps (`run`) where SQL cannot do the work (IDNA in 140).
+ * Append only: never edit a step that has shipped; add the next number.
  */
 import m001 from './migrations/001_core.sql' with { type: 'text' };
 import m010 from './migrations/010_api_keys.sql' with { type: 'text' };
@@ -16,8 +17,13 @@ import m100 from './migrations/100_user_roles.sql' with { type: 'text' };
 import m110 from './migrations/110_realtime.sql' with { type: 'text' };
 import m120 from './migrations/120_auth_sign_in_methods.sql' with { type: 'text' };
 import m130 from './migrations/130_audit_actor.sql' with { type: 'text' };
+import type { Queryable } from './engine';
+import { emailIdnDomains } from './migrations/140_email_idn_domains';
 
-export const platformMigrations: { name: string; sql: string }[] = [
+/** A step: SQL run as one script, or a function given the migration transaction. */
+export type PlatformMigration = { name: string; sql: string } | { name: string; run: (tx: Queryable) => Promise<void> };
+
+export const platformMigrations: PlatformMigration[] = [
   { name: '001_core', sql: m001 },
   { name: '010_api_keys', sql: m010 },
   { name: '030_auth', sql: m030 },
@@ -32,4 +38,5 @@ export const platformMigrations: { name: string; sql: string }[] = [
   { name: '110_realtime', sql: m110 },
   { name: '120_auth_sign_in_methods', sql: m120 },
   { name: '130_audit_actor', sql: m130 },
+  { name: '140_email_idn_domains', run: emailIdnDomains },
 ];

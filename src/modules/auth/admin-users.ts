@@ -10,7 +10,7 @@ import { PgError, type Queryable } from '../../db/engine';
 import { validationError } from '../../http/errors';
 import type { Platform } from '../../platform';
 import { hashPassword, passwordProblem } from './passwords';
-import { checkEmail, insertUser, markVerified, setPasswordHash, type UserRow } from './users';
+import { checkEmail, insertUser, mixedScriptAddress, markVerified, setPasswordHash, type UserRow } from './users';
 
 export interface CheckedUserInput {
   email?: string;
@@ -34,6 +34,8 @@ export async function checkUserInput(
     const r = typeof input.email === 'string' ? checkEmail(input.email) : null;
     if (!r) fields.email = 'must be a string';
     else if (!r.ok) fields.email = r.problem;
+    else if (mixedScriptAddress(r.email))
+      fields.email = 'mixes scripts before @ (for example Latin and Cyrillic), which can imitate another address';
     else out.email = r.email;
   }
   if (input.password !== undefined && !fields.password) {

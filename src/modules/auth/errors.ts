@@ -84,6 +84,13 @@ export const AuthErrors = {
       code: 'invalid_token',
       message: (what: string) => `The ${what} token is invalid, expired or already used; request a new one.`,
     },
+    /** A new account's address whose local part mixes scripts (users.ts `mixesScripts`). */
+    emailMixedScripts: {
+      status: 400,
+      code: 'email_mixed_scripts',
+      message:
+        'The part of the e-mail address before @ mixes letters of different scripts (for example Latin and Cyrillic), which can imitate another address; new accounts need one script there.',
+    },
     invalidCurrentPassword: {
       status: 400,
       code: 'invalid_current_password',

@@ -22,7 +22,7 @@ import {
   type ProviderSetting,
 } from './oidc';
 import { identityOwner, issueOneTimeCode, linkIdentity, spendOneTimeCode, type ProviderAccount } from './identities';
-import { userByEmail, userById, type UserRow } from './users';
+import { mixedScriptAddress, userByEmail, userById, type UserRow } from './users';
 import { insertPasswordlessUser } from './sign-in';
 import { limitPerMinute } from './rate-limit';
 import { secretMatches, sha256 } from './tokens';
@@ -44,6 +44,7 @@ export const CALLBACK_ERRORS = [
   'email_not_verified',
   'registration_closed',
   'account_disabled',
+  'email_mixed_scripts',
 ] as const;
 type CallbackError = (typeof CALLBACK_ERRORS)[number];
 
@@ -232,6 +233,7 @@ export class OAuthFlows {
       } else {
         if (!this.setting<boolean>('registration_open')) return 'registration_closed';
         if (this.setting<boolean>('email_verification_required') && !a.emailVerified) return 'email_not_verified';
+        if (mixedScriptAddress(a.email)) return 'email_mixed_scripts';
         try {
           user = await insertPasswordlessUser(this.p.db, a.email, a.emailVerified);
         } catch (e) {

@@ -15,7 +15,6 @@ import { meta, oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 
 const bearer = [{ Bearer: [] }];
 
-
 export function authRoutes(p: Platform, area: AreaFacts) {
   const auth = () => p.services.auth;
   /** The success answer, serialized (src/http/envelope.ts `successResponse`). */
@@ -33,12 +32,18 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       .guard({ publicAccess: true })
       .post('/register', async ({ body, request }) => ok(request, await auth().register(body, meta(request)), 201), {
         body: Bodies.register,
-        response: { 201: Responses.register, ...errors(401, 403, 409, 422, 429) },
+        response: { 201: Responses.register, ...errors(400, 401, 403, 409, 422, 429) },
         detail: {
           summary: 'Register a user',
-          'x-codes': { 403: ['registration_closed'], 409: ['email_taken'], 429: ['rate_limited'] },
+          'x-codes': {
+            400: ['email_mixed_scripts'],
+            403: ['registration_closed'],
+            409: ['email_taken'],
+            429: ['rate_limited'],
+          },
           description:
-            'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`. ' +
+            'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased, its domain converted to the ASCII (xn--) form (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`; ' +
+            'a part before @ that mixes scripts (Latin with Cyrillic, …) → 400 `email_mixed_scripts`. ' +
             'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
             '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
         },
@@ -159,7 +164,9 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       .post(
         '/password/change',
         async ({ body, user, request }) =>
-          ok(request, { user: await auth().changePassword(user, body.current_password, body.new_password, meta(request)) }),
+          ok(request, {
+            user: await auth().changePassword(user, body.current_password, body.new_password, meta(request)),
+          }),
         {
           user: true,
           body: Bodies.change,

@@ -27,6 +27,7 @@ import {
   checkEmail,
   insertUser,
   markVerified,
+  mixedScriptAddress,
   publicUser,
   setPasswordHash,
   userByEmail,
@@ -191,6 +192,7 @@ export class AuthService {
     if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
     await this.limit(`register_ip:${meta.ip}`, this.setting('rate_limit_register_per_ip'));
     const email = this.checkEmail(input.email);
+    if (mixedScriptAddress(email)) throw AuthErrors.emailMixedScripts();
     this.checkNewPassword('password', input.password);
     const hash = await hashPassword(input.password);
     let row: UserRow;

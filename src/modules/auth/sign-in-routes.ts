@@ -157,10 +157,11 @@ export function signInRoutes(p: Platform, root: string) {
         ok(request, await auth().methods.verifyEmailCode(body.email, body.code, meta(request))),
       {
         body: SignInBodies.otpVerify,
-        response: { 200: SignInResponses.signIn, ...errors(401, 403, 422, 429) },
+        response: { 200: SignInResponses.signIn, ...errors(400, 401, 403, 422, 429) },
         detail: {
           summary: 'Sign in with a mailed code',
           'x-codes': {
+            400: ['email_mixed_scripts'],
             401: ['invalid_code'],
             403: ['account_disabled', 'registration_closed'],
             429: ['rate_limited'],

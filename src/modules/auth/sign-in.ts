@@ -8,7 +8,16 @@ import type { Db } from '../../db/engine';
 import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
 import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './service';
-import { checkEmail, markVerified, publicUser, userByEmail, userById, type PublicUser, type UserRow } from './users';
+import {
+  checkEmail,
+  markVerified,
+  mixedScriptAddress,
+  publicUser,
+  userByEmail,
+  userById,
+  type PublicUser,
+  type UserRow,
+} from './users';
 import { hit, limitPerMinute } from './rate-limit';
 import { userLockout } from './lockout';
 import { EMAIL_CODE_SECONDS, issueEmailCode, useEmailCode } from './email-codes';
@@ -106,6 +115,7 @@ export class SignInMethods {
     let row = await userByEmail(this.p.db, email);
     if (!row) {
       if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
+      if (mixedScriptAddress(email)) throw AuthErrors.emailMixedScripts();
       try {
         row = await insertPasswordlessUser(this.p.db, email, true);
       } catch {

@@ -1,6 +1,7 @@
 /**
  * The `basalt.users` table: lookups and the public shape of a user record.
  */
+import { domainToASCII } from 'node:url';
 import type { Queryable } from '../../db/engine';
 import type { PublicUser } from './model';
 
@@ -38,15 +39,96 @@ const SOFT_DOTTED_DOT = /(\p{Soft_Dotted})\u0307/gu;
 
 /**
  * The one spelling an address is stored and looked up under: trimmed, NFKC-normalized
- * (fullwidth `ＢＯＢ` is `bob`, a decomposed `é` is the composed one), lower-cased, and
- * without a dot above that only repeats a letter's own (`İ` lower-cases to `i`).
+ * (fullwidth `ＢＯＢ` is `bob`, a decomposed `é` is the composed one), lower-cased,
+ * without a dot above that only repeats a letter's own (`İ` lower-cases to `i`), and with
+ * the domain in its ASCII (punycode) form by IDNA/UTS #46, as browsers convert host names
+ * (`bücher.example` is `xn--bcher-kva.example`: one mailbox, one account). A domain IDNA
+ * refuses is left as it is, and `emailProblem` then refuses the address.
  * Every way an address comes in — register, login, password/forgot,
  * verify-email/resend, the admin API, the command line — goes through this and
  * `emailProblem` (or `checkEmail`, both at once) before any lookup or uniqueness check,
  * so lookalike spellings are one account (docs/auth.md, E-mail addresses).
  */
 export function normalizeEmail(email: string): string {
-  return email.trim().normalize('NFKC').toLowerCase().normalize('NFKC').replace(SOFT_DOTTED_DOT, '$1');
+  const folded = email.trim().normalize('NFKC').toLowerCase().normalize('NFKC').replace(SOFT_DOTTED_DOT, '$1');
+  const at = folded.lastIndexOf('@');
+  if (at < 0) return folded;
+  const ascii = domainToASCII(folded.slice(at + 1));
+  return ascii ? folded.slice(0, at + 1) + ascii : folded;
+}
+
+/**
+ * Scripts a local part may not mix (UTS #39's single-script rule over the scripts of
+ * UAX #31's recommended list plus Cherokee): `pаypal` with a Cyrillic `а` reads as
+ * Latin `paypal`. Characters of no particular script (digits, `.`, `-`, `_`, combining
+ * marks: Common and Inherited) go with any; the Han ideographs also go with the
+ * Japanese kana, Hangul and Bopomofo (Japanese, Korean and Chinese writing mix them).
+ * A letter of a script not listed counts as one script of its own ("other").
+ */
+const SCRIPTS = [
+  'Latin',
+  'Greek',
+  'Cyrillic',
+  'Armenian',
+  'Hebrew',
+  'Arabic',
+  'Syriac',
+  'Thaana',
+  'Devanagari',
+  'Bengali',
+  'Gurmukhi',
+  'Gujarati',
+  'Oriya',
+  'Tamil',
+  'Telugu',
+  'Kannada',
+  'Malayalam',
+  'Sinhala',
+  'Thai',
+  'Lao',
+  'Tibetan',
+  'Myanmar',
+  'Georgian',
+  'Hangul',
+  'Ethiopic',
+  'Cherokee',
+  'Khmer',
+  'Mongolian',
+  'Hiragana',
+  'Katakana',
+  'Bopomofo',
+  'Han',
+].map((name) => ({ name, re: new RegExp(`\\p{Script_Extensions=${name}}`, 'u') }));
+const ANY_SCRIPT = /[\p{Script=Common}\p{Script=Inherited}]/u;
+/** UTS #39's augmented sets: writing systems that mix scripts as a matter of course. */
+const AUGMENT: Record<string, string[]> = {
+  Han: ['Japanese', 'Korean', 'Chinese'],
+  Hiragana: ['Japanese'],
+  Katakana: ['Japanese'],
+  Hangul: ['Korean'],
+  Bopomofo: ['Chinese'],
+};
+
+/**
+ * Whether a normalized address's local part mixes scripts (above). Checked for new
+ * accounts only — register, a sign-up by e-mail code or provider, an administrator's
+ * new user or new address: existing accounts keep signing in.
+ */
+export function mixedScriptAddress(email: string): boolean {
+  return mixesScripts(email.slice(0, email.lastIndexOf('@')));
+}
+
+/** Whether `local` (a local part) mixes scripts that no writing system mixes. */
+export function mixesScripts(local: string): boolean {
+  let common: Set<string> | undefined;
+  for (const ch of local) {
+    const own = SCRIPTS.filter((s) => s.re.test(ch)).flatMap((s) => [s.name, ...(AUGMENT[s.name] ?? [])]);
+    if (!own.length && ANY_SCRIPT.test(ch)) continue;
+    const set = new Set(own.length ? own : ['other']);
+    common = common ? new Set([...common].filter((s) => set.has(s))) : set;
+    if (!common.size) return true;
+  }
+  return false;
 }
 
 /** Control characters (C0, DEL, C1): never part of an address; NUL would not even reach the database. */
@@ -87,6 +169,8 @@ export function emailProblem(normalized: string): string | undefined {
     labels.every((l) => l.length <= 63 && LABEL.test(l)) &&
     !/^\d+$/.test(labels[labels.length - 1]!);
   if (!shaped) return 'must be an e-mail address like name@example.com';
+  if (domainToASCII(labels.join('.')) !== labels.join('.'))
+    return 'must have a valid domain name (internationalized domains are converted to their xn-- form)';
   return undefined;
 }
 

@@ -27,7 +27,7 @@ let template: Promise<string> | undefined;
 
 /**
  * An initialized embedded data dir (initdb takes seconds), copied for every test: made once
- * per process, or given by BASALT_TEST_EMBEDDED_TEMPLATE (scripts/test-executable.ts makes
+ * per process, or given by BASALT_TEST_EMBEDDED_TEMPLATE (scripts/test.ts makes
  * one for all its `bun test` processes).
  */
 export function embeddedTemplate(): Promise<string> {

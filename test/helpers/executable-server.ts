@@ -1,7 +1,7 @@
 /**
  * The executable target of `startServer` (test/helpers/server.ts). When
  * BASALT_TEST_EXECUTABLE names a compiled `basalt` (`npm run test:executable` builds one
- * and runs the suites listed in scripts/test-executable.ts with it), a suite's server is
+ * and runs the suites listed in scripts/test.ts with it), a suite's server is
  * that executable in its own process — the test's database, the repository's extensions,
  * nothing of this checkout on its PATH — instead of the platform in this process.
  *

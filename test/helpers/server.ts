@@ -87,7 +87,7 @@ type RequestOptions = {
 
 const sourceOnly = (what: string): never => {
   throw new Error(
-    `${what} is the in-process platform: this suite runs on the source only (scripts/test-executable.ts lists the suites run against the executable)`,
+    `${what} is the in-process platform: this suite runs on the source only (scripts/test.ts lists the suites run against the executable)`,
   );
 };
 

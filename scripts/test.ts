@@ -33,7 +33,13 @@ import { openEmbedded } from '../src/db/embedded';
 
 /** The HTTP-level suites run against the executable, on both engines. */
 export const EXECUTABLE_SUITES = [
+  'test/core/smoke.test.ts',
+  'test/core/docs-page.test.ts',
   'test/openapi/conformance.test.ts',
+  'test/database/openapi.test.ts',
+  'test/database/migrations.test.ts',
+  'test/extensions/openapi.test.ts',
+  'test/panel/assets.test.ts',
   'test/extensions/files.test.ts',
   'test/database/values.test.ts',
   'test/security/auth-input.test.ts',
@@ -53,6 +59,8 @@ interface Result extends Job {
   code: number;
   output: string;
   seconds: number;
+  /** CPU time of the bun test process itself (not of the servers or browsers it starts). */
+  cpu: number;
 }
 
 const ROOT = resolve(import.meta.dir, '..');
@@ -131,7 +139,15 @@ async function run(job: Job, env: Record<string, string>): Promise<Result> {
   ]);
   clearTimeout(watchdog);
   const note = killed ? `\n${job.file} did not end within ${FILE_TIMEOUT_MS / 60_000} minutes: killed\n 1 fail\n` : '';
-  return { ...job, code: killed ? 1 : code, output: out + err + note, seconds: (performance.now() - started) / 1000 };
+  const usage = proc.resourceUsage();
+  const cpu = usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1e6 : 0;
+  return {
+    ...job,
+    code: killed ? 1 : code,
+    output: out + err + note,
+    seconds: (performance.now() - started) / 1000,
+    cpu,
+  };
 }
 
 const count = (output: string, what: string) => Number(new RegExp(`^ *(\\d+) ${what}$`, 'm').exec(output)?.[1] ?? 0);
@@ -156,7 +172,7 @@ if (import.meta.main) {
     for (let job = queue.shift(); job; job = queue.shift()) {
       const r = await run(job, env);
       results.push(r);
-      console.log(`\n== ${r.target}: ${r.file} (${r.seconds.toFixed(1)} s)\n${r.output.trimEnd()}`);
+      console.log(`\n== ${r.target}: ${r.file} (${r.seconds.toFixed(1)} s, ${r.cpu.toFixed(1)} s CPU)\n${r.output.trimEnd()}`);
     }
   };
   await Promise.all(Array.from({ length: JOBS }, worker)).finally(() =>
@@ -172,7 +188,8 @@ if (import.meta.main) {
     const rs = results.filter((r) => r.target === target);
     const sum = (what: string) => rs.reduce((n, r) => n + count(r.output, what), 0);
     const busy = rs.reduce((n, r) => n + r.seconds, 0);
-    return `on the ${target}: ${rs.length} files, ${sum('pass')} pass, ${sum('fail')} fail, ${sum('skip')} skip (${Math.round(busy)} s in its processes)`;
+    const cpu = rs.reduce((n, r) => n + r.cpu, 0);
+    return `on the ${target}: ${rs.length} files, ${sum('pass')} pass, ${sum('fail')} fail, ${sum('skip')} skip (${Math.round(busy)} s in its processes, ${Math.round(cpu)} s CPU)`;
   };
   // Not as bare "N pass" lines: .ci/run adds up those of every bun test process above.
   console.log(`\n== summary\n${line('source')}\n${line('executable')}`);

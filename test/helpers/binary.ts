@@ -4,7 +4,7 @@
  * operator would: copied alone into an empty directory, with no Bun and no node_modules on
  * its PATH.
  */
-import { copyFileSync, mkdtempSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
@@ -82,6 +82,13 @@ export async function serveBinary(
       interval: 50,
     },
   ).catch(() => false);
+  // /healthz answers as soon as the listeners are up; on the embedded engine `serve` opens the
+  // management socket a moment later, and until then a CLI command beside it finds the data dir in use.
+  const socket = join(resolve(cwd, env.BASALT_DATA_DIR ?? 'basalt_data'), 'basalt.sock');
+  if (healthy === true && !env.BASALT_DATABASE_URL)
+    await eventually(() => existsSync(socket) || proc.exitCode !== null, { timeout: 30_000, what: socket }).catch(
+      () => {},
+    );
   if (healthy === true)
     return {
       proc,

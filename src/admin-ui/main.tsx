@@ -22,31 +22,20 @@ import { Extensions } from './screens/extensions';
 import { Audit } from './screens/audit';
 import { Backups } from './screens/backups';
 import { Empty } from './components/ui';
+import { screenAt, type ScreenId } from './screen-list';
 
-const SCREENS: Record<string, () => preact.JSX.Element> = {
-  '': Dashboard,
+/** Each screen of the list (screen-list.ts) and the component that draws it. */
+const VIEWS: Record<ScreenId, () => preact.JSX.Element> = {
+  dashboard: Dashboard,
   keys: Keys,
   settings: Settings,
   templates: Templates,
-  mail: MailJobs,
+  'mail-jobs': MailJobs,
   users: Users,
   data: Data,
   extensions: Extensions,
   audit: Audit,
   backups: Backups,
-};
-
-const TITLES: Record<string, string> = {
-  '': 'Dashboard',
-  keys: 'API keys',
-  settings: 'Settings',
-  templates: 'Mail templates',
-  mail: 'Mail jobs',
-  users: 'Users',
-  data: 'Data',
-  extensions: 'Extensions',
-  audit: 'Audit log',
-  backups: 'Backups',
 };
 
 let booted = false;
@@ -77,16 +66,17 @@ function NotFound() {
 function App() {
   const r = route.value;
   const first = r.parts[0] ?? '';
+  const screen = screenAt(first);
   useEffect(() => {
-    document.title = `${TITLES[first] ?? 'Basalt'} · Basalt administration`;
-  }, [first]);
+    document.title = `${screen?.title ?? 'Basalt'} · Basalt administration`;
+  }, [screen]);
   if (first === 'setup' && !session.value) return <Setup />;
   if (session.value === undefined) {
     void boot();
     return <Loading label="Starting…" />;
   }
   if (session.value === null) return <SignIn />;
-  const Screen = SCREENS[first] ?? NotFound;
+  const Screen = screen ? VIEWS[screen.id] : NotFound;
   return (
     <Shell>
       <Screen key={first} />

@@ -17,6 +17,7 @@ import { freePort, runBinary } from '../helpers/binary';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { newContext, shot, startBinary, switchScheme, watch, type RunningBinary } from './support';
 import { eventually } from '../helpers/wait';
+import { SCREENS, type ScreenId } from '../../src/admin-ui/screen-list';
 
 const EMAIL = 'ops@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -60,19 +61,12 @@ const SIZES = [
   [390, 844],
 ] as const;
 
-const SCREENS: [string, string][] = [
-  ['dashboard', '#/'],
-  ['keys', '#/keys'],
-  ['settings', '#/settings'],
-  ['templates', '#/templates'],
-  ['template-editor', '#/templates/tour_welcome'],
-  ['mail-jobs', '#/mail'],
-  ['users', '#/users'],
-  ['data', '#/data/orders'],
-  ['extensions', '#/extensions'],
-  ['audit', '#/audit'],
-  ['backups', '#/backups'],
-];
+/**
+ * Where the tour photographs each screen of the panel's list (src/admin-ui/screen-list.ts):
+ * its own route, or a fuller page of it; then the extra pages below a screen.
+ */
+const SHOT_AT: Partial<Record<ScreenId, string>> = { data: '#/data/orders' };
+const EXTRA_SCREENS: [string, string][] = [['template-editor', '#/templates/tour_welcome']];
 
 describe.skipIf(!HAS_CHROMIUM)('the panel in Chromium, against dist/basalt', () => {
   let browser: Browser;
@@ -649,17 +643,30 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.reload(); // back to following the system preference
 
   // 12. Every screen in both themes, at 1280 px and on a 390 px phone.
-  const extra: [string, string][] = [
+  const pages: [string, string, string?][] = [
+    ...SCREENS.map((s): [string, string, string] => [s.id, SHOT_AT[s.id] ?? `#/${s.path}`, s.title]),
+    ...EXTRA_SCREENS,
     ['mail-job', jobUrl.slice(jobUrl.indexOf('#'))],
     ['user', userUrl.slice(userUrl.indexOf('#'))],
   ];
+  //     The menu lists the screens of the list, in its order.
+  expect(
+    await page
+      .locator('nav[aria-label="Main"] a')
+      .evaluateAll((as) => as.map((a) => [a.textContent!.trim(), a.getAttribute('href')])),
+  ).toEqual([...SCREENS.map((s) => [s.title, `#/${s.path}`]), ['API reference', '/api/docs']]);
   for (const [width, height] of SIZES) {
     await page.setViewportSize({ width, height });
     for (const scheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme: scheme });
-      for (const [name, hash] of [...SCREENS, ...extra]) {
+      for (const [name, hash, title] of pages) {
         await page.goto(url + '/_/' + hash);
         await page.locator('h1').first().waitFor();
+        // A screen of the list: its title heads the page and names the tab.
+        if (title) {
+          await page.getByRole('heading', { level: 1, name: title, exact: true }).waitFor();
+          expect(await page.title()).toBe(`${title} · Basalt administration`);
+        }
         // Settled: nothing loading, nothing busy, a moment for the last paint.
         await page.waitForFunction(() => !document.querySelector('.loading, [aria-busy="true"], .spinner'));
         await Bun.sleep(150);
@@ -697,8 +704,17 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
           .waitFor({ state: 'visible' });
         await Bun.sleep(300); // the slide-in transition
         await shot(page, `${engine}-${scheme}-390-menu`);
+        //     Esc closes the phone menu.
+        await page.keyboard.press('Escape');
+        await page.getByRole('button', { name: 'Open menu' }).waitFor();
+        await page.getByRole('navigation', { name: 'Main' }).waitFor({ state: 'hidden' });
+        await page.getByRole('button', { name: 'Open menu' }).click();
         await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Users' }).click();
         await page.getByRole('heading', { level: 1, name: 'Users' }).waitFor();
+        //     "/" outside a field goes to the screen's search box.
+        await page.locator('main').click({ position: { x: 5, y: 5 } });
+        await page.keyboard.press('/');
+        expect(await page.getByLabel('Search by e-mail').evaluate((el) => el === document.activeElement)).toBe(true);
       }
     }
   }

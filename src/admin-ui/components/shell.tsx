@@ -6,7 +6,8 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { signal } from '@preact/signals';
-import { Icon, Logo, type IconName } from './icons';
+import { Icon, Logo } from './icons';
+import { SCREENS } from '../screen-list';
 import { Toasts, clearErrorToasts } from './toast';
 import { ConfirmHost } from './ui';
 import { get, post, session, sessionLost, setSession } from '../api';
@@ -14,19 +15,6 @@ import { route } from '../router';
 import { theme, toggleTheme } from '../theme';
 import { SignInForm } from '../screens/sign-in';
 import { ChangePassword } from '../screens/password';
-
-const NAV: { path: string; label: string; icon: IconName }[] = [
-  { path: '/', label: 'Dashboard', icon: 'dashboard' },
-  { path: '/keys', label: 'API keys', icon: 'key' },
-  { path: '/settings', label: 'Settings', icon: 'settings' },
-  { path: '/templates', label: 'Mail templates', icon: 'template' },
-  { path: '/mail', label: 'Mail jobs', icon: 'mail' },
-  { path: '/users', label: 'Users', icon: 'users' },
-  { path: '/data', label: 'Data', icon: 'data' },
-  { path: '/extensions', label: 'Extensions', icon: 'puzzle' },
-  { path: '/audit', label: 'Audit log', icon: 'audit' },
-  { path: '/backups', label: 'Backups', icon: 'archive' },
-];
 
 /** Where `/api/docs` lives: the public listener's base when the split is on. */
 export const docsUrl = signal('/api/docs');
@@ -60,8 +48,7 @@ export function platformFacts(): Promise<PlatformFacts> {
 }
 
 function active(path: string): boolean {
-  const first = '/' + (route.value.parts[0] ?? '');
-  return path === first;
+  return path === (route.value.parts[0] ?? '');
 }
 
 export function Shell({ children }: { children: ComponentChildren }) {
@@ -143,14 +130,14 @@ export function Shell({ children }: { children: ComponentChildren }) {
       </header>
       <nav class="sidenav" aria-label="Main">
         <ul>
-          {NAV.map((n) => (
-            <li key={n.path}>
+          {SCREENS.map((n) => (
+            <li key={n.id}>
               <a
-                href={'#' + n.path}
+                href={'#/' + n.path}
                 class={active(n.path) ? 'active' : ''}
                 aria-current={active(n.path) ? 'page' : undefined}
               >
-                <Icon name={n.icon} /> {n.label}
+                <Icon name={n.icon} /> {n.title}
               </a>
             </li>
           ))}

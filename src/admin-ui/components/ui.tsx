@@ -72,15 +72,59 @@ export function Field({
   );
 }
 
-/** A labelled, required password input; `autocomplete` tells a password manager which password it is. */
-export function PasswordField({
+/**
+ * A labelled text input: `value` in, `onValue` out, the server's word on it under it.
+ */
+export function TextField({
   label,
   value,
   onValue,
-  autocomplete,
   error,
   hint,
-  autoFocus,
+  hideLabel,
+  class: cls,
+  type = 'text',
+  ...rest
+}: {
+  label: string;
+  value: string;
+  onValue: (value: string) => void;
+  error?: string;
+  hint?: ComponentChildren;
+  hideLabel?: boolean;
+  class?: string;
+  type?: 'text' | 'email' | 'password' | 'search' | 'url' | 'number' | 'datetime-local' | 'date';
+  autocomplete?: string;
+  autoFocus?: boolean;
+  required?: boolean;
+  placeholder?: string;
+  readOnly?: boolean;
+  disabled?: boolean;
+  spellcheck?: boolean;
+  maxLength?: number;
+  inputMode?: 'text' | 'numeric' | 'decimal' | 'email' | 'url';
+}) {
+  return (
+    <Field label={label} error={error} hint={hint} hideLabel={hideLabel} class={cls}>
+      {(id, d) => (
+        <input
+          id={id}
+          aria-describedby={d}
+          // Preact types each input type's attributes apart; these props fit all of them.
+          type={type as 'text'}
+          value={value}
+          onInput={(e) => onValue(e.currentTarget.value)}
+          {...rest}
+        />
+      )}
+    </Field>
+  );
+}
+
+/** A labelled, required password input; `autocomplete` tells a password manager which password it is. */
+export function PasswordField({
+  autocomplete,
+  ...rest
 }: {
   label: string;
   value: string;
@@ -90,22 +134,7 @@ export function PasswordField({
   hint?: ComponentChildren;
   autoFocus?: boolean;
 }) {
-  return (
-    <Field label={label} error={error} hint={hint}>
-      {(id, d) => (
-        <input
-          id={id}
-          aria-describedby={d}
-          type="password"
-          autocomplete={autocomplete}
-          required
-          value={value}
-          onInput={(e) => onValue(e.currentTarget.value)}
-          autoFocus={autoFocus}
-        />
-      )}
-    </Field>
-  );
+  return <TextField type="password" autocomplete={autocomplete} required {...rest} />;
 }
 
 export function Badge({
@@ -233,6 +262,56 @@ export function Modal({
   );
 }
 
+/**
+ * A dialog around one form (`formId`): Cancel and the submit button in its footer, busy
+ * while the form is sent; `extra` stands at the footer's start (e.g. a Delete).
+ */
+export function FormModal({
+  title,
+  formId,
+  action,
+  busy,
+  onClose,
+  children,
+  extra,
+  wide,
+  icon,
+  disabled,
+  cancel = 'Cancel',
+}: {
+  title: string;
+  formId: string;
+  action: string;
+  busy: boolean;
+  onClose: () => void;
+  children: ComponentChildren;
+  extra?: ComponentChildren;
+  wide?: boolean;
+  icon?: IconName;
+  disabled?: boolean;
+  cancel?: string;
+}) {
+  return (
+    <Modal
+      title={title}
+      onClose={onClose}
+      wide={wide}
+      footer={
+        <>
+          {extra}
+          {extra && <span style={{ flex: 1 }} />}
+          <Button onClick={onClose}>{cancel}</Button>
+          <Button variant="primary" type="submit" form={formId} icon={icon} busy={busy} disabled={disabled}>
+            {action}
+          </Button>
+        </>
+      }
+    >
+      {children}
+    </Modal>
+  );
+}
+
 interface ConfirmRequest {
   title: string;
   body: ComponentChildren;
@@ -319,6 +398,8 @@ export function useCursorList<F extends Record<string, string>, T extends { next
     form,
     /** onInput handler for the form field `k`. */
     set: (k: keyof F) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value }),
+    /** The form field `k` as a TextField's value and onValue. */
+    field: (k: keyof F): Bound => ({ value: form[k] ?? '', onValue: (v) => setForm({ ...form, [k]: v }) }),
     /** onSubmit of the filter form: back to the first page with the form's filters. */
     apply: (e: Event) => {
       e.preventDefault();
@@ -357,6 +438,25 @@ export function useCursorList<F extends Record<string, string>, T extends { next
   };
 }
 
+/** A text field's value and its setter, spread onto a TextField. */
+export interface Bound {
+  value: string;
+  onValue: (value: string) => void;
+}
+
+/** The end of a filter form: From and To (local date and time), then Apply filters. */
+export function DateRangeApply({ since, until }: { since: Bound; until: Bound }) {
+  return (
+    <>
+      <TextField label="From" type="datetime-local" {...since} />
+      <TextField label="To" type="datetime-local" {...until} />
+      <Button type="submit" variant="primary" icon="filter">
+        Apply filters
+      </Button>
+    </>
+  );
+}
+
 /** The message for one field, from an ApiError's `details.fields`. */
 export function fieldError(e: unknown, name: string): string | undefined {
   return e instanceof ApiError ? e.fields[name] : undefined;
@@ -368,4 +468,27 @@ export function formError(e: unknown, fields: string[]): unknown {
   if (e instanceof ApiError && Object.keys(e.fields).length && Object.keys(e.fields).every((f) => fields.includes(f)))
     return undefined;
   return e;
+}
+
+/**
+ * A form's submit handler: `run` is sent once at a time (`busy` meanwhile) and its error
+ * is kept for the fields (fieldError, formError) until the next submit.
+ */
+export function useSubmit(run: () => Promise<void>) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const submit = async (e?: Event) => {
+    e?.preventDefault();
+    if (busy) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      await run();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, submit, setError };
 }

@@ -2,8 +2,20 @@
 import { useState } from 'preact/hooks';
 import { get, query, type Wire } from '../api';
 import type { AuditEntry as AuditRow } from '../../modules/admin/audit';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, Modal, PageHeader, useCursorList } from '../components/ui';
+import {
+  Badge,
+  Button,
+  DateRangeApply,
+  Empty,
+  ErrorNote,
+  Loading,
+  Modal,
+  PageHeader,
+  TextField,
+  useCursorList,
+} from '../components/ui';
 import { dateTime, localToIso } from '../format';
+import { titleOf } from '../screen-list';
 
 export type AuditEntry = Wire<AuditRow>;
 
@@ -143,7 +155,7 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
 }
 
 export function Audit() {
-  const { form, set, apply, pager, data, error, loading, reload } = useCursorList(
+  const { field, apply, pager, data, error, loading, reload } = useCursorList(
     { admin: '', action: '', target: '', since: '', until: '' },
     (f, before) =>
       get<{ entries: AuditEntry[]; next_cursor: string | null }>(
@@ -162,39 +174,15 @@ export function Audit() {
   return (
     <>
       <PageHeader
-        title="Audit log"
+        title={titleOf('audit')}
         subtitle="Every change made in the panel or on the command line, and every sign-in. Read-only; old entries are removed after the retention period (admin.audit_retention_days)."
       />
       <section class="panel">
         <form class="toolbar" onSubmit={apply}>
-          <Field label="Administrator">
-            {(id) => <input id={id} value={form.admin} onInput={set('admin')} placeholder="e-mail, or cli" />}
-          </Field>
-          <Field label="Action">
-            {(id) => (
-              <input id={id} value={form.action} onInput={set('action')} placeholder="keys.create, or keys. for all" />
-            )}
-          </Field>
-          <Field label="Target">
-            {(id) => (
-              <input
-                id={id}
-                type="search"
-                value={form.target}
-                onInput={set('target')}
-                placeholder="id, e-mail, key, name"
-              />
-            )}
-          </Field>
-          <Field label="From">
-            {(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}
-          </Field>
-          <Field label="To">
-            {(id) => <input id={id} type="datetime-local" value={form.until} onInput={set('until')} />}
-          </Field>
-          <Button type="submit" variant="primary" icon="filter">
-            Apply filters
-          </Button>
+          <TextField label="Administrator" {...field('admin')} placeholder="e-mail, or cli" />
+          <TextField label="Action" {...field('action')} placeholder="keys.create, or keys. for all" />
+          <TextField label="Target" type="search" {...field('target')} placeholder="id, e-mail, key, name" />
+          <DateRangeApply since={field('since')} until={field('until')} />
         </form>
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}

@@ -10,6 +10,7 @@ import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { dateTime } from '../format';
 import { platformFacts } from '../components/shell';
+import { titleOf } from '../screen-list';
 
 interface Backup {
   name: string;
@@ -73,7 +74,7 @@ export function Backups() {
   return (
     <>
       <PageHeader
-        title="Backups"
+        title={titleOf('backups')}
         subtitle={
           data ? (
             <>

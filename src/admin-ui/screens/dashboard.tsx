@@ -4,6 +4,7 @@ import { Badge, Empty, ErrorNote, Loading, PageHeader, useAsync } from '../compo
 import { Icon } from '../components/icons';
 import { ago, dateTime, number } from '../format';
 import { AuditTable, type AuditEntry } from './audit';
+import { titleOf } from '../screen-list';
 
 interface DashboardData {
   version: string;
@@ -23,7 +24,7 @@ export function Dashboard() {
   return (
     <>
       <PageHeader
-        title="Dashboard"
+        title={titleOf('dashboard')}
         subtitle="The platform at a glance."
         actions={
           <button type="button" class="btn btn-secondary" onClick={reload}>

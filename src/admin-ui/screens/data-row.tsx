@@ -1,50 +1,10 @@
-/** The data browser's row form: insert, edit (only changed columns are sent), delete one row. */
-import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, patch, post } from '../api';
-import { Button, ErrorNote, Modal, confirm, useAsync } from '../components/ui';
+import { Button, ErrorNote, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
 export type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
 import type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
-
-export function ModalForm({
-  title,
-  onClose,
-  busy,
-  action,
-  formId,
-  children,
-  extra,
-}: {
-  title: string;
-  onClose: () => void;
-  busy: boolean;
-  action: string;
-  formId: string;
-  children: ComponentChildren;
-  extra?: ComponentChildren;
-}) {
-  return (
-    <Modal
-      title={title}
-      onClose={onClose}
-      wide
-      footer={
-        <>
-          {extra}
-          <span style={{ flex: 1 }} />
-          <Button onClick={onClose}>Cancel</Button>
-          <Button variant="primary" type="submit" form={formId} busy={busy}>
-            {action}
-          </Button>
-        </>
-      }
-    >
-      {children}
-    </Modal>
-  );
-}
 
 /** The first values of a referenced column, offered by the browser as the input's suggestions. */
 function ReferencedValues({ id, refTo }: { id: string; refTo: { table: string; column: string } }) {
@@ -112,43 +72,32 @@ export function RowForm({
   const [nulls, setNulls] = useState<Record<string, boolean>>(() =>
     Object.fromEntries(table.columns.map((c) => [c.name, row ? row[c.name] === null : false])),
   );
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
+  const { busy, error, submit, setError } = useSubmit(async () => {
+    const data: Record<string, unknown> = {};
+    for (const c of table.columns) {
+      const t = text[c.name] ?? '';
+      if (row) {
+        const before = toInput(c, row[c.name]);
+        const wasNull = row[c.name] === null;
+        if (nulls[c.name] !== wasNull || (!nulls[c.name] && t !== before))
+          data[c.name] = nulls[c.name] ? null : fromInput(c, t);
+      } else if (nulls[c.name]) data[c.name] = null;
+      else if (t !== '' || !(c.has_default || c.nullable)) data[c.name] = fromInput(c, t);
+    }
+    if (row) {
+      if (!Object.keys(data).length) return onClose();
+      await patch(`/data/${encodeURIComponent(table.name)}/rows`, { key: rowKey, data });
+      toast('Row saved.');
+    } else {
+      await post(`/data/${encodeURIComponent(table.name)}/rows`, { data });
+      toast(`Row inserted into ${table.name}.`);
+    }
+    onDone();
+  });
   const fieldErr = (name: string) =>
     error instanceof ApiError
       ? (error.fields[name] ?? (error.details.column === name ? error.message : undefined))
       : undefined;
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      const data: Record<string, unknown> = {};
-      for (const c of table.columns) {
-        const t = text[c.name] ?? '';
-        if (row) {
-          const before = toInput(c, row[c.name]);
-          const wasNull = row[c.name] === null;
-          if (nulls[c.name] !== wasNull || (!nulls[c.name] && t !== before))
-            data[c.name] = nulls[c.name] ? null : fromInput(c, t);
-        } else if (nulls[c.name]) data[c.name] = null;
-        else if (t !== '' || !(c.has_default || c.nullable)) data[c.name] = fromInput(c, t);
-      }
-      if (row) {
-        if (!Object.keys(data).length) return onClose();
-        await patch(`/data/${encodeURIComponent(table.name)}/rows`, { key: rowKey, data });
-        toast('Row saved.');
-      } else {
-        await post(`/data/${encodeURIComponent(table.name)}/rows`, { data });
-        toast(`Row inserted into ${table.name}.`);
-      }
-      onDone();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
   const remove = async () => {
     if (
       !(await confirm({
@@ -169,7 +118,8 @@ export function RowForm({
   };
   const known = error instanceof ApiError && table.columns.some((c) => fieldErr(c.name));
   return (
-    <ModalForm
+    <FormModal
+      wide
       title={row ? `Edit row of ${table.name}` : `Insert into ${table.name}`}
       onClose={onClose}
       busy={busy}
@@ -267,6 +217,6 @@ export function RowForm({
           );
         })}
       </form>
-    </ModalForm>
+    </FormModal>
   );
 }

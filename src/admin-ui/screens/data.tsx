@@ -5,13 +5,24 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post } from '../api';
-import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync } from '../components/ui';
+import {
+  Button,
+  Empty,
+  ErrorNote,
+  FormModal,
+  Loading,
+  PageHeader,
+  confirm,
+  useAsync,
+  useSubmit,
+} from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { cell, dateTime, number } from '../format';
 import { navigate, route } from '../router';
-import { ModalForm, RowForm, type TableInfo } from './data-row';
+import { RowForm, type TableInfo } from './data-row';
 import { FilterEditor, type Filter } from './data-filters';
+import { titleOf } from '../screen-list';
 
 interface Sort {
   field: string;
@@ -33,7 +44,7 @@ export function Data() {
   return (
     <>
       <PageHeader
-        title="Data"
+        title={titleOf('data')}
         subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log."
       />
       <ErrorNote error={tables.error} onRetry={tables.reload} />
@@ -386,28 +397,18 @@ function Cell({ v, kind }: { v: unknown; kind: Kind }) {
 
 function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () => void; onDone: () => void }) {
   const [csv, setCsv] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
   const pick = async (e: Event) => {
     const f = (e.currentTarget as HTMLInputElement).files?.[0];
     if (f) setCsv(await f.text());
   };
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      const r = await post<{ inserted: number }>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
-      toast(`${number(r.inserted)} rows imported into ${table.name}.`);
-      onDone();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { busy, error, submit } = useSubmit(async () => {
+    const r = await post<{ inserted: number }>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
+    toast(`${number(r.inserted)} rows imported into ${table.name}.`);
+    onDone();
+  });
   return (
-    <ModalForm
+    <FormModal
+      wide
       title={`Import CSV into ${table.name}`}
       onClose={onClose}
       busy={busy}
@@ -435,6 +436,6 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
           />
         </div>
       </form>
-    </ModalForm>
+    </FormModal>
   );
 }

@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import { ApiError, get, put } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
+import { titleOf } from '../screen-list';
 
 interface Extension {
   name: string;
@@ -21,7 +22,7 @@ export function Extensions() {
   return (
     <>
       <PageHeader
-        title="Extensions"
+        title={titleOf('extensions')}
         subtitle="Found in extensions.dir at start. Adding or removing one needs a restart."
       />
       <ErrorNote error={error} onRetry={reload} />

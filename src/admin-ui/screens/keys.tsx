@@ -10,16 +10,20 @@ import {
   Empty,
   ErrorNote,
   Field,
+  FormModal,
   Loading,
   Modal,
   PageHeader,
+  TextField,
   confirm,
   fieldError,
   formError,
   useAsync,
+  useSubmit,
 } from '../components/ui';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
+import { titleOf } from '../screen-list';
 
 export interface Key {
   id: string;
@@ -74,7 +78,7 @@ export function Keys() {
   return (
     <>
       <PageHeader
-        title="API keys"
+        title={titleOf('keys')}
         subtitle="Public keys (pk_…) identify a front-end; service keys (sk_…) carry permissions. A secret is shown once, then stored only as a hash."
         actions={
           <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>
@@ -196,47 +200,24 @@ function CreateKey({
   const [tables, setTables] = useState<string[]>([]);
   const [expires, setExpires] = useState('');
   const [site, setSite] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
   const needsTables = perms.includes('db:query') || perms.includes('db:*');
   const catalog = useAsync(
     () => (needsTables ? get<{ tables: { name: string }[] }>('/data/tables') : Promise.resolve(undefined)),
     [needsTables],
   );
   const toggle = (list: string[], v: string) => (list.includes(v) ? list.filter((x) => x !== v) : [...list, v]);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
+  const { busy, error, submit } = useSubmit(async () => {
     const common = { name: name || undefined, expires_at: expires ? new Date(expires).toISOString() : undefined };
     const body =
       type === 'service'
         ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
         : { ...common, type, site };
-    try {
-      onCreated(await post<{ key: Key; secret: string }>('/keys', body));
-      toast('Key created. Copy its secret now: it is shown only once.');
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+    onCreated(await post<{ key: Key; secret: string }>('/keys', body));
+    toast('Key created. Copy its secret now: it is shown only once.');
+  });
   const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];
   return (
-    <Modal
-      title="New API key"
-      onClose={onClose}
-      wide
-      footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button variant="primary" type="submit" form="create-key" busy={busy}>
-            Create key
-          </Button>
-        </>
-      }
-    >
+    <FormModal title="New API key" formId="create-key" action="Create key" busy={busy} onClose={onClose} wide>
       <form id="create-key" class="form" onSubmit={submit}>
         <ErrorNote error={formError(error, fields)} />
         <fieldset>
@@ -313,28 +294,23 @@ function CreateKey({
             published in the runtime config when access mode is api_key_required
           </label>
         )}
-        <Field label="Name" error={fieldError(error, 'name')} hint="Optional: what this key is for, shown in the list.">
-          {(id, d) => (
-            <input id={id} aria-describedby={d} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          )}
-        </Field>
-        <Field
+        <TextField
+          label="Name"
+          value={name}
+          onValue={setName}
+          error={fieldError(error, 'name')}
+          hint="Optional: what this key is for, shown in the list."
+        />
+        <TextField
           label="Expires"
+          type="datetime-local"
+          value={expires}
+          onValue={setExpires}
           error={fieldError(error, 'expires_at')}
           hint="Leave empty for a key that does not expire."
-        >
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="datetime-local"
-              value={expires}
-              onInput={(e) => setExpires(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        />
       </form>
-    </Modal>
+    </FormModal>
   );
 }
 

@@ -12,11 +12,14 @@ import {
   confirm,
   useAsync,
   useCursorList,
+  DateRangeApply,
+  TextField,
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, cell, dateTime, localToIso } from '../format';
 import { navigate, route } from '../router';
+import { titleOf } from '../screen-list';
 
 export interface Job {
   id: string;
@@ -54,7 +57,7 @@ export function MailJobs() {
 
 function JobList() {
   const q = route.value.query;
-  const { form, set, apply, pager, data, error, loading, reload } = useCursorList(
+  const { form, set, field, apply, pager, data, error, loading, reload } = useCursorList(
     { state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' },
     (f, before) =>
       get<{ jobs: Job[]; next_cursor: string | null }>(
@@ -72,7 +75,7 @@ function JobList() {
   return (
     <>
       <PageHeader
-        title="Mail jobs"
+        title={titleOf('mail-jobs')}
         subtitle="The outgoing mail queue, newest first."
         actions={
           <Button icon="refresh" onClick={reload}>
@@ -94,20 +97,8 @@ function JobList() {
               </select>
             )}
           </Field>
-          <Field label="Recipient">
-            {(id) => (
-              <input id={id} type="search" value={form.recipient} onInput={set('recipient')} placeholder="e-mail" />
-            )}
-          </Field>
-          <Field label="From">
-            {(id) => <input id={id} type="datetime-local" value={form.since} onInput={set('since')} />}
-          </Field>
-          <Field label="To">
-            {(id) => <input id={id} type="datetime-local" value={form.until} onInput={set('until')} />}
-          </Field>
-          <Button type="submit" variant="primary" icon="filter">
-            Apply filters
-          </Button>
+          <TextField label="Recipient" type="search" {...field('recipient')} placeholder="e-mail" />
+          <DateRangeApply since={field('since')} until={field('until')} />
         </form>
         <ErrorNote error={error} onRetry={reload} />
         {loading && !data && <Loading />}

@@ -4,43 +4,28 @@
  */
 import { useState } from 'preact/hooks';
 import { post } from '../api';
-import { Button, ErrorNote, fieldError, formError, Modal, PasswordField } from '../components/ui';
+import { ErrorNote, fieldError, FormModal, formError, PasswordField, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
 export function ChangePassword({ email, onClose }: { email: string; onClose: () => void }) {
   const [current, setCurrent] = useState('');
   const [next, setNext] = useState('');
   const [repeat, setRepeat] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
   const mismatch = repeat !== '' && repeat !== next;
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
-    setBusy(true);
-    setError(undefined);
-    try {
-      await post('/auth/password', { current_password: current, new_password: next });
-      toast('Password changed. Your other sessions were signed out.');
-      onClose();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+    await post('/auth/password', { current_password: current, new_password: next });
+    toast('Password changed. Your other sessions were signed out.');
+    onClose();
+  });
   return (
-    <Modal
+    <FormModal
       title="Change your password"
+      formId="change-password"
+      action="Change password"
+      busy={busy}
+      disabled={mismatch}
       onClose={onClose}
-      footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button variant="primary" type="submit" form="change-password" busy={busy} disabled={mismatch}>
-            Change password
-          </Button>
-        </>
-      }
     >
       <form id="change-password" class="form" onSubmit={submit}>
         {/* For password managers: whose password this is. */}
@@ -70,6 +55,6 @@ export function ChangePassword({ email, onClose }: { email: string; onClose: () 
           error={mismatch ? 'The two passwords differ.' : undefined}
         />
       </form>
-    </Modal>
+    </FormModal>
   );
 }

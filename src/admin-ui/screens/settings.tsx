@@ -10,6 +10,7 @@ import type { SettingInfo } from '../../modules/admin/settings';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate, route } from '../router';
+import { titleOf } from '../screen-list';
 
 export type Setting = Wire<SettingInfo>;
 
@@ -34,7 +35,7 @@ export function Settings() {
   return (
     <>
       <PageHeader
-        title="Settings"
+        title={titleOf('settings')}
         subtitle="Precedence: environment > config file > set here > default. Settings pinned by the environment or the config file are read-only here."
       />
       <div class="row" style={{ marginBottom: '12px' }}>

@@ -1,7 +1,7 @@
 /** `#/setup?token=…`: the one-time link `serve` prints while no administrator exists. */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, Field, fieldError, formError, PasswordField } from '../components/ui';
+import { Button, ErrorNote, fieldError, formError, PasswordField, TextField, useSubmit } from '../components/ui';
 import { Logo } from '../components/icons';
 import { navigate, route } from '../router';
 import { toast } from '../components/toast';
@@ -11,25 +11,14 @@ export function Setup() {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [repeat, setRepeat] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
   const mismatch = repeat !== '' && repeat !== password;
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
-    setBusy(true);
-    setError(undefined);
-    try {
-      const s = await post<Session>('/auth/setup', { token, email, password });
-      setSession(s);
-      navigate('/', undefined, true); // the token leaves the address bar and history entry
-      toast(`Administrator ${s.admin.email} created. Welcome.`);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+    const s = await post<Session>('/auth/setup', { token, email, password });
+    setSession(s);
+    navigate('/', undefined, true); // the token leaves the address bar and history entry
+    toast(`Administrator ${s.admin.email} created. Welcome.`);
+  });
   const gone = error instanceof ApiError && error.code === 'setup_link_invalid';
   return (
     <div class="auth-page">
@@ -57,20 +46,16 @@ export function Setup() {
         ) : (
           <form class="form" onSubmit={submit} noValidate>
             <ErrorNote error={formError(error, ['email', 'password'])} />
-            <Field label="Email" error={fieldError(error, 'email')}>
-              {(id, d) => (
-                <input
-                  id={id}
-                  aria-describedby={d}
-                  type="email"
-                  autocomplete="username"
-                  required
-                  value={email}
-                  onInput={(e) => setEmail(e.currentTarget.value)}
-                  autoFocus
-                />
-              )}
-            </Field>
+            <TextField
+              label="Email"
+              type="email"
+              autocomplete="username"
+              required
+              autoFocus
+              value={email}
+              onValue={setEmail}
+              error={fieldError(error, 'email')}
+            />
             <PasswordField
               label="Password"
               autocomplete="new-password"

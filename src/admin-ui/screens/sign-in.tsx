@@ -1,7 +1,7 @@
 /** Sign-in (and the same form again when a session is lost mid-work). */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, Field, PasswordField } from '../components/ui';
+import { Button, ErrorNote, fieldError, PasswordField, TextField, useSubmit } from '../components/ui';
 import { Logo } from '../components/icons';
 import { Toasts } from '../components/toast';
 import { signal } from '@preact/signals';
@@ -12,51 +12,34 @@ export const setupRequired = signal(false);
 export function SignInForm({ email: initial = '' }: { email?: string }) {
   const [email, setEmail] = useState(initial);
   const [password, setPassword] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
+  const { busy, error, submit } = useSubmit(async () => {
     try {
       setSession(await post<Session>('/auth/login', { email, password }));
     } catch (err) {
-      setError(err);
       setPassword('');
-    } finally {
-      setBusy(false);
+      throw err;
     }
-  };
+  });
   const invalid = error instanceof ApiError && error.code === 'invalid_credentials';
   return (
     <form class="form" onSubmit={submit} noValidate>
       {error && !invalid && <ErrorNote error={error} />}
-      <Field label="Email" error={error instanceof ApiError ? error.fields.email : undefined}>
-        {(id, d) => (
-          <input
-            id={id}
-            aria-describedby={d}
-            type="email"
-            autocomplete="username"
-            required
-            value={email}
-            onInput={(e) => setEmail(e.currentTarget.value)}
-            autoFocus={!initial}
-          />
-        )}
-      </Field>
+      <TextField
+        label="Email"
+        type="email"
+        autocomplete="username"
+        required
+        autoFocus={!initial}
+        value={email}
+        onValue={setEmail}
+        error={fieldError(error, 'email')}
+      />
       <PasswordField
         label="Password"
         autocomplete="current-password"
         value={password}
         onValue={setPassword}
-        error={
-          invalid
-            ? 'Wrong e-mail or password. Check both and try again.'
-            : error instanceof ApiError
-              ? error.fields.password
-              : undefined
-        }
+        error={invalid ? 'Wrong e-mail or password. Check both and try again.' : fieldError(error, 'password')}
         autoFocus={!!initial}
       />
       <Button type="submit" variant="primary" busy={busy} class="btn-block">

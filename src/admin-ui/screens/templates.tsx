@@ -10,18 +10,21 @@ import {
   Empty,
   ErrorNote,
   Field,
+  FormModal,
   Loading,
-  Modal,
   PageHeader,
+  TextField,
   confirm,
   fieldError,
   formError,
   useAsync,
+  useSubmit,
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { dateTime } from '../format';
 import { navigate, route } from '../router';
+import { titleOf } from '../screen-list';
 
 interface TemplateSummary {
   name: string;
@@ -51,7 +54,7 @@ function TemplateList() {
   return (
     <>
       <PageHeader
-        title="Mail templates"
+        title={titleOf('templates')}
         subtitle="Liquid templates used by the Mail API (template + variables)."
         actions={
           <Button variant="primary" icon="plus" onClick={() => navigate('/templates/+new')}>
@@ -453,63 +456,45 @@ function EditorForm({ initial }: { initial: Template | null }) {
 /** Send the stored template to one address now, with the preview's sample values. */
 function SendTest({ name, variables, onClose }: { name: string; variables: Samples; onClose: () => void }) {
   const [to, setTo] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
   const [answer, setAnswer] = useState<string>();
-  const send = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
+  const { busy, error, submit } = useSubmit(async () => {
     setAnswer(undefined);
-    try {
-      const r = await post<{ job_id: string; response: string }>(`/templates/${encodeURIComponent(name)}/test`, {
-        to,
-        variables,
-      });
-      setAnswer(`Sent. The server answered: ${r.response}`);
-      toast(`Test of ${name} sent to ${to}.`);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+    const r = await post<{ job_id: string; response: string }>(`/templates/${encodeURIComponent(name)}/test`, {
+      to,
+      variables,
+    });
+    setAnswer(`Sent. The server answered: ${r.response}`);
+    toast(`Test of ${name} sent to ${to}.`);
+  });
   return (
-    <Modal
+    <FormModal
       title={`Send a test of ${name}`}
+      formId="template-test"
+      action="Send test"
+      icon="mail"
+      cancel="Close"
+      busy={busy}
       onClose={onClose}
-      footer={
-        <>
-          <Button onClick={onClose}>Close</Button>
-          <Button variant="primary" type="submit" form="template-test" icon="mail" busy={busy}>
-            Send test
-          </Button>
-        </>
-      }
     >
-      <form id="template-test" class="form" onSubmit={send} noValidate>
+      <form id="template-test" class="form" onSubmit={submit} noValidate>
         <p class="muted">
           The saved template, rendered with the sample values beside the editor, goes out now as a mail job.
         </p>
         <ErrorNote error={formError(error, ['to'])} />
-        <Field label="Recipient" error={fieldError(error, 'to')}>
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="email"
-              value={to}
-              onInput={(e) => setTo(e.currentTarget.value)}
-              placeholder="you@example.com"
-            />
-          )}
-        </Field>
+        <TextField
+          label="Recipient"
+          type="email"
+          value={to}
+          onValue={setTo}
+          error={fieldError(error, 'to')}
+          placeholder="you@example.com"
+        />
         {answer && (
           <div class="notice" role="status" data-testid="template-test-answer">
             {answer}
           </div>
         )}
       </form>
-    </Modal>
+    </FormModal>
   );
 }

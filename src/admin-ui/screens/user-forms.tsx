@@ -4,61 +4,9 @@
  */
 import { useState } from 'preact/hooks';
 import { patch, post } from '../api';
-import { Button, ErrorNote, Field, Modal, PasswordField, fieldError, formError } from '../components/ui';
+import { ErrorNote, FormModal, PasswordField, TextField, fieldError, formError, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate } from '../router';
-
-function FormModal({
-  title,
-  id,
-  action,
-  busy,
-  onClose,
-  children,
-}: {
-  title: string;
-  id: string;
-  action: string;
-  busy: boolean;
-  onClose: () => void;
-  children: preact.ComponentChildren;
-}) {
-  return (
-    <Modal
-      title={title}
-      onClose={onClose}
-      footer={
-        <>
-          <Button onClick={onClose}>Cancel</Button>
-          <Button variant="primary" type="submit" form={id} busy={busy}>
-            {action}
-          </Button>
-        </>
-      }
-    >
-      {children}
-    </Modal>
-  );
-}
-
-/** Send `run`, keep its error for the fields; `busy` meanwhile. */
-function useSubmit(run: () => Promise<void>) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      await run();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { busy, error, submit };
-}
 
 export function NewUser({ onClose }: { onClose: () => void }) {
   const [email, setEmail] = useState('');
@@ -71,21 +19,17 @@ export function NewUser({ onClose }: { onClose: () => void }) {
     navigate(`/users/${user.id}`);
   });
   return (
-    <FormModal title="New user" id="new-user" action="Create user" busy={busy} onClose={onClose}>
+    <FormModal title="New user" formId="new-user" action="Create user" busy={busy} onClose={onClose}>
       <form id="new-user" class="form" onSubmit={submit} noValidate>
         <ErrorNote error={formError(error, ['email', 'password'])} />
-        <Field label="Email" error={fieldError(error, 'email')}>
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="email"
-              autocomplete="off"
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        <TextField
+          label="Email"
+          type="email"
+          autocomplete="off"
+          value={email}
+          onValue={setEmail}
+          error={fieldError(error, 'email')}
+        />
         <PasswordField
           label="Password"
           autocomplete="new-password"
@@ -113,7 +57,7 @@ export function SetPassword({ user, onClose }: { user: { id: string; email: stri
   return (
     <FormModal
       title={`Set the password of ${user.email}`}
-      id="user-password"
+      formId="user-password"
       action="Set password"
       busy={busy}
       onClose={onClose}
@@ -150,25 +94,24 @@ export function EditEmail({
     onDone();
   });
   return (
-    <FormModal title={`Change the e-mail of ${user.email}`} id="user-email" action="Save" busy={busy} onClose={onClose}>
+    <FormModal
+      title={`Change the e-mail of ${user.email}`}
+      formId="user-email"
+      action="Save"
+      busy={busy}
+      onClose={onClose}
+    >
       <form id="user-email" class="form" onSubmit={submit} noValidate>
         <ErrorNote error={formError(error, ['email'])} />
-        <Field
+        <TextField
           label="New e-mail"
+          type="email"
+          autocomplete="off"
+          value={email}
+          onValue={setEmail}
           error={fieldError(error, 'email')}
           hint="The new address is not verified until you mark it so or the user follows a verification mail."
-        >
-          {(id, d) => (
-            <input
-              id={id}
-              aria-describedby={d}
-              type="email"
-              autocomplete="off"
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
+        />
       </form>
     </FormModal>
   );

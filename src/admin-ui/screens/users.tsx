@@ -12,6 +12,7 @@ import { ago, dateTime, number } from '../format';
 import { navigate, route } from '../router';
 import { UserSignInMethods } from './user-sign-in';
 import { EditEmail, NewUser, SetPassword } from './user-forms';
+import { titleOf } from '../screen-list';
 
 interface User {
   id: string;
@@ -66,7 +67,7 @@ function UserList() {
   return (
     <>
       <PageHeader
-        title="Users"
+        title={titleOf('users')}
         subtitle="Accounts of the public Auth API (not administrators)."
         actions={
           <Button variant="primary" icon="plus" onClick={() => setCreating(true)}>

@@ -14,7 +14,7 @@
  *   bun bench/admin-data.ts
  *   BENCH_ENGINES=external BENCH_RUNS=200 BENCH_ROWS=200000 bun bench/admin-data.ts   # quicker
  */
-import { openPlatform, type Platform } from '../src/platform';
+import { openBasalt, type Basalt } from '../src/services';
 import { createDataBrowser, type Filter, type Sort } from '../src/modules/admin/data-browser';
 import { pageStatement } from '../src/modules/admin/data-sql';
 import { benchDb, fmt, median, p99, printTable } from './support';
@@ -67,9 +67,9 @@ const table: string[][] = [
 for (const engine of ENGINES) {
   const db = await benchDb(engine);
   if (!db) continue;
-  let p: Platform | undefined;
+  let p: Basalt | undefined;
   try {
-    p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
+    p = await openBasalt({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
     const t0 = performance.now();
     await p.db.exec(SCHEMA);
     console.error(

@@ -68,7 +68,7 @@ import {
   median,
   PIN,
 } from './support';
-import { openPlatform } from '../src/platform';
+import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
@@ -230,7 +230,7 @@ for (const engine of ENGINES) {
   const meterSql = engine === 'external' ? postgres(ADMIN_URL, { max: 1, onnotice: () => {} }) : undefined;
   try {
     // Schema, a key, a signed-in user and the statement Basalt builds, prepared in process; then closed.
-    const p = await openPlatform({ env, migrate: true });
+    const p = await openBasalt({ env, migrate: true });
     let key: string, token: string, uid: string, selectSql: string, poolMax: number;
     try {
       await p.db.exec(

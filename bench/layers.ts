@@ -18,7 +18,7 @@
  *   npm run bench:layers
  */
 import { benchDb, benchKey, benchSelect, BENCH_ITEMS_SQL, median, printTable } from './support';
-import { openPlatform } from '../src/platform';
+import { openBasalt } from '../src/services';
 import { createApp } from '../src/app';
 import { buildStatement } from '../src/modules/database/query-builder';
 import type { Db, QueryResult } from '../src/db/engine';
@@ -30,7 +30,7 @@ const IN_FLIGHT = 16;
 
 const db = await benchDb('external');
 if (!db) process.exit(0);
-const p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'warn' }, migrate: true });
+const p = await openBasalt({ env: { ...db.env, BASALT_LOG_LEVEL: 'warn' }, migrate: true });
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
   const key = await benchKey(p, ['db:query'], ['bench_items']);

@@ -49,7 +49,7 @@ import {
   benchSelect,
 } from './support';
 import type { FreshDb } from '../test/helpers/engines';
-import { openPlatform } from '../src/platform';
+import { openBasalt } from '../src/services';
 
 const ROOT = resolve(import.meta.dir, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -208,7 +208,7 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   const db = (await externalDb()) as FreshDb;
   dbs.push(db);
   const env = { ...db.env, BASALT_AUTH_JWT_SECRET: JWT_SECRET, BASALT_LOG_LEVEL: 'warn' };
-  const p = await openPlatform({ env, migrate: true });
+  const p = await openBasalt({ env, migrate: true });
   let key: string, poolMax: number;
   try {
     await p.db.exec(BENCH_ITEMS_SQL);

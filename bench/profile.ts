@@ -26,7 +26,7 @@ import {
   benchSelect,
   waitFor,
 } from './support';
-import { openPlatform } from '../src/platform';
+import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
@@ -56,7 +56,7 @@ const env = {
   BASALT_MAIL_SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
   BASALT_MAIL_FROM: 'bench@example.com',
 };
-const p = await openPlatform({ env, migrate: true });
+const p = await openBasalt({ env, migrate: true });
 let key: string;
 let token: string;
 let selectSql: string;

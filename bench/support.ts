@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
-import type { Platform } from '../src/platform';
+import type { Basalt } from '../src/services';
 
 export const ADMIN_URL = process.env.BASALT_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -403,12 +403,12 @@ response = function(status, headers, body) show(status, body) end
 }
 
 /** A service key named `bench` with these permissions on these tables, made in `p`. */
-export async function benchKey(p: Platform, permissions: string[], tables: string[]): Promise<string> {
+export async function benchKey(p: Basalt, permissions: string[], tables: string[]): Promise<string> {
   return (await p.services.keys.create({ type: 'service', service: 'bench', permissions, tables })).key;
 }
 
 /** The access token of a user registered and signed in through `p` (the /me workload's caller). */
-export async function benchToken(p: Platform): Promise<string> {
+export async function benchToken(p: Basalt): Promise<string> {
   const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
   const credentials = { email: 'bench@example.com', password: 'bench-password-1' };
   await p.services.auth.register(credentials, meta);

@@ -7,7 +7,8 @@
  * `serve` loads the extensions and starts the workers (src/serve.ts).
  */
 import { Elysia, type AnyElysia } from 'elysia';
-import type { Platform } from './platform';
+import type { Basalt } from './services';
+import type { ExtensionGroup } from './extensions/context';
 import { Areas, rootOf, type AreaFacts, type Listener } from './http/areas';
 import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
@@ -30,7 +31,7 @@ export interface Area extends AreaFacts {
    * extension's `ctx.claim` (files), the extensions' own routes (module), the OpenAPI
    * document, which is built last from every other route (openapi, docs).
    */
-  routes?: (p: Platform, area: AreaFacts) => AnyElysia | Promise<AnyElysia>;
+  routes?: (p: Basalt, area: AreaFacts) => AnyElysia | Promise<AnyElysia>;
 }
 
 /** The route list. Its order is the order routes mount in, and the order of the OpenAPI document's tags. */
@@ -148,14 +149,7 @@ export interface RouteModule {
   name: string;
   /** The listener; an extension's group takes its area's. */
   listener: Listener;
-  routes: (p: Platform) => AnyElysia | Promise<AnyElysia>;
-}
-
-/** An extension's route group: its prefix decides its area (src/extensions/loader.ts). */
-export interface ExtensionGroup {
-  name: string;
-  prefix: string;
-  app: AnyElysia;
+  routes: (p: Basalt) => AnyElysia | Promise<AnyElysia>;
 }
 
 /** Extra route modules for tests; mounted after the list. */
@@ -175,7 +169,7 @@ export interface AppParts {
   extra?: ExtraModules;
 }
 
-export async function createApp(p: Platform, parts: AppParts = {}): Promise<BuiltApp> {
+export async function createApp(p: Basalt, parts: AppParts = {}): Promise<BuiltApp> {
   const separate = p.settings.get<boolean>('web.public_api_separate');
   // The router takes the path from the first `/` after `http://` (not Elysia's default of
   // index 11, which assumes a host of 4+ characters): the listener only hands on

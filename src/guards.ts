@@ -7,14 +7,22 @@
 import type { Platform } from './platform';
 import { guards, type GuardInputs } from './http/guards';
 import type { AccessMode } from './http/api-key-guard';
+import type { KeyService } from './modules/keys/service';
+import type { AuthService } from './modules/auth/service';
 
-export function guardInputs(p: Platform): GuardInputs {
+/** The services the guards use. */
+export interface GuardServices {
+  keys: Pick<KeyService, 'verify'>;
+  auth: Pick<AuthService, 'authenticate'>;
+}
+
+export function guardInputs(p: Platform, { keys, auth }: GuardServices): GuardInputs {
   return {
-    verify: (raw) => p.services.keys.verify(raw),
+    verify: (raw) => keys.verify(raw),
     accessMode: () => p.settings.get<AccessMode>('web.public_api_access_mode'),
-    authenticate: (token) => p.services.auth.authenticate(token),
+    authenticate: (token) => auth.authenticate(token),
   };
 }
 
-/** The guard plugin of this platform: `.use(platformGuards(p))`. */
-export const platformGuards = (p: Platform) => guards(guardInputs(p));
+/** The guard plugin of this platform: `.use(platformGuards(p, p.services))`. */
+export const platformGuards = (p: Platform, services: GuardServices) => guards(guardInputs(p, services));

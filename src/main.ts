@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { commands } from './cli/commands';
 import { UsageError, type CliIO, type Command, type GlobalFlags } from './cli/command';
-import { openPlatform, type Platform } from './platform';
+import { openBasalt, type Basalt } from './services';
 import { runRemote } from './cli/control-socket';
 import { ConfigError } from './config/validate';
 import { DataDirLockedError } from './db/datadir-lock';
@@ -141,7 +141,7 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
 }
 
 /** Run a parsed command with `platform` (or none); usage and fatal errors become exit codes. */
-async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO, platform?: Platform): Promise<number> {
+async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO, platform?: Basalt): Promise<number> {
   try {
     const code = await cmd.run({ values, positionals, platform, io, globals });
     return typeof code === 'number' ? code : 0;
@@ -159,7 +159,7 @@ async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO,
  * A command line run inside the serving process for the management socket
  * (src/cli/control-socket.ts): the same commands, on that process's platform.
  */
-export async function runInProcess(argv: string[], io: CliIO, platform: Platform): Promise<number> {
+export async function runInProcess(argv: string[], io: CliIO, platform: Basalt): Promise<number> {
   const parsed = parseCommand(argv, io);
   if (typeof parsed === 'number') return parsed;
   if (!parsed.cmd.platform) {
@@ -174,9 +174,9 @@ export async function main(argv: string[]): Promise<number> {
   if (typeof parsed === 'number') return parsed;
   const { cmd, globals } = parsed;
   if (!cmd.platform) return execute(parsed, io);
-  let platform: Platform;
+  let platform: Basalt;
   try {
-    platform = await openPlatform({
+    platform = await openBasalt({
       configFile: globals.config,
       flags: { 'data.dir|--data': globals.data },
       migrate: cmd.platform.migrate ?? false,

@@ -1,7 +1,8 @@
 /**
- * The running platform: configuration, database, logger and the services areas
- * create. Route modules and extensions receive it; services receive only what
- * they need from it.
+ * The platform's core: configuration, settings, database, logger, data dir and the
+ * lifecycle (shutdown steps). Nothing here knows the areas: their services are built on
+ * top of it in src/services.ts, each with the other services it names
+ * (docs/architecture.md, Layers).
  */
 import { resolve } from 'node:path';
 import { loadBootLayers, bootValue, type LoadOptions } from './config/load';
@@ -14,17 +15,6 @@ import { migrateDir, migratePlatform } from './db/migrate';
 import { createLogger, type Level, type Logger } from './log';
 import { VERSION } from './version';
 
-/**
- * Services created by the areas. Each area adds its service by declaration merging:
- *
- * ```ts
- * declare module '../../platform' { interface Services { keys: KeyService } }
- * ```
- * and creates it in `src/services.ts`.
- */
-// biome-ignore lint/suspicious/noEmptyInterface: filled by declaration merging (above); a type alias cannot be merged
-export interface Services {}
-
 export interface Platform {
   readonly version: string;
   readonly settings: Settings;
@@ -32,7 +22,6 @@ export interface Platform {
   readonly log: Logger;
   /** Absolute data dir (embedded database, local files). */
   readonly dataDir: string;
-  readonly services: Services;
   /**
    * Run on graceful shutdown, before the database closes, in reverse order of registration.
    * `first` steps run before all others: ending work that holds the database (open API
@@ -129,7 +118,6 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     db,
     log,
     dataDir,
-    services: {} as Services,
     onShutdown: (fn, opts) => void (opts?.drain ? drainHooks : opts?.first ? firstHooks : hooks).push(fn),
     // Drain steps run side by side: one that waits for the database (the realtime reader,
     // behind an open API transaction on the embedded engine) must not hold up the step
@@ -143,13 +131,5 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
         await db.close();
       })()),
   };
-  const { createServices } = await import('./services');
-  try {
-    await createServices(platform);
-  } catch (e) {
-    // A service that refuses its configuration must not leave the database (and the data-dir lock) open.
-    await platform.shutdown().catch(() => {});
-    throw e;
-  }
   return platform;
 }

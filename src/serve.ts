@@ -1,5 +1,5 @@
 import type { Server } from 'bun';
-import type { Platform } from './platform';
+import type { Basalt } from './services';
 import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
 import { recordListeners } from './modules/runtime-config/service';
@@ -60,7 +60,7 @@ export interface Running {
 }
 
 /** Listen on one or two ports (README.md, What it serves). Port 0 picks a free port (tests). */
-export async function listen(p: Platform, extra: ExtraModules = []): Promise<Running> {
+export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Running> {
   checkCombination((key) => p.settings.get(key));
   // Extensions are scanned and set up once per platform; their routes mount in the areas of their prefixes.
   const extensions = await p.services.extensions.load(areas);

@@ -1,21 +1,53 @@
 /**
- * Creates every area's service, in dependency order. One line per area.
+ * Every area's service, built in one place on top of the platform's core (src/platform.ts),
+ * each with the other services it names: the one place that knows them all. Route modules,
+ * commands, workers and tests receive a `Basalt`: the core and these services.
+ * docs/architecture.md (Layers) draws it.
  */
-import type { Platform } from './platform';
-import { createKeyService } from './modules/keys/service';
-import { createMailService } from './modules/mail/service';
-import { createAuthService } from './modules/auth/service';
-import { createDatabaseService } from './modules/database/service';
-import { createExtensionRegistry } from './extensions/registry';
-import { createAdminService } from './modules/admin/service';
-import { createRealtimeService } from './modules/realtime/service';
+import { openPlatform, type OpenPlatformOptions, type Platform } from './platform';
+import { createKeyService, type KeyService } from './modules/keys/service';
+import { createMailService, type MailService } from './modules/mail/service';
+import { createAuthService, type AuthService } from './modules/auth/service';
+import { createDatabaseService, type DatabaseService } from './modules/database/service';
+import { createExtensionRegistry, type ExtensionRegistry } from './extensions/registry';
+import { createAdminService, type AdminService } from './modules/admin/service';
+import { createRealtimeService, type RealtimeService } from './modules/realtime/service';
 
-export async function createServices(p: Platform): Promise<void> {
-  p.services.keys = createKeyService(p);
-  p.services.mail = createMailService(p);
-  p.services.auth = await createAuthService(p);
-  p.services.database = await createDatabaseService(p);
-  p.services.extensions = createExtensionRegistry(p);
-  p.services.admin = createAdminService(p);
-  p.services.realtime = createRealtimeService(p);
+export interface Services {
+  keys: KeyService;
+  mail: MailService;
+  auth: AuthService;
+  database: DatabaseService;
+  admin: AdminService;
+  realtime: RealtimeService;
+  extensions: ExtensionRegistry;
+}
+
+/** The platform's core with every area's service: what the route list, commands and workers receive. */
+export interface Basalt extends Platform {
+  readonly services: Services;
+}
+
+/** Creates every area's service, in dependency order. One line per area. */
+export async function createServices(p: Platform): Promise<Services> {
+  const keys = createKeyService(p);
+  const mail = createMailService(p);
+  const auth = await createAuthService(p, { mail });
+  const database = await createDatabaseService(p, { keys });
+  const admin = createAdminService(p);
+  const realtime = createRealtimeService(p, { database, keys, auth });
+  const extensions = createExtensionRegistry(p, { keys, auth, mail, realtime });
+  return { keys, mail, auth, database, admin, realtime, extensions };
+}
+
+/** Open the core (src/platform.ts) and build the services on it. */
+export async function openBasalt(opts: OpenPlatformOptions = {}): Promise<Basalt> {
+  const p = await openPlatform(opts);
+  try {
+    return Object.assign(p, { services: await createServices(p) });
+  } catch (e) {
+    // A service that refuses its configuration must not leave the database (and the data-dir lock) open.
+    await p.shutdown().catch(() => {});
+    throw e;
+  }
 }

@@ -14,7 +14,7 @@
  * session services (part of those services being correct), and the management socket
  * (src/cli/serve-command.ts: only `basalt serve` takes commands).
  */
-import type { Platform } from './platform';
+import type { Basalt } from './services';
 import { startAdminHousekeeping } from './modules/admin/tasks';
 import { startBackupSchedule } from './modules/backup/schedule';
 
@@ -23,9 +23,9 @@ type Stop = () => Promise<void> | void;
 export interface Worker {
   name: string;
   /** Whether this process runs the worker (default: every serving process). */
-  runs?(p: Platform): boolean;
+  runs?(p: Basalt): boolean;
   /** Begin; resolves to the function that ends it. */
-  start(p: Platform): Stop | Promise<Stop>;
+  start(p: Basalt): Stop | Promise<Stop>;
 }
 
 export const WORKERS: Worker[] = [
@@ -61,7 +61,7 @@ export const WORKERS: Worker[] = [
 ];
 
 /** Start every worker this process runs; a worker that fails to start is logged, the others run. */
-export async function startWorkers(p: Platform, workers: Worker[] = WORKERS): Promise<void> {
+export async function startWorkers(p: Basalt, workers: Worker[] = WORKERS): Promise<void> {
   for (const w of workers) {
     if (w.runs && !w.runs(p)) continue;
     try {

@@ -1,4 +1,5 @@
-import type { Platform, OpenPlatformOptions } from '../platform';
+import type { OpenPlatformOptions } from '../platform';
+import type { Basalt } from '../services';
 
 export interface CliIO {
   out(line: string): void;
@@ -18,7 +19,7 @@ export interface Command {
   run(args: {
     values: Record<string, unknown>;
     positionals: string[];
-    platform?: Platform;
+    platform?: Basalt;
     io: CliIO;
     globals: GlobalFlags;
   }): Promise<number> | Promise<void>;

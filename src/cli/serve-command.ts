@@ -1,4 +1,4 @@
-import { openPlatform } from '../platform';
+import { openBasalt } from '../services';
 import { listen, type Running } from '../serve';
 import type { GlobalFlags } from './command';
 import { startControlSocket } from './control-socket';
@@ -14,7 +14,7 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
     process.once('SIGTERM', on('SIGTERM'));
     process.once('SIGINT', on('SIGINT'));
   });
-  const platform = await openPlatform({
+  const platform = await openBasalt({
     configFile: globals.config,
     flags: { 'data.dir|--data': globals.data, ...(globals.dev ? { 'log.level|--dev': 'debug' } : {}) },
     migrate: true,

@@ -4,10 +4,10 @@
  */
 import type { Command } from '../cli/command';
 import { UsageError } from '../cli/command';
-import type { Platform } from '../platform';
+import type { Basalt } from '../services';
 import { areas } from '../app';
 
-async function loaded(platform: Platform, name: string | undefined) {
+async function loaded(platform: Basalt, name: string | undefined) {
   if (!name) throw new UsageError('name the extension (see basalt extensions list)');
   await platform.services.extensions.load(areas);
   const record = platform.services.extensions.get(name);

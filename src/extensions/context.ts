@@ -14,7 +14,9 @@ import { requestInfo } from '../http/request-info';
 import { reply } from '../http/foundation';
 import { errorResponses, type SuccessBodyB, type SuccessBodyC } from '../http/envelope-schemas';
 import { prefixesOf, rootOf, type Areas } from '../http/areas';
-import { guardInputs } from '../guards';
+import { guardInputs, type GuardServices } from '../guards';
+import type { MailService } from '../modules/mail/service';
+import type { RealtimeService } from '../modules/realtime/service';
 import type { ExtensionSettings } from './settings-store';
 import {
   extensionGuards,
@@ -123,8 +125,22 @@ export function extensionSchema(name: string): string {
   return 'ext_' + name.replace(/-/g, '_');
 }
 
+/** The services an extension's context uses: the guards', mail and realtime. */
+export interface ExtensionServices extends GuardServices {
+  mail: MailService;
+  realtime: Pick<RealtimeService, 'publish'>;
+}
+
+/** A route group an extension built: mounted in the area of its prefix (src/app.ts). */
+export interface ExtensionGroup {
+  name: string;
+  prefix: string;
+  app: AnyElysia;
+}
+
 export function createContext(
   p: Platform,
+  services: ExtensionServices,
   def: { name: string; version: string },
   settings: ExtensionSettings,
   log: Logger,
@@ -135,7 +151,7 @@ export function createContext(
   const modulePrefix = `${rootOf(areas.byName('module'))}/${name}`;
   const claimable = claimablePrefixes(areas);
   // Module routes are a public prefix: the access mode decides whether a key is needed.
-  const guards = guardInputs(p);
+  const guards = guardInputs(p, services);
   const moduleApp = moduleGroup(modulePrefix, guards);
   const groups: BuiltContext['groups'] = [{ prefix: modulePrefix, app: moduleApp }];
 
@@ -184,13 +200,13 @@ export function createContext(
       return app;
     },
     db,
-    mail: extensionMail(p),
+    mail: extensionMail(services.mail),
     realtime: {
       publish: async (channel, data, opts = {}) => {
         if (!CHANNEL.test(channel))
           throw new Error(`realtime.publish('${channel}'): a channel name is 1-100 of A-Z a-z 0-9 _ . -`);
         if (opts.users?.some((u) => !isUuid(u))) throw new Error('realtime.publish: users are user ids (uuid)');
-        await p.services.realtime.publish(`${name}:${channel}`, data, opts);
+        await services.realtime.publish(`${name}:${channel}`, data, opts);
       },
     },
     settings,

@@ -8,13 +8,18 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Platform } from '../platform';
-import type { ExtensionGroup } from '../app';
 import { rootOf, type Areas } from '../http/areas';
 import { quoteIdent } from '../db/engine';
 import { migrateDir } from '../db/migrate';
 import { withTimeout } from '../util/timeout';
 import { definitionProblem, type ExtensionDefinition } from './define';
-import { createContext, extensionSchema, type BuiltContext } from './context';
+import {
+  createContext,
+  extensionSchema,
+  type BuiltContext,
+  type ExtensionGroup,
+  type ExtensionServices,
+} from './context';
 import { provideModules } from './provided-modules';
 import type { ExtensionSettingsStore } from './settings-store';
 import type { LoadedRecord } from './registry';
@@ -77,7 +82,13 @@ async function importOne(folder: string, entry: string): Promise<Candidate> {
 }
 
 /** Migrations, context and setup of one extension whose name is unique. */
-async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore, areas: Areas): Promise<void> {
+async function setUp(
+  p: Platform,
+  services: ExtensionServices,
+  c: Candidate,
+  store: ExtensionSettingsStore,
+  areas: Areas,
+): Promise<void> {
   const def = c.def!;
   const log = p.log.child({ extension: def.name });
   try {
@@ -89,7 +100,7 @@ async function setUp(p: Platform, c: Candidate, store: ExtensionSettingsStore, a
       schema,
       scope: { column: 'extension', value: def.name },
     });
-    c.built = createContext(p, def, settings, log, areas);
+    c.built = createContext(p, services, def, settings, log, areas);
     // A setup that has not finished in time is marked failed, so start-up cannot hang on one extension.
     const timeout = p.settings.get<number>('extensions.setup_timeout_ms');
     await withTimeout(
@@ -119,6 +130,7 @@ function refuseClashes(candidates: Candidate[], keysOf: (c: Candidate) => string
 
 export async function loadExtensions(
   p: Platform,
+  services: ExtensionServices,
   dir: string,
   store: ExtensionSettingsStore,
   areas: Areas,
@@ -143,7 +155,7 @@ export async function loadExtensions(
     (c) => [c.def!.name],
     'extension name',
   );
-  for (const c of candidates) if (c.def && !c.record.error) await setUp(p, c, store, areas);
+  for (const c of candidates) if (c.def && !c.record.error) await setUp(p, services, c, store, areas);
 
   const live = () => candidates.filter((c) => c.record.status === 'loaded');
   const modulePrefix = rootOf(areas.byName('module'));

@@ -3,8 +3,7 @@
  * Messages go through the same validation, rendering, retries and Message-ID as
  * `POST /api/v1/mail/send`.
  */
-import type { Platform } from '../platform';
-import type { MailMessage, TemplateInput } from '../modules/mail/service';
+import type { MailMessage, MailService, TemplateInput } from '../modules/mail/service';
 
 export interface ExtensionMail {
   /** Whether SMTP and a sender are configured (mail.smtp_url, mail.from). */
@@ -20,11 +19,11 @@ export interface ExtensionMail {
   ensureTemplate(input: TemplateInput): Promise<boolean>;
 }
 
-export function extensionMail(p: Platform): ExtensionMail {
+export function extensionMail(mail: MailService): ExtensionMail {
   return {
-    isConfigured: () => p.services.mail.isConfigured(),
-    send: (msg) => p.services.mail.enqueue(msg),
-    sendNow: (msg) => p.services.mail.sendNow(msg),
-    ensureTemplate: (input) => p.services.mail.templates.ensure(input),
+    isConfigured: () => mail.isConfigured(),
+    send: (msg) => mail.enqueue(msg),
+    sendNow: (msg) => mail.sendNow(msg),
+    ensureTemplate: (input) => mail.templates.ensure(input),
   };
 }

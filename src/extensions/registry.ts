@@ -1,21 +1,15 @@
 /**
- * `p.services.extensions`: which extensions loaded, which failed and why — for the
+ * `services.extensions`: which extensions loaded, which failed and why — for the
  * logs, `basalt extensions list`, tests and (later) the admin API. Loading happens
  * once, when the listeners' apps are built (src/app.ts), so `basalt serve` and test
  * servers behave alike.
  */
 import type { Platform } from '../platform';
-import type { ExtensionGroup } from '../app';
 import type { Areas } from '../http/areas';
 import { resolveExtensionsDir } from './dir';
 import { loadExtensions } from './loader';
+import type { ExtensionGroup, ExtensionServices } from './context';
 import { ExtensionSettingsStore, type ExtensionSettings, type ExtensionSettingView } from './settings-store';
-
-declare module '../platform' {
-  interface Services {
-    extensions: ExtensionRegistry;
-  }
-}
 
 export interface ExtensionRecord {
   /** The declared name, or the folder name when the extension failed before declaring one. */
@@ -46,7 +40,10 @@ export class ExtensionRegistry {
   private loading?: Promise<ExtensionGroup[]>;
   readonly store: ExtensionSettingsStore;
 
-  constructor(private p: Platform) {
+  constructor(
+    private p: Platform,
+    private services: ExtensionServices,
+  ) {
     this.dir = resolveExtensionsDir(p.settings.get<string>('extensions.dir'));
     this.store = new ExtensionSettingsStore(p.settings.layers, p.db);
   }
@@ -60,7 +57,7 @@ export class ExtensionRegistry {
       await this.store.load();
       await this.store.watch();
       this.p.onShutdown(() => this.store.close());
-      const { records, groups } = await loadExtensions(this.p, this.dir, this.store, areas);
+      const { records, groups } = await loadExtensions(this.p, this.services, this.dir, this.store, areas);
       this.records = records;
       return groups;
     })());
@@ -90,6 +87,6 @@ export class ExtensionRegistry {
   }
 }
 
-export function createExtensionRegistry(p: Platform): ExtensionRegistry {
-  return new ExtensionRegistry(p);
+export function createExtensionRegistry(p: Platform, services: ExtensionServices): ExtensionRegistry {
+  return new ExtensionRegistry(p, services);
 }

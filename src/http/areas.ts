@@ -5,7 +5,7 @@
  * (src/http/envelope.ts), the metrics, the extension loader and the OpenAPI document
  * read them from there (README.md, What it serves).
  */
-import type { Format } from './envelope';
+import type { Format } from './envelope-schemas';
 
 export type Listener = 'main' | 'public';
 

@@ -10,7 +10,9 @@
 import { t, type Static, type TSchema } from 'elysia';
 // TypeBox's own Integer: a plain JSON-Schema integer (Elysia's t.Integer also accepts digit strings).
 import { Type, type ObjectOptions, type TObject, type TUnsafe } from '@sinclair/typebox';
-import type { Format } from './envelope';
+
+/** The envelope letter of an area (src/app.ts). */
+export type Format = 'A' | 'B' | 'C';
 
 /** Format A success body around `data`; a PascalCase `title` names it in the OpenAPI document. */
 export function SuccessA<T extends TSchema>(data: T, options?: ObjectOptions) {

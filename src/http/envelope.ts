@@ -12,13 +12,14 @@ import type {
   ErrorBodyA,
   ErrorBodyB,
   ErrorBodyC,
+  Format,
   MetaBody,
   SuccessBodyA,
   SuccessBodyB,
   SuccessBodyC,
 } from './envelope-schemas';
 
-export type Format = 'A' | 'B' | 'C';
+export type { Format } from './envelope-schemas';
 
 /**
  * The path of a request URL, without query or fragment. Bun hands the listener an

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { openPlatform, type Platform } from '../../src/platform';
+import { openBasalt, type Basalt } from '../../src/services';
 import { AppError } from '../../src/http/errors';
 import { createDataBrowser, type DataBrowser } from '../../src/modules/admin/data-browser';
 
@@ -59,13 +59,13 @@ async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
 
 describe.each(ENGINES)('admin data browser on %s', (engine) => {
   let db: FreshDb;
-  let p: Platform;
+  let p: Basalt;
   let b: DataBrowser;
   const tx = <T>(fn: (q: import('../../src/db/engine').Queryable) => Promise<T>) => p.db.transaction(fn);
 
   beforeAll(async () => {
     db = await freshDb(engine);
-    p = await openPlatform({
+    p = await openBasalt({
       env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000' },
       migrate: false,
     });

@@ -259,10 +259,10 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
 describe('signing key', () => {
   test('a configured auth.jwt_secret shorter than 32 characters stops start-up with a clear message', async () => {
     const { freshDb } = await import('../helpers/engines');
-    const { openPlatform } = await import('../../src/platform');
+    const { openBasalt } = await import('../../src/services');
     const db = await freshDb('embedded');
     try {
-      const err = await openPlatform({
+      const err = await openBasalt({
         env: { ...db.env, BASALT_AUTH_JWT_SECRET: 'too-short', BASALT_LOG_LEVEL: 'silent' },
       }).catch((e) => e);
       expect(err).toBeInstanceOf(Error);

@@ -9,7 +9,7 @@ import type { TestServer } from '../helpers/server';
 import { Elysia } from 'elysia';
 import { getOrCreateSecret } from '../../src/db/secrets';
 import { platformGuards } from '../../src/guards';
-import type { Platform } from '../../src/platform';
+import type { Basalt } from '../../src/services';
 import { PASSWORD, call, startAuthServer, twoInstances } from './support';
 import { signInUser } from '../helpers/users';
 import { eventually } from '../helpers/wait';
@@ -20,9 +20,9 @@ const me = (s: TestServer, token: string) => call(s, { method: 'GET', path: 'me'
 describe.each(ENGINES)('tokens on %s', (engine) => {
   let s: TestServer;
   // An extension route behind the user guard: its errors come in the extension's envelope (format B).
-  const probe = (p: Platform) =>
+  const probe = (p: Basalt) =>
     new Elysia()
-      .use(platformGuards(p))
+      .use(platformGuards(p, p.services))
       .get('/api/module/probe/whoami', ({ user }) => ({ success: true, data: user }), { user: true });
   beforeAll(async () => {
     s = await startAuthServer(engine, { extra: [{ name: 'probe', listener: 'public', routes: probe }] });

@@ -5,7 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openPlatform, type Platform } from '../../src/platform';
+import { openBasalt, type Basalt } from '../../src/services';
 import { listen, type Running } from '../../src/serve';
 import { areas, type ExtraModules } from '../../src/app';
 import { freshDb, type Engine, type FreshDb } from './engines';
@@ -27,7 +27,7 @@ export interface TestServer {
   /** `source`: the platform in this process; `executable`: BASALT_TEST_EXECUTABLE in its own. */
   target: 'source' | 'executable';
   /** The platform in this process (source only: on the executable, reading it throws). */
-  platform: Platform;
+  platform: Basalt;
   /** Its listeners (source only). */
   running: Running;
   /** Live settings changed as an operator does: in process, or through the executable's admin API. */
@@ -117,7 +117,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
       engine,
       db,
       target: 'executable',
-      get platform(): Platform {
+      get platform(): Basalt {
         return sourceOnly('s.platform');
       },
       get running(): Running {
@@ -142,7 +142,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
       },
     };
   }
-  const platform = await openPlatform({
+  const platform = await openBasalt({
     env: { BASALT_WEB_PORT: '0', BASALT_WEB_PUBLIC_PORT: '0', BASALT_LOG_LEVEL: 'silent', ...env },
     migrate: true,
     watch: true,

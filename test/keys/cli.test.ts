@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { runCli } from '../helpers/cli';
-import { openPlatform } from '../../src/platform';
+import { openBasalt } from '../../src/services';
 import { eventually } from '../helpers/wait';
 
 describe.each(ENGINES)('basalt keys (CLI) on %s', (engine) => {
@@ -69,7 +69,7 @@ describe.each(ENGINES)('basalt keys (CLI) on %s', (engine) => {
     expect(text.stdout).toMatch(new RegExp(`${created.service.id}\\s+service\\s+\\S+\\s+revoked`));
     expect(text.stdout).toContain('site key');
 
-    const p = await openPlatform({ env: { BASALT_LOG_LEVEL: 'silent', ...db.env }, migrate: false });
+    const p = await openBasalt({ env: { BASALT_LOG_LEVEL: 'silent', ...db.env }, migrate: false });
     try {
       expect(await p.services.keys.verify(created.service.key)).toBeNull();
       expect(await p.services.keys.verify(created.public.key)).toMatchObject({ id: created.public.id, type: 'public' });

@@ -17,7 +17,7 @@ export const guardRoutes: RouteModule = {
   listener: 'public',
   routes: (p) =>
     new Elysia({ name: 'keys-test', prefix: '/api/v1/keys-test' })
-      .use(platformGuards(p))
+      .use(platformGuards(p, p.services))
       .get('/require/any', answer, { apiKey: true })
       .get('/require/mail-send', answer, { apiKey: 'mail:send' })
       .get('/require/db-query', answer, { apiKey: 'db:query' })

@@ -9,7 +9,7 @@ import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer } from '../helpers/server';
 import { childEnv, MAIN } from '../helpers/cli';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { openPlatform } from '../../src/platform';
+import { openBasalt } from '../../src/services';
 import { FROM } from './helpers';
 import { eventually } from '../helpers/wait';
 
@@ -67,7 +67,7 @@ async function jobState(child: Child, key: string, id: string): Promise<string |
 
 /** A service key created directly in the database, before any server runs. */
 async function makeKey(db: FreshDb): Promise<string> {
-  const p = await openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: true });
+  const p = await openBasalt({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: true });
   try {
     return (await p.services.keys.create({ type: 'service', service: 'crash-test', permissions: ['mail:send'] })).key;
   } finally {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { openPlatform, type Platform } from '../../src/platform';
+import { openBasalt, type Basalt } from '../../src/services';
 import { MailWorker } from '../../src/modules/mail/worker';
 import { SmtpTransport } from '../../src/modules/mail/smtp';
 import type { Db } from '../../src/db/engine';
@@ -18,7 +18,7 @@ import { eventually } from '../helpers/wait';
 import { expectBError } from '../helpers/envelopes';
 
 /** A worker of its own on `p` (the platform's own worker only starts with HTTP). */
-function worker(p: Platform, opts: { pollMs: number; db?: Db }) {
+function worker(p: Basalt, opts: { pollMs: number; db?: Db }) {
   const smtp = new SmtpTransport(p.settings, p.log);
   const w = new MailWorker({ db: opts.db ?? p.db, settings: p.settings, log: p.log, smtp, pollMs: opts.pollMs });
   return {
@@ -47,11 +47,11 @@ const msg = (subject: string) => ({ to: ['ada@example.com'], subject, text: 'x' 
 describe.each(ENGINES)('mail without LISTEN on %s', (engine) => {
   let db: FreshDb;
   let sink: SmtpSink;
-  let p: Platform;
+  let p: Basalt;
   beforeAll(async () => {
     db = await freshDb(engine);
     sink = await startSmtpSink();
-    p = await openPlatform({
+    p = await openBasalt({
       env: { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM },
       migrate: true,
     });
@@ -99,8 +99,8 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
 
   test('NOTIFY: A queues (no worker), B (poll: 1 min) delivers within a second or two', async () => {
     const env = { ...db.env, BASALT_LOG_LEVEL: 'silent', BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM };
-    const a = await openPlatform({ env, migrate: true });
-    const b = await openPlatform({ env, migrate: false });
+    const a = await openBasalt({ env, migrate: true });
+    const b = await openBasalt({ env, migrate: false });
     const wb = worker(b, { pollMs: 60_000 });
     try {
       await wb.start(); // resolves once LISTEN is in place

@@ -9,7 +9,7 @@ import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { openPlatform, type Platform } from '../../src/platform';
+import { openBasalt, type Basalt } from '../../src/services';
 import { createMailService } from '../../src/modules/mail/service';
 import { FROM, arrived, mailEnv, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
@@ -70,7 +70,7 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
   let db: FreshDb;
   let sink: SmtpSink;
   const open = (extra: Record<string, string> = {}) =>
-    openPlatform({
+    openBasalt({
       env: {
         ...db.env,
         BASALT_LOG_LEVEL: 'silent',
@@ -81,7 +81,7 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
       },
       migrate: true,
     });
-  const row = async (p: Platform, id: string) =>
+  const row = async (p: Basalt, id: string) =>
     (
       await p.db.query<{ state: string; attempts: number; claimed_by: string | null }>(
         'SELECT state, attempts, claimed_by FROM basalt.mail_jobs WHERE id = $1',

@@ -8,7 +8,7 @@ import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { retryDelay } from '../../src/modules/mail/worker';
-import { openPlatform } from '../../src/platform';
+import { openBasalt } from '../../src/services';
 import { FROM, arrived, mailEnv, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
 import { expectBError } from '../helpers/envelopes';
@@ -306,7 +306,7 @@ describe.each(ENGINES)('mail configuration on %s', (engine) => {
     await stopping.catch(() => {});
     sink.release();
     // The platform is closed; read the row through a platform that runs no worker (no listener).
-    const again = await openPlatform({ env: { ...s.db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
+    const again = await openBasalt({ env: { ...s.db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
     try {
       const row = (
         await again.db.query<{ state: string; claimed_by: string | null; attempts: number }>(

@@ -4,14 +4,14 @@
  * audit row are written the same way whoever asks (docs/admin.md "Audit log"). The
  * actor says who: an administrator, or CLI_ACTOR (the command line and its OS user).
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { templateStore, type MailTemplate } from '../mail/templates';
 import type { CreateKeyInput, KeyInfo } from '../keys/model';
 import type { Actor } from './audit';
 import { AdminErrors } from './errors';
 
 /** Create an API key; the audit row names it by id and display, never its secret. */
-export async function createKey(p: Platform, actor: Actor, input: CreateKeyInput): Promise<KeyInfo & { key: string }> {
+export async function createKey(p: Basalt, actor: Actor, input: CreateKeyInput): Promise<KeyInfo & { key: string }> {
   const created = await p.services.admin.audited(actor, 'keys.create', async (tx, note) => {
     const k = await p.services.keys.create(input, tx);
     note(k.id, {
@@ -31,7 +31,7 @@ export async function createKey(p: Platform, actor: Actor, input: CreateKeyInput
 }
 
 /** Revoke an API key (404 `key_not_found` from the key service for an unknown id). */
-export async function revokeKey(p: Platform, actor: Actor, id: string): Promise<KeyInfo> {
+export async function revokeKey(p: Basalt, actor: Actor, id: string): Promise<KeyInfo> {
   // The key's open transactions end and its waiting requests are refused first: on the
   // embedded engine one of them may hold the database the audited transaction needs.
   await p.services.keys.revoked(String(id));
@@ -44,7 +44,7 @@ export async function revokeKey(p: Platform, actor: Actor, id: string): Promise<
 
 /** Create or replace a mail template; the audit row keeps the subject before and after. */
 export function putTemplate(
-  p: Platform,
+  p: Basalt,
   actor: Actor,
   t: { name: string; subject: string; html: string | null; text: string | null },
 ): Promise<{ template: MailTemplate; created: boolean }> {
@@ -62,7 +62,7 @@ export function putTemplate(
 }
 
 /** Delete a mail template; 404 when there is none of that name. */
-export function deleteTemplate(p: Platform, actor: Actor, name: string): Promise<void> {
+export function deleteTemplate(p: Basalt, actor: Actor, name: string): Promise<void> {
   return p.services.admin.audited(actor, 'templates.delete', async (tx, note) => {
     const before = await templateStore(tx).get(name);
     if (!before || !(await templateStore(tx).delete(name)))

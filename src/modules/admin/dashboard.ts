@@ -2,12 +2,12 @@
  * The dashboard's figures (docs/admin-api.md §Dashboard): health, counts, instances
  * seen (heartbeats, see tasks.ts), failed extensions and the latest audit entries.
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { countAdmins } from './admins';
 import { listAudit } from './audit';
 import { INSTANCE_SEEN_SECONDS } from './tasks';
 
-async function databaseHealth(p: Platform): Promise<{ ok: boolean; latency_ms: number | null }> {
+async function databaseHealth(p: Basalt): Promise<{ ok: boolean; latency_ms: number | null }> {
   const start = performance.now();
   try {
     await p.db.query('SELECT 1');
@@ -17,7 +17,7 @@ async function databaseHealth(p: Platform): Promise<{ ok: boolean; latency_ms: n
   }
 }
 
-export async function dashboard(p: Platform) {
+export async function dashboard(p: Basalt) {
   const database = await databaseHealth(p);
   const { rows } = await p.db.query<{ users: number; keys_active: number }>(
     `SELECT (SELECT count(*)::int FROM basalt.users) AS users,

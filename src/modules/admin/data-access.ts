@@ -6,7 +6,7 @@
  * Database API, to see the rows they would see.
  */
 import type { Queryable } from '../../db/engine';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import type { IdentityRole, Table } from '../database/catalog';
 import { ANON, userIdentity } from '../database/identity';
 import type { DbCaller } from '../database/caller';
@@ -88,7 +88,7 @@ export interface TryAs {
   limit?: unknown;
 }
 
-export function createDataAccess(p: Platform) {
+export function createDataAccess(p: Basalt) {
   const db = () => p.services.database;
   const schema = () => db().catalog.schema;
 

@@ -14,7 +14,7 @@
  */
 import { type Queryable, underSavepoint } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
 import type { QueryBody } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
@@ -117,7 +117,7 @@ const ESTIMATE_TTL_MS = 5_000;
 
 /** Internals shared with the CSV export and import (data-export.ts, data-import.ts). */
 export interface BrowserCore {
-  p: Platform;
+  p: Basalt;
   catalog: Catalog;
   /** The table named, from the live catalog (reloaded once on a miss); 404 when the data schema has none. */
   resolve(name: unknown, via?: Queryable): Promise<{ snap: CatalogSnapshot; table: Table }>;
@@ -133,7 +133,7 @@ export interface BrowserCore {
   via(tx: Queryable): Queryable | undefined;
 }
 
-export function createDataBrowser(p: Platform): DataBrowser {
+export function createDataBrowser(p: Basalt): DataBrowser {
   const schema = p.settings.get<string>('database.data_schema');
   // The Database API's catalog when it exists (one cache, one refresh policy); the same class otherwise.
   const catalog = p.services.database?.catalog ?? new Catalog(p.db, { schema });

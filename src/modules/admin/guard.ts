@@ -6,7 +6,7 @@
  * session's CSRF token (403). A handler receives the signed-in administrator as
  * `admin` on its context, as other areas' handlers receive `apiKey`/`user`.
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { pathOf } from '../../http/envelope';
 import { requestInfo } from '../../http/request-info';
 import type { Actor } from './audit';
@@ -63,7 +63,7 @@ export function clientMeta(request: Request): ClientMeta {
 }
 
 /** Hosts the main listener is known by besides the Host header (web.main_base_url behind a proxy). */
-function knownHosts(p: Platform): string[] {
+function knownHosts(p: Basalt): string[] {
   const base = p.settings.get<string>('web.main_base_url');
   if (!base) return [];
   try {
@@ -83,7 +83,7 @@ export function signedIn(admin: AdminRequest | undefined): AdminRequest {
   return admin;
 }
 
-export function adminGuard(p: Platform, root: string) {
+export function adminGuard(p: Basalt, root: string) {
   const open = new Set(OPEN.map((path) => root + path));
   /** `admin`: the signed-in administrator (absent on the open routes). */
   return async function adminGate({ request }: { request: Request }): Promise<{ admin?: AdminRequest }> {

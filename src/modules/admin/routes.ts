@@ -4,12 +4,11 @@
  * validation, and its handler receives the administrator as `admin`; each screen's
  * routes live in routes/<screen>.ts.
  */
-import { rootOf, type AreaFacts } from '../../http/areas';
-import { Elysia, type AnyElysia } from 'elysia';
+import type { AnyElysia } from 'elysia';
+import type { AreaFacts } from '../../http/areas';
 import { success } from '../../http/envelope';
-import type { SuccessBodyA } from '../../http/envelope-schemas';
-import type { Platform } from '../../platform';
-import { adminGuard } from './guard';
+import type { Basalt } from '../../services';
+import { adminArea, type AdminApp, type Ok } from './area';
 import { authRoutes } from './routes/auth';
 import { keysRoutes } from './routes/keys';
 import { settingsRoutes } from './routes/settings';
@@ -24,20 +23,7 @@ import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 import { adminsRoutes } from './routes/admins';
 
-function adminArea(p: Platform, area: AreaFacts) {
-  return new Elysia({ name: 'basalt.admin', prefix: rootOf(area) }).derive(adminGuard(p, rootOf(area)));
-}
-
-/**
- * The admin area's app as each screen receives it: the gate's `admin` on the context,
- * so a handler's `body`, `query`, `params` and `admin` are typed from its route.
- */
-export type AdminApp = ReturnType<typeof adminArea>;
-
-/** A success body of the admin area: `{success: true, data}` (format A, docs/admin-api.md). */
-export type Ok = <T>(data: T) => SuccessBodyA<T>;
-
-const screens: ((app: AdminApp, p: Platform, ok: Ok) => AdminApp)[] = [
+const screens: ((app: AdminApp, p: Basalt, ok: Ok) => AdminApp)[] = [
   authRoutes,
   dashboardRoutes,
   keysRoutes,
@@ -53,7 +39,7 @@ const screens: ((app: AdminApp, p: Platform, ok: Ok) => AdminApp)[] = [
   adminsRoutes,
 ];
 
-export function adminRoutes(p: Platform, area: AreaFacts): AnyElysia {
+export function adminRoutes(p: Basalt, area: AreaFacts): AnyElysia {
   // The panel reads format A; the area's entry in src/app.ts must say so.
   if (area.envelope !== 'A')
     throw new Error(`the admin area answers format A (docs/admin-api.md); src/app.ts gives it ${area.envelope}`);

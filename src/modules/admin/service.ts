@@ -36,12 +36,6 @@ import {
 import { issueSetupToken, spendSetupToken } from './setup-link';
 import { listAudit, pruneAudit, writeAudit, type Actor, type AuditFilter } from './audit';
 
-declare module '../../platform' {
-  interface Services {
-    admin: AdminService;
-  }
-}
-
 /** Facts about the HTTP request the service needs. */
 export interface ClientMeta {
   ip: string;

@@ -4,7 +4,7 @@
  * pinned by the environment or the config file cannot be changed here (409, naming
  * where); a stored change and its audit row share one transaction.
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { SETTINGS, SETTINGS_BY_KEY, type SettingDef } from '../../config/schema';
 import { ConfigError, check } from '../../config/validate';
 import type { Actor } from './audit';
@@ -36,7 +36,7 @@ function sourceOf(s: string): SettingInfo['source'] {
   return s as SettingInfo['source'];
 }
 
-export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
+export function settingInfo(p: Basalt, def: SettingDef): SettingInfo {
   const { source, origin } = p.settings.source(def.key);
   const secret = !!def.secret;
   const current = p.settings.get(def.key);
@@ -63,7 +63,7 @@ export function settingInfo(p: Platform, def: SettingDef): SettingInfo {
   };
 }
 
-export function listSettings(p: Platform): SettingInfo[] {
+export function listSettings(p: Basalt): SettingInfo[] {
   return SETTINGS.map((d) => settingInfo(p, d));
 }
 
@@ -79,7 +79,7 @@ function known(key: string): SettingDef {
  * anyway and says that the pin wins).
  */
 export async function changeSetting(
-  p: Platform,
+  p: Basalt,
   actor: Actor,
   key: string,
   value: unknown,

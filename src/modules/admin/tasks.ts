@@ -5,7 +5,7 @@
  * administrator exists. Never run by `createApp`, so building the app has no side effects.
  */
 import { hostname } from 'node:os';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { setupLink } from './setup-link';
 
 const HEARTBEAT_MS = 30_000;
@@ -14,7 +14,7 @@ const HOUSEKEEPING_MS = 60 * 60_000;
 export const INSTANCE_SEEN_SECONDS = 90;
 
 /** Start the heartbeat and the housekeeping; resolves to the function that ends both. */
-export async function startAdminHousekeeping(p: Platform): Promise<() => Promise<void>> {
+export async function startAdminHousekeeping(p: Basalt): Promise<() => Promise<void>> {
   const instanceId = crypto.randomUUID();
   const beat = () =>
     p.db.query(
@@ -51,7 +51,7 @@ export async function startAdminHousekeeping(p: Platform): Promise<() => Promise
 }
 
 /** The one-time link that creates the first administrator, while none exists (else undefined). */
-export async function issueSetupLink(p: Platform, mainBaseUrl: string): Promise<string | undefined> {
+export async function issueSetupLink(p: Basalt, mainBaseUrl: string): Promise<string | undefined> {
   const token = await p.services.admin.issueSetupToken();
   if (!token) return undefined;
   const link = setupLink(mainBaseUrl, token);

@@ -4,6 +4,7 @@
  * named by a setting, or `<public base URL>/reset-password` / `/verify-email`.
  */
 import type { Platform } from '../../platform';
+import type { MailService } from '../mail/service';
 import { ACTION_TOKEN_SECONDS, type Purpose } from './action-tokens';
 import { trustedOrigin } from '../../http/trusted-origin';
 
@@ -11,10 +12,6 @@ const PAGE: Record<Purpose, { setting: string; path: string }> = {
   password_reset: { setting: 'auth.password_reset_url', path: '/reset-password' },
   verify_email: { setting: 'auth.verify_email_url', path: '/verify-email' },
 };
-
-export function mailConfigured(p: Platform): boolean {
-  return p.services.mail.isConfigured();
-}
 
 /**
  * Where a mail's link points: the configured page, or `/reset-password` / `/verify-email`
@@ -46,12 +43,13 @@ export function actionLink(base: string, token: string): string {
  */
 export async function sendActionMail(
   p: Platform,
+  mail: MailService,
   purpose: Purpose,
   email: string,
   issueToken: () => Promise<string>,
   origin: string,
 ): Promise<void> {
-  if (!mailConfigured(p)) return;
+  if (!mail.isConfigured()) return;
   const base = linkBase(p, purpose, origin);
   if (!base) {
     p.log.warn(
@@ -61,7 +59,7 @@ export async function sendActionMail(
     return;
   }
   const token = await issueToken();
-  await p.services.mail.enqueue({
+  await mail.enqueue({
     to: [email],
     template: purpose,
     variables: {

@@ -4,7 +4,7 @@
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { platformGuards } from '../../guards';
 import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
@@ -15,7 +15,7 @@ import { meta, oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 
 const bearer = [{ Bearer: [] }];
 
-export function authRoutes(p: Platform, area: AreaFacts) {
+export function authRoutes(p: Basalt, area: AreaFacts) {
   const auth = () => p.services.auth;
   /** The success answer, serialized (src/http/envelope.ts `successResponse`). */
   const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
@@ -26,7 +26,7 @@ export function authRoutes(p: Platform, area: AreaFacts) {
       // Guards check before body validation (docs/api-keys.md: no key → 401 api_key_required,
       // whatever the body); so do the Bearer routes' `user: true`: 401, never a 422 about a body
       // the caller may not send. Only malformed JSON is answered earlier, by the parser (400).
-      .use(platformGuards(p))
+      .use(platformGuards(p, p.services))
       // Browser navigations to and from a provider cannot carry X-API-Key: mounted before the gate.
       .use(oauthBrowserRoutes(p, rootOf(area)))
       .guard({ publicAccess: true })

@@ -35,16 +35,11 @@ import {
   type PublicUser,
   type UserRow,
 } from './users';
-import { mailConfigured, sendActionMail } from './mailer';
+import { sendActionMail } from './mailer';
+import type { MailService } from '../mail/service';
 import { SignInMethods } from './sign-in';
 import { OAuthFlows } from './oauth-flow';
 import { pruneEmailCodes } from './email-codes';
-
-declare module '../../platform' {
-  interface Services {
-    auth: AuthService;
-  }
-}
 
 /** Facts about the HTTP request a service call needs. */
 export interface ClientMeta {
@@ -89,6 +84,7 @@ export class AuthService {
     private p: Platform,
     private tokens: AccessTokens,
     readonly sessions: SessionStore,
+    private mail: MailService,
   ) {}
 
   private setting<T>(key: string): T {
@@ -205,10 +201,11 @@ export class AuthService {
         throw AuthErrors.field('email', 'must be an e-mail address like name@example.com');
       throw e;
     }
-    if (mailConfigured(this.p)) {
+    if (this.mail.isConfigured()) {
       this.background(async () =>
         sendActionMail(
           this.p,
+          this.mail,
           'verify_email',
           email,
           () => issueActionToken(this.p.db, row.id, email, 'verify_email'),
@@ -322,18 +319,25 @@ export class AuthService {
   }
 
   async resendVerification(rawEmail: string, meta: ClientMeta): Promise<void> {
-    if (!mailConfigured(this.p)) throw AuthErrors.mailNotConfigured();
+    if (!this.mail.isConfigured()) throw AuthErrors.mailNotConfigured();
     await this.limit(`email_ip:${meta.ip}`, this.setting('rate_limit_email_per_ip'));
     const email = this.checkEmail(rawEmail);
     this.background(() => this.mailIfUser(email, 'verify_email', meta.origin));
   }
 
   private async mailIfUser(email: string, purpose: Purpose, origin: string): Promise<void> {
-    if (!mailConfigured(this.p)) return;
+    if (!this.mail.isConfigured()) return;
     const row = await userByEmail(this.p.db, email);
     if (!row || row.disabled_at || (purpose === 'verify_email' && row.email_verified_at)) return;
     if (!(await hit(this.p.db, `email_addr:${email}`, MAILS_PER_ADDRESS_PER_HOUR, 3600)).allowed) return;
-    await sendActionMail(this.p, purpose, email, () => issueActionToken(this.p.db, row.id, email, purpose), origin);
+    await sendActionMail(
+      this.p,
+      this.mail,
+      purpose,
+      email,
+      () => issueActionToken(this.p.db, row.id, email, purpose),
+      origin,
+    );
   }
 
   /**
@@ -434,7 +438,12 @@ export class AuthService {
 }
 
 /** Create the service: signing key, session notifications, housekeeping timer. */
-export async function createAuthService(p: Platform): Promise<AuthService> {
+/** The other services Public Auth uses: mail for its codes and links. */
+export interface AuthDeps {
+  mail: MailService;
+}
+
+export async function createAuthService(p: Platform, { mail }: AuthDeps): Promise<AuthService> {
   const configured = p.settings.get<string>('auth.jwt_secret');
   // HS256 is only as strong as its key: a short operator-chosen secret could be brute-forced offline from one token.
   if (configured && configured.length < 32) {
@@ -443,8 +452,8 @@ export async function createAuthService(p: Platform): Promise<AuthService> {
   const secret = configured || (await getOrCreateSecret(p.db, 'jwt'));
   const sessions = new SessionStore(p.db);
   await sessions.start();
-  const service = new AuthService(p, accessTokens(secret), sessions);
-  service.methods = new SignInMethods(p, service, await getOrCreateSecret(p.db, 'auth_email_codes'));
+  const service = new AuthService(p, accessTokens(secret), sessions, mail);
+  service.methods = new SignInMethods(p, service, mail, await getOrCreateSecret(p.db, 'auth_email_codes'));
   service.oauth = new OAuthFlows(p, service);
   void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
   const timer = setInterval(

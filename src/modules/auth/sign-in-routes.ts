@@ -8,7 +8,7 @@
  * other auth routes.
  */
 import { Elysia, t } from 'elysia';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { platformGuards } from '../../guards';
 import { requestInfo } from '../../http/request-info';
 import { successResponse } from '../../http/envelope';
@@ -42,12 +42,12 @@ const redirect = (location: string, headers: Record<string, string> = {}) =>
   new Response(null, { status: 302, headers: { location, 'referrer-policy': 'no-referrer', ...headers } });
 
 /** Where this API is reached from outside: web.public_base_url, else the request's origin. */
-function apiBase(p: Platform, request: Request): string {
+function apiBase(p: Basalt, request: Request): string {
   return p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
 }
 
 /** The provider redirects: browser navigations, outside the access-mode gate. `root` is /api/v1/auth. */
-export function oauthBrowserRoutes(p: Platform, root: string) {
+export function oauthBrowserRoutes(p: Basalt, root: string) {
   const flows = () => p.services.auth.oauth;
   return new Elysia({ name: 'basalt.auth.oauth-browser' })
     .get(
@@ -126,11 +126,11 @@ export function oauthBrowserRoutes(p: Platform, root: string) {
 }
 
 /** The gated routes: e-mail codes, exchange, second factor, identities. */
-export function signInRoutes(p: Platform, root: string) {
+export function signInRoutes(p: Basalt, root: string) {
   const auth = () => p.services.auth;
   const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
   return new Elysia({ name: 'basalt.auth.sign-in' })
-    .use(platformGuards(p))
+    .use(platformGuards(p, p.services))
     .guard({ publicAccess: true })
     .post(
       '/otp/request',

@@ -33,7 +33,7 @@ import {
   useTotpCode,
 } from './totp';
 import { identitiesOf, unlinkIdentity, type Identity } from './identities';
-import { mailConfigured } from './mailer';
+import type { MailService } from '../mail/service';
 import { isUuid } from '../../util/uuid';
 
 /** Mails to one address per hour, whoever asks (shared with reset and verification mails). */
@@ -60,6 +60,7 @@ export class SignInMethods {
   constructor(
     private p: Platform,
     private auth: AuthService,
+    private mail: MailService,
     /** Key of the e-mail codes' HMAC (basalt.secrets). */
     private codeKey: string,
   ) {}
@@ -84,7 +85,7 @@ export class SignInMethods {
    * enabled account, or to any address while registration is open (the code then signs up).
    */
   async requestEmailCode(raw: string, meta: ClientMeta): Promise<void> {
-    if (!mailConfigured(this.p)) throw AuthErrors.mailNotConfigured();
+    if (!this.mail.isConfigured()) throw AuthErrors.mailNotConfigured();
     await this.limit(`email_ip:${meta.ip}`, this.setting('rate_limit_email_per_ip'));
     const email = this.email(raw);
     await this.limit(`otp_request:${email}`, this.setting('rate_limit_login_per_account'));
@@ -93,7 +94,7 @@ export class SignInMethods {
       if (row ? row.disabled_at : !this.setting<boolean>('registration_open')) return;
       if (!(await hit(this.p.db, `email_addr:${email}`, MAILS_PER_ADDRESS_PER_HOUR, 3600)).allowed) return;
       const code = await issueEmailCode(this.p.db, this.codeKey, email);
-      await this.p.services.mail.enqueue({
+      await this.mail.enqueue({
         to: [email],
         template: 'auth.otp',
         variables: {

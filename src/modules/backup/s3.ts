@@ -8,6 +8,7 @@
 import { S3Client } from 'bun';
 import type { Platform } from '../../platform';
 import { ExtensionSettingsStore, type ExtensionSettings } from '../../extensions/settings-store';
+import type { ExtensionRegistry } from '../../extensions/registry';
 
 export const S3_PREFIX = 'basalt-backups/';
 const FILES_EXTENSION = 'media-library';
@@ -25,12 +26,13 @@ export interface S3Target {
  * The Files module's S3 settings, or undefined when it keeps files locally. Read from the
  * loaded extension when the platform runs it, else from the stored settings directly.
  */
-export async function filesS3Target(p: Platform): Promise<S3Target | undefined> {
+export async function filesS3Target(
+  p: Platform,
+  extensions: Pick<ExtensionRegistry, 'settings'>,
+): Promise<S3Target | undefined> {
   let settings: ExtensionSettings | undefined;
   try {
-    settings = (
-      p.services as { extensions?: { settings(name: string): ExtensionSettings | undefined } }
-    ).extensions?.settings(FILES_EXTENSION);
+    settings = extensions.settings(FILES_EXTENSION);
   } catch {}
   if (!settings) {
     const store = new ExtensionSettingsStore(p.settings.layers, p.db);

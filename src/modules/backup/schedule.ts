@@ -4,7 +4,7 @@
  * backup the scheduled archives beyond `backup.keep` are deleted, oldest first. Both
  * settings are live; `serve` starts this on the embedded engine.
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { SETTINGS_BY_KEY } from '../../config/schema';
 import { backupService, timeOfName } from './service';
 
@@ -48,7 +48,7 @@ export function nextRun(s: Schedule, last: Date | undefined, started: Date): Dat
  * retention passes a shorter one here).
  */
 export function startBackupSchedule(
-  p: Platform,
+  p: Basalt,
   scheduleText: () => string = () => p.settings.get<string>('backup.schedule'),
 ): () => Promise<void> {
   const service = backupService(p);

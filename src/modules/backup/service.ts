@@ -19,7 +19,7 @@ import {
 } from 'node:fs';
 import { copyFile, mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import type { Queryable } from '../../db/engine';
 import { quoteIdent } from '../../db/engine';
 import { readArchive, writeArchive, type Entry } from './archive';
@@ -94,10 +94,10 @@ export interface BackupService {
   prune(keep: number): Promise<string[]>;
 }
 
-const services = new WeakMap<Platform, BackupService>();
+const services = new WeakMap<Basalt, BackupService>();
 
 /** The backup service of a platform (one per platform: creates are serialized). */
-export function backupService(p: Platform): BackupService {
+export function backupService(p: Basalt): BackupService {
   let s = services.get(p);
   if (!s) services.set(p, (s = create(p)));
   return s;
@@ -235,7 +235,7 @@ export async function readManifest(path: string): Promise<Manifest | undefined> 
   }
 }
 
-function create(p: Platform): BackupService {
+function create(p: Basalt): BackupService {
   const dir = join(p.dataDir, 'backups');
   const supported = p.db.kind === 'embedded';
   let queue: Promise<unknown> = Promise.resolve();
@@ -332,7 +332,7 @@ function create(p: Platform): BackupService {
       let s3: CreatedBackup['s3'] = null;
       let target: S3Target | undefined;
       try {
-        target = await filesS3Target(p);
+        target = await filesS3Target(p, p.services.extensions);
         if (target) s3 = { bucket: target.bucket, key: await uploadArchive(target, join(dir, name), name) };
       } catch (e) {
         // The local archive is complete; the copy is a bonus that must not fail the backup.

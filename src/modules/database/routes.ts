@@ -10,7 +10,7 @@
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { guardInputs } from '../../guards';
 import { requirePermission } from '../../http/api-key-guard';
 import { callerChecks, ownerOf, type DbCaller } from './caller';
@@ -87,9 +87,9 @@ function rejectProtoKeys(data: unknown): void {
 // A service key, a user's access token, or neither (anon: what is granted to basalt_anon).
 const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }, {}];
 
-export function databaseRoutes(p: Platform, area: AreaFacts) {
+export function databaseRoutes(p: Basalt, area: AreaFacts) {
   const svc = () => p.services.database;
-  const callers = callerChecks({ ...guardInputs(p), profile: (user) => p.services.auth.me(user) });
+  const callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
   // The caller found in a route's `transform`, for its handler (keyed by the request, so
   // no hook hands the whole context to a function: see src/http/guards.ts).
   const seen = new WeakMap<Request, DbCaller>();

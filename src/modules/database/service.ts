@@ -7,6 +7,7 @@ import { PgError, type Db, type Queryable, type QueryResult, type WaitOptions, t
 import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
+import type { KeyService } from '../keys/service';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
@@ -18,12 +19,6 @@ import { openApiPool } from './api-pool';
 import { ANON, asIdentityAtOnce, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
 import { authorize, holdsAnything } from './access';
 import { ownerOf, type DbCaller } from './caller';
-
-declare module '../../platform' {
-  interface Services {
-    database: DatabaseService;
-  }
-}
 
 export class DatabaseService {
   readonly catalog: Catalog;
@@ -294,7 +289,12 @@ export class DatabaseService {
  * users' own data stays off with one warning, and the Database API answers users and
  * anon exactly as it did before the feature (docs/database.md).
  */
-export async function createDatabaseService(p: Platform): Promise<DatabaseService> {
+/** The other services the Database API uses: keys, whose revocation ends the key's transactions. */
+export interface DatabaseDeps {
+  keys: KeyService;
+}
+
+export async function createDatabaseService(p: Platform, { keys }: DatabaseDeps): Promise<DatabaseService> {
   const pool = openApiPool(p);
   const support = await checkIdentitySupport(p.db);
   if (!support.ok)
@@ -305,7 +305,7 @@ export async function createDatabaseService(p: Platform): Promise<DatabaseServic
   svc.waitStats = pool.stats;
   // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions),
   // and its requests still waiting for the database are refused.
-  p.services.keys?.onRevoke((keyId) => {
+  keys.onRevoke((keyId) => {
     pool.cancelWaits(keyId, Errors.unauthorized());
     return svc.transactions.rollbackKey(keyId);
   });

@@ -11,12 +11,6 @@ import { validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } fro
 import { VerifiedCache, type CachedPrincipal } from './verified-cache';
 import { isUuid } from '../../util/uuid';
 
-declare module '../../platform' {
-  interface Services {
-    keys: KeyService;
-  }
-}
-
 /** Who a verified key is. Arrays are frozen: principals are shared by the cache. */
 export interface KeyPrincipal {
   id: string;

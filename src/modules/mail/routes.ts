@@ -4,7 +4,7 @@
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia, t } from 'elysia';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { platformGuards } from '../../guards';
 import { successResponse } from '../../http/envelope';
 import { MailErrors } from './errors';
@@ -26,11 +26,11 @@ function rejectUnknownFields(body: unknown) {
   }
 }
 
-export function mailRoutes(p: Platform, area: AreaFacts) {
+export function mailRoutes(p: Basalt, area: AreaFacts) {
   return (
     new Elysia({ name: 'basalt.mail', prefix: rootOf(area) })
       // The guard checks before body validation: a request without a valid key gets 401/403, not a 400.
-      .use(platformGuards(p))
+      .use(platformGuards(p, p.services))
       .guard({ apiKey: 'mail:send' })
       .post(
         '/send',

@@ -34,12 +34,6 @@ export type { MailMessage } from './message';
 export type { MailTemplate, TemplateInput, TemplateStore } from './templates';
 export type { JobView, JobState } from './jobs';
 
-declare module '../../platform' {
-  interface Services {
-    mail: MailService;
-  }
-}
-
 /** The `data` of a send answer: the `MailSendResult` schema of model.ts. */
 export type { SendResult };
 

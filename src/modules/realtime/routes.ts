@@ -7,7 +7,7 @@
  */
 import { Elysia } from 'elysia';
 import { rootOf, type AreaFacts } from '../../http/areas';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { guardInputs } from '../../guards';
 import { keyChecks, requirePermission, sendsApiKey } from '../../http/api-key-guard';
 import { bearerToken, sendsAuthorization } from '../../http/user-guard';
@@ -41,8 +41,8 @@ function lastEventId(request: Request): number | undefined {
   return /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : -1;
 }
 
-export function realtimeRoutes(p: Platform, area: AreaFacts) {
-  const inputs = guardInputs(p);
+export function realtimeRoutes(p: Basalt, area: AreaFacts) {
+  const inputs = guardInputs(p, p.services);
   const keys = keyChecks(inputs);
   const svc = () => p.services.realtime;
 

@@ -4,6 +4,9 @@
  * routes.ts resolves the caller and hands over plain values.
  */
 import type { Platform } from '../../platform';
+import type { AuthService } from '../auth/service';
+import type { DatabaseService } from '../database/service';
+import type { KeyService } from '../keys/service';
 import type { Queryable } from '../../db/engine';
 import { RealtimeErrors } from './errors';
 import { Hub } from './hub';
@@ -14,12 +17,6 @@ import { Stream, frame, type EndReason } from './stream';
 import { holderOf, issueTicket, spendTicket } from './tickets';
 import { ANON, assumeIdentity, userIdentity } from '../database/identity';
 
-declare module '../../platform' {
-  interface Services {
-    realtime: RealtimeService;
-  }
-}
-
 /** A channel of an extension: `<extension>:<name>`. */
 export const CHANNEL_NAME = /^[a-z0-9][a-z0-9-]*:[A-Za-z0-9_.-]{1,100}$/;
 
@@ -27,6 +24,13 @@ export interface OpenRequest {
   tables: string[];
   channels: string[];
   lastEventId?: number;
+}
+
+/** The other services realtime uses: the Database API's catalog and identities, keys and sessions. */
+export interface RealtimeDeps {
+  database: DatabaseService;
+  keys: KeyService;
+  auth: AuthService;
 }
 
 export class RealtimeService {
@@ -37,6 +41,7 @@ export class RealtimeService {
 
   constructor(
     private readonly p: Platform,
+    private readonly deps: RealtimeDeps,
     asIdentities: AsIdentities,
   ) {
     this.schema = p.settings.get<string>('database.data_schema');
@@ -46,7 +51,7 @@ export class RealtimeService {
       schema: this.schema,
       reader: this.rows,
       table: async (name) => {
-        const { snap, table } = await p.services.database.catalog.table(name);
+        const { snap, table } = await deps.database.catalog.table(name);
         return { table, loadedAt: snap.loadedAt };
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
@@ -66,7 +71,7 @@ export class RealtimeService {
    */
   private async check(principal: Principal, req: OpenRequest): Promise<void> {
     const identity = identityOf(principal);
-    const catalog = this.p.services.database.catalog;
+    const catalog = this.deps.database.catalog;
     const refuse = (t: string) =>
       principal.kind === 'anon' && !principal.withKey ? RealtimeErrors.unauthorized(t) : RealtimeErrors.forbidden(t);
     for (const t of req.tables) {
@@ -133,11 +138,11 @@ export class RealtimeService {
     if (!h) throw RealtimeErrors.invalidTicket();
     if (h.kind === 'anon') return { kind: 'anon', ip, withKey };
     if (h.kind === 'key') {
-      const k = await this.p.services.keys.get(h.keyId);
+      const k = await this.deps.keys.get(h.keyId);
       if (k?.status !== 'active') throw RealtimeErrors.invalidTicket();
       return { kind: 'key', key: { id: k.id, tables: k.tables } };
     }
-    const sessions = this.p.services.auth.sessions;
+    const sessions = this.deps.auth.sessions;
     const state = await sessions.load(h.sessionId);
     if (!state || state.problem || state.userId !== h.userId || h.tokenExpiresAt <= Date.now())
       throw RealtimeErrors.invalidTicket();
@@ -166,7 +171,7 @@ export class RealtimeService {
     const concerned = [...this.hub.streams].filter(
       (s) => s.principal.kind === 'user' && (userId ? s.principal.userId === userId : s.principal.sessionId === key),
     );
-    const sessions = this.p.services.auth.sessions;
+    const sessions = this.deps.auth.sessions;
     for (const s of concerned) {
       if (s.principal.kind !== 'user') continue;
       const state = await sessions.load(s.principal.sessionId);
@@ -207,9 +212,9 @@ export class RealtimeService {
  * once: a connection runs its statements in the order they were sent, so the identities
  * take turns correctly while the round trips overlap (pipelined on external PostgreSQL).
  */
-function asIdentitiesOn(p: Platform): AsIdentities {
+function asIdentitiesOn(p: Platform, database: DatabaseService): AsIdentities {
   return (identities, fn) => {
-    if (!p.services.database.identities) throw new Error("users' own data is off (docs/database.md)");
+    if (!database.identities) throw new Error("users' own data is off (docs/database.md)");
     return p.db.transaction((tx) =>
       Promise.all(
         identities.map((identity, k) => {
@@ -227,10 +232,10 @@ function asIdentitiesOn(p: Platform): AsIdentities {
 }
 
 /** Create the service; the hub starts with `start()` (serve), never in one-shot commands. */
-export function createRealtimeService(p: Platform): RealtimeService {
-  const svc = new RealtimeService(p, asIdentitiesOn(p));
-  p.services.keys.onRevoke((id) => svc.keyRevoked(id));
-  p.services.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
+export function createRealtimeService(p: Platform, deps: RealtimeDeps): RealtimeService {
+  const svc = new RealtimeService(p, deps, asIdentitiesOn(p, deps.database));
+  deps.keys.onRevoke((id) => svc.keyRevoked(id));
+  deps.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
   p.onShutdown(() => svc.hub.stop(), { drain: true });
   return svc;
 }

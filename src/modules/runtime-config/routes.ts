@@ -1,18 +1,17 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { baseUrls, runtimeConfig } from './service';
 import { RuntimeConfig, type RuntimeConfigData } from './model';
 import { platformGuards } from '../../guards';
 import { siteKeyRuntimeConfig } from '../keys/site-key';
 
 /** Hooks other areas use to add public facts (e.g. the site public key). */
-export const runtimeConfigExtras: ((
-  p: Platform,
-) => Promise<Partial<RuntimeConfigData>> | Partial<RuntimeConfigData>)[] = [siteKeyRuntimeConfig];
+export const runtimeConfigExtras: ((p: Basalt) => Promise<Partial<RuntimeConfigData>> | Partial<RuntimeConfigData>)[] =
+  [siteKeyRuntimeConfig];
 
-export function runtimeConfigRoutes(p: Platform, area: AreaFacts) {
-  return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).use(platformGuards(p)).get(
+export function runtimeConfigRoutes(p: Basalt, area: AreaFacts) {
+  return new Elysia({ name: 'basalt.runtime-config', prefix: rootOf(area) }).use(platformGuards(p, p.services)).get(
     '/runtime-config',
     async ({ request }) => {
       const extra: Partial<RuntimeConfigData> = Object.assign(

@@ -1,7 +1,7 @@
 import { statfsSync } from 'node:fs';
 import { Elysia } from 'elysia';
 import { DiskFullError } from '../../db/engine';
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import { Errors } from '../../http/errors';
 import { metricsFor } from '../../http/metrics';
 import { requestInfo } from '../../http/request-info';
@@ -13,7 +13,7 @@ import type { WaitStats } from '../../db/engine';
  * PostgreSQL, the Database API's own: docs/operations.md "Waiting for the database".
  */
 function withWaitCounters(
-  p: Platform,
+  p: Basalt,
   more: { gauges?: Record<string, number>; counters?: Record<string, number> },
 ): { gauges?: Record<string, number>; counters?: Record<string, number> } {
   const api = p.services.database?.waitStats();
@@ -37,7 +37,7 @@ const DISK_FULL_REPORT_MS = 30_000;
 const WAL_SEGMENT_BYTES = 16 * 1024 * 1024;
 
 /** A disk-full error was seen lately, or the embedded engine's disk has not room for a WAL segment. */
-function diskFull(p: Platform): boolean {
+function diskFull(p: Basalt): boolean {
   if (Date.now() - DiskFullError.lastAt < DISK_FULL_REPORT_MS) return true;
   if (p.db.kind !== 'embedded') return false;
   try {
@@ -49,7 +49,7 @@ function diskFull(p: Platform): boolean {
 }
 
 /** Liveness, readiness and metrics (main listener). */
-export function systemRoutes(p: Platform) {
+export function systemRoutes(p: Basalt) {
   return new Elysia({ name: 'basalt.system' })
     .get('/healthz', () => ({ success: true, data: { status: 'ok', version: p.version } }), { detail: { hide: true } })
     .get(

@@ -4,11 +4,11 @@
  * Creating and deleting administrators stays with the CLI (`basalt admin …`).
  */
 import { t } from 'elysia';
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 
-export function adminsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function adminsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
     .get('/admins', async () => ok({ admins: await p.services.admin.listWithLocks() }))
     .post(

@@ -1,9 +1,9 @@
 /** Audit log screen (docs/admin-api.md §Audit log): read-only, filtered, newest first. */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { Queries } from '../model';
 
-export function auditRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function auditRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app.get(
     '/audit',
     async ({ query }) =>

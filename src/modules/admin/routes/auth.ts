@@ -2,13 +2,13 @@
  * Sign-in and setup (docs/admin-api.md §Sign-in and setup). The cookie carries the
  * session token; the body carries the CSRF token the panel echoes in X-CSRF-Token.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { clearedCookie, clientMeta, cookieToken, isHttps, sessionCookie, signedIn } from '../guard';
 import { Bodies } from '../model';
 import type { SignedIn } from '../service';
 
-export function authRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function authRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const admin = () => p.services.admin;
   const signIn = (request: Request, set: { headers: Record<string, unknown> }, s: SignedIn) => {
     set.headers['set-cookie'] = sessionCookie(s.token, isHttps(request), admin().lifetimes().maxHours * 3600);

@@ -3,8 +3,8 @@
  * service. On an external database every route answers 409 `not_supported`: backups of
  * a server the platform does not own are pg_dump's, the provider's snapshots or PITR.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
@@ -18,7 +18,7 @@ function mapped(e: unknown, name?: string): never {
   throw e;
 }
 
-export function backupsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const backups = () => backupService(p);
   return app
     .get('/backups', async () => {

@@ -1,8 +1,8 @@
 /** Dashboard screen (docs/admin-api.md §Dashboard). */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { dashboard } from '../dashboard';
 
-export function dashboardRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function dashboardRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app.get('/dashboard', async () => ok(await dashboard(p)));
 }

@@ -5,8 +5,8 @@
  * transaction: a failed change leaves neither.
  */
 import { t } from 'elysia';
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
 import { AdminErrors } from '../errors';
@@ -60,7 +60,7 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
   });
 }
 
-export function dataRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   let browser: DataBrowser | undefined;
   const data = () => (browser ??= createDataBrowser(p));
   let access: DataAccess | undefined;

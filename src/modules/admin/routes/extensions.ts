@@ -1,18 +1,18 @@
 /** Extensions screen (docs/admin-api.md §Extensions): loaded and failed extensions, their routes and settings. */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { ConfigError } from '../../../config/validate';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
 
-function extensionView(p: Platform, name: string) {
+function extensionView(p: Basalt, name: string) {
   const e = p.services.extensions.get(name);
   if (!e) throw AdminErrors.notFound(`The extension '${name.slice(0, 100)}'`);
   return e;
 }
 
-export function extensionsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function extensionsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
     .get('/extensions', () =>
       ok({

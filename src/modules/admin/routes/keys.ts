@@ -1,6 +1,6 @@
 /** API keys screen (docs/admin-api.md §API keys), through KeyService. */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { AppError } from '../../../http/errors';
 import { AdminErrors } from '../errors';
@@ -8,7 +8,7 @@ import { Bodies } from '../model';
 import type { CreateKeyInput } from '../../keys/model';
 import { createKey, revokeKey } from '../changes';
 
-export function keysRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function keysRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
     .get('/keys', async () => ok({ keys: await p.services.keys.list() }))
     .post(

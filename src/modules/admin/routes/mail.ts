@@ -3,8 +3,8 @@
  * through the mail service. A job's bodies are not shown: the operator sees who,
  * what subject, when and why it failed.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn, type AdminRequest } from '../guard';
 import { parseJobCursor, type JobRow, type JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
@@ -39,7 +39,7 @@ export function jobView(j: JobRow) {
  * `host:port` of mail.smtp_url, shown beside a job's error: the Mail API's reasons never
  * name the server (clients see them too), the operator needs to know which one was tried.
  */
-export function smtpServer(p: Platform): string | null {
+export function smtpServer(p: Basalt): string | null {
   try {
     const u = new URL(p.settings.get<string>('mail.smtp_url'));
     return `${u.hostname}:${u.port || (u.protocol === 'smtps:' ? '465' : '587')}`;
@@ -48,7 +48,7 @@ export function smtpServer(p: Platform): string | null {
   }
 }
 
-export function mailRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function mailRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const mail = () => p.services.mail;
   const job = async (id: string) => {
     const row = await mail().jobs.row(id);

@@ -1,11 +1,11 @@
 /** Settings screen (docs/admin-api.md §Settings) and the SMTP test send. */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { Bodies } from '../model';
 import { changeSetting, listSettings } from '../settings';
 
-export function settingsRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function settingsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
     .get('/settings', () => ok({ settings: listSettings(p) }))
     .put(

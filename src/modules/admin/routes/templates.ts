@@ -2,8 +2,8 @@
  * Mail templates screen (docs/admin-api.md §Mail templates), through the mail
  * module's template store: the same checks as `basalt templates put` and the Mail API.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { optionalTemplateVariables, templateVariables, type MailTemplate } from '../../mail/templates';
 import { deleteTemplate, putTemplate } from '../changes';
@@ -21,7 +21,7 @@ const view = (t: MailTemplate) => ({
   updated_at: t.updated_at ?? null,
 });
 
-export function templatesRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const templates = () => p.services.mail.templates;
   return app
     .get('/templates', async () =>

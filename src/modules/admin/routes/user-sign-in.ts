@@ -3,8 +3,8 @@
  * methods), and the provider check of the Settings screen. Each change and its audit row
  * share one transaction.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import { AdminErrors } from '../errors';
 import { signedIn } from '../guard';
 import { userDetail } from '../users';
@@ -14,7 +14,7 @@ import { removeTotp } from '../../auth/totp';
 import { SignInErrors } from '../../auth/sign-in-errors';
 import { providerCheck } from '../../auth/oidc';
 
-export function userSignInRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const exists = async (id: string) => {
     if (!isUuid(id) || !(await userDetail(p.db, id)))
       throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);

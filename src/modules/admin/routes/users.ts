@@ -2,12 +2,12 @@
  * Users screen (docs/admin-api.md §Users). Each action and its audit row share one
  * transaction; disabling or deleting ends the user's sessions on every instance at once.
  */
-import type { Platform } from '../../../platform';
-import type { AdminApp, Ok } from '../routes';
+import type { Basalt } from '../../../services';
+import type { AdminApp, Ok } from '../area';
 import type { Queryable } from '../../../db/engine';
 import { AdminErrors } from '../errors';
 import { AuthErrors } from '../../auth/errors';
-import { linkBase, mailConfigured } from '../../auth/mailer';
+import { linkBase } from '../../auth/mailer';
 import { clientMeta, signedIn } from '../guard';
 import { Queries } from '../model';
 import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
@@ -16,7 +16,7 @@ import { Bodies } from '../model';
 import { checkUserInput, createUser, markUserVerified, setUserEmail, setUserPassword } from '../../auth/admin-users';
 import { userById } from '../../auth/users';
 
-type Action = (p: Platform, user: AdminUserView, tx: Queryable) => Promise<unknown>;
+type Action = (p: Basalt, user: AdminUserView, tx: Queryable) => Promise<unknown>;
 
 const actions: Record<string, Action> = {
   verify: (p, u, tx) => markUserVerified(p, tx, u.id),
@@ -33,15 +33,16 @@ const taken = (email: string) => AdminErrors.conflict(`A user with the e-mail ${
  * null when it can. The link must lead to the site's page, never to this panel's address
  * (docs/auth.md, "Links in mails").
  */
-function verificationMail(p: Platform, u: AdminUserView): string | null {
+function verificationMail(p: Basalt, u: AdminUserView): string | null {
   if (u.email_verified_at) return null;
-  if (!mailConfigured(p)) return 'Mail is not configured: set mail.smtp_url and mail.from in Settings first.';
+  if (!p.services.mail.isConfigured())
+    return 'Mail is not configured: set mail.smtp_url and mail.from in Settings first.';
   if (!linkBase(p, 'verify_email', ''))
     return 'The mail needs a link to your site: set web.public_base_url (or auth.verify_email_url) in Settings first, or mark the address verified.';
   return null;
 }
 
-export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
+export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const find = async (id: string, q: Queryable = p.db) => {
     const u = await userDetail(q, id);
     if (!u) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
@@ -111,7 +112,7 @@ export function usersRoutes(app: AdminApp, p: Platform, ok: Ok): AdminApp {
       const { actor } = signedIn(admin);
       const u = await find(params.id);
       if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
-      if (!mailConfigured(p)) throw AuthErrors.mailNotConfigured();
+      if (!p.services.mail.isConfigured()) throw AuthErrors.mailNotConfigured();
       const missing = verificationMail(p, u);
       if (missing) throw AdminErrors.invalidState(missing);
       // Public Auth's own path: its mail, its limits.

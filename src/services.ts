@@ -33,7 +33,7 @@ export async function createServices(p: Platform): Promise<Services> {
   const keys = createKeyService(p);
   const mail = createMailService(p);
   const auth = await createAuthService(p, { mail });
-  const database = await createDatabaseService(p, { keys });
+  const database = await createDatabaseService(p, { keys, auth });
   const admin = createAdminService(p);
   const realtime = createRealtimeService(p, { database, keys, auth });
   const extensions = createExtensionRegistry(p, { keys, auth, mail, realtime });

@@ -8,6 +8,7 @@ import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
 import type { KeyService } from '../keys/service';
+import type { AuthService } from '../auth/service';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
@@ -284,17 +285,21 @@ export class DatabaseService {
 }
 
 /**
+ * The other services the Database API uses: keys and Public Auth's sessions, whose
+ * revocation ends the key's or the user's transactions.
+ */
+export interface DatabaseDeps {
+  keys: KeyService;
+  auth: Pick<AuthService, 'sessions'>;
+}
+
+/**
  * Create the service; the API pool opens on first use. Start-up checks that the
  * platform's role can run statements as users and anon (identity.ts); when it cannot,
  * users' own data stays off with one warning, and the Database API answers users and
  * anon exactly as it did before the feature (docs/database.md).
  */
-/** The other services the Database API uses: keys, whose revocation ends the key's transactions. */
-export interface DatabaseDeps {
-  keys: KeyService;
-}
-
-export async function createDatabaseService(p: Platform, { keys }: DatabaseDeps): Promise<DatabaseService> {
+export async function createDatabaseService(p: Platform, { keys, auth }: DatabaseDeps): Promise<DatabaseService> {
   const pool = openApiPool(p);
   const support = await checkIdentitySupport(p.db);
   if (!support.ok)
@@ -310,7 +315,7 @@ export async function createDatabaseService(p: Platform, { keys }: DatabaseDeps)
     return svc.transactions.rollbackKey(keyId);
   });
   // A user's session revoked or the user disabled (any instance): their transactions end.
-  const sessions = p.services.auth.sessions;
+  const sessions = auth.sessions;
   sessions.onInvalidate((key) => {
     svc
       .sessionsChanged(key, async (sid) => sessions.cached(sid) ?? (await sessions.load(sid)))

@@ -19,6 +19,7 @@ import m120 from './migrations/120_auth_sign_in_methods.sql' with { type: 'text'
 import m130 from './migrations/130_audit_actor.sql' with { type: 'text' };
 import type { Queryable } from './engine';
 import { emailIdnDomains } from './migrations/140_email_idn_domains';
+import m150 from './migrations/150_realtime_resume.sql' with { type: 'text' };
 
 /** A step: SQL run as one script, or a function given the migration transaction. */
 export type PlatformMigration = { name: string; sql: string } | { name: string; run: (tx: Queryable) => Promise<void> };
@@ -39,4 +40,5 @@ export const platformMigrations: PlatformMigration[] = [
   { name: '120_auth_sign_in_methods', sql: m120 },
   { name: '130_audit_actor', sql: m130 },
   { name: '140_email_idn_domains', run: emailIdnDomains },
+  { name: '150_realtime_resume', sql: m150 },
 ];

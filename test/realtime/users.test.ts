@@ -20,7 +20,14 @@ GRANT SELECT (id, title) ON public.posts TO basalt_anon;
 CREATE TABLE public.private (id serial PRIMARY KEY);
 SELECT basalt.realtime_enable('notes');
 SELECT basalt.realtime_enable('posts');
-SELECT basalt.realtime_enable('private');`;
+SELECT basalt.realtime_enable('private');
+-- A policy on the token's claims beyond sub: the session, how it signed in, its level.
+CREATE TABLE public.by_claims (id serial PRIMARY KEY, sid text NOT NULL, aal text NOT NULL, amr text NOT NULL);
+ALTER TABLE public.by_claims ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON public.by_claims TO basalt_user;
+CREATE POLICY mine ON public.by_claims FOR SELECT TO basalt_user
+  USING (sid = basalt.jwt() ->> 'sid' AND aal = basalt.jwt() ->> 'aal' AND amr = basalt.jwt() -> 'amr' ->> 0);
+SELECT basalt.realtime_enable('by_claims');`;
 
 describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
   let s: TestServer;
@@ -126,5 +133,82 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     expect(c.of('expired')).toHaveLength(1);
     const again = await openSse(url(`tables=notes&ticket=${t.body.data.ticket}`));
     expect(again.status).toBe(401);
+  });
+
+  test('the visibility check sees the claims a Database API request sees (sid, amr, aal), by header and by ticket', async () => {
+    const claims = JSON.parse(Buffer.from(b.access_token.split('.')[1]!, 'base64url').toString());
+    expect(claims.sid).toBeString();
+    const byHeader = await openSse(url('tables=by_claims'), b.headers());
+    const t = await s.req('POST', '/api/v1/realtime/ticket', { headers: b.headers(), body: {} });
+    const byTicket = await openSse(url(`tables=by_claims&ticket=${t.body.data.ticket}`));
+    const other = await openSse(url('tables=by_claims'), a.headers());
+    for (const c of [byHeader, byTicket, other]) expect(c.status).toBe(200);
+    const row = [claims.sid, String(claims.aal), claims.amr[0]];
+    await sql('INSERT INTO public.by_claims (sid, aal, amr) VALUES ($1, $2, $3)', row);
+    await sql('INSERT INTO public.by_claims (sid, aal, amr) VALUES ($1, $2, $3)', [claims.sid, '2', claims.amr[0]]);
+    await byHeader.waitFor(1);
+    await byTicket.waitFor(1);
+    // The Database API with the same token answers the same row.
+    const api = await s.req('POST', '/api/v1/db/query', {
+      headers: b.headers(),
+      body: { entity: 'by_claims', action: 'select', fields: ['sid', 'aal', 'amr'] },
+    });
+    expect(api.body.data.rows).toEqual([{ sid: row[0], aal: row[1], amr: row[2] }]);
+    await Bun.sleep(500);
+    for (const c of [byHeader, byTicket])
+      expect(c.of().map((e) => [e.data.row.sid, e.data.row.aal, e.data.row.amr])).toEqual([row]);
+    expect(other.of()).toEqual([]);
+    for (const c of [byHeader, byTicket, other]) c.close();
+  });
+
+  test("EventSource's reconnection: the ticket's stream sets a cookie that, with the same URL, resumes it (never either alone)", async () => {
+    const t = await s.req('POST', '/api/v1/realtime/ticket', { headers: b.headers(), body: {} });
+    const ticket = t.body.data.ticket as string;
+    const first = await openSse(url(`tables=notes&ticket=${ticket}`));
+    expect(first.status).toBe(200);
+    const setCookie = first.headers.get('set-cookie')!;
+    expect(setCookie).toMatch(/^basalt_rt_[0-9a-f]{16}=rt_[A-Za-z0-9_-]{43}; /);
+    expect(setCookie).toContain('Path=/api/v1/realtime');
+    expect(setCookie).toContain('HttpOnly');
+    expect(setCookie).toContain('SameSite=Strict');
+    expect(setCookie).toMatch(/Max-Age=\d+/);
+    // Neither the ticket nor its cookie is stored in the clear.
+    const secret = setCookie.split(';')[0]!.split('=')[1]!;
+    const stored = await sql(
+      'SELECT count(*)::int AS n FROM basalt.realtime_tickets WHERE hash = sha256(convert_to($1, $2)) AND resume_of = sha256(convert_to($3, $2))',
+      [secret, 'UTF8', ticket],
+    );
+    expect(stored.rows[0].n).toBe(1);
+    await note(b, 'before the drop');
+    const [seen] = await first.waitFor(1);
+    first.close();
+    await note(b, 'while away');
+    const cookie = setCookie.split(';')[0]!;
+    // What EventSource sends when it reconnects: the same URL, the cookie, Last-Event-ID.
+    const again = await openSse(url(`tables=notes&ticket=${ticket}`), { cookie, 'last-event-id': seen!.id! });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('set-cookie')).toBeNull();
+    await again.waitFor(1);
+    expect(again.of()[0]!.data.row.body).toBe('while away');
+    // Reconnecting again works too (a dropped connection may drop more than once).
+    const third = await openSse(url(`tables=notes&ticket=${ticket}`), { cookie, 'last-event-id': seen!.id! });
+    expect(third.status).toBe(200);
+    await third.waitFor(1);
+    for (const c of [again, third]) c.close();
+    // The spent ticket without the cookie, the cookie with another ticket, a made-up cookie: 401.
+    expect((await openSse(url(`tables=notes&ticket=${ticket}`))).status).toBe(401);
+    const t2 = await s.req('POST', '/api/v1/realtime/ticket', { headers: b.headers(), body: {} });
+    const other = (await openSse(url(`tables=notes&ticket=${t2.body.data.ticket}`))).headers.get('set-cookie')!;
+    const swapped = await openSse(url(`tables=notes&ticket=${ticket}`), {
+      cookie: `${cookie.split('=')[0]}=${other.split(';')[0]!.split('=')[1]}`,
+    });
+    expect(swapped.status).toBe(401);
+    // Once the session ends, the cookie resumes nothing.
+    const out = await s.req('POST', '/api/v1/auth/logout', { headers: b.headers(), body: {} });
+    expect(out.status).toBe(200);
+    const after = await openSse(url(`tables=notes&ticket=${ticket}`), { cookie });
+    expect(after.status).toBe(401);
+    expect(after.body.error.code).toBe('invalid_ticket');
+    b = await signInUser(s, { email: b.email, register: false });
   });
 });

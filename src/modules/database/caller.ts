@@ -37,6 +37,18 @@ function tokenClaims(token: string): Record<string, unknown> {
   return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
 }
 
+/**
+ * What `basalt.jwt()` returns for a user's request: the verified token's claims (sub, sid,
+ * role, amr, aal…) with the user's current e-mail facts. Realtime's visibility checks use
+ * the same (docs/realtime.md), so policies answer alike on both.
+ */
+export function userClaims(
+  token: string,
+  profile: { email: string; email_verified: boolean },
+): Record<string, unknown> {
+  return { ...tokenClaims(token), email: profile.email, email_verified: profile.email_verified };
+}
+
 export function callerChecks(inputs: CallerInputs) {
   const keys = keyChecks(inputs);
   return {
@@ -51,7 +63,7 @@ export function callerChecks(inputs: CallerInputs) {
       const token = bearerToken(request);
       const user = await inputs.authenticate(token);
       const profile = await inputs.profile(user);
-      const claims = { ...tokenClaims(token!), email: profile.email, email_verified: profile.email_verified };
+      const claims = userClaims(token!, profile);
       return { kind: 'user', user, identity: userIdentity(user.userId, claims) };
     },
     /**

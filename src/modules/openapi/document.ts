@@ -350,9 +350,21 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     }
     // Merged with the route's own schema for that status, if any (e.g. headers of a JSON success).
     const base = responses[status] ?? {};
+    // Its schemas converted like the route's own: named parts (PascalCase titles) become components.
+    const content = r.content
+      ? Object.fromEntries(
+          Object.entries(r.content).map(([type, media]) => [
+            type,
+            media && typeof media === 'object' && 'schema' in media
+              ? { ...media, schema: conv.convert((media as { schema: unknown }).schema) }
+              : media,
+          ]),
+        )
+      : undefined;
     responses[status] = {
       ...base,
       ...r,
+      ...(content ? { content } : {}),
       headers: { 'X-Request-Id': header('XRequestId'), ...(base.headers ?? {}), ...(r.headers ?? {}) },
     };
   }

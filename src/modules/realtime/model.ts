@@ -2,7 +2,7 @@
  * Schemas of the realtime endpoint: the ticket answer, and the `data` of each event the
  * stream carries (for the OpenAPI document; docs/realtime.md, "Events").
  */
-import { t } from 'elysia';
+import { t, type TSchema } from 'elysia';
 
 export const StreamQuery = t.Object({
   tables: t.Optional(
@@ -23,7 +23,7 @@ export const TicketData = t.Object({
 
 export const EmptyBody = t.Optional(t.Object({}, { additionalProperties: false }));
 
-/** `event: change`. */
+/** `event: change`: its data. */
 export const ChangeEvent = t.Object(
   {
     table: t.String(),
@@ -33,21 +33,59 @@ export const ChangeEvent = t.Object(
         'insert/update: the row as the subscriber reads it through the Database API; delete: the primary-key columns only',
     }),
   },
-  { title: 'RealtimeChange', description: 'event: change (id: the event id, increasing in commit order)' },
+  { title: 'RealtimeChange', description: 'The data of event: change' },
 );
 
 /** `event: message`: an extension's message. */
 export const MessageEvent = t.Object(
-  { channel: t.String(), data: t.Unknown() },
-  { title: 'RealtimeMessage', description: "event: message — an extension's message on one of its channels" },
-);
-
-/** `event: reset`, `event: expired`, `event: revoked`. */
-export const ControlEvent = t.Object(
-  { reason: t.Optional(t.String()) },
+  { channel: t.String({ description: '<extension>:<name>' }), data: t.Unknown() },
   {
-    title: 'RealtimeControl',
-    description:
-      'event: reset (the resume point is past retention: reload, then continue), event: expired (the access token expired: reconnect with a fresh one), event: revoked (session, user or key ended; data.reason)',
+    title: 'RealtimeMessage',
+    description: "The data of event: message — an extension's message on one of its channels",
   },
 );
+
+/**
+ * One event of the stream as a named schema: its `event:` name, its `id:` (when it has
+ * one) and its `data:` line's JSON. A client generator gets one type per event, told apart
+ * by `event` (the discriminator).
+ */
+function sseEvent(name: string, title: string, data: TSchema, description: string, id?: string) {
+  return t.Object(
+    {
+      ...(id ? { id: t.String({ description: id }) } : {}),
+      event: t.Literal(name),
+      data,
+    },
+    { title, description },
+  );
+}
+
+const EVENT_ID = 'The event id: increasing in commit order; send it back as Last-Event-ID to resume';
+
+/** The events of `GET /api/v1/realtime` (docs/realtime.md, "Events"), each a named component. */
+export const StreamEvents = [
+  sseEvent('change', 'RealtimeChangeEvent', ChangeEvent, 'A row changed that the subscriber may see.', EVENT_ID),
+  sseEvent('message', 'RealtimeMessageEvent', MessageEvent, "An extension's message on a followed channel.", EVENT_ID),
+  sseEvent(
+    'reset',
+    'RealtimeResetEvent',
+    t.Object({}),
+    'Last-Event-ID was older than realtime.retention_seconds (or unknown): reload your data; the stream goes on live from this id.',
+    'Where the stream continues from',
+  ),
+  sseEvent(
+    'expired',
+    'RealtimeExpiredEvent',
+    t.Object({}),
+    'The access token expired; the stream ends. Reconnect with a fresh token or ticket and Last-Event-ID: nothing is lost.',
+  ),
+  sseEvent(
+    'revoked',
+    'RealtimeRevokedEvent',
+    t.Object({
+      reason: t.Union([t.Literal('session_revoked'), t.Literal('account_disabled'), t.Literal('key_revoked')]),
+    }),
+    'The session was revoked, the user disabled or the key revoked; the stream ends at once.',
+  ),
+];

@@ -8,20 +8,46 @@ import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 
 export type Principal =
   | { kind: 'key'; key: Pick<ApiKeyPrincipal, 'id' | 'tables'> }
-  | { kind: 'user'; userId: string; sessionId: string; email: string; tokenExpiresAt: number }
+  | {
+      kind: 'user';
+      userId: string;
+      sessionId: string;
+      /** What `basalt.jwt()` returns for this stream: as on the Database API (database/caller.ts, `userClaims`). */
+      claims: Record<string, unknown>;
+      tokenExpiresAt: number;
+    }
   | { kind: 'anon'; ip: string; withKey: boolean };
 
 /** The identity rows are read as: every service key reads alike (whitelists are checked per stream). */
-export type Identity = { kind: 'service' } | { kind: 'user'; userId: string; email: string } | { kind: 'anon' };
+export type Identity =
+  | { kind: 'service' }
+  | { kind: 'user'; userId: string; claims: Record<string, unknown> }
+  | { kind: 'anon' };
+
+/**
+ * Claims that differ between the access tokens of one session (each refresh issues new
+ * ones): left out of `basalt.jwt()` in realtime, so a user's streams of one session share
+ * one evaluation whichever token opened each. The stream ends at its token's `exp` anyway.
+ */
+const PER_TOKEN = new Set(['iat', 'exp', 'nbf', 'jti']);
 
 export function identityOf(p: Principal): Identity {
   if (p.kind === 'key') return { kind: 'service' };
-  if (p.kind === 'user') return { kind: 'user', userId: p.userId, email: p.email };
+  if (p.kind === 'user') {
+    const claims: Record<string, unknown> = {};
+    for (const k of Object.keys(p.claims).sort()) if (!PER_TOKEN.has(k)) claims[k] = p.claims[k];
+    return { kind: 'user', userId: p.userId, claims };
+  }
   return { kind: 'anon' };
 }
 
+/**
+ * What the fan-out groups streams by: streams whose rows are evaluated alike. A user's
+ * streams group by user and claims (sid, amr, aal… may differ between their sessions,
+ * and a policy may read them).
+ */
 export function identityKey(i: Identity): string {
-  return i.kind === 'user' ? `user:${i.userId}` : i.kind;
+  return i.kind === 'user' ? `user:${i.userId}:${JSON.stringify(i.claims)}` : i.kind;
 }
 
 /** The database role an identity reads as (null: the platform's own role). */

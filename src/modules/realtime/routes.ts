@@ -16,9 +16,11 @@ import { successResponse } from '../../http/envelope';
 import { errorResponses, SuccessA } from '../../http/envelope-schemas';
 import { optionalJson } from '../../http/optional-json';
 import { RealtimeErrors } from './errors';
-import { ChangeEvent, ControlEvent, EmptyBody, MessageEvent, StreamQuery, TicketData } from './model';
+import { EmptyBody, StreamEvents, StreamQuery, TicketData } from './model';
 import { tokenExpiry, type Principal } from './principal';
 import { CHANNEL_NAME } from './service';
+import { resumeCookieName } from './tickets';
+import { userClaims } from '../database/caller';
 
 const MAX_NAMES = 50;
 const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }];
@@ -59,7 +61,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
         kind: 'user',
         userId: u.userId,
         sessionId: u.sessionId,
-        email: u.email,
+        claims: userClaims(token!, await p.services.auth.me(u)),
         tokenExpiresAt: tokenExpiry(token!),
       };
     }
@@ -79,17 +81,34 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
         if (!tables.length && !channels.length)
           throw RealtimeErrors.invalid('tables', 'name at least one table (or channel) to follow');
         // A ticket stands for the headers EventSource cannot send; it was issued behind the access-mode gate.
-        const principal = query.ticket
-          ? await svc().spend(query.ticket, requestInfo(request).ip, true)
-          : await principalOf(request);
+        const headers: Record<string, string> = {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-store',
+          'x-accel-buffering': 'no',
+        };
+        let principal: Principal;
+        if (query.ticket) {
+          // EventSource reconnects with the same URL (the ticket spent) and the cookie its first answer set.
+          const cookies = new Bun.CookieMap(request.headers.get('cookie') ?? '');
+          const info = requestInfo(request);
+          const spent = await svc().spend(
+            query.ticket,
+            info.ip,
+            true,
+            cookies.get(resumeCookieName(query.ticket)) ?? undefined,
+          );
+          principal = spent.principal;
+          if (spent.resume)
+            headers['set-cookie'] = new Bun.Cookie(spent.resume.name, spent.resume.secret, {
+              path: rootOf(area),
+              maxAge: spent.resume.maxAgeSeconds,
+              httpOnly: true,
+              sameSite: 'strict',
+              secure: info.https ?? false,
+            }).serialize();
+        } else principal = await principalOf(request);
         const stream = await svc().open(principal, { tables, channels, lastEventId: lastEventId(request) });
-        return new Response(stream.body, {
-          headers: {
-            'content-type': 'text/event-stream; charset=utf-8',
-            'cache-control': 'no-store',
-            'x-accel-buffering': 'no',
-          },
-        });
+        return new Response(stream.body, { headers });
       },
       {
         query: StreamQuery,
@@ -99,7 +118,8 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
             'text/event-stream of `event: change` (id increasing in commit order; data: RealtimeChange) for each change to the named tables the caller may see, ' +
             "`event: message` (data: RealtimeMessage) for extensions' channels, `event: reset` when Last-Event-ID is past realtime.retention_seconds (reload, then continue), " +
             '`event: expired` when the access token expires, `event: revoked` when the session, user or key ends; a comment line every 15 s. ' +
-            'Send Last-Event-ID to resume (EventSource does). Credentials as on the Database API, or ?ticket= (POST /api/v1/realtime/ticket) for EventSource. ' +
+            'Send Last-Event-ID to resume (EventSource does). Credentials as on the Database API, or ?ticket= (POST /api/v1/realtime/ticket) for EventSource: ' +
+            'the first use spends the ticket and sets a cookie with which the same URL reconnects (EventSource does that by itself). ' +
             'Refused before the stream starts: 401 (no or bad credentials; anon for a table not granted to basalt_anon), 403 (a table outside the whitelist or grants), ' +
             '400 realtime_not_enabled (a table that emits no changes: basalt.realtime_enable), 429 too_many_connections (realtime.max_connections*).',
           'x-codes': {
@@ -110,10 +130,19 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
           },
           responses: {
             200: {
-              description: 'The event stream. Each event is `id:`, `event:` and one `data:` line of JSON.',
+              description:
+                'The event stream. Each event is `id:` (when it has one), `event:` and one `data:` line of JSON; one schema per event, told apart by `event`. ' +
+                'Opened with a ticket, the answer also sets the cookie that resumes this stream (EventSource reconnects with the same URL and it).',
+              headers: {
+                'Set-Cookie': {
+                  schema: { type: 'string' },
+                  description:
+                    'With ?ticket= only: basalt_rt_<16 hex>=…; Path=/api/v1/realtime; HttpOnly; SameSite=Strict — with the same ticket in the URL it opens this stream again (a user: until their access token expires; a key or anon: 1 hour).',
+                },
+              },
               content: {
                 'text/event-stream': {
-                  schema: { oneOf: [ChangeEvent, MessageEvent, ControlEvent] },
+                  schema: { oneOf: StreamEvents, discriminator: { propertyName: 'event' } },
                 },
               },
             },

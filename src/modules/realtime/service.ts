@@ -14,7 +14,15 @@ import { enabledTables, publishMessage, REALTIME_CHANNEL } from './outbox';
 import { identityKey, identityOf, limitKey, type Identity, type Principal } from './principal';
 import { RowReader, type AsIdentities } from './rows';
 import { Stream, frame, type EndReason } from './stream';
-import { holderOf, issueTicket, spendTicket } from './tickets';
+import {
+  holderOf,
+  issueResume,
+  issueTicket,
+  resumeCookieName,
+  resumeHolder,
+  spendTicket,
+  type TicketHolder,
+} from './tickets';
 import { ANON, assumeIdentity, userIdentity } from '../database/identity';
 
 /** A channel of an extension: `<extension>:<name>`. */
@@ -130,12 +138,27 @@ export class RealtimeService {
   }
 
   /**
-   * The principal of a ticket, spent now, checked again as its credentials would be: the
-   * key still active, the session still live.
+   * The principal of a ticket, spent now — or, for a ticket already spent, of the resume
+   * credential its stream set (`resume`: the cookie's value; tickets.ts) — checked again as
+   * its credentials would be: the key still active, the session still live. A ticket spent
+   * now also gives the resume credential to set.
    */
-  async spend(ticket: string, ip: string, withKey: boolean): Promise<Principal> {
-    const h = await spendTicket(this.p.db, ticket);
+  async spend(
+    ticket: string,
+    ip: string,
+    withKey: boolean,
+    resume?: string,
+  ): Promise<{ principal: Principal; resume?: { name: string; secret: string; maxAgeSeconds: number } }> {
+    let h = await spendTicket(this.p.db, ticket);
+    const fresh = h !== null;
+    if (!h && resume) h = await resumeHolder(this.p.db, ticket, resume);
     if (!h) throw RealtimeErrors.invalidTicket();
+    const principal = await this.holderPrincipal(h, ip, withKey);
+    if (!fresh) return { principal };
+    return { principal, resume: { name: resumeCookieName(ticket), ...(await issueResume(this.p.db, ticket, h)) } };
+  }
+
+  private async holderPrincipal(h: TicketHolder, ip: string, withKey: boolean): Promise<Principal> {
     if (h.kind === 'anon') return { kind: 'anon', ip, withKey };
     if (h.kind === 'key') {
       const k = await this.deps.keys.get(h.keyId);
@@ -150,7 +173,8 @@ export class RealtimeService {
       kind: 'user',
       userId: h.userId,
       sessionId: h.sessionId,
-      email: state.email,
+      // The e-mail facts as they are now, as a Database API request would see them (database/caller.ts).
+      claims: { ...h.claims, email: state.email, email_verified: state.user.email_verified },
       tokenExpiresAt: h.tokenExpiresAt,
     };
   }
@@ -220,9 +244,7 @@ function asIdentitiesOn(p: Platform, database: DatabaseService): AsIdentities {
         identities.map((identity, k) => {
           const assumed = assumeIdentity(
             tx,
-            identity.kind === 'user'
-              ? userIdentity(identity.userId, { sub: identity.userId, email: identity.email })
-              : ANON,
+            identity.kind === 'user' ? userIdentity(identity.userId, identity.claims) : ANON,
           );
           return Promise.all([assumed, fn(k, tx)]).then(([, result]) => result);
         }),

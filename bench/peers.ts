@@ -1,6 +1,6 @@
 /**
- * How Basalt compares with a server a user would pick instead, in the same run: Parse Server
- * and Directus from npm, each on its own fresh database of the same external PostgreSQL, read
+ * How Basalt compares with a server a user would pick instead, in the same run: Parse Server,
+ * Directus and Strapi from npm, each on its own fresh database of the same external PostgreSQL, read
  * the same 10 rows (group i % 1000 of the same 10,000-row table, by an indexed filter) through
  * their own REST API with a key that may read that table, under the same wrk settings as
  * `npm run bench:http` (1/16/64/256 connections, BENCH_SECONDS per cell, loopback only).
@@ -11,7 +11,11 @@
  *    with the application id and REST API key; rows loaded through its batch API;
  *  - Directus (Node, Express, Knex): GET /items/bench_items?filter[grp][_eq]=N&limit=10, with the
  *    static token of a user whose policy may read the table; the table is made by the same SQL as
- *    Basalt's (Directus serves existing tables), where Parse's is its own (double precision numbers).
+ *    Basalt's (Directus serves existing tables), where Parse's is its own (double precision numbers);
+ *  - Strapi 5 (Node, Koa, Knex): GET /api/bench-items?filters[grp][$eq]=N&fields=grp,name,price&
+ *    pagination[pageSize]=10&pagination[withCount]=false, with a read-only API token; a minimal
+ *    project (one collection type, no admin panel served) written by this script, its 10,000 rows
+ *    inserted through Strapi's own Knex connection into its own table, with an index on grp.
  * Every server gets the same pool size (Basalt's database.pool_max) and logs warnings only; the
  * peers run with NODE_ENV=production, otherwise on their defaults, except Directus's pressure
  * limiter (off: it answers 503 when its event loop lags). No response cache anywhere (Directus's
@@ -19,14 +23,16 @@
  * (/proc/<pid>/stat) and its RSS are its own. The cells alternate server by server so each sees
  * the same background load.
  *
- * The peers are installed with npm into bench/peers/.install/<name> (git-ignored, reused by later
- * runs), each install bounded by BENCH_INSTALL_SECONDS; a peer that does not install or start in
- * time is skipped with the reason. Every process and database the run started is removed at the end.
+ * The peers are installed with npm outside the checkout, into BENCH_PEERS_DIR/<peer> (default
+ * <tmpdir>/basalt-bench-peers; reused by later runs), each install bounded by BENCH_INSTALL_SECONDS;
+ * a peer that does not install or start in time is skipped with the reason. Every server runs on
+ * core 0 and wrk on core 1 (bench/support.ts, PIN). Every process and database the run started is
+ * removed at the end.
  *
  *   npm run bench:peers
- *   BENCH_SECONDS=5 BENCH_PEERS=parse BENCH_CONNECTIONS=16,64 npm run bench:peers
+ *   BENCH_SECONDS=5 BENCH_PEERS=parse,strapi BENCH_CONNECTIONS=16,64 npm run bench:peers
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
@@ -47,6 +53,7 @@ import {
   wrk,
   type Cell,
   benchSelect,
+  PIN,
 } from './support';
 import type { FreshDb } from '../test/helpers/engines';
 import { openBasalt } from '../src/services';
@@ -54,13 +61,17 @@ import { openBasalt } from '../src/services';
 const ROOT = resolve(import.meta.dir, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').map(Number);
-const PEERS = (process.env.BENCH_PEERS ?? 'parse,directus').split(',').filter(Boolean);
+const PEERS = (process.env.BENCH_PEERS ?? 'parse,directus,strapi').split(',').filter(Boolean);
 const INSTALL_SECONDS = Number(process.env.BENCH_INSTALL_SECONDS ?? 420);
 const WARMUP_SECONDS = 3;
-const INSTALL_DIR = join(import.meta.dir, 'peers', '.install');
-// Pinned so a later run measures the same code; BENCH_PARSE_VERSION / BENCH_DIRECTUS_VERSION to change.
+// Outside the checkout: the peers' node_modules never meet the project's tools.
+const INSTALL_DIR = process.env.BENCH_PEERS_DIR ?? join(tmpdir(), 'basalt-bench-peers');
+// Pinned so a later run measures the same code; BENCH_PARSE_VERSION / BENCH_DIRECTUS_VERSION /
+// BENCH_STRAPI_VERSION to change.
 const PARSE_VERSION = process.env.BENCH_PARSE_VERSION ?? '9.10.0';
 const DIRECTUS_VERSION = process.env.BENCH_DIRECTUS_VERSION ?? '12.4.0';
+// 5.54.0: the registry's @strapi/admin stops there (@strapi/strapi@5.55.1 names an @strapi/admin@5.55.1 it does not have).
+const STRAPI_VERSION = process.env.BENCH_STRAPI_VERSION ?? '5.54.0';
 const JWT_SECRET = 'bench-secret-' + 'x'.repeat(40);
 
 interface Server {
@@ -108,7 +119,7 @@ function scratchDir(prefix: string): string {
 
 /** A long-running server process; its stderr goes to `<cwd>/stderr.log` (a pipe nobody reads would fill and block it). */
 function spawn(cmd: string[], opts: { cwd: string; env: Record<string, string> }): Subprocess {
-  const proc = Bun.spawn(cmd, {
+  const proc = Bun.spawn([...PIN.server, ...cmd], {
     cwd: opts.cwd,
     env: opts.env,
     stdout: 'ignore',
@@ -153,11 +164,11 @@ const nodeEnv = (home: string, extra: Record<string, string> = {}): Record<strin
 });
 
 /**
- * `pkg@version` (and `extra` packages, `name@version`) installed under bench/peers/.install/<pkg>,
+ * `pkg@version` (and `extra` packages, `name@version`) installed under BENCH_PEERS_DIR/<name>,
  * or undefined (the reason printed).
  */
-async function install(pkg: string, version: string, extra: string[] = []): Promise<string | undefined> {
-  const dir = join(INSTALL_DIR, pkg);
+async function install(name: string, pkg: string, version: string, extra: string[] = []): Promise<string | undefined> {
+  const dir = join(INSTALL_DIR, name);
   const specs = [`${pkg}@${version}`, ...extra];
   const installed = (spec: string) => {
     const at = spec.lastIndexOf('@');
@@ -413,6 +424,127 @@ response = function(status, headers, body) show(status, body) end
   };
 }
 
+/** The files of a minimal Strapi 5 project: one collection type like bench_items, no admin panel served. */
+const STRAPI_FILES: Record<string, string> = {
+  'package.json': '{ "name": "strapi-bench", "private": true, "version": "0.0.0" }\n',
+  'server.js': `const { createStrapi } = require('@strapi/strapi');
+createStrapi({ appDir: __dirname, distDir: __dirname }).start();
+`,
+  'config/server.js': `module.exports = ({ env }) => ({ host: '127.0.0.1', port: env.int('PORT'), app: { keys: env.array('APP_KEYS') } });
+`,
+  'config/database.js': `module.exports = ({ env }) => ({
+  connection: {
+    client: 'postgres',
+    connection: { connectionString: env('DATABASE_URL') },
+    pool: { min: 0, max: env.int('DATABASE_POOL_MAX') },
+  },
+});
+`,
+  'config/admin.js': `module.exports = ({ env }) => ({
+  auth: { secret: env('ADMIN_JWT_SECRET') },
+  apiToken: { salt: env('API_TOKEN_SALT') },
+  transfer: { token: { salt: env('TRANSFER_TOKEN_SALT') } },
+  secrets: { encryptionKey: env('ENCRYPTION_KEY') },
+  serveAdminPanel: false,
+});
+`,
+  'config/middlewares.js': `module.exports = ['strapi::logger', 'strapi::errors', 'strapi::security', 'strapi::cors', 'strapi::poweredBy', 'strapi::query', 'strapi::body', 'strapi::session', 'strapi::favicon', 'strapi::public'];
+`,
+  'config/plugins.js': 'module.exports = {};\n',
+  'config/logger.js': `const { winston } = require('@strapi/logger');
+module.exports = { transports: [new winston.transports.Console({ level: 'warn' })] };
+`,
+  'src/api/bench-item/content-types/bench-item/schema.json': `${JSON.stringify({
+    kind: 'collectionType',
+    collectionName: 'bench_items',
+    info: { singularName: 'bench-item', pluralName: 'bench-items', displayName: 'Bench item' },
+    options: { draftAndPublish: false },
+    attributes: {
+      grp: { type: 'integer', required: true },
+      name: { type: 'string', required: true },
+      price: { type: 'decimal' },
+    },
+  })}\n`,
+  'src/api/bench-item/controllers/bench-item.js':
+    "module.exports = require('@strapi/strapi').factories.createCoreController('api::bench-item.bench-item');\n",
+  'src/api/bench-item/routes/bench-item.js':
+    "module.exports = require('@strapi/strapi').factories.createCoreRouter('api::bench-item.bench-item');\n",
+  'src/api/bench-item/services/bench-item.js':
+    "module.exports = require('@strapi/strapi').factories.createCoreService('api::bench-item.bench-item');\n",
+  // At start: the same 10,000 rows through Strapi's own Knex connection into its own table (its
+  // document ids and dates), an index on grp, and a read-only API token written to BENCH_TOKEN_FILE.
+  'src/index.js': `const { writeFileSync } = require('node:fs');
+module.exports = {
+  register() {},
+  async bootstrap({ strapi }) {
+    const knex = strapi.db.connection;
+    const now = new Date();
+    for (let from = 1; from <= 10000; from += 1000) {
+      const rows = [];
+      for (let g = from; g < from + 1000; g++)
+        rows.push({ document_id: 'bench' + String(g).padStart(19, '0'), grp: g % 1000, name: 'item ' + g, price: (g % 100) + 0.99, created_at: now, updated_at: now, published_at: now });
+      await knex('bench_items').insert(rows);
+    }
+    await knex.raw('CREATE INDEX bench_items_grp ON bench_items (grp)');
+    await knex.raw('ANALYZE bench_items');
+    const token = await strapi.service('admin::api-token').create({ name: 'bench', description: '', type: 'read-only', lifespan: null });
+    writeFileSync(process.env.BENCH_TOKEN_FILE, token.accessKey, { mode: 0o600 });
+  },
+};
+`,
+};
+
+async function startStrapi(installDir: string, poolMax: number): Promise<Server> {
+  const db = (await externalDb()) as FreshDb;
+  dbs.push(db);
+  const dir = scratchDir('basalt-peers-strapi-');
+  for (const [path, text] of Object.entries(STRAPI_FILES)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  mkdirSync(join(dir, 'public', 'uploads'), { recursive: true });
+  symlinkSync(join(installDir, 'node_modules'), join(dir, 'node_modules'));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const secret = () => crypto.randomUUID();
+  const tokenFile = join(dir, 'token');
+  const env = nodeEnv(dir, {
+    DATABASE_URL: db.url,
+    DATABASE_POOL_MAX: String(poolMax),
+    PORT: String(port),
+    APP_KEYS: `${secret()},${secret()}`,
+    ADMIN_JWT_SECRET: secret(),
+    API_TOKEN_SALT: secret(),
+    TRANSFER_TOKEN_SALT: secret(),
+    ENCRYPTION_KEY: secret(),
+    STRAPI_TELEMETRY_DISABLED: 'true',
+    BENCH_TOKEN_FILE: tokenFile,
+  });
+  const proc = spawn(['node', 'server.js'], { cwd: dir, env });
+  try {
+    await waitFor(url + '/_health', proc, 'Strapi', 180_000);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${stderrOf(dir)}`);
+  }
+  const token = readFileSync(tokenFile, 'utf8');
+  const query = (grp: string) =>
+    `/api/bench-items?filters%5Bgrp%5D%5B%24eq%5D=${grp}&fields%5B0%5D=grp&fields%5B1%5D=name&fields%5B2%5D=price&pagination%5BpageSize%5D=10&pagination%5BwithCount%5D=false`;
+  const r = await json(url + query('5'), { headers: { Authorization: `Bearer ${token}` } });
+  if (r.data.length !== 10) throw new Error(`Strapi answered ${r.data.length} rows, not 10`);
+  writeFileSync(
+    join(dir, 'strapi.lua'),
+    `wrk.headers["Authorization"] = "Bearer ${token}"
+${LUA_SHOW}local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("GET", "${query('" .. (i % 1000) .. "')}")
+end
+response = function(status, headers, body) show(status, body) end
+`,
+  );
+  return { name: 'Strapi', runs: `${STRAPI_VERSION}, Node ${nodeVersion}`, url, proc, lua: join(dir, 'strapi.lua') };
+}
+
 // ---- the run ----
 
 const wrkBin = requireWrk('bench:peers');
@@ -436,15 +568,16 @@ try {
     // fails with 500 "Cannot convert undefined or null to object". router 2.2.0 still sets it.
     parse: { pkg: 'parse-server', version: PARSE_VERSION, extra: ['router@2.2.0'], start: startParse },
     directus: { pkg: 'directus', version: DIRECTUS_VERSION, start: startDirectus },
+    strapi: { pkg: '@strapi/strapi', version: STRAPI_VERSION, extra: ['pg@8.23.1'], start: startStrapi },
   };
   for (const name of PEERS) {
     const peer = peers[name];
-    if (!peer) throw new Error(`unknown peer ${name} (parse, directus)`);
+    if (!peer) throw new Error(`unknown peer ${name} (parse, directus, strapi)`);
     if (!node) {
       skipped.push(`${peer.pkg}: no node on PATH`);
       continue;
     }
-    const dir = await install(peer.pkg, peer.version, peer.extra);
+    const dir = await install(name, peer.pkg, peer.version, peer.extra);
     if (!dir) {
       skipped.push(`${peer.pkg}@${peer.version}: did not install (see above)`);
       continue;

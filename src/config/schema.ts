@@ -354,6 +354,15 @@ export const SETTINGS: SettingDef[] = [
     description: 'Realtime streams one service key holds on one instance.',
   },
   {
+    key: 'realtime.heartbeat_seconds',
+    kind: 'int',
+    default: 15,
+    min: 1,
+    max: 300,
+    description:
+      'Seconds between the comment lines (: keep-alive) every realtime stream gets, so proxies do not close an idle stream.',
+  },
+  {
     key: 'realtime.buffer_bytes',
     kind: 'int',
     default: 1024 * 1024,

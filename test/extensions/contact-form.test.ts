@@ -10,6 +10,7 @@ import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { createKey } from '../helpers/keys';
 import { REPO_EXTENSIONS } from './support';
 import { expectB, expectBError } from '../helpers/envelopes';
+import { openSse } from '../realtime/sse';
 
 const PATH = '/api/module/contact-form/submit';
 let n = 0;
@@ -63,6 +64,21 @@ describe.each(ENGINES)('contact form on %s', (engine) => {
     expect(m!.text).toContain('Hi <script>alert(1)</script>');
     expect(m!.html).toContain('Hi &lt;script&gt;alert(1)&lt;/script&gt;');
     expect(m!.html).not.toContain('<script>');
+  });
+
+  test('a submission is announced on its realtime channel (contact-form:submissions), without its content', async () => {
+    const c = await openSse(`${s.publicUrl}/api/v1/realtime?channels=contact-form:submissions`);
+    expect(c.status).toBe(200);
+    const r = await s.req('POST', PATH, {
+      body: { name: 'Lin', email: 'lin@example.com', message: 'Announce me' },
+      headers: { 'x-forwarded-for': ip() },
+    });
+    expect(r.status).toBe(202);
+    const [m] = await c.waitFor(1, 'message');
+    expect(m!.data.channel).toBe('contact-form:submissions');
+    expect(Object.keys(m!.data.data)).toEqual(['received_at']);
+    expect(Number.isNaN(Date.parse(m!.data.data.received_at))).toBe(false);
+    c.close();
   });
 
   test('a plain HTML form post (urlencoded) works, and redirects when redirect_url is set', async () => {

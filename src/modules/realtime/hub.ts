@@ -16,7 +16,6 @@ import { frame, HEARTBEAT, type EndReason, type Stream } from './stream';
 
 const PAGE = 500;
 const POLL_MS = 2000;
-const HEARTBEAT_MS = 15_000;
 const PRUNE_MS = 30_000;
 const PRUNE_BATCH = 5000;
 
@@ -33,6 +32,8 @@ export interface HubDeps extends Omit<FanoutDeps, 'counters' | 'onError'> {
   db: Queryable;
   listen: (onWake: () => void) => Promise<() => Promise<void>>;
   retentionSeconds: () => number;
+  /** Between two heartbeats (realtime.heartbeat_seconds). */
+  heartbeatMs: () => number;
   onError: (msg: string, cause: unknown) => void;
 }
 
@@ -79,7 +80,11 @@ export class Hub {
       this.timers.push(t);
     };
     every(POLL_MS, () => this.wake());
-    every(HEARTBEAT_MS, () => {
+    // The interval is a live setting: checked every second, so a change applies at once.
+    let lastBeat = performance.now();
+    every(1000, () => {
+      if (performance.now() - lastBeat < this.deps.heartbeatMs() - 50) return;
+      lastBeat = performance.now();
       for (const s of [...this.streams]) if (!s.cutIfBehind()) s.write(HEARTBEAT);
     });
     every(PRUNE_MS, () => void this.prune().catch((e) => this.deps.onError('realtime prune failed', e)));

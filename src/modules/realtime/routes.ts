@@ -117,7 +117,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
           description:
             'text/event-stream of `event: change` (id increasing in commit order; data: RealtimeChange) for each change to the named tables the caller may see, ' +
             "`event: message` (data: RealtimeMessage) for extensions' channels, `event: reset` when Last-Event-ID is past realtime.retention_seconds (reload, then continue), " +
-            '`event: expired` when the access token expires, `event: revoked` when the session, user or key ends; a comment line every 15 s. ' +
+            '`event: expired` when the access token expires, `event: revoked` when the session, user or key ends; a comment line every realtime.heartbeat_seconds (15 s). ' +
             'Send Last-Event-ID to resume (EventSource does). Credentials as on the Database API, or ?ticket= (POST /api/v1/realtime/ticket) for EventSource: ' +
             'the first use spends the ticket and sets a cookie with which the same URL reconnects (EventSource does that by itself). ' +
             'Refused before the stream starts: 401 (no or bad credentials; anon for a table not granted to basalt_anon), 403 (a table outside the whitelist or grants), ' +

@@ -64,6 +64,7 @@ export class RealtimeService {
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
       retentionSeconds: () => p.settings.get<number>('realtime.retention_seconds'),
+      heartbeatMs: () => p.settings.get<number>('realtime.heartbeat_seconds') * 1000,
       onError: (msg, cause) => p.log.warn(msg, { cause }),
     });
   }

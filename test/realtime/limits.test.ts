@@ -1,0 +1,150 @@
+/**
+ * Realtime limits, heartbeats and extensions' channels (docs/realtime.md): connections per
+ * key, per user (anon: per client address) and in total → 429 too_many_connections, a slot
+ * freed when a stream ends; the keep-alive comment at realtime.heartbeat_seconds; messages
+ * published on a channel, to everyone or to some users, committed or rolled back with
+ * their transaction.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { ENGINES } from '../helpers/engines';
+import { startServer, type TestServer } from '../helpers/server';
+import { createKey } from '../helpers/keys';
+import { signInUser, type SignedInUser } from '../helpers/users';
+import { eventually } from '../helpers/wait';
+import { openSse, type SseClient } from './sse';
+
+const SCHEMA = `
+CREATE TABLE public.notes (id bigserial PRIMARY KEY, body text NOT NULL);
+GRANT SELECT ON public.notes TO basalt_user, basalt_anon;
+SELECT basalt.realtime_enable('notes');`;
+
+describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine) => {
+  let s: TestServer;
+  let key: string;
+  let other: string;
+  let a: SignedInUser;
+  let b: SignedInUser;
+  const open: SseClient[] = [];
+  const url = (q: string) => `${s.publicUrl}/api/v1/realtime?${q}`;
+  const follow = async (q: string, headers: Record<string, string> = {}) => {
+    const c = await openSse(url(q), headers);
+    if (c.status === 200) open.push(c);
+    return c;
+  };
+  const closeAll = async () => {
+    for (const c of open.splice(0)) c.close();
+    await eventually(() => s.platform.services.realtime.hub.streams.size === 0, { what: 'every stream closed' });
+  };
+  const refused = (c: SseClient, per: string) => {
+    expect(c.status).toBe(429);
+    expect(c.body.error.code).toBe('too_many_connections');
+    expect(c.body.error.message).toContain(per);
+  };
+
+  beforeAll(async () => {
+    s = await startServer(engine);
+    await s.platform.db.exec(SCHEMA);
+    key = await createKey(s, { type: 'service', service: 'rt', permissions: ['db:query'], tables: ['notes'] });
+    other = await createKey(s, { type: 'service', service: 'rt2', permissions: ['db:query'], tables: ['notes'] });
+    [a, b] = [await signInUser(s), await signInUser(s)];
+  }, 120_000);
+  afterAll(async () => {
+    for (const c of open) c.close();
+    await s.stop();
+  });
+
+  test('per key: beyond realtime.max_connections_per_key → 429; another key is not counted; a closed stream frees its place', async () => {
+    await s.settings.set('realtime.max_connections_per_key', 2);
+    try {
+      for (let i = 0; i < 2; i++) expect((await follow('tables=notes', { 'x-api-key': key })).status).toBe(200);
+      refused(await follow('tables=notes', { 'x-api-key': key }), 'at most 2 per key');
+      expect((await follow('tables=notes', { 'x-api-key': other })).status).toBe(200);
+      open[0]!.close();
+      await eventually(async () => (await follow('tables=notes', { 'x-api-key': key })).status === 200, {
+        what: 'a place freed by the closed stream',
+      });
+    } finally {
+      await s.settings.unset('realtime.max_connections_per_key');
+      await closeAll();
+    }
+  });
+
+  test('per user: beyond realtime.max_connections_per_user → 429, by header or ticket; another user and anon per address', async () => {
+    await s.settings.set('realtime.max_connections_per_user', 1);
+    try {
+      expect((await follow('tables=notes', a.headers())).status).toBe(200);
+      refused(await follow('tables=notes', a.headers()), 'at most 1 per user');
+      const t = await s.req('POST', '/api/v1/realtime/ticket', { headers: a.headers(), body: {} });
+      refused(await follow(`tables=notes&ticket=${t.body.data.ticket}`), 'at most 1 per user');
+      expect((await follow('tables=notes', b.headers())).status).toBe(200);
+      expect((await follow('tables=notes')).status).toBe(200);
+      refused(await follow('tables=notes'), 'at most 1 per user');
+    } finally {
+      await s.settings.unset('realtime.max_connections_per_user');
+      await closeAll();
+    }
+  });
+
+  test('in total: beyond realtime.max_connections → 429 whoever asks', async () => {
+    await s.settings.set('realtime.max_connections', 3);
+    try {
+      expect((await follow('tables=notes', { 'x-api-key': key })).status).toBe(200);
+      expect((await follow('tables=notes', a.headers())).status).toBe(200);
+      expect((await follow('tables=notes')).status).toBe(200);
+      for (const h of [{ 'x-api-key': other }, b.headers(), {}])
+        refused(await follow('tables=notes', h), 'at most 3 on this instance');
+    } finally {
+      await s.settings.unset('realtime.max_connections');
+      await closeAll();
+    }
+  });
+
+  test('a keep-alive comment every realtime.heartbeat_seconds', async () => {
+    await s.settings.set('realtime.heartbeat_seconds', 1);
+    try {
+      const c = await follow('tables=notes', { 'x-api-key': key });
+      await eventually(() => c.comments.filter((x) => x.trim() === 'keep-alive').length >= 2, {
+        timeout: 20_000,
+        what: 'two heartbeats',
+      });
+    } finally {
+      await s.settings.unset('realtime.heartbeat_seconds');
+      await closeAll();
+    }
+  });
+
+  test("an extension's channel: to every follower, or to the users named; with a transaction, only if it commits", async () => {
+    const rt = s.platform.services.realtime;
+    const ca = await follow('channels=ext-demo:news', a.headers());
+    const cb = await follow('channels=ext-demo:news', b.headers());
+    const anon = await follow('channels=ext-demo:news');
+    const elsewhere = await follow('channels=ext-demo:other', a.headers());
+    for (const c of [ca, cb, anon, elsewhere]) expect(c.status).toBe(200);
+    await rt.publish('ext-demo:news', { n: 1 });
+    await rt.publish('ext-demo:news', { n: 2, only: 'a' }, { users: [a.user.id] });
+    await s.platform.db
+      .transaction(async (tx) => {
+        await rt.publish('ext-demo:news', { n: 'rolled back' }, { tx });
+        throw new Error('roll back');
+      })
+      .catch(() => {});
+    await s.platform.db.transaction((tx) => rt.publish('ext-demo:news', { n: 3 }, { tx }));
+    await ca.waitFor(3, 'message');
+    await cb.waitFor(2, 'message');
+    await anon.waitFor(2, 'message');
+    await Bun.sleep(500);
+    const seen = (c: SseClient) => c.of('message').map((e) => e.data);
+    expect(seen(ca)).toEqual([
+      { channel: 'ext-demo:news', data: { n: 1 } },
+      { channel: 'ext-demo:news', data: { n: 2, only: 'a' } },
+      { channel: 'ext-demo:news', data: { n: 3 } },
+    ]);
+    expect(seen(cb)).toEqual([seen(ca)[0], seen(ca)[2]]);
+    expect(seen(anon)).toEqual([seen(ca)[0], seen(ca)[2]]);
+    expect(seen(elsewhere)).toEqual([]);
+    // Ids in commit order, like row changes.
+    const ids = ca.of('message').map((e) => Number(e.id));
+    expect(ids).toEqual([...ids].sort((x, y) => x - y));
+    await closeAll();
+  });
+});

@@ -20,6 +20,7 @@ import m130 from './migrations/130_audit_actor.sql' with { type: 'text' };
 import type { Queryable } from './engine';
 import { emailIdnDomains } from './migrations/140_email_idn_domains';
 import m150 from './migrations/150_realtime_resume.sql' with { type: 'text' };
+import { sealTotpSecrets } from './migrations/160_totp_sealed';
 
 /** A step: SQL run as one script, or a function given the migration transaction. */
 export type PlatformMigration = { name: string; sql: string } | { name: string; run: (tx: Queryable) => Promise<void> };
@@ -41,4 +42,5 @@ export const platformMigrations: PlatformMigration[] = [
   { name: '130_audit_actor', sql: m130 },
   { name: '140_email_idn_domains', run: emailIdnDomains },
   { name: '150_realtime_resume', sql: m150 },
+  { name: '160_totp_sealed', run: sealTotpSecrets },
 ];

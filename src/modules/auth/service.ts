@@ -4,14 +4,14 @@
  * values in and render what comes back; failures are AppErrors.
  */
 import type { Platform } from '../../platform';
-import { getOrCreateSecret } from '../../db/secrets';
+import { getOrCreateSecret, SecretBox } from '../../db/secrets';
 import { ConfigError } from '../../config/validate';
 import { PgError, type Queryable } from '../../db/engine';
 import { AuthErrors } from './errors';
 import type { AppError } from '../../http/errors';
 import type { RequestUser } from '../../http/user-guard';
 import { aalOf, accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
-import { issueMfaChallenge, MFA_TOKEN_SECONDS, totpEnabled } from './totp';
+import { issueMfaChallenge, MFA_TOKEN_SECONDS, TOTP_BOX, totpEnabled } from './totp';
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { hit, limitPerMinute, pruneCounters, resetBuckets } from './rate-limit';
@@ -453,7 +453,13 @@ export async function createAuthService(p: Platform, { mail }: AuthDeps): Promis
   const sessions = new SessionStore(p.db);
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions, mail);
-  service.methods = new SignInMethods(p, service, mail, await getOrCreateSecret(p.db, 'auth_email_codes'));
+  service.methods = new SignInMethods(
+    p,
+    service,
+    mail,
+    await getOrCreateSecret(p.db, 'auth_email_codes'),
+    await SecretBox.of(p.db, TOTP_BOX),
+  );
   service.oauth = new OAuthFlows(p, service);
   void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
   const timer = setInterval(

@@ -7,6 +7,7 @@ import type { Platform } from '../../platform';
 import type { Db } from '../../db/engine';
 import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
+import type { SecretBox } from '../../db/secrets';
 import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './service';
 import {
   checkEmail,
@@ -63,6 +64,8 @@ export class SignInMethods {
     private mail: MailService,
     /** Key of the e-mail codes' HMAC (basalt.secrets). */
     private codeKey: string,
+    /** Seals the TOTP secrets (basalt.secrets `box:auth_totp`). */
+    private totpBox: SecretBox,
   ) {}
 
   private setting<T>(key: string): T {
@@ -133,7 +136,13 @@ export class SignInMethods {
   }
 
   async enrollTotp(user: AuthenticatedUser): Promise<{ secret: string; otpauth_url: string }> {
-    const r = await enrollTotp(this.p.db, user.userId, user.email, this.p.settings.get<string>('app.name'));
+    const r = await enrollTotp(
+      this.p.db,
+      this.totpBox,
+      user.userId,
+      user.email,
+      this.p.settings.get<string>('app.name'),
+    );
     if (!r) throw SignInErrors.mfaAlreadyEnabled();
     return r;
   }
@@ -142,7 +151,7 @@ export class SignInMethods {
     const state = await totpState(this.p.db, user.userId);
     if (state === 'enabled') throw SignInErrors.mfaAlreadyEnabled();
     if (state === 'none') throw SignInErrors.mfaNotEnrolled();
-    const codes = await this.p.db.transaction((tx) => confirmTotp(tx, user.userId, code));
+    const codes = await this.p.db.transaction((tx) => confirmTotp(tx, this.totpBox, user.userId, code));
     if (!codes) throw SignInErrors.invalidCode();
     return { recovery_codes: codes };
   }
@@ -151,7 +160,7 @@ export class SignInMethods {
   async disableTotp(user: AuthenticatedUser, code: string, meta: Pick<ClientMeta, 'ip'>): Promise<void> {
     await this.auth.refuseLocked(user.email, meta.ip);
     if ((await totpState(this.p.db, user.userId)) !== 'enabled') throw SignInErrors.mfaNotEnabled();
-    if (!(await useTotpCode(this.p.db, user.userId, code))) {
+    if (!(await useTotpCode(this.p.db, this.totpBox, user.userId, code))) {
       await this.auth.countFailure(user.email, meta.ip);
       throw SignInErrors.invalidCode();
     }
@@ -178,7 +187,7 @@ export class SignInMethods {
     const factor = input.code !== undefined ? 'totp' : 'recovery';
     const ok =
       factor === 'totp'
-        ? await useTotpCode(this.p.db, row.id, input.code!)
+        ? await useTotpCode(this.p.db, this.totpBox, row.id, input.code!)
         : await useRecoveryCode(this.p.db, row.id, input.recovery_code!);
     if (!ok) {
       await this.auth.countFailure(row.email, meta.ip);

@@ -6,13 +6,18 @@
  * One use per code: the time step of the last accepted code is kept and only a later
  * step passes, in one conditional UPDATE, so a replayed (or concurrently raced) code is
  * refused. Recovery codes and mfa tokens are high-entropy, so SHA-256 is their hash.
+ * The secret itself must be readable to check codes: it is sealed (AES-256-GCM, bound to
+ * the user, `SecretBox` of src/db/secrets.ts) and opened only to check a code.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
 import type { Queryable } from '../../db/engine';
+import type { SecretBox } from '../../db/secrets';
 import { newOpaqueToken, parseOpaqueToken, secretMatches, sha256 } from './tokens';
 
 const PERIOD = 30;
+/** The purpose of the `SecretBox` sealing TOTP secrets (its key: `box:auth_totp` in basalt.secrets). */
+export const TOTP_BOX = 'auth_totp';
 const RECOVERY_CODES = 10;
 /** How long the second step of a sign-in may take. */
 export const MFA_TOKEN_SECONDS = 5 * 60;
@@ -24,6 +29,7 @@ function totpOf(secret: string, label: string, issuer: string): TOTP {
 /** Start (or restart) enrolment: a new unconfirmed secret; null when a confirmed one exists. */
 export async function enrollTotp(
   db: Queryable,
+  box: SecretBox,
   userId: string,
   label: string,
   issuer: string,
@@ -33,7 +39,7 @@ export async function enrollTotp(
     `INSERT INTO basalt.auth_totp (user_id, secret) VALUES ($1, $2)
      ON CONFLICT (user_id) DO UPDATE SET secret = EXCLUDED.secret, last_step = NULL, created_at = now()
        WHERE basalt.auth_totp.confirmed_at IS NULL`,
-    [userId, secret],
+    [userId, box.seal(secret, userId)],
   );
   if (!rowCount) return null;
   return { secret, otpauth_url: totpOf(secret, label, issuer).toString() };
@@ -57,15 +63,21 @@ export async function totpEnabled(db: Queryable, userId: string): Promise<boolea
  * Check a code against the user's secret (confirmed, or pending when `pending`), and spend
  * its time step. False for a wrong code, a code of a step already used, or no secret.
  */
-export async function useTotpCode(db: Queryable, userId: string, code: string, pending = false): Promise<boolean> {
+export async function useTotpCode(
+  db: Queryable,
+  box: SecretBox,
+  userId: string,
+  code: string,
+  pending = false,
+): Promise<boolean> {
   if (!/^\d{6}$/.test(code)) return false;
   const { rows } = await db.query<{ secret: string }>(
     `SELECT secret FROM basalt.auth_totp WHERE user_id = $1 AND confirmed_at IS ${pending ? '' : 'NOT '}NULL`,
     [userId],
   );
-  const row = rows[0];
-  if (!row) return false;
-  const totp = totpOf(row.secret, 'x', 'x');
+  const secret = rows[0] && box.open(rows[0].secret, userId);
+  if (!secret) return false;
+  const totp = totpOf(secret, 'x', 'x');
   const now = Date.now();
   const delta = totp.validate({ token: code, timestamp: now, window: 1 });
   if (delta === null) return false;
@@ -78,8 +90,13 @@ export async function useTotpCode(db: Queryable, userId: string, code: string, p
 }
 
 /** Confirm a pending enrolment with a code; returns the new recovery codes (shown once), or null. */
-export async function confirmTotp(tx: Queryable, userId: string, code: string): Promise<string[] | null> {
-  if (!(await useTotpCode(tx, userId, code, true))) return null;
+export async function confirmTotp(
+  tx: Queryable,
+  box: SecretBox,
+  userId: string,
+  code: string,
+): Promise<string[] | null> {
+  if (!(await useTotpCode(tx, box, userId, code, true))) return null;
   await tx.query('UPDATE basalt.auth_totp SET confirmed_at = now() WHERE user_id = $1', [userId]);
   return replaceRecoveryCodes(tx, userId);
 }

@@ -1,8 +1,12 @@
-/** `basalt admin create|list|passwd|delete` (docs/admin.md), through the same service as the admin API. */
+/**
+ * `basalt admin create|list|passwd|delete` and `basalt users sign-in-methods|reset-mfa|unlink|unlock`
+ * (docs/admin.md), through the same services as the admin API, audited as the command line.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { MAIN, childEnv, runCli } from '../helpers/cli';
 import { eventually } from '../helpers/wait';
+import { openPlatform } from '../../src/platform';
 
 describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
   let db: FreshDb;
@@ -11,6 +15,66 @@ describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
     db = await freshDb(engine);
   }, 60_000);
   afterAll(() => db.drop());
+
+  test('users sign-in-methods, reset-mfa, unlink, unlock: the admin API\'s services, audited as the CLI', async () => {
+    const address = `cli-user-${engine}@example.com`;
+    const open = () => openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: true });
+    let p = await open();
+    try {
+      const { rows } = await p.db.query<{ id: string }>(
+        `INSERT INTO basalt.users (email, password_hash) VALUES ($1, 'x') RETURNING id`,
+        [address],
+      );
+      const id = rows[0]!.id;
+      await p.db.query(
+        `INSERT INTO basalt.auth_identities (user_id, provider, subject) VALUES ($1, 'github', '42'), ($1, 'corp', 'c-1')`,
+        [id],
+      );
+      await p.db.query(`INSERT INTO basalt.auth_totp (user_id, secret, confirmed_at) VALUES ($1, 'v1.x', now())`, [id]);
+      await p.db.query(
+        `INSERT INTO basalt.auth_login_failures (email, window_start, failures, locked_until) VALUES ($1, now(), 0, now() + interval '10 minutes')`,
+        [address],
+      );
+    } finally {
+      await p.shutdown();
+    }
+    const methods = await cli('users', 'sign-in-methods', address.toUpperCase());
+    expect(methods.code).toBe(0);
+    expect(methods.stdout).toContain('second factor: TOTP on');
+    expect(methods.stdout).toMatch(/provider github: [0-9a-f-]{36}/);
+    const reset = await cli('users', 'reset-mfa', address);
+    expect([reset.code, reset.stdout]).toEqual([0, expect.stringContaining('second factor of')]);
+    expect((await cli('users', 'reset-mfa', address)).stdout).toContain('nothing changed');
+    const unlinked = await cli('users', 'unlink', address, '--identity', 'github');
+    expect([unlinked.code, unlinked.stdout]).toEqual([0, expect.stringContaining('unlinked github')]);
+    const missing = await cli('users', 'unlink', address, '--identity', 'github');
+    expect([missing.code, missing.stderr]).toEqual([1, expect.stringContaining('No such linked identity')]);
+    const unlocked = await cli('users', 'unlock', address);
+    expect([unlocked.code, unlocked.stdout]).toEqual([0, expect.stringContaining('unlocked (1 failure counter')]);
+    expect((await cli('users', 'reset-mfa', 'nobody@example.com')).stderr).toMatch(/does not exist|not found/i);
+    expect((await cli('users', 'reset-mfa')).code).toBe(2);
+
+    p = await open();
+    try {
+      const audit = await p.db.query<{ action: string; actor: string; os_user: string | null }>(
+        `SELECT action, actor, os_user FROM basalt.admin_audit WHERE action LIKE 'users.%' ORDER BY id`,
+      );
+      expect(audit.rows.map((r) => r.action)).toEqual([
+        'users.reset-mfa',
+        'users.reset-mfa',
+        'users.unlink-identity',
+        'users.unlock',
+      ]);
+      for (const r of audit.rows) expect(r).toMatchObject({ actor: 'cli', os_user: expect.any(String) });
+      const left = await p.db.query(
+        'SELECT provider FROM basalt.auth_identities i JOIN basalt.users u ON u.id = i.user_id WHERE u.email = $1',
+        [address],
+      );
+      expect(left.rows).toEqual([{ provider: 'corp' }]);
+    } finally {
+      await p.shutdown();
+    }
+  }, 120_000);
 
   test('create, list, passwd, delete; the last administrator stays', async () => {
     const one = await cli('admin', 'create', '--email', 'Ops@Example.com', '--password', 'first password 1');

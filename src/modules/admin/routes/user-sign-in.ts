@@ -7,17 +7,14 @@ import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { AdminErrors } from '../errors';
 import { signedIn } from '../guard';
-import { userDetail } from '../users';
 import { isUuid } from '../../../util/uuid';
-import { unlinkIdentity } from '../../auth/identities';
-import { removeTotp } from '../../auth/totp';
-import { SignInErrors } from '../../auth/sign-in-errors';
+import { findUser, resetUserMfa, unlinkUserIdentity } from '../user-sign-in';
 import { providerCheck } from '../../auth/oidc';
 
 export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const exists = async (id: string) => {
-    if (!isUuid(id) || !(await userDetail(p.db, id)))
-      throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
+    if (!isUuid(id)) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
+    return findUser(p, id);
   };
   return app
     .get('/users/:id/sign-in-methods', async ({ params }) => {
@@ -25,22 +22,11 @@ export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       return ok(await p.services.auth.methods.methods(params.id));
     })
     .post('/users/:id/reset-mfa', async ({ params, admin }) => {
-      await exists(params.id);
-      await p.services.admin.audited(signedIn(admin).actor, 'users.reset-mfa', async (tx, note) => {
-        const removed = await removeTotp(tx, params.id);
-        note(params.id, { removed });
-      });
+      await resetUserMfa(p, await exists(params.id), signedIn(admin).actor);
       return ok(await p.services.auth.methods.methods(params.id));
     })
     .delete('/users/:id/identities/:identity', async ({ params, admin }) => {
-      await exists(params.id);
-      await p.services.admin.audited(signedIn(admin).actor, 'users.unlink-identity', async (tx, note) => {
-        const r = isUuid(params.identity) ? await unlinkIdentity(tx, params.id, params.identity) : 'not_found';
-        if (r === 'not_found') throw SignInErrors.identityNotFound();
-        // The same rule as for the user: set a password first (or keep another provider).
-        if (r === 'last') throw SignInErrors.lastSignInMethod();
-        note(params.id, { identity: params.identity });
-      });
+      await unlinkUserIdentity(p, await exists(params.id), params.identity, signedIn(admin).actor);
       return ok(await p.services.auth.methods.methods(params.id));
     })
     .get('/sign-in-providers', async () => ok({ providers: p.services.auth.oauth.providerNames() }))

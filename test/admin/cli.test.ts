@@ -16,7 +16,7 @@ describe.each(ENGINES)('basalt admin (CLI) on %s', (engine) => {
   }, 60_000);
   afterAll(() => db.drop());
 
-  test('users sign-in-methods, reset-mfa, unlink, unlock: the admin API\'s services, audited as the CLI', async () => {
+  test("users sign-in-methods, reset-mfa, unlink, unlock: the admin API's services, audited as the CLI", async () => {
     const address = `cli-user-${engine}@example.com`;
     const open = () => openPlatform({ env: { ...db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: true });
     let p = await open();

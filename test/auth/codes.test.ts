@@ -221,34 +221,38 @@ describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
     expectA(viaOtp, 200, { mfa_required: true, mfa_token: expect.any(String), expires_in: 300 });
   });
 
-  test.if(ON_SOURCE)('TOTP secrets are sealed at rest, bound to their user; migration 160 seals a plain one', async () => {
-    const q = (sql: string, params: unknown[] = []) => s.platform.db.query<any>(sql, params);
-    const a = await signInUser(s);
-    const b = await signInUser(s);
-    const { secret } = expectA(await call(s, { path: 'mfa/totp/enroll', token: a.access_token }), 200);
-    expectA(await call(s, { path: 'mfa/totp/enroll', token: b.access_token }), 200);
-    const stored = (await q('SELECT secret FROM basalt.auth_totp WHERE user_id = $1', [a.user.id])).rows[0].secret;
-    expect(stored).toStartWith('v1.');
-    expect(stored).not.toContain(secret);
-    // A sealed secret copied onto another user's row does not open there.
-    await q('UPDATE basalt.auth_totp SET secret = $2 WHERE user_id = $1', [b.user.id, stored]);
-    await freshStep();
-    expectAError(
-      await call(s, { path: 'mfa/totp/confirm', token: b.access_token, body: { code: totpCode(secret, 0) } }),
-      401,
-      'invalid_code',
-    );
-    // A secret stored plain (before 150) is sealed by the migration and still works.
-    await q('UPDATE basalt.auth_totp SET secret = $2 WHERE user_id = $1', [a.user.id, secret]);
-    await q(`DELETE FROM basalt.platform_migrations WHERE name = '160_totp_sealed'`);
-    expect(await migratePlatform(s.platform.db)).toEqual(['160_totp_sealed']);
-    const resealed = (await q('SELECT secret FROM basalt.auth_totp WHERE user_id = $1', [a.user.id])).rows[0].secret;
-    expect(resealed).toStartWith('v1.');
-    expect(resealed).not.toBe(stored);
-    expect(
-      (await call(s, { path: 'mfa/totp/confirm', token: a.access_token, body: { code: totpCode(secret, 0) } })).status,
-    ).toBe(200);
-  });
+  test.if(ON_SOURCE)(
+    'TOTP secrets are sealed at rest, bound to their user; migration 160 seals a plain one',
+    async () => {
+      const q = (sql: string, params: unknown[] = []) => s.platform.db.query<any>(sql, params);
+      const a = await signInUser(s);
+      const b = await signInUser(s);
+      const { secret } = expectA(await call(s, { path: 'mfa/totp/enroll', token: a.access_token }), 200);
+      expectA(await call(s, { path: 'mfa/totp/enroll', token: b.access_token }), 200);
+      const stored = (await q('SELECT secret FROM basalt.auth_totp WHERE user_id = $1', [a.user.id])).rows[0].secret;
+      expect(stored).toStartWith('v1.');
+      expect(stored).not.toContain(secret);
+      // A sealed secret copied onto another user's row does not open there.
+      await q('UPDATE basalt.auth_totp SET secret = $2 WHERE user_id = $1', [b.user.id, stored]);
+      await freshStep();
+      expectAError(
+        await call(s, { path: 'mfa/totp/confirm', token: b.access_token, body: { code: totpCode(secret, 0) } }),
+        401,
+        'invalid_code',
+      );
+      // A secret stored plain (before 160) is sealed by the migration and still works.
+      await q('UPDATE basalt.auth_totp SET secret = $2 WHERE user_id = $1', [a.user.id, secret]);
+      await q(`DELETE FROM basalt.platform_migrations WHERE name = '160_totp_sealed'`);
+      expect(await migratePlatform(s.platform.db)).toEqual(['160_totp_sealed']);
+      const resealed = (await q('SELECT secret FROM basalt.auth_totp WHERE user_id = $1', [a.user.id])).rows[0].secret;
+      expect(resealed).toStartWith('v1.');
+      expect(resealed).not.toBe(stored);
+      expect(
+        (await call(s, { path: 'mfa/totp/confirm', token: a.access_token, body: { code: totpCode(secret, 0) } }))
+          .status,
+      ).toBe(200);
+    },
+  );
 
   test('wrong second-factor codes count toward the lockout; a locked account is refused even with the right code', async () => {
     const user = await signInUser(s);

@@ -4,7 +4,7 @@
  * (`basalt users reset-mfa|unlink`, ./commands.ts) alike; each change and its audit row
  * share one transaction (docs/admin-api.md §Users; docs/admin.md).
  */
-import type { Platform } from '../../platform';
+import type { Basalt } from '../../services';
 import type { Actor } from './audit';
 import { AdminErrors } from './errors';
 import { userDetail, type AdminUserView } from './users';
@@ -15,7 +15,7 @@ import { SignInErrors } from '../auth/sign-in-errors';
 import { normalizeEmail, userByEmail } from '../auth/users';
 
 /** The user named by id or e-mail address (any spelling), or 404. */
-export async function findUser(p: Platform, idOrEmail: string): Promise<AdminUserView> {
+export async function findUser(p: Basalt, idOrEmail: string): Promise<AdminUserView> {
   const id = isUuid(idOrEmail) ? idOrEmail : (await userByEmail(p.db, normalizeEmail(idOrEmail)))?.id;
   const user = id ? await userDetail(p.db, id) : undefined;
   if (!user) throw AdminErrors.notFound(`The user '${String(idOrEmail).slice(0, 64)}'`);
@@ -23,7 +23,7 @@ export async function findUser(p: Platform, idOrEmail: string): Promise<AdminUse
 }
 
 /** Turn the user's second factor off (and drop the recovery codes); says whether there was one. */
-export function resetUserMfa(p: Platform, user: AdminUserView, actor: Actor): Promise<boolean> {
+export function resetUserMfa(p: Basalt, user: AdminUserView, actor: Actor): Promise<boolean> {
   return p.services.admin.audited(actor, 'users.reset-mfa', async (tx, note) => {
     const removed = await removeTotp(tx, user.id);
     note(user.id, { removed }, user.email);
@@ -36,7 +36,7 @@ export function resetUserMfa(p: Platform, user: AdminUserView, actor: Actor): Pr
  * one identity of that provider). Never the last way to sign in: 409 `last_sign_in_method`.
  */
 export async function unlinkUserIdentity(
-  p: Platform,
+  p: Basalt,
   user: AdminUserView,
   identity: string,
   actor: Actor,

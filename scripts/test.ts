@@ -3,13 +3,14 @@
  * `bun test` process, two (or BASALT_TEST_JOBS) at a time, the longest first.
  *
  * - On the source: every test file, except the HTTP-level suites of EXECUTABLE_SUITES that
- *   have no source-only checks (no `ON_SOURCE`): those run on the executable alone.
+ *   skip nothing on the executable (no `ON_SOURCE`, no `canSql`): those run there alone.
  * - Against the executable: the suites of EXECUTABLE_SUITES, with BASALT_TEST_EXECUTABLE set,
  *   so each suite's `startServer` starts the compiled `basalt` in its own process instead of
  *   the platform in this one (test/helpers/server.ts). A suite belongs there when it talks to
  *   the server only over HTTP (settings, keys and extension settings go through the
  *   executable's admin API: `s.settings`, `createKey`, `s.setExtensionSetting`; tables
- *   through `migrations`); a check that reads `s.platform` is guarded by `ON_SOURCE`.
+ *   through `migrations`; SQL beside the server through `s.sql` where `canSql`); a check
+ *   that reads `s.platform` is guarded by `ON_SOURCE`.
  *
  * The executable is built once (or taken from BASALT_TEST_BUILT, as CI does) and shared by
  * every process through BASALT_TEST_BUILT, as is one initialized embedded data dir
@@ -42,10 +43,12 @@ export const EXECUTABLE_SUITES = [
   'test/panel/assets.test.ts',
   'test/extensions/files.test.ts',
   'test/database/values.test.ts',
+  'test/database/query.test.ts',
   'test/security/auth-input.test.ts',
   'test/security/bounds.test.ts',
   'test/security/cors.test.ts',
   'test/security/injection.test.ts',
+  'test/security/jwt.test.ts',
   'test/security/routing.test.ts',
   'test/security/smuggling.test.ts',
 ];
@@ -75,8 +78,8 @@ const UNKNOWN_SECONDS = 60;
 
 const key = (j: Job) => `${j.target} ${j.file}`;
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
-/** A suite with checks that read the platform in process also runs on the source. */
-const hasSourceChecks = (file: string) => /\bON_SOURCE\b/.test(read(file));
+/** A suite with checks the executable skips (`ON_SOURCE`, `canSql`: test/helpers/server.ts) also runs on the source. */
+const hasSourceChecks = (file: string) => /\b(ON_SOURCE|canSql)\b/.test(read(file));
 
 function jobs(args: string[]): Job[] {
   const files = args.filter((a) => !a.startsWith('--'));

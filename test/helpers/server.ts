@@ -5,14 +5,21 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { openBasalt, type Basalt } from '../../src/services';
 import { listen, type Running } from '../../src/serve';
 import { areas, type ExtraModules } from '../../src/app';
 import { freshDb, type Engine, type FreshDb } from './engines';
 import { EXECUTABLE, startExecutable } from './executable-server';
 
-/** Whether suites run on the source (false: against BASALT_TEST_EXECUTABLE): `test.if(ON_SOURCE)` for a test that reads the database itself. */
+/** Whether suites run on the source (false: against BASALT_TEST_EXECUTABLE): `test.if(ON_SOURCE)` for a test that reads the platform in process. */
 export const ON_SOURCE = !EXECUTABLE;
+
+/**
+ * Whether `s.sql` reaches the database beside the server, as an operator's psql would: always on
+ * the source; on the executable only on external PostgreSQL (the embedded engine lives inside it).
+ */
+export const canSql = (engine: Engine): boolean => ON_SOURCE || engine === 'external';
 
 export interface Reply<T = any> {
   status: number;
@@ -39,6 +46,8 @@ export interface TestServer {
   setExtensionSetting(extension: string, key: string, value: unknown): Promise<void>;
   /** A call to the admin API as a signed-in administrator (executable only; the source has `platform`). */
   admin<T = any>(method: string, path: string, body?: unknown): Promise<Reply<T>>;
+  /** SQL beside the server (DDL, rows written or read as psql would): only where `canSql(engine)`. */
+  sql<T = any>(text: string, params?: unknown[]): Promise<T[]>;
   /** Base URL of the main listener, e.g. http://127.0.0.1:40123 */
   url: string;
   /** Base URL of the public listener (same as url when the split is off). */
@@ -132,6 +141,16 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
       setExtensionSetting: async (extension, key, value) =>
         void (await admin('PUT', `/api/admin/extensions/${extension}/settings/${key}`, { value })),
       admin,
+      async sql(text, params = []) {
+        if (!db.url)
+          throw new Error('s.sql on the executable needs external PostgreSQL: guard the test with canSql(engine)');
+        const c = postgres(db.url, { max: 1, onnotice: () => {} });
+        try {
+          return [...(await c.unsafe(text, params as postgres.ParameterOrJSON<never>[]))] as any[];
+        } finally {
+          await c.end();
+        }
+      },
       req: (method, path, o = {}) => send(o.base ?? base(path), method, path, o),
       async stop() {
         try {
@@ -175,6 +194,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
       else await settings.set(key, value);
     },
     admin: () => sourceOnly('s.admin'),
+    sql: async (text, params = []) => (await platform.db.query(text, params)).rows as any[],
     req: (method, path, o = {}) => send(o.base ?? (onMain(path) ? url : publicUrl), method, path, o),
     async stop() {
       await running.stop();

@@ -1,6 +1,7 @@
 /**
  * Access-token forgery and leniency (docs/auth.md, Tokens and sessions). Tokens are
- * made here with node:crypto and the platform's real signing key, so each case differs
+ * made here with node:crypto and the platform's real signing key (set as auth.jwt_secret, so the
+ * test knows it on the compiled executable too), so each case differs
  * from a valid token in exactly one way: a missing `exp`, a malformed claim, a padded
  * or re-spelled signature, another algorithm. Every one is 401 in the area's envelope,
  * never accepted and never a 500 — on Public Auth (`/me`) and through the user guard
@@ -10,11 +11,11 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
-import { getOrCreateSecret } from '../../src/db/secrets';
 import { startAuthServer } from '../auth/support';
 import { signInUser } from '../helpers/users';
 import { expectAError, expectCError } from '../helpers/envelopes';
 
+const SECRET = 'the signing key of the access-token strictness suite';
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 
 function sign(
@@ -37,17 +38,15 @@ function respell(token: string): string {
 
 describe.each(ENGINES)('access-token strictness on %s', (engine) => {
   let s: TestServer;
-  let secret: string;
   let claims: { sub: string; sid: string; iss: string; iat: number; exp: number };
   let valid: string;
   const HS256 = { alg: 'HS256', typ: 'JWT' };
 
   beforeAll(async () => {
-    s = await startAuthServer(engine);
-    secret = await getOrCreateSecret(s.platform.db, 'jwt');
+    s = await startAuthServer(engine, { env: { BASALT_AUTH_JWT_SECRET: SECRET } });
     const session = await signInUser(s);
     claims = JSON.parse(Buffer.from(session.access_token.split('.')[1]!, 'base64url').toString());
-    valid = sign(secret, HS256, claims);
+    valid = sign(SECRET, HS256, claims);
   });
   afterAll(() => s.stop());
 
@@ -56,9 +55,9 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
   const without = (key: string) => () => {
     const c: Record<string, unknown> = { ...claims };
     delete c[key];
-    return sign(secret, HS256, c);
+    return sign(SECRET, HS256, c);
   };
-  const withClaim = (key: string, value: unknown) => () => sign(secret, HS256, { ...claims, [key]: value });
+  const withClaim = (key: string, value: unknown) => () => sign(SECRET, HS256, { ...claims, [key]: value });
 
   test('the control: a token made here with the platform key is accepted', async () => {
     const r = await me(valid);
@@ -80,12 +79,12 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
     ['sid an object', withClaim('sid', { a: 1 }), 'unauthorized'],
     ['sid with NUL', withClaim('sid', '00000000-0000-0000-0000-00000000000\u0000'), 'unauthorized'],
     ['sub not a UUID', withClaim('sub', 'admin'), 'unauthorized'],
-    ['sub an array', () => sign(secret, HS256, { ...claims, sub: [claims.sub] }), 'unauthorized'],
+    ['sub an array', () => sign(SECRET, HS256, { ...claims, sub: [claims.sub] }), 'unauthorized'],
     ['another issuer', withClaim('iss', 'someone-else'), 'unauthorized'],
     ['nbf in the future', withClaim('nbf', 9_999_999_999), 'unauthorized'],
     [
       'expired an hour ago',
-      () => sign(secret, HS256, { ...claims, iat: claims.iat - 7200, exp: Math.floor(Date.now() / 1000) - 3600 }),
+      () => sign(SECRET, HS256, { ...claims, iat: claims.iat - 7200, exp: Math.floor(Date.now() / 1000) - 3600 }),
       'token_expired',
     ],
     ['unknown session (a valid UUID)', withClaim('sid', '00000000-0000-4000-8000-000000000000'), 'session_revoked'],
@@ -106,15 +105,15 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
       'unauthorized',
     ],
     ['alg none, no signature', () => `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`, 'unauthorized'],
-    ['alg HS512 with the same key', () => sign(secret, { alg: 'HS512', typ: 'JWT' }, claims, 'sha512'), 'unauthorized'],
+    ['alg HS512 with the same key', () => sign(SECRET, { alg: 'HS512', typ: 'JWT' }, claims, 'sha512'), 'unauthorized'],
     ['HS256 with another key', () => sign('x'.repeat(48), HS256, claims), 'unauthorized'],
-    ['crit header', () => sign(secret, { ...HS256, crit: ['exp'] }, claims), 'unauthorized'],
-    ['b64:false header', () => sign(secret, { ...HS256, b64: false, crit: ['b64'] }, claims), 'unauthorized'],
+    ['crit header', () => sign(SECRET, { ...HS256, crit: ['exp'] }, claims), 'unauthorized'],
+    ['b64:false header', () => sign(SECRET, { ...HS256, b64: false, crit: ['b64'] }, claims), 'unauthorized'],
     [
       'header not JSON',
       () => {
         const input = `${b64('nope')}.${b64(claims)}`;
-        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+        return `${input}.${createHmac('sha256', SECRET).update(input).digest('base64url')}`;
       },
       'unauthorized',
     ],
@@ -122,7 +121,7 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
       'payload not JSON',
       () => {
         const input = `${b64(HS256)}.${b64('[1,2')}`;
-        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+        return `${input}.${createHmac('sha256', SECRET).update(input).digest('base64url')}`;
       },
       'unauthorized',
     ],
@@ -130,7 +129,7 @@ describe.each(ENGINES)('access-token strictness on %s', (engine) => {
       'payload an array',
       () => {
         const input = `${b64(HS256)}.${b64([claims])}`;
-        return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+        return `${input}.${createHmac('sha256', SECRET).update(input).digest('base64url')}`;
       },
       'unauthorized',
     ],

@@ -55,7 +55,8 @@ describe('backup while writing, then restore', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'basalt-backup-test-'));
 
   beforeAll(async () => {
-    s = await startServer('embedded');
+    // The writers wait for the session while the backup holds it: on a loaded machine longer than the 2 s default.
+    s = await startServer('embedded', { env: { BASALT_DATABASE_BUSY_TIMEOUT_MS: '60000' } });
     await s.platform.db.exec(
       'CREATE TABLE public.pairs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, pair int NOT NULL, side int NOT NULL, UNIQUE (pair, side))',
     );

@@ -34,7 +34,7 @@ describe('backup while serve runs', () => {
           (r) => r.ok,
           () => false,
         ),
-      { timeout: 60_000, interval: 100, what: 'serve to answer /healthz' },
+      { timeout: 120_000, interval: 100, what: 'serve to answer /healthz' },
     );
     // The socket appears right after the listeners.
     await eventually(() => existsSync(join(dataDir, 'basalt.sock')), {

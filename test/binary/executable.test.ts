@@ -19,7 +19,7 @@ describe('the single executable, alone in an empty directory', () => {
 
   test('serve starts on the embedded engine, serves its own docs assets, stops cleanly on SIGTERM', async () => {
     const { dir, exe } = await installBinary();
-    const { proc, url, output } = await serveBinary(exe, dir, {}, 45_000);
+    const { proc, url, output } = await serveBinary(exe, dir, {});
     try {
       expectA(await replyOf(await fetch(url + '/readyz')), 200, { status: 'ready', database: 'embedded' });
       const doc = await (await fetch(url + '/api/openapi.json')).json();

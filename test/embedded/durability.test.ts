@@ -34,7 +34,7 @@ async function countSyncs(pid: number, dir: string, work: () => Promise<void>): 
 
 async function insertsUnder(sync: 'full' | 'normal' | 'off') {
   const { dir, exe, key } = await preparedInstance();
-  const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn', BASALT_DATABASE_EMBEDDED_SYNC: sync }, 90_000);
+  const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn', BASALT_DATABASE_EMBEDDED_SYNC: sync });
   try {
     const statuses: number[] = [];
     const syncs = await countSyncs(server.proc.pid, dir, async () => {

@@ -52,7 +52,7 @@ describe.skipIf(!mounted)('the embedded engine on a full disk (tmpfs), executabl
     mkdirSync(MOUNT, { recursive: true });
     const { dir, exe, key } = await preparedInstance(data);
     const env = { BASALT_DATA_DIR: data, BASALT_LOG_LEVEL: 'warn' };
-    const server = await serveBinary(exe, dir, env, 90_000);
+    const server = await serveBinary(exe, dir, env);
     const acked = new Set<string>();
     const insert = async (text: string) => {
       const o = await Promise.race([
@@ -113,7 +113,7 @@ describe.skipIf(!mounted)('the embedded engine on a full disk (tmpfs), executabl
 
     // Space freed: every acknowledged row is there, and writes work again.
     rmSync(join(MOUNT, 'filler'));
-    const again = await serveBinary(exe, dir, env, 90_000);
+    const again = await serveBinary(exe, dir, env);
     try {
       const r = await dbQuery(again.url, key, { action: 'select', limit: 1000 });
       expect(r.status).toBe(200);

@@ -60,7 +60,7 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     );
     expect(created.code).toBe(0);
     key = JSON.parse(created.stdout).key;
-    server = await serveBinary(exe, elsewhere, env, 60_000);
+    server = await serveBinary(exe, elsewhere, env);
   }, 240_000);
   afterAll(async () => {
     server?.proc.kill('SIGTERM');

@@ -57,7 +57,7 @@ export async function serveBinary(
   exe: string,
   cwd: string,
   env: Record<string, string> = {},
-  timeoutMs = 30_000,
+  timeoutMs = 120_000, // a fresh embedded database (initdb) on a loaded machine
 ): Promise<{ proc: Subprocess<'ignore', 'pipe', 'pipe'>; url: string; output: () => Promise<string> }> {
   const port = await freePort();
   const proc = Bun.spawn([exe, 'serve'], {

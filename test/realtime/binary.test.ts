@@ -43,7 +43,7 @@ describe.each(ENGINES)('realtime from the compiled executable on %s', (engine) =
     );
     expect(made.code).toBe(0);
     const key = JSON.parse(made.stdout).key as string;
-    const { proc, url } = await serveBinary(exe, dir, env, 60_000);
+    const { proc, url } = await serveBinary(exe, dir, env);
     try {
       const h = { 'x-api-key': key };
       const insert = (body: string) =>

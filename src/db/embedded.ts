@@ -9,6 +9,7 @@ import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './e
 import { DatabaseUnavailableError, normalizeDbError, runTransaction } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { DurableNodeFS } from './embedded-fs';
+import { WireStatements } from './embedded-wire';
 import { privateDataDir, syncTree } from './private-files';
 import { type GateOptions, type Place, WaitGate } from './wait-gate';
 
@@ -49,6 +50,14 @@ export interface EmbeddedOptions {
   onFatal?: (err: DatabaseUnavailableError) => void;
 }
 
+/**
+ * A collection is asked for (Bun.gc(false): started, not waited for) every this many statements.
+ * The collector counts the engine's WebAssembly memory against the heap's budget, so on its own it
+ * lets a statement load's garbage grow by hundreds of MiB before collecting, and the pages it then
+ * returns are faulted back in (bench:embedded-load: +150 MiB in 15 s without; +10 MiB with, and
+ * less CPU per statement; docs/operations.md, "The embedded engine under load").
+ */
+const COLLECT_EVERY = 1000;
 /** The engine's buffer cache (docs/operations.md, "Memory"). */
 const SHARED_BUFFERS = '16MB';
 
@@ -137,14 +146,26 @@ export async function openEmbedded(
   const run = async <T>(fn: () => Promise<T>): Promise<T> => {
     if (fatal) throw fatal;
     statements++;
+    if (statements % COLLECT_EVERY === 0) Bun.gc(false);
     try {
       return await fn();
     } catch (e) {
       throw failure(e);
     }
   };
-  const queryable = (target: { query: PGlite['query']; exec: PGlite['exec'] }): Queryable => ({
-    query: <T>(sql: string, params: unknown[] = []) => run(async () => wrap<T>(await target.query<T>(sql, params))),
+  // Parameterized statements go through reused buffers (src/db/embedded-wire.ts); exec (several
+  // statements, simple protocol) through PGlite. NOTIFYs reach listeners from either path.
+  const listeners = new Map<string, Set<(payload: string) => void>>();
+  const wire = new WireStatements(pg, (channel, payload) => {
+    for (const cb of listeners.get(channel) ?? []) cb(payload);
+  });
+  /** `tx`: the PGlite transaction the statements run in, or none (autocommit). */
+  const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx): Queryable => ({
+    query: <T>(sql: string, params: unknown[] = []) =>
+      run(async () => {
+        if (tx?.closed) throw new Error('Transaction is closed');
+        return wrap<T>(await wire.query<T>(sql, params, tx !== undefined));
+      }),
     exec: (sql: string) => run(async () => void (await target.exec(sql))),
   });
   // initdb's WebAssembly heap (hundreds of MiB) is garbage once the cluster exists, but
@@ -219,7 +240,7 @@ export async function openEmbedded(
         place.release();
       });
     const tx = await started;
-    const q = queryable(tx);
+    const q = queryable(tx, tx);
     let closed = false;
     try {
       if (opts.setup?.length) await q.exec(opts.setup.join('; '));
@@ -265,8 +286,17 @@ export async function openEmbedded(
     // PGlite serializes LISTEN/UNLISTEN on a lock of their own, apart from statements.
     listen: (channel, cb) =>
       run(async () => {
+        // As PGlite names channels: a quoted name as written, any other in lower case.
+        const name = /^".*"$/.test(channel) ? channel.slice(1, -1) : channel.toLowerCase();
         const unlisten = await pg.listen(channel, cb);
-        return async () => void (await unlisten());
+        let set = listeners.get(name);
+        if (!set) listeners.set(name, (set = new Set()));
+        set.add(cb);
+        return async () => {
+          set.delete(cb);
+          if (set.size === 0) listeners.delete(name);
+          await unlisten();
+        };
       }),
     notify: (channel, payload) => base.query('SELECT pg_notify($1, $2)', [channel, payload]).then(() => {}),
     close: async () => {

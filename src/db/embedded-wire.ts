@@ -1,0 +1,404 @@
+/**
+ * Parameterized statements on the embedded engine, spoken to PGlite's PostgreSQL in the wire
+ * protocol with buffers that are reused, instead of through `PGlite.query`.
+ *
+ * Why: `PGlite.query` runs a statement as six protocol exchanges (parse, describe, bind,
+ * describe, execute, sync), and its protocol code copies as it goes: every message it writes
+ * is a new ArrayBuffer, every chunk it reads is copied out of the WebAssembly memory, and every
+ * string it reads (each field of each row) is decoded from an ArrayBuffer sliced for it. A
+ * 10-row select left about 60 ArrayBuffers behind; the collector, which counts PGlite's
+ * WebAssembly memory against the heap's budget, let them pile up until the process had grown by
+ * hundreds of MiB, and CPU per statement alternated between two levels as it collected
+ * (docs/operations.md, "The embedded engine under load").
+ *
+ * Here a statement is two exchanges, each written into one growing buffer and read from another:
+ *  1. Parse + Describe (statement) + Flush: the parameters' types, so each value is serialized
+ *     by PGlite's own serializer for its type, as `PGlite.query` does (skipped when there are no
+ *     values to serialize);
+ *  2. Bind + Describe (portal) + Execute + Sync: the rows, decoded straight from the read buffer
+ *     with PGlite's parsers for their types (the instance's, with the adapter's own).
+ * What comes back is what `PGlite.query` returns for the same statement: rows as objects (a
+ * later column of the same name wins), fields, and the rows an INSERT, UPDATE, DELETE, MERGE or
+ * COPY touched. An ErrorResponse becomes an error with PostgreSQL's fields (code, severity,
+ * detail, constraint, …). NOTIFY messages that arrive with a statement's answer are handed to
+ * `onNotification`. PGlite's own locks are taken as `PGlite.query` takes them, so its other users
+ * (exec, transactions, LISTEN) interleave with these statements as they do with its own.
+ */
+import type { PGlite } from '@electric-sql/pglite';
+
+type Parser = (value: string, typeId: number) => unknown;
+type Serializer = (value: unknown) => string;
+
+/** The parts of a PGlite instance this path uses (public methods, and the locks its own query takes). */
+interface PgliteInternals {
+  readonly closed: boolean;
+  parsers: Record<number, Parser>;
+  serializers: Record<number, Serializer>;
+  execProtocolRawStream(
+    message: Uint8Array,
+    opts: { syncToFs?: boolean; onRawData: (chunk: Uint8Array) => void },
+  ): Promise<void>;
+  syncToFs(): Promise<void>;
+  _runExclusiveQuery<T>(fn: () => Promise<T>): Promise<T>;
+  _runExclusiveTransaction<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+export interface WireResult<T> {
+  rows: T[];
+  fields: { name: string; dataTypeID: number }[];
+  affectedRows: number;
+}
+
+/** A PostgreSQL ErrorResponse, with its fields under the names PGlite (and node-postgres) give them. */
+export class EmbeddedStatementError extends Error {
+  override name = 'DatabaseError';
+  severity?: string;
+  code?: string;
+  detail?: string;
+  hint?: string;
+  position?: string;
+  internalPosition?: string;
+  internalQuery?: string;
+  where?: string;
+  schema?: string;
+  table?: string;
+  column?: string;
+  dataType?: string;
+  constraint?: string;
+  file?: string;
+  line?: string;
+  routine?: string;
+}
+
+/** ErrorResponse fields by their one-letter code (PostgreSQL's protocol docs, "Error and Notice Message Fields"). */
+const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
+  S: 'severity',
+  C: 'code',
+  D: 'detail',
+  H: 'hint',
+  P: 'position',
+  p: 'internalPosition',
+  q: 'internalQuery',
+  W: 'where',
+  s: 'schema',
+  t: 'table',
+  c: 'column',
+  d: 'dataType',
+  n: 'constraint',
+  F: 'file',
+  L: 'line',
+  R: 'routine',
+};
+
+// Frontend message codes.
+const PARSE = 0x50;
+const BIND = 0x42;
+const DESCRIBE = 0x44;
+const EXECUTE = 0x45;
+const FLUSH = 0x48;
+const SYNC = 0x53;
+
+/** A buffer that grows and is reused for every message written. */
+class Writer {
+  buf = Buffer.allocUnsafe(16 * 1024);
+  at = 0;
+  private start = 0;
+
+  reset(): this {
+    this.at = 0;
+    return this;
+  }
+  private room(n: number): void {
+    if (this.at + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n));
+    this.buf.copy(next, 0, 0, this.at);
+    this.buf = next;
+  }
+  begin(code: number): this {
+    this.room(5);
+    this.start = this.at;
+    this.buf[this.at] = code;
+    this.at += 5;
+    return this;
+  }
+  end(): this {
+    this.buf.writeInt32BE(this.at - this.start - 1, this.start + 1);
+    return this;
+  }
+  int16(v: number): this {
+    this.room(2);
+    this.buf.writeInt16BE(v, this.at);
+    this.at += 2;
+    return this;
+  }
+  int32(v: number): this {
+    this.room(4);
+    this.buf.writeInt32BE(v, this.at);
+    this.at += 4;
+    return this;
+  }
+  cstring(s: string): this {
+    this.room(Buffer.byteLength(s) + 1);
+    this.at += this.buf.write(s, this.at, 'utf8');
+    this.buf[this.at++] = 0;
+    return this;
+  }
+  /** A length-prefixed text value. */
+  text(s: string): this {
+    const n = Buffer.byteLength(s);
+    this.int32(n);
+    this.room(n);
+    this.buf.write(s, this.at, 'utf8');
+    this.at += n;
+    return this;
+  }
+  bytes(b: Uint8Array): this {
+    this.int32(b.byteLength);
+    this.room(b.byteLength);
+    this.buf.set(b, this.at);
+    this.at += b.byteLength;
+    return this;
+  }
+  /** A message without a body (Flush, Sync). */
+  bare(code: number): this {
+    return this.begin(code).end();
+  }
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.at);
+  }
+}
+
+interface Reply {
+  error?: EmbeddedStatementError;
+  paramTypes: number[];
+  names: string[];
+  types: number[];
+  rows: Record<string, unknown>[];
+  affectedRows: number;
+}
+
+export class WireStatements {
+  private readonly pg: PgliteInternals;
+  private readonly w = new Writer();
+  private input = Buffer.allocUnsafe(64 * 1024);
+  private inputLength = 0;
+  /** The values of the statement being bound, serialized (reused). */
+  private readonly values: unknown[] = [];
+  private readonly exchange: { syncToFs: boolean; onRawData: (chunk: Uint8Array) => void };
+
+  constructor(
+    pg: PGlite,
+    private readonly onNotification: (channel: string, payload: string) => void,
+  ) {
+    this.pg = pg as unknown as PgliteInternals;
+    // One options object (and one callback) for every exchange.
+    this.exchange = {
+      syncToFs: false,
+      onRawData: (chunk) => {
+        const need = this.inputLength + chunk.length;
+        if (need > this.input.length) {
+          const next = Buffer.allocUnsafe(Math.max(this.input.length * 2, need));
+          this.input.copy(next, 0, 0, this.inputLength);
+          this.input = next;
+        }
+        this.input.set(chunk, this.inputLength);
+        this.inputLength = need;
+      },
+    };
+  }
+
+  /**
+   * Run `sql` with `params` as `PGlite.query` would. `inTransaction`: the statement runs inside a
+   * transaction PGlite holds (its transaction lock is taken already; nothing is synced after it).
+   */
+  query<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
+    if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    const run = () => this.pg._runExclusiveQuery(() => this.run<T>(sql, params, inTransaction));
+    return inTransaction ? run() : this.pg._runExclusiveTransaction(run);
+  }
+
+  private async run<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
+    const w = this.w.reset();
+    w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
+    let paramTypes: number[] = [];
+    const describe = params.some((p) => p !== null && p !== undefined);
+    if (describe) {
+      // The types first: each value is serialized for its parameter's type.
+      w.begin(DESCRIBE).int16(0x5300).end().bare(FLUSH); // 'S' then the empty name's NUL
+      const described = await this.send();
+      if (described.error) {
+        await this.sync();
+        throw described.error;
+      }
+      paramTypes = described.paramTypes;
+      w.reset();
+    }
+    try {
+      this.bind(params, paramTypes);
+    } catch (e) {
+      // A value its type's serializer refuses: end the exchange begun above.
+      if (describe) await this.sync();
+      throw e;
+    }
+    w.begin(DESCRIBE).int16(0x5000).end(); // 'P', the unnamed portal
+    w.begin(EXECUTE).cstring('').int32(0).end().bare(SYNC);
+    const reply = await this.send();
+    if (reply.error) throw reply.error;
+    if (!inTransaction) await this.pg.syncToFs();
+    const fields = reply.names.map((name, i) => ({ name, dataTypeID: reply.types[i]! }));
+    return { rows: reply.rows as T[], fields, affectedRows: reply.affectedRows };
+  }
+
+  /** Bind of the unnamed statement to the unnamed portal, values serialized as PGlite.query does. */
+  private bind(params: readonly unknown[], types: number[]): void {
+    const w = this.w;
+    const serializers = this.pg.serializers;
+    const values = this.values;
+    values.length = params.length;
+    for (let i = 0; i < params.length; i++) {
+      const p = params[i];
+      if (p === null || p === undefined) values[i] = null;
+      else {
+        const serialize = serializers[types[i]!];
+        values[i] = serialize ? serialize(p) : (p as { toString(): string }).toString();
+      }
+    }
+    // The format of each value as serialized: bytes go as binary, everything else as text.
+    w.begin(BIND).cstring('').cstring('').int16(values.length);
+    for (const v of values) w.int16(v instanceof ArrayBuffer || ArrayBuffer.isView(v) ? 1 : 0);
+    w.int16(values.length);
+    for (const v of values) {
+      if (v === null) w.int32(-1);
+      else if (typeof v === 'string') w.text(v);
+      else if (v instanceof ArrayBuffer) w.bytes(new Uint8Array(v));
+      else if (ArrayBuffer.isView(v)) w.bytes(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+      else w.text(String(v));
+    }
+    values.length = 0;
+    w.int16(0).end(); // result columns: all text
+  }
+
+  private async sync(): Promise<void> {
+    this.w.reset().bare(SYNC);
+    await this.send();
+  }
+
+  /** One exchange: what the writer holds goes in, the answer is read from the reused buffer. */
+  private async send(): Promise<Reply> {
+    this.inputLength = 0;
+    await this.pg.execProtocolRawStream(this.w.view(), this.exchange);
+    return this.read();
+  }
+
+  private read(): Reply {
+    const b = this.input;
+    const end = this.inputLength;
+    const reply: Reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
+    let parsers: (Parser | undefined)[] = [];
+    let at = 0;
+    while (at + 5 <= end) {
+      const code = b[at]!;
+      const next = at + 1 + b.readInt32BE(at + 1);
+      let p = at + 5;
+      switch (code) {
+        case 0x44: {
+          // DataRow
+          const n = b.readInt16BE(p);
+          p += 2;
+          const row: Record<string, unknown> = {};
+          for (let i = 0; i < n; i++) {
+            const len = b.readInt32BE(p);
+            p += 4;
+            if (len < 0) {
+              row[reply.names[i]!] = null;
+              continue;
+            }
+            const text = b.toString('utf8', p, p + len);
+            p += len;
+            const parse = parsers[i];
+            row[reply.names[i]!] = parse ? parse(text, reply.types[i]!) : text;
+          }
+          reply.rows.push(row);
+          break;
+        }
+        case 0x54: {
+          // RowDescription
+          const n = b.readInt16BE(p);
+          p += 2;
+          reply.names = new Array(n);
+          reply.types = new Array(n);
+          parsers = new Array(n);
+          for (let i = 0; i < n; i++) {
+            const z = b.indexOf(0, p);
+            reply.names[i] = b.toString('utf8', p, z);
+            p = z + 1 + 4 + 2; // table oid, column number
+            const type = b.readInt32BE(p);
+            reply.types[i] = type;
+            parsers[i] = this.pg.parsers[type];
+            p += 4 + 2 + 4 + 2; // type, size, modifier, format
+          }
+          break;
+        }
+        case 0x74: {
+          // ParameterDescription
+          const n = b.readInt16BE(p);
+          p += 2;
+          for (let i = 0; i < n; i++) reply.paramTypes.push(b.readInt32BE(p + 4 * i));
+          break;
+        }
+        case 0x43: {
+          // CommandComplete: "INSERT 0 5", "UPDATE 3", "SELECT 10", …
+          const tag = b.toString('utf8', p, b.indexOf(0, p));
+          const space = tag.indexOf(' ');
+          const command = space < 0 ? tag : tag.slice(0, space);
+          if (
+            command === 'INSERT' ||
+            command === 'UPDATE' ||
+            command === 'DELETE' ||
+            command === 'COPY' ||
+            command === 'MERGE'
+          ) {
+            const n = Number.parseInt(tag.slice(tag.lastIndexOf(' ') + 1), 10);
+            if (!Number.isNaN(n)) reply.affectedRows += n;
+          }
+          break;
+        }
+        case 0x45: {
+          // ErrorResponse
+          if (reply.error) break;
+          const fields: Record<string, string> = {};
+          while (b[p] !== 0 && p < next) {
+            const z = b.indexOf(0, p + 1);
+            fields[String.fromCharCode(b[p]!)] = b.toString('utf8', p + 1, z);
+            p = z + 1;
+          }
+          const err = new EmbeddedStatementError(fields.M ?? 'database error');
+          for (const [letter, name] of Object.entries(FIELD_NAMES)) {
+            const v = fields[letter];
+            if (v !== undefined) (err as unknown as Record<string, string>)[name] = v;
+          }
+          reply.error = err;
+          break;
+        }
+        case 0x41: {
+          // NotificationResponse: process id, channel, payload
+          const z = b.indexOf(0, p + 4);
+          const channel = b.toString('utf8', p + 4, z);
+          const payload = b.toString('utf8', z + 1, b.indexOf(0, z + 1));
+          queueMicrotask(() => this.onNotification(channel, payload));
+          break;
+        }
+        case 0x47:
+        case 0x48:
+        case 0x57:
+          // CopyIn/CopyOut/CopyBoth: not something a parameterized statement here sends.
+          reply.error ??= new EmbeddedStatementError('COPY is not supported through this statement path');
+          break;
+        default:
+        // ParseComplete, BindComplete, NoData, EmptyQueryResponse, ReadyForQuery, notices, parameter status.
+      }
+      at = next;
+    }
+    return reply;
+  }
+}

@@ -3,13 +3,15 @@
  * (test/auth/provider.ts), over HTTP, redirects followed by hand: the whole flow, the
  * state bound to the browser, the one-time exchange code, the redirect allow-list, the
  * ID token checks, the account rule with its pre-hijacking defence, GitHub-style plain
- * OAuth2, linking and unlinking.
+ * OAuth2, linking and unlinking. Runs against the compiled executable too
+ * (scripts/test-executable.ts): settings through its admin API, database reads on the
+ * source only.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import type { TestServer } from '../helpers/server';
+import { ON_SOURCE, type TestServer } from '../helpers/server';
 import { expectA, expectAError } from '../helpers/envelopes';
-import { call, email, startAuthServer, PASSWORD } from './support';
+import { call, email, markVerified, startAuthServer, PASSWORD } from './support';
 import { registerUser, signInUser } from '../helpers/users';
 import { claimsOf, fragment, hop, startProvider, walk, type TestProvider } from './provider';
 
@@ -23,8 +25,8 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     idp = await startProvider();
     s = await startAuthServer(engine);
     // Live settings: the server is already running (no restart).
-    await s.platform.settings.set('auth.oauth_providers', idp.settings(['test', 'github']));
-    await s.platform.settings.set('auth.redirect_allowlist', [`${APP}/auth/`, 'http://localhost:3000']);
+    await s.settings.set('auth.oauth_providers', idp.settings(['test', 'github']));
+    await s.settings.set('auth.redirect_allowlist', [`${APP}/auth/`, 'http://localhost:3000']);
   }, 180_000);
   afterAll(async () => {
     await s.stop();
@@ -80,20 +82,29 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
   test('pre-hijacking: an unverified account with the address is never linked (account_exists), nor by an unverified provider address', async () => {
     // The attacker registers the victim's address with a password, never verifying it.
     const victim = email('victim');
-    await registerUser(s, { email: victim });
+    const attacker = await registerUser(s, { email: victim });
     idp.as({ sub: `sub-${victim}`, email: victim, email_verified: true });
     const w = await walk(s, 'test', BACK);
     expect(fragment(w.final.location).get('error')).toBe('account_exists');
     expect(fragment(w.final.location).get('code')).toBeNull();
-    const linked = await s.platform.db.query('SELECT 1 FROM basalt.auth_identities WHERE subject = $1', [
-      `sub-${victim}`,
-    ]);
-    expect(linked.rows).toHaveLength(0);
+    if (ON_SOURCE) {
+      const linked = await s.platform.db.query('SELECT 1 FROM basalt.auth_identities WHERE subject = $1', [
+        `sub-${victim}`,
+      ]);
+      expect(linked.rows).toHaveLength(0);
+    }
+    // Nothing was linked: the attacker's account still has no provider.
+    const attackerIn = await call(s, { path: 'login', body: { email: victim, password: PASSWORD } });
+    const attackerMethods = await call(s, {
+      method: 'GET',
+      path: 'identities',
+      token: attackerIn.body.data.access_token,
+    });
+    expect([attacker.status, attackerMethods.body.data.identities]).toEqual([201, []]);
 
     // A verified account, but the provider does not vouch for the address: refused too.
     const owner = email('owner');
-    await registerUser(s, { email: owner });
-    await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE email = $1', [owner]);
+    await markVerified(s, (await registerUser(s, { email: owner })).body.data.user.id);
     idp.as({ sub: `sub-${owner}`, email: owner, email_verified: false });
     expect(fragment((await walk(s, 'test', BACK)).final.location).get('error')).toBe('account_exists');
     // Both verified: linked to the existing account, which keeps its password.
@@ -169,8 +180,8 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
       idp.tamperNext(fn);
       const w = await walk(s, 'test', BACK);
       expect([what, fragment(w.final.location).get('error')]).toEqual([what, 'provider_error']);
-      const users = await s.platform.db.query('SELECT 1 FROM basalt.users WHERE email = $1', [address]);
-      expect(users.rows).toHaveLength(0);
+      // No account was made: the address is still free to register.
+      expect((await registerUser(s, { email: address })).status).toBe(201);
     }
   });
 
@@ -189,14 +200,13 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     );
     // An unverified primary address cannot take over an existing account.
     const taken = email('gh-taken');
-    await registerUser(s, { email: taken });
-    await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE email = $1', [taken]);
+    await markVerified(s, (await registerUser(s, { email: taken })).body.data.user.id);
     idp.github(4343, [{ email: taken, primary: true, verified: false }]);
     expect(fragment((await walk(s, 'github', BACK)).final.location).get('error')).toBe('account_exists');
   });
 
   test('api_key_required mode: the browser redirects need no key (a navigation cannot send one); the exchange does', async () => {
-    await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+    await s.settings.set('web.public_api_access_mode', 'api_key_required');
     try {
       idp.as({ sub: 'keyless', email: email('keyless'), email_verified: true });
       const w = await walk(s, 'test', BACK);
@@ -210,7 +220,7 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
         'api_key_required',
       );
     } finally {
-      await s.platform.settings.unset('web.public_api_access_mode');
+      await s.settings.unset('web.public_api_access_mode');
     }
   });
 

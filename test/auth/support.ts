@@ -61,3 +61,10 @@ export function call(s: TestServer, c: Call): Promise<Reply> {
   if (c.token) headers.authorization = `Bearer ${c.token}`;
   return s.req(c.method ?? 'POST', `/api/v1/auth/${c.path}`, { body: c.body, headers });
 }
+
+/** Mark a user's address verified as an operator would: in process, or through the executable's admin API. */
+export async function markVerified(s: TestServer, userId: string): Promise<void> {
+  if (s.target === 'source')
+    await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE id = $1', [userId]);
+  else await s.admin('POST', `/api/admin/users/${userId}/verify`);
+}

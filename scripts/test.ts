@@ -44,6 +44,7 @@ export const EXECUTABLE_SUITES = [
   'test/extensions/files.test.ts',
   'test/database/values.test.ts',
   'test/database/query.test.ts',
+  'test/database/security.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',

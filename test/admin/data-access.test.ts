@@ -4,10 +4,11 @@
  * audited), on both engines.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ENGINES } from '../helpers/engines';
+import { ENGINES, freshDb } from '../helpers/engines';
+import { startServer } from '../helpers/server';
 import type { TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { signInUser, type SignedInUser } from '../helpers/users';
@@ -19,8 +20,8 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
   let s: TestServer;
   let a: AdminAuth;
   let ada: SignedInUser;
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-admin-access-'));
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'basalt-admin-access-'));
     writeFileSync(
       join(dir, '001.sql'),
       NOTES_MIGRATION +
@@ -116,5 +117,129 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
     expectAError(refused, 403, 'forbidden');
     const log = await adminReq(s, a, 'GET', '/api/admin/audit?action=data.try_as&target=notes');
     expect(log.body.data.entries.length).toBeGreaterThanOrEqual(4);
+  });
+
+  test('changes from the panel: one audited transaction, written as a migration file recorded as applied', async () => {
+    const before = await adminReq(s, a, 'GET', '/api/admin/data/open_board/access');
+    expect(before.body.data).toMatchObject({ rls: false, realtime: false });
+    const changes = [
+      { op: 'grant', role: 'basalt_user', privilege: 'SELECT' },
+      { op: 'grant', role: 'basalt_user', privilege: 'INSERT', columns: ['msg'] },
+      { op: 'revoke', role: 'basalt_anon', privilege: 'SELECT' },
+      { op: 'rls', enabled: true },
+      {
+        op: 'create_policy',
+        name: 'posted "by" users',
+        command: 'SELECT',
+        roles: ['basalt_user'],
+        using: "msg <> 'hidden'",
+      },
+      { op: 'create_policy', name: 'insert', command: 'INSERT', roles: ['basalt_user'], with_check: 'true' },
+    ];
+    const r = await adminReq(s, a, 'POST', '/api/admin/data/open_board/access', { changes });
+    expect(r.status).toBe(200);
+    expect(r.body.data.access).toMatchObject({
+      rls: true,
+      roles: {
+        basalt_user: { delete: false, columns: { id: ['SELECT'], msg: ['SELECT', 'INSERT'] } },
+        basalt_anon: null,
+      },
+      warnings: [expect.objectContaining({ code: 'policy_column_unindexed', column: 'msg' })],
+    });
+    expect(r.body.data.access.policies.map((x: { name: string }) => x.name)).toEqual(['insert', 'posted "by" users']);
+    // The file: next in migrations.dir, exactly the statements that ran, recorded as applied.
+    const file = r.body.data.migration.file as string;
+    expect(file).toBe(join(dir, '002_panel_open_board_access.sql'));
+    const text = readFileSync(file, 'utf8');
+    for (const st of r.body.data.migration.statements) expect(text).toContain(`${st};`);
+    expect(text).toContain('GRANT USAGE ON SEQUENCE public.open_board_id_seq TO basalt_user');
+    expect(text).toContain('CREATE POLICY "posted ""by"" users" ON "public"."open_board"');
+    const recorded = await s.platform.db.query('SELECT name FROM basalt.schema_migrations WHERE name = $1', [
+      '002_panel_open_board_access.sql',
+    ]);
+    expect(recorded.rows).toHaveLength(1);
+    // In effect at once for users: insert (the sequence granted too), and the policy filters.
+    const ins = await s.req('POST', '/api/v1/db/query', {
+      headers: ada.headers(),
+      body: { entity: 'open_board', action: 'insert', data: { msg: 'hello' }, fields: ['msg'] },
+    });
+    expect(ins.body).toEqual({ success: true, data: { rows: [{ msg: 'hello' }], count: 1 } });
+    await s.platform.db.query("INSERT INTO open_board (msg) VALUES ('hidden')");
+    const seen = await s.req('POST', '/api/v1/db/query', {
+      headers: ada.headers(),
+      body: { entity: 'open_board', action: 'select', fields: ['msg'] },
+    });
+    expect(seen.body.data.rows).toEqual([{ msg: 'hello' }]);
+    const log = await adminReq(s, a, 'GET', '/api/admin/audit?action=data.access&target=open_board');
+    expect(log.body.data.entries[0].diff).toMatchObject({ migration: '002_panel_open_board_access.sql' });
+
+    // Realtime on, from the same screen: its own file, audited data.realtime.
+    const rt = await adminReq(s, a, 'POST', '/api/admin/data/open_board/access', {
+      changes: [{ op: 'realtime', enabled: true }],
+    });
+    expect(rt.status).toBe(200);
+    expect(rt.body.data.access.realtime).toBe(true);
+    expect(rt.body.data.migration.file).toBe(join(dir, '003_panel_open_board_realtime.sql'));
+    expect(readFileSync(rt.body.data.migration.file, 'utf8')).toContain(
+      "SELECT basalt.realtime_enable('public.open_board');",
+    );
+    const rtLog = await adminReq(s, a, 'GET', '/api/admin/audit?action=data.realtime&target=open_board');
+    expect(rtLog.body.data.entries).toHaveLength(1);
+
+    // The operator's migrations stay the one source of truth: a fresh database built from
+    // the directory ends with the same rules.
+    const db2 = await freshDb(engine);
+    const s2 = await startServer(engine, { db: db2, env: { BASALT_MIGRATIONS_DIR: dir } });
+    try {
+      const rebuilt = await s2.platform.db.query<{ name: string }>(
+        'SELECT name FROM basalt.schema_migrations ORDER BY name',
+      );
+      expect(rebuilt.rows.map((x) => x.name)).toEqual([
+        '001.sql',
+        '002_panel_open_board_access.sql',
+        '003_panel_open_board_realtime.sql',
+      ]);
+      const pol = await s2.platform.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_policy WHERE polrelid = 'public.open_board'::regclass",
+      );
+      expect(pol.rows[0]!.n).toBe(2);
+    } finally {
+      await s2.stop();
+    }
+  }, 240_000);
+
+  test('a change PostgreSQL refuses, or that names an unknown column: 400, nothing applied, no file', async () => {
+    const files = () => readdirSync(dir).sort();
+    const before = files();
+    const bad = await adminReq(s, a, 'POST', '/api/admin/data/hidden/access', {
+      changes: [
+        { op: 'rls', enabled: true },
+        { op: 'create_policy', name: 'broken', command: 'SELECT', roles: ['basalt_user'], using: 'no_such_column = 1' },
+      ],
+    });
+    expectAError(bad, 400, 'validation_error');
+    expect(JSON.stringify(bad.body.error)).toContain('no_such_column');
+    const unknown = await adminReq(s, a, 'POST', '/api/admin/data/hidden/access', {
+      changes: [{ op: 'grant', role: 'basalt_user', privilege: 'SELECT', columns: ['nope'] }],
+    });
+    expectAError(unknown, 400, 'validation_error');
+    // Two statements in one expression never run: each statement is sent alone.
+    const smuggled = await adminReq(s, a, 'POST', '/api/admin/data/hidden/access', {
+      changes: [
+        {
+          op: 'create_policy',
+          name: 'x',
+          command: 'SELECT',
+          roles: ['basalt_user'],
+          using: 'true); DROP TABLE hidden; --',
+        },
+      ],
+    });
+    expect(smuggled.status).toBe(400);
+    expect((await s.platform.db.query('SELECT count(*)::int AS n FROM hidden')).rows[0]!.n).toBe(1);
+    expect(files()).toEqual(before);
+    const access = await adminReq(s, a, 'GET', '/api/admin/data/hidden/access');
+    expect(access.body.data).toMatchObject({ rls: false, policies: [], roles: { basalt_user: null } });
+    expect(existsSync(join(dir, '004_panel_hidden_access.sql'))).toBe(false);
   });
 });

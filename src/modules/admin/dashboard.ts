@@ -45,6 +45,11 @@ export async function dashboard(p: Basalt) {
       loaded: extensions.filter((e) => e.status === 'loaded').length,
       failed: extensions.filter((e) => e.status === 'failed').map((e) => ({ name: e.name, error: e.error ?? null })),
     },
+    // This instance's streams (docs/realtime.md): open now, events sent per second over the last 10 s.
+    realtime: {
+      connections: p.services.realtime.hub.streams.size,
+      events_per_second: p.services.realtime.hub.eventsPerSecond(),
+    },
     recent_audit: (await listAudit(p.db, { limit: 10 })).entries,
   };
 }

@@ -5,7 +5,6 @@
  * "try as a user": a select run exactly as a site user (or anon) would run it through the
  * Database API, to see the rows they would see.
  */
-import type { Queryable } from '../../db/engine';
 import type { Basalt } from '../../services';
 import type { IdentityRole, Table } from '../database/catalog';
 import { ANON, userIdentity } from '../database/identity';
@@ -13,6 +12,17 @@ import type { DbCaller } from '../database/caller';
 import type { QueryResultData } from '../database/model';
 import { AdminErrors } from './errors';
 import { isUuid } from '../../util/uuid';
+import { basename } from 'node:path';
+import { PgError, type Queryable } from '../../db/engine';
+import { enabledTables } from '../realtime/outbox';
+import type { Actor } from './audit';
+import {
+  accessStatements,
+  applyAsMigration,
+  forget,
+  type AccessChange,
+  type AppliedChange,
+} from './data-access-changes';
 
 export interface Policy {
   name: string;
@@ -32,6 +42,8 @@ export interface RoleAccess {
 export interface TableAccess {
   table: string;
   rls: boolean;
+  /** The table emits realtime changes (basalt.realtime_enable). */
+  realtime: boolean;
   roles: Record<'basalt_user' | 'basalt_anon', RoleAccess | null>;
   policies: Policy[];
   warnings: { code: 'rls_disabled' | 'policy_column_unindexed'; message: string; column?: string }[];
@@ -103,9 +115,10 @@ export function createDataAccess(p: Basalt) {
   return {
     async access(name: string, q: Queryable = p.db): Promise<TableAccess> {
       const t = await table(name);
-      const [policies, unindexed] = await Promise.all([
+      const [policies, unindexed, emitting] = await Promise.all([
         q.query<Policy>(POLICIES_SQL, [schema(), name]),
         q.query<{ column: string }>(UNINDEXED_SQL, [schema(), name]),
+        enabledTables(q, schema()),
       ]);
       const warnings: TableAccess['warnings'] = [];
       for (const role of ['user', 'anon'] as const)
@@ -123,10 +136,43 @@ export function createDataAccess(p: Basalt) {
       return {
         table: name,
         rls: t.rls,
+        realtime: emitting.has(name),
         roles: { basalt_user: roleAccess(t, 'user'), basalt_anon: roleAccess(t, 'anon') },
         policies: policies.rows.map((r) => ({ ...r, roles: [...r.roles] })),
         warnings,
       };
+    },
+
+    /**
+     * Change the access rules of `name` (data-access-changes.ts): one audited transaction
+     * (`data.access`, or `data.realtime` when only realtime changes), the statements also
+     * written as a migration file. Answers the table's access afterwards and the file.
+     */
+    async change(
+      actor: Actor,
+      name: string,
+      changes: AccessChange[],
+    ): Promise<{ access: TableAccess; migration: { file: string; statements: string[] } }> {
+      // Read before the transaction: on the embedded engine it holds the only session.
+      const t = await table(name);
+      const what = changes.every((c) => c.op === 'realtime') ? 'realtime' : 'access';
+      let written: string | undefined;
+      let applied: AppliedChange;
+      try {
+        applied = await p.services.admin.audited(actor, `data.${what}`, async (tx, note) => {
+          const statements = await accessStatements(tx, schema(), t, changes);
+          const done = await applyAsMigration(p, tx, name, what, statements);
+          written = done.file;
+          note(name, { changes, migration: basename(done.file) });
+          return done;
+        });
+      } catch (e) {
+        forget(written);
+        if (e instanceof PgError) throw AdminErrors.field('changes', `PostgreSQL refused the change: ${e.message}`);
+        throw e;
+      }
+      await db().catalog.refresh();
+      return { access: await this.access(name), migration: applied };
     },
 
     /**

@@ -15,6 +15,8 @@ import { fanout, type FanoutDeps } from './fanout';
 import { frame, HEARTBEAT, type EndReason, type Stream } from './stream';
 
 const PAGE = 500;
+/** Seconds the dashboard's events-per-second figure is averaged over. */
+const RATE_WINDOW = 10;
 const POLL_MS = 2000;
 const PRUNE_MS = 30_000;
 const PRUNE_BATCH = 5000;
@@ -45,6 +47,8 @@ export class Hub {
   private running?: Promise<void>;
   private again = false;
   private timers: ReturnType<typeof setInterval>[] = [];
+  /** Once a second: the events sent so far, for the rate. */
+  private samples: { at: number; sent: number }[] = [];
   private unlisten?: () => Promise<void>;
   private stopped = false;
   private readonly fanoutDeps: FanoutDeps;
@@ -83,11 +87,21 @@ export class Hub {
     // The interval is a live setting: checked every second, so a change applies at once.
     let lastBeat = performance.now();
     every(1000, () => {
+      this.samples.push({ at: performance.now(), sent: this.counters.sent });
+      if (this.samples.length > RATE_WINDOW + 1) this.samples.shift();
       if (performance.now() - lastBeat < this.deps.heartbeatMs() - 50) return;
       lastBeat = performance.now();
       for (const s of [...this.streams]) if (!s.cutIfBehind()) s.write(HEARTBEAT);
     });
     every(PRUNE_MS, () => void this.prune().catch((e) => this.deps.onError('realtime prune failed', e)));
+  }
+
+  /** Events sent per second over the last RATE_WINDOW seconds (the dashboard's figure). */
+  eventsPerSecond(): number {
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    if (!first || !last || last.at - first.at < 500) return 0;
+    return Math.round(((last.sent - first.sent) * 10_000) / (last.at - first.at)) / 10;
   }
 
   async stop(): Promise<void> {

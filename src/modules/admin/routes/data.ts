@@ -11,8 +11,11 @@ import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
 import { AdminErrors } from '../errors';
 import { createDataAccess, type DataAccess } from '../data-access';
+import type { AccessChange } from '../data-access-changes';
 
 const Data = t.Record(t.String(), t.Unknown());
+const Role = t.Union([t.Literal('basalt_user'), t.Literal('basalt_anon')]);
+const PolicyName = t.String({ minLength: 1, maxLength: 63 });
 const Bodies = {
   select: t.Object({
     filters: t.Optional(t.Unknown()),
@@ -24,6 +27,30 @@ const Bodies = {
   update: t.Object({ key: Data, data: Data }),
   delete: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
   import: t.Object({ csv: t.String({ minLength: 1 }) }),
+  access: t.Object({
+    changes: t.Array(
+      t.Union([
+        t.Object({ op: t.Union([t.Literal('rls'), t.Literal('realtime')]), enabled: t.Boolean() }),
+        t.Object({
+          op: t.Union([t.Literal('grant'), t.Literal('revoke')]),
+          role: Role,
+          privilege: t.Union(['SELECT', 'INSERT', 'UPDATE', 'DELETE'].map((x) => t.Literal(x))),
+          columns: t.Optional(t.Array(t.String({ minLength: 1, maxLength: 63 }), { minItems: 1, maxItems: 200 })),
+        }),
+        t.Object({
+          op: t.Literal('create_policy'),
+          name: PolicyName,
+          command: t.Union(['ALL', 'SELECT', 'INSERT', 'UPDATE', 'DELETE'].map((x) => t.Literal(x))),
+          roles: t.Array(Role, { minItems: 1, maxItems: 2 }),
+          permissive: t.Optional(t.Boolean()),
+          using: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
+          with_check: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
+        }),
+        t.Object({ op: t.Literal('drop_policy'), name: PolicyName }),
+      ]),
+      { minItems: 1, maxItems: 50 },
+    ),
+  }),
   tryAs: t.Object({
     user_id: t.Optional(t.Union([t.String(), t.Null()])),
     filters: t.Optional(t.Unknown()),
@@ -70,6 +97,13 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       .get('/data/tables', async () => ok({ tables: await data().tables() }))
       // Users' own data (docs/database.md): grants, row-level security, policies, warnings.
       .get('/data/:table/access', async ({ params }) => ok(await grants().access(params.table)))
+      // Grants, RLS, policies, realtime: applied in one audited transaction and written as a migration file.
+      .post(
+        '/data/:table/access',
+        async ({ params, body, admin }) =>
+          ok(await grants().change(signedIn(admin).actor, params.table, body.changes as AccessChange[])),
+        { body: Bodies.access },
+      )
       // A select as a site user or anon, read-only; audited before it runs.
       .post(
         '/data/:table/try-as',

@@ -1,0 +1,191 @@
+/**
+ * Changing a table's access rules from the panel (docs/admin-api.md, Data browser →
+ * Access): grants to `basalt_user` / `basalt_anon` (table or columns), row-level security
+ * on or off, policies created or dropped, and whether the table emits realtime changes.
+ *
+ * The statements run in one transaction with the audit row, and the same statements are
+ * written as a new file in `migrations.dir`, recorded in `basalt.schema_migrations` as
+ * applied in that transaction, so the operator's migrations stay the one source of truth:
+ * commit the file with the others. The file is written before the commit and removed if
+ * the transaction fails; if the process stops between the two, the file runs at the next
+ * start, which is what was asked.
+ *
+ * Names are checked against the catalog (table, columns) or lists (roles, privileges,
+ * commands) and quoted; a policy name is quoted. A policy's USING / WITH CHECK are SQL
+ * expressions an administrator writes, as in a migration; each is first parsed on its own
+ * line inside a statement with a bind parameter (the extended protocol, which refuses a
+ * second statement), so one cannot close the policy and smuggle another statement in.
+ */
+import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Queryable } from '../../db/engine';
+import type { Basalt } from '../../services';
+import type { Table } from '../database/catalog';
+import { AdminErrors } from './errors';
+
+export type AccessChange =
+  | { op: 'rls'; enabled: boolean }
+  | { op: 'realtime'; enabled: boolean }
+  | {
+      op: 'grant' | 'revoke';
+      role: 'basalt_user' | 'basalt_anon';
+      privilege: 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
+      /** Column grants (SELECT, INSERT, UPDATE); absent: the whole table. */
+      columns?: string[];
+    }
+  | {
+      op: 'create_policy';
+      name: string;
+      command: 'ALL' | 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
+      roles: ('basalt_user' | 'basalt_anon')[];
+      permissive?: boolean;
+      using?: string | null;
+      with_check?: string | null;
+    }
+  | { op: 'drop_policy'; name: string };
+
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+
+/** The SQL statements of `changes` on `table` (schema-qualified names, nothing from the request unquoted). */
+export async function accessStatements(
+  q: Queryable,
+  schema: string,
+  table: Table,
+  changes: AccessChange[],
+): Promise<string[]> {
+  const qualified = `${ident(schema)}.${ident(table.name)}`;
+  const out: string[] = [];
+  const expressions: string[] = [];
+  changes.forEach((c, i) => {
+    const at = `changes[${i}]`;
+    switch (c.op) {
+      case 'rls':
+        out.push(`ALTER TABLE ${qualified} ${c.enabled ? 'ENABLE' : 'DISABLE'} ROW LEVEL SECURITY`);
+        break;
+      case 'realtime':
+        if (c.enabled && !table.primaryKey.length)
+          throw AdminErrors.field(at, 'a table without a primary key cannot emit changes');
+        out.push(`SELECT basalt.realtime_${c.enabled ? 'enable' : 'disable'}(${literal(`${schema}.${table.name}`)})`);
+        break;
+      case 'grant':
+      case 'revoke': {
+        let cols = '';
+        if (c.columns?.length) {
+          if (c.privilege === 'DELETE') throw AdminErrors.field(at, 'DELETE is granted on the whole table');
+          for (const col of c.columns)
+            if (!table.columns.has(col)) throw AdminErrors.field(at, `unknown column '${col}' of '${table.name}'`);
+          cols = ` (${c.columns.map(ident).join(', ')})`;
+        }
+        out.push(
+          c.op === 'grant'
+            ? `GRANT ${c.privilege}${cols} ON ${qualified} TO ${c.role}`
+            : `REVOKE ${c.privilege}${cols} ON ${qualified} FROM ${c.role}`,
+        );
+        break;
+      }
+      case 'create_policy': {
+        if (!c.roles.length) throw AdminErrors.field(at, 'name at least one role');
+        if (c.command === 'INSERT' && c.using) throw AdminErrors.field(at, 'an INSERT policy has WITH CHECK only');
+        if ((c.command === 'SELECT' || c.command === 'DELETE') && c.with_check)
+          throw AdminErrors.field(at, `a ${c.command} policy has USING only`);
+        if (!c.using && !c.with_check) throw AdminErrors.field(at, 'give USING or WITH CHECK');
+        let st = `CREATE POLICY ${ident(c.name)} ON ${qualified} AS ${c.permissive === false ? 'RESTRICTIVE' : 'PERMISSIVE'} FOR ${c.command} TO ${[...new Set(c.roles)].join(', ')}`;
+        // Each expression on lines of its own: a `--` comment in it ends with its line.
+        if (c.using) st += ` USING (\n${c.using}\n)`;
+        if (c.with_check) st += ` WITH CHECK (\n${c.with_check}\n)`;
+        expressions.push(...[c.using, c.with_check].filter((e): e is string => !!e));
+        out.push(st);
+        break;
+      }
+      case 'drop_policy':
+        out.push(`DROP POLICY ${ident(c.name)} ON ${qualified}`);
+        break;
+    }
+  });
+  // One statement each, proven by the extended protocol (a bind parameter forces it).
+  for (const e of expressions) await q.query(`SELECT 1 FROM ${qualified} WHERE $1::boolean AND (\n${e}\n)`, [false]);
+  // An INSERT grant: the sequences behind the table's serial columns too (nextval needs USAGE).
+  for (const c of changes)
+    if (c.op === 'grant' && c.privilege === 'INSERT') {
+      const { rows } = await q.query<{ seq: string | null }>(
+        `SELECT pg_catalog.pg_get_serial_sequence($1, a.attname) AS seq
+           FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`,
+        [qualified],
+      );
+      for (const r of rows) if (r.seq) out.push(`GRANT USAGE ON SEQUENCE ${r.seq} TO ${c.role}`);
+    }
+  return out;
+}
+
+/**
+ * The next file name in `dir`: numbered after the highest leading number there (same
+ * width), so it sorts after every file present: `003_panel_notes_access.sql`.
+ */
+export function nextMigrationName(dir: string, table: string, what: string): string {
+  const names = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.sql')) : [];
+  let max = 0;
+  let width = 3;
+  for (const n of names) {
+    const m = /^(\d+)/.exec(n);
+    if (!m) continue;
+    const v = Number(m[1]);
+    if (v >= max) {
+      max = v;
+      width = Math.max(width, m[1]!.length);
+    }
+  }
+  const slug = table
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .slice(0, 40);
+  return `${String(max + 1).padStart(width, '0')}_panel_${slug}_${what}.sql`;
+}
+
+function checksum(text: string): string {
+  return new Bun.CryptoHasher('sha256').update(text).digest('hex');
+}
+
+export interface AppliedChange {
+  /** The file written (absolute path). */
+  file: string;
+  statements: string[];
+}
+
+/**
+ * Run `statements` in `tx` (the audited transaction), write them as a migration file and
+ * record it applied. `what` names the file (`access`, `realtime`).
+ */
+export async function applyAsMigration(
+  p: Basalt,
+  tx: Queryable,
+  table: string,
+  what: string,
+  statements: string[],
+): Promise<AppliedChange> {
+  const dir = resolve(p.settings.get<string>('migrations.dir'));
+  for (const st of statements) await tx.query(st);
+  const name = nextMigrationName(dir, table, what);
+  const text = `-- Written by the admin panel (${what} of ${table}), ${new Date().toISOString()}; applied then.\n${statements.map((s) => `${s};`).join('\n')}\n`;
+  await tx.query('INSERT INTO basalt.schema_migrations (name, checksum) VALUES ($1, $2)', [name, checksum(text)]);
+  const file = join(dir, name);
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(file, text, { flag: 'wx', mode: 0o644 });
+  } catch (e) {
+    throw AdminErrors.conflict(
+      `The change was not made: its migration file could not be written in migrations.dir (${dir}): ${(e as NodeJS.ErrnoException).code ?? 'error'}.`,
+    );
+  }
+  return { file, statements };
+}
+
+/** Remove a file written for a transaction that then failed. */
+export function forget(file: string | undefined): void {
+  if (file)
+    try {
+      unlinkSync(file);
+    } catch {
+      // already gone
+    }
+}

@@ -17,6 +17,7 @@
 import type { Basalt } from './services';
 import { startAdminHousekeeping } from './modules/admin/tasks';
 import { startBackupSchedule } from './modules/backup/schedule';
+import { startAuthHousekeeping } from './modules/auth/service';
 
 type Stop = () => Promise<void> | void;
 
@@ -46,6 +47,11 @@ export const WORKERS: Worker[] = [
       // Ended by the realtime service's own drain step, as soon as a stop begins.
       return () => {};
     },
+  },
+  {
+    // Expired sessions, tokens, counters, codes and sign-in flows of Public Auth (docs/auth.md).
+    name: 'auth housekeeping',
+    start: (p) => startAuthHousekeeping(p.services.auth, p.log),
   },
   {
     // The dashboard's "instances seen", audit retention and ended admin sessions (docs/admin.md).

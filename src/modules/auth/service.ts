@@ -4,6 +4,7 @@
  * values in and render what comes back; failures are AppErrors.
  */
 import type { Platform } from '../../platform';
+import type { Logger } from '../../log';
 import { getOrCreateSecret, SecretBox } from '../../db/secrets';
 import { ConfigError } from '../../config/validate';
 import { PgError, type Queryable } from '../../db/engine';
@@ -437,12 +438,25 @@ export class AuthService {
   }
 }
 
-/** Create the service: signing key, session notifications, housekeeping timer. */
+/**
+ * Public Auth's housekeeping (a worker of src/workers.ts): every 15 minutes, expired
+ * sessions, action tokens, rate-limit counters, e-mail codes and sign-in flows are deleted.
+ */
+export function startAuthHousekeeping(auth: AuthService, log: Logger): () => void {
+  const timer = setInterval(
+    () => auth.prune().catch((e) => log.warn('auth housekeeping failed', { cause: e })),
+    PRUNE_EVERY_MS,
+  );
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** The other services Public Auth uses: mail for its codes and links. */
 export interface AuthDeps {
   mail: MailService;
 }
 
+/** Create the service: signing key, session notifications. Its housekeeping is a worker (src/workers.ts). */
 export async function createAuthService(p: Platform, { mail }: AuthDeps): Promise<AuthService> {
   const configured = p.settings.get<string>('auth.jwt_secret');
   // HS256 is only as strong as its key: a short operator-chosen secret could be brute-forced offline from one token.
@@ -462,13 +476,7 @@ export async function createAuthService(p: Platform, { mail }: AuthDeps): Promis
   );
   service.oauth = new OAuthFlows(p, service);
   void dummyHash(); // computed now, so the first unknown-address login is not faster than the rest
-  const timer = setInterval(
-    () => service.prune().catch((e) => p.log.warn('auth housekeeping failed', { cause: e })),
-    PRUNE_EVERY_MS,
-  );
-  timer.unref();
   p.onShutdown(async () => {
-    clearInterval(timer);
     await service.settled();
     await sessions.stop();
   });

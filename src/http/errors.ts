@@ -49,8 +49,13 @@ type ArgsOf<S extends ErrorSpec> = S['message'] extends (...args: never[]) => st
     ? Params<S['extra']>
     : [message?: string];
 
+/** An error's factory; `is(e)` tells whether `e` is that error, so callers test its type, not its code string. */
+export type ErrorFactory<Args extends unknown[]> = ((...args: Args) => AppError) & {
+  readonly is: (e: unknown) => e is AppError;
+};
+
 export type ErrorFactories<S extends Record<string, ErrorSpec>> = {
-  readonly [K in keyof S]: (...args: ArgsOf<S[K]>) => AppError;
+  readonly [K in keyof S]: ErrorFactory<ArgsOf<S[K]>>;
 };
 
 /**
@@ -66,12 +71,12 @@ export type ErrorFactories<S extends Record<string, ErrorSpec>> = {
  * throw ShopErrors.outOfStock('tea-01');
  */
 export function defineErrors<const S extends Record<string, ErrorSpec>>(specs: S): ErrorFactories<S> {
-  const factories: Record<string, (...args: unknown[]) => AppError> = {};
+  const factories: Record<string, ErrorFactory<unknown[]>> = {};
   for (const [name, spec] of Object.entries(specs)) {
     // The arguments were checked against the spec's own functions by ErrorFactories' types.
     const messageOf = spec.message as string | ((...args: unknown[]) => string);
     const extraOf = spec.extra as Extra | ((...args: unknown[]) => Extra) | undefined;
-    factories[name] = (...args) => {
+    const make = (...args: unknown[]) => {
       const message =
         typeof messageOf === 'function'
           ? messageOf(...args)
@@ -81,6 +86,9 @@ export function defineErrors<const S extends Record<string, ErrorSpec>>(specs: S
       const extra = typeof extraOf === 'function' ? extraOf(...args) : extraOf;
       return new AppError(spec.status, spec.code, message, withRetryHeader(extra));
     };
+    factories[name] = Object.assign(make, {
+      is: (e: unknown): e is AppError => e instanceof AppError && e.code === spec.code && e.status === spec.status,
+    });
   }
   return factories as ErrorFactories<S>;
 }

@@ -4,12 +4,10 @@ import type { ApiError } from '../api';
 import { Button } from '../components/ui';
 import { Icon } from '../components/icons';
 import { fromInput, type Column } from './data-row';
+import type { Filter } from '../../modules/database/model';
 
-export interface Filter {
-  field: string;
-  op: string;
-  value: unknown;
-}
+/** The Database API's filter (declared once, src/modules/database/model.ts). */
+export type { Filter } from '../../modules/database/model';
 
 const OPS: { op: string; label: string }[] = [
   { op: 'eq', label: '=' },

@@ -16,7 +16,7 @@ import { type Queryable, underSavepoint } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
 import type { Basalt } from '../../services';
 import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
-import type { QueryBody } from '../database/model';
+import type { Filter, QueryBody, Sort } from '../database/model';
 import { mapDbError } from '../database/pg-errors';
 import { buildStatement, type Statement } from '../database/query-builder';
 import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
@@ -33,16 +33,7 @@ import {
 } from './data-sql';
 
 export type Row = Record<string, unknown>;
-/** The Database API's filter: `op` one of eq neq gt gte lt lte in not_in like ilike is_null. */
-export interface Filter {
-  field: string;
-  op: string;
-  value?: unknown;
-}
-export interface Sort {
-  field: string;
-  direction?: string;
-}
+export type { Filter, Sort } from '../database/model';
 export interface ColumnInfo {
   name: string;
   /** The declared type, e.g. `integer`, `character varying(20)`, `numeric(10,2)`, `text[]`. */

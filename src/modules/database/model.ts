@@ -49,6 +49,13 @@ export const Sort = t.Object(
   { title: 'DbSort', additionalProperties: false },
 );
 
+/**
+ * A condition on a column and an order, as the Database API, the admin data browser and the
+ * panel's filter bar (src/admin-ui/screens/data-filters.tsx) all take them: declared once, here.
+ */
+export type Filter = Static<typeof Filter>;
+export type Sort = Static<typeof Sort>;
+
 export const QueryBody = t.Object(
   {
     entity: t.String({

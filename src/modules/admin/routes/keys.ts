@@ -2,8 +2,8 @@
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
-import { AppError } from '../../../http/errors';
 import { AdminErrors } from '../errors';
+import { KeyErrors } from '../../keys/errors';
 import { Bodies } from '../model';
 import type { CreateKeyInput } from '../../keys/model';
 import { createKey, revokeKey } from '../changes';
@@ -30,8 +30,7 @@ export function keysRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         const key = await revokeKey(p, actor, params.id);
         return ok({ key });
       } catch (e) {
-        if (e instanceof AppError && e.code === 'key_not_found')
-          throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
+        if (KeyErrors.notFound.is(e)) throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
         throw e;
       }
     });

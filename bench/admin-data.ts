@@ -15,8 +15,8 @@
  *   BENCH_ENGINES=external BENCH_RUNS=200 BENCH_ROWS=200000 bun bench/admin-data.ts   # quicker
  */
 import { openBasalt, type Basalt } from '../src/services';
-import { createDataBrowser, type Filter, type Sort } from '../src/modules/admin/data-browser';
-import { pageStatement } from '../src/modules/admin/data-sql';
+import { createDataBrowser, type Filter, type Sort } from '../src/modules/database/browser/browser';
+import { pageStatement } from '../src/modules/database/browser/sql';
 import { benchDb, fmt, median, p99, printTable } from './support';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
@@ -75,7 +75,7 @@ for (const engine of ENGINES) {
     console.error(
       `${engine}: ${fmt(ROWS)} rows filled and indexed in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
-    const browser = createDataBrowser(p);
+    const browser = createDataBrowser(p, p.services.database);
     const snap = await p.services.database.catalog.refresh();
     const t = snap.tables.get('bench_rows')!;
     // The statement the browser builds for this page, so both sides run identical SQL.

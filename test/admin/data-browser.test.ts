@@ -1,12 +1,12 @@
 /**
- * The admin data browser service (src/modules/admin/data-browser.ts, data-sql.ts, data-export.ts, data-import.ts),
+ * The admin data browser service (src/modules/database/browser/),
  * called directly on a real platform, on every engine.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { openBasalt, type Basalt } from '../../src/services';
 import { AppError } from '../../src/http/errors';
-import { createDataBrowser, type DataBrowser } from '../../src/modules/admin/data-browser';
+import { createDataBrowser, type DataBrowser } from '../../src/modules/database/browser/browser';
 
 const SCHEMA = `
 CREATE TABLE public.items (
@@ -70,7 +70,7 @@ describe.each(ENGINES)('admin data browser on %s', (engine) => {
       migrate: false,
     });
     await p.db.exec(SCHEMA);
-    b = createDataBrowser(p);
+    b = createDataBrowser(p, p.services.database);
     for (const it of ITEMS) await tx((q) => b.insert(q, 'items', it));
     await p.db.exec(`
       INSERT INTO public.mixed SELECT i, CASE WHEN i % 11 = 0 THEN NULL ELSE i % 7 END, 'r' || i,

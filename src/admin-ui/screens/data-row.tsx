@@ -3,8 +3,8 @@ import { ApiError, patch, post } from '../api';
 import { Button, ErrorNote, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
-export type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
-import type { ColumnInfo as Column, TableInfo } from '../../modules/admin/data-browser';
+export type { ColumnInfo as Column, TableInfo } from '../../modules/database/browser/browser';
+import type { ColumnInfo as Column, TableInfo } from '../../modules/database/browser/browser';
 
 /** The first values of a referenced column, offered by the browser as the input's suggestions. */
 function ReferencedValues({ id, refTo }: { id: string; refTo: { table: string; column: string } }) {

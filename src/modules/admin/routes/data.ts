@@ -1,6 +1,6 @@
 /**
  * Data browser screen (docs/admin-api.md §Data browser): HTTP over the data browser
- * service (../data-browser.ts), which checks names against the live catalog and
+ * service (src/modules/database/browser/browser.ts), which checks names against the live catalog and
  * encodes values as the Database API does. Each change and its audit row share one
  * transaction: a failed change leaves neither.
  */
@@ -8,7 +8,7 @@ import { t } from 'elysia';
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
-import { createDataBrowser, type DataBrowser, type SelectQuery } from '../data-browser';
+import { createDataBrowser, type DataBrowser, type SelectQuery } from '../../database/browser/browser';
 import { AdminErrors } from '../errors';
 import { createDataAccess, type DataAccess } from '../data-access';
 import type { AccessChange } from '../data-access-changes';
@@ -89,7 +89,7 @@ async function startedStream(stream: ReadableStream<Uint8Array>): Promise<Readab
 
 export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   let browser: DataBrowser | undefined;
-  const data = () => (browser ??= createDataBrowser(p));
+  const data = () => (browser ??= createDataBrowser(p, p.services.database));
   let access: DataAccess | undefined;
   const grants = () => (access ??= createDataAccess(p));
   return (

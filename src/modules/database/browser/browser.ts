@@ -12,28 +12,22 @@
  * 500 rows, and counts that stay cheap on big tables (estimates from the planner's
  * statistics; an exact count only for tables of at most 100,000 estimated rows).
  */
-import { type Queryable, underSavepoint } from '../../db/engine';
-import { AppError, Errors } from '../../http/errors';
-import type { Basalt } from '../../services';
-import { Catalog, type CatalogSnapshot, type Table } from '../database/catalog';
-import type { Filter, QueryBody, Sort } from '../database/model';
-import { mapDbError } from '../database/pg-errors';
-import { buildStatement, type Statement } from '../database/query-builder';
-import { decodeRows, encodeValue, ValueError } from '../database/value-codec';
-import { exportCsv, type FormulaMode } from './data-export';
-import { importCsv } from './data-import';
-import {
-  ESTIMATE_SQL,
-  explainRows,
-  FOREIGN_KEYS_SQL,
-  invalid,
-  isObject,
-  pageStatement,
-  withKeyOrder,
-} from './data-sql';
+import { type Queryable, underSavepoint } from '../../../db/engine';
+import { AppError, Errors } from '../../../http/errors';
+import type { Platform } from '../../../platform';
+import type { DatabaseService } from '../service';
+import type { BrowserCore, Row } from './core';
+import { Catalog, type Table } from '../catalog';
+import type { Filter, QueryBody, Sort } from '../model';
+import { mapDbError } from '../pg-errors';
+import { buildStatement } from '../query-builder';
+import { decodeRows, encodeValue, ValueError } from '../value-codec';
+import { exportCsv, type FormulaMode } from './export';
+import { importCsv } from './import';
+import { ESTIMATE_SQL, explainRows, FOREIGN_KEYS_SQL, invalid, isObject, pageStatement, withKeyOrder } from './sql';
 
-export type Row = Record<string, unknown>;
-export type { Filter, Sort } from '../database/model';
+export type { Row } from './core';
+export type { Filter, Sort } from '../model';
 export interface ColumnInfo {
   name: string;
   /** The declared type, e.g. `integer`, `character varying(20)`, `numeric(10,2)`, `text[]`. */
@@ -106,28 +100,11 @@ export const LIST_EXACT_MAX = 10_000;
 /** How long a table's size estimate is reused (one pg_class read per table per interval). */
 const ESTIMATE_TTL_MS = 5_000;
 
-/** Internals shared with the CSV export and import (data-export.ts, data-import.ts). */
-export interface BrowserCore {
-  p: Basalt;
-  catalog: Catalog;
-  /** The table named, from the live catalog (reloaded once on a miss); 404 when the data schema has none. */
-  resolve(name: unknown, via?: Queryable): Promise<{ snap: CatalogSnapshot; table: Table }>;
-  /** Build a Database API statement for the table; an unknown column reloads the catalog once, then is a 400 naming it. */
-  build(
-    name: string,
-    body: (t: Table) => QueryBody,
-    via?: Queryable,
-  ): Promise<{ st: Statement; snap: CatalogSnapshot; table: Table }>;
-  /** Run a write in the caller's transaction, mapping Postgres errors like the Database API. */
-  write(tx: Queryable, built: { st: Statement; snap: CatalogSnapshot; table: Table }): Promise<Row[]>;
-  /** Catalog reads inside the caller's transaction must use it on the embedded engine (it holds the only session). */
-  via(tx: Queryable): Queryable | undefined;
-}
-
-export function createDataBrowser(p: Basalt): DataBrowser {
+/** The browser; `database` is the Database API's service, whose catalog it shares when there is one. */
+export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 'catalog'>): DataBrowser {
   const schema = p.settings.get<string>('database.data_schema');
   // The Database API's catalog when it exists (one cache, one refresh policy); the same class otherwise.
-  const catalog = p.services.database?.catalog ?? new Catalog(p.db, { schema });
+  const catalog = database?.catalog ?? new Catalog(p.db, { schema });
   const embedded = p.db.kind === 'embedded';
   const estimates = new Map<string, { rows: number; at: number }>();
 

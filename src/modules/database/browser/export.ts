@@ -14,19 +14,20 @@
  * Cells are the Database API's values (docs/database.md "Value representation"): json
  * and arrays as JSON text, bytea as base64, bigint/numeric as written by Postgres; NULL
  * is an empty cell and an empty string is `""`, so an export imports back unchanged
- * (data-import.ts) — except that, by default, a text cell a spreadsheet would run as a
+ * (import.ts) — except that, by default, a text cell a spreadsheet would run as a
  * formula is neutralised (see `neutralise`); `formulas: 'keep'` writes it as stored.
  */
-import { PgError, type Queryable } from '../../db/engine';
-import { AppError } from '../../http/errors';
-import { AdminErrors } from './errors';
-import type { Column, Table } from '../database/catalog';
-import type { QueryBody } from '../database/model';
-import { mapDbError } from '../database/pg-errors';
-import { orderBy, Params, where } from '../database/query-builder';
-import type { BrowserCore, Filter, Row, Sort } from './data-browser';
-import { keyParts, keysetCondition, orderByColumns, withKeyOrder } from './data-sql';
-import { decodeRows } from '../database/value-codec';
+import { PgError, type Queryable } from '../../../db/engine';
+import { AppError } from '../../../http/errors';
+import { AdminErrors } from '../../admin/errors';
+import type { Column, Table } from '../catalog';
+import type { QueryBody } from '../model';
+import { mapDbError } from '../pg-errors';
+import { orderBy, Params, where } from '../query-builder';
+import type { Filter, Sort } from '../model';
+import type { BrowserCore, Row } from './core';
+import { keyParts, keysetCondition, orderByColumns, withKeyOrder } from './sql';
+import { decodeRows } from '../value-codec';
 
 /** Rows per export batch: at most this many, fewer when rows are wide (see BATCH_TARGET_BYTES). */
 export const EXPORT_BATCH_MAX = 1000;

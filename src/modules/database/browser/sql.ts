@@ -4,12 +4,13 @@
  * sort checks, the value codec's casts and bind parameters. Nothing here takes a name
  * the catalog did not give, nor splices a value.
  */
-import type { Queryable } from '../../db/engine';
-import { Errors, type AppError } from '../../http/errors';
-import type { Column, Table } from '../database/catalog';
-import { orderBy, Params, where, type Statement } from '../database/query-builder';
-import { castParam, encodeValue, ValueError } from '../database/value-codec';
-import type { Row, Sort } from './data-browser';
+import type { Queryable } from '../../../db/engine';
+import { Errors, type AppError } from '../../../http/errors';
+import type { Column, Table } from '../catalog';
+import { orderBy, Params, where, type Statement } from '../query-builder';
+import { castParam, encodeValue, ValueError } from '../value-codec';
+import type { Sort } from '../model';
+import type { Row } from './core';
 
 export const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);

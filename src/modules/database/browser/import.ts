@@ -3,20 +3,20 @@
  *
  * Parses RFC 4180 with csv-parse (quoted cells with commas, doubled quotes and line
  * breaks; CRLF, LF or CR). The header row names the columns (checked against the live
- * catalog); cells are read as data-export.ts writes them. Every row is inserted in the
+ * catalog); cells are read as export.ts writes them. Every row is inserted in the
  * caller's transaction, many per statement, each statement under a savepoint; when one
  * fails, its rows are retried one by one to name the line of the bad one.
  */
 import { parse } from 'csv-parse/sync';
-import { PgError, type Queryable, underSavepoint } from '../../db/engine';
-import { AppError, validationError } from '../../http/errors';
-import type { Column } from '../database/catalog';
-import type { QueryBody } from '../database/model';
-import { mapDbError } from '../database/pg-errors';
-import type { Statement } from '../database/query-builder';
-import { encodeValue, ValueError } from '../database/value-codec';
-import type { BrowserCore } from './data-browser';
-import { invalid } from './data-sql';
+import { PgError, type Queryable, underSavepoint } from '../../../db/engine';
+import { AppError, validationError } from '../../../http/errors';
+import type { Column } from '../catalog';
+import type { QueryBody } from '../model';
+import { mapDbError } from '../pg-errors';
+import type { Statement } from '../query-builder';
+import { encodeValue, ValueError } from '../value-codec';
+import type { BrowserCore } from './core';
+import { invalid } from './sql';
 
 type Cell = { v: string; q: boolean };
 const OMIT = Symbol('omit');

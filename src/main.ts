@@ -119,7 +119,7 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
   try {
     parsed = parseArgs({
       args: rest,
-      options: { ...GLOBAL, ...(cmd.options ?? {}) } as never,
+      options: { ...GLOBAL, ...(cmd.options ?? {}) },
       allowPositionals: true,
       strict: true,
     });

@@ -50,7 +50,7 @@ export interface SettingDef {
    * A value the type allows but that would stop the next start or do harm: what is wrong
    * with it, in words (e.g. a platform schema as the data schema), or undefined when fine.
    */
-  refuse?: (value: never) => string | undefined;
+  refuse?(value: unknown): string | undefined;
   /**
    * Changed only by whoever runs the process (environment, config file, `basalt settings
    * set`), never from the admin API; the text says why (code loaded from a path, exposure).

@@ -64,7 +64,7 @@ export function check(def: SettingDef, value: unknown, where: string): unknown {
     const shown = def.secret ? '(hidden)' : JSON.stringify(value);
     throw new ConfigError(`${where}: ${def.key} must be ${expected(def)}, got ${shown}`);
   }
-  const refused = def.refuse?.(value as never);
+  const refused = def.refuse?.(value);
   if (refused) throw new ConfigError(`${where}: ${def.key} refused: ${refused}`);
   return value;
 }

@@ -1,4 +1,4 @@
-import { PGlite, types } from '@electric-sql/pglite';
+import { PGlite, types, type Transaction } from '@electric-sql/pglite';
 // Embedded as files so `bun build --compile` carries them; PGlite cannot find them under /$bunfs/ by itself.
 import wasmPath from '@electric-sql/pglite/pglite.wasm' with { type: 'file' };
 import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
@@ -11,6 +11,7 @@ import { installEmbeddedGuard } from './embedded-guard';
 import { DurableNodeFS } from './embedded-fs';
 import { WireStatements } from './embedded-wire';
 import { privateDataDir, syncTree } from './private-files';
+import { undeclared } from '../util/undeclared';
 import { type GateOptions, type Place, WaitGate } from './wait-gate';
 
 // Same representation as the external driver: int8 and numeric stay strings.
@@ -31,7 +32,7 @@ function wrap<T>(r: {
   };
 }
 
-type PgTx = { query: PGlite['query']; exec: PGlite['exec']; rollback(): Promise<void>; closed: boolean };
+type PgTx = Transaction;
 
 /**
  * When commits reach the disk (setting database.embedded_sync, docs/operations.md
@@ -70,8 +71,21 @@ const FLUSH_EVERY_MS = 200;
  * nothing); the memory settings keep the engine's resident size small (docs/operations.md,
  * "Memory").
  */
+/**
+ * The engine's WebAssembly module, which PGlite keeps `protected`: the abort hook (a
+ * PANIC) and the WAL functions this file calls (src/util/undeclared.ts).
+ */
+interface EngineModule {
+  onAbort?: (what: unknown) => void;
+  _XLogFlush(lsn: bigint): void;
+  _GetFlushRecPtr(): bigint;
+}
+function engineModule(pg: PGlite): EngineModule {
+  return undeclared<{ mod: EngineModule }>(pg).mod;
+}
+
 function startParams(sync: EmbeddedSync): string[] {
-  const base = (PGlite as unknown as { defaultStartParams: string[] }).defaultStartParams;
+  const base = PGlite.defaultStartParams;
   const params = sync === 'off' ? [...base] : base.filter((p) => p !== '-F');
   if (sync !== 'off') params.push('-c', 'wal_sync_method=fsync');
   if (sync === 'normal') params.push('-c', 'synchronous_commit=off');
@@ -122,7 +136,7 @@ export async function openEmbedded(
     fatal = new DatabaseUnavailableError(`the embedded database stopped: ${reason}`, cause);
     opts.onFatal?.(fatal);
   };
-  const mod = (pg as unknown as { mod: { onAbort?: (what: unknown) => void } }).mod;
+  const mod = engineModule(pg);
   mod.onAbort = () => {
     aborted = true;
     // The PANIC's own message normally arrives first, through the failing statement.
@@ -225,7 +239,7 @@ export async function openEmbedded(
     const ROLLBACK = Symbol('rollback');
     const done = pg
       .transaction(async (tx) => {
-        ready(tx as unknown as PgTx);
+        ready(tx);
         if (!(await decided)) throw ROLLBACK;
       })
       .catch((e) => {
@@ -315,7 +329,7 @@ export async function openEmbedded(
  * fsync for all the commits since the last flush, between statements.
  */
 function startWalFlusher(pg: PGlite, statements: () => number, stopped: () => boolean): ReturnType<typeof setInterval> {
-  const mod = (pg as unknown as { mod: { _XLogFlush(lsn: bigint): void; _GetFlushRecPtr(): bigint } }).mod;
+  const mod = engineModule(pg);
   let running = false;
   let seen = -1;
   const timer = setInterval(async () => {

@@ -10,7 +10,7 @@ function queryable(sql: Sql, prepare = false): Queryable {
     query: <T>(text: string, params: unknown[] = []) =>
       run(async () => {
         const r = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare });
-        const columns = (r as unknown as { columns?: { name: string; type: number }[] }).columns ?? [];
+        const columns = r.columns ?? [];
         return {
           rows: Array.from(r) as T[],
           rowCount: columns.length > 0 ? r.length : (r.count ?? r.length),

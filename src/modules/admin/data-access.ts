@@ -9,7 +9,7 @@ import type { Basalt } from '../../services';
 import type { IdentityRole, Table } from '../database/catalog';
 import { ANON, userIdentity } from '../database/identity';
 import type { DbCaller } from '../database/caller';
-import type { QueryResultData } from '../database/model';
+import type { QueryBody, QueryResultData } from '../database/model';
 import { AdminErrors } from './errors';
 import { isUuid } from '../../util/uuid';
 import { basename } from 'node:path';
@@ -202,7 +202,8 @@ export function createDataAccess(p: Basalt) {
       if (!db().identities) throw AdminErrors.notSupported("Users' own data is off on this instance (see the log).");
       const query = { entity: name, action: 'select', filters: body.filters, sort: body.sort, limit: body.limit };
       for (const k of ['filters', 'sort', 'limit'] as const) if (query[k] === undefined) delete query[k];
-      const out = await db().query(caller, query as never);
+      // The Database API's builder checks every field as it would a public request's.
+      const out = await db().query(caller, query as QueryBody);
       return { ...out, as: caller.kind === 'anon' ? ANON.role : as };
     },
   };

@@ -71,11 +71,18 @@ export function mailRoutes(p: Basalt, area: AreaFacts) {
                 description: 'Makes the send safe to retry (24 h, per API key).',
               },
             ],
+            // Beside each success schema: the replay header (the description is the schema's own).
             responses: {
-              200: { headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } },
-              202: { headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } },
+              200: {
+                description: Sent.description!,
+                headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } },
+              },
+              202: {
+                description: Queued.description!,
+                headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } },
+              },
             },
-          } as never,
+          },
         },
       )
       .get(

@@ -135,7 +135,7 @@ export class SmtpTransport {
         connectionTimeout: 10_000,
         greetingTimeout: 10_000,
         socketTimeout: 60_000,
-      } as never);
+      });
       this.builtFor = key;
     }
     return this.transporter;

@@ -174,7 +174,7 @@ export function publicRoutes(apps: AnyElysia[], areas: Areas): RouteInfo[] {
   const seen = new Set<string>();
   const out: RouteInfo[] = [];
   for (const app of apps) {
-    for (const r of app.routes as unknown as RouteInfo[]) {
+    for (const r of app.routes) {
       const key = `${r.method} ${r.path}`;
       if (seen.has(key) || !areas.of(r.path).openapi || r.hooks?.detail?.hide || r.method === 'OPTIONS') continue;
       seen.add(key);

@@ -8,6 +8,7 @@
  * fails, its rows are retried one by one to name the line of the bad one.
  */
 import { parse } from 'csv-parse/sync';
+import { undeclared } from '../../../util/undeclared';
 import { PgError, type Queryable, underSavepoint } from '../../../db/engine';
 import { AppError, validationError } from '../../../http/errors';
 import type { Column } from '../catalog';
@@ -98,13 +99,16 @@ export async function importCsv(
 
   let records: { record: Cell[]; info: { lines: number; empty_lines: number } }[];
   try {
-    records = parse(csv, {
-      bom: true,
-      info: true,
-      skip_empty_lines: true,
-      record_delimiter: ['\r\n', '\n', '\r'],
-      cast: (v: string, ctx: { quoting: boolean }) => ({ v, q: ctx.quoting }) as unknown as string,
-    }) as unknown as typeof records;
+    // With `info: true` each record comes as { record, info }, which csv-parse's overloads do not type.
+    records = undeclared<typeof records>(
+      parse(csv, {
+        bom: true,
+        info: true,
+        skip_empty_lines: true,
+        record_delimiter: ['\r\n', '\n', '\r'],
+        cast: (v: string, ctx: { quoting: boolean }) => ({ v, q: ctx.quoting }),
+      }),
+    );
   } catch (e) {
     const err = e as { code?: string; lines?: number };
     throw lineError(err.lines ?? 0, undefined, CSV_PROBLEMS[err.code ?? ''] ?? 'is not valid CSV (RFC 4180)');

@@ -34,6 +34,9 @@ export interface Area extends AreaFacts {
   routes?: (p: Basalt, area: AreaFacts) => AnyElysia | Promise<AnyElysia>;
 }
 
+/** The facts the public JSON APIs share: public listener, format A, JSON bodies, the access mode's gate, never cached. */
+const PUBLIC_JSON_API = { listener: 'public', envelope: 'A', body: 'json', gated: true, noStore: true } as const;
+
 /** The route list. Its order is the order routes mount in, and the order of the OpenAPI document's tags. */
 export const routeList: readonly Area[] = [
   {
@@ -47,11 +50,7 @@ export const routeList: readonly Area[] = [
   {
     name: 'auth',
     prefix: '/api/v1/auth',
-    listener: 'public',
-    envelope: 'A',
-    body: 'json',
-    gated: true,
-    noStore: true,
+    ...PUBLIC_JSON_API,
     validationStatus: 422,
     openapi: {
       tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
@@ -61,11 +60,7 @@ export const routeList: readonly Area[] = [
   {
     name: 'db',
     prefix: '/api/v1/db',
-    listener: 'public',
-    envelope: 'A',
-    body: 'json',
-    gated: true,
-    noStore: true,
+    ...PUBLIC_JSON_API,
     openapi: {
       tag: {
         name: 'Database',
@@ -77,11 +72,7 @@ export const routeList: readonly Area[] = [
   {
     name: 'realtime',
     prefix: '/api/v1/realtime',
-    listener: 'public',
-    envelope: 'A',
-    body: 'json',
-    gated: true,
-    noStore: true,
+    ...PUBLIC_JSON_API,
     openapi: {
       tag: {
         name: 'Realtime',

@@ -31,20 +31,9 @@ export interface KeyServiceOptions {
 export const KEYS_CHANNEL = 'basalt_api_keys';
 const SITE_SETTING = 'web.site_public_key';
 
-interface KeyRow {
-  id: string;
-  type: KeyType;
-  name: string | null;
-  service: string | null;
-  permissions: string[];
-  tables: string[];
+/** A row of basalt.api_keys: what lists show, less what is derived from it, plus the hash. */
+interface KeyRow extends Omit<KeyInfo, 'display' | 'status' | 'site'> {
   key_hash: string;
-  prefix: string;
-  last4: string;
-  created_at: Date;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  last_used_at: Date | null;
 }
 
 const COLUMNS =

@@ -17,10 +17,10 @@ import { AppError, Errors } from '../../../http/errors';
 import type { Platform } from '../../../platform';
 import type { DatabaseService } from '../service';
 import type { BrowserCore, Row } from './core';
-import { Catalog, type Table } from '../catalog';
+import { Catalog, type CatalogSnapshot, type Table } from '../catalog';
 import type { Filter, QueryBody, Sort } from '../model';
 import { mapDbError } from '../pg-errors';
-import { buildStatement } from '../query-builder';
+import { buildStatement, type Statement } from '../query-builder';
 import { decodeRows, encodeValue, ValueError } from '../value-codec';
 import { exportCsv, type FormulaMode } from './export';
 import { importCsv } from './import';
@@ -139,18 +139,27 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
       try {
         return sp ? await underSavepoint(tx, run) : await run();
       } catch (err) {
-        if (err instanceof AppError) throw err;
-        throw await mapDbError(err, {
-          statement: st,
-          table,
-          snap,
-          catalog,
-          probe: embedded ? tx : p.db,
-          timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
-        });
+        return failed(err, { st, snap, table }, embedded ? tx : p.db);
       }
     },
   };
+
+  /** A statement's failure as the Database API answers it (mapDbError); an AppError as it is. */
+  async function failed(
+    err: unknown,
+    { st, snap, table }: { st: Statement; snap: CatalogSnapshot; table: Table },
+    probe: Queryable,
+  ): Promise<never> {
+    if (err instanceof AppError) throw err;
+    throw await mapDbError(err, {
+      statement: st,
+      table,
+      snap,
+      catalog,
+      probe,
+      timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
+    });
+  }
 
   /** Estimated rows of one table (cached a few seconds). */
   async function tableEstimate(table: Table): Promise<number> {
@@ -296,15 +305,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
         if (exact) out.total = counted;
         return out;
       } catch (err) {
-        if (err instanceof AppError) throw err;
-        throw await mapDbError(err, {
-          statement: st,
-          table,
-          snap,
-          catalog,
-          probe: p.db,
-          timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
-        });
+        return failed(err, { st, snap, table }, p.db);
       }
     },
 

@@ -19,10 +19,6 @@ async function databaseHealth(p: Basalt): Promise<{ ok: boolean; latency_ms: num
 
 export async function dashboard(p: Basalt) {
   const database = await databaseHealth(p);
-  const { rows } = await p.db.query<{ users: number; keys_active: number }>(
-    `SELECT (SELECT count(*)::int FROM basalt.users) AS users,
-            (SELECT count(*)::int FROM basalt.api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS keys_active`,
-  );
   const instances = (
     await p.db.query(
       `SELECT id, host, pid, version, started_at, seen_at FROM basalt.instances
@@ -39,7 +35,11 @@ export async function dashboard(p: Basalt) {
       configured: p.services.mail.isConfigured(),
       jobs_24h: await p.services.mail.jobs.counts(new Date(Date.now() - 86_400_000)),
     },
-    counts: { users: rows[0]!.users, keys_active: rows[0]!.keys_active, admins: await countAdmins(p.db) },
+    counts: {
+      users: await p.services.auth.countUsers(),
+      keys_active: await p.services.keys.countActive(),
+      admins: await countAdmins(p.db),
+    },
     instances,
     extensions: {
       loaded: extensions.filter((e) => e.status === 'loaded').length,

@@ -185,14 +185,10 @@ export function createDataAccess(p: Basalt) {
       if (body.user_id !== undefined && body.user_id !== null) {
         if (!isUuid(String(body.user_id)))
           throw AdminErrors.field('user_id', 'must be a site user id (a UUID), or null for anon');
-        const u = await p.db.query<{ id: string; email: string; verified: boolean }>(
-          'SELECT id, email, email_verified_at IS NOT NULL AS verified FROM basalt.users WHERE id = $1::uuid',
-          [String(body.user_id)],
-        );
-        const row = u.rows[0];
+        const row = await p.services.auth.userDetail(String(body.user_id));
         if (!row) throw AdminErrors.notFound('Site user');
         as = row.email;
-        const claims = { sub: row.id, email: row.email, email_verified: row.verified, try_as: true };
+        const claims = { sub: row.id, email: row.email, email_verified: row.email_verified_at !== null, try_as: true };
         caller = {
           kind: 'user',
           user: { userId: row.id, sessionId: '', email: row.email },

@@ -7,7 +7,7 @@
 import type { Basalt } from '../../services';
 import type { Actor } from './audit';
 import { AdminErrors } from './errors';
-import { userDetail, type AdminUserView } from './users';
+import type { AdminUserView } from '../auth/user-directory';
 import { isUuid } from '../../util/uuid';
 import { identitiesOf, unlinkIdentity } from '../auth/identities';
 import { removeTotp } from '../auth/totp';
@@ -17,7 +17,7 @@ import { normalizeEmail, userByEmail } from '../auth/users';
 /** The user named by id or e-mail address (any spelling), or 404. */
 export async function findUser(p: Basalt, idOrEmail: string): Promise<AdminUserView> {
   const id = isUuid(idOrEmail) ? idOrEmail : (await userByEmail(p.db, normalizeEmail(idOrEmail)))?.id;
-  const user = id ? await userDetail(p.db, id) : undefined;
+  const user = id ? await p.services.auth.userDetail(id) : undefined;
   if (!user) throw AdminErrors.notFound(`The user '${String(idOrEmail).slice(0, 64)}'`);
   return user;
 }

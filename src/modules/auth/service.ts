@@ -37,6 +37,14 @@ import {
   type UserRow,
 } from './users';
 import { sendActionMail } from './mailer';
+import {
+  countUsers,
+  searchUsers,
+  userDetail,
+  userSessions,
+  type AdminUserView,
+  type UserSessionView,
+} from './user-directory';
 import type { MailService } from '../mail/service';
 import { SignInMethods } from './sign-in';
 import { OAuthFlows } from './oauth-flow';
@@ -412,6 +420,25 @@ export class AuthService {
   }
 
   /** Delete a user (administration): sessions and tokens go with it; its access tokens stop at once everywhere. */
+  /** Users whose e-mail contains `search`, newest first, with the total (the admin API's list). */
+  searchUsers(f: { search?: string; limit?: number; offset?: number }) {
+    return searchUsers(this.p.db, f);
+  }
+
+  /** One user as an administrator sees it, read in `tx` when given; undefined when none. */
+  userDetail(id: string, tx?: Queryable): Promise<AdminUserView | undefined> {
+    return userDetail(tx ?? this.p.db, id);
+  }
+
+  /** The user's live sessions, newest first. */
+  userSessions(id: string): Promise<UserSessionView[]> {
+    return userSessions(this.p.db, id);
+  }
+
+  countUsers(): Promise<number> {
+    return countUsers(this.p.db);
+  }
+
   async deleteUser(userId: string, tx?: Queryable): Promise<boolean> {
     const { rowCount } = await (tx ?? this.p.db).query('DELETE FROM basalt.users WHERE id = $1', [userId]);
     if (rowCount) await this.sessions.announce(`user:${userId}`, tx);

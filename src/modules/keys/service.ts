@@ -98,6 +98,14 @@ export class KeyService {
   }
 
   /** Every key, newest first, with prefix and last four characters; never the key or its hash. */
+  /** Keys neither revoked nor expired (the dashboard's count). */
+  async countActive(): Promise<number> {
+    const { rows } = await this.p.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM basalt.api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())',
+    );
+    return rows[0]!.n;
+  }
+
   async list(): Promise<KeyInfo[]> {
     const { rows } = await this.p.db.query<KeyRow>(
       `SELECT ${COLUMNS} FROM basalt.api_keys ORDER BY created_at DESC, id`,

@@ -10,7 +10,7 @@ import { AuthErrors } from '../../auth/errors';
 import { linkBase } from '../../auth/mailer';
 import { clientMeta, signedIn } from '../guard';
 import { Queries } from '../model';
-import { searchUsers, userDetail, userSessions, type AdminUserView } from '../users';
+import type { AdminUserView } from '../../auth/user-directory';
 import { writeAudit } from '../audit';
 import { Bodies } from '../model';
 import { checkUserInput, createUser, markUserVerified, setUserEmail, setUserPassword } from '../../auth/admin-users';
@@ -44,15 +44,19 @@ function verificationMail(p: Basalt, u: AdminUserView): string | null {
 
 export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const find = async (id: string, q: Queryable = p.db) => {
-    const u = await userDetail(q, id);
+    const u = await p.services.auth.userDetail(id, q);
     if (!u) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
     return u;
   };
   let a = app
-    .get('/users', async ({ query }) => ok(await searchUsers(p.db, query)), { query: Queries.users })
+    .get('/users', async ({ query }) => ok(await p.services.auth.searchUsers(query)), { query: Queries.users })
     .get('/users/:id', async ({ params }) => {
       const user = await find(params.id);
-      return ok({ user, sessions: await userSessions(p.db, user.id), verification_mail: verificationMail(p, user) });
+      return ok({
+        user,
+        sessions: await p.services.auth.userSessions(user.id),
+        verification_mail: verificationMail(p, user),
+      });
     })
     .post(
       '/users',
@@ -65,7 +69,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
             () => taken(input.email!),
           );
           note(row.id, { email: row.email, verified: body.verified === true });
-          return (await userDetail(tx, row.id))!;
+          return (await p.services.auth.userDetail(row.id, tx))!;
         });
         set.status = 201;
         return ok({ user });
@@ -80,7 +84,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           const u = await find(params.id, tx);
           await setUserPassword(p, tx, (await userById(tx, u.id))!, input.hash!);
           note(u.id, { email: u.email, password: 'changed', sessions: 'ended' });
-          return (await userDetail(tx, u.id))!;
+          return (await p.services.auth.userDetail(u.id, tx))!;
         });
         return ok({ user });
       },
@@ -94,7 +98,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           const u = await find(params.id, tx);
           await setUserEmail(p, tx, u.id, input.email!, () => taken(input.email!));
           note(u.id, { email: { before: u.email, after: input.email } }, input.email);
-          return (await userDetail(tx, u.id))!;
+          return (await p.services.auth.userDetail(u.id, tx))!;
         });
         return ok({ user });
       },
@@ -126,7 +130,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         const u = await find(params.id, tx);
         await act(p, u, tx);
         note(u.id, { email: u.email });
-        return (await userDetail(tx, u.id))!;
+        return (await p.services.auth.userDetail(u.id, tx))!;
       });
       return ok({ user });
     });

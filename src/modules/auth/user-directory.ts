@@ -1,7 +1,8 @@
 /**
- * Site users as the admin panel reads them (docs/admin-api.md §Users): search and
- * detail. Changes go through the auth service (setDisabled, deleteUser, unlock,
- * session revocation), so the rules live in one place.
+ * Site users as an administrator reads them (docs/admin-api.md §Users): search, detail,
+ * live sessions and the count, through AuthService (`searchUsers`, `userDetail`,
+ * `userSessions`, `countUsers`), so that only Public Auth reads its tables. Changes go
+ * through the same service (setDisabled, deleteUser, unlock, session revocation).
  */
 import type { Queryable } from '../../db/engine';
 import { isUuid } from '../../util/uuid';
@@ -57,6 +58,11 @@ export async function searchUsers(
 export async function userDetail(q: Queryable, id: string): Promise<AdminUserView | undefined> {
   if (!isUuid(id)) return undefined;
   return (await q.query<AdminUserView>(`${SELECT} WHERE u.id = $1`, [id])).rows[0];
+}
+
+/** How many site users there are. */
+export async function countUsers(q: Queryable): Promise<number> {
+  return (await q.query<{ n: number }>('SELECT count(*)::int AS n FROM basalt.users')).rows[0]!.n;
 }
 
 /** The user's live sessions, newest first. */

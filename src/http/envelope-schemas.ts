@@ -112,6 +112,15 @@ export function errorResponses<F extends Format>(
   return Object.fromEntries(statuses.map((s) => [s, ErrorSchemas[format]]));
 }
 
+/**
+ * The error statuses of an area's routes, each with the area's own error body (its
+ * envelope letter in the route list, src/app.ts): `const errors = errorsOf(area)`, then
+ * `response: { 200: …, ...errors(400, 401) }`. Route and model files name no letter.
+ */
+export function errorsOf<F extends Format>(area: { envelope: F }) {
+  return (...statuses: number[]) => errorResponses(area.envelope, ...statuses);
+}
+
 export type MetaBody = Static<typeof MetaB>;
 /** A format A success body with `data` of type `T`. */
 export type SuccessBodyA<T> = Static<ReturnType<typeof SuccessA<TUnsafe<T>>>>;

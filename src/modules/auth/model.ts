@@ -4,7 +4,7 @@
  * document. Format A envelopes.
  */
 import { t, type Static, type TSchema } from 'elysia';
-import { errorResponses, SuccessA } from '../../http/envelope-schemas';
+import { SuccessA } from '../../http/envelope-schemas';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MAX_UTF16 } from './passwords';
 import { ACCESS_TOKEN_SECONDS } from './jwt';
 import { REFRESH_TOKEN_SECONDS } from './sessions';
@@ -145,7 +145,6 @@ export const Responses = {
 };
 
 /** Error responses an operation may answer (format A). */
-export const errors = (...statuses: number[]) => errorResponses('A', ...statuses);
 
 /** A site user as the API shows it. */
 export type PublicUser = Static<typeof User>;

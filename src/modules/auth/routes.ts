@@ -9,13 +9,15 @@ import { platformGuards } from '../../guards';
 import { bearerToken } from '../../http/user-guard';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
-import { Bodies, Responses, errors } from './model';
+import { Bodies, Responses } from './model';
+import { errorsOf } from '../../http/envelope-schemas';
 import { SignInResponses } from './sign-in-model';
 import { meta, oauthBrowserRoutes, signInRoutes } from './sign-in-routes';
 
 const bearer = [{ Bearer: [] }];
 
 export function authRoutes(p: Basalt, area: AreaFacts) {
+  const errors = errorsOf(area);
   const auth = () => p.services.auth;
   /** The success answer, serialized (src/http/envelope.ts `successResponse`). */
   const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
@@ -28,7 +30,7 @@ export function authRoutes(p: Basalt, area: AreaFacts) {
       // the caller may not send. Only malformed JSON is answered earlier, by the parser (400).
       .use(platformGuards(p, p.services))
       // Browser navigations to and from a provider cannot carry X-API-Key: mounted before the gate.
-      .use(oauthBrowserRoutes(p, rootOf(area)))
+      .use(oauthBrowserRoutes(p, area))
       .guard({ publicAccess: true })
       .post('/register', async ({ body, request }) => ok(request, await auth().register(body, meta(request)), 201), {
         body: Bodies.register,
@@ -219,6 +221,6 @@ export function authRoutes(p: Basalt, area: AreaFacts) {
           },
         },
       )
-      .use(signInRoutes(p, rootOf(area)))
+      .use(signInRoutes(p, area))
   );
 }

@@ -12,7 +12,8 @@ import type { Basalt } from '../../services';
 import { platformGuards } from '../../guards';
 import { requestInfo } from '../../http/request-info';
 import { successResponse } from '../../http/envelope';
-import { errors } from './model';
+import { errorsOf } from '../../http/envelope-schemas';
+import { rootOf, type AreaFacts } from '../../http/areas';
 import { SignInBodies, SignInQuery, SignInResponses } from './sign-in-model';
 import { FLOW_SECONDS, OAUTH_COOKIE } from './oauth-flow';
 import type { ClientMeta } from './service';
@@ -47,7 +48,9 @@ function apiBase(p: Basalt, request: Request): string {
 }
 
 /** The provider redirects: browser navigations, outside the access-mode gate. `root` is /api/v1/auth. */
-export function oauthBrowserRoutes(p: Basalt, root: string) {
+export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
+  const root = rootOf(area);
+  const errors = errorsOf(area);
   const flows = () => p.services.auth.oauth;
   return new Elysia({ name: 'basalt.auth.oauth-browser' })
     .get(
@@ -126,7 +129,9 @@ export function oauthBrowserRoutes(p: Basalt, root: string) {
 }
 
 /** The gated routes: e-mail codes, exchange, second factor, identities. */
-export function signInRoutes(p: Basalt, root: string) {
+export function signInRoutes(p: Basalt, area: AreaFacts) {
+  const root = rootOf(area);
+  const errors = errorsOf(area);
   const auth = () => p.services.auth;
   const ok = (request: Request, data: unknown, status = 200) => successResponse(request, data, { status });
   return new Elysia({ name: 'basalt.auth.sign-in' })

@@ -8,7 +8,7 @@ import { t, type Static } from 'elysia';
 // TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
 // transform, which makes every body go through a decode pass (bench/db-query.ts).
 import { Type } from '@sinclair/typebox';
-import { errorResponses as errorsIn, SuccessA } from '../../http/envelope-schemas';
+import { SuccessA } from '../../http/envelope-schemas';
 
 export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
@@ -158,4 +158,3 @@ export const EndResult = SuccessA(
 );
 
 /** Error responses every Database API route may give. */
-export const errorResponses = errorsIn('A', 400, 401, 403, 404, 409, 429, 503);

@@ -17,7 +17,8 @@ import { callerChecks, ownerOf, type DbCaller } from './caller';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
 import { DbErrors } from './errors';
-import { BeginResult, EmptyBody, EndResult, errorResponses, QueryBody, QueryResult, TxParams } from './model';
+import { BeginResult, EmptyBody, EndResult, QueryBody, QueryResult, TxParams } from './model';
+import { errorsOf } from '../../http/envelope-schemas';
 
 /**
  * The legacy raw SQL field: at the top level, or in any filter or sort item. Keys of
@@ -88,6 +89,7 @@ function rejectProtoKeys(data: unknown): void {
 const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }, {}];
 
 export function databaseRoutes(p: Basalt, area: AreaFacts) {
+  const errorResponses = errorsOf(area)(400, 401, 403, 404, 409, 429, 503);
   const svc = () => p.services.database;
   const callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
   // The caller found in a route's `transform`, for its handler (keyed by the request, so

@@ -3,7 +3,7 @@
  * source of the OpenAPI document.
  */
 import { t, type Static, type TSchema } from 'elysia';
-import { errorResponses, SuccessB } from '../../http/envelope-schemas';
+import { SuccessB } from '../../http/envelope-schemas';
 import { Type } from '@sinclair/typebox';
 
 /** A plain JSON-Schema integer (Elysia's t.Integer also accepts numeric strings, which a response never holds). */
@@ -104,4 +104,3 @@ export type JobView = Static<typeof JobSchema>;
 export const JobAnswer = ok(JobSchema, 'The job.', 'MailJobResult');
 
 /** Error responses an operation may answer (format B). */
-export const errors = (...statuses: number[]) => errorResponses('B', ...statuses);

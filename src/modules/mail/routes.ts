@@ -9,7 +9,8 @@ import { platformGuards } from '../../guards';
 import { successResponse } from '../../http/envelope';
 import { MailErrors } from './errors';
 import { resolveIdempotencyKey } from './idempotency';
-import { errors, JobAnswer, Queued, SendBody, Sent } from './model';
+import { JobAnswer, Queued, SendBody, Sent } from './model';
+import { errorsOf } from '../../http/envelope-schemas';
 
 /** The success answer with this request's trace id and timing, serialized (src/http/envelope.ts `successResponse`). */
 const reply = (request: Request, data: unknown, status = 200, headers?: Record<string, string>) =>
@@ -27,6 +28,7 @@ function rejectUnknownFields(body: unknown) {
 }
 
 export function mailRoutes(p: Basalt, area: AreaFacts) {
+  const errors = errorsOf(area);
   return (
     new Elysia({ name: 'basalt.mail', prefix: rootOf(area) })
       // The guard checks before body validation: a request without a valid key gets 401/403, not a 400.

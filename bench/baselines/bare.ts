@@ -9,7 +9,8 @@
  *  - GET /api/v1/auth/me: verify the same HS256 JWT with the same verifier (fast-jwt, the same
  *    checks as src/modules/auth/jwt.ts), no database;
  *  - POST /api/v1/mail/send: insert the same mail-job row (and its NOTIFY) in one statement;
- *  - POST /bench/rollback-all: between cells, roll back what wrk left open.
+ *  - POST /bench/rollback-all: between runs, roll back what wrk left open (and the begins still
+ *    waiting behind it as they get the engine).
  *
  * Environment: BENCH_PORT, BENCH_DB_URL (external) or BENCH_PG_DIR (embedded),
  * BENCH_POOL_MAX, BENCH_SELECT_SQL, BENCH_JWT_SECRET. Prints `ready <port>` when listening.
@@ -33,6 +34,8 @@ const selectSql = env.BENCH_SELECT_SQL!;
 // Built once, as Basalt does (src/modules/auth/jwt.ts).
 const verify = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: env.BENCH_JWT_SECRET ?? '' });
 const txs = new Map<string, Tx>();
+/** Counts rollback-alls: a begin that waited through one is rolled back at once. */
+let epoch = 0;
 
 const json = (data: unknown, status = 200) => Response.json({ success: true, data }, { status });
 
@@ -63,7 +66,14 @@ const server = Bun.serve({
     }
     if (path === '/api/v1/db/transaction/begin') {
       const id = crypto.randomUUID();
-      txs.set(id, await apiDb.begin());
+      const at = epoch;
+      const tx = await apiDb.begin();
+      if (at !== epoch) {
+        // Waited through a rollback-all: its client is gone (wrk stopped), so it must not hold the engine.
+        await tx.rollback();
+        return new Response('rolled back', { status: 503 });
+      }
+      txs.set(id, tx);
       return json({ transaction_id: id });
     }
     const commit = /^\/api\/v1\/db\/transaction\/([^/]+)\/commit$/.exec(path);
@@ -74,7 +84,9 @@ const server = Bun.serve({
       return json({ transaction_id: commit[1], status: 'committed' });
     }
     if (path === '/bench/rollback-all') {
-      // Between cells: wrk stops mid-round and leaves transactions open.
+      // Between runs: wrk stops mid-round and leaves transactions open, and begins waiting
+      // behind them (one transaction at a time on the embedded engine); those end as they arrive.
+      epoch++;
       for (const tx of txs.values()) await tx.rollback().catch(() => {});
       txs.clear();
       return json({});

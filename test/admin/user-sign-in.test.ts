@@ -95,13 +95,29 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
 
   test('provider check: discovery works for a live provider, names the problem for a dead one', async () => {
     expectA(await adminReq(s, a, 'GET', '/api/admin/sign-in-providers'), 200, { providers: ['test', 'down'] });
-    expectA(
+    const live = expectA(
       await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/test/check'),
       200,
       expect.objectContaining({ ok: true, authorization_endpoint: `${idp.issuer}/authorize` }),
     );
+    // Discovery, the JWKS, the authorization URL this instance would send a browser to, the token endpoint.
+    expect(live.checks.map((c: { step: string }) => c.step)).toEqual([
+      'discovery',
+      'jwks',
+      'authorization_url',
+      'token_endpoint',
+    ]);
+    expect(live.checks[1]).toMatchObject({ ok: true, detail: expect.stringMatching(/^1 signing key\(s\) at /) });
+    const authorize = new URL(live.authorization_url);
+    expect(authorize.origin + authorize.pathname).toBe(`${idp.issuer}/authorize`);
+    expect(authorize.searchParams.get('redirect_uri')).toBe(live.redirect_uri);
+    expect(live.redirect_uri).toEndWith('/api/v1/auth/oauth/test/callback');
+    expect(authorize.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(authorize.searchParams.get('client_id')).toBe('basalt-test');
+    expect(live.checks[3].ok).not.toBe(false);
     const down = await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/down/check');
-    expectA(down, 200, expect.objectContaining({ ok: false, problem: expect.any(String) }));
+    expectA(down, 200, expect.objectContaining({ ok: false, problem: expect.stringMatching(/^discovery: /) }));
+    expect(down.body.data.checks).toEqual([{ step: 'discovery', ok: false, detail: expect.any(String) }]);
     expectAError(await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/nope/check'), 404, 'provider_not_found');
   });
 });

@@ -10,6 +10,9 @@ import type { TestServer } from '../helpers/server';
 import { signInAdmin } from '../helpers/admin';
 import { startAdminServer } from '../admin/support';
 import { fragment, startProvider, walk, type TestProvider } from '../auth/provider';
+import { SCREENSHOTS } from './support';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 
 describe.skipIf(!HAS_CHROMIUM)('sign-in methods in the panel', () => {
   let s: TestServer;
@@ -65,7 +68,14 @@ describe.skipIf(!HAS_CHROMIUM)('sign-in methods in the panel', () => {
       await page.goto(`${s.url}/_/#/settings?group=auth`);
       const providers = page.locator('section', { has: page.getByRole('heading', { name: 'Sign-in providers' }) });
       await providers.getByRole('button', { name: 'Test sign-in' }).click();
-      await providers.getByText(`reachable · ${idp.issuer}/authorize`).waitFor();
+      await providers.getByText('passed', { exact: true }).waitFor();
+      await providers.getByText(/1 signing key\(s\) at /).waitFor();
+      await providers.getByText(/redirect_uri .*\/api\/v1\/auth\/oauth\/test\/callback/).waitFor();
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      for (const width of [1280, 390]) {
+        await page.setViewportSize({ width, height: 900 });
+        await providers.screenshot({ path: join(SCREENSHOTS, `provider-check-${width}.png`) });
+      }
     } finally {
       await browser.close();
     }

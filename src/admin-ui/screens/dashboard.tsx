@@ -19,8 +19,15 @@ interface DashboardData {
 
 const STATES = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
 
+/** An administrator's sign-in lock (GET /api/admin/admins): the backstop, and the addresses failing. */
+interface AdminLock {
+  email: string;
+  lock: { locked_until: string | null; sources: { ip: string; locked_until: string | null }[] };
+}
+
 export function Dashboard() {
   const { data, error, loading, reload } = useAsync(() => get<DashboardData>('/dashboard'), []);
+  const admins = useAsync(() => get<{ admins: AdminLock[] }>('/admins'), []);
   return (
     <>
       <PageHeader
@@ -34,12 +41,15 @@ export function Dashboard() {
       />
       <ErrorNote error={error} onRetry={reload} />
       {loading && !data && <Loading />}
-      {data && <DashboardBody d={data} />}
+      {data && <DashboardBody d={data} admins={admins.data?.admins ?? []} />}
     </>
   );
 }
 
-function DashboardBody({ d }: { d: DashboardData }) {
+function DashboardBody({ d, admins }: { d: DashboardData; admins: AdminLock[] }) {
+  const now = new Date();
+  const locked = admins.filter((a) => a.lock.locked_until && new Date(a.lock.locked_until) > now);
+  const tried = admins.filter((a) => !locked.includes(a) && a.lock.sources.some((s) => s.locked_until));
   const jobs = d.mail.jobs_24h ?? {};
   const max = Math.max(1, ...STATES.map((s) => jobs[s] ?? 0));
   return (
@@ -75,6 +85,25 @@ function DashboardBody({ d }: { d: DashboardData }) {
           <div class="stat-value">{number(d.counts.users)}</div>
           <div class="stat-sub">
             {number(d.counts.admins)} administrator{d.counts.admins === 1 ? '' : 's'}
+            {locked.length > 0 && (
+              <>
+                {' '}
+                <Badge tone="danger" title={`${locked.map((a) => a.email).join(', ')}: basalt admin unlock`}>
+                  {locked.length} locked
+                </Badge>
+              </>
+            )}
+            {tried.length > 0 && (
+              <>
+                {' '}
+                <Badge
+                  tone="warn"
+                  title={tried.map((a) => `${a.email}: ${a.lock.sources.map((s) => s.ip).join(', ')}`).join('; ')}
+                >
+                  sign-in attempts blocked
+                </Badge>
+              </>
+            )}
           </div>
         </div>
         <div class="card stat">

@@ -142,9 +142,21 @@ interface Check {
   ok: boolean;
   authorization_endpoint: string | null;
   problem: string | null;
+  checks: { step: string; ok: boolean | null; detail: string }[];
 }
 
-/** Settings screen: the configured sign-in providers, each with a check that its metadata can be had. */
+const STEP: Record<string, string> = {
+  discovery: 'Discovery',
+  jwks: 'Signing keys',
+  authorization_url: 'Authorization URL',
+  token_endpoint: 'Client credentials',
+};
+
+/**
+ * Settings screen: the configured sign-in providers, each with a check of every step that
+ * needs no person at the provider (discovery, signing keys, the authorization URL, the
+ * client id and secret at the token endpoint).
+ */
 export function SignInProviders() {
   const { data, error, reload } = useAsync(() => get<{ providers: string[] }>('/sign-in-providers'), []);
   const [results, setResults] = useState<Record<string, Check | string>>({});
@@ -175,11 +187,19 @@ export function SignInProviders() {
                   {typeof r === 'string' ? (
                     <Badge tone="danger">{r}</Badge>
                   ) : r ? (
-                    r.ok ? (
-                      <Badge tone="ok">reachable · {r.authorization_endpoint}</Badge>
-                    ) : (
-                      <Badge tone="danger">{r.problem}</Badge>
-                    )
+                    <>
+                      {r.ok ? <Badge tone="ok">passed</Badge> : <Badge tone="danger">{r.problem}</Badge>}
+                      <ul class="checks">
+                        {r.checks.map((c) => (
+                          <li key={c.step}>
+                            <Badge tone={c.ok ? 'ok' : c.ok === false ? 'danger' : 'warn'}>
+                              {STEP[c.step] ?? c.step}
+                            </Badge>{' '}
+                            {c.detail}
+                          </li>
+                        ))}
+                      </ul>
+                    </>
                   ) : null}
                 </dd>
               </>

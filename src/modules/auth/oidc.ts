@@ -231,28 +231,137 @@ async function githubAccount(p: Provider, accessToken: string): Promise<Provider
   };
 }
 
+/** One step of the provider check: passed, failed, or could not tell (`null`). */
+export interface CheckStep {
+  step: 'discovery' | 'jwks' | 'authorization_url' | 'token_endpoint';
+  ok: boolean | null;
+  detail: string;
+}
+
+const why = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
+
+/** Token endpoint errors that mean "the client is known, the code is not" (RFC 6749 §5.2; GitHub's own). */
+const CLIENT_ACCEPTED = new Set(['invalid_grant', 'bad_verification_code']);
+const CLIENT_REFUSED = new Set(['invalid_client', 'unauthorized_client', 'incorrect_client_credentials']);
+
 /**
- * The Settings screen's provider check: can the provider's metadata be had (discovery for
- * OpenID Connect), and where does it send users. Never signs anyone in.
+ * The Settings screen's "test sign-in" (docs/auth.md, OAuth2 and OpenID Connect): every step
+ * of a sign-in that needs no person at the provider, against the live provider, nothing
+ * cached. (1) discovery — the metadata fetched afresh, its issuer the configured one, an
+ * authorization and a token endpoint, PKCE S256 offered when the provider lists its
+ * methods (GitHub: fixed endpoints); (2) JWKS — the signing keys ID tokens are checked
+ * against, fetched and counted (OpenID Connect only); (3) the authorization URL this
+ * instance would send a browser to, built with PKCE, state and nonce for `callbackUrl`;
+ * (4) the token endpoint — a made-up code traded with the configured client id and secret:
+ * `invalid_grant` (GitHub: `bad_verification_code`) means the provider knows the client,
+ * `invalid_client` means the id or secret is wrong. Signs nobody in; links nothing.
  */
-export async function providerCheck(p: Provider): Promise<{
+export async function providerCheck(
+  p: Provider,
+  callbackUrl: string,
+): Promise<{
   name: string;
   kind: Provider['kind'];
   issuer: string;
   ok: boolean;
   authorization_endpoint: string | null;
+  authorization_url: string | null;
+  redirect_uri: string;
   problem: string | null;
+  checks: CheckStep[];
 }> {
-  const base = { name: p.name, kind: p.kind, issuer: p.issuer };
+  const checks: CheckStep[] = [];
+  let as: oauth.AuthorizationServer | undefined;
+  let url: string | null = null;
   try {
-    const as = await serverOf(p);
-    return { ...base, ok: true, authorization_endpoint: as.authorization_endpoint ?? null, problem: null };
+    discovered.delete(p.issuer);
+    as = await serverOf(p);
+    if (!as.authorization_endpoint || !as.token_endpoint) throw new Error('no authorization or token endpoint');
+    const pkce = as.code_challenge_methods_supported;
+    if (pkce && !pkce.includes('S256')) throw new Error(`PKCE S256 not offered (only ${pkce.join(', ')})`);
+    checks.push({
+      step: 'discovery',
+      ok: true,
+      detail:
+        p.kind === 'github'
+          ? `GitHub endpoints under ${p.issuer}`
+          : `${p.issuer}/.well-known/openid-configuration: issuer matches, endpoints present`,
+    });
   } catch (e) {
-    return {
-      ...base,
-      ok: false,
-      authorization_endpoint: null,
-      problem: e instanceof Error ? e.message.slice(0, 300) : 'failed',
-    };
+    checks.push({ step: 'discovery', ok: false, detail: why(e) });
   }
+  if (as && p.kind === 'oidc') {
+    try {
+      if (!as.jwks_uri) throw new Error('the metadata names no jwks_uri');
+      const r = await fetch(as.jwks_uri, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) });
+      if (!r.ok) throw new Error(`${as.jwks_uri} answered ${r.status}`);
+      const keys = ((await r.json()) as { keys?: { use?: string; kty?: string }[] }).keys ?? [];
+      const signing = keys.filter((k) => k.use === undefined || k.use === 'sig');
+      if (!signing.length) throw new Error(`${as.jwks_uri} holds no signing key`);
+      checks.push({ step: 'jwks', ok: true, detail: `${signing.length} signing key(s) at ${as.jwks_uri}` });
+    } catch (e) {
+      checks.push({ step: 'jwks', ok: false, detail: why(e) });
+    }
+  }
+  if (as) {
+    try {
+      url = (await authorizationUrl(p, callbackUrl)).url;
+      checks.push({
+        step: 'authorization_url',
+        ok: true,
+        detail: `redirect_uri ${callbackUrl} (register it at the provider)`,
+      });
+    } catch (e) {
+      checks.push({ step: 'authorization_url', ok: false, detail: why(e) });
+    }
+    try {
+      checks.push(await probeToken(p, as, callbackUrl));
+    } catch (e) {
+      checks.push({ step: 'token_endpoint', ok: false, detail: why(e) });
+    }
+  }
+  const failed = checks.find((c) => c.ok === false);
+  return {
+    name: p.name,
+    kind: p.kind,
+    issuer: p.issuer,
+    ok: !failed,
+    authorization_endpoint: as?.authorization_endpoint ?? null,
+    authorization_url: url,
+    redirect_uri: callbackUrl,
+    problem: failed ? `${failed.step}: ${failed.detail}` : null,
+    checks,
+  };
+}
+
+/** Step 4: a made-up code traded with the configured client credentials; what the provider says of the client. */
+async function probeToken(p: Provider, as: oauth.AuthorizationServer, callbackUrl: string): Promise<CheckStep> {
+  const body = new URLSearchParams({
+    grant_type: 'authorization_code',
+    code: `basalt-check-${oauth.generateRandomState()}`,
+    redirect_uri: callbackUrl,
+    client_id: p.clientId,
+    client_secret: p.clientSecret,
+    code_verifier: oauth.generateRandomCodeVerifier(),
+  });
+  const r = await fetch(as.token_endpoint!, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+    body,
+    signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+  });
+  let error: unknown;
+  try {
+    error = ((await r.json()) as { error?: unknown }).error;
+  } catch {}
+  const said = typeof error === 'string' ? error.slice(0, 60) : `HTTP ${r.status}`;
+  if (typeof error === 'string' && CLIENT_ACCEPTED.has(error))
+    return { step: 'token_endpoint', ok: true, detail: `client id and secret accepted (a made-up code → ${said})` };
+  if (typeof error === 'string' && CLIENT_REFUSED.has(error))
+    return { step: 'token_endpoint', ok: false, detail: `client id or secret refused (${said})` };
+  return {
+    step: 'token_endpoint',
+    ok: null,
+    detail: `reachable; could not tell whether the client is accepted (a made-up code → ${said})`,
+  };
 }

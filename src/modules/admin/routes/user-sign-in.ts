@@ -30,8 +30,10 @@ export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       return ok(await p.services.auth.methods.methods(params.id));
     })
     .get('/sign-in-providers', async () => ok({ providers: p.services.auth.oauth.providerNames() }))
-    .post('/sign-in-providers/:name/check', async ({ params }) => {
+    .post('/sign-in-providers/:name/check', async ({ params, request }) => {
       const provider = p.services.auth.oauth.provider(params.name);
-      return ok(await providerCheck(provider));
+      // Where the provider sends browsers back (as the start route builds it): web.public_base_url, else this origin.
+      const base = p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
+      return ok(await providerCheck(provider, `${base}/api/v1/auth/oauth/${provider.name}/callback`));
     });
 }

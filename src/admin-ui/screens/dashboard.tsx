@@ -14,6 +14,7 @@ interface DashboardData {
   counts: { users: number; keys_active: number; admins: number };
   instances: { id: string; host: string; pid: number; version: string; started_at: string; seen_at: string }[];
   extensions: { loaded: number; failed: { name: string; error: string }[] };
+  realtime?: { connections: number; events_per_second: number };
   recent_audit: AuditEntry[];
 }
 
@@ -113,6 +114,15 @@ function DashboardBody({ d, admins }: { d: DashboardData; admins: AdminLock[] })
           <div class="stat-value">{number(d.counts.keys_active)}</div>
           <div class="stat-sub">Version {d.version}</div>
         </div>
+        {d.realtime && (
+          <div class="card stat" data-testid="realtime-stat">
+            <div class="stat-label">
+              <Icon name="refresh" size={14} /> Realtime
+            </div>
+            <div class="stat-value">{number(d.realtime.connections)} live</div>
+            <div class="stat-sub">{number(d.realtime.events_per_second)} events/s on this instance (last 10 s)</div>
+          </div>
+        )}
       </div>
       <div class="cols">
         <section class="panel">

@@ -1,7 +1,8 @@
 /**
  * Data: the data schema's tables; a grid paged with the Database API's filters and sort
  * (estimated totals on big tables, long cells cut); insert, edit, delete rows; bulk
- * delete; CSV export (streamed by the server) and import.
+ * delete; CSV export (streamed by the server) and import; each table's Access view
+ * (`#/data/<table>/access`, data-access.tsx).
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post } from '../api';
@@ -23,6 +24,7 @@ import { navigate, route } from '../router';
 import { RowForm, type TableInfo } from './data-row';
 import { FilterEditor, type Filter } from './data-filters';
 import { titleOf } from '../screen-list';
+import { AccessView } from './data-access';
 
 interface Sort {
   field: string;
@@ -81,7 +83,9 @@ export function Data() {
               ))}
             </ul>
           </nav>
-          {table ? (
+          {table && route.value.parts[2] === 'access' ? (
+            <AccessView key={table.name} table={table} />
+          ) : table ? (
             <Grid key={table.name} table={table} onChanged={tables.reload} />
           ) : (
             <section class="panel">
@@ -215,6 +219,9 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
           <Button icon="upload" onClick={() => setImporting(true)}>
             Import CSV
           </Button>
+          <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}/access`}>
+            <Icon name="lock" size={16} /> Access
+          </a>
           <a class="btn btn-secondary" href={exportHref} download={`${table.name}.csv`}>
             <Icon name="download" size={16} /> Export CSV
           </a>

@@ -1,0 +1,450 @@
+/**
+ * Data → a table → Access (docs/database.md, "Users' own data", "In the panel"): what
+ * `basalt_user` and `basalt_anon` may do with the table, row-level security, its policies,
+ * the warnings, whether it emits realtime changes, and "try as a user". Every change runs
+ * in one audited transaction and is written as a migration file, which the toast names.
+ */
+import { useState } from 'preact/hooks';
+import { get, post } from '../api';
+import {
+  Badge,
+  Button,
+  Empty,
+  ErrorNote,
+  Field,
+  FormModal,
+  Loading,
+  TextField,
+  confirm,
+  fieldError,
+  useAsync,
+  useSubmit,
+} from '../components/ui';
+import { toast } from '../components/toast';
+import { cell, number } from '../format';
+import type { TableAccess } from '../../modules/admin/data-access';
+import type { AccessChange } from '../../modules/admin/data-access-changes';
+import type { TableInfo } from './data-row';
+
+type Role = 'basalt_user' | 'basalt_anon';
+const ROLES: Role[] = ['basalt_user', 'basalt_anon'];
+const COLUMN_PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE'] as const;
+const COMMANDS = ['ALL', 'SELECT', 'INSERT', 'UPDATE', 'DELETE'] as const;
+
+export function AccessView({ table }: { table: TableInfo }) {
+  const path = `/data/${encodeURIComponent(table.name)}/access`;
+  const access = useAsync(() => get<TableAccess>(path), [table.name]);
+  const [granting, setGranting] = useState(false);
+  const [newPolicy, setNewPolicy] = useState(false);
+  const apply = async (changes: AccessChange[], done: string) => {
+    const r = await post<{ access: TableAccess; migration: { file: string } }>(path, { changes });
+    toast(`${done} Written to ${r.migration.file.split('/').pop()} in migrations.dir.`);
+    access.reload();
+  };
+  const toggle = async (op: 'rls' | 'realtime', enabled: boolean) => {
+    try {
+      await apply(
+        [{ op, enabled }],
+        `${op === 'rls' ? 'Row-level security' : 'Realtime'} turned ${enabled ? 'on' : 'off'}.`,
+      );
+    } catch (e) {
+      toast(`Nothing changed: ${(e as Error).message}`, 'error');
+    }
+  };
+  const drop = async (name: string) => {
+    if (
+      !(await confirm({
+        title: `Drop the policy ${name}?`,
+        body: <p>The rows it let users see or write are no longer reachable through it.</p>,
+        action: 'Drop',
+        danger: true,
+      }))
+    )
+      return;
+    try {
+      await apply([{ op: 'drop_policy', name }], `Policy ${name} dropped.`);
+    } catch (e) {
+      toast(`Nothing changed: ${(e as Error).message}`, 'error');
+    }
+  };
+  const a = access.data;
+  return (
+    <section class="panel" aria-label={`Access to ${table.name}`}>
+      <div class="panel-head">
+        <h2>
+          {table.name}{' '}
+          <span class="muted" style={{ fontWeight: 400 }}>
+            · who may read and write it
+          </span>
+        </h2>
+        <div class="page-actions">
+          <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}`}>
+            Rows
+          </a>
+        </div>
+      </div>
+      <ErrorNote error={access.error} onRetry={access.reload} />
+      {access.loading && !a && <Loading />}
+      {a && (
+        <div class="panel-body access">
+          {a.warnings.map((w) => (
+            <div class="notice notice-warn" role="note" key={w.code + (w.column ?? '')}>
+              {w.message}
+            </div>
+          ))}
+          <div class="access-switches">
+            <div class="card access-switch">
+              <div>
+                <strong>Row-level security</strong> <Badge tone={a.rls ? 'ok' : 'warn'}>{a.rls ? 'on' : 'off'}</Badge>
+                <p class="muted">
+                  {a.rls
+                    ? 'Users and anon reach only the rows a policy allows.'
+                    : 'Off: a role granted the table reaches every row.'}
+                </p>
+              </div>
+              <Button onClick={() => toggle('rls', !a.rls)}>{a.rls ? 'Turn off' : 'Turn on'}</Button>
+            </div>
+            <div class="card access-switch">
+              <div>
+                <strong>Realtime</strong>{' '}
+                <Badge tone={a.realtime ? 'ok' : 'neutral'}>{a.realtime ? 'on' : 'off'}</Badge>
+                <p class="muted">
+                  {a.realtime
+                    ? 'Changes are streamed to subscribers allowed to see them.'
+                    : table.primary_key.length
+                      ? 'Changes are not streamed.'
+                      : 'Needs a primary key to emit changes.'}
+                </p>
+              </div>
+              <Button
+                onClick={() => toggle('realtime', !a.realtime)}
+                disabled={!a.realtime && !table.primary_key.length}
+              >
+                {a.realtime ? 'Turn off' : 'Turn on'}
+              </Button>
+            </div>
+          </div>
+
+          <div class="panel-head">
+            <h3>Grants</h3>
+            <Button icon="plus" onClick={() => setGranting(true)}>
+              Grant or revoke
+            </Button>
+          </div>
+          <div class="table-wrap">
+            <table class="grid" data-testid="grants">
+              <thead>
+                <tr>
+                  <th>Column</th>
+                  {ROLES.map((r) => (
+                    <th key={r}>{r}</th>
+                  ))}
+                </tr>
+              </thead>
+              <tbody>
+                {table.columns.map((c) => (
+                  <tr key={c.name}>
+                    <td>{c.name}</td>
+                    {ROLES.map((r) => (
+                      <td key={r}>{(a.roles[r]?.columns[c.name] ?? []).join(', ') || <span class="muted">—</span>}</td>
+                    ))}
+                  </tr>
+                ))}
+                <tr>
+                  <td>
+                    <em>delete rows</em>
+                  </td>
+                  {ROLES.map((r) => (
+                    <td key={r}>{a.roles[r]?.delete ? 'DELETE' : <span class="muted">—</span>}</td>
+                  ))}
+                </tr>
+              </tbody>
+            </table>
+          </div>
+
+          <div class="panel-head">
+            <h3>Policies</h3>
+            <Button icon="plus" onClick={() => setNewPolicy(true)}>
+              New policy
+            </Button>
+          </div>
+          {a.policies.length ? (
+            <div class="table-wrap">
+              <table class="grid" data-testid="policies">
+                <thead>
+                  <tr>
+                    <th>Name</th>
+                    <th>For</th>
+                    <th>Roles</th>
+                    <th>Using</th>
+                    <th>With check</th>
+                    <th>
+                      <span class="sr-only">Drop</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {a.policies.map((p) => (
+                    <tr key={p.name}>
+                      <td>
+                        {p.name} {!p.permissive && <Badge tone="info">restrictive</Badge>}
+                      </td>
+                      <td>{p.command}</td>
+                      <td>{p.roles.join(', ')}</td>
+                      <td>{p.using && <code>{p.using}</code>}</td>
+                      <td>{p.with_check && <code>{p.with_check}</code>}</td>
+                      <td>
+                        <Button
+                          variant="danger"
+                          icon="trash"
+                          onClick={() => drop(p.name)}
+                          aria-label={`Drop ${p.name}`}
+                        >
+                          Drop
+                        </Button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          ) : (
+            <Empty icon="lock" title="No policies">
+              {a.rls ? 'With row-level security on and no policy, users and anon see no row.' : undefined}
+            </Empty>
+          )}
+
+          <TryAs table={table} />
+        </div>
+      )}
+      {granting && (
+        <GrantForm
+          table={table}
+          onClose={() => setGranting(false)}
+          apply={async (c, done) => {
+            await apply(c, done);
+            setGranting(false);
+          }}
+        />
+      )}
+      {newPolicy && (
+        <PolicyForm
+          onClose={() => setNewPolicy(false)}
+          apply={async (c, done) => {
+            await apply(c, done);
+            setNewPolicy(false);
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+type Apply = (changes: AccessChange[], done: string) => Promise<void>;
+
+function Select<T extends string>({
+  label,
+  value,
+  options,
+  onValue,
+}: {
+  label: string;
+  value: T;
+  options: readonly T[];
+  onValue: (v: T) => void;
+}) {
+  return (
+    <Field label={label}>
+      {(id) => (
+        <select id={id} value={value} onChange={(e) => onValue(e.currentTarget.value as T)}>
+          {options.map((o) => (
+            <option key={o} value={o}>
+              {o}
+            </option>
+          ))}
+        </select>
+      )}
+    </Field>
+  );
+}
+
+function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () => void; apply: Apply }) {
+  const [op, setOp] = useState<'grant' | 'revoke'>('grant');
+  const [role, setRole] = useState<Role>('basalt_user');
+  const [privilege, setPrivilege] = useState<'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE'>('SELECT');
+  const [columns, setColumns] = useState('');
+  const { busy, error, submit } = useSubmit(async () => {
+    const cols = columns
+      .split(',')
+      .map((c) => c.trim())
+      .filter(Boolean);
+    await apply(
+      [{ op, role, privilege, ...(cols.length ? { columns: cols } : {}) }],
+      `${op === 'grant' ? 'Granted' : 'Revoked'} ${privilege} ${op === 'grant' ? 'to' : 'from'} ${role}.`,
+    );
+  });
+  return (
+    <FormModal title={`Grants on ${table.name}`} onClose={onClose} busy={busy} action="Apply" formId="grant-form">
+      <form id="grant-form" class="form" onSubmit={submit}>
+        <ErrorNote error={error} />
+        <Select label="Change" value={op} options={['grant', 'revoke'] as const} onValue={setOp} />
+        <Select label="Role" value={role} options={ROLES} onValue={setRole} />
+        <Select
+          label="Privilege"
+          value={privilege}
+          options={[...COLUMN_PRIVILEGES, 'DELETE'] as const}
+          onValue={setPrivilege}
+        />
+        <TextField
+          label="Columns (optional)"
+          value={columns}
+          onValue={setColumns}
+          error={fieldError(error, 'changes[0]')}
+          placeholder={table.columns.map((c) => c.name).join(', ')}
+          hint="Comma-separated; empty: the whole table. A grant of INSERT also grants the serial columns' sequences."
+          spellcheck={false}
+        />
+      </form>
+    </FormModal>
+  );
+}
+
+function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
+  const [name, setName] = useState('');
+  const [command, setCommand] = useState<(typeof COMMANDS)[number]>('ALL');
+  const [roles, setRoles] = useState<Role[]>(['basalt_user']);
+  const [using, setUsing] = useState('owner_id = basalt.uid()');
+  const [check, setCheck] = useState('');
+  const [restrictive, setRestrictive] = useState(false);
+  const { busy, error, submit } = useSubmit(async () => {
+    await apply(
+      [
+        {
+          op: 'create_policy',
+          name,
+          command,
+          roles,
+          permissive: !restrictive,
+          using: command === 'INSERT' ? null : using || null,
+          with_check: command === 'SELECT' || command === 'DELETE' ? null : check || null,
+        },
+      ],
+      `Policy ${name} created.`,
+    );
+  });
+  const problem = fieldError(error, 'changes[0]') ?? fieldError(error, 'changes');
+  return (
+    <FormModal wide title="New policy" onClose={onClose} busy={busy} action="Create" formId="policy-form">
+      <form id="policy-form" class="form" onSubmit={submit}>
+        <ErrorNote error={problem ? undefined : error} />
+        <TextField label="Name" value={name} onValue={setName} required maxLength={63} autoFocus />
+        <Select label="For" value={command} options={COMMANDS} onValue={setCommand} />
+        <fieldset class="field">
+          <legend>Roles</legend>
+          {ROLES.map((r) => (
+            <label key={r} class="check">
+              <input
+                type="checkbox"
+                checked={roles.includes(r)}
+                onChange={() => setRoles(roles.includes(r) ? roles.filter((x) => x !== r) : [...roles, r])}
+              />{' '}
+              {r}
+            </label>
+          ))}
+        </fieldset>
+        {command !== 'INSERT' && (
+          <TextField
+            label="Using (rows it may see or change)"
+            value={using}
+            onValue={setUsing}
+            spellcheck={false}
+            hint="A SQL expression on the row, e.g. owner_id = basalt.uid()"
+          />
+        )}
+        {command !== 'SELECT' && command !== 'DELETE' && (
+          <TextField
+            label="With check (rows it may write)"
+            value={check}
+            onValue={setCheck}
+            spellcheck={false}
+            error={problem}
+            hint="Empty: the Using expression applies"
+          />
+        )}
+        {(command === 'SELECT' || command === 'DELETE') && problem && <p class="field-error">{problem}</p>}
+        <label class="check">
+          <input type="checkbox" checked={restrictive} onChange={() => setRestrictive(!restrictive)} /> Restrictive
+          (AND-ed with the others instead of OR-ed)
+        </label>
+      </form>
+    </FormModal>
+  );
+}
+
+function TryAs({ table }: { table: TableInfo }) {
+  const [userId, setUserId] = useState('');
+  const [result, setResult] = useState<{ rows: Record<string, unknown>[]; count: number; as: string } | null>(null);
+  const { busy, error, submit } = useSubmit(async () => {
+    setResult(null);
+    setResult(
+      await post(`/data/${encodeURIComponent(table.name)}/try-as`, {
+        user_id: userId.trim() || null,
+        limit: 20,
+      }),
+    );
+  });
+  const columns = result?.rows[0] ? Object.keys(result.rows[0]) : [];
+  return (
+    <div class="try-as">
+      <div class="panel-head">
+        <h3>Try as a user</h3>
+      </div>
+      <form class="form form-inline" onSubmit={submit}>
+        <TextField
+          label="Site user id"
+          value={userId}
+          onValue={setUserId}
+          placeholder="empty: anon"
+          error={fieldError(error, 'user_id')}
+          spellcheck={false}
+        />
+        <Button type="submit" variant="primary" busy={busy}>
+          Run select
+        </Button>
+      </form>
+      <ErrorNote error={fieldError(error, 'user_id') ? undefined : error} />
+      {result && (
+        <div data-testid="try-as-result">
+          <p class="muted">
+            As {result.as}: {number(result.count)} row{result.count === 1 ? '' : 's'} (at most 20 shown). Read-only;
+            recorded in the audit log.
+          </p>
+          {result.rows.length > 0 && (
+            <div class="table-wrap">
+              <table class="grid">
+                <thead>
+                  <tr>
+                    {columns.map((c) => (
+                      <th key={c}>{c}</th>
+                    ))}
+                  </tr>
+                </thead>
+                <tbody>
+                  {result.rows.map((r, i) => (
+                    <tr key={i}>
+                      {columns.map((c) => (
+                        <td key={c} class="cell">
+                          {cell(r[c])}
+                        </td>
+                      ))}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </div>
+      )}
+    </div>
+  );
+}

@@ -207,6 +207,8 @@ interface Result {
 }
 
 const results: Result[] = [];
+const IDLE_SECONDS = 3;
+const idle: Record<string, { baselineMsPerSecond: number; basaltMsPerSecond: number }> = {};
 const started = performance.now();
 const load0 = loadavg()[0]!;
 const wrkBin = requireWrk('bench:http');
@@ -278,6 +280,13 @@ for (const engine of ENGINES) {
     await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
     await waitFor(baseUrl + '/', base, 'the baseline');
     const meters = meterSql ? backendMeters(meterSql, new URL(db.url).pathname.slice(1)) : undefined;
+    // What each server spends with no load (background workers, timers): CPU per request counts it too.
+    const idle0 = [cpuSeconds(base.pid!), cpuSeconds(basalt.pid!)];
+    await Bun.sleep(IDLE_SECONDS * 1000);
+    idle[engine] = {
+      baselineMsPerSecond: ((cpuSeconds(base.pid!) - idle0[0]!) / IDLE_SECONDS) * 1000,
+      basaltMsPerSecond: ((cpuSeconds(basalt.pid!) - idle0[1]!) / IDLE_SECONDS) * 1000,
+    };
 
     const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
     for (const w of WORKLOADS) {
@@ -321,7 +330,7 @@ for (const engine of ENGINES) {
         const per = w === 'tx' ? 5 : 1;
         const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000);
         const rpsRatios = pairs.map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
-        const mid = median(cpuRatios);
+        const mid = quantile(cpuRatios, 0.5);
         const target = TARGET[w]!;
         const met = mid >= target;
         const verdict = met
@@ -333,7 +342,7 @@ for (const engine of ENGINES) {
           connections: c,
           target,
           cpuRatio: { median: mid, q1: quantile(cpuRatios, 0.25), q3: quantile(cpuRatios, 0.75), pairs: cpuRatios },
-          rpsRatio: { median: median(rpsRatios), pairs: rpsRatios },
+          rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
           met,
           verdict,
           baseline: side(
@@ -403,6 +412,10 @@ printTable(
 );
 console.log('');
 for (const r of results) console.log(`${r.engine} ${LABEL[r.workload]}, ${r.connections} conns: ${r.verdict}`);
+for (const [engine, x] of Object.entries(idle))
+  console.log(
+    `${engine}: idle CPU before the cells, ms per second: baseline ${x.baselineMsPerSecond.toFixed(1)}, Basalt ${x.basaltMsPerSecond.toFixed(1)}`,
+  );
 const met = results.filter((r) => r.met).length;
 console.log(
   `\n${met} of ${results.length} cells met. ${machine}; load average ${load0.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after; ${minutes.toFixed(1)} min.`,
@@ -420,6 +433,7 @@ writeFileSync(
       repeats: REPEATS,
       loadAverage: { before: load0, after: loadavg()[0] },
       minutes,
+      idleCpu: idle,
       results,
     },
     null,

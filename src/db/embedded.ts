@@ -6,13 +6,13 @@ import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
-import { DatabaseUnavailableError, normalizeDbError, runTransaction } from './engine';
+import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { DurableNodeFS } from './embedded-fs';
 import { WireStatements } from './embedded-wire';
 import { privateDataDir, syncTree } from './private-files';
 import { undeclared } from '../util/undeclared';
-import { type GateOptions, type Place, WaitGate } from './wait-gate';
+import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
 
 // Same representation as the external driver: int8 and numeric stay strings.
 const parsers = {
@@ -292,11 +292,7 @@ export async function openEmbedded(
       return open > 0;
     },
     ...base,
-    begin,
-    waitAs,
-    cancelWaits: (key, err) => gate.cancel(key, err),
-    waits: gate.stats,
-    transaction: (fn, opts) => runTransaction(begin, fn, opts),
+    ...gatedMembers(gate, begin, waitAs),
     // PGlite serializes LISTEN/UNLISTEN on a lock of their own, apart from statements.
     listen: (channel, cb) =>
       run(async () => {

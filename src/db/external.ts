@@ -1,7 +1,7 @@
 import postgres from 'postgres';
 import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
-import { driverCall as run, runTransaction } from './engine';
-import { type GateOptions, WaitGate } from './wait-gate';
+import { driverCall as run } from './engine';
+import { gatedMembers, type GateOptions, WaitGate } from './wait-gate';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
 
@@ -143,11 +143,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     kind: 'external',
     describe: describeUrl(url),
     ...base,
-    begin,
-    waitAs,
-    cancelWaits: (key, err) => gate.cancel(key, err),
-    waits: gate.stats,
-    transaction: (fn, opts) => runTransaction(begin, fn, opts),
+    ...gatedMembers(gate, begin, waitAs),
     listen: (channel, cb) =>
       run(async () => {
         const sub = await sql.listen(channel, cb);

@@ -25,7 +25,17 @@
  * holder decides: the Database API rolls back a transaction idle for at least the time
  * asked and keeps a busy one, which is asked again when it becomes idle (`Place.idle`).
  */
-import { DatabaseBusyError, WaitAbandonedError, type WaitOptions, type WaitStats } from './engine';
+import {
+  DatabaseBusyError,
+  runTransaction,
+  WaitAbandonedError,
+  type Db,
+  type Queryable,
+  type Tx,
+  type TxOptions,
+  type WaitOptions,
+  type WaitStats,
+} from './engine';
 import { isInteractive } from './interactive';
 
 /** How long interactive platform work waits behind an idle API transaction before asking it to yield. */
@@ -296,4 +306,19 @@ async function holding<T>(p: Place, fn: () => Promise<T>): Promise<T> {
   } finally {
     p.release();
   }
+}
+
+/** The members of a Db that come from its wait gate, `begin` and `waitAs`: alike on both engines. */
+export function gatedMembers(
+  gate: WaitGate,
+  begin: (opts?: TxOptions) => Promise<Tx>,
+  waitAs: (w: WaitOptions) => Queryable,
+): Pick<Db, 'begin' | 'waitAs' | 'cancelWaits' | 'waits' | 'transaction'> {
+  return {
+    begin,
+    waitAs,
+    cancelWaits: (key, err) => gate.cancel(key, err),
+    waits: gate.stats,
+    transaction: (fn, opts) => runTransaction(begin, fn, opts),
+  };
 }

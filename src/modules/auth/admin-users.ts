@@ -8,7 +8,8 @@
  */
 import { PgError, type Queryable } from '../../db/engine';
 import { validationError } from '../../http/errors';
-import type { Basalt } from '../../services';
+import type { Platform } from '../../platform';
+import type { AuthService } from './service';
 import { hashPassword, passwordProblem } from './passwords';
 import { checkEmail, insertUser, mixedScriptAddress, markVerified, setPasswordHash, type UserRow } from './users';
 
@@ -23,7 +24,7 @@ export interface CheckedUserInput {
  * the normalized address and the password's hash.
  */
 export async function checkUserInput(
-  p: Basalt,
+  p: Platform,
   input: { email?: unknown; password?: unknown },
   require: ('email' | 'password')[],
 ): Promise<CheckedUserInput> {
@@ -73,16 +74,16 @@ export async function createUser(
 }
 
 /** A new password: every session of the user ends, and a lockout of the address is lifted. */
-export async function setUserPassword(p: Basalt, tx: Queryable, user: UserRow, hash: string): Promise<void> {
+export async function setUserPassword(auth: AuthService, tx: Queryable, user: UserRow, hash: string): Promise<void> {
   await setPasswordHash(tx, user.id, hash);
-  await p.services.auth.sessions.revokeUser(user.id, 'password_reset', undefined, tx);
-  await p.services.auth.unlock(user.email, tx);
+  await auth.sessions.revokeUser(user.id, 'password_reset', undefined, tx);
+  await auth.unlock(user.email, tx);
 }
 
 /** Mark the address verified (no mail); cached records of the user follow on every instance. */
-export async function markUserVerified(p: Basalt, tx: Queryable, userId: string): Promise<void> {
+export async function markUserVerified(auth: AuthService, tx: Queryable, userId: string): Promise<void> {
   await markVerified(tx, userId);
-  await p.services.auth.sessions.announce(`user:${userId}`, tx);
+  await auth.sessions.announce(`user:${userId}`, tx);
 }
 
 /**
@@ -90,7 +91,7 @@ export async function markUserVerified(p: Basalt, tx: Queryable, userId: string)
  * verified, or send the verification mail. Sessions stay; cached records follow.
  */
 export async function setUserEmail(
-  p: Basalt,
+  auth: AuthService,
   tx: Queryable,
   userId: string,
   email: string,
@@ -102,5 +103,5 @@ export async function setUserEmail(
       [userId, email],
     )
     .catch((e) => onEmail(e, taken));
-  await p.services.auth.sessions.announce(`user:${userId}`, tx);
+  await auth.sessions.announce(`user:${userId}`, tx);
 }

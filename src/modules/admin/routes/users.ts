@@ -19,7 +19,7 @@ import { userById } from '../../auth/users';
 type Action = (p: Basalt, user: AdminUserView, tx: Queryable) => Promise<unknown>;
 
 const actions: Record<string, Action> = {
-  verify: (p, u, tx) => markUserVerified(p, tx, u.id),
+  verify: (p, u, tx) => markUserVerified(p.services.auth, tx, u.id),
   disable: (p, u, tx) => p.services.auth.setDisabled(u.id, true, tx),
   enable: (p, u, tx) => p.services.auth.setDisabled(u.id, false, tx),
   'end-sessions': (p, u, tx) => p.services.auth.sessions.revokeUser(u.id, 'admin', undefined, tx),
@@ -82,7 +82,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         const input = await checkUserInput(p, body, ['password']);
         const user = await p.services.admin.audited(signedIn(admin).actor, 'users.password', async (tx, note) => {
           const u = await find(params.id, tx);
-          await setUserPassword(p, tx, (await userById(tx, u.id))!, input.hash!);
+          await setUserPassword(p.services.auth, tx, (await userById(tx, u.id))!, input.hash!);
           note(u.id, { email: u.email, password: 'changed', sessions: 'ended' });
           return (await p.services.auth.userDetail(u.id, tx))!;
         });
@@ -96,7 +96,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         const input = await checkUserInput(p, body, ['email']);
         const user = await p.services.admin.audited(signedIn(admin).actor, 'users.email', async (tx, note) => {
           const u = await find(params.id, tx);
-          await setUserEmail(p, tx, u.id, input.email!, () => taken(input.email!));
+          await setUserEmail(p.services.auth, tx, u.id, input.email!, () => taken(input.email!));
           note(u.id, { email: { before: u.email, after: input.email } }, input.email);
           return (await p.services.auth.userDetail(u.id, tx))!;
         });

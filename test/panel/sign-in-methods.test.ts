@@ -11,6 +11,7 @@ import { signInAdmin } from '../helpers/admin';
 import { startAdminServer } from '../admin/support';
 import { fragment, startProvider, walk, type TestProvider } from '../auth/provider';
 import { SCREENSHOTS } from './support';
+import { CLI_ACTOR } from '../../src/modules/admin/audit';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -76,6 +77,25 @@ describe.skipIf(!HAS_CHROMIUM)('sign-in methods in the panel', () => {
         await page.setViewportSize({ width, height: 900 });
         await providers.screenshot({ path: join(SCREENSHOTS, `provider-check-${width}.png`) });
       }
+
+      // A locked administrator shows on the dashboard (the backstop lowered to 2 for the test).
+      await s.settings.set('admin.lockout_backstop_threshold', 2);
+      const locked = `locked-${Date.now()}@example.com`;
+      await s.platform.services.admin.create(locked, 'locked admin password 1', CLI_ACTOR);
+      for (const from of ['198.18.7.1', '198.18.7.2'])
+        await s.req('POST', '/api/admin/auth/login', {
+          body: { email: locked, password: 'not the password' },
+          headers: { 'x-forwarded-for': from, 'sec-fetch-site': 'same-origin' },
+        });
+      await page.goto(`${s.url}/_/#/`);
+      const users = page.locator('.stat', { hasText: 'administrator' });
+      await users.getByText('1 locked', { exact: true }).waitFor();
+      for (const scheme of ['light', 'dark'] as const)
+        for (const width of [1280, 390]) {
+          await page.emulateMedia({ colorScheme: scheme });
+          await page.setViewportSize({ width, height: 900 });
+          await users.screenshot({ path: join(SCREENSHOTS, `dashboard-admin-locked-${width}-${scheme}.png`) });
+        }
     } finally {
       await browser.close();
     }

@@ -10,6 +10,7 @@ import { PgError, type Db } from '../../src/db/engine';
 import { openPlatform } from '../../src/platform';
 import { DataDirLockedError } from '../../src/db/datadir-lock';
 import { eventually } from '../helpers/wait';
+import { heapStats } from 'bun:jsc';
 
 async function open(f: FreshDb): Promise<Db> {
   const db = await openDb({ url: f.url, dataDir: f.dataDir });
@@ -113,6 +114,55 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     await eventually(() => got.length > 0, { timeout: 1000, interval: 10, what: 'the notification' });
     expect(got).toEqual(['hello']);
     await unlisten();
+  });
+
+  test('a NOTIFY inside a transaction arrives once, at commit', async () => {
+    const got: string[] = [];
+    const unlisten = await db.listen('basalt_test_tx_channel', (p) => got.push(p));
+    await db.transaction(async (tx) => {
+      await tx.query('SELECT pg_notify($1, $2)', ['basalt_test_tx_channel', 'in-tx']);
+      await Bun.sleep(50);
+      expect(got).toEqual([]);
+    });
+    await eventually(() => got.length > 0, { timeout: 1000, interval: 10, what: 'the notification' });
+    await Bun.sleep(50);
+    expect(got).toEqual(['in-tx']);
+    await unlisten();
+  });
+
+  test('a statement refused while parsing or binding leaves the session usable', async () => {
+    const syntax = await db.query('SELEC $1', ['x']).catch((e) => e);
+    expect(syntax).toBeInstanceOf(PgError);
+    expect(syntax.code).toBe('42601');
+    const int = await db.query('SELECT $1::int4 AS n', ['x']).catch((e) => e);
+    expect(int).toBeInstanceOf(PgError);
+    expect(int.code).toBe('22P02');
+    if (engine === 'embedded') {
+      // Refused by PGlite's serializer for the parameter's type, after the statement was parsed.
+      const bool = await db.query('SELECT $1::boolean AS b', ['maybe']).catch((e) => e);
+      expect(bool).toBeInstanceOf(Error);
+    }
+    const ok = await db.query<{ b: boolean; n: number }>('SELECT $1::boolean AS b, $2::int4 AS n', [true, 7]);
+    expect(ok.rows).toEqual([{ b: true, n: 7 }]);
+    const tx = await db.begin();
+    await expect(tx.query('SELECT $1::int4 / 0', [1])).rejects.toBeInstanceOf(PgError);
+    await tx.rollback();
+    expect((await db.query('SELECT 2 AS two')).rows).toEqual([{ two: 2 }]);
+  });
+
+  test.if(engine === 'embedded')('embedded statements leave no ArrayBuffer behind', async () => {
+    // PGlite's own query path left ~60 per 10-row select (docs/operations.md, "The embedded engine under load").
+    await db.exec(
+      'CREATE TABLE public.t_buffers AS SELECT g AS id, g % 10 AS grp, md5(g::text) AS name FROM generate_series(1, 1000) g',
+    );
+    const count = () => heapStats().objectTypeCounts.ArrayBuffer ?? 0;
+    Bun.gc(true);
+    const before = count();
+    for (let i = 0; i < 500; i++) {
+      const r = await db.query('SELECT id, grp, name FROM public.t_buffers WHERE grp = $1 LIMIT 10', [i % 10]);
+      expect(r.rows).toHaveLength(10);
+    }
+    expect(count() - before).toBeLessThan(100);
   });
 
   test('upgrading past 080: live idempotency records move onto their jobs, the record table goes', async () => {

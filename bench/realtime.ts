@@ -12,9 +12,10 @@
  * itself: an upper bound) and from its answer (the commit came before: a lower bound), the
  * server's CPU per 1,000 delivered events (writes included), its RSS at the end.
  *
- *   bun bench/realtime.ts                                   # embedded, the spec's sizes
+ *   npm run bench:realtime                                  # embedded, the spec's sizes
  *   BENCH_USERS=10 BENCH_SECONDS=10 bun bench/realtime.ts    # a short sanity run
- *   BASALT_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun bench/realtime.ts   # both engines
+ *   BASALT_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:realtime   # both engines
+ * (npm run sets BUN_CONFIG_MAX_HTTP_REQUESTS: 500 streams are more than Bun's fetch opens at once by default.)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,6 +25,13 @@ import { benchDb, cpuSeconds, fmt, freePort, median, p99, printTable, rssMiB, wa
 
 const USERS = Number(process.env.BENCH_USERS ?? 50);
 const STREAMS = Number(process.env.BENCH_STREAMS_PER_USER ?? 10);
+// Bun's fetch opens at most BUN_CONFIG_MAX_HTTP_REQUESTS (256) requests at once and queues
+// the rest without a word: 500 open streams need more (npm run bench:realtime sets 4096).
+const FETCH_MAX = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
+if (USERS * STREAMS + 16 > FETCH_MAX)
+  throw new Error(
+    `${USERS * STREAMS} streams need BUN_CONFIG_MAX_HTTP_REQUESTS above ${USERS * STREAMS + 16} (have ${FETCH_MAX}): run npm run bench:realtime`,
+  );
 const RATE = Number(process.env.BENCH_RATE ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
 const ROOT = join(import.meta.dir, '..');

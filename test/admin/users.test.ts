@@ -20,7 +20,9 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
       headers: { 'x-forwarded-for': ip() },
     });
   beforeAll(async () => {
-    s = await startAdminServer(engine, { env: { BASALT_AUTH_LOCKOUT_THRESHOLD: '2' } });
+    s = await startAdminServer(engine, {
+      env: { BASALT_AUTH_LOCKOUT_THRESHOLD: '2', BASALT_AUTH_LOCKOUT_BACKSTOP_THRESHOLD: '3' },
+    });
     a = await signInAdmin(s);
   }, 60_000);
   afterAll(() => s.stop());
@@ -48,17 +50,29 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
 
   test('unlock: a locked account signs in again at once', async () => {
     const u = await signInUser(s);
-    for (let i = 0; i < 2; i++)
-      await s.req('POST', '/api/v1/auth/login', {
+    const wrong = (from: string) =>
+      s.req('POST', '/api/v1/auth/login', {
         body: { email: u.email, password: 'wrong wrong wrong' },
-        headers: { 'x-forwarded-for': ip() },
+        headers: { 'x-forwarded-for': from },
       });
+    // Two failures from one address lock that address out only: the detail names it.
+    const outsider = ip();
+    for (let i = 0; i < 2; i++) await wrong(outsider);
+    expect((await login(u.email)).status).toBe(200);
+    const one = await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}`);
+    expect(one.body.data.user.locked_until).toBeNull();
+    expect(one.body.data.lock.sources).toEqual([
+      expect.objectContaining({ ip: outsider, locked_until: expect.any(String) }),
+    ]);
+    // The backstop (3 failures from any addresses) locks the account for everyone.
+    await wrong(ip());
     expectAError(await login(u.email), 429, 'account_locked');
     const detail = await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}`);
     expect(detail.body.data.user.locked_until).toEqual(expect.any(String));
     const r = await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/unlock`);
     expect(r.body.data.user.locked_until).toBeNull();
     expect((await login(u.email)).status).toBe(200);
+    expect((await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}`)).body.data.lock.sources).toEqual([]);
   });
 
   test('delete: the user and their sessions are gone; their token stops; the address can register again', async () => {

@@ -153,9 +153,12 @@ function UserList() {
 function UserDetail({ id }: { id: string }) {
   const { data, error, loading, reload } = useAsync(
     () =>
-      get<{ user: User; sessions: UserSession[]; verification_mail: string | null }>(
-        `/users/${encodeURIComponent(id)}`,
-      ),
+      get<{
+        user: User;
+        sessions: UserSession[];
+        lock?: { sources: { ip: string; locked_until: string | null }[] };
+        verification_mail: string | null;
+      }>(`/users/${encodeURIComponent(id)}`),
     [id],
   );
   const [busy, setBusy] = useState<string | null>(null);
@@ -194,6 +197,8 @@ function UserDetail({ id }: { id: string }) {
   };
   const u = data?.user;
   const locked = u?.locked_until && new Date(u.locked_until) > new Date();
+  // Addresses locked out of this account on their own (wrong passwords from there); the owner elsewhere is not.
+  const lockedOut = (data?.lock?.sources ?? []).filter((s) => s.locked_until && new Date(s.locked_until) > new Date());
   return (
     <>
       <a class="back" href="#/users">
@@ -312,7 +317,17 @@ function UserDetail({ id }: { id: string }) {
                   <dt>Disabled</dt>
                   <dd>{u.disabled_at ? dateTime(u.disabled_at) : 'no'}</dd>
                   <dt>Locked until</dt>
-                  <dd>{locked ? dateTime(u.locked_until) : 'not locked'}</dd>
+                  <dd>
+                    {locked ? dateTime(u.locked_until) : 'not locked'}
+                    {lockedOut.length > 0 && (
+                      <>
+                        {' '}
+                        <Badge tone="warn" title={lockedOut.map((s) => s.ip).join(', ')}>
+                          {lockedOut.length} address{lockedOut.length === 1 ? '' : 'es'} locked out
+                        </Badge>
+                      </>
+                    )}
+                  </dd>
                 </dl>
               </div>
             </section>

@@ -16,7 +16,7 @@ import { issueMfaChallenge, MFA_TOKEN_SECONDS, TOTP_BOX, totpEnabled } from './t
 import { SessionStore, REFRESH_TOKEN_SECONDS, type Failure } from './sessions';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import { hit, limitPerMinute, pruneCounters, resetBuckets } from './rate-limit';
-import { userLockout, type LockoutLimits } from './lockout';
+import { userLockout, type LockoutLimits, type LockState } from './lockout';
 import {
   consumeActionToken,
   isLiveActionToken,
@@ -428,6 +428,11 @@ export class AuthService {
   /** One user as an administrator sees it, read in `tx` when given; undefined when none. */
   userDetail(id: string, tx?: Queryable): Promise<AdminUserView | undefined> {
     return userDetail(tx ?? this.p.db, id);
+  }
+
+  /** The sign-in lock of an address: the backstop and the client addresses failing or locked out (./lockout.ts). */
+  async lockState(email: string): Promise<LockState> {
+    return (await userLockout.states(this.p.db, [email], this.lockoutLimits().windowSeconds)).get(email)!;
   }
 
   /** The user's live sessions, newest first. */

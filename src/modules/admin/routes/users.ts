@@ -55,6 +55,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       return ok({
         user,
         sessions: await p.services.auth.userSessions(user.id),
+        lock: await p.services.auth.lockState(user.email),
         verification_mail: verificationMail(p, user),
       });
     })

@@ -143,7 +143,7 @@ function parseCommand(argv: string[], io: CliIO): Parsed | number {
 /** Run a parsed command with `platform` (or none); usage and fatal errors become exit codes. */
 async function execute({ cmd, values, positionals, globals }: Parsed, io: CliIO, platform?: Basalt): Promise<number> {
   try {
-    const code = await cmd.run({ values, positionals, platform, io, globals });
+    const code = await cmd.run({ values, positionals, platform, io, globals, runInProcess });
     return typeof code === 'number' ? code : 0;
   } catch (e) {
     if (e instanceof UsageError) {

@@ -22,8 +22,12 @@ export interface Command {
     platform?: Basalt;
     io: CliIO;
     globals: GlobalFlags;
+    /** Another command line, run on a given platform (`basalt serve`'s management socket). */
+    runInProcess: RunInProcess;
   }): Promise<number> | Promise<void>;
 }
+
+export type RunInProcess = (argv: string[], io: CliIO, platform: Basalt) => Promise<number>;
 
 export interface GlobalFlags {
   config?: string;

@@ -16,9 +16,9 @@ export const coreCommands: Command[] = [
     usage: 'basalt serve [--config FILE] [--data DIR] [--dev]',
     summary: 'Start the platform (the default command).',
     platform: false, // serve opens the platform itself to own its lifetime
-    async run({ globals }) {
+    async run({ globals, runInProcess }) {
       const { serveCommand } = await import('./serve-command');
-      return serveCommand(globals);
+      return serveCommand(globals, runInProcess);
     },
   },
   {

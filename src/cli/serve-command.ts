@@ -1,11 +1,11 @@
 import { openBasalt } from '../services';
 import { listen, type Running } from '../serve';
-import type { GlobalFlags } from './command';
+import type { GlobalFlags, RunInProcess } from './command';
 import { startControlSocket } from './control-socket';
 import { cliCommand, startBanner } from './start-banner';
 
 /** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
-export async function serveCommand(globals: GlobalFlags): Promise<number> {
+export async function serveCommand(globals: GlobalFlags, runInProcess: RunInProcess): Promise<number> {
   // The handlers come first, before anything is opened: a stop asked while the server
   // starts is a graceful stop as soon as what is open can be closed, never a kill.
   let signal: string | undefined;
@@ -45,7 +45,6 @@ export async function serveCommand(globals: GlobalFlags): Promise<number> {
   // Embedded: other `basalt` commands run inside this process over the management socket.
   // (Background workers, the backup schedule among them, are started by listen(): src/workers.ts.)
   if (platform.db.kind === 'embedded') {
-    const { runInProcess } = await import('../main');
     const close = startControlSocket(platform.dataDir, (argv, io) => runInProcess(argv, io, platform), platform.log);
     if (close) platform.onShutdown(close);
   }

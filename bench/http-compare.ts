@@ -1,0 +1,69 @@
+/**
+ * Two bench:http results (their JSON) side by side: per cell, the CPU ratio of each run with its
+ * interquartile range, the difference, whether the runs agree within BENCH_AGREE (0.05), and the
+ * target with each run's verdict. Prints a markdown table (docs/operations.md, "Two whole runs").
+ *
+ *   bun bench/http-compare.ts bench/results/http-A.json bench/results/http-B.json
+ */
+import { readFileSync } from 'node:fs';
+import { printTable } from './support';
+
+interface Result {
+  engine: string;
+  workload: string;
+  connections: number;
+  target: number;
+  cpuRatio: { median: number; q1: number; q3: number };
+  met: boolean;
+}
+interface Run {
+  date: string;
+  machine: string;
+  minutes: number;
+  loadAverage: { before: number; after: number };
+  results: Result[];
+}
+
+const AGREE = Number(process.env.BENCH_AGREE ?? 0.05);
+const [a, b] = process.argv.slice(2).map((f) => JSON.parse(readFileSync(f, 'utf8')) as Run);
+if (!a || !b) {
+  console.error('usage: bun bench/http-compare.ts <run 1>.json <run 2>.json');
+  process.exit(2);
+}
+/** A figure, or — where a run measured none (JSON writes NaN as null). */
+const n = (v: number | null) => (v === null ? '—' : v.toFixed(2));
+const key = (r: Result) => `${r.engine} ${r.workload} ${r.connections}`;
+const second = new Map(b.results.map((r) => [key(r), r]));
+const ratio = (r: Result) => `${n(r.cpuRatio.median)} (${n(r.cpuRatio.q1)}–${n(r.cpuRatio.q3)})`;
+const verdict = (r: Result) => (r.met ? 'met' : `−${n(r.target - r.cpuRatio.median)}`);
+const rows = [
+  ['engine', 'workload', 'conns', 'run 1', 'run 2', 'difference', `within ${AGREE}`, 'target', 'run 1 / run 2'],
+];
+let agree = 0;
+let cells = 0;
+for (const x of a.results) {
+  const y = second.get(key(x));
+  if (!y) continue;
+  cells++;
+  const d =
+    x.cpuRatio.median === null || y.cpuRatio.median === null
+      ? Number.NaN
+      : Math.abs(x.cpuRatio.median - y.cpuRatio.median);
+  if (d <= AGREE) agree++;
+  rows.push([
+    x.engine,
+    x.workload,
+    String(x.connections),
+    ratio(x),
+    ratio(y),
+    Number.isNaN(d) ? '—' : d.toFixed(2),
+    d <= AGREE ? 'yes' : 'no',
+    `≥ ${x.target}`,
+    `${verdict(x)} / ${verdict(y)}`,
+  ]);
+}
+printTable(
+  rows,
+  `CPU ratio (baseline CPU per request / Basalt's), median of the pairs (IQR). Run 1: ${a.date}, ${a.minutes.toFixed(1)} min, load ${a.loadAverage.before.toFixed(1)}→${a.loadAverage.after.toFixed(1)}; run 2: ${b.date}, ${b.minutes.toFixed(1)} min, load ${b.loadAverage.before.toFixed(1)}→${b.loadAverage.after.toFixed(1)}; ${a.machine}\n`,
+);
+console.log(`\n${agree} of ${cells} cells agree within ${AGREE}.`);

@@ -179,7 +179,8 @@ interface Side {
 }
 
 /** The medians of one side's runs; a transaction round counts as one request of 5. */
-function side(cells: Cell[], per: number): Side {
+function side(all: Cell[], per: number): Side {
+  const cells = all.some((c) => c.requests > 0) ? all.filter((c) => c.requests > 0) : all;
   const m = (f: (c: Cell) => number) => median(cells.map(f));
   const pg = cells.every((c) => c.alsoCpu !== undefined) ? m((c) => (c.alsoCpu! / c.requests) * 1000 * per) : undefined;
   return {
@@ -189,7 +190,7 @@ function side(cells: Cell[], per: number): Side {
     cpuMsPerRequest: m((c) => c.cpuPer1000 * per),
     ...(pg === undefined ? {} : { pgCpuMsPerRequest: pg }),
     rssMiB: m((c) => c.rss),
-    errors: cells.reduce((n, c) => n + c.errors, 0),
+    errors: all.reduce((n, c) => n + c.errors, 0),
   };
 }
 
@@ -330,7 +331,8 @@ for (const engine of ENGINES) {
           }
         }
         const per = w === 'tx' ? 5 : 1;
-        const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000);
+        // A run that completed no request (a server that stalled for the whole second) gives no ratio.
+        const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
         const rpsRatios = pairs.map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
         const mid = quantile(cpuRatios, 0.5);
         const target = TARGET[w]!;
@@ -395,7 +397,8 @@ for (const r of results) {
     LABEL[r.workload]! + errors,
     String(r.connections),
     `${ms(r.baseline.cpuMsPerRequest)} / ${ms(r.basalt.cpuMsPerRequest)}`,
-    `${r.cpuRatio.median.toFixed(2)} (${r.cpuRatio.q1.toFixed(2)}–${r.cpuRatio.q3.toFixed(2)})`,
+    `${r.cpuRatio.median.toFixed(2)} (${r.cpuRatio.q1.toFixed(2)}–${r.cpuRatio.q3.toFixed(2)})` +
+      (r.cpuRatio.pairs.length < REPEATS ? ` [${r.cpuRatio.pairs.length} of ${REPEATS} pairs]` : ''),
     `≥ ${r.target}`,
     `${fmt(r.baseline.rps)} / ${fmt(r.basalt.rps)}`,
     r.rpsRatio.median.toFixed(2),

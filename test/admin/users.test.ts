@@ -205,6 +205,12 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
     const r = await adminReq(s, a, 'GET', `/api/admin/users?search=${encodeURIComponent(part)}`);
     expect(r.body.data.users.map((x: any) => x.id)).toEqual([u.user.id]);
     expect((await adminReq(s, a, 'GET', '/api/admin/users?search=%25')).body.data.total).toBe(0);
+    // Domains are stored in their xn-- form; a whole Unicode label finds them.
+    const label = `bücher-${Date.now()}`;
+    const idn = await signInUser(s, { email: `idn@${label}.example` });
+    expect(idn.user.email).toContain('@xn--');
+    const found = await adminReq(s, a, 'GET', `/api/admin/users?search=${encodeURIComponent(`${label}.EXAMPLE`)}`);
+    expect(found.body.data.users.map((x: any) => x.id)).toContain(idn.user.id);
     expect((await adminReq(s, a, 'GET', '/api/admin/users?limit=0')).status).toBe(400);
   });
 });

@@ -4,6 +4,7 @@
  * `userSessions`, `countUsers`), so that only Public Auth reads its tables. Changes go
  * through the same service (setDisabled, deleteUser, unlock, session revocation).
  */
+import { domainToASCII } from 'node:url';
 import type { Queryable } from '../../db/engine';
 import { isUuid } from '../../util/uuid';
 
@@ -37,20 +38,21 @@ export async function searchUsers(
   q: Queryable,
   f: { search?: string; limit?: number; offset?: number },
 ): Promise<{ users: AdminUserView[]; total: number }> {
-  const pattern = f.search
-    ? `%${f.search
-        .trim()
-        .toLowerCase()
-        .replace(/[\\%_]/g, '\\$&')}%`
-    : null;
+  const term = f.search?.trim().toLowerCase();
+  const like = (t: string) => `%${t.replace(/[\\%_]/g, '\\$&')}%`;
+  const pattern = term ? like(term) : null;
+  // Domains are stored in their xn-- form (users.ts normalizeEmail): a search with a whole Unicode
+  // label (`bücher.example`, `a@bücher.example`) also looks for its xn-- form; part of a label cannot be.
+  const ascii = term && /[^\x00-\x7f]/.test(term) ? domainToASCII(term.slice(term.lastIndexOf('@') + 1)) : '';
+  const alt = ascii ? like(ascii) : pattern;
   const limit = Math.min(Math.max(f.limit ?? 50, 1), 500);
   const offset = Math.max(f.offset ?? 0, 0);
-  const where = pattern ? 'WHERE u.email LIKE $1' : 'WHERE $1::text IS NULL';
-  const total = (await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM basalt.users u ${where}`, [pattern]))
+  const where = pattern ? 'WHERE (u.email LIKE $1 OR u.email LIKE $2)' : 'WHERE $1::text IS NULL AND $2::text IS NULL';
+  const total = (await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM basalt.users u ${where}`, [pattern, alt]))
     .rows[0]!.n;
   const { rows } = await q.query<AdminUserView>(
-    `${SELECT} ${where} ORDER BY u.created_at DESC, u.id LIMIT $2 OFFSET $3`,
-    [pattern, limit, offset],
+    `${SELECT} ${where} ORDER BY u.created_at DESC, u.id LIMIT $3 OFFSET $4`,
+    [pattern, alt, limit, offset],
   );
   return { users: rows, total };
 }

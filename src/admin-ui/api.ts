@@ -6,18 +6,16 @@
  * operator typed.
  */
 import { signal } from '@preact/signals';
+import type { AdminAnswer, Responses } from '../modules/admin/responses';
 
-export interface Admin {
-  id: string;
-  email: string;
-  created_at: string;
-  last_login_at: string | null;
-}
+/**
+ * The `data` of an admin API answer as it arrives in JSON, typed from the schema the
+ * route declares (src/modules/admin/responses.ts): `get<AdminData<'keys'>>('/keys')`.
+ */
+export type AdminData<K extends keyof typeof Responses> = Wire<AdminAnswer<K>>;
 
-export interface Session {
-  admin: Admin;
-  csrf_token: string;
-}
+export type Session = AdminData<'session'>;
+export type Admin = Session['admin'];
 
 export class ApiError extends Error {
   constructor(

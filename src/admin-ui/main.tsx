@@ -5,7 +5,7 @@
 import { render } from 'preact';
 import { useEffect } from 'preact/hooks';
 import './theme';
-import { ApiError, get, session, setSession, type Session } from './api';
+import { ApiError, get, session, setSession, type AdminData, type Session } from './api';
 import { route } from './router';
 import { Shell } from './components/shell';
 import { Loading } from './components/ui';
@@ -46,7 +46,7 @@ async function boot() {
   booted = true;
   try {
     // The open state first: signed out, there is no /auth/me to ask (its 401 would be logged by the browser).
-    const state = await get<{ setup_required: boolean; signed_in: boolean }>('/auth/state');
+    const state = await get<AdminData<'authState'>>('/auth/state');
     setupRequired.value = state.setup_required;
     setSession(state.signed_in ? await get<Session>('/auth/me') : null);
   } catch (e) {

@@ -10,7 +10,7 @@ import { Icon, Logo } from './icons';
 import { SCREENS } from '../screen-list';
 import { Toasts, clearErrorToasts } from './toast';
 import { ConfirmHost } from './ui';
-import { get, post, session, sessionLost, setSession } from '../api';
+import { get, post, session, sessionLost, setSession, type AdminData } from '../api';
 import { route } from '../router';
 import { theme, toggleTheme } from '../theme';
 import { SignInForm } from '../screens/sign-in';
@@ -29,7 +29,7 @@ let facts: Promise<PlatformFacts> | undefined;
 export function platformFacts(): Promise<PlatformFacts> {
   return (facts ??= (async () => {
     try {
-      const { settings } = await get<{ settings: { key: string; value: unknown; source: string }[] }>('/settings');
+      const { settings } = await get<AdminData<'settings'>>('/settings');
       const find = (k: string) => settings.find((s) => s.key === k);
       const v = (k: string) => find(k)?.value;
       if (v('web.public_api_separate')) {

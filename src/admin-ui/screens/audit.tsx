@@ -1,7 +1,6 @@
 /** Audit log: every administrator change and sign-in, filtered by admin, action, target, time. Read-only. */
 import { useState } from 'preact/hooks';
-import { get, query, type Wire } from '../api';
-import type { AuditEntry as AuditRow } from '../../modules/admin/audit';
+import { get, query, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -17,7 +16,7 @@ import {
 import { dateTime, localToIso } from '../format';
 import { titleOf } from '../screen-list';
 
-export type AuditEntry = Wire<AuditRow>;
+export type AuditEntry = AdminData<'audit'>['entries'][number];
 
 const show = (v: unknown): string =>
   v === null || v === undefined ? '—' : typeof v === 'string' ? v : JSON.stringify(v);
@@ -158,7 +157,7 @@ export function Audit() {
   const { field, apply, pager, data, error, loading, reload } = useCursorList(
     { admin: '', action: '', target: '', since: '', until: '' },
     (f, before) =>
-      get<{ entries: AuditEntry[]; next_cursor: string | null }>(
+      get<AdminData<'audit'>>(
         '/audit' +
           query({
             admin: f.admin,

@@ -3,7 +3,7 @@
  * catalog), the secret shown once with a copy button, revoke.
  */
 import { useState } from 'preact/hooks';
-import { get, post } from '../api';
+import { get, post, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -25,29 +25,14 @@ import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
 import { titleOf } from '../screen-list';
 
-export interface Key {
-  id: string;
-  name?: string | null;
-  status?: 'active' | 'revoked' | 'expired';
-  type: 'public' | 'service';
-  service: string | null;
-  permissions: string[];
-  tables: string[];
-  display: string;
-  site: boolean;
-  created_at: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+export type Key = AdminData<'key'>['key'];
 
-const status = (k: Key) =>
-  k.status ?? (k.revoked_at ? 'revoked' : k.expires_at && new Date(k.expires_at) < new Date() ? 'expired' : 'active');
+const status = (k: Key) => k.status;
 
 const PERMISSIONS = ['mail:send', 'mail:*', 'db:query', 'db:*', 'files:upload', 'files:download', 'files:*'];
 
 export function Keys() {
-  const { data, error, loading, reload } = useAsync(() => get<{ keys: Key[] }>('/keys'), []);
+  const { data, error, loading, reload } = useAsync(() => get<AdminData<'keys'>>('/keys'), []);
   const [creating, setCreating] = useState(false);
   const [secret, setSecret] = useState<{ key: Key; secret: string } | null>(null);
   const [showRevoked, setShowRevoked] = useState(false);
@@ -212,7 +197,7 @@ function CreateKey({
       type === 'service'
         ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
         : { ...common, type, site };
-    onCreated(await post<{ key: Key; secret: string }>('/keys', body));
+    onCreated(await post<AdminData<'createdKey'>>('/keys', body));
     toast('Key created. Copy its secret now: it is shown only once.');
   });
   const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];

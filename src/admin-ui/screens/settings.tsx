@@ -5,14 +5,13 @@
  */
 import { SignInProviders } from './user-sign-in';
 import { useMemo, useState } from 'preact/hooks';
-import { ApiError, del, get, post, put, type Wire } from '../api';
-import type { SettingInfo } from '../../modules/admin/settings';
+import { ApiError, del, get, post, put, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
 
-export type Setting = Wire<SettingInfo>;
+export type Setting = AdminData<'setting'>['setting'];
 
 const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'accent' | 'info' | 'warn' }> = {
   default: { label: 'default', tone: 'neutral' },
@@ -22,7 +21,7 @@ const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'acce
 };
 
 export function Settings() {
-  const { data, error, loading, reload } = useAsync(() => get<{ settings: Setting[] }>('/settings'), []);
+  const { data, error, loading, reload } = useAsync(() => get<AdminData<'settings'>>('/settings'), []);
   const group = route.value.query.get('group') ?? '';
   const [search, setSearch] = useState('');
   const groups = useMemo(() => [...new Set((data?.settings ?? []).map((s) => s.group))], [data]);
@@ -146,7 +145,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const { setting } = await put<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`, {
+      const { setting } = await put<AdminData<'setting'>>(`/settings/${encodeURIComponent(s.key)}`, {
         value: fromText(s, text),
       });
       setText(toText(setting.value));
@@ -170,7 +169,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const { setting } = await del<{ setting: Setting }>(`/settings/${encodeURIComponent(s.key)}`);
+      const { setting } = await del<AdminData<'setting'>>(`/settings/${encodeURIComponent(s.key)}`);
       setText(toText(setting.value));
       toast(`${s.key} is back to its default.`);
       onChanged();

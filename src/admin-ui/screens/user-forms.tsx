@@ -3,7 +3,7 @@
  * change the e-mail. Every field the server finds wrong is named at once, at its field.
  */
 import { useState } from 'preact/hooks';
-import { patch, post } from '../api';
+import { patch, post, type AdminData } from '../api';
 import { ErrorNote, FormModal, PasswordField, TextField, fieldError, formError, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate } from '../router';
@@ -13,7 +13,7 @@ export function NewUser({ onClose }: { onClose: () => void }) {
   const [password, setPassword] = useState('');
   const [verified, setVerified] = useState(true);
   const { busy, error, submit } = useSubmit(async () => {
-    const { user } = await post<{ user: { id: string; email: string } }>('/users', { email, password, verified });
+    const { user } = await post<AdminData<'user'>>('/users', { email, password, verified });
     toast(`User ${user.email} created.`);
     onClose();
     navigate(`/users/${user.id}`);

@@ -4,7 +4,7 @@
  * verification (or what it needs), delete.
  */
 import { useState } from 'preact/hooks';
-import { del, get, post, query } from '../api';
+import { del, get, post, query, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
@@ -14,23 +14,7 @@ import { UserSignInMethods } from './user-sign-in';
 import { EditEmail, NewUser, SetPassword } from './user-forms';
 import { titleOf } from '../screen-list';
 
-interface User {
-  id: string;
-  email: string;
-  email_verified_at: string | null;
-  disabled_at: string | null;
-  created_at: string;
-  last_login_at: string | null;
-  locked_until: string | null;
-}
-interface UserSession {
-  id: string;
-  created_at: string;
-  last_used_at: string | null;
-  expires_at: string;
-  ip: string | null;
-  user_agent: string | null;
-}
+type User = AdminData<'user'>['user'];
 
 const PAGE = 50;
 
@@ -55,7 +39,7 @@ function UserList() {
   const [applied, setApplied] = useState(search);
   const [offset, setOffset] = useState(0);
   const { data, error, loading, reload } = useAsync(
-    () => get<{ users: User[]; total: number }>('/users' + query({ search: applied, limit: PAGE, offset })),
+    () => get<AdminData<'users'>>('/users' + query({ search: applied, limit: PAGE, offset })),
     [applied, offset],
   );
   const [creating, setCreating] = useState(false);
@@ -152,13 +136,7 @@ function UserList() {
 
 function UserDetail({ id }: { id: string }) {
   const { data, error, loading, reload } = useAsync(
-    () =>
-      get<{
-        user: User;
-        sessions: UserSession[];
-        lock?: { sources: { ip: string; locked_until: string | null }[] };
-        verification_mail: string | null;
-      }>(`/users/${encodeURIComponent(id)}`),
+    () => get<AdminData<'userDetail'>>(`/users/${encodeURIComponent(id)}`),
     [id],
   );
   const [busy, setBusy] = useState<string | null>(null);

@@ -21,7 +21,7 @@ export interface SettingInfo {
   operator_only: string | null;
   live: boolean;
   type: SettingDef['kind'];
-  values?: readonly string[];
+  values?: string[];
   min?: number;
   max?: number;
   description: string;
@@ -50,7 +50,7 @@ export function settingInfo(p: Basalt, def: SettingDef): SettingInfo {
     operator_only: def.operatorOnly ?? null,
     live: !def.restart,
     type: def.kind,
-    ...(def.values ? { values: def.values } : {}),
+    ...(def.values ? { values: [...def.values] } : {}),
     ...(def.min !== undefined ? { min: def.min, max: def.max } : {}),
     description: def.description,
     secret,

@@ -2,6 +2,7 @@
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { Queries } from '../model';
+import { Responses, reply } from '../responses';
 
 export function auditRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app.get(
@@ -14,6 +15,6 @@ export function auditRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           until: query.until ? new Date(query.until) : undefined,
         }),
       ),
-    { query: Queries.audit },
+    { query: Queries.audit, response: reply(Responses.audit) },
   );
 }

@@ -6,6 +6,7 @@ import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { clearedCookie, clientMeta, cookieToken, isHttps, sessionCookie, signedIn } from '../guard';
 import { Bodies } from '../model';
+import { Responses, reply, replyCreated } from '../responses';
 import type { SignedIn } from '../service';
 
 export function authRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
@@ -18,11 +19,14 @@ export function authRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return (
     app
       // Open (no 401): the panel asks here first, so a signed-out browser logs no failed request.
-      .get('/auth/state', async ({ request }) =>
-        ok({
-          setup_required: await admin().setupRequired(),
-          signed_in: !!(await admin().session(cookieToken(request.headers))),
-        }),
+      .get(
+        '/auth/state',
+        async ({ request }) =>
+          ok({
+            setup_required: await admin().setupRequired(),
+            signed_in: !!(await admin().session(cookieToken(request.headers))),
+          }),
+        { response: reply(Responses.authState) },
       )
       .post(
         '/auth/setup',
@@ -31,34 +35,40 @@ export function authRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           set.status = 201;
           return signIn(request, set, s);
         },
-        { body: Bodies.setup },
+        { body: Bodies.setup, response: replyCreated(Responses.session) },
       )
       .post(
         '/auth/login',
         async ({ body, request, set }) =>
           signIn(request, set, await admin().login(body.email, body.password, clientMeta(request))),
-        {
-          body: Bodies.login,
-        },
+        { body: Bodies.login, response: reply(Responses.session) },
       )
-      .get('/auth/me', async ({ set, admin: a }) => {
-        const { session } = signedIn(a);
-        set.headers['cache-control'] = 'no-store';
-        return ok({ admin: await admin().me(session), csrf_token: session.csrfToken });
-      })
-      .post('/auth/logout', async ({ set, admin: a }) => {
-        const { session, actor, https } = signedIn(a);
-        await admin().logout(session, actor);
-        set.headers['set-cookie'] = clearedCookie(https);
-        return ok({});
-      })
+      .get(
+        '/auth/me',
+        async ({ set, admin: a }) => {
+          const { session } = signedIn(a);
+          set.headers['cache-control'] = 'no-store';
+          return ok({ admin: await admin().me(session), csrf_token: session.csrfToken });
+        },
+        { response: reply(Responses.session) },
+      )
+      .post(
+        '/auth/logout',
+        async ({ set, admin: a }) => {
+          const { session, actor, https } = signedIn(a);
+          await admin().logout(session, actor);
+          set.headers['set-cookie'] = clearedCookie(https);
+          return ok({});
+        },
+        { response: reply(Responses.empty) },
+      )
       .post(
         '/auth/password',
         async ({ body, admin: a }) => {
           const { session, actor } = signedIn(a);
           return ok({ admin: await admin().changePassword(session, body.current_password, body.new_password, actor) });
         },
-        { body: Bodies.password },
+        { body: Bodies.password, response: reply(Responses.admin) },
       )
   );
 }

@@ -5,12 +5,13 @@ import { signedIn } from '../guard';
 import { AdminErrors } from '../errors';
 import { KeyErrors } from '../../keys/errors';
 import { Bodies } from '../model';
+import { Responses, reply, replyCreated } from '../responses';
 import type { CreateKeyInput } from '../../keys/model';
 import { createKey, revokeKey } from '../changes';
 
 export function keysRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
-    .get('/keys', async () => ok({ keys: await p.services.keys.list() }))
+    .get('/keys', async () => ok({ keys: await p.services.keys.list() }), { response: reply(Responses.keys) })
     .post(
       '/keys',
       async ({ body, set, admin }) => {
@@ -22,16 +23,20 @@ export function keysRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         set.headers['cache-control'] = 'no-store';
         return ok({ key, secret });
       },
-      { body: Bodies.createKey },
+      { body: Bodies.createKey, response: replyCreated(Responses.createdKey) },
     )
-    .post('/keys/:id/revoke', async ({ params, admin }) => {
-      const { actor } = signedIn(admin);
-      try {
-        const key = await revokeKey(p, actor, params.id);
-        return ok({ key });
-      } catch (e) {
-        if (KeyErrors.notFound.is(e)) throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
-        throw e;
-      }
-    });
+    .post(
+      '/keys/:id/revoke',
+      async ({ params, admin }) => {
+        const { actor } = signedIn(admin);
+        try {
+          const key = await revokeKey(p, actor, params.id);
+          return ok({ key });
+        } catch (e) {
+          if (KeyErrors.notFound.is(e)) throw AdminErrors.notFound(`The API key '${String(params.id).slice(0, 64)}'`);
+          throw e;
+        }
+      },
+      { response: reply(Responses.key) },
+    );
 }

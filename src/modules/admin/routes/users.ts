@@ -13,6 +13,7 @@ import { Queries } from '../model';
 import type { AdminUserView } from '../../auth/user-directory';
 import { writeAudit } from '../audit';
 import { Bodies } from '../model';
+import { Responses, reply, replyCreated } from '../responses';
 import { checkUserInput, createUser, markUserVerified, setUserEmail, setUserPassword } from '../../auth/admin-users';
 import { userById } from '../../auth/users';
 
@@ -49,16 +50,23 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
     return u;
   };
   let a = app
-    .get('/users', async ({ query }) => ok(await p.services.auth.searchUsers(query)), { query: Queries.users })
-    .get('/users/:id', async ({ params }) => {
-      const user = await find(params.id);
-      return ok({
-        user,
-        sessions: await p.services.auth.userSessions(user.id),
-        lock: await p.services.auth.lockState(user.email),
-        verification_mail: verificationMail(p, user),
-      });
+    .get('/users', async ({ query }) => ok(await p.services.auth.searchUsers(query)), {
+      query: Queries.users,
+      response: reply(Responses.users),
     })
+    .get(
+      '/users/:id',
+      async ({ params }) => {
+        const user = await find(params.id);
+        return ok({
+          user,
+          sessions: await p.services.auth.userSessions(user.id),
+          lock: await p.services.auth.lockState(user.email),
+          verification_mail: verificationMail(p, user),
+        });
+      },
+      { response: reply(Responses.userDetail) },
+    )
     .post(
       '/users',
       async ({ body, set, admin }) => {
@@ -75,7 +83,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         set.status = 201;
         return ok({ user });
       },
-      { body: Bodies.createUser },
+      { body: Bodies.createUser, response: replyCreated(Responses.user) },
     )
     .post(
       '/users/:id/password',
@@ -89,7 +97,7 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         });
         return ok({ user });
       },
-      { body: Bodies.userPassword },
+      { body: Bodies.userPassword, response: reply(Responses.user) },
     )
     .patch(
       '/users/:id',
@@ -103,38 +111,50 @@ export function usersRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         });
         return ok({ user });
       },
-      { body: Bodies.userEmail },
+      { body: Bodies.userEmail, response: reply(Responses.user) },
     )
-    .delete('/users/:id', async ({ params, admin }) => {
-      await p.services.admin.audited(signedIn(admin).actor, 'users.delete', async (tx, note) => {
-        const u = await find(params.id, tx);
-        await p.services.auth.deleteUser(u.id, tx);
-        note(u.id, { email: u.email });
-      });
-      return ok({});
-    })
-    .post('/users/:id/resend-verification', async ({ params, request, admin }) => {
-      const { actor } = signedIn(admin);
-      const u = await find(params.id);
-      if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
-      if (!p.services.mail.isConfigured()) throw AuthErrors.mailNotConfigured();
-      const missing = verificationMail(p, u);
-      if (missing) throw AdminErrors.invalidState(missing);
-      // Public Auth's own path: its mail, its limits.
-      await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: '' });
-      await writeAudit(p.db, actor, 'users.resend-verification', u.id, { email: u.email });
-      return ok({ user: u });
-    });
+    .delete(
+      '/users/:id',
+      async ({ params, admin }) => {
+        await p.services.admin.audited(signedIn(admin).actor, 'users.delete', async (tx, note) => {
+          const u = await find(params.id, tx);
+          await p.services.auth.deleteUser(u.id, tx);
+          note(u.id, { email: u.email });
+        });
+        return ok({});
+      },
+      { response: reply(Responses.empty) },
+    )
+    .post(
+      '/users/:id/resend-verification',
+      async ({ params, request, admin }) => {
+        const { actor } = signedIn(admin);
+        const u = await find(params.id);
+        if (u.email_verified_at) throw AdminErrors.invalidState(`${u.email} is already verified.`);
+        if (!p.services.mail.isConfigured()) throw AuthErrors.mailNotConfigured();
+        const missing = verificationMail(p, u);
+        if (missing) throw AdminErrors.invalidState(missing);
+        // Public Auth's own path: its mail, its limits.
+        await p.services.auth.resendVerification(u.email, { ...clientMeta(request), origin: '' });
+        await writeAudit(p.db, actor, 'users.resend-verification', u.id, { email: u.email });
+        return ok({ user: u });
+      },
+      { response: reply(Responses.user) },
+    );
   for (const [name, act] of Object.entries(actions)) {
-    a = a.post(`/users/:id/${name}`, async ({ params, admin }) => {
-      const user = await p.services.admin.audited(signedIn(admin).actor, `users.${name}`, async (tx, note) => {
-        const u = await find(params.id, tx);
-        await act(p, u, tx);
-        note(u.id, { email: u.email });
-        return (await p.services.auth.userDetail(u.id, tx))!;
-      });
-      return ok({ user });
-    });
+    a = a.post(
+      `/users/:id/${name}`,
+      async ({ params, admin }) => {
+        const user = await p.services.admin.audited(signedIn(admin).actor, `users.${name}`, async (tx, note) => {
+          const u = await find(params.id, tx);
+          await act(p, u, tx);
+          note(u.id, { email: u.email });
+          return (await p.services.auth.userDetail(u.id, tx))!;
+        });
+        return ok({ user });
+      },
+      { response: reply(Responses.user) },
+    );
   }
   return a;
 }

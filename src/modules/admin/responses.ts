@@ -1,0 +1,127 @@
+/**
+ * What the admin API answers (docs/admin-api.md), as schemas: each route declares its
+ * success body with `reply(…)`, so Elysia checks the handler's return type against it
+ * (and sends only the fields declared), and the panel's client takes its types from the
+ * same objects (`AdminData<'name'>` in src/admin-ui/api.ts): a renamed field fails `tsc`
+ * on both sides. The admin area is not in the public OpenAPI document.
+ */
+import { t, type Static, type TSchema } from 'elysia';
+import { SuccessA } from '../../http/envelope-schemas';
+
+/** A moment: a Date on the server, an ISO 8601 string in JSON (the panel reads `Wire<…>`). */
+const When = t.Date();
+const MaybeWhen = t.Nullable(t.Date());
+const MaybeText = t.Nullable(t.String());
+
+/** A route's `response`: its success body around `data`. */
+export const reply = <T extends TSchema>(data: T) => ({ 200: SuccessA(data) });
+/** The same for a route that answers 201 Created. */
+export const replyCreated = <T extends TSchema>(data: T) => ({ 201: SuccessA(data) });
+
+const Admin = t.Object({ id: t.String(), email: t.String(), created_at: When, last_login_at: MaybeWhen });
+
+const Key = t.Object({
+  id: t.String(),
+  type: t.Union([t.Literal('public'), t.Literal('service')]),
+  name: MaybeText,
+  service: MaybeText,
+  permissions: t.Array(t.String()),
+  tables: t.Array(t.String()),
+  prefix: t.String(),
+  last4: t.String(),
+  display: t.String(),
+  status: t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('expired')]),
+  site: t.Boolean(),
+  created_at: When,
+  expires_at: MaybeWhen,
+  revoked_at: MaybeWhen,
+  last_used_at: MaybeWhen,
+});
+
+const User = t.Object({
+  id: t.String(),
+  email: t.String(),
+  email_verified_at: MaybeWhen,
+  disabled_at: MaybeWhen,
+  created_at: When,
+  last_login_at: MaybeWhen,
+  locked_until: MaybeWhen,
+});
+
+const UserSession = t.Object({
+  id: t.String(),
+  created_at: When,
+  last_used_at: When,
+  expires_at: When,
+  ip: MaybeText,
+  user_agent: MaybeText,
+});
+
+/** A sign-in lock (auth/lockout.ts): the account's backstop, and the addresses failing on their own. */
+const Lock = t.Object({
+  locked_until: MaybeWhen,
+  failures: t.Number(),
+  sources: t.Array(t.Object({ ip: t.String(), failures: t.Number(), window_start: When, locked_until: MaybeWhen })),
+});
+
+const AuditEntry = t.Object({
+  id: t.String(),
+  at: When,
+  admin_id: MaybeText,
+  admin_email: MaybeText,
+  ip: MaybeText,
+  user_agent: MaybeText,
+  action: t.String(),
+  target: MaybeText,
+  diff: t.Unknown(),
+  request_id: MaybeText,
+  actor: t.Union([t.Literal('admin'), t.Literal('cli')]),
+  os_user: MaybeText,
+  target_label: MaybeText,
+});
+
+const Setting = t.Object({
+  key: t.String(),
+  group: t.String(),
+  value: t.Unknown(),
+  default: t.Unknown(),
+  source: t.Union([t.Literal('default'), t.Literal('database'), t.Literal('file'), t.Literal('environment')]),
+  pinned_by: MaybeText,
+  operator_only: MaybeText,
+  live: t.Boolean(),
+  type: t.Union([
+    t.Literal('string'),
+    t.Literal('int'),
+    t.Literal('bool'),
+    t.Literal('enum'),
+    t.Literal('list'),
+    t.Literal('json'),
+  ]),
+  values: t.Optional(t.Array(t.String())),
+  min: t.Optional(t.Number()),
+  max: t.Optional(t.Number()),
+  description: t.String(),
+  secret: t.Boolean(),
+  is_set: t.Boolean(),
+});
+
+const Empty = t.Object({});
+
+export const Responses = {
+  empty: Empty,
+  authState: t.Object({ setup_required: t.Boolean(), signed_in: t.Boolean() }),
+  session: t.Object({ admin: Admin, csrf_token: t.String() }),
+  admin: t.Object({ admin: Admin }),
+  keys: t.Object({ keys: t.Array(Key) }),
+  key: t.Object({ key: Key }),
+  createdKey: t.Object({ key: Key, secret: t.String() }),
+  users: t.Object({ users: t.Array(User), total: t.Number() }),
+  user: t.Object({ user: User }),
+  userDetail: t.Object({ user: User, sessions: t.Array(UserSession), lock: Lock, verification_mail: MaybeText }),
+  audit: t.Object({ entries: t.Array(AuditEntry), next_cursor: MaybeText }),
+  settings: t.Object({ settings: t.Array(Setting) }),
+  setting: t.Object({ setting: Setting }),
+};
+
+/** The `data` of the admin API's answer `name`, as the server builds it (dates as Date). */
+export type AdminAnswer<K extends keyof typeof Responses> = Static<(typeof Responses)[K]>;

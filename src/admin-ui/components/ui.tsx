@@ -312,6 +312,31 @@ export function FormModal({
   );
 }
 
+/**
+ * A table of records in its scrolling frame (`free`: no height limit). On a phone it reads
+ * as a list of cards (styles.css, `table.stack`): each cell labelled with its column's
+ * header, the row's actions at the card's end, nothing off-screen.
+ */
+export function ListTable({ children, free }: { children: ComponentChildren; free?: boolean }) {
+  const ref = useRef<HTMLTableElement>(null);
+  // After every render: the rows may have changed. The labels are plain attributes Preact does not own.
+  useLayoutEffect(() => {
+    const table = ref.current;
+    if (!table) return;
+    const heads = [...(table.tHead?.rows[0]?.cells ?? [])].map((c) => c.textContent?.trim() ?? '');
+    for (const body of table.tBodies)
+      for (const row of body.rows)
+        for (const [i, cell] of [...row.cells].entries()) cell.dataset.label = heads[i] ?? '';
+  });
+  return (
+    <div class={`table-wrap ${free ? 'free' : ''}`}>
+      <table ref={ref} class="stack">
+        {children}
+      </table>
+    </div>
+  );
+}
+
 interface ConfirmRequest {
   title: string;
   body: ComponentChildren;

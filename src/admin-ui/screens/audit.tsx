@@ -12,6 +12,7 @@ import {
   PageHeader,
   TextField,
   useCursorList,
+  ListTable,
 } from '../components/ui';
 import { dateTime, localToIso } from '../format';
 import { titleOf } from '../screen-list';
@@ -63,8 +64,8 @@ function Summary({ diff }: { diff: unknown }) {
 export function AuditTable({ entries }: { entries: AuditEntry[] }) {
   const [open, setOpen] = useState<AuditEntry | null>(null);
   return (
-    <div class="table-wrap">
-      <table>
+    <>
+      <ListTable>
         <thead>
           <tr>
             <th>Time</th>
@@ -100,7 +101,7 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
             </tr>
           ))}
         </tbody>
-      </table>
+      </ListTable>
       {open && (
         <Modal title={`Audit entry: ${open.action}`} onClose={() => setOpen(null)} wide>
           <dl class="kv">
@@ -149,7 +150,7 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
           )}
         </Modal>
       )}
-    </div>
+    </>
   );
 }
 

@@ -5,7 +5,7 @@
  */
 import { useState } from 'preact/hooks';
 import { ApiError, del, get, post } from '../api';
-import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync } from '../components/ui';
+import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync, ListTable } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { dateTime } from '../format';
@@ -109,51 +109,44 @@ export function Backups() {
             </Empty>
           )}
           {!!data?.backups.length && (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th>Archive</th>
-                    <th>Created</th>
-                    <th class="num">Size</th>
-                    <th>Made by</th>
-                    <th>Version</th>
-                    <th>
-                      <span class="sr-only">Actions</span>
-                    </th>
+            <ListTable>
+              <thead>
+                <tr>
+                  <th>Archive</th>
+                  <th>Created</th>
+                  <th class="num">Size</th>
+                  <th>Made by</th>
+                  <th>Version</th>
+                  <th>
+                    <span class="sr-only">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {data.backups.map((b) => (
+                  <tr key={b.name}>
+                    <td class="mono">{b.name}</td>
+                    <td>{dateTime(b.created_at)}</td>
+                    <td class="num">{size(b.size)}</td>
+                    <td>{b.trigger ?? '—'}</td>
+                    <td>{b.platform_version ?? '—'}</td>
+                    <td class="actions">
+                      <a
+                        class="btn btn-ghost btn-sm"
+                        href={`/api/admin/backups/${encodeURIComponent(b.name)}/download`}
+                        download
+                        aria-label={`Download ${b.name}`}
+                      >
+                        <Icon name="download" size={15} /> Download
+                      </a>
+                      <Button class="btn-sm" variant="ghost" aria-label={`Delete ${b.name}`} onClick={() => remove(b)}>
+                        Delete
+                      </Button>
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {data.backups.map((b) => (
-                    <tr key={b.name}>
-                      <td class="mono">{b.name}</td>
-                      <td>{dateTime(b.created_at)}</td>
-                      <td class="num">{size(b.size)}</td>
-                      <td>{b.trigger ?? '—'}</td>
-                      <td>{b.platform_version ?? '—'}</td>
-                      <td class="actions">
-                        <a
-                          class="btn btn-ghost btn-sm"
-                          href={`/api/admin/backups/${encodeURIComponent(b.name)}/download`}
-                          download
-                          aria-label={`Download ${b.name}`}
-                        >
-                          <Icon name="download" size={15} /> Download
-                        </a>
-                        <Button
-                          class="btn-sm"
-                          variant="ghost"
-                          aria-label={`Delete ${b.name}`}
-                          onClick={() => remove(b)}
-                        >
-                          Delete
-                        </Button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+                ))}
+              </tbody>
+            </ListTable>
           )}
         </section>
       )}

@@ -20,6 +20,7 @@ import {
   formError,
   useAsync,
   useSubmit,
+  ListTable,
 } from '../components/ui';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
@@ -94,66 +95,64 @@ export function Keys() {
           </Empty>
         )}
         {keys.length > 0 && (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Key</th>
-                  <th>Type</th>
-                  <th>Service</th>
-                  <th>Permissions</th>
-                  <th>Tables</th>
-                  <th>Last used</th>
-                  <th>Expires</th>
-                  <th>
-                    <span class="sr-only">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {keys.map((k) => (
-                  <tr key={k.id}>
-                    <td>
-                      <span class="mono nowrap">{k.display}</span>
-                      {k.name && <div class="muted">{k.name}</div>}
-                    </td>
-                    <td>
-                      <div class="badges">
-                        <Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>
-                        {k.site && <Badge>site</Badge>}
-                        {status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}
-                      </div>
-                    </td>
-                    <td>{k.service ?? '—'}</td>
-                    <td>
-                      <div class="badges">
-                        {k.permissions.length ? (
-                          k.permissions.map((p) => <Badge key={p}>{p}</Badge>)
-                        ) : (
-                          <span class="muted">none</span>
-                        )}
-                      </div>
-                    </td>
-                    <td>{k.tables.length ? k.tables.join(', ') : <span class="muted">—</span>}</td>
-                    <td title={dateTime(k.last_used_at)}>{ago(k.last_used_at)}</td>
-                    <td>{k.expires_at ? dateTime(k.expires_at) : <span class="muted">never</span>}</td>
-                    <td class="actions">
-                      {status(k) === 'active' && (
-                        <Button
-                          class="btn-sm"
-                          variant="ghost"
-                          aria-label={`Revoke ${k.display}`}
-                          onClick={() => revoke(k)}
-                        >
-                          Revoke
-                        </Button>
+          <ListTable>
+            <thead>
+              <tr>
+                <th>Key</th>
+                <th>Type</th>
+                <th>Service</th>
+                <th>Permissions</th>
+                <th>Tables</th>
+                <th>Last used</th>
+                <th>Expires</th>
+                <th>
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((k) => (
+                <tr key={k.id}>
+                  <td>
+                    <span class="mono nowrap">{k.display}</span>
+                    {k.name && <div class="muted">{k.name}</div>}
+                  </td>
+                  <td>
+                    <div class="badges">
+                      <Badge tone={k.type === 'service' ? 'accent' : 'info'}>{k.type}</Badge>
+                      {k.site && <Badge>site</Badge>}
+                      {status(k) !== 'active' && <Badge tone="danger">{status(k)}</Badge>}
+                    </div>
+                  </td>
+                  <td>{k.service ?? '—'}</td>
+                  <td>
+                    <div class="badges">
+                      {k.permissions.length ? (
+                        k.permissions.map((p) => <Badge key={p}>{p}</Badge>)
+                      ) : (
+                        <span class="muted">none</span>
                       )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+                    </div>
+                  </td>
+                  <td>{k.tables.length ? k.tables.join(', ') : <span class="muted">—</span>}</td>
+                  <td title={dateTime(k.last_used_at)}>{ago(k.last_used_at)}</td>
+                  <td>{k.expires_at ? dateTime(k.expires_at) : <span class="muted">never</span>}</td>
+                  <td class="actions">
+                    {status(k) === 'active' && (
+                      <Button
+                        class="btn-sm"
+                        variant="ghost"
+                        aria-label={`Revoke ${k.display}`}
+                        onClick={() => revoke(k)}
+                      >
+                        Revoke
+                      </Button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </ListTable>
         )}
       </section>
       {creating && (

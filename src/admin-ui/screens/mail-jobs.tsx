@@ -14,6 +14,7 @@ import {
   useCursorList,
   DateRangeApply,
   TextField,
+  ListTable,
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
@@ -108,43 +109,41 @@ function JobList() {
           </Empty>
         )}
         {!!data?.jobs.length && (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>State</th>
-                  <th>To</th>
-                  <th>Subject / template</th>
-                  <th class="num">Attempts</th>
-                  <th>Queued</th>
-                  <th>Last error</th>
+          <ListTable>
+            <thead>
+              <tr>
+                <th>State</th>
+                <th>To</th>
+                <th>Subject / template</th>
+                <th class="num">Attempts</th>
+                <th>Queued</th>
+                <th>Last error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.jobs.map((j) => (
+                <tr key={j.id} class="row-link" onClick={() => navigate(`/mail/${j.id}`)}>
+                  <td>
+                    <JobState s={j.state} />
+                  </td>
+                  <td>
+                    <a href={`#/mail/${encodeURIComponent(j.id)}`} onClick={(e) => e.stopPropagation()}>
+                      {j.to.join(', ')}
+                    </a>
+                  </td>
+                  <td class="cell" style={{ fontFamily: 'inherit' }}>
+                    {j.subject ?? (j.template ? `template ${j.template}` : '—')}
+                  </td>
+                  <td class="num">{j.attempts}</td>
+                  <td title={dateTime(j.created_at)}>{ago(j.created_at)}</td>
+                  {/* Cut: a long SMTP answer must not widen the table (the whole text is in the title and the job's page). */}
+                  <td class="cell" title={j.last_error ?? undefined}>
+                    {cell(j.last_error, 60)}
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {data.jobs.map((j) => (
-                  <tr key={j.id} class="row-link" onClick={() => navigate(`/mail/${j.id}`)}>
-                    <td>
-                      <JobState s={j.state} />
-                    </td>
-                    <td>
-                      <a href={`#/mail/${encodeURIComponent(j.id)}`} onClick={(e) => e.stopPropagation()}>
-                        {j.to.join(', ')}
-                      </a>
-                    </td>
-                    <td class="cell" style={{ fontFamily: 'inherit' }}>
-                      {j.subject ?? (j.template ? `template ${j.template}` : '—')}
-                    </td>
-                    <td class="num">{j.attempts}</td>
-                    <td title={dateTime(j.created_at)}>{ago(j.created_at)}</td>
-                    {/* Cut: a long SMTP answer must not widen the table (the whole text is in the title and the job's page). */}
-                    <td class="cell" title={j.last_error ?? undefined}>
-                      {cell(j.last_error, 60)}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+              ))}
+            </tbody>
+          </ListTable>
         )}
         {pager(`${data?.jobs.length} on this page`)}
       </section>

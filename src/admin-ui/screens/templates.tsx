@@ -19,6 +19,7 @@ import {
   formError,
   useAsync,
   useSubmit,
+  ListTable,
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
@@ -74,28 +75,26 @@ function TemplateList() {
           </Empty>
         )}
         {!!data?.templates.length && (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Name</th>
-                  <th>Subject</th>
-                  <th>Updated</th>
+          <ListTable>
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Subject</th>
+                <th>Updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.templates.map((t) => (
+                <tr key={t.name}>
+                  <td>
+                    <a href={`#/templates/${encodeURIComponent(t.name)}`}>{t.name}</a>
+                  </td>
+                  <td>{t.subject}</td>
+                  <td>{dateTime(t.updated_at)}</td>
                 </tr>
-              </thead>
-              <tbody>
-                {data.templates.map((t) => (
-                  <tr key={t.name}>
-                    <td>
-                      <a href={`#/templates/${encodeURIComponent(t.name)}`}>{t.name}</a>
-                    </td>
-                    <td>{t.subject}</td>
-                    <td>{dateTime(t.updated_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+              ))}
+            </tbody>
+          </ListTable>
         )}
       </section>
     </>

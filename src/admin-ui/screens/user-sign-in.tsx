@@ -6,7 +6,7 @@
  */
 import { useState } from 'preact/hooks';
 import { del, get, post } from '../api';
-import { Badge, Button, Empty, ErrorNote, Loading, confirm, useAsync } from '../components/ui';
+import { Badge, Button, Empty, ErrorNote, Loading, confirm, useAsync, ListTable } from '../components/ui';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
 
@@ -96,36 +96,34 @@ export function UserSignInMethods({ id, email }: { id: string; email: string }) 
             </dl>
           </div>
           {data.identities.length ? (
-            <div class="table-wrap free">
-              <table>
-                <thead>
-                  <tr>
-                    <th>Provider</th>
-                    <th>Provider e-mail</th>
-                    <th>Linked</th>
-                    <th>Last used</th>
-                    <th />
+            <ListTable free>
+              <thead>
+                <tr>
+                  <th>Provider</th>
+                  <th>Provider e-mail</th>
+                  <th>Linked</th>
+                  <th>Last used</th>
+                  <th />
+                </tr>
+              </thead>
+              <tbody>
+                {data.identities.map((i) => (
+                  <tr key={i.id}>
+                    <td>{i.provider}</td>
+                    <td>
+                      {i.email ?? '—'} {i.email && !i.email_verified && <Badge>unverified</Badge>}
+                    </td>
+                    <td>{dateTime(i.created_at)}</td>
+                    <td>{ago(i.last_used_at)}</td>
+                    <td>
+                      <Button variant="ghost" busy={busy === i.id} onClick={() => unlink(i)}>
+                        Unlink
+                      </Button>
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {data.identities.map((i) => (
-                    <tr key={i.id}>
-                      <td>{i.provider}</td>
-                      <td>
-                        {i.email ?? '—'} {i.email && !i.email_verified && <Badge>unverified</Badge>}
-                      </td>
-                      <td>{dateTime(i.created_at)}</td>
-                      <td>{ago(i.last_used_at)}</td>
-                      <td>
-                        <Button variant="ghost" busy={busy === i.id} onClick={() => unlink(i)}>
-                          Unlink
-                        </Button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+                ))}
+              </tbody>
+            </ListTable>
           ) : (
             <Empty icon="lock" title="No linked providers" />
           )}

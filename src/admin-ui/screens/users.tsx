@@ -5,7 +5,18 @@
  */
 import { useState } from 'preact/hooks';
 import { del, get, post, query, type AdminData } from '../api';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, confirm, useAsync } from '../components/ui';
+import {
+  Badge,
+  Button,
+  Empty,
+  ErrorNote,
+  Field,
+  Loading,
+  PageHeader,
+  confirm,
+  useAsync,
+  ListTable,
+} from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { ago, dateTime, number } from '../format';
@@ -85,34 +96,32 @@ function UserList() {
           </Empty>
         )}
         {!!data?.users.length && (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Email</th>
-                  <th>Status</th>
-                  <th>Created</th>
-                  <th>Last sign-in</th>
+          <ListTable>
+            <thead>
+              <tr>
+                <th>Email</th>
+                <th>Status</th>
+                <th>Created</th>
+                <th>Last sign-in</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.users.map((u) => (
+                <tr key={u.id} class="row-link" onClick={() => navigate(`/users/${u.id}`)}>
+                  <td>
+                    <a href={`#/users/${encodeURIComponent(u.id)}`} onClick={(e) => e.stopPropagation()}>
+                      {u.email}
+                    </a>
+                  </td>
+                  <td>
+                    <Status u={u} />
+                  </td>
+                  <td>{dateTime(u.created_at)}</td>
+                  <td title={dateTime(u.last_login_at)}>{ago(u.last_login_at)}</td>
                 </tr>
-              </thead>
-              <tbody>
-                {data.users.map((u) => (
-                  <tr key={u.id} class="row-link" onClick={() => navigate(`/users/${u.id}`)}>
-                    <td>
-                      <a href={`#/users/${encodeURIComponent(u.id)}`} onClick={(e) => e.stopPropagation()}>
-                        {u.email}
-                      </a>
-                    </td>
-                    <td>
-                      <Status u={u} />
-                    </td>
-                    <td>{dateTime(u.created_at)}</td>
-                    <td title={dateTime(u.last_login_at)}>{ago(u.last_login_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+              ))}
+            </tbody>
+          </ListTable>
         )}
         {data && (
           <div class="pager">
@@ -315,32 +324,30 @@ function UserDetail({ id }: { id: string }) {
                 <span class="muted">{data.sessions.length}</span>
               </div>
               {data.sessions.length ? (
-                <div class="table-wrap free">
-                  <table>
-                    <thead>
-                      <tr>
-                        <th>Started</th>
-                        <th>Last used</th>
-                        <th>Expires</th>
-                        <th>IP</th>
-                        <th>Client</th>
+                <ListTable free>
+                  <thead>
+                    <tr>
+                      <th>Started</th>
+                      <th>Last used</th>
+                      <th>Expires</th>
+                      <th>IP</th>
+                      <th>Client</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {data.sessions.map((s) => (
+                      <tr key={s.id}>
+                        <td>{dateTime(s.created_at)}</td>
+                        <td>{ago(s.last_used_at)}</td>
+                        <td>{dateTime(s.expires_at)}</td>
+                        <td>{s.ip ?? '—'}</td>
+                        <td class="cell" style={{ fontFamily: 'inherit' }} title={s.user_agent ?? ''}>
+                          {s.user_agent ?? '—'}
+                        </td>
                       </tr>
-                    </thead>
-                    <tbody>
-                      {data.sessions.map((s) => (
-                        <tr key={s.id}>
-                          <td>{dateTime(s.created_at)}</td>
-                          <td>{ago(s.last_used_at)}</td>
-                          <td>{dateTime(s.expires_at)}</td>
-                          <td>{s.ip ?? '—'}</td>
-                          <td class="cell" style={{ fontFamily: 'inherit' }} title={s.user_agent ?? ''}>
-                            {s.user_agent ?? '—'}
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                    ))}
+                  </tbody>
+                </ListTable>
               ) : (
                 <Empty icon="lock" title="No open sessions" />
               )}

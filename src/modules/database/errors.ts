@@ -132,7 +132,19 @@ export const DbErrors = {
   }),
   /** 400 `validation_error` naming what is wrong; `field` is the request path (e.g. `filters[0].op`). */
   invalid: (field: string, message: string) => validationError(`${field}: ${message}`, { [field]: message }),
-  /** 400 `validation_error` about a column's value: `details.column` beside `details.fields`. */
-  column: (column: string, message: string, cause?: unknown) =>
-    validationError(`Column '${column}': ${message}`, { [column]: message }, { details: { column }, cause }),
+  /**
+   * 400 `validation_error` about a column's value: `details.column` beside `details.fields`.
+   * `at`, the value's place in the request (`data.total`), is in the message and in
+   * `details.at`; the field's own message says only what is wrong with the value (the
+   * panel shows it under the column's input).
+   */
+  column: (column: string, message: string, cause?: unknown, at?: string) =>
+    validationError(
+      `Column '${column}': ${message}${at ? ` (at ${at})` : ''}`,
+      { [column]: message },
+      {
+        details: at ? { column, at } : { column },
+        cause,
+      },
+    ),
 };

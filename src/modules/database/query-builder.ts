@@ -99,7 +99,7 @@ function encode(col: Column, v: unknown, path: string): string | null {
   try {
     return encodeValue(col, v);
   } catch (e) {
-    if (e instanceof ValueError) throw DbErrors.column(col.name, `${e.message} (at ${path})`);
+    if (e instanceof ValueError) throw DbErrors.column(col.name, e.message, undefined, path);
     throw e;
   }
 }
@@ -145,7 +145,7 @@ export function where(table: Table, filters: unknown, params: Params): string {
         try {
           list = encodeList(col, v);
         } catch (e) {
-          if (e instanceof ValueError) throw DbErrors.column(col.name, `${e.message} (at ${path}.value)`);
+          if (e instanceof ValueError) throw DbErrors.column(col.name, e.message, undefined, `${path}.value`);
           throw e;
         }
         const n = params.add(list, col, true);

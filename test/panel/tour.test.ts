@@ -167,8 +167,9 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.getByRole('button', { name: 'New key' }).first().click();
   await dialog().getByLabel('Service', { exact: true }).fill('shop');
   await dialog().getByRole('checkbox', { name: 'db:query' }).check();
-  await dialog().getByRole('checkbox', { name: 'mail:send' }).check();
+  // The tables arrive from the catalog and the dialog grows (and re-centres): wait for them first.
   await dialog().getByRole('checkbox', { name: 'orders' }).check();
+  await dialog().getByRole('checkbox', { name: 'mail:send' }).check();
   await dialog().getByRole('button', { name: 'Create key' }).click();
   const secret = (await page.getByTestId('secret').textContent())!.trim();
   expect(secret).toMatch(/^sk_/);
@@ -396,6 +397,12 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   //    Resend verification says what it lacks (no web.public_base_url here) and where to set it.
   await page.getByTestId('verification-note').filter({ hasText: 'web.public_base_url' }).waitFor();
   expect(await page.getByRole('button', { name: 'Resend verification' }).isDisabled()).toBe(true);
+  //    Its link opens Settings on that one setting.
+  await page.getByTestId('verification-note').getByRole('link', { name: 'Open Settings' }).click();
+  await page.getByLabel('Value of web.public_base_url').waitFor();
+  expect(await page.getByLabel('Value of app.name').count()).toBe(0); // only what the search finds
+  await page.goBack();
+  await page.getByRole('heading', { level: 1, name: 'made@example.com' }).waitFor();
   await page.getByRole('button', { name: 'Set password' }).click();
   await dialog().getByLabel('New password').fill('set by the operator 2');
   await dialog().getByRole('button', { name: 'Set password' }).click();

@@ -6,7 +6,7 @@
 import { SignInProviders } from './user-sign-in';
 import { useMemo, useState } from 'preact/hooks';
 import { ApiError, del, get, post, put, type AdminData } from '../api';
-import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
+import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, TextField, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
@@ -23,7 +23,8 @@ const SOURCE: Record<Setting['source'], { label: string; tone: 'neutral' | 'acce
 export function Settings() {
   const { data, error, loading, reload } = useAsync(() => get<AdminData<'settings'>>('/settings'), []);
   const group = route.value.query.get('group') ?? '';
-  const [search, setSearch] = useState('');
+  // `?find=…` opens the screen on one setting (e.g. from a note elsewhere that says what to set).
+  const [search, setSearch] = useState(route.value.query.get('find') ?? '');
   const groups = useMemo(() => [...new Set((data?.settings ?? []).map((s) => s.group))], [data]);
   const shown = (data?.settings ?? []).filter(
     (s) =>
@@ -38,17 +39,13 @@ export function Settings() {
         subtitle="Precedence: environment > config file > set here > default. Settings pinned by the environment or the config file are read-only here."
       />
       <div class="row" style={{ marginBottom: '12px' }}>
-        <Field label="Find a setting">
-          {(id) => (
-            <input
-              id={id}
-              type="search"
-              value={search}
-              onInput={(e) => setSearch(e.currentTarget.value)}
-              placeholder="cors, smtp, rate…"
-            />
-          )}
-        </Field>
+        <TextField
+          label="Find a setting"
+          type="search"
+          value={search}
+          onValue={setSearch}
+          placeholder="cors, smtp, rate…"
+        />
       </div>
       {/* biome-ignore lint/a11y/useSemanticElements: filter chips, not fields; a <fieldset> brings its own box */}
       <div class="group-nav" role="group" aria-label="Groups">
@@ -351,19 +348,15 @@ function SmtpTest() {
       </div>
       <form class="panel-body form" onSubmit={send}>
         <div class="row">
-          <Field label="Test recipient" error={error}>
-            {(id, d) => (
-              <input
-                id={id}
-                aria-describedby={d}
-                type="email"
-                value={to}
-                onInput={(e) => setTo(e.currentTarget.value)}
-                placeholder="you@example.com"
-                required
-              />
-            )}
-          </Field>
+          <TextField
+            label="Test recipient"
+            type="email"
+            value={to}
+            onValue={setTo}
+            error={error}
+            placeholder="you@example.com"
+            required
+          />
           <Button type="submit" variant="primary" icon="mail" busy={busy}>
             Send test
           </Button>

@@ -270,7 +270,13 @@ function UserDetail({ id }: { id: string }) {
           {!u.email_verified_at && data.verification_mail && (
             <div class="notice" role="note" data-testid="verification-note">
               Resend verification: {data.verification_mail}{' '}
-              <a href={data.verification_mail.startsWith('Mail') ? '#/settings?group=mail' : '#/settings?group=web'}>
+              <a
+                href={
+                  data.verification_mail.startsWith('Mail')
+                    ? '#/settings?group=mail'
+                    : '#/settings?find=web.public_base_url'
+                }
+              >
                 Open Settings
               </a>
             </div>

@@ -329,6 +329,11 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   );
   await page.getByRole('link', { name: 'nobody@example.com' }).click();
   await page.locator('.kv', { hasText: 'No such user here' }).waitFor();
+  //    The error names the mail server it came from (host:port of mail.smtp_url).
+  await page
+    .getByTestId('smtp-server')
+    .filter({ hasText: new URL(sink.url).host })
+    .waitFor();
   await page.getByRole('button', { name: 'Retry' }).click();
   await toast('Job queued again');
   await untilShown(page.locator('.kv .badge', { hasText: 'sent' }), 'the job to be sent', async () => {
@@ -336,6 +341,8 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
     await page.getByText('Job id').waitFor();
   });
   await page.locator('.kv .badge', { hasText: 'sent' }).waitFor();
+  //    The retry kept the earlier outcome and its error.
+  await page.getByTestId('job-history').filter({ hasText: 'No such user here' }).waitFor();
 
   // 8. A user disabled in the panel can no longer sign in.
   const register = await fetch(url + '/api/v1/auth/register', {

@@ -4,7 +4,7 @@
  * says what to use instead. Restore needs the instance stopped: `basalt restore`.
  */
 import { useState } from 'preact/hooks';
-import { ApiError, del, get, post } from '../api';
+import { ApiError, del, get, post, type AdminData } from '../api';
 import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync, ListTable } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
@@ -12,13 +12,7 @@ import { dateTime } from '../format';
 import { platformFacts } from '../components/shell';
 import { titleOf } from '../screen-list';
 
-interface Backup {
-  name: string;
-  size: number;
-  created_at: string;
-  trigger: string | null;
-  platform_version: string | null;
-}
+type Backup = AdminData<'backups'>['backups'][number];
 
 const size = (b: number) =>
   b < 1024 * 1024
@@ -36,14 +30,14 @@ export function Backups() {
         'not_supported',
         "This instance runs on an external PostgreSQL server: back it up with pg_dump, your provider's snapshots or point-in-time recovery.",
       );
-    return get<{ backups: Backup[]; dir: string }>('/backups');
+    return get<AdminData<'backups'>>('/backups');
   }, []);
   const [busy, setBusy] = useState(false);
   const unsupported = error instanceof ApiError && error.code === 'not_supported';
   const create = async () => {
     setBusy(true);
     try {
-      const { backup } = await post<{ backup: Backup & { s3?: { error?: string } | null } }>('/backups');
+      const { backup } = await post<AdminData<'backup'>>('/backups');
       toast(`Backup ${backup.name} created (${size(backup.size)}).`);
       if (backup.s3?.error) toast(`The copy to S3 failed: ${backup.s3.error}`, 'error');
       reload();

@@ -1,24 +1,12 @@
 /** Dashboard: health of the database and mail, version, engine, instances, counts, recent audit. */
-import { get } from '../api';
+import { get, type AdminData } from '../api';
 import { Badge, Empty, ErrorNote, Loading, PageHeader, useAsync } from '../components/ui';
 import { Icon } from '../components/icons';
 import { ago, dateTime, number } from '../format';
-import { AuditTable, type AuditEntry } from './audit';
+import { AuditTable } from './audit';
 import { titleOf } from '../screen-list';
 
-interface DashboardData {
-  version: string;
-  engine: 'embedded' | 'external';
-  database: { ok: boolean; latency_ms: number | null };
-  mail: { configured: boolean; jobs_24h: Record<string, number> };
-  counts: { users: number; keys_active: number; admins: number };
-  instances: { id: string; host: string; pid: number; version: string; started_at: string; seen_at: string }[];
-  extensions: { loaded: number; failed: { name: string; error: string }[] };
-  realtime?: { connections: number; events_per_second: number };
-  recent_audit: AuditEntry[];
-}
-
-const STATES = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
+const STATES = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'] as const;
 
 /** An administrator's sign-in lock (GET /api/admin/admins): the backstop, and the addresses failing. */
 interface AdminLock {
@@ -27,7 +15,7 @@ interface AdminLock {
 }
 
 export function Dashboard() {
-  const { data, error, loading, reload } = useAsync(() => get<DashboardData>('/dashboard'), []);
+  const { data, error, loading, reload } = useAsync(() => get<AdminData<'dashboard'>>('/dashboard'), []);
   const admins = useAsync(() => get<{ admins: AdminLock[] }>('/admins'), []);
   return (
     <>
@@ -47,7 +35,7 @@ export function Dashboard() {
   );
 }
 
-function DashboardBody({ d, admins }: { d: DashboardData; admins: AdminLock[] }) {
+function DashboardBody({ d, admins }: { d: AdminData<'dashboard'>; admins: AdminLock[] }) {
   const now = new Date();
   const locked = admins.filter((a) => a.lock.locked_until && new Date(a.lock.locked_until) > now);
   const tried = admins.filter((a) => !locked.includes(a) && a.lock.sources.some((s) => s.locked_until));

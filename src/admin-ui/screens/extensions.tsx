@@ -1,24 +1,14 @@
 /** Extensions: loaded and failed, with version, routes, error and their settings. */
 import { useState } from 'preact/hooks';
-import { ApiError, get, put } from '../api';
+import { ApiError, get, put, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { titleOf } from '../screen-list';
 
-interface Extension {
-  name: string;
-  version: string | null;
-  state: 'loaded' | 'failed';
-  error: string | null;
-  routes: { method: string; path: string }[];
-  settings: { key: string; value: unknown; description: string }[];
-}
+type Extension = AdminData<'extensions'>['extensions'][number];
 
 export function Extensions() {
-  const { data, error, loading, reload } = useAsync(
-    () => get<{ extensions: Extension[]; dir: string }>('/extensions'),
-    [],
-  );
+  const { data, error, loading, reload } = useAsync(() => get<AdminData<'extensions'>>('/extensions'), []);
   return (
     <>
       <PageHeader

@@ -1,6 +1,7 @@
 /** Mail jobs: filtered by state, recipient, time; detail with attempts, last error, timing; retry, cancel. */
+import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
-import { get, post, query } from '../api';
+import { get, post, query, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -22,24 +23,7 @@ import { ago, cell, dateTime, localToIso } from '../format';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
 
-export interface Job {
-  id: string;
-  state: 'queued' | 'sending' | 'sent' | 'failed' | 'dead' | 'cancelled';
-  to: string[];
-  subject: string | null;
-  template: string | null;
-  attempts: number;
-  max_attempts?: number;
-  created_at: string;
-  updated_at: string;
-  next_attempt_at: string | null;
-  sent_at: string | null;
-  last_error: string | null;
-  /** Earlier rounds of attempts, one per retry: kept, never erased. */
-  history?: { until: string; state: string; attempts: number; last_error: string | null }[];
-  message_id: string | null;
-  idempotency_key: string | null;
-}
+export type Job = AdminData<'job'>['job'];
 
 const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = {
   queued: 'info',
@@ -61,7 +45,7 @@ function JobList() {
   const { form, set, field, apply, pager, data, error, loading, reload } = useCursorList(
     { state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' },
     (f, before) =>
-      get<{ jobs: Job[]; next_cursor: string | null }>(
+      get<AdminData<'jobs'>>(
         '/mail/jobs' +
           query({
             state: f.state,
@@ -154,7 +138,7 @@ function JobList() {
 function JobDetail({ id }: { id: string }) {
   const { data, error, loading, reload } = useAsync(
     () =>
-      get<{ job: Job; smtp_server: string | null }>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => ({
+      get<AdminData<'job'>>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => ({
         ...r.job,
         smtp_server: r.smtp_server,
       })),
@@ -262,9 +246,9 @@ function JobDetail({ id }: { id: string }) {
                   )}
                 </dd>
                 {j.history?.map((h, i) => (
-                  <>
-                    <dt key={`h${i}`}>Before retry {i + 1}</dt>
-                    <dd key={`d${i}`} data-testid="job-history">
+                  <Fragment key={h.until}>
+                    <dt>Before retry {i + 1}</dt>
+                    <dd data-testid="job-history">
                       {h.state} after {h.attempts} attempt{h.attempts === 1 ? '' : 's'} ({dateTime(h.until)})
                       {h.last_error && (
                         <>
@@ -272,7 +256,7 @@ function JobDetail({ id }: { id: string }) {
                         </>
                       )}
                     </dd>
-                  </>
+                  </Fragment>
                 ))}
               </dl>
             </div>

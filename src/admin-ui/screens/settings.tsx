@@ -329,7 +329,7 @@ function SmtpTest() {
     setAnswer(null);
     setError(undefined);
     try {
-      const r = await post<{ message_id: string; response: string }>('/mail/test', { to });
+      const r = await post<AdminData<'smtpTest'>>('/mail/test', { to });
       setAnswer({ ok: true, text: `Accepted. Server answered: ${r.response} (message id ${r.message_id})` });
     } catch (err) {
       if (err instanceof ApiError && err.fields.to) setError(err.fields.to);

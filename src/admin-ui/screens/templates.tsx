@@ -4,7 +4,7 @@
  * origin); a render error names the variable.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, del, get, post, put } from '../api';
+import { ApiError, del, get, post, put, type AdminData } from '../api';
 import {
   Button,
   Empty,
@@ -27,18 +27,7 @@ import { dateTime } from '../format';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
 
-interface TemplateSummary {
-  name: string;
-  subject: string;
-  updated_at: string;
-}
-interface Template extends TemplateSummary {
-  html: string | null;
-  text: string | null;
-  variables: string[];
-  /** Read only inside {% if %} / {% unless %}: a send (and the preview) may leave them out. */
-  optional_variables: string[];
-}
+type Template = AdminData<'template'>['template'];
 
 /** The rule of a template's name (the server's TEMPLATE_NAME), in the hint's words. */
 const NAME_RULE = /^[a-z0-9][a-z0-9_.-]{0,99}$/;
@@ -51,7 +40,7 @@ export function Templates() {
 }
 
 function TemplateList() {
-  const { data, error, loading, reload } = useAsync(() => get<{ templates: TemplateSummary[] }>('/templates'), []);
+  const { data, error, loading, reload } = useAsync(() => get<AdminData<'templates'>>('/templates'), []);
   return (
     <>
       <PageHeader
@@ -146,7 +135,7 @@ function Editor({ name }: { name: string | null }) {
   const loaded = useAsync(
     () =>
       name
-        ? get<{ template: Template }>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template)
+        ? get<AdminData<'template'>>(`/templates/${encodeURIComponent(name)}`).then((r) => r.template)
         : Promise.resolve(null),
     [name],
   );
@@ -173,7 +162,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [samples, setSamples] = useState<Record<string, string>>(() =>
     Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])),
   );
-  const [preview, setPreview] = useState<{ subject: string; html: string; text: string } | null>(null);
+  const [preview, setPreview] = useState<AdminData<'preview'> | null>(null);
   const [previewError, setPreviewError] = useState<unknown>();
   const [saving, setSaving] = useState(false);
   const [saveError, setSaveError] = useState<unknown>();
@@ -203,13 +192,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
     const mine = ++asked.current;
     timer.current = setTimeout(async () => {
       try {
-        const r = await post<{
-          subject: string;
-          html: string;
-          text: string;
-          variables: string[];
-          optional_variables: string[];
-        }>('/templates/preview', {
+        const r = await post<AdminData<'preview'>>('/templates/preview', {
           subject,
           html: html || undefined,
           text: text || undefined,
@@ -249,7 +232,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
     setSaving(true);
     setSaveError(undefined);
     try {
-      const { template } = await put<{ template: Template }>(`/templates/${encodeURIComponent(name)}`, {
+      const { template } = await put<AdminData<'template'>>(`/templates/${encodeURIComponent(name)}`, {
         subject,
         html: html || undefined,
         text: text || undefined,
@@ -458,7 +441,7 @@ function SendTest({ name, variables, onClose }: { name: string; variables: Sampl
   const [answer, setAnswer] = useState<string>();
   const { busy, error, submit } = useSubmit(async () => {
     setAnswer(undefined);
-    const r = await post<{ job_id: string; response: string }>(`/templates/${encodeURIComponent(name)}/test`, {
+    const r = await post<AdminData<'templateTest'>>(`/templates/${encodeURIComponent(name)}/test`, {
       to,
       variables,
     });

@@ -20,7 +20,7 @@ async function databaseHealth(p: Basalt): Promise<{ ok: boolean; latency_ms: num
 export async function dashboard(p: Basalt) {
   const database = await databaseHealth(p);
   const instances = (
-    await p.db.query(
+    await p.db.query<{ id: string; host: string; pid: number; version: string; started_at: Date; seen_at: Date }>(
       `SELECT id, host, pid, version, started_at, seen_at FROM basalt.instances
         WHERE seen_at > now() - make_interval(secs => $1::int) ORDER BY started_at`,
       [INSTANCE_SEEN_SECONDS],

@@ -105,6 +105,109 @@ const Setting = t.Object({
   is_set: t.Boolean(),
 });
 
+const JobState = t.Union([
+  t.Literal('queued'),
+  t.Literal('sending'),
+  t.Literal('sent'),
+  t.Literal('failed'),
+  t.Literal('dead'),
+  t.Literal('cancelled'),
+]);
+
+const Job = t.Object({
+  id: t.String(),
+  state: JobState,
+  to: t.Array(t.String()),
+  subject: t.String(),
+  template: MaybeText,
+  attempts: t.Number(),
+  max_attempts: t.Number(),
+  created_at: When,
+  updated_at: When,
+  next_attempt_at: MaybeWhen,
+  sent_at: MaybeWhen,
+  last_error: MaybeText,
+  /** Earlier rounds of attempts, oldest first, one per retry: kept, never erased. */
+  history: t.Array(t.Object({ until: t.String(), state: JobState, attempts: t.Number(), last_error: MaybeText })),
+  message_id: t.String(),
+  idempotency_key: MaybeText,
+});
+
+const TemplateSummary = t.Object({ name: t.String(), subject: t.String(), updated_at: MaybeWhen });
+const Variables = {
+  variables: t.Array(t.String()),
+  /** Read only inside {% if %} / {% unless %}: a send (and the preview) may leave them out. */
+  optional_variables: t.Array(t.String()),
+};
+const Template = t.Object({
+  ...TemplateSummary.properties,
+  html: MaybeText,
+  text: MaybeText,
+  ...Variables,
+});
+
+const Dashboard = t.Object({
+  version: t.String(),
+  engine: t.Union([t.Literal('embedded'), t.Literal('external')]),
+  database: t.Object({ ok: t.Boolean(), latency_ms: t.Nullable(t.Number()) }),
+  mail: t.Object({ configured: t.Boolean(), jobs_24h: t.Record(JobState, t.Number()) }),
+  counts: t.Object({ users: t.Number(), keys_active: t.Number(), admins: t.Number() }),
+  instances: t.Array(
+    t.Object({
+      id: t.String(),
+      host: t.String(),
+      pid: t.Number(),
+      version: t.String(),
+      started_at: When,
+      seen_at: When,
+    }),
+  ),
+  extensions: t.Object({
+    loaded: t.Number(),
+    failed: t.Array(t.Object({ name: t.String(), error: MaybeText })),
+  }),
+  /** This instance's realtime streams (docs/realtime.md): open now, events sent per second over the last 10 s. */
+  realtime: t.Object({ connections: t.Number(), events_per_second: t.Number() }),
+  recent_audit: t.Array(AuditEntry),
+});
+
+const ExtensionSetting = t.Object({
+  key: t.String(),
+  /** null for a secret: never shown. */
+  value: t.Unknown(),
+  source: t.Union([t.Literal('environment'), t.Literal('file'), t.Literal('database'), t.Literal('default')]),
+  pinned_by: MaybeText,
+  secret: t.Boolean(),
+  description: t.String(),
+});
+const Extension = t.Object({
+  name: t.String(),
+  version: MaybeText,
+  description: MaybeText,
+  state: t.Union([t.Literal('loaded'), t.Literal('failed')]),
+  error: MaybeText,
+  routes: t.Array(t.Object({ method: t.String(), path: t.String() })),
+  settings: t.Array(ExtensionSetting),
+});
+
+const Backup = t.Object({
+  name: t.String(),
+  size: t.Number(),
+  created_at: t.String(),
+  trigger: t.Nullable(t.Union([t.Literal('cli'), t.Literal('schedule'), t.Literal('admin')])),
+  platform_version: MaybeText,
+});
+const CreatedBackup = t.Object({
+  ...Backup.properties,
+  files: t.Number(),
+  /** Bytes before compression. */
+  bytes: t.Number(),
+  held_ms: t.Number(),
+  total_ms: t.Number(),
+  /** The off-machine copy when the Files module uses S3 (docs/backup.md). */
+  s3: t.Nullable(t.Object({ bucket: t.String(), key: MaybeText, error: t.Optional(t.String()) })),
+});
+
 const Empty = t.Object({});
 
 export const Responses = {
@@ -120,6 +223,21 @@ export const Responses = {
   userDetail: t.Object({ user: User, sessions: t.Array(UserSession), lock: Lock, verification_mail: MaybeText }),
   audit: t.Object({ entries: t.Array(AuditEntry), next_cursor: MaybeText }),
   settings: t.Object({ settings: t.Array(Setting) }),
+  smtpTest: t.Object({ message_id: t.String(), response: t.String() }),
+  jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
+  dashboard: Dashboard,
+  /** `dir`: where the archives are (`<data.dir>/backups`). */
+  backups: t.Object({ backups: t.Array(Backup), dir: t.String() }),
+  backup: t.Object({ backup: CreatedBackup }),
+  /** `dir`: the absolute folder scanned at start (extensions.dir resolved), where a new one goes. */
+  extensions: t.Object({ extensions: t.Array(Extension), dir: t.String() }),
+  extensionSetting: t.Object({ setting: ExtensionSetting }),
+  templates: t.Object({ templates: t.Array(TemplateSummary) }),
+  template: t.Object({ template: Template }),
+  preview: t.Object({ subject: t.String(), html: MaybeText, text: MaybeText, ...Variables }),
+  templateTest: t.Object({ job_id: t.String(), message_id: t.String(), response: t.String() }),
+  /** `smtp_server`: host:port of mail.smtp_url, beside the job's error. */
+  job: t.Object({ job: Job, smtp_server: MaybeText }),
   setting: t.Object({ setting: Setting }),
 };
 

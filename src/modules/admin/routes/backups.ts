@@ -8,6 +8,7 @@ import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
+import { Responses, reply, replyCreated } from '../responses';
 import { BackupError, backupService, type CreatedBackup } from '../../backup/service';
 
 function mapped(e: unknown, name?: string): never {
@@ -21,29 +22,37 @@ function mapped(e: unknown, name?: string): never {
 export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const backups = () => backupService(p);
   return app
-    .get('/backups', async () => {
-      try {
-        return ok({ backups: await backups().list(), dir: backups().dir });
-      } catch (e) {
-        mapped(e);
-      }
-    })
-    .post('/backups', async ({ request, set, server, admin }) => {
-      const { actor } = signedIn(admin);
-      // A large site's backup can take longer than the listener's idle timeout (60 s): no timeout for this request.
-      server?.timeout?.(request, 0);
-      let b: CreatedBackup;
-      try {
-        b = await backups().create({ trigger: 'admin' });
-      } catch (e) {
-        mapped(e);
-      }
-      // Written after the backup: on the embedded engine a transaction around it would hold the database it copies.
-      await writeAudit(p.db, actor, 'backups.create', b.name, { size: b.size, files: b.files, held_ms: b.held_ms });
-      set.status = 201;
-      const { row_counts: _counts, ...backup } = b;
-      return ok({ backup });
-    })
+    .get(
+      '/backups',
+      async () => {
+        try {
+          return ok({ backups: await backups().list(), dir: backups().dir });
+        } catch (e) {
+          mapped(e);
+        }
+      },
+      { response: reply(Responses.backups) },
+    )
+    .post(
+      '/backups',
+      async ({ request, set, server, admin }) => {
+        const { actor } = signedIn(admin);
+        // A large site's backup can take longer than the listener's idle timeout (60 s): no timeout for this request.
+        server?.timeout?.(request, 0);
+        let b: CreatedBackup;
+        try {
+          b = await backups().create({ trigger: 'admin' });
+        } catch (e) {
+          mapped(e);
+        }
+        // Written after the backup: on the embedded engine a transaction around it would hold the database it copies.
+        await writeAudit(p.db, actor, 'backups.create', b.name, { size: b.size, files: b.files, held_ms: b.held_ms });
+        set.status = 201;
+        const { row_counts: _counts, ...backup } = b;
+        return ok({ backup });
+      },
+      { response: replyCreated(Responses.backup) },
+    )
     .get('/backups/:name/download', ({ params }) => {
       let path: string;
       try {
@@ -59,14 +68,18 @@ export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         },
       });
     })
-    .delete('/backups/:name', async ({ params, admin }) => {
-      const { actor } = signedIn(admin);
-      try {
-        await backups().delete(params.name);
-      } catch (e) {
-        mapped(e, params.name);
-      }
-      await writeAudit(p.db, actor, 'backups.delete', params.name);
-      return ok({});
-    });
+    .delete(
+      '/backups/:name',
+      async ({ params, admin }) => {
+        const { actor } = signedIn(admin);
+        try {
+          await backups().delete(params.name);
+        } catch (e) {
+          mapped(e, params.name);
+        }
+        await writeAudit(p.db, actor, 'backups.delete', params.name);
+        return ok({});
+      },
+      { response: reply(Responses.empty) },
+    );
 }

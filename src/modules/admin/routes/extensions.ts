@@ -5,6 +5,21 @@ import { signedIn } from '../guard';
 import { ConfigError } from '../../../config/validate';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
+import { Responses, reply } from '../responses';
+import type { ExtensionSettingView } from '../../../extensions/settings-store';
+
+/** A setting of an extension as the panel shows it: a secret's value never, where a pinned one comes from. */
+function settingView(s: ExtensionSettingView) {
+  const pinned = s.source === 'env' || s.source === 'flag' || s.source === 'file';
+  return {
+    key: s.key,
+    value: s.secret ? null : s.value,
+    source: s.source === 'env' || s.source === 'flag' ? ('environment' as const) : s.source,
+    pinned_by: pinned ? (s.origin ?? s.source) : null,
+    secret: s.secret,
+    description: s.description,
+  };
+}
 
 function extensionView(p: Basalt, name: string) {
   const e = p.services.extensions.get(name);
@@ -14,30 +29,26 @@ function extensionView(p: Basalt, name: string) {
 
 export function extensionsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
-    .get('/extensions', () =>
-      ok({
-        extensions: p.services.extensions.list().map((e) => ({
-          name: e.name,
-          version: e.version ?? null,
-          description: e.description ?? null,
-          state: e.status,
-          error: e.error ?? null,
-          routes: e.routes.map((r) => {
-            const [method, ...path] = r.split(' ');
-            return { method, path: path.join(' ') };
-          }),
-          settings: e.settings.map((s) => ({
-            key: s.key,
-            value: s.secret ? null : s.value,
-            source: s.source === 'env' ? 'environment' : s.source,
-            pinned_by: s.source === 'env' || s.source === 'file' ? (s.origin ?? s.source) : null,
-            secret: s.secret,
-            description: s.description,
+    .get(
+      '/extensions',
+      () =>
+        ok({
+          extensions: p.services.extensions.list().map((e) => ({
+            name: e.name,
+            version: e.version ?? null,
+            description: e.description ?? null,
+            state: e.status,
+            error: e.error ?? null,
+            routes: e.routes.map((r) => {
+              const [method = '', ...path] = r.split(' ');
+              return { method, path: path.join(' ') };
+            }),
+            settings: e.settings.map(settingView),
           })),
-        })),
-        // The absolute folder scanned at start (extensions.dir resolved): where a new one goes.
-        dir: p.services.extensions.dir,
-      }),
+          // The absolute folder scanned at start (extensions.dir resolved): where a new one goes.
+          dir: p.services.extensions.dir,
+        }),
+      { response: reply(Responses.extensions) },
     )
     .put(
       '/extensions/:name/settings/:key',
@@ -68,16 +79,8 @@ export function extensionsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         }
         await p.services.extensions.store.load();
         const s = extensionView(p, e.name).settings.find((x) => x.key === current.key)!;
-        return ok({
-          setting: {
-            key: s.key,
-            value: s.secret ? null : s.value,
-            source: s.source,
-            secret: s.secret,
-            description: s.description,
-          },
-        });
+        return ok({ setting: settingView(s) });
       },
-      { body: Bodies.value },
+      { body: Bodies.value, response: reply(Responses.extensionSetting) },
     );
 }

@@ -10,6 +10,7 @@ import { parseJobCursor, type JobRow, type JobState } from '../../mail/jobs';
 import { AdminErrors } from '../errors';
 import { Bodies, Queries } from '../model';
 import { writeAudit } from '../audit';
+import { Responses, reply } from '../responses';
 
 const STATES: JobState[] = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'];
 const isState = (s: string): s is JobState => (STATES as string[]).includes(s);
@@ -86,7 +87,7 @@ export function mailRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           throw e;
         }
       },
-      { body: Bodies.mailTest },
+      { body: Bodies.mailTest, response: reply(Responses.smtpTest) },
     )
     .get(
       '/mail/jobs',
@@ -107,9 +108,15 @@ export function mailRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         });
         return ok({ jobs: r.rows.map(jobView), next_cursor: r.nextCursor });
       },
-      { query: Queries.jobs },
+      { query: Queries.jobs, response: reply(Responses.jobs) },
     )
-    .get('/mail/jobs/:id', async ({ params }) => ok({ job: jobView(await job(params.id)), smtp_server: smtpServer(p) }))
-    .post('/mail/jobs/:id/retry', transition('retry', 'failed or dead'))
-    .post('/mail/jobs/:id/cancel', transition('cancel', 'queued'));
+    .get(
+      '/mail/jobs/:id',
+      async ({ params }) => ok({ job: jobView(await job(params.id)), smtp_server: smtpServer(p) }),
+      {
+        response: reply(Responses.job),
+      },
+    )
+    .post('/mail/jobs/:id/retry', transition('retry', 'failed or dead'), { response: reply(Responses.job) })
+    .post('/mail/jobs/:id/cancel', transition('cancel', 'queued'), { response: reply(Responses.job) });
 }

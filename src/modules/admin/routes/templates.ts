@@ -10,6 +10,7 @@ import { deleteTemplate, putTemplate } from '../changes';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
+import { Responses, reply } from '../responses';
 
 const view = (t: MailTemplate) => ({
   name: t.name,
@@ -24,14 +25,17 @@ const view = (t: MailTemplate) => ({
 export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const templates = () => p.services.mail.templates;
   return app
-    .get('/templates', async () =>
-      ok({
-        templates: (await templates().list()).map((t) => ({
-          name: t.name,
-          subject: t.subject,
-          updated_at: t.updated_at ?? null,
-        })),
-      }),
+    .get(
+      '/templates',
+      async () =>
+        ok({
+          templates: (await templates().list()).map((t) => ({
+            name: t.name,
+            subject: t.subject,
+            updated_at: t.updated_at ?? null,
+          })),
+        }),
+      { response: reply(Responses.templates) },
     )
     .post(
       '/templates/preview',
@@ -46,7 +50,7 @@ export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           optional_variables: optionalTemplateVariables(input),
         });
       },
-      { body: Bodies.preview },
+      { body: Bodies.preview, response: reply(Responses.preview) },
     )
     .post(
       '/templates/:name/test',
@@ -72,13 +76,17 @@ export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           throw e;
         }
       },
-      { body: Bodies.templateTest },
+      { body: Bodies.templateTest, response: reply(Responses.templateTest) },
     )
-    .get('/templates/:name', async ({ params }) => {
-      const t = await templates().get(params.name);
-      if (!t) throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
-      return ok({ template: view(t) });
-    })
+    .get(
+      '/templates/:name',
+      async ({ params }) => {
+        const t = await templates().get(params.name);
+        if (!t) throw AdminErrors.notFound(`The template '${String(params.name).slice(0, 100)}'`);
+        return ok({ template: view(t) });
+      },
+      { response: reply(Responses.template) },
+    )
     .put(
       '/templates/:name',
       async ({ params, body, admin }) => {
@@ -90,10 +98,14 @@ export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         });
         return ok({ template: view(t) });
       },
-      { body: Bodies.template },
+      { body: Bodies.template, response: reply(Responses.template) },
     )
-    .delete('/templates/:name', async ({ params, admin }) => {
-      await deleteTemplate(p, signedIn(admin).actor, params.name);
-      return ok({});
-    });
+    .delete(
+      '/templates/:name',
+      async ({ params, admin }) => {
+        await deleteTemplate(p, signedIn(admin).actor, params.name);
+        return ok({});
+      },
+      { response: reply(Responses.empty) },
+    );
 }

@@ -5,25 +5,13 @@
  * screen's provider check.
  */
 import { useState } from 'preact/hooks';
-import { del, get, post } from '../api';
+import { del, get, post, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Loading, confirm, useAsync, ListTable } from '../components/ui';
 import { toast } from '../components/toast';
 import { ago, dateTime } from '../format';
 
-interface Identity {
-  id: string;
-  provider: string;
-  email: string | null;
-  email_verified: boolean;
-  created_at: string;
-  last_used_at: string;
-}
-interface Methods {
-  identities: Identity[];
-  has_password: boolean;
-  totp_enabled: boolean;
-  recovery_codes_left: number;
-}
+type Methods = AdminData<'signInMethods'>;
+type Identity = Methods['identities'][number];
 
 export function UserSignInMethods({ id, email }: { id: string; email: string }) {
   const path = `/users/${encodeURIComponent(id)}`;
@@ -133,15 +121,7 @@ export function UserSignInMethods({ id, email }: { id: string; email: string }) 
   );
 }
 
-interface Check {
-  name: string;
-  kind: string;
-  issuer: string;
-  ok: boolean;
-  authorization_endpoint: string | null;
-  problem: string | null;
-  checks: { step: string; ok: boolean | null; detail: string }[];
-}
+type Check = AdminData<'providerCheck'>;
 
 const STEP: Record<string, string> = {
   discovery: 'Discovery',
@@ -156,7 +136,7 @@ const STEP: Record<string, string> = {
  * client id and secret at the token endpoint).
  */
 export function SignInProviders() {
-  const { data, error, reload } = useAsync(() => get<{ providers: string[] }>('/sign-in-providers'), []);
+  const { data, error, reload } = useAsync(() => get<AdminData<'providers'>>('/sign-in-providers'), []);
   const [results, setResults] = useState<Record<string, Check | string>>({});
   const check = async (name: string) => {
     try {

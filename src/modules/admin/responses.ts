@@ -7,6 +7,7 @@
  */
 import { t, type Static, type TSchema } from 'elysia';
 import { SuccessA } from '../../http/envelope-schemas';
+import { SignInResponses } from '../auth/sign-in-model';
 
 /** A moment: a Date on the server, an ISO 8601 string in JSON (the panel reads `Wire<…>`). */
 const When = t.Date();
@@ -215,6 +216,22 @@ export const Responses = {
   authState: t.Object({ setup_required: t.Boolean(), signed_in: t.Boolean() }),
   session: t.Object({ admin: Admin, csrf_token: t.String() }),
   admin: t.Object({ admin: Admin }),
+  admins: t.Object({
+    admins: t.Array(
+      t.Object({
+        ...Admin.properties,
+        lock: t.Object({
+          locked_until: MaybeWhen,
+          failures: t.Number(),
+          sources: t.Array(
+            t.Object({ ip: t.String(), failures: t.Number(), window_start: When, locked_until: MaybeWhen }),
+          ),
+        }),
+      }),
+    ),
+  }),
+  /** `cleared`: how many failure records were removed. */
+  adminUnlocked: t.Object({ admin: Admin, cleared: t.Number() }),
   keys: t.Object({ keys: t.Array(Key) }),
   key: t.Object({ key: Key }),
   createdKey: t.Object({ key: Key, secret: t.String() }),
@@ -226,6 +243,27 @@ export const Responses = {
   smtpTest: t.Object({ message_id: t.String(), response: t.String() }),
   jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
   dashboard: Dashboard,
+  /** A user's ways to sign in: the same answer as Public Auth's GET /auth/sign-in-methods. */
+  signInMethods: SignInResponses.methods.properties.data,
+  providers: t.Object({ providers: t.Array(t.String()) }),
+  providerCheck: t.Object({
+    name: t.String(),
+    kind: t.Union([t.Literal('oidc'), t.Literal('github')]),
+    issuer: t.String(),
+    ok: t.Boolean(),
+    authorization_endpoint: MaybeText,
+    authorization_url: MaybeText,
+    redirect_uri: t.String(),
+    problem: MaybeText,
+    /** Each step of the check: discovery, signing keys, the authorization URL, the token endpoint (ok null: not tried). */
+    checks: t.Array(
+      t.Object({
+        step: t.UnionEnum(['discovery', 'jwks', 'authorization_url', 'token_endpoint']),
+        ok: t.Nullable(t.Boolean()),
+        detail: t.String(),
+      }),
+    ),
+  }),
   /** `dir`: where the archives are (`<data.dir>/backups`). */
   backups: t.Object({ backups: t.Array(Backup), dir: t.String() }),
   backup: t.Object({ backup: CreatedBackup }),

@@ -7,13 +7,16 @@ import { t } from 'elysia';
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
+import { Responses, reply } from '../responses';
 
 export function adminsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return app
-    .get('/admins', async () => ok({ admins: await p.services.admin.listWithLocks() }))
+    .get('/admins', async () => ok({ admins: await p.services.admin.listWithLocks() }), {
+      response: reply(Responses.admins),
+    })
     .post(
       '/admins/unlock',
       async ({ body, admin }) => ok(await p.services.admin.unlock(body.email, signedIn(admin).actor)),
-      { body: t.Object({ email: t.String({ maxLength: 320 }) }) },
+      { body: t.Object({ email: t.String({ maxLength: 320 }) }), response: reply(Responses.adminUnlocked) },
     );
 }

@@ -10,6 +10,7 @@ import { signedIn } from '../guard';
 import { isUuid } from '../../../util/uuid';
 import { findUser, resetUserMfa, unlinkUserIdentity } from '../user-sign-in';
 import { providerCheck } from '../../auth/oidc';
+import { Responses, reply } from '../responses';
 
 export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const exists = async (id: string) => {
@@ -17,23 +18,41 @@ export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
     return findUser(p, id);
   };
   return app
-    .get('/users/:id/sign-in-methods', async ({ params }) => {
-      await exists(params.id);
-      return ok(await p.services.auth.methods.methods(params.id));
+    .get(
+      '/users/:id/sign-in-methods',
+      async ({ params }) => {
+        await exists(params.id);
+        return ok(await p.services.auth.methods.methods(params.id));
+      },
+      { response: reply(Responses.signInMethods) },
+    )
+    .post(
+      '/users/:id/reset-mfa',
+      async ({ params, admin }) => {
+        await resetUserMfa(p, await exists(params.id), signedIn(admin).actor);
+        return ok(await p.services.auth.methods.methods(params.id));
+      },
+      { response: reply(Responses.signInMethods) },
+    )
+    .delete(
+      '/users/:id/identities/:identity',
+      async ({ params, admin }) => {
+        await unlinkUserIdentity(p, await exists(params.id), params.identity, signedIn(admin).actor);
+        return ok(await p.services.auth.methods.methods(params.id));
+      },
+      { response: reply(Responses.signInMethods) },
+    )
+    .get('/sign-in-providers', async () => ok({ providers: p.services.auth.oauth.providerNames() }), {
+      response: reply(Responses.providers),
     })
-    .post('/users/:id/reset-mfa', async ({ params, admin }) => {
-      await resetUserMfa(p, await exists(params.id), signedIn(admin).actor);
-      return ok(await p.services.auth.methods.methods(params.id));
-    })
-    .delete('/users/:id/identities/:identity', async ({ params, admin }) => {
-      await unlinkUserIdentity(p, await exists(params.id), params.identity, signedIn(admin).actor);
-      return ok(await p.services.auth.methods.methods(params.id));
-    })
-    .get('/sign-in-providers', async () => ok({ providers: p.services.auth.oauth.providerNames() }))
-    .post('/sign-in-providers/:name/check', async ({ params, request }) => {
-      const provider = p.services.auth.oauth.provider(params.name);
-      // Where the provider sends browsers back (as the start route builds it): web.public_base_url, else this origin.
-      const base = p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
-      return ok(await providerCheck(provider, `${base}/api/v1/auth/oauth/${provider.name}/callback`));
-    });
+    .post(
+      '/sign-in-providers/:name/check',
+      async ({ params, request }) => {
+        const provider = p.services.auth.oauth.provider(params.name);
+        // Where the provider sends browsers back (as the start route builds it): web.public_base_url, else this origin.
+        const base = p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
+        return ok(await providerCheck(provider, `${base}/api/v1/auth/oauth/${provider.name}/callback`));
+      },
+      { response: reply(Responses.providerCheck) },
+    );
 }

@@ -9,7 +9,6 @@ import {
   Button,
   Empty,
   ErrorNote,
-  Field,
   FormModal,
   Loading,
   Modal,
@@ -220,22 +219,15 @@ function CreateKey({
         </fieldset>
         {type === 'service' ? (
           <>
-            <Field
+            <TextField
               label="Service"
+              value={service}
+              onValue={setService}
               error={fieldError(error, 'service')}
               hint="A name for the back-end using this key, e.g. billing."
-            >
-              {(id, d) => (
-                <input
-                  id={id}
-                  aria-describedby={d}
-                  value={service}
-                  onInput={(e) => setService(e.currentTarget.value)}
-                  required
-                  autoFocus
-                />
-              )}
-            </Field>
+              required
+              autoFocus
+            />
             <fieldset>
               <legend>Permissions</legend>
               <div class="checks">

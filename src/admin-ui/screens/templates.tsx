@@ -300,37 +300,26 @@ function EditorForm({ initial }: { initial: Template | null }) {
           <form id="template-form" class="panel-body form" onSubmit={save}>
             <ErrorNote error={formError(saveError, ['name', 'subject', 'html', 'text'])} />
             {!initial && (
-              <Field
+              <TextField
                 label="Name"
+                value={name}
+                onValue={setName}
                 error={
                   fieldError(saveError, 'name') ??
                   (name !== '' && !NAME_RULE.test(name) ? `Not a valid name. ${NAME_HINT}.` : undefined)
                 }
                 hint={NAME_HINT}
-              >
-                {(id, d) => (
-                  <input
-                    id={id}
-                    aria-describedby={d}
-                    value={name}
-                    onInput={(e) => setName(e.currentTarget.value)}
-                    required
-                    autoFocus
-                  />
-                )}
-              </Field>
+                required
+                autoFocus
+              />
             )}
-            <Field label="Subject" error={fieldError(saveError, 'subject')}>
-              {(id, d) => (
-                <input
-                  id={id}
-                  aria-describedby={d}
-                  value={subject}
-                  onInput={(e) => setSubject(e.currentTarget.value)}
-                  required
-                />
-              )}
-            </Field>
+            <TextField
+              label="Subject"
+              value={subject}
+              onValue={setSubject}
+              error={fieldError(saveError, 'subject')}
+              required
+            />
             <Field label="HTML body" error={fieldError(saveError, 'html')}>
               {(id, d) => (
                 <textarea

@@ -90,14 +90,7 @@ const Setting = t.Object({
   pinned_by: MaybeText,
   operator_only: MaybeText,
   live: t.Boolean(),
-  type: t.Union([
-    t.Literal('string'),
-    t.Literal('int'),
-    t.Literal('bool'),
-    t.Literal('enum'),
-    t.Literal('list'),
-    t.Literal('json'),
-  ]),
+  type: t.UnionEnum(['string', 'int', 'bool', 'enum', 'list', 'json']),
   values: t.Optional(t.Array(t.String())),
   min: t.Optional(t.Number()),
   max: t.Optional(t.Number()),
@@ -106,14 +99,7 @@ const Setting = t.Object({
   is_set: t.Boolean(),
 });
 
-const JobState = t.Union([
-  t.Literal('queued'),
-  t.Literal('sending'),
-  t.Literal('sent'),
-  t.Literal('failed'),
-  t.Literal('dead'),
-  t.Literal('cancelled'),
-]);
+const JobState = t.UnionEnum(['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled']);
 
 const Job = t.Object({
   id: t.String(),
@@ -151,7 +137,8 @@ const Dashboard = t.Object({
   version: t.String(),
   engine: t.Union([t.Literal('embedded'), t.Literal('external')]),
   database: t.Object({ ok: t.Boolean(), latency_ms: t.Nullable(t.Number()) }),
-  mail: t.Object({ configured: t.Boolean(), jobs_24h: t.Record(JobState, t.Number()) }),
+  /** Jobs created in the last 24 hours, by state (every state, 0 when none). */
+  mail: t.Object({ configured: t.Boolean(), jobs_24h: t.Record(t.String(), t.Number()) }),
   counts: t.Object({ users: t.Number(), keys_active: t.Number(), admins: t.Number() }),
   instances: t.Array(
     t.Object({

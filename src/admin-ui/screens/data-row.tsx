@@ -1,16 +1,17 @@
 import { useState } from 'preact/hooks';
-import { ApiError, patch, post } from '../api';
+import { ApiError, patch, post, type AdminData } from '../api';
 import { Button, ErrorNote, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
-export type { ColumnInfo as Column, TableInfo } from '../../modules/database/browser/browser';
-import type { ColumnInfo as Column, TableInfo } from '../../modules/database/browser/browser';
+/** A table of the data schema as GET /data/tables answers it. */
+export type TableInfo = AdminData<'tables'>['tables'][number];
+export type Column = TableInfo['columns'][number];
 
 /** The first values of a referenced column, offered by the browser as the input's suggestions. */
 function ReferencedValues({ id, refTo }: { id: string; refTo: { table: string; column: string } }) {
   const values = useAsync(
     () =>
-      post<{ rows: Record<string, unknown>[] }>(`/data/${encodeURIComponent(refTo.table)}/select`, {
+      post<AdminData<'rows'>>(`/data/${encodeURIComponent(refTo.table)}/select`, {
         sort: [{ field: refTo.column, direction: 'asc' }],
         limit: 200,
       }),

@@ -5,7 +5,7 @@
  * (`#/data/<table>/access`, data-access.tsx).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get, post } from '../api';
+import { ApiError, get, post, type AdminData } from '../api';
 import {
   Button,
   Empty,
@@ -30,17 +30,12 @@ interface Sort {
   field: string;
   direction: 'asc' | 'desc';
 }
-interface Page {
-  rows: Record<string, unknown>[];
-  count: number;
-  estimated_total: number;
-  total?: number;
-}
+type Page = AdminData<'rows'>;
 
 const LIMIT = 50;
 
 export function Data() {
-  const tables = useAsync(() => get<{ tables: TableInfo[] }>('/data/tables'), []);
+  const tables = useAsync(() => get<AdminData<'tables'>>('/data/tables'), []);
   const name = route.value.parts[1];
   const table = tables.data?.tables.find((t) => t.name === name);
   return (
@@ -181,7 +176,7 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
     )
       return;
     try {
-      const r = await post<{ count: number }>(`/data/${encodeURIComponent(table.name)}/delete`, {
+      const r = await post<AdminData<'deleted'>>(`/data/${encodeURIComponent(table.name)}/delete`, {
         keys: [...selected].map((s) => JSON.parse(s)),
       });
       toast(`${r.count} row${r.count === 1 ? '' : 's'} deleted.`);
@@ -409,7 +404,7 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
     if (f) setCsv(await f.text());
   };
   const { busy, error, submit } = useSubmit(async () => {
-    const r = await post<{ inserted: number }>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
+    const r = await post<AdminData<'imported'>>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
     toast(`${number(r.inserted)} rows imported into ${table.name}.`);
     onDone();
   });

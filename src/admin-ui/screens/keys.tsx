@@ -185,7 +185,7 @@ function CreateKey({
   const [site, setSite] = useState(false);
   const needsTables = perms.includes('db:query') || perms.includes('db:*');
   const catalog = useAsync(
-    () => (needsTables ? get<{ tables: { name: string }[] }>('/data/tables') : Promise.resolve(undefined)),
+    () => (needsTables ? get<AdminData<'tables'>>('/data/tables') : Promise.resolve(undefined)),
     [needsTables],
   );
   const toggle = (list: string[], v: string) => (list.includes(v) ? list.filter((x) => x !== v) : [...list, v]);

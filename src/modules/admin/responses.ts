@@ -196,6 +196,23 @@ const CreatedBackup = t.Object({
   s3: t.Nullable(t.Object({ bucket: t.String(), key: MaybeText, error: t.Optional(t.String()) })),
 });
 
+const Row = t.Record(t.String(), t.Unknown());
+const Column = t.Object({
+  name: t.String(),
+  type: t.String(),
+  nullable: t.Boolean(),
+  has_default: t.Boolean(),
+  references: t.Nullable(t.Object({ table: t.String(), column: t.String() })),
+});
+const Table = t.Object({
+  name: t.String(),
+  /** Exact when the table is small; null above (then `estimated_rows`). */
+  rows: t.Nullable(t.Number()),
+  estimated_rows: t.Number(),
+  primary_key: t.Array(t.String()),
+  columns: t.Array(Column),
+});
+
 const Empty = t.Object({});
 
 export const Responses = {
@@ -230,6 +247,12 @@ export const Responses = {
   smtpTest: t.Object({ message_id: t.String(), response: t.String() }),
   jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
   dashboard: Dashboard,
+  tables: t.Object({ tables: t.Array(Table) }),
+  /** `total`: exact, only for a table of at most 100,000 rows (estimated); `estimated_total` always. */
+  rows: t.Object({ rows: t.Array(Row), count: t.Number(), estimated_total: t.Number(), total: t.Optional(t.Number()) }),
+  row: t.Object({ row: Row }),
+  deleted: t.Object({ count: t.Number() }),
+  imported: t.Object({ inserted: t.Number() }),
   /** A user's ways to sign in: the same answer as Public Auth's GET /auth/sign-in-methods. */
   signInMethods: SignInResponses.methods.properties.data,
   providers: t.Object({ providers: t.Array(t.String()) }),

@@ -10,6 +10,7 @@ import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../../database/browser/browser';
 import { AdminErrors } from '../errors';
+import { Responses, reply, replyCreated } from '../responses';
 import { createDataAccess, type DataAccess } from '../data-access';
 import type { AccessChange } from '../data-access-changes';
 
@@ -94,7 +95,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const grants = () => (access ??= createDataAccess(p));
   return (
     app
-      .get('/data/tables', async () => ok({ tables: await data().tables() }))
+      .get('/data/tables', async () => ok({ tables: await data().tables() }), { response: reply(Responses.tables) })
       // Users' own data (docs/database.md): grants, row-level security, policies, warnings.
       .get('/data/:table/access', async ({ params }) => ok(await grants().access(params.table)))
       // Grants, RLS, policies, realtime: applied in one audited transaction and written as a migration file.
@@ -119,7 +120,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       .post(
         '/data/:table/select',
         async ({ params, body }) => ok(await data().select(params.table, (body ?? {}) as SelectQuery)),
-        { body: Bodies.select },
+        { body: Bodies.select, response: reply(Responses.rows) },
       )
       .post(
         '/data/:table/rows',
@@ -132,7 +133,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           set.status = 201;
           return ok({ row });
         },
-        { body: Bodies.insert },
+        { body: Bodies.insert, response: replyCreated(Responses.row) },
       )
       .patch(
         '/data/:table/rows',
@@ -153,7 +154,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok({ row });
         },
-        { body: Bodies.update },
+        { body: Bodies.update, response: reply(Responses.row) },
       )
       .post(
         '/data/:table/delete',
@@ -165,7 +166,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok({ count });
         },
-        { body: Bodies.delete },
+        { body: Bodies.delete, response: reply(Responses.deleted) },
       )
       .post(
         '/data/:table/import',
@@ -177,7 +178,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok(r);
         },
-        { body: Bodies.import },
+        { body: Bodies.import, response: reply(Responses.imported) },
       )
       .get('/data/:table/export.csv', async ({ params, query }) => {
         // Parsed, not checked here: the export checks them as a select does.

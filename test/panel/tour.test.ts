@@ -680,7 +680,8 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
         // A screen of the list: its title heads the page and names the tab.
         if (title) {
           await page.getByRole('heading', { level: 1, name: title, exact: true }).waitFor();
-          expect(await page.title()).toBe(`${title} · Basalt administration`);
+          // The tab's title follows the route right after the render (an effect): wait for it.
+          await page.waitForFunction((t) => document.title === t, `${title} · Basalt administration`);
         }
         // Settled: nothing loading, nothing busy, a moment for the last paint.
         await page.waitForFunction(() => !document.querySelector('.loading, [aria-busy="true"], .spinner'));

@@ -9,14 +9,11 @@ import { titleOf } from '../screen-list';
 const STATES = ['queued', 'sending', 'sent', 'failed', 'dead', 'cancelled'] as const;
 
 /** An administrator's sign-in lock (GET /api/admin/admins): the backstop, and the addresses failing. */
-interface AdminLock {
-  email: string;
-  lock: { locked_until: string | null; sources: { ip: string; locked_until: string | null }[] };
-}
+type AdminLock = AdminData<'admins'>['admins'][number];
 
 export function Dashboard() {
   const { data, error, loading, reload } = useAsync(() => get<AdminData<'dashboard'>>('/dashboard'), []);
-  const admins = useAsync(() => get<{ admins: AdminLock[] }>('/admins'), []);
+  const admins = useAsync(() => get<AdminData<'admins'>>('/admins'), []);
   return (
     <>
       <PageHeader

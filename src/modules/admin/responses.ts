@@ -220,20 +220,7 @@ export const Responses = {
   authState: t.Object({ setup_required: t.Boolean(), signed_in: t.Boolean() }),
   session: t.Object({ admin: Admin, csrf_token: t.String() }),
   admin: t.Object({ admin: Admin }),
-  admins: t.Object({
-    admins: t.Array(
-      t.Object({
-        ...Admin.properties,
-        lock: t.Object({
-          locked_until: MaybeWhen,
-          failures: t.Number(),
-          sources: t.Array(
-            t.Object({ ip: t.String(), failures: t.Number(), window_start: When, locked_until: MaybeWhen }),
-          ),
-        }),
-      }),
-    ),
-  }),
+  admins: t.Object({ admins: t.Array(t.Object({ ...Admin.properties, lock: Lock })) }),
   /** `cleared`: how many failure records were removed. */
   adminUnlocked: t.Object({ admin: Admin, cleared: t.Number() }),
   keys: t.Object({ keys: t.Array(Key) }),

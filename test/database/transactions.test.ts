@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import { type Reply, startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { expectError, query, tx } from './fixtures';
 import { eventually } from '../helpers/wait';
@@ -567,13 +567,20 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
     const { own, call, expectNothingCommitted } = await openTransaction({ BASALT_DATABASE_BUSY_TIMEOUT_MS: '30000' });
     // On the embedded engine these wait for the open transaction (it holds the database);
     // on external PostgreSQL they open at once and are rolled back with it.
-    const waiting = [1, 2, 3].map(() => call('transaction/begin'));
+    // A begin that had not reached the listener when it closed gets its connection reset (a
+    // loaded machine): it opened nothing either, which is what this test is about.
+    const waiting = [1, 2, 3].map(() =>
+      call('transaction/begin').catch(
+        (e: unknown): Reply => ({ status: 0, headers: new Headers(), body: null, text: String(e) }),
+      ),
+    );
     await Bun.sleep(200);
     const t0 = performance.now();
     await own.running.stop(); // the idle timeout is 30 s: waiting for it would fail the stop (10 s)
     expect(performance.now() - t0).toBeLessThan(5000);
     const answers = await Promise.all(waiting);
     for (const r of answers) {
+      if (r.status === 0) continue;
       if (engine === 'embedded' || r.status !== 200) expectError(r, 503, 'shutting_down');
     }
     await expectNothingCommitted();

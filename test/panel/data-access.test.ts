@@ -1,7 +1,8 @@
 /**
  * Data → a table → Access in Chromium (embedded engine): grants, RLS and realtime
  * switches, a policy created and dropped through the forms (each written as a migration
- * file, named in the toast), "try as a user"; screenshots at both widths and themes.
+ * file, named in the toast), "try as a user"; screenshots at both widths and themes; the
+ * dashboard's live realtime figure.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { signInUser } from '../helpers/users';
 import { startAdminServer } from '../admin/support';
 import { NOTES_MIGRATION } from '../database/user-data.fixtures';
 import { newContext, shot, switchScheme } from './support';
+import { openSse } from '../realtime/sse';
 
 describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => {
   let s: TestServer;
@@ -95,6 +97,15 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
         "SELECT action FROM basalt.admin_audit WHERE action LIKE 'data.%' ORDER BY id",
       );
       expect(audit.rows.map((r) => r.action)).toEqual(['data.realtime', 'data.access', 'data.try_as', 'data.access']);
+
+      // The dashboard: live streams of this instance, kept up to date while it is open.
+      await page.goto(`${s.url}/_/#/`);
+      const stat = page.getByTestId('realtime-stat');
+      await stat.getByText('0 live').waitFor();
+      const stream = await openSse(`${s.publicUrl}/api/v1/realtime?tables=notes`, ada.headers());
+      expect(stream.status).toBe(200);
+      await stat.getByText('1 live').waitFor({ timeout: 30_000 });
+      stream.close();
     } finally {
       await browser.close();
     }

@@ -1,4 +1,5 @@
 /** Dashboard: health of the database and mail, version, engine, instances, counts, recent audit. */
+import { useEffect, useState } from 'preact/hooks';
 import { get, type AdminData } from '../api';
 import { Badge, Empty, ErrorNote, Loading, PageHeader, useAsync } from '../components/ui';
 import { Icon } from '../components/icons';
@@ -99,15 +100,7 @@ function DashboardBody({ d, admins }: { d: AdminData<'dashboard'>; admins: Admin
           <div class="stat-value">{number(d.counts.keys_active)}</div>
           <div class="stat-sub">Version {d.version}</div>
         </div>
-        {d.realtime && (
-          <div class="card stat" data-testid="realtime-stat">
-            <div class="stat-label">
-              <Icon name="refresh" size={14} /> Realtime
-            </div>
-            <div class="stat-value">{number(d.realtime.connections)} live</div>
-            <div class="stat-sub">{number(d.realtime.events_per_second)} events/s on this instance (last 10 s)</div>
-          </div>
-        )}
+        {d.realtime && <RealtimeStat first={d.realtime} />}
       </div>
       <div class="cols">
         <section class="panel">
@@ -198,5 +191,27 @@ function DashboardBody({ d, admins }: { d: AdminData<'dashboard'>; admins: Admin
         )}
       </section>
     </>
+  );
+}
+
+/** Live streams and events per second on this instance, fetched again every 5 s while the dashboard is open. */
+function RealtimeStat({ first }: { first: { connections: number; events_per_second: number } }) {
+  const [now, setNow] = useState(first);
+  useEffect(() => {
+    const t = setInterval(() => {
+      get<AdminData<'dashboard'>>('/dashboard')
+        .then((d) => d.realtime && setNow(d.realtime))
+        .catch(() => {});
+    }, 5000);
+    return () => clearInterval(t);
+  }, []);
+  return (
+    <div class="card stat" data-testid="realtime-stat">
+      <div class="stat-label">
+        <Icon name="refresh" size={14} /> Realtime
+      </div>
+      <div class="stat-value">{number(now.connections)} live</div>
+      <div class="stat-sub">{number(now.events_per_second)} events/s on this instance (last 10 s)</div>
+    </div>
   );
 }

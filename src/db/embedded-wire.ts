@@ -90,6 +90,9 @@ const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
   R: 'routine',
 };
 
+/** Buffers past this size are let go after the exchange that needed them. */
+const LARGE = 1024 * 1024;
+
 // Frontend message codes.
 const PARSE = 0x50;
 const BIND = 0x42;
@@ -287,7 +290,11 @@ export class WireStatements {
   private async send(): Promise<Reply> {
     this.inputLength = 0;
     await this.pg.execProtocolRawStream(this.w.view(), this.exchange);
-    return this.read();
+    const reply = this.read();
+    // A large statement or answer (an export, a bulk insert) does not keep its buffer for the process's life.
+    if (this.input.length > LARGE) this.input = Buffer.allocUnsafe(64 * 1024);
+    if (this.w.buf.length > LARGE) this.w.buf = Buffer.allocUnsafe(16 * 1024);
+    return reply;
   }
 
   private read(): Reply {

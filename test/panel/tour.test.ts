@@ -277,7 +277,8 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await dialog().getByLabel('Recipient').fill('template-test@example.com');
   await dialog().getByRole('button', { name: 'Send test' }).click();
   await page.getByTestId('template-test-answer').waitFor();
-  await sink.waitFor(2);
+  //    With the samples typed before the first save (the editor reopens under the new name).
+  expect((await sink.waitFor(2))[1]!.subject).toBe('Hello Ada');
   for (const [width, height] of SIZES) {
     await page.setViewportSize({ width, height });
     for (const scheme of ['light', 'dark'] as const) {

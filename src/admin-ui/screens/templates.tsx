@@ -91,6 +91,9 @@ function TemplateList() {
 }
 
 /** Sample values by variable path, nested: `user.name` is `name` inside `user`. */
+/** The samples of a new template, carried to its editor under the saved name (which remounts). */
+let carried: { name: string; samples: Record<string, string> } | undefined;
+
 interface Samples {
   [key: string]: string | Samples;
 }
@@ -159,9 +162,11 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [text, setText] = useState(initial?.text ?? '');
   const [variables, setVariables] = useState<string[]>(initial?.variables ?? []);
   const [optional, setOptional] = useState<string[]>(initial?.optional_variables ?? []);
-  const [samples, setSamples] = useState<Record<string, string>>(() =>
-    Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])),
-  );
+  const [samples, setSamples] = useState<Record<string, string>>(() => ({
+    ...Object.fromEntries((initial?.variables ?? []).map((v) => [v, `[${v}]`])),
+    // A new template just saved opens again under its name: the samples typed stay.
+    ...(initial && carried?.name === initial.name ? carried.samples : {}),
+  }));
   const [preview, setPreview] = useState<AdminData<'preview'> | null>(null);
   const [previewError, setPreviewError] = useState<unknown>();
   const [saving, setSaving] = useState(false);
@@ -238,7 +243,10 @@ function EditorForm({ initial }: { initial: Template | null }) {
         text: text || undefined,
       });
       toast(`Template ${template.name} saved.`);
-      if (!initial) navigate(`/templates/${template.name}`, undefined, true);
+      if (!initial) {
+        carried = { name: template.name, samples };
+        navigate(`/templates/${template.name}`, undefined, true);
+      }
     } catch (err) {
       setSaveError(err);
     } finally {

@@ -171,7 +171,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
   const [previewError, setPreviewError] = useState<unknown>();
   const [saving, setSaving] = useState(false);
   const [saveError, setSaveError] = useState<unknown>();
-  const timer = useRef<number | undefined>(undefined);
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   /** The newest preview asked for: the answer to an older one (a newer one is due) is dropped. */
   const asked = useRef(0);
   /** Samples just learned from a render error: render again at once, not after the typing pause. */
@@ -215,7 +215,7 @@ function EditorForm({ initial }: { initial: Template | null }) {
         setPreviewError(e);
         if (!(e instanceof ApiError && learn(missingVariables(e)))) setRendering(false);
       }
-    }, pause) as unknown as number;
+    }, pause);
     return () => clearTimeout(timer.current);
   }, [subject, html, text, samples]);
 

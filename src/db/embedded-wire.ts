@@ -25,6 +25,7 @@
  * (exec, transactions, LISTEN) interleave with these statements as they do with its own.
  */
 import type { PGlite } from '@electric-sql/pglite';
+import { undeclared } from '../util/undeclared';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -193,7 +194,7 @@ export class WireStatements {
     pg: PGlite,
     private readonly onNotification: (channel: string, payload: string) => void,
   ) {
-    this.pg = pg as unknown as PgliteInternals;
+    this.pg = undeclared<PgliteInternals>(pg);
     // One options object (and one callback) for every exchange.
     this.exchange = {
       syncToFs: false,
@@ -382,7 +383,7 @@ export class WireStatements {
           const err = new EmbeddedStatementError(fields.M ?? 'database error');
           for (const [letter, name] of Object.entries(FIELD_NAMES)) {
             const v = fields[letter];
-            if (v !== undefined) (err as unknown as Record<string, string>)[name] = v;
+            if (v !== undefined) err[name] = v;
           }
           reply.error = err;
           break;

@@ -1,6 +1,7 @@
 /**
  * The one boundary where src/ reads a value in a shape that its package's declarations do
- * not state: the embedded engine's WebAssembly module, which PGlite keeps `protected`, and
+ * not state: the embedded engine's WebAssembly module, which PGlite keeps `protected`, the
+ * protocol methods and locks of a PGlite instance that src/db/embedded-wire.ts drives, and
  * csv-parse's `info: true` records, which its overloads type as plain rows. Nothing else in
  * src/ writes `as never` or `as unknown as` (README.md, Development, Types). Each use names
  * the shape it reads; the tests of that area are what check it.

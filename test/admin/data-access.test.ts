@@ -53,7 +53,7 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
         basalt_user: { delete: true, columns: { id: all, owner_id: all, body: all, shared: all } },
         basalt_anon: { delete: false, columns: { id: ['SELECT'], body: ['SELECT'] } },
       },
-      // shared_read reads the boolean `shared`, which leads no index.
+      // shared_read reads the boolean `shared`, which no index starts with.
       warnings: [expect.objectContaining({ code: 'policy_column_unindexed', column: 'shared' })],
     });
     expect(r.body.data.policies).toEqual([

@@ -131,7 +131,7 @@ export function createDataAccess(p: Basalt) {
         warnings.push({
           code: 'policy_column_unindexed',
           column,
-          message: `A policy reads column '${column}', which leads no index: every query under the policy scans the table.`,
+          message: `A policy reads column '${column}', and no index starts with that column: every query under the policy scans the table.`,
         });
       return {
         table: name,

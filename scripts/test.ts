@@ -56,6 +56,8 @@ export const EXECUTABLE_SUITES = [
   'test/security/jwt.test.ts',
   'test/security/routing.test.ts',
   'test/security/smuggling.test.ts',
+  'test/admin/csrf.test.ts',
+  'test/admin/users.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -1,13 +1,13 @@
 /**
  * CSRF layers on every state-changing admin request (docs/admin-api.md §Sessions and
  * CSRF): Fetch Metadata / Origin first (sign-in and setup included), then the
- * session's X-CSRF-Token. Reads pass without either.
+ * session's X-CSRF-Token. Reads pass without either. Over HTTP only: runs against the
+ * executable (scripts/test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
-import { ADMIN_PASSWORD, signInAdmin, type AdminAuth } from '../helpers/admin';
-import { CLI_ACTOR } from '../../src/modules/admin/audit';
+import { ADMIN_PASSWORD, adminReq, createAdmin, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { adminEmail, ip, startAdminServer } from './support';
 import { expectAError } from '../helpers/envelopes';
 
@@ -57,13 +57,14 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
       403,
     ],
   ];
+  const keyCount = async () => (await adminReq(s, a, 'GET', '/api/admin/keys')).body.data.keys.length as number;
   test.each(withSession)('POST /api/admin/keys, %s', async (_n, headers, status) => {
-    const before = (await s.platform.services.keys.list()).length;
+    const before = await keyCount();
     const r = await s.req('POST', '/api/admin/keys', { body: keyBody, headers: { cookie: a.cookie, ...headers(a) } });
     expect(r.status).toBe(status);
     if (status === 403) {
       expectAError(r, 403, 'csrf_failed');
-      expect((await s.platform.services.keys.list()).length).toBe(before);
+      expect(await keyCount()).toBe(before);
     }
   });
 
@@ -83,7 +84,7 @@ describe.each(ENGINES)('admin CSRF on %s', (engine) => {
   ];
   test.each(signIn)('sign-in, %s: only layer 1 (login needs no token)', async (_n, headers, status) => {
     const email = adminEmail();
-    await s.platform.services.admin.create(email, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, email, ADMIN_PASSWORD);
     const r = await s.req('POST', '/api/admin/auth/login', {
       body: { email, password: ADMIN_PASSWORD },
       headers: { 'x-forwarded-for': ip(), ...headers },

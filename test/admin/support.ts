@@ -1,10 +1,11 @@
 /**
  * Shared pieces of the admin suites: a server that believes X-Forwarded-For /
  * X-Forwarded-Proto from 127.0.0.1 (so each test picks its client address), fresh
- * addresses, a sign-in request and the audit rows.
+ * addresses, a sign-in request and the audit rows (on either target).
  */
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
 import type { Engine } from '../helpers/engines';
+import { adminReq, type AdminAuth } from '../helpers/admin';
 
 let counter = 0;
 
@@ -36,6 +37,21 @@ export function login(
   });
 }
 
-export async function auditRows(s: TestServer, action: string): Promise<any[]> {
-  return (await s.platform.db.query('SELECT * FROM basalt.admin_audit WHERE action = $1 ORDER BY id', [action])).rows;
+/**
+ * The audit entries of one action, oldest first: the rows themselves on the source; on the
+ * executable the admin API's entries (the same fields), read as `a` or as the control administrator.
+ */
+export async function auditRows(s: TestServer, action: string, a?: AdminAuth): Promise<any[]> {
+  if (s.target === 'source')
+    return (await s.platform.db.query('SELECT * FROM basalt.admin_audit WHERE action = $1 ORDER BY id', [action])).rows;
+  const entries: any[] = [];
+  let cursor: string | null = null;
+  do {
+    const path: string = `/api/admin/audit?action=${encodeURIComponent(action)}&limit=500${cursor ? `&before=${cursor}` : ''}`;
+    const r: Reply = a ? await adminReq(s, a, 'GET', path) : await s.admin('GET', path);
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text}`);
+    entries.push(...r.body.data.entries);
+    cursor = r.body.data.next_cursor;
+  } while (cursor);
+  return entries.reverse();
 }

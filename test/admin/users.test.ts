@@ -1,12 +1,13 @@
 /**
  * What the Users screen's actions do to a site user (docs/admin-api.md §Users): the
- * effect is immediate on the user's tokens and sign-in, not only a changed row.
+ * effect is immediate on the user's tokens and sign-in, not only a changed row. Over HTTP
+ * only: runs against the executable (scripts/test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
-import { ip, startAdminServer } from './support';
+import { auditRows, ip, startAdminServer } from './support';
 import { USER_PASSWORD, registerUser, signInUser } from '../helpers/users';
 import { expectAError } from '../helpers/envelopes';
 
@@ -85,42 +86,42 @@ describe.each(ENGINES)('admin actions on site users on %s', (engine) => {
 
   test('resend verification without mail configured → 503 mail_not_configured, nothing audited', async () => {
     const u = await signInUser(s);
-    const before = (
-      await s.platform.db.query(
-        `SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`,
-      )
-    ).rows[0] as any;
+    const before = (await auditRows(s, 'users.resend-verification', a)).length;
     const r = await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/resend-verification`);
     expectAError(r, 503, 'mail_not_configured');
-    const after = (
-      await s.platform.db.query(
-        `SELECT count(*)::int AS n FROM basalt.admin_audit WHERE action = 'users.resend-verification'`,
-      )
-    ).rows[0] as any;
-    expect(after.n).toBe(before.n);
+    expect((await auditRows(s, 'users.resend-verification', a)).length).toBe(before);
   });
 
   test('resend verification with mail but no web.public_base_url → 409 naming the setting (a link to the panel would be wrong)', async () => {
     const u = await signInUser(s);
-    await s.platform.settings.set('mail.smtp_url', 'smtp://127.0.0.1:9');
-    await s.platform.settings.set('mail.from', 'site@example.com');
+    const setting = async (key: string, value?: string) =>
+      expect(
+        (
+          await adminReq(
+            s,
+            a,
+            value === undefined ? 'DELETE' : 'PUT',
+            `/api/admin/settings/${key}`,
+            value === undefined ? undefined : { value },
+          )
+        ).status,
+      ).toBe(200);
+    await setting('mail.smtp_url', 'smtp://127.0.0.1:9');
+    await setting('mail.from', 'site@example.com');
     try {
       const r = await adminReq(s, a, 'POST', `/api/admin/users/${u.user.id}/resend-verification`);
       expectAError(r, 409, 'invalid_state');
       expect(r.body.error.message).toContain('web.public_base_url');
     } finally {
-      await s.platform.settings.unset('mail.smtp_url');
-      await s.platform.settings.unset('mail.from');
+      await setting('mail.smtp_url');
+      await setting('mail.from');
     }
   });
 
   const audited = async (action: string, target: string) =>
-    (
-      await s.platform.db.query<{ diff: any; target_label: string }>(
-        'SELECT diff, target_label FROM basalt.admin_audit WHERE action = $1 AND target = $2 ORDER BY id DESC LIMIT 1',
-        [action, target],
-      )
-    ).rows[0];
+    (await auditRows(s, action, a)).filter((r) => r.target === target).at(-1) as
+      | { diff: any; target_label: string }
+      | undefined;
 
   test('create: every wrong field named at once; the user signs in; verified when asked; a taken address → 409', async () => {
     const bad = await adminReq(s, a, 'POST', '/api/admin/users', { email: 'not an address', password: 'short' });

@@ -11,6 +11,8 @@
 import { resetBuckets } from '../../src/modules/auth/rate-limit';
 import { CLI_ACTOR } from '../../src/modules/admin/audit';
 import type { Reply, TestServer } from './server';
+import { EXECUTABLE } from './executable-server';
+import { runBinary } from './binary';
 
 export const ADMIN_PASSWORD = 'admin password 1234';
 let n = 0;
@@ -29,9 +31,27 @@ export interface AdminAuth {
 }
 
 /**
+ * Create an administrator as the command line does (`basalt admin create`, audited as the CLI):
+ * in process, or with the executable's own command line (through its management socket on the
+ * embedded engine).
+ */
+export async function createAdmin(s: TestServer, email: string, password = ADMIN_PASSWORD): Promise<void> {
+  if (s.target === 'source') {
+    await s.platform.services.admin.create(email, password, CLI_ACTOR);
+    return;
+  }
+  const r = await runBinary(EXECUTABLE, ['admin', 'create', '--email', email, '--password', password], s.db.dataDir, {
+    ...s.db.env,
+    BASALT_LOG_LEVEL: 'warn',
+  });
+  if (r.code !== 0) throw new Error(`basalt admin create failed (${r.code}): ${r.stderr}`);
+}
+
+/**
  * Create an administrator (unless `email` names an existing one and `create: false`)
  * and sign in through POST /api/admin/auth/login. The sign-in rate limits of the test
- * client's address and of the account are reset first, so suites may sign in as often as they like.
+ * client's address and of the account are reset first, so suites may sign in as often as they like
+ * (on the source; the executable's suites start their own server and stay under the limits).
  */
 export async function signInAdmin(
   s: TestServer,
@@ -39,9 +59,11 @@ export async function signInAdmin(
 ): Promise<AdminAuth> {
   const email = opts.email ?? `admin-${Date.now().toString(36)}-${++n}@example.com`;
   const password = opts.password ?? ADMIN_PASSWORD;
-  if (opts.create !== false) await s.platform.services.admin.create(email, password, CLI_ACTOR);
-  await resetBuckets(s.platform.db, 'admin_login_ip:127.0.0.1');
-  await resetBuckets(s.platform.db, `admin_login_account:${JSON.stringify([email.toLowerCase(), '127.0.0.1'])}`);
+  if (opts.create !== false) await createAdmin(s, email, password);
+  if (s.target === 'source') {
+    await resetBuckets(s.platform.db, 'admin_login_ip:127.0.0.1');
+    await resetBuckets(s.platform.db, `admin_login_account:${JSON.stringify([email.toLowerCase(), '127.0.0.1'])}`);
+  }
   const r = await s.req('POST', '/api/admin/auth/login', {
     body: { email, password },
     headers: { 'sec-fetch-site': 'same-origin' },

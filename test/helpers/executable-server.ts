@@ -7,12 +7,14 @@
  *
  * What a suite changes as an operator (live settings, API keys, extension settings) goes
  * through the admin API, signed in once through the one-time setup link the executable
- * prints at its first start, so both targets answer the same calls.
+ * prints at its first start (or, when the suite created an administrator first, as an
+ * administrator made with the executable's `basalt admin create`), so both targets answer
+ * the same calls.
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { bareEnv, freePort } from './binary';
+import { bareEnv, freePort, runBinary } from './binary';
 import { eventually } from './wait';
 
 /** The compiled executable the suites run against, or '' to run them on the source. */
@@ -20,6 +22,7 @@ export const EXECUTABLE = process.env.BASALT_TEST_EXECUTABLE ? resolve(process.e
 
 const ROOT = resolve(import.meta.dir, '../..');
 const ADMIN_PASSWORD = 'executable control 1234';
+const CONTROL_EMAIL = 'control@example.com';
 
 export interface ExecutableServer {
   url: string;
@@ -102,14 +105,28 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
       timeout: 10_000,
       what: 'the setup link on stderr',
     });
-    const r = await fetch(url + '/api/admin/auth/setup', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' },
-      body: JSON.stringify({ token, email: 'control@example.com', password: ADMIN_PASSWORD }),
-    });
+    const post = (path: string, body: unknown) =>
+      fetch(url + path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'sec-fetch-site': 'same-origin' },
+        body: JSON.stringify(body),
+      });
+    let r = await post('/api/admin/auth/setup', { token, email: CONTROL_EMAIL, password: ADMIN_PASSWORD });
+    if (r.status === 410) {
+      // The suite created an administrator first (test/helpers/admin.ts), which spends the setup
+      // link: the control administrator is made with the executable's command line instead.
+      const made = await runBinary(
+        EXECUTABLE,
+        ['admin', 'create', '--email', CONTROL_EMAIL, '--password', ADMIN_PASSWORD],
+        env.BASALT_DATA_DIR ?? cwd,
+        env,
+      );
+      if (made.code !== 0) throw new Error(`basalt admin create failed (${made.code}): ${made.stderr}`);
+      r = await post('/api/admin/auth/login', { email: CONTROL_EMAIL, password: ADMIN_PASSWORD });
+    }
     const body = (await r.json()) as { data?: { csrf_token?: string } };
     const cookie = (r.headers.get('set-cookie') ?? '').split(';')[0]!;
-    if (r.status !== 201 || !body.data?.csrf_token)
+    if (r.status >= 300 || !body.data?.csrf_token)
       throw new Error(`admin setup failed: ${r.status} ${JSON.stringify(body)}`);
     return { cookie, 'x-csrf-token': body.data.csrf_token, 'sec-fetch-site': 'same-origin' };
   };

@@ -68,3 +68,9 @@ export async function markVerified(s: TestServer, userId: string): Promise<void>
     await s.platform.db.query('UPDATE basalt.users SET email_verified_at = now() WHERE id = $1', [userId]);
   else await s.admin('POST', `/api/admin/users/${userId}/verify`);
 }
+
+/** Disable or enable a user as an operator would: in process, or through the executable's admin API. */
+export async function setDisabled(s: TestServer, userId: string, disabled: boolean): Promise<void> {
+  if (s.target === 'source') await s.platform.services.auth.setDisabled(userId, disabled);
+  else await s.admin('POST', `/api/admin/users/${userId}/${disabled ? 'disable' : 'enable'}`);
+}

@@ -61,6 +61,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/smuggling.test.ts',
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
+  'test/admin/endpoints.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -27,6 +27,8 @@ const CONTROL_EMAIL = 'control@example.com';
 export interface ExecutableServer {
   url: string;
   publicUrl: string;
+  /** The process id of `basalt serve`. */
+  pid: number;
   /** What it printed so far (stdout and stderr). */
   output(): string;
   /** Headers of a signed-in admin session (cookie, CSRF token, same-origin), signed in on first use. */
@@ -134,6 +136,7 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
   return {
     url,
     publicUrl,
+    pid: proc.pid,
     output,
     adminHeaders: () => (admin ??= signIn()),
     async stop() {

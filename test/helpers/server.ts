@@ -48,6 +48,8 @@ export interface TestServer {
   admin<T = any>(method: string, path: string, body?: unknown): Promise<Reply<T>>;
   /** SQL beside the server (DDL, rows written or read as psql would): only where `canSql(engine)`. */
   sql<T = any>(text: string, params?: unknown[]): Promise<T[]>;
+  /** The id of the process serving: this one on the source, the executable's own otherwise. */
+  pid: number;
   /** Base URL of the main listener, e.g. http://127.0.0.1:40123 */
   url: string;
   /** Base URL of the public listener (same as url when the split is off). */
@@ -132,6 +134,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
       get running(): Running {
         return sourceOnly('s.running');
       },
+      pid: exe.pid,
       url: exe.url,
       publicUrl: exe.publicUrl,
       settings: {
@@ -181,6 +184,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
     target: 'source',
     platform,
     running,
+    pid: process.pid,
     url,
     publicUrl,
     settings: {

@@ -62,6 +62,8 @@ export const EXECUTABLE_SUITES = [
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
   'test/admin/endpoints.test.ts',
+  'test/admin/data-routes.test.ts',
+  'test/admin/data-access.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -40,11 +40,23 @@ export async function createAdmin(s: TestServer, email: string, password = ADMIN
     await s.platform.services.admin.create(email, password, CLI_ACTOR);
     return;
   }
-  const r = await runBinary(EXECUTABLE, ['admin', 'create', '--email', email, '--password', password], s.db.dataDir, {
-    ...s.db.env,
-    BASALT_LOG_LEVEL: 'warn',
-  });
+  const r = await executableCli(s, ['admin', 'create', '--email', email, '--password', password]);
   if (r.code !== 0) throw new Error(`basalt admin create failed (${r.code}): ${r.stderr}`);
+}
+
+/**
+ * The executable's own command line beside its running server (executable only): on the
+ * embedded engine the command runs inside `basalt serve` through the management socket,
+ * on external PostgreSQL it opens the test's database itself, with the settings in `env`
+ * (the server's own, e.g. BASALT_MIGRATIONS_DIR, are not passed on).
+ */
+export function executableCli(
+  s: TestServer,
+  args: string[],
+  env: Record<string, string> = {},
+): ReturnType<typeof runBinary> {
+  if (s.target !== 'executable') throw new Error("executableCli runs the executable's command line");
+  return runBinary(EXECUTABLE, args, s.db.dataDir, { ...s.db.env, BASALT_LOG_LEVEL: 'warn', ...env });
 }
 
 /**

@@ -51,6 +51,8 @@ export const EXECUTABLE_SUITES = [
   'test/auth/accounts.test.ts',
   'test/auth/openapi.test.ts',
   'test/auth/tokens.test.ts',
+  'test/auth/hardening.test.ts',
+  'test/auth/mail.test.ts',
   'test/security/auth-input.test.ts',
   'test/security/email-lookalikes.test.ts',
   'test/security/bounds.test.ts',

@@ -3,9 +3,11 @@
  * per request (X-Forwarded-For from a trusted 127.0.0.1), unique addresses, and a
  * short-hand for an auth request. Signed-in users: test/helpers/users.ts.
  */
-import { afterAll, beforeAll } from 'bun:test';
+import { afterAll, beforeAll, expect } from 'bun:test';
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
 import { ENGINES, type Engine } from '../helpers/engines';
+import type { SinkMessage, SmtpSink } from '../helpers/smtp-sink';
+import { eventually } from '../helpers/wait';
 
 /** The password test/helpers/users.ts gives its users. */
 export { USER_PASSWORD as PASSWORD } from '../helpers/users';
@@ -29,14 +31,19 @@ export function startAuthServer(engine: Engine, opts: StartOptions = {}): Promis
 /**
  * Two auth servers on one fresh external database, started before the enclosing
  * describe's tests and stopped after them; without external PostgreSQL `external` is
- * false and nothing starts (tests skip on it). Call inside a describe.
+ * false and nothing starts (tests skip on it). Call inside a describe; `env` (read when
+ * they start) is both servers' extra environment.
  */
-export function twoInstances(): { external: boolean; a: TestServer; b: TestServer } {
+export function twoInstances(env: () => Record<string, string> = () => ({})): {
+  external: boolean;
+  a: TestServer;
+  b: TestServer;
+} {
   const two = { external: ENGINES.includes('external') } as { external: boolean; a: TestServer; b: TestServer };
   beforeAll(async () => {
     if (!two.external) return;
-    two.a = await startAuthServer('external');
-    two.b = await startAuthServer('external', { db: two.a.db });
+    two.a = await startAuthServer('external', { env: env() });
+    two.b = await startAuthServer('external', { db: two.a.db, env: env() });
   });
   afterAll(async () => {
     if (!two.external) return;
@@ -73,4 +80,38 @@ export async function markVerified(s: TestServer, userId: string): Promise<void>
 export async function setDisabled(s: TestServer, userId: string, disabled: boolean): Promise<void> {
   if (s.target === 'source') await s.platform.services.auth.setDisabled(userId, disabled);
   else await s.admin('POST', `/api/admin/users/${userId}/${disabled ? 'disable' : 'enable'}`);
+}
+
+/** Environment that sends a server's mail to `sink`, with links to https://app.example.com. */
+export function mailEnv(sink: SmtpSink): Record<string, string> {
+  return {
+    BASALT_MAIL_SMTP_URL: sink.url,
+    BASALT_MAIL_FROM: 'noreply@example.com',
+    BASALT_WEB_PUBLIC_BASE_URL: 'https://app.example.com',
+  };
+}
+
+/** The n-th mail of a kind to `to` (waits for it), and the token of its link. */
+export async function mailedToken(
+  sink: SmtpSink,
+  to: string,
+  kind: 'verify-email' | 'reset-password',
+  nth = 1,
+): Promise<{ mail: SinkMessage; token: string; link: string }> {
+  const mails = await eventually(
+    () => sink.messages.filter((m) => m.to.includes(to) && m.text.includes(`/${kind}?token=`)),
+    {
+      until: (mails) => mails.length >= nth,
+      what: `${kind} mail #${nth} to ${to}`,
+    },
+  );
+  const mail = mails[mails.length - 1]!;
+  const link = /https?:\/\/\S+token=[^\s"<]+/.exec(mail.text)![0];
+  return { mail, link, token: decodeURIComponent(new URL(link).searchParams.get('token')!) };
+}
+
+/** A live password reset token for a user, as its owner gets one: password/forgot, then the mail's link. */
+export async function resetToken(s: TestServer, sink: SmtpSink, u: { email: string }, nth = 1): Promise<string> {
+  expect((await call(s, { path: 'password/forgot', body: { email: u.email } })).status).toBe(200);
+  return (await mailedToken(sink, u.email, 'reset-password', nth)).token;
 }

@@ -125,7 +125,7 @@ export const routeList: readonly Area[] = [
     envelope: 'A',
     body: 'json',
     noStore: true,
-    routes: adminRoutes,
+    routes: (p, area) => adminRoutes(p, area, { authRoot: rootOf(areas.byName('auth')) }),
   },
   // The panel also answers `/` on the main listener with a redirect to `/_/`.
   { name: 'panel', prefix: '/_', listener: 'main', envelope: 'A', body: 'capped', routes: panelRoutes },

@@ -14,9 +14,24 @@ import { expectA, expectAError } from '../helpers/envelopes';
 import { call, email, markVerified, startAuthServer, PASSWORD } from './support';
 import { registerUser, signInUser } from '../helpers/users';
 import { claimsOf, fragment, hop, startProvider, walk, type TestProvider } from './provider';
+import { adminReq, signInAdmin } from '../helpers/admin';
 
 const APP = 'https://app.example.com';
 const BACK = `${APP}/auth/done`;
+
+/** The admin provider check (Settings, Test sign-in), as a signed-in administrator on either target. */
+async function providerCheck(s: TestServer, name: string) {
+  const path = `/api/admin/sign-in-providers/${name}/check`;
+  const r =
+    s.target === 'executable' ? await s.admin('POST', path) : await adminReq(s, await signInAdmin(s), 'POST', path);
+  return expectA(r, 200);
+}
+
+/** The redirect_uri the start route sends the browser to the provider with. */
+async function startRedirectUri(s: TestServer, name: string): Promise<string | null> {
+  const start = await hop(`${s.publicUrl}/api/v1/auth/oauth/${name}/start?redirect_to=${encodeURIComponent(BACK)}`);
+  return new URL(start.location).searchParams.get('redirect_uri');
+}
 
 describe.each(ENGINES)('provider sign-in on %s', (engine) => {
   let s: TestServer;
@@ -77,6 +92,22 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     // A refreshed access token keeps the session's amr.
     const refreshed = await call(s, { path: 'refresh', body: { refresh_token: r.body.data.refresh_token } });
     expect(claimsOf(refreshed.body.data.access_token)).toMatchObject({ amr: ['oauth'], aal: 1 });
+  });
+
+  test("the admin check shows the start route's callback: the request's origin, else web.public_base_url", async () => {
+    const own = `${s.publicUrl}/api/v1/auth/oauth/test/callback`;
+    expect(await startRedirectUri(s, 'test')).toBe(own);
+    const check = await providerCheck(s, 'test');
+    expect(check).toMatchObject({ ok: true, redirect_uri: own });
+    expect(new URL(check.authorization_url).searchParams.get('redirect_uri')).toBe(own);
+    await s.settings.set('web.public_base_url', 'https://api.example.com/');
+    try {
+      const behindProxy = 'https://api.example.com/api/v1/auth/oauth/github/callback';
+      expect(await startRedirectUri(s, 'github')).toBe(behindProxy);
+      expect(await providerCheck(s, 'github')).toMatchObject({ redirect_uri: behindProxy });
+    } finally {
+      await s.settings.unset('web.public_base_url');
+    }
   });
 
   test('pre-hijacking: an unverified account with the address is never linked (account_exists), nor by an unverified provider address', async () => {
@@ -281,5 +312,50 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
       400,
       'invalid_redirect',
     );
+  });
+});
+
+describe.each(ENGINES)('provider check with the public API on its own listener on %s', (engine) => {
+  let s: TestServer;
+  let idp: TestProvider;
+  beforeAll(async () => {
+    idp = await startProvider();
+    s = await startAuthServer(engine, { env: { BASALT_WEB_PUBLIC_API_SEPARATE: 'true' } });
+    await s.settings.set('auth.oauth_providers', idp.settings(['test']));
+    await s.settings.set('auth.redirect_allowlist', [`${APP}/auth/`]);
+  }, 180_000);
+  afterAll(async () => {
+    await s?.stop();
+    await idp?.stop();
+  });
+
+  test("without web.public_base_url the check says the callback is not known instead of giving the panel's origin", async () => {
+    expect(s.publicUrl).not.toBe(s.url);
+    // The start route, on the public listener, registers its own origin's callback.
+    expect(await startRedirectUri(s, 'test')).toBe(`${s.publicUrl}/api/v1/auth/oauth/test/callback`);
+    // The check runs on the main listener, which is not where browsers reach the public API.
+    const check = await providerCheck(s, 'test');
+    expect(check).toMatchObject({
+      ok: false,
+      redirect_uri: null,
+      authorization_url: null,
+      problem: expect.stringMatching(/^authorization_url: no public base URL known: .*web\.public_base_url/),
+    });
+    expect(check.checks.map((c: { step: string; ok: boolean | null }) => [c.step, c.ok])).toEqual([
+      ['discovery', true],
+      ['jwks', true],
+      ['authorization_url', false],
+      ['token_endpoint', check.checks[3].ok],
+    ]);
+    expect(check.checks[3].ok).not.toBe(false); // the client is still tried, without a redirect_uri
+    expect(JSON.stringify(check)).not.toContain(s.url);
+    await s.settings.set('web.public_base_url', 'https://api.example.com');
+    try {
+      const callback = 'https://api.example.com/api/v1/auth/oauth/test/callback';
+      expect(await providerCheck(s, 'test')).toMatchObject({ ok: true, redirect_uri: callback, problem: null });
+      expect(await startRedirectUri(s, 'test')).toBe(callback);
+    } finally {
+      await s.settings.unset('web.public_base_url');
+    }
   });
 });

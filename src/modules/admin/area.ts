@@ -21,3 +21,9 @@ export type AdminApp = ReturnType<typeof adminArea>;
 
 /** A success body of the admin area: `{success: true, data}` (format A, docs/admin-api.md). */
 export type Ok = <T>(data: T) => SuccessBodyA<T>;
+
+/** What the screens need to know of other areas, from their route-list entries (src/app.ts). */
+export interface OtherAreas {
+  /** The Public Auth root (/api/v1/auth): the provider check shows the callback URL under it. */
+  authRoot: string;
+}

@@ -250,7 +250,8 @@ export const Responses = {
     ok: t.Boolean(),
     authorization_endpoint: MaybeText,
     authorization_url: MaybeText,
-    redirect_uri: t.String(),
+    /** The callback to register at the provider; null when no public base URL is known (the authorization_url step says so). */
+    redirect_uri: MaybeText,
     problem: MaybeText,
     /** Each step of the check: discovery, signing keys, the authorization URL, the token endpoint (ok null: not tried). */
     checks: t.Array(

@@ -8,7 +8,7 @@ import type { AnyElysia } from 'elysia';
 import type { AreaFacts } from '../../http/areas';
 import { success } from '../../http/envelope';
 import type { Basalt } from '../../services';
-import { adminArea, type AdminApp, type Ok } from './area';
+import { adminArea, type AdminApp, type Ok, type OtherAreas } from './area';
 import { authRoutes } from './routes/auth';
 import { keysRoutes } from './routes/keys';
 import { settingsRoutes } from './routes/settings';
@@ -23,7 +23,7 @@ import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 import { adminsRoutes } from './routes/admins';
 
-const screens: ((app: AdminApp, p: Basalt, ok: Ok) => AdminApp)[] = [
+const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminApp)[] = [
   authRoutes,
   dashboardRoutes,
   keysRoutes,
@@ -39,12 +39,12 @@ const screens: ((app: AdminApp, p: Basalt, ok: Ok) => AdminApp)[] = [
   adminsRoutes,
 ];
 
-export function adminRoutes(p: Basalt, area: AreaFacts): AnyElysia {
+export function adminRoutes(p: Basalt, area: AreaFacts, other: OtherAreas): AnyElysia {
   // The panel reads format A; the area's entry in src/app.ts must say so.
   if (area.envelope !== 'A')
     throw new Error(`the admin area answers format A (docs/admin-api.md); src/app.ts gives it ${area.envelope}`);
   const ok: Ok = (data) => success('A', data);
   let app = adminArea(p, area);
-  for (const add of screens) app = add(app, p, ok);
+  for (const add of screens) app = add(app, p, ok, other);
   return app;
 }

@@ -238,6 +238,10 @@ export interface CheckStep {
   detail: string;
 }
 
+/** The authorization URL step when the callback's base is not known (the public API on its own listener). */
+const NO_PUBLIC_BASE =
+  'no public base URL known: the public API has its own listener (web.public_api_separate) and web.public_base_url is empty; set web.public_base_url to where browsers reach the public API, the callback to register is under it';
+
 const why = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
 
 /** Token endpoint errors that mean "the client is known, the code is not" (RFC 6749 §5.2; GitHub's own). */
@@ -251,14 +255,15 @@ const CLIENT_REFUSED = new Set(['invalid_client', 'unauthorized_client', 'incorr
  * authorization and a token endpoint, PKCE S256 offered when the provider lists its
  * methods (GitHub: fixed endpoints); (2) JWKS — the signing keys ID tokens are checked
  * against, fetched and counted (OpenID Connect only); (3) the authorization URL this
- * instance would send a browser to, built with PKCE, state and nonce for `callbackUrl`;
+ * instance would send a browser to, built with PKCE, state and nonce for `callbackUrl`
+ * (null when no public base URL is known: the step fails and says so, nothing is guessed);
  * (4) the token endpoint — a made-up code traded with the configured client id and secret:
  * `invalid_grant` (GitHub: `bad_verification_code`) means the provider knows the client,
  * `invalid_client` means the id or secret is wrong. Signs nobody in; links nothing.
  */
 export async function providerCheck(
   p: Provider,
-  callbackUrl: string,
+  callbackUrl: string | null,
 ): Promise<{
   name: string;
   kind: Provider['kind'];
@@ -266,7 +271,7 @@ export async function providerCheck(
   ok: boolean;
   authorization_endpoint: string | null;
   authorization_url: string | null;
-  redirect_uri: string;
+  redirect_uri: string | null;
   problem: string | null;
   checks: CheckStep[];
 }> {
@@ -305,6 +310,7 @@ export async function providerCheck(
   }
   if (as) {
     try {
+      if (callbackUrl === null) throw new Error(NO_PUBLIC_BASE);
       url = (await authorizationUrl(p, callbackUrl)).url;
       checks.push({
         step: 'authorization_url',
@@ -334,12 +340,15 @@ export async function providerCheck(
   };
 }
 
-/** Step 4: a made-up code traded with the configured client credentials; what the provider says of the client. */
-async function probeToken(p: Provider, as: oauth.AuthorizationServer, callbackUrl: string): Promise<CheckStep> {
+/**
+ * Step 4: a made-up code traded with the configured client credentials; what the provider
+ * says of the client. Without a callback URL the trade carries no redirect_uri.
+ */
+async function probeToken(p: Provider, as: oauth.AuthorizationServer, callbackUrl: string | null): Promise<CheckStep> {
   const body = new URLSearchParams({
     grant_type: 'authorization_code',
     code: `basalt-check-${oauth.generateRandomState()}`,
-    redirect_uri: callbackUrl,
+    ...(callbackUrl === null ? {} : { redirect_uri: callbackUrl }),
     client_id: p.clientId,
     client_secret: p.clientSecret,
     code_verifier: oauth.generateRandomCodeVerifier(),

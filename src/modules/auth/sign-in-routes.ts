@@ -42,9 +42,38 @@ function cookie(request: Request, name: string): string | undefined {
 const redirect = (location: string, headers: Record<string, string> = {}) =>
   new Response(null, { status: 302, headers: { location, 'referrer-policy': 'no-referrer', ...headers } });
 
-/** Where this API is reached from outside: web.public_base_url, else the request's origin. */
-function apiBase(p: Basalt, request: Request): string {
-  return p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
+/**
+ * Where browsers reach the public API: web.public_base_url, else the origin of
+ * `publicRequest`, a request that came in on the public API's listener; '' when neither.
+ */
+function apiBase(p: Basalt, publicRequest?: Request): string {
+  const configured = p.settings.get<string>('web.public_base_url').replace(/\/$/, '');
+  return configured || (publicRequest ? new URL(publicRequest.url).origin : '');
+}
+
+/**
+ * Where a provider sends the browser back, the `redirect_uri` to register at the provider:
+ * `<base><authRoot>/oauth/<name>/callback`, `<base>` as {@link apiBase} finds it. The start
+ * route registers it with each flow; the admin provider check shows it. `publicRequest` is
+ * a request that came in on the listener serving the public API; without one (the admin
+ * API on the main listener while the public API has its own) only web.public_base_url
+ * tells the base, and with it empty the URL is not known: null.
+ */
+export function oauthCallbackUrl(p: Basalt, authRoot: string, name: string, publicRequest: Request): string;
+export function oauthCallbackUrl(
+  p: Basalt,
+  authRoot: string,
+  name: string,
+  publicRequest: Request | undefined,
+): string | null;
+export function oauthCallbackUrl(
+  p: Basalt,
+  authRoot: string,
+  name: string,
+  publicRequest: Request | undefined,
+): string | null {
+  const base = apiBase(p, publicRequest);
+  return base ? `${base}${authRoot}/oauth/${name}/callback` : null;
 }
 
 /** The provider redirects: browser navigations, outside the access-mode gate. `root` is /api/v1/auth. */
@@ -60,7 +89,7 @@ export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
           redirectTo: query.redirect_to,
           link: query.link,
           binding: cookie(request, OAUTH_COOKIE),
-          callbackUrl: `${apiBase(p, request)}${root}/oauth/${params.name}/callback`,
+          callbackUrl: oauthCallbackUrl(p, root, params.name, request),
         });
         // HttpOnly: no script reads it; SameSite=Lax: sent on the provider's top-level redirect back,
         // never on cross-site subrequests; scoped to the provider routes; short-lived like the flow.

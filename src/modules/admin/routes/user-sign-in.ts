@@ -4,15 +4,16 @@
  * share one transaction.
  */
 import type { Basalt } from '../../../services';
-import type { AdminApp, Ok } from '../area';
+import type { AdminApp, Ok, OtherAreas } from '../area';
 import { AdminErrors } from '../errors';
 import { signedIn } from '../guard';
 import { isUuid } from '../../../util/uuid';
 import { findUser, resetUserMfa, unlinkUserIdentity } from '../user-sign-in';
 import { providerCheck } from '../../auth/oidc';
+import { oauthCallbackUrl } from '../../auth/sign-in-routes';
 import { Responses, reply } from '../responses';
 
-export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
+export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas): AdminApp {
   const exists = async (id: string) => {
     if (!isUuid(id)) throw AdminErrors.notFound(`The user '${String(id).slice(0, 64)}'`);
     return findUser(p, id);
@@ -49,9 +50,12 @@ export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       '/sign-in-providers/:name/check',
       async ({ params, request }) => {
         const provider = p.services.auth.oauth.provider(params.name);
-        // Where the provider sends browsers back (as the start route builds it): web.public_base_url, else this origin.
-        const base = p.settings.get<string>('web.public_base_url').replace(/\/$/, '') || new URL(request.url).origin;
-        return ok(await providerCheck(provider, `${base}/api/v1/auth/oauth/${provider.name}/callback`));
+        // The callback the start route registers. This request came in on the main listener,
+        // which serves the public API too unless web.public_api_separate gives it its own:
+        // then only web.public_base_url says where browsers reach it (null: not known).
+        const onPublicListener = !p.settings.get<boolean>('web.public_api_separate');
+        const callback = oauthCallbackUrl(p, other.authRoot, provider.name, onPublicListener ? request : undefined);
+        return ok(await providerCheck(provider, callback));
       },
       { response: reply(Responses.providerCheck) },
     );

@@ -128,6 +128,61 @@ describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
     await s.settings.unset('auth.rate_limit_login_per_account');
   });
 
+  test('wrong e-mail codes count toward the lockout like wrong passwords: per client address, and the backstop', async () => {
+    const user = await signInUser(s);
+    await call(s, { path: 'otp/request', body: { email: user.email } });
+    const code = await mailedCode(user.email);
+    const wrong = code === '000000' ? '000001' : '000000';
+    const from = ip();
+    // Two wrong passwords and three wrong codes from one address: the same five failures.
+    for (let i = 0; i < 2; i++)
+      expectAError(
+        await call(s, { path: 'login', ip: from, body: { email: user.email, password: 'wrong password 1' } }),
+        401,
+        'invalid_credentials',
+      );
+    for (let i = 0; i < 3; i++)
+      expectAError(
+        await call(s, { path: 'otp/verify', ip: from, body: { email: user.email, code: wrong } }),
+        401,
+        'invalid_code',
+      );
+    // That address is locked out: the right code and the right password are refused alike.
+    const locked = await call(s, { path: 'otp/verify', ip: from, body: { email: user.email, code } });
+    expectAError(locked, 429, 'account_locked');
+    expect(locked.body.error.retry_after).toBeGreaterThan(850);
+    expect(locked.headers.get('retry-after')).toBe(String(locked.body.error.retry_after));
+    expectAError(
+      await call(s, { path: 'login', ip: from, body: { email: user.email, password: PASSWORD } }),
+      429,
+      'account_locked',
+    );
+    // The owner elsewhere is not affected, and the refused try did not spend or burn the code.
+    expectA(await call(s, { path: 'otp/verify', body: { email: user.email, code } }), 200);
+
+    // The backstop counts wrong codes from every address together.
+    await s.settings.set('auth.lockout_backstop_threshold', 3);
+    try {
+      const other = await signInUser(s);
+      await call(s, { path: 'otp/request', body: { email: other.email } });
+      const right = await mailedCode(other.email);
+      const no = right === '000000' ? '000001' : '000000';
+      for (let i = 0; i < 3; i++)
+        expectAError(
+          await call(s, { path: 'otp/verify', ip: ip(), body: { email: other.email, code: no } }),
+          401,
+          'invalid_code',
+        );
+      expectAError(
+        await call(s, { path: 'otp/verify', ip: ip(), body: { email: other.email, code: right } }),
+        429,
+        'account_locked',
+      );
+    } finally {
+      await s.settings.unset('auth.lockout_backstop_threshold');
+    }
+  });
+
   test('requests and verifies are rate limited per IP (429 with retry_after)', async () => {
     const from = ip();
     let last = await call(s, { path: 'otp/request', body: { email: email() }, ip: from });

@@ -198,10 +198,11 @@ export function signInRoutes(p: Basalt, area: AreaFacts) {
             400: ['email_mixed_scripts'],
             401: ['invalid_code'],
             403: ['account_disabled', 'registration_closed'],
-            429: ['rate_limited'],
+            429: ['rate_limited', 'account_locked'],
           },
           description:
             'The login answer (or the MFA step). Marks the address verified. A wrong code → 401 `invalid_code`; the fifth wrong code burns it (request a new one). ' +
+            'Wrong codes count toward the lockout like wrong passwords (auth.lockout_threshold per address and client address, the backstop across addresses): a locked-out client address → 429 `account_locked`, even with the right code. ' +
             'Rate limited per IP (auth.rate_limit_login_per_ip) and per address (auth.rate_limit_login_per_account).',
         },
       },

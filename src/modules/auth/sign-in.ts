@@ -110,12 +110,21 @@ export class SignInMethods {
     });
   }
 
-  /** Sign in with a mailed code; it proves the mailbox, so the address becomes verified. */
+  /**
+   * Sign in with a mailed code; it proves the mailbox, so the address becomes verified.
+   * Wrong codes count toward the lockout like wrong passwords (per account and client
+   * address, with the backstop), and a locked-out address is refused before the code is
+   * looked at, so its tries neither spend nor burn the owner's code.
+   */
   async verifyEmailCode(raw: string, code: string, meta: ClientMeta): Promise<SignInResult> {
     await this.limit(`otp_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
     const email = this.email(raw);
+    await this.auth.refuseLocked(email, meta.ip);
     await this.limit(`otp_account:${email}`, this.setting('rate_limit_login_per_account'));
-    if (!(await useEmailCode(this.p.db, this.codeKey, email, code))) throw SignInErrors.invalidCode();
+    if (!(await useEmailCode(this.p.db, this.codeKey, email, code))) {
+      await this.auth.countFailure(email, meta.ip);
+      throw SignInErrors.invalidCode();
+    }
     let row = await userByEmail(this.p.db, email);
     if (!row) {
       if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();

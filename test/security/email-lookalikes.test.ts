@@ -7,8 +7,9 @@
  *
  * Domains are stored in their ASCII (xn--) form, so `a@bücher.example` and
  * `a@xn--bcher-kva.example` are one account (migration 140 converts stored rows); a new
- * account whose local part mixes scripts (`pаypal` with a Cyrillic `а`) is refused. Before,
- * both spellings registered twice and the mixed one was accepted.
+ * account whose local part or one of whose domain labels mixes scripts (`pаypal` with a
+ * Cyrillic `а`) is refused. Before, both spellings registered twice and the mixed one was
+ * accepted.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
@@ -116,6 +117,21 @@ describe.each(ENGINES)('international domains and mixed scripts on %s', (engine)
     expect(mixed.body.error.message).toContain('scripts');
     for (const ok of [`иван-${stamp}@example.com`, `山田たろう-${stamp}@example.com`, `josé-${stamp}@example.com`])
       expectA(await register(ok), 201);
+  });
+
+  test('a domain label that mixes scripts → 400 email_mixed_scripts, in either spelling; one script per label is fine', async () => {
+    const stamp = Date.now().toString(36);
+    // A Cyrillic а inside the Latin label `paypal`: the look-alike domain, stored as xn--pypal-4ve.
+    for (const domain of ['p\u0430ypal.example', 'xn--pypal-4ve.example', 'mail.g\u043e\u043egle.example']) {
+      const r = await register(`bob-${stamp}@${domain}`);
+      expectAError(r, 400, 'email_mixed_scripts');
+      expect(r.body.error.message).toContain('domain');
+    }
+    // Each label in one script: a Cyrillic name under a Latin top-level domain, Japanese, Greek, Latin with digits.
+    for (const domain of ['пример.example', '例え.テスト', 'ελληνικά.example', 'münchen-2.example']) {
+      const r = expectA(await register(`bob-${stamp}@${domain}`), 201);
+      expect(r.user.email).toMatch(/^bob-[a-z0-9]+@[a-z0-9.-]+$/); // stored in the xn-- form
+    }
   });
 
   test.if(ON_SOURCE)('an existing account with a mixed-script address still signs in', async () => {

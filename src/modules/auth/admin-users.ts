@@ -36,7 +36,8 @@ export async function checkUserInput(
     if (!r) fields.email = 'must be a string';
     else if (!r.ok) fields.email = r.problem;
     else if (mixedScriptAddress(r.email))
-      fields.email = 'mixes scripts before @ (for example Latin and Cyrillic), which can imitate another address';
+      fields.email =
+        'mixes scripts before @ or within one part of its domain (for example Latin and Cyrillic), which can imitate another address';
     else out.email = r.email;
   }
   if (input.password !== undefined && !fields.password) {

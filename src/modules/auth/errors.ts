@@ -84,12 +84,12 @@ export const AuthErrors = {
       code: 'invalid_token',
       message: (what: string) => `The ${what} token is invalid, expired or already used; request a new one.`,
     },
-    /** A new account's address whose local part mixes scripts (users.ts `mixesScripts`). */
+    /** A new account's address whose local part or a domain label mixes scripts (users.ts `mixedScriptAddress`). */
     emailMixedScripts: {
       status: 400,
       code: 'email_mixed_scripts',
       message:
-        'The part of the e-mail address before @ mixes letters of different scripts (for example Latin and Cyrillic), which can imitate another address; new accounts need one script there.',
+        'The e-mail address mixes letters of different scripts (for example Latin and Cyrillic) before @ or within one part of its domain, which can imitate another address; new accounts need one script in each.',
     },
     invalidCurrentPassword: {
       status: 400,

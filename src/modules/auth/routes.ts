@@ -45,7 +45,7 @@ export function authRoutes(p: Basalt, area: AreaFacts) {
           },
           description:
             'Creates an account (201). The e-mail is trimmed, NFKC-normalized and lower-cased, its domain converted to the ASCII (xn--) form (control and invisible characters → 422); an address already registered in any spelling → 409 `email_taken`; ' +
-            'a part before @ that mixes scripts (Latin with Cyrillic, …) → 400 `email_mixed_scripts`. ' +
+            'a part before @, or a domain label, that mixes scripts (Latin with Cyrillic, …) → 400 `email_mixed_scripts`. ' +
             'Returns tokens unless auth.email_verification_required is on. A verify_email mail is sent when mail is configured. ' +
             '403 `registration_closed` when auth.registration_open is off; 429 `rate_limited` past auth.rate_limit_register_per_ip (default 5/min).',
         },

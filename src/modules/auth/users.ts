@@ -1,7 +1,7 @@
 /**
  * The `basalt.users` table: lookups and the public shape of a user record.
  */
-import { domainToASCII } from 'node:url';
+import { domainToASCII, domainToUnicode } from 'node:url';
 import type { Queryable } from '../../db/engine';
 import type { PublicUser } from './model';
 
@@ -58,7 +58,7 @@ export function normalizeEmail(email: string): string {
 }
 
 /**
- * Scripts a local part may not mix (UTS #39's single-script rule over the scripts of
+ * Scripts a local part or a domain label may not mix (UTS #39's single-script rule over the scripts of
  * UAX #31's recommended list plus Cherokee): `pаypal` with a Cyrillic `а` reads as
  * Latin `paypal`. Characters of no particular script (digits, `.`, `-`, `_`, combining
  * marks: Common and Inherited) go with any; the Han ideographs also go with the
@@ -110,18 +110,27 @@ const AUGMENT: Record<string, string[]> = {
 };
 
 /**
- * Whether a normalized address's local part mixes scripts (above). Checked for new
- * accounts only — register, a sign-up by e-mail code or provider, an administrator's
- * new user or new address: existing accounts keep signing in.
+ * Whether a normalized address mixes scripts (above) in its local part or within one
+ * label of its domain. The domain is stored in its xn-- form, so each label is read in
+ * the Unicode it stands for: `xn--pypal-4ve` is `pаypal` with a Cyrillic `а`, the
+ * classic look-alike domain. The rule is per label — a Cyrillic name under a Latin
+ * top-level domain (`пример.example`) is one script per label and fine — as browsers
+ * decide whether to show a host name in Unicode. Checked for new accounts only —
+ * register, a sign-up by e-mail code or provider, an administrator's new user or new
+ * address: existing accounts keep signing in.
  */
 export function mixedScriptAddress(email: string): boolean {
-  return mixesScripts(email.slice(0, email.lastIndexOf('@')));
+  const at = email.lastIndexOf('@');
+  if (mixesScripts(email.slice(0, at))) return true;
+  const domain = email.slice(at + 1);
+  // A domain IDNA refuses is refused by emailProblem before it gets here; read it as it is then.
+  return (domainToUnicode(domain) || domain).split('.').some(mixesScripts);
 }
 
-/** Whether `local` (a local part) mixes scripts that no writing system mixes. */
-export function mixesScripts(local: string): boolean {
+/** Whether `text` (a local part or one domain label) mixes scripts that no writing system mixes. */
+export function mixesScripts(text: string): boolean {
   let common: Set<string> | undefined;
-  for (const ch of local) {
+  for (const ch of text) {
     const own = SCRIPTS.filter((s) => s.re.test(ch)).flatMap((s) => [s.name, ...(AUGMENT[s.name] ?? [])]);
     if (!own.length && ANY_SCRIPT.test(ch)) continue;
     const set = new Set(own.length ? own : ['other']);

@@ -66,6 +66,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/endpoints.test.ts',
   'test/admin/data-routes.test.ts',
   'test/admin/data-access.test.ts',
+  'test/admin/audit.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -8,6 +8,8 @@
  *   BENCH_WORKLOAD=me BENCH_ENGINE=embedded BENCH_SECONDS=10 npm run bench:profile
  *   BENCH_WORKLOAD=mail npm run bench:profile              # keyed mail acceptance (an SMTP server that never answers)
  *   BENCH_TARGET=bare npm run bench:profile                # the bare baseline (bench/baselines/bare.ts) under the same load
+ *   BENCH_WORKLOAD=user-select npm run bench:profile       # a signed-in user's select under row-level security
+ *   BENCH_WORKLOAD=owned-select npm run bench:profile      # the same rows with a service key (user-select's yardstick)
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +17,8 @@ import { join, resolve } from 'node:path';
 import {
   BENCH_ITEMS_SQL,
   benchDb,
+  benchOwnedSql,
+  ownedSelectLua,
   benchKey,
   benchToken,
   freePort,
@@ -39,8 +43,8 @@ if (TARGET !== 'basalt' && TARGET !== 'bare') {
   console.error('BENCH_TARGET is basalt or bare');
   process.exit(2);
 }
-if (WORKLOAD !== 'select' && WORKLOAD !== 'me' && WORKLOAD !== 'mail') {
-  console.error('BENCH_WORKLOAD is select, me or mail');
+if (!['select', 'me', 'mail', 'user-select', 'owned-select'].includes(WORKLOAD)) {
+  console.error('BENCH_WORKLOAD is select, me, mail, user-select or owned-select');
   process.exit(2);
 }
 
@@ -59,12 +63,15 @@ const env = {
 const p = await openBasalt({ env, migrate: true });
 let key: string;
 let token: string;
+let uid: string;
 let selectSql: string;
 let poolMax: number;
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
-  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items']);
+  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_owned']);
   token = await benchToken(p);
+  uid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sub;
+  if (WORKLOAD.endsWith('owned-select') || WORKLOAD === 'user-select') await p.db.exec(benchOwnedSql(uid));
   // The statement Basalt builds for the select workload, for the baseline to run as it is.
   selectSql = buildStatement(
     benchSelect(0) as never,
@@ -114,7 +121,14 @@ try {
   await waitFor(TARGET === 'bare' ? `${url}/` : `${url}/readyz`, server, TARGET === 'bare' ? 'the baseline' : 'basalt');
   let script = join(out, 'load.lua');
   const me = `${LUA_SHOW}wrk.method = "GET"\nwrk.path = "/api/v1/auth/me"\nwrk.headers["Authorization"] = "Bearer ${token}"\nresponse = function(status, headers, body) show(status, body) end\n`;
-  writeFileSync(script, WORKLOAD === 'select' ? selectLua(key) : WORKLOAD === 'mail' ? mailLua(key) : me);
+  const scripts: Record<string, string> = {
+    select: selectLua(key),
+    mail: mailLua(key),
+    me,
+    'user-select': ownedSelectLua({ token }),
+    'owned-select': ownedSelectLua({ key, uid }),
+  };
+  writeFileSync(script, scripts[WORKLOAD]!);
   if (WORKLOAD === 'mail') script = withNonce(script);
   const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], {
     stdout: 'pipe',

@@ -17,6 +17,13 @@
  *     values to serialize);
  *  2. Bind + Describe (portal) + Execute + Sync: the rows, decoded straight from the read buffer
  *     with PGlite's parsers for their types (the instance's, with the adapter's own).
+ * A batch (`batch`: statements known up front, run as one transaction of their own) is one
+ * exchange: Parse + Bind + Describe (portal) + Execute for each statement, then a single Sync.
+ * PostgreSQL runs what comes between two Syncs as one implicit transaction: committed at the
+ * Sync, or rolled back there when a statement fails (the ones after it are skipped), so a
+ * `set_config(…, true)` of the batch lasts until its end and no longer. Its values go as text
+ * typed by the server, without asking for the types first: only strings, finite numbers and
+ * nulls, which each type's serializer would send as the same text (`batchable`).
  * What comes back is what `PGlite.query` returns for the same statement: rows as objects (a
  * later column of the same name wins), fields, and the rows an INSERT, UPDATE, DELETE, MERGE or
  * COPY touched. An ErrorResponse becomes an error with PostgreSQL's fields (code, severity,
@@ -42,6 +49,25 @@ interface PgliteInternals {
   syncToFs(): Promise<void>;
   _runExclusiveQuery<T>(fn: () => Promise<T>): Promise<T>;
   _runExclusiveTransaction<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+/** A statement of a batch: its values are `batchable`. */
+export interface BatchStatement {
+  sql: string;
+  params: readonly unknown[];
+}
+
+/**
+ * Whether `params` can go in a batch: strings, finite numbers and nulls, sent as text for the
+ * server to read as the type it infers (what each type's serializer makes of them too).
+ */
+export function batchable(params: readonly unknown[]): boolean {
+  for (const p of params) {
+    if (p === null || p === undefined || typeof p === 'string') continue;
+    if (typeof p === 'number' && Number.isFinite(p)) continue;
+    return false;
+  }
+  return true;
 }
 
 export interface WireResult<T> {
@@ -221,6 +247,46 @@ export class WireStatements {
     return inTransaction ? run() : this.pg._runExclusiveTransaction(run);
   }
 
+  /**
+   * Run `statements` (each `batchable`) as one transaction of their own, in one exchange
+   * ended by a single Sync; their results in order. The first error is thrown: the statements
+   * after it did not run, and nothing of the batch stays (PostgreSQL rolled it back at the Sync).
+   */
+  batch(statements: readonly BatchStatement[]): Promise<WireResult<Record<string, unknown>>[]> {
+    if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    return this.pg._runExclusiveTransaction(() => this.pg._runExclusiveQuery(() => this.runBatch(statements)));
+  }
+
+  private async runBatch(statements: readonly BatchStatement[]): Promise<WireResult<Record<string, unknown>>[]> {
+    const w = this.w.reset();
+    for (const st of statements) {
+      w.begin(PARSE).cstring('').cstring(st.sql).int16(0).end();
+      w.begin(BIND).cstring('').cstring('').int16(0).int16(st.params.length);
+      for (const v of st.params) {
+        if (v === null || v === undefined) w.int32(-1);
+        else w.text(typeof v === 'string' ? v : String(v));
+      }
+      w.int16(0).end(); // result columns: all text
+      w.begin(DESCRIBE).int16(0x5000).end(); // 'P', the unnamed portal
+      w.begin(EXECUTE).cstring('').int32(0).end();
+    }
+    w.bare(SYNC);
+    const replies: Reply[] = [];
+    await this.send(replies);
+    const failed = replies.find((r) => r.error);
+    if (failed) throw failed.error;
+    if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');
+    await this.pg.syncToFs();
+    return statements.map((_, i) => {
+      const r = replies[i]!;
+      return {
+        rows: r.rows,
+        fields: r.names.map((name, j) => ({ name, dataTypeID: r.types[j]! })),
+        affectedRows: r.affectedRows,
+      };
+    });
+  }
+
   private async run<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
@@ -287,21 +353,26 @@ export class WireStatements {
     await this.send();
   }
 
-  /** One exchange: what the writer holds goes in, the answer is read from the reused buffer. */
-  private async send(): Promise<Reply> {
+  /**
+   * One exchange: what the writer holds goes in, the answer is read from the reused buffer.
+   * With `each`, every statement's answer (ended by its CommandComplete) is pushed there apart,
+   * the one a failure cut short last; the first answer is returned.
+   */
+  private async send(each?: Reply[]): Promise<Reply> {
     this.inputLength = 0;
     await this.pg.execProtocolRawStream(this.w.view(), this.exchange);
-    const reply = this.read();
+    const reply = this.read(each);
     // A large statement or answer (an export, a bulk insert) does not keep its buffer for the process's life.
     if (this.input.length > LARGE) this.input = Buffer.allocUnsafe(64 * 1024);
     if (this.w.buf.length > LARGE) this.w.buf = Buffer.allocUnsafe(16 * 1024);
     return reply;
   }
 
-  private read(): Reply {
+  private read(each?: Reply[]): Reply {
     const b = this.input;
     const end = this.inputLength;
-    const reply: Reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
+    const first: Reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
+    let reply = first;
     let parsers: (Parser | undefined)[] = [];
     let at = 0;
     while (at + 5 <= end) {
@@ -369,6 +440,12 @@ export class WireStatements {
             const n = Number.parseInt(tag.slice(tag.lastIndexOf(' ') + 1), 10);
             if (!Number.isNaN(n)) reply.affectedRows += n;
           }
+          if (each) {
+            // A batch: the next statement's answer starts here.
+            each.push(reply);
+            reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
+            parsers = [];
+          }
           break;
         }
         case 0x45: {
@@ -407,6 +484,7 @@ export class WireStatements {
       }
       at = next;
     }
-    return reply;
+    if (each && reply.error) each.push(reply);
+    return first;
   }
 }

@@ -5,11 +5,11 @@ import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
 import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
+import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { DurableNodeFS } from './embedded-fs';
-import { WireStatements } from './embedded-wire';
+import { batchable, WireStatements } from './embedded-wire';
 import { privateDataDir, syncTree } from './private-files';
 import { undeclared } from '../util/undeclared';
 import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
@@ -285,6 +285,18 @@ export async function openEmbedded(
     };
   }
 
+  const members = gatedMembers(gate, begin, waitAs);
+  /** Statements known up front: one exchange with PGlite (a single Sync), or a transaction when a value is not plain. */
+  const atOnce = (statements: readonly KnownStatement[], w: WaitOptions = {}): Promise<QueryResult[]> => {
+    if (!statements.every((st) => batchable(st.params)))
+      return members.transaction(async (tx) => {
+        const out: QueryResult[] = [];
+        for (const st of statements) out.push(await tx.query(st.sql, st.params));
+        return out;
+      }, w);
+    return gate.run(w, () => run(async () => (await wire.batch(statements)).map((r) => wrap(r))));
+  };
+
   return {
     kind: 'embedded',
     describe: `embedded PostgreSQL (PGlite) in ${dir}`,
@@ -292,7 +304,8 @@ export async function openEmbedded(
       return open > 0;
     },
     ...base,
-    ...gatedMembers(gate, begin, waitAs),
+    ...members,
+    atOnce,
     // PGlite serializes LISTEN/UNLISTEN on a lock of their own, apart from statements.
     listen: (channel, cb) =>
       run(async () => {

@@ -59,7 +59,7 @@ export interface TxOptions extends WaitOptions {
    * External PostgreSQL: send BEGIN (and `setup`) without waiting for its answer, so it goes
    * out with the first statements (one round trip less). A failure of BEGIN then surfaces
    * from `commit()`. For a transaction whose statements are all known up front
-   * (src/modules/database/identity.ts, `asIdentityAtOnce`).
+   * (`Db.atOnce`).
    */
   pipelined?: boolean;
 }
@@ -74,6 +74,12 @@ export interface WaitStats {
   abandoned: number;
   /** Idle transactions asked to give the database back, and that did. */
   preempted: number;
+}
+
+/** A statement with its values, known before anything runs (`Db.atOnce`). */
+export interface KnownStatement {
+  sql: string;
+  params: unknown[];
 }
 
 export interface Db extends Queryable {
@@ -96,6 +102,15 @@ export interface Db extends Queryable {
   /** Refuse at once, with `err`, every wait of `key` (its key was revoked). */
   cancelWaits(key: string, err: unknown): void;
   readonly waits: WaitStats;
+  /**
+   * Run `statements`, all known up front, as one transaction of their own and return their
+   * results in order; the first error is thrown, and nothing of them stays. They go out
+   * together: on external PostgreSQL BEGIN, the statements and COMMIT in one round trip; on the
+   * embedded engine one exchange ended by a single Sync (an implicit transaction,
+   * src/db/embedded-wire.ts) when their values are plain (strings, numbers, nulls), else a
+   * transaction. For a statement run as a user (src/modules/database/identity.ts).
+   */
+  atOnce(statements: readonly KnownStatement[], wait?: WaitOptions): Promise<QueryResult[]>;
   /** Run `fn` in a transaction; commit on success, roll back on throw. */
   transaction<R>(fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R>;
   /** LISTEN on a channel; the callback gets NOTIFY payloads. Returns an unlisten function. */

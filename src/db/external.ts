@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import type { Db, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
+import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { driverCall as run } from './engine';
 import { gatedMembers, type GateOptions, WaitGate } from './wait-gate';
 
@@ -139,11 +139,30 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     };
   }
 
+  /**
+   * Statements known up front, as one transaction: BEGIN, the statements and COMMIT go out
+   * together (one round trip); the connection runs them in the order sent, and a failed one
+   * makes COMMIT a rollback. The first error is thrown (a statement after a failed one fails
+   * only because the transaction was aborted).
+   */
+  async function atOnce(statements: readonly KnownStatement[], wait: WaitOptions = {}): Promise<QueryResult[]> {
+    const tx = await begin({ ...wait, pipelined: true });
+    const sent = statements.map((st) => tx.query(st.sql, st.params));
+    const settled = await Promise.allSettled([...sent, tx.commit()]);
+    const failure = settled.find((r) => r.status === 'rejected');
+    if (failure) {
+      await tx.rollback();
+      throw (failure as PromiseRejectedResult).reason;
+    }
+    return settled.slice(0, -1).map((r) => (r as PromiseFulfilledResult<QueryResult>).value);
+  }
+
   return {
     kind: 'external',
     describe: describeUrl(url),
     ...base,
     ...gatedMembers(gate, begin, waitAs),
+    atOnce,
     listen: (channel, cb) =>
       run(async () => {
         const sub = await sql.listen(channel, cb);

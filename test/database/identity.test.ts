@@ -11,6 +11,7 @@ import { PgError, type Db } from '../../src/db/engine';
 import {
   ANON,
   asIdentity,
+  asIdentityAtOnce,
   assumeIdentity,
   checkIdentitySupport,
   userIdentity,
@@ -118,6 +119,50 @@ describe.each(ENGINES)('identities on %s', (engine) => {
         WHERE n.nspname = 'basalt' AND has_function_privilege('basalt_user', p.oid, 'EXECUTE') ORDER BY 1`,
     );
     expect(fns.rows.map((r) => r.name)).toEqual(['jwt', 'role', 'uid']);
+  });
+
+  const WHO = 'SELECT basalt.uid() AS uid, basalt.role() AS role, current_user AS who';
+
+  test('statements sent at once see the identity, which ends with them on every connection', async () => {
+    const [who, own, flag] = await asIdentityAtOnce(db, userIdentity(ALICE, { sub: ALICE }), [
+      { sql: WHO, params: [] },
+      { sql: 'SELECT body FROM notes WHERE body LIKE $1 ORDER BY id LIMIT $2', params: ['%1', 10] },
+      // A value that is not plain text or a number: the embedded engine runs these in a transaction instead.
+      { sql: 'SELECT $1::boolean AS flag', params: [true] },
+    ]);
+    expect(who!.rows).toEqual([{ uid: ALICE, role: 'user', who: 'basalt_user' }]);
+    expect(own!.rows).toEqual([{ body: 'alice 1' }]);
+    expect(flag!.rows).toEqual([{ flag: true }]);
+    const plain = await asIdentityAtOnce(db, ANON, [{ sql: WHO, params: [] }]);
+    expect(plain[0]!.rows).toEqual([{ uid: null, role: 'anon', who: 'basalt_anon' }]);
+    const after = await Promise.all(Array.from({ length: 8 }, () => db.query(WHO)));
+    for (const x of after) expect(x.rows[0]).toEqual({ uid: null, role: null, who: 'postgres' });
+  });
+
+  test('a statement failing in the middle of a batch: nothing of it stays, and the next user is clean', async () => {
+    // One connection (external) or the one session (embedded): the next statement runs where the batch failed.
+    const one = engine === 'external' ? await openDb({ url: f.url, dataDir: f.dataDir, poolMax: 1 }) : db;
+    try {
+      for (const params of [['%'], [true]]) {
+        const failed = await asIdentityAtOnce(one, userIdentity(ALICE, { sub: ALICE }), [
+          { sql: "INSERT INTO notes (body) VALUES ('half a batch')", params: [] },
+          { sql: 'SELECT 1 / 0 AS x WHERE $1::text IS NOT NULL', params },
+          { sql: WHO, params: [] },
+        ]).catch((e) => e);
+        expect(failed).toBeInstanceOf(PgError);
+        expect((failed as PgError).code).toBe('22012');
+        expect((await one.query(WHO)).rows).toEqual([{ uid: null, role: null, who: 'postgres' }]);
+        expect((await one.query("SELECT 1 FROM notes WHERE body = 'half a batch'")).rowCount).toBe(0);
+        const [bob, rows] = await asIdentityAtOnce(one, userIdentity(BOB, { sub: BOB }), [
+          { sql: WHO, params: [] },
+          { sql: 'SELECT DISTINCT owner_id::text AS owner FROM notes', params: [] },
+        ]);
+        expect(bob!.rows).toEqual([{ uid: BOB, role: 'user', who: 'basalt_user' }]);
+        expect(rows!.rows).toEqual([{ owner: BOB }]);
+      }
+    } finally {
+      if (one !== db) await one.close();
+    }
   });
 
   test('assumeIdentity inside an open transaction lasts until it ends', async () => {

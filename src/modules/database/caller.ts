@@ -49,8 +49,27 @@ export function userClaims(
   return { ...tokenClaims(token), email: profile.email, email_verified: profile.email_verified };
 }
 
+/** Identities by access token, while the user's e-mail facts stay as they were (`identityOf`). */
+const MAX_IDENTITIES = 1000;
+
 export function callerChecks(inputs: CallerInputs) {
   const keys = keyChecks(inputs);
+  /**
+   * The identity of a verified token: its claims are a function of the token and the user's
+   * e-mail facts, so a token's requests share one (decoded once; identity.ts makes its
+   * statement values once). Checked again on every request: the token by `authenticate`
+   * first, the facts here. At most MAX_IDENTITIES tokens are kept; beyond, the oldest goes.
+   */
+  const identities = new Map<string, { email: string; verified: boolean; identity: Identity }>();
+  const identityOf = (token: string, user: RequestUser, profile: { email: string; email_verified: boolean }) => {
+    const known = identities.get(token);
+    if (known && known.email === profile.email && known.verified === profile.email_verified) return known.identity;
+    const identity = userIdentity(user.userId, userClaims(token, profile));
+    identities.delete(token);
+    if (identities.size >= MAX_IDENTITIES) identities.delete(identities.keys().next().value!);
+    identities.set(token, { email: profile.email, verified: profile.email_verified, identity });
+    return identity;
+  };
   return {
     /** The caller of `request`, or the 401 it gets. */
     async resolve(request: Request): Promise<DbCaller> {
@@ -63,8 +82,7 @@ export function callerChecks(inputs: CallerInputs) {
       const token = bearerToken(request);
       const user = await inputs.authenticate(token);
       const profile = await inputs.profile(user);
-      const claims = userClaims(token!, profile);
-      return { kind: 'user', user, identity: userIdentity(user.userId, claims) };
+      return { kind: 'user', user, identity: identityOf(token!, user, profile) };
     },
     /**
      * The answer a user or anon caller got before users' own data (and anon still gets

@@ -18,7 +18,7 @@
  *   q.query('SELECT id FROM notes WHERE id = $1', [noteId]),
  * );
  */
-import type { Db, Queryable, QueryResult, WaitOptions } from '../../db/engine';
+import type { Db, KnownStatement, Queryable, QueryResult, WaitOptions } from '../../db/engine';
 
 /** Who a statement runs as: a signed-in site user, or nobody signed in. */
 export interface Identity {
@@ -34,8 +34,9 @@ export const DB_ROLES = { user: 'basalt_user', anon: 'basalt_anon' } as const;
 
 export const ANON: Identity = Object.freeze({ role: 'anon', uid: null, claims: Object.freeze({}) }) as Identity;
 
+/** A user's identity; never changed once made (the values its statements send are made once, on first use). */
 export function userIdentity(uid: string, claims: Record<string, unknown>): Identity {
-  return { role: 'user', uid, claims };
+  return Object.freeze({ role: 'user', uid, claims });
 }
 
 const ASSUME_SQL =
@@ -49,7 +50,19 @@ const ASSUME_SQL =
  * block is a no-op with a warning).
  */
 export async function assumeIdentity(tx: Queryable, id: Identity): Promise<void> {
-  await tx.query(ASSUME_SQL, [id.uid ?? '', id.role, JSON.stringify(id.claims), DB_ROLES[id.role]]);
+  await tx.query(ASSUME_SQL, identityParams(id));
+}
+
+/** The values of ASSUME_SQL for each identity, made once: a user's identity serves all requests of one token (caller.ts). */
+const paramsOf = new WeakMap<Identity, string[]>();
+
+function identityParams(id: Identity): string[] {
+  let params = paramsOf.get(id);
+  if (!params) {
+    params = [id.uid ?? '', id.role, JSON.stringify(id.claims), DB_ROLES[id.role]];
+    paramsOf.set(id, params);
+  }
+  return params;
 }
 
 /**
@@ -91,44 +104,22 @@ export async function asIdentity<R>(
 
 /**
  * Run `statements` (all known up front) in a transaction of their own as `id`, and return
- * their results. On external PostgreSQL everything goes out at once — BEGIN, the identity,
- * the statements, COMMIT — in one round trip, as a service key's single statement does:
- * the connection runs them in the order sent, and a failed one makes COMMIT a rollback.
- * The first error is thrown (the identity's before the statements', which then fail only
- * because the transaction was aborted). The embedded engine runs them one after another.
+ * their results: the identity and the statements go out together (`Db.atOnce`), in one round
+ * trip on external PostgreSQL and one exchange with the embedded engine, where the
+ * transaction is the implicit one PostgreSQL opens for statements sent without a Sync between
+ * them: the identity (`set_config(…, true)`) lasts until it ends, and no longer, whether it
+ * commits or a statement fails. The first error is thrown (the identity's before the
+ * statements', which then fail only because the transaction was aborted). `wait`: whose work
+ * it is while it waits for the database (src/db/wait-gate.ts).
  */
 export async function asIdentityAtOnce(
   db: Db,
   id: Identity,
-  statements: { sql: string; params: unknown[] }[],
+  statements: KnownStatement[],
   wait?: WaitOptions,
 ): Promise<QueryResult<Record<string, unknown>>[]> {
-  if (db.kind === 'embedded')
-    return asIdentity(
-      db,
-      id,
-      async (q) => {
-        const out: QueryResult<Record<string, unknown>>[] = [];
-        for (const st of statements) out.push(await q.query(st.sql, st.params));
-        return out;
-      },
-      wait,
-    );
-  const tx = await db.begin({ ...wait, pipelined: true });
-  const sent = [
-    assumeIdentity(tx, id),
-    ...statements.map((st) => tx.query<Record<string, unknown>>(st.sql, st.params)),
-  ];
-  const committed = tx.commit();
-  const settled = await Promise.allSettled([...sent, committed]);
-  const failure = settled.find((r) => r.status === 'rejected');
-  if (failure) {
-    await tx.rollback();
-    throw (failure as PromiseRejectedResult).reason;
-  }
-  return settled
-    .slice(1, 1 + statements.length)
-    .map((r) => (r as PromiseFulfilledResult<QueryResult<Record<string, unknown>>>).value);
+  const results = await db.atOnce([{ sql: ASSUME_SQL, params: identityParams(id) }, ...statements], wait);
+  return results.slice(1);
 }
 
 /** What start-up found: whether the platform's role can run statements as users and anon. */

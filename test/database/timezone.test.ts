@@ -5,6 +5,7 @@
  * database-level time zone, so the case cannot be staged there.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
@@ -22,16 +23,21 @@ describe.each(
 
   beforeAll(async () => {
     db = await freshDb(engine);
-    // The zone is the database's default, so every connection the platform opens afterwards uses it.
-    const setup = await startServer(engine, { db });
-    await setup.platform.db.exec(
-      `ALTER DATABASE ${'"' + (await setup.platform.db.query<{ d: string }>('SELECT current_database() AS d')).rows[0]!.d + '"'} SET timezone = '${ZONE}'`,
-    );
-    await setup.platform.db.exec(
-      'CREATE TABLE public.stamps (id serial PRIMARY KEY, ts timestamptz, tsa timestamptz[], tsa2 timestamptz[][])',
-    );
-    await setup.stop();
-    s = await startServer(engine, { db });
+    // The zone is the database's default, so every connection the platform opens uses it.
+    const c = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      const name = new URL(db.url).pathname.slice(1);
+      await c.unsafe(`ALTER DATABASE "${name.replaceAll('"', '""')}" SET timezone = '${ZONE}'`);
+    } finally {
+      await c.end();
+    }
+    s = await startServer(engine, {
+      db,
+      migrations: {
+        '001_stamps.sql':
+          'CREATE TABLE public.stamps (id serial PRIMARY KEY, ts timestamptz, tsa timestamptz[], tsa2 timestamptz[][])',
+      },
+    });
     key = await createKey(s, { type: 'service', service: 'tz', permissions: ['db:query'], tables: ['stamps'] });
   }, 60_000);
   afterAll(async () => {
@@ -40,10 +46,11 @@ describe.each(
   });
 
   test('the server really prints timestamps in the non-UTC zone', async () => {
-    const r = await s.platform.db.query<{ z: string; t: string }>(
+    // On the source one of the platform's own connections; on the executable one that opens as its connections do.
+    const rows = await s.sql<{ z: string; t: string }>(
       `SELECT current_setting('TimeZone') AS z, ('{"2024-01-02 03:04:05Z"}'::timestamptz[])::text AS t`,
     );
-    expect(r.rows[0]).toEqual({ z: ZONE, t: '{"2024-01-02 08:34:05+05:30"}' });
+    expect(rows[0]).toEqual({ z: ZONE, t: '{"2024-01-02 08:34:05+05:30"}' });
   });
 
   const CASES: [string, unknown, unknown][] = [

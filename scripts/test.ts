@@ -70,6 +70,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/data-routes.test.ts',
   'test/admin/data-access.test.ts',
   'test/admin/audit.test.ts',
+  'test/keys/access-mode.test.ts',
 ];
 
 type Target = 'source' | 'executable';

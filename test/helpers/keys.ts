@@ -23,7 +23,9 @@ export async function createKey(s: TestServer, opts: Partial<CreateKeyInput> = {
 }
 
 /** Every API key (no secrets), as the admin API lists them: in process, or through the executable's admin API. */
-export async function listKeys(s: TestServer): Promise<Pick<KeyInfo, 'id' | 'prefix' | 'last4' | 'revoked_at'>[]> {
+export async function listKeys(
+  s: TestServer,
+): Promise<Pick<KeyInfo, 'id' | 'prefix' | 'last4' | 'revoked_at' | 'site' | 'last_used_at'>[]> {
   if (s.target === 'executable') return (await s.admin('GET', '/api/admin/keys')).body.data.keys;
   return s.platform.services.keys.list();
 }

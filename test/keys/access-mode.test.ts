@@ -1,30 +1,51 @@
+/**
+ * The public API access mode and the site public key in the runtime config (docs/api-keys.md).
+ * Over HTTP: runs against the executable (scripts/test.ts), keys and settings changed through
+ * its admin API. KeyService.setSiteKey, which has no route, is tested in create.test.ts.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
-import { createKey } from '../helpers/keys';
+import { createKey, listKeys, revokeKey } from '../helpers/keys';
 import { expectAError } from '../helpers/envelopes';
 
 const PATH = '/api/v1/public/runtime-config';
 
+/** A live setting's value: in process, or as the executable's admin API lists it. */
+async function settingValue(s: TestServer, key: string): Promise<unknown> {
+  if (s.target === 'source') return s.platform.settings.get(key);
+  return (await s.admin('GET', '/api/admin/settings')).body.data.settings.find((x: { key: string }) => x.key === key)
+    ?.value;
+}
+
+/** A key as the admin API lists it (with its site flag and last use). */
+async function keyInfo(s: TestServer, raw: string): Promise<any> {
+  return (await listKeys(s)).find((k) => raw.startsWith(k.prefix) && raw.endsWith(k.last4));
+}
+
 describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
   let s: TestServer;
   let site: { id: string; key: string };
+  const siteKey = async (name?: string) => {
+    const key = await createKey(s, { type: 'public', site: true, ...(name ? { name } : {}) });
+    return { id: (await keyInfo(s, key)).id as string, key };
+  };
   let otherPublic: string;
   let service: string;
   const rc = (key?: string) => s.req('GET', PATH, { headers: key === undefined ? {} : { 'x-api-key': key } });
-  const mode = (m: 'open' | 'api_key_required') => s.platform.settings.set('web.public_api_access_mode', m);
+  const mode = (m: 'open' | 'api_key_required') => s.settings.set('web.public_api_access_mode', m);
 
   beforeAll(async () => {
     s = await startServer(engine);
-    site = await s.platform.services.keys.create({ type: 'public', name: 'storefront', site: true });
+    site = await siteKey('storefront');
     otherPublic = await createKey(s, { type: 'public' });
     service = await createKey(s, { permissions: ['mail:send'] });
   }, 60_000);
   afterAll(() => s.stop());
 
   test('the site key is designated through the setting and flagged in lists', async () => {
-    expect(s.platform.settings.get('web.site_public_key')).toBe(site.key);
-    const list = await s.platform.services.keys.list();
+    expect(await settingValue(s, 'web.site_public_key')).toBe(site.key);
+    const list = await listKeys(s);
     expect(list.filter((k) => k.site).map((k) => k.id)).toEqual([site.id]);
   });
 
@@ -86,58 +107,37 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
 
   test('never a service key, never a revoked key, never in open mode', async () => {
     await mode('api_key_required');
-    await s.platform.settings.set('web.site_public_key', service);
+    await s.settings.set('web.site_public_key', service);
     expect((await rc(otherPublic)).body.data.site_public_key).toBeUndefined();
 
-    const doomed = await s.platform.services.keys.create({ type: 'public', site: true });
+    const doomed = await siteKey();
     expect((await rc(otherPublic)).body.data.site_public_key).toBe(doomed.key);
-    await s.platform.services.keys.revoke(doomed.id);
+    await revokeKey(s, doomed.key);
     expect((await rc(otherPublic)).body.data.site_public_key).toBeUndefined();
     expect((await rc(doomed.key)).status).toBe(401);
 
-    await s.platform.settings.set('web.site_public_key', site.key);
+    await s.settings.set('web.site_public_key', site.key);
     await mode('open');
     expect((await rc()).body.data.site_public_key).toBeUndefined();
   });
 
-  test('setSiteKey designates an existing public key and refuses anything else', async () => {
-    const keys = s.platform.services.keys;
-    for (const bad of [service, 'pk_' + 'q'.repeat(43), 'not a key']) {
-      let err: any;
-      await keys.setSiteKey(bad).catch((e) => (err = e));
-      expect([err?.status, err?.code, err?.message]).toEqual([
-        400,
-        'validation_error',
-        'The site public key must be an active public key (pk_…); service keys are never published.',
-      ]);
-    }
-    expect(s.platform.settings.get('web.site_public_key')).toBe(site.key); // unchanged by refusals
-    await keys.setSiteKey(otherPublic);
-    await mode('api_key_required');
-    expect((await rc(site.key)).body.data.site_public_key).toBe(otherPublic);
-    await keys.setSiteKey(null);
-    expect((await rc(site.key)).body.data).not.toHaveProperty('site_public_key');
-    await keys.setSiteKey(site.key);
-    await mode('open');
-  });
-
   test('publishing the site key does not count as a use of it', async () => {
-    const fresh = await s.platform.services.keys.create({ type: 'public', site: true });
+    const fresh = await siteKey();
     await mode('api_key_required');
     for (let i = 0; i < 3; i++) expect((await rc(service)).body.data.site_public_key).toBe(fresh.key);
     await Bun.sleep(50);
-    expect((await s.platform.services.keys.get(fresh.id))!.last_used_at).toBeNull();
-    await s.platform.services.keys.setSiteKey(site.key);
+    expect((await keyInfo(s, fresh.key)).last_used_at).toBeNull();
+    await s.settings.set('web.site_public_key', site.key);
     await mode('open');
   });
 
   test('no site key designated: nothing shown', async () => {
     await mode('api_key_required');
-    await s.platform.settings.unset('web.site_public_key');
+    await s.settings.unset('web.site_public_key');
     const r = await rc(site.key);
     expect(r.status).toBe(200);
     expect(r.body.data).not.toHaveProperty('site_public_key');
-    await s.platform.settings.set('web.site_public_key', site.key);
+    await s.settings.set('web.site_public_key', site.key);
     await mode('open');
   });
 });

@@ -48,6 +48,7 @@ export const EXECUTABLE_SUITES = [
   'test/database/timezone.test.ts',
   'test/database/round-trips.test.ts',
   'test/database/user-data.test.ts',
+  'test/database/transactions.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',

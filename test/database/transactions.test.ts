@@ -1,13 +1,30 @@
+/**
+ * Database API transactions (docs/database.md, "Transactions") over HTTP, on both engines:
+ * visibility, rollback, aborts, ownership, order, idle timeouts, caps, timeouts, row locks and
+ * shutdown. Run against the executable too; the two checks that reach into the process (a
+ * disarmed idle timer, the first step of a stop) are in ./transactions-process.test.ts.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
-import { ENGINES } from '../helpers/engines';
+import { ENGINES, freshDb } from '../helpers/engines';
 import { type Reply, startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { expectError, query, tx } from './fixtures';
-import { eventually } from '../helpers/wait';
 import { expectA } from '../helpers/envelopes';
 
-const TABLE = 'CREATE TABLE public.notes (id serial PRIMARY KEY, body text NOT NULL UNIQUE)';
+/**
+ * The table, and views for slow statements (external: a slow statement holds the connection)
+ * and for the run-time settings of the session a statement runs in.
+ */
+const TRANSACTION_TABLES = {
+  '001_notes.sql': `
+CREATE TABLE public.notes (id serial PRIMARY KEY, body text NOT NULL UNIQUE);
+CREATE VIEW public.slow_ok AS SELECT 1 AS x FROM pg_sleep(0.3);
+CREATE VIEW public.slow_fail AS SELECT 1 / (x - 1) AS x FROM (SELECT 1 AS x FROM pg_sleep(0.3)) s;
+CREATE VIEW public.slow AS SELECT 1 AS x FROM pg_sleep(2);
+CREATE VIEW public.session_settings AS SELECT name, setting FROM pg_settings;
+`,
+};
 
 describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   let s: TestServer;
@@ -23,13 +40,12 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     (await q({ action: 'select', fields: ['body'], sort: [{ field: 'id' }] })).body.data.rows.map((r: any) => r.body);
 
   beforeAll(async () => {
-    s = await startServer(engine);
-    await s.platform.db.exec(TABLE);
+    s = await startServer(engine, { migrations: TRANSACTION_TABLES });
     key = await createKey(s, {
       type: 'service',
       service: 'a',
       permissions: ['db:query'],
-      tables: ['notes', 'slow', 'slow_ok', 'slow_fail'],
+      tables: ['notes', 'slow', 'slow_ok', 'slow_fail', 'session_settings'],
     });
     other = await createKey(s, { type: 'service', service: 'b', permissions: ['db:*'], tables: ['notes'] });
   });
@@ -131,9 +147,6 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     // External: a slow first statement keeps the connection busy while the others
     // arrive, so they all wait in the transaction's queue. (The embedded engine runs a
     // statement on the JavaScript thread, so nothing else would arrive meanwhile.)
-    if (engine === 'external')
-      await s.platform.db.exec('CREATE VIEW public.slow_ok AS SELECT 1 AS x FROM pg_sleep(0.3)');
-    s.platform.services.database.catalog.invalidate();
     const id = await begin();
     const steps: Record<string, unknown>[] = [];
     if (engine === 'external') steps.push({ entity: 'slow_ok', action: 'select', transaction_id: id });
@@ -168,10 +181,6 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   test.if(engine === 'external')(
     'requests queued behind a statement that fails answer 409 transaction_aborted, and a queued commit rolls back',
     async () => {
-      await s.platform.db.exec(
-        'CREATE VIEW public.slow_fail AS SELECT 1 / (x - 1) AS x FROM (SELECT 1 AS x FROM pg_sleep(0.3)) s',
-      );
-      s.platform.services.database.catalog.invalidate();
       const id = await begin();
       const out = await fire([
         { action: 'insert', data: { body: 'doomed' }, transaction_id: id },
@@ -193,7 +202,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   );
 
   test('idle past db.transaction_idle_timeout_ms → rolled back and forgotten; each query extends it', async () => {
-    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    await s.settings.set('db.transaction_idle_timeout_ms', 1000);
     try {
       const id = await begin();
       await q({ action: 'insert', data: { body: 'idle' }, transaction_id: id });
@@ -206,12 +215,12 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
       expectError(await tx(s, key, `${id}/commit`), 404, 'transaction_not_found');
       expect(await bodies()).toEqual(['uno', 'two']);
     } finally {
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+      await s.settings.set('db.transaction_idle_timeout_ms', 30_000);
     }
   });
 
   test.if(engine === 'external')('an idle transaction times out while another stays alive', async () => {
-    await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+    await s.settings.set('db.transaction_idle_timeout_ms', 1000);
     try {
       const kept = await begin();
       const dropped = await begin();
@@ -225,7 +234,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
       expect((await tx(s, key, `${kept}/commit`)).status).toBe(200);
       expect(await bodies()).toEqual(['uno', 'two']);
     } finally {
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+      await s.settings.set('db.transaction_idle_timeout_ms', 30_000);
     }
   });
 
@@ -248,7 +257,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   );
 
   test.if(engine === 'external')('open transactions per key are capped → 429 too_many_transactions', async () => {
-    await s.platform.settings.set('db.max_transactions_per_key', 2);
+    await s.settings.set('db.max_transactions_per_key', 2);
     try {
       const a = await begin();
       const b = await begin();
@@ -263,14 +272,14 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
       ] as const)
         await tx(s, k, `${id}/rollback`);
     } finally {
-      await s.platform.settings.set('db.max_transactions_per_key', 10);
+      await s.settings.set('db.max_transactions_per_key', 10);
     }
   });
 
   test.if(engine === 'embedded')(
     'embedded engine: one transaction at a time; other work waits for it; the per-key cap still answers 429 at once',
     async () => {
-      await s.platform.settings.set('db.max_transactions_per_key', 1);
+      await s.settings.set('db.max_transactions_per_key', 1);
       try {
         const id = await begin();
         expectError(await tx(s, key, 'begin'), 429, 'too_many_transactions');
@@ -293,7 +302,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         expect((await outside).status).toBe(200);
         await q({ action: 'delete', filters: [{ field: 'body', op: 'eq', value: 'waited' }] });
       } finally {
-        await s.platform.settings.set('db.max_transactions_per_key', 10);
+        await s.settings.set('db.max_transactions_per_key', 10);
       }
     },
   );
@@ -301,8 +310,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   test.if(engine === 'external')(
     'a statement timeout inside a transaction → 503 query_timeout, then commit → 409',
     async () => {
-      await s.platform.db.exec('CREATE VIEW public.slow AS SELECT 1 AS x FROM pg_sleep(2)');
-      await s.platform.settings.set('db.statement_timeout_ms', 200);
+      await s.settings.set('db.statement_timeout_ms', 200);
       try {
         const id = await begin();
         expectError(
@@ -312,21 +320,21 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         );
         expectError(await tx(s, key, `${id}/commit`), 409, 'transaction_aborted');
       } finally {
-        await s.platform.settings.set('db.statement_timeout_ms', 5000);
+        await s.settings.set('db.statement_timeout_ms', 5000);
       }
     },
   );
 
-  /** Read run-time settings on the transaction's own reserved connection. */
+  /** Read run-time settings on the transaction's own reserved connection: a select inside it. */
   const settingsIn = async (id: string, names: string[]) => {
-    const keyId = (await s.platform.services.keys.verify(key))!.id;
-    const res = await s.platform.services.database.transactions.run(id, keyId, (c) =>
-      c.query<{ name: string; setting: string }>(
-        'SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[]) ORDER BY name',
-        [names],
-      ),
-    );
-    return Object.fromEntries(res.rows.map((r) => [r.name, Number(r.setting)]));
+    const r = await q({
+      entity: 'session_settings',
+      action: 'select',
+      filters: [{ field: 'name', op: 'in', value: names }],
+      transaction_id: id,
+    });
+    const rows = expectA(r, 200).rows as { name: string; setting: string }[];
+    return Object.fromEntries(rows.map((r) => [r.name, Number(r.setting)]));
   };
 
   test.if(engine === 'external')(
@@ -341,8 +349,8 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         statement_timeout: 5000,
       });
       await tx(s, key, `${id}/rollback`);
-      await s.platform.settings.set('db.statement_timeout_ms', 1200);
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 2000);
+      await s.settings.set('db.statement_timeout_ms', 1200);
+      await s.settings.set('db.transaction_idle_timeout_ms', 2000);
       try {
         const id2 = await begin();
         expect(
@@ -354,8 +362,8 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         });
         await tx(s, key, `${id2}/rollback`);
       } finally {
-        await s.platform.settings.set('db.statement_timeout_ms', 5000);
-        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+        await s.settings.set('db.statement_timeout_ms', 5000);
+        await s.settings.set('db.transaction_idle_timeout_ms', 30_000);
       }
     },
   );
@@ -363,7 +371,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   test.if(engine === 'external')(
     'a row locked by another connection → 503 lock_timeout (before the statement timeout), in and outside a transaction',
     async () => {
-      await s.platform.settings.set('db.statement_timeout_ms', 2000);
+      await s.settings.set('db.statement_timeout_ms', 2000);
       const holder = postgres(s.db.url, { max: 1, onnotice: () => {} });
       try {
         let free!: () => void;
@@ -405,7 +413,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         expect(await bodies()).toEqual(['uno', 'two']);
       } finally {
         await holder.end();
-        await s.platform.settings.set('db.statement_timeout_ms', 5000);
+        await s.settings.set('db.statement_timeout_ms', 5000);
       }
     },
   );
@@ -413,7 +421,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   test.if(engine === 'external')(
     'the row locks of a transaction that idled out are released: another connection can update the row',
     async () => {
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
+      await s.settings.set('db.transaction_idle_timeout_ms', 1000);
       const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
       try {
         const id = await begin();
@@ -445,55 +453,9 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         expect(await bodies()).toEqual(['uno', 'two']);
       } finally {
         await direct.end();
-        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
+        await s.settings.set('db.transaction_idle_timeout_ms', 30_000);
       }
     },
-  );
-
-  test.if(engine === 'external')(
-    'idle_in_transaction_session_timeout ends the session on the server even if the process never rolls back',
-    async () => {
-      await s.platform.settings.set('db.transaction_idle_timeout_ms', 1000);
-      const direct = postgres(s.db.url, { max: 1, onnotice: () => {} });
-      try {
-        const id = await begin();
-        await q({
-          action: 'update',
-          data: { body: 'orphan' },
-          filters: [{ field: 'body', op: 'eq', value: 'two' }],
-          transaction_id: id,
-        });
-        const keyId = (await s.platform.services.keys.verify(key))!.id;
-        const pid = (
-          await s.platform.services.database.transactions.run(id, keyId, (c) =>
-            c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'),
-          )
-        ).rows[0]!.pid;
-        // Play a process that stopped tending its transaction: disarm the platform's idle timer.
-        const entry = (s.platform.services.database.transactions as any).open.get(id);
-        clearTimeout(entry.timer);
-        entry.ended = true;
-        const alive = async () =>
-          (await direct`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`)[0]!.n === 1;
-        const t0 = Date.now();
-        expect(await alive()).toBe(true);
-        // Backstop = idle timeout + 5 s = 6 s after the last statement.
-        await eventually(async () => !(await alive()), { timeout: 10_000, interval: 100, what: 'the backend to end' });
-        const gone = Date.now() - t0;
-        expect(gone).toBeGreaterThanOrEqual(5500);
-        expect(gone).toBeLessThan(10_000);
-        const after = await direct.begin(async (d) => {
-          await d`SET LOCAL lock_timeout = 200`;
-          return d`UPDATE public.notes SET body = 'two' WHERE body = 'two' RETURNING body`;
-        });
-        expect(after.length).toBe(1);
-        (s.platform.services.database.transactions as any).open.delete(id);
-      } finally {
-        await direct.end();
-        await s.platform.settings.set('db.transaction_idle_timeout_ms', 30_000);
-      }
-    },
-    20_000,
   );
 
   test.if(engine === 'external')('shutdown rolls back the open transactions of that instance', async () => {
@@ -511,30 +473,28 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
 describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   /** An instance of its own with a table, a key for it, and an open transaction that inserted a row. */
   async function openTransaction(env: Record<string, string> = {}) {
-    const own = await startServer(engine, { env });
-    await own.platform.db.exec('CREATE TABLE public.pending (id int)');
-    const k = (
-      await own.platform.services.keys.create({
-        type: 'service',
-        service: 'sd',
-        permissions: ['db:query'],
-        tables: ['pending'],
-      })
-    ).key;
-    const call = (path: string, body: unknown = {}) =>
-      own.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
+    // Its database outlives it, for the instance that looks at what was committed.
+    const db = await freshDb(engine);
+    const migrations = { '001_pending.sql': 'CREATE TABLE public.pending (id int)' };
+    const own = await startServer(engine, { env, db, migrations });
+    const k = await createKey(own, { type: 'service', service: 'sd', permissions: ['db:query'], tables: ['pending'] });
+    const on =
+      (server: TestServer) =>
+      (path: string, body: unknown = {}) =>
+        server.req('POST', `/api/v1/db/${path}`, { headers: { 'x-api-key': k }, body });
+    const call = on(own);
     const insert = (id: string) =>
       call('query', { entity: 'pending', action: 'insert', data: { id: 1 }, transaction_id: id });
     const id: string = (await call('transaction/begin')).body.data.transaction_id;
     expect((await insert(id)).status).toBe(200);
     /** After `own` stopped: an instance started on its database finds nothing committed. */
     const expectNothingCommitted = async () => {
-      const again = await startServer(engine, { db: own.db });
+      const again = await startServer(engine, { db, migrations });
       try {
-        expect((await again.platform.db.query('SELECT id FROM public.pending')).rows).toEqual([]);
+        expect(expectA(await on(again)('query', { entity: 'pending', action: 'select' }), 200).rows).toEqual([]);
       } finally {
         await again.stop();
-        await own.db.drop();
+        await db.drop();
       }
     };
     return { own, call, insert, id, expectNothingCommitted };
@@ -543,22 +503,9 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
   test('rolls it back first and stops well within web.shutdown_timeout_ms (other steps need the database)', async () => {
     const { own, expectNothingCommitted } = await openTransaction();
     const t0 = performance.now();
-    await own.running.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s
+    await own.stop(); // rejects when a step outlasts the deadline (10 s); the idle timeout is 30 s
     expect(performance.now() - t0).toBeLessThan(5000);
     await expectNothingCommitted();
-  }, 40_000);
-
-  test('once the stop begins, a begin and a request on an open id answer 503 shutting_down; the transaction is rolled back', async () => {
-    const { own, call, insert, id } = await openTransaction();
-    // What serve's stop does first, while the listener still answers.
-    await own.platform.drain();
-    expectError(await call('transaction/begin'), 503, 'shutting_down');
-    expectError(await insert(id), 503, 'shutting_down');
-    expectError(await call(`transaction/${id}/commit`), 503, 'shutting_down');
-    expectError(await call(`transaction/${id}/rollback`), 503, 'shutting_down');
-    // Queries outside a transaction still run until the listener stops.
-    expect((await call('query', { entity: 'pending', action: 'select' })).body.data.rows).toEqual([]);
-    await own.stop();
   }, 40_000);
 
   test('begins waiting behind it answer 503 shutting_down and open nothing; the stop does not wait for them', async () => {
@@ -576,7 +523,7 @@ describe.each(ENGINES)('shutdown with an open transaction on %s', (engine) => {
     );
     await Bun.sleep(200);
     const t0 = performance.now();
-    await own.running.stop(); // the idle timeout is 30 s: waiting for it would fail the stop (10 s)
+    await own.stop(); // the idle timeout is 30 s: waiting for it would fail the stop (10 s)
     expect(performance.now() - t0).toBeLessThan(5000);
     const answers = await Promise.all(waiting);
     for (const r of answers) {

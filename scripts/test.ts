@@ -72,6 +72,9 @@ export const EXECUTABLE_SUITES = [
   'test/admin/data-access.test.ts',
   'test/admin/audit.test.ts',
   'test/keys/access-mode.test.ts',
+  'test/keys/cli.test.ts',
+  'test/admin/cli.test.ts',
+  'test/mail/cli.test.ts',
 ];
 
 type Target = 'source' | 'executable';

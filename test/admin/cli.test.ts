@@ -1,10 +1,13 @@
 /**
  * `basalt admin create|list|passwd|delete` and `basalt users sign-in-methods|reset-mfa|unlink|unlock`
  * (docs/admin.md), through the same services as the admin API, audited as the command line.
+ * Runs the executable's command line (test/helpers/cli.ts) against the executable
+ * (scripts/test.ts); rows are prepared and read by a platform opened on the database between
+ * the commands, as an operator's psql would.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { MAIN, childEnv, runCli } from '../helpers/cli';
+import { basaltCommand, basaltEnv, runCli } from '../helpers/cli';
 import { eventually } from '../helpers/wait';
 import { openPlatform } from '../../src/platform';
 
@@ -132,8 +135,8 @@ describe.each(ENGINES)('basalt serve and the setup link on %s', (engine) => {
 
   /** Start `basalt serve`, read both streams until `until` matches their text, then SIGTERM it and read the rest. */
   async function serveUntil(until: RegExp): Promise<{ out: string; code: number }> {
-    const proc = Bun.spawn([process.execPath, MAIN, 'serve'], {
-      env: childEnv({ ...db.env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info' }),
+    const proc = Bun.spawn([...basaltCommand(), 'serve'], {
+      env: basaltEnv({ ...db.env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info' }),
       stdout: 'pipe',
       stderr: 'pipe',
     });

@@ -1,7 +1,19 @@
-/** Run the `basalt` command line from source as a child process. */
+/**
+ * Run the `basalt` command line as a child process: from source, or — when
+ * BASALT_TEST_EXECUTABLE names a compiled `basalt` (the suites of scripts/test.ts's
+ * EXECUTABLE_SUITES) — that executable, with nothing of this checkout on its PATH.
+ */
+import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
+import { bareEnv } from './binary';
+import { EXECUTABLE } from './executable-server';
 
 export const MAIN = resolve(import.meta.dir, '../../src/main.ts');
+
+/** The command that starts `basalt` (arguments follow): the executable, or Bun with src/main.ts. */
+export function basaltCommand(): string[] {
+  return EXECUTABLE ? [EXECUTABLE] : [process.execPath, MAIN];
+}
 
 export interface CliResult {
   code: number;
@@ -17,13 +29,18 @@ export function childEnv(env: Record<string, string>): Record<string, string> {
   return { ...base, BASALT_LOG_LEVEL: 'warn', ...env };
 }
 
+/** Environment for `basaltCommand()`: childEnv's on the source; the executable's holds only `env` and system paths. */
+export function basaltEnv(env: Record<string, string>, cwd?: string): Record<string, string> {
+  return EXECUTABLE ? bareEnv(cwd ?? tmpdir(), { BASALT_LOG_LEVEL: 'warn', ...env }) : childEnv(env);
+}
+
 export async function runCli(
   args: string[],
   env: Record<string, string> = {},
   opts: { cwd?: string; timeoutMs?: number } = {},
 ): Promise<CliResult> {
-  const proc = Bun.spawn([process.execPath, MAIN, ...args], {
-    env: childEnv(env),
+  const proc = Bun.spawn([...basaltCommand(), ...args], {
+    env: basaltEnv(env, opts.cwd),
     cwd: opts.cwd,
     stdout: 'pipe',
     stderr: 'pipe',

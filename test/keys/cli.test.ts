@@ -1,3 +1,8 @@
+/**
+ * `basalt keys create|list|revoke` (docs/api-keys.md). Runs the executable's command line
+ * (test/helpers/cli.ts) against the executable (scripts/test.ts); what the commands left
+ * is read by a platform opened on the database beside them.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { runCli } from '../helpers/cli';
@@ -136,7 +141,7 @@ describe.if(ENGINES.includes('external'))('basalt keys alongside a running serve
     const { startServer } = await import('../helpers/server');
     const s = await startServer('external');
     try {
-      await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
+      await s.settings.set('web.public_api_access_mode', 'api_key_required');
       const created = JSON.parse((await runCli(['keys', 'create', '--type', 'public', '--json'], s.db.env)).stdout);
       const rc = () => s.req('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': created.key } });
       expect((await rc()).status).toBe(200);

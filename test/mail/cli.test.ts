@@ -1,4 +1,7 @@
-/** `basalt templates …` and `basalt mail test` as an operator runs them. */
+/**
+ * `basalt templates …` and `basalt mail test` as an operator runs them: the executable's
+ * command line against the executable (scripts/test.ts, test/helpers/cli.ts).
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

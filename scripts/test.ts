@@ -49,6 +49,8 @@ export const EXECUTABLE_SUITES = [
   'test/database/round-trips.test.ts',
   'test/database/user-data.test.ts',
   'test/database/transactions.test.ts',
+  'test/realtime/users.test.ts',
+  'test/realtime/service-keys.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',

@@ -77,6 +77,7 @@ export const EXECUTABLE_SUITES = [
   'test/keys/cli.test.ts',
   'test/admin/cli.test.ts',
   'test/mail/cli.test.ts',
+  'test/mail/send.test.ts',
 ];
 
 type Target = 'source' | 'executable';

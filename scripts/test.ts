@@ -51,6 +51,7 @@ export const EXECUTABLE_SUITES = [
   'test/database/transactions.test.ts',
   'test/realtime/users.test.ts',
   'test/realtime/service-keys.test.ts',
+  'test/realtime/limits.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',

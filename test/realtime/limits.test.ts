@@ -2,10 +2,13 @@
  * Realtime limits, heartbeats and extensions' channels (docs/realtime.md): connections per
  * key, per user (anon: per client address) and in total → 429 too_many_connections, a slot
  * freed when a stream ends; the keep-alive comment at realtime.heartbeat_seconds; messages
- * published on a channel, to everyone or to some users, committed or rolled back with
- * their transaction.
+ * published on a channel by an extension (a small one of this suite's, ext-demo), to everyone
+ * or to some users, committed or rolled back with their transaction.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
@@ -17,6 +20,27 @@ const SCHEMA = `
 CREATE TABLE public.notes (id bigserial PRIMARY KEY, body text NOT NULL);
 GRANT SELECT ON public.notes TO basalt_user, basalt_anon;
 SELECT basalt.realtime_enable('notes');`;
+
+/** Publishes what it is sent on its channel: to everyone or to `users`; in a transaction, rolled back on `rollback`. */
+const EXT_DEMO = `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: 'ext-demo', version: '1.0.0', setup(ctx) {
+  ctx.routes.post('/publish', async ({ body, request }) => {
+    const { channel, data, users, tx, rollback } = body;
+    if (!tx) await ctx.realtime.publish(channel, data, users ? { users } : {});
+    else
+      await ctx.db
+        .transaction(async (t) => {
+          await ctx.realtime.publish(channel, data, { tx: t });
+          if (rollback) throw new Error('roll back');
+        })
+        .catch((e) => {
+          if (!rollback) throw e;
+        });
+    return ctx.reply(request, {});
+  });
+} });
+`;
 
 describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine) => {
   let s: TestServer;
@@ -33,8 +57,13 @@ describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine
   };
   const closeAll = async () => {
     for (const c of open.splice(0)) c.close();
-    await eventually(() => s.platform.services.realtime.hub.streams.size === 0, { what: 'every stream closed' });
+    await eventually(async () => /^basalt_realtime_connections 0$/m.test((await s.req('GET', '/metrics')).text), {
+      what: 'every stream closed (/metrics)',
+    });
   };
+  const extensions = mkdtempSync(join(tmpdir(), 'basalt-ext-demo-'));
+  const publish = async (body: Record<string, unknown>) =>
+    expect((await s.req('POST', '/api/module/ext-demo/publish', { body })).status).toBe(200);
   const refused = (c: SseClient, per: string) => {
     expect(c.status).toBe(429);
     expect(c.body.error.code).toBe('too_many_connections');
@@ -42,8 +71,12 @@ describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine
   };
 
   beforeAll(async () => {
-    s = await startServer(engine);
-    await s.platform.db.exec(SCHEMA);
+    mkdirSync(join(extensions, 'ext-demo'));
+    writeFileSync(join(extensions, 'ext-demo', 'index.ts'), EXT_DEMO);
+    s = await startServer(engine, {
+      env: { BASALT_EXTENSIONS_DIR: extensions },
+      migrations: { '001_realtime.sql': SCHEMA },
+    });
     key = await createKey(s, { type: 'service', service: 'rt', permissions: ['db:query'], tables: ['notes'] });
     other = await createKey(s, { type: 'service', service: 'rt2', permissions: ['db:query'], tables: ['notes'] });
     [a, b] = [await signInUser(s), await signInUser(s)];
@@ -51,6 +84,7 @@ describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine
   afterAll(async () => {
     for (const c of open) c.close();
     await s.stop();
+    rmSync(extensions, { recursive: true, force: true });
   });
 
   test('per key: beyond realtime.max_connections_per_key → 429; another key is not counted; a closed stream frees its place', async () => {
@@ -114,21 +148,15 @@ describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine
   });
 
   test("an extension's channel: to every follower, or to the users named; with a transaction, only if it commits", async () => {
-    const rt = s.platform.services.realtime;
     const ca = await follow('channels=ext-demo:news', a.headers());
     const cb = await follow('channels=ext-demo:news', b.headers());
     const anon = await follow('channels=ext-demo:news');
     const elsewhere = await follow('channels=ext-demo:other', a.headers());
     for (const c of [ca, cb, anon, elsewhere]) expect(c.status).toBe(200);
-    await rt.publish('ext-demo:news', { n: 1 });
-    await rt.publish('ext-demo:news', { n: 2, only: 'a' }, { users: [a.user.id] });
-    await s.platform.db
-      .transaction(async (tx) => {
-        await rt.publish('ext-demo:news', { n: 'rolled back' }, { tx });
-        throw new Error('roll back');
-      })
-      .catch(() => {});
-    await s.platform.db.transaction((tx) => rt.publish('ext-demo:news', { n: 3 }, { tx }));
+    await publish({ channel: 'news', data: { n: 1 } });
+    await publish({ channel: 'news', data: { n: 2, only: 'a' }, users: [a.user.id] });
+    await publish({ channel: 'news', data: { n: 'rolled back' }, tx: true, rollback: true });
+    await publish({ channel: 'news', data: { n: 3 }, tx: true });
     await ca.waitFor(3, 'message');
     await cb.waitFor(2, 'message');
     await anon.waitFor(2, 'message');

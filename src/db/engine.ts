@@ -55,13 +55,6 @@ export interface TxOptions extends WaitOptions {
    * now; false to keep it (it is busy, or was idle for less).
    */
   preempt?: (minIdleMs: number) => boolean;
-  /**
-   * External PostgreSQL: send BEGIN (and `setup`) without waiting for its answer, so it goes
-   * out with the first statements (one round trip less). A failure of BEGIN then surfaces
-   * from `commit()`. For a transaction whose statements are all known up front
-   * (`Db.atOnce`).
-   */
-  pipelined?: boolean;
 }
 
 /** Counters of a wait gate since it opened (exported at /metrics). */

@@ -1,22 +1,24 @@
 import postgres from 'postgres';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
-import { driverCall as run } from './engine';
+import { driverCall as run, normalizeDbError } from './engine';
 import { gatedMembers, type GateOptions, WaitGate } from './wait-gate';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
 
+/** A driver's result as the engine's. */
+function resultOf<T>(r: postgres.RowList<postgres.Row[]>): QueryResult<T> {
+  const columns = r.columns ?? [];
+  return {
+    rows: Array.from(r) as T[],
+    rowCount: columns.length > 0 ? r.length : (r.count ?? r.length),
+    fields: columns.map((c) => ({ name: c.name, typeId: c.type })),
+  };
+}
+
 function queryable(sql: Sql, prepare = false): Queryable {
   return {
     query: <T>(text: string, params: unknown[] = []) =>
-      run(async () => {
-        const r = await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare });
-        const columns = r.columns ?? [];
-        return {
-          rows: Array.from(r) as T[],
-          rowCount: columns.length > 0 ? r.length : (r.count ?? r.length),
-          fields: columns.map((c) => ({ name: c.name, typeId: c.type })),
-        } satisfies QueryResult<T>;
-      }),
+      run(async () => resultOf<T>(await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare }))),
     exec: (text: string) => run(async () => void (await sql.unsafe(text).simple())),
   };
 }
@@ -118,43 +120,53 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       free();
       throw e;
     };
-    // Pipelined: the connection sends the statements that follow after BEGIN, in order;
-    // a failed BEGIN (the connection lost) fails them too, and the commit says so.
-    if (opts.pipelined) began.catch(() => {});
-    else await began.catch(failed);
+    await began.catch(failed);
     return {
       ...q,
       get closed() {
         return closed;
       },
       idle: place.idle,
-      commit: opts.pipelined
-        ? async () => {
-            // Sent at once, behind the statements; BEGIN's answer is read with it.
-            const committed = end('COMMIT');
-            await Promise.all([began, committed]);
-          }
-        : () => end('COMMIT'),
+      commit: () => end('COMMIT'),
       rollback: () => end('ROLLBACK').catch(() => {}),
     };
   }
 
   /**
    * Statements known up front, as one transaction: BEGIN, the statements and COMMIT go out
-   * together (one round trip); the connection runs them in the order sent, and a failed one
-   * makes COMMIT a rollback. The first error is thrown (a statement after a failed one fails
-   * only because the transaction was aborted).
+   * together on one connection (one round trip), which runs them in the order sent; a failed
+   * statement makes COMMIT a rollback. The first error is thrown (a statement after a failed
+   * one fails only because the transaction was aborted). Straight on the driver: no Tx.
    */
   async function atOnce(statements: readonly KnownStatement[], wait: WaitOptions = {}): Promise<QueryResult[]> {
-    const tx = await begin({ ...wait, pipelined: true });
-    const sent = statements.map((st) => tx.query(st.sql, st.params));
-    const settled = await Promise.allSettled([...sent, tx.commit()]);
-    const failure = settled.find((r) => r.status === 'rejected');
-    if (failure) {
-      await tx.rollback();
-      throw (failure as PromiseRejectedResult).reason;
+    const place = await gate.acquire(wait);
+    let conn: postgres.ReservedSql;
+    try {
+      conn = await sql.reserve();
+    } catch (e) {
+      place.release();
+      throw normalizeDbError(e);
     }
-    return settled.slice(0, -1).map((r) => (r as PromiseFulfilledResult<QueryResult>).value);
+    const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [conn.unsafe('BEGIN').simple()];
+    for (const st of statements)
+      sent.push(conn.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare }));
+    sent.push(conn.unsafe('COMMIT').simple());
+    const settled = await Promise.allSettled(sent);
+    try {
+      const failure = settled.find((r) => r.status === 'rejected');
+      if (failure) {
+        // COMMIT did not answer (the connection failed): whatever is open there ends before the connection is reused.
+        if (settled[settled.length - 1]!.status === 'rejected') await conn.unsafe('ROLLBACK').simple().catch(() => {});
+        throw normalizeDbError((failure as PromiseRejectedResult).reason);
+      }
+    } finally {
+      conn.release();
+      place.release();
+    }
+    const out: QueryResult[] = [];
+    for (let i = 1; i < settled.length - 1; i++)
+      out.push(resultOf((settled[i] as PromiseFulfilledResult<postgres.RowList<postgres.Row[]>>).value));
+    return out;
   }
 
   return {

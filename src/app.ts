@@ -1,15 +1,15 @@
 /**
- * The whole HTTP surface in one list: each area's root path, listener, envelope, body
- * policy, OpenAPI tag and routes (README.md, What it serves). Everything else reads these
- * facts from here: the listener's body checks and headers (src/http/server.ts), the
- * envelopes (src/http/envelope.ts), the metrics, the extension loader (which areas an
- * extension may claim) and the OpenAPI document. Building the apps has no side effects:
+ * The whole HTTP surface in one list: each area (its root path, listener, envelope, body
+ * policy and OpenAPI tag, declared in src/http/areas.ts) with its routes (README.md, What
+ * it serves). Everything else reads these facts from here: the listener's body checks and
+ * headers (src/http/server.ts), the envelopes (src/http/envelope.ts), the metrics, the
+ * extension loader (which areas an extension may claim) and the OpenAPI document. Building the apps has no side effects:
  * `serve` loads the extensions and starts the workers (src/serve.ts).
  */
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Basalt } from './services';
 import type { ExtensionGroup } from './extensions/context';
-import { Areas, rootOf, type AreaFacts, type Listener } from './http/areas';
+import { AREA, Areas, rootOf, type AreaFacts, type Listener } from './http/areas';
 import { foundation } from './http/foundation';
 import { createHandler, type Handler } from './http/server';
 import { metricsFor } from './http/metrics';
@@ -34,103 +34,24 @@ export interface Area extends AreaFacts {
   routes?: (p: Basalt, area: AreaFacts) => AnyElysia | Promise<AnyElysia>;
 }
 
-/** The facts the public JSON APIs share: public listener, format A, JSON bodies, the access mode's gate, never cached. */
-const PUBLIC_JSON_API = { listener: 'public', envelope: 'A', body: 'json', gated: true, noStore: true } as const;
-
-/** The route list. Its order is the order routes mount in, and the order of the OpenAPI document's tags. */
+/**
+ * The route list: each area of src/http/areas.ts (`AREA`) with its routes. Its order is the
+ * order routes mount in, and the order of the OpenAPI document's tags.
+ */
 export const routeList: readonly Area[] = [
-  {
-    name: 'system',
-    prefix: ['/healthz', '/readyz', '/metrics'],
-    listener: 'main',
-    envelope: 'A',
-    body: 'capped',
-    routes: systemRoutes,
-  },
-  {
-    name: 'auth',
-    prefix: '/api/v1/auth',
-    ...PUBLIC_JSON_API,
-    validationStatus: 422,
-    openapi: {
-      tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
-    },
-    routes: authRoutes,
-  },
-  {
-    name: 'db',
-    prefix: '/api/v1/db',
-    ...PUBLIC_JSON_API,
-    openapi: {
-      tag: {
-        name: 'Database',
-        description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).',
-      },
-    },
-    routes: databaseRoutes,
-  },
-  {
-    name: 'realtime',
-    prefix: '/api/v1/realtime',
-    ...PUBLIC_JSON_API,
-    openapi: {
-      tag: {
-        name: 'Realtime',
-        description: 'Row changes and extension messages as server-sent events, resumable (format A errors).',
-      },
-    },
-    routes: realtimeRoutes,
-  },
-  {
-    name: 'mail',
-    prefix: '/api/v1/mail',
-    listener: 'main',
-    envelope: 'B',
-    body: 'json',
-    openapi: { tag: { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' } },
-    routes: mailRoutes,
-  },
-  {
-    name: 'files',
-    prefix: '/api/v1/files',
-    listener: 'main',
-    envelope: 'C',
-    body: 'streamed',
-    claimable: true,
-    openapi: { tag: { name: 'Files', description: 'media-library module (format C).' } },
-  },
-  {
-    name: 'runtime_config',
-    prefix: '/api/v1/public',
-    listener: 'public',
-    envelope: 'A',
-    body: 'capped',
-    gated: true,
-    openapi: { tag: { name: 'Runtime config', description: 'Public front-end parameters (format A).' } },
-    routes: runtimeConfigRoutes,
-  },
-  {
-    name: 'module',
-    prefix: '/api/module',
-    listener: 'public',
-    envelope: 'B',
-    body: 'capped',
-    gated: true,
-    openapi: {},
-  },
-  {
-    name: 'admin',
-    prefix: '/api/admin',
-    listener: 'main',
-    envelope: 'A',
-    body: 'json',
-    noStore: true,
-    routes: (p, area) => adminRoutes(p, area, { authRoot: rootOf(areas.byName('auth')) }),
-  },
+  { ...AREA.system, routes: systemRoutes },
+  { ...AREA.auth, routes: authRoutes },
+  { ...AREA.db, routes: databaseRoutes },
+  { ...AREA.realtime, routes: realtimeRoutes },
+  { ...AREA.mail, routes: mailRoutes },
+  AREA.files,
+  { ...AREA.runtime_config, routes: runtimeConfigRoutes },
+  AREA.module,
+  { ...AREA.admin, routes: (p, area) => adminRoutes(p, area, { authRoot: rootOf(areas.byName('auth')) }) },
   // The panel also answers `/` on the main listener with a redirect to `/_/`.
-  { name: 'panel', prefix: '/_', listener: 'main', envelope: 'A', body: 'capped', routes: panelRoutes },
-  { name: 'openapi', prefix: '/api/openapi.json', listener: 'both', envelope: 'A', body: 'capped' },
-  { name: 'docs', prefix: '/api/docs', listener: 'both', envelope: 'A', body: 'capped', csp: 'docs' },
+  { ...AREA.panel, routes: panelRoutes },
+  AREA.openapi,
+  AREA.docs,
 ];
 
 export const areas = new Areas(routeList);

@@ -12,8 +12,8 @@ import { quoteIdent } from '../db/engine';
 import { AppError, Errors } from '../http/errors';
 import { requestInfo } from '../http/request-info';
 import { reply } from '../http/foundation';
-import { errorResponses, type SuccessBodyB, type SuccessBodyC } from '../http/envelope-schemas';
-import { prefixesOf, rootOf, type Areas } from '../http/areas';
+import { errorResponses, type SuccessBodyOf } from '../http/envelope-schemas';
+import { prefixesOf, rootOf, type AREA, type Areas } from '../http/areas';
 import { guardInputs, type GuardServices } from '../guards';
 import type { MailService } from '../modules/mail/service';
 import type { RealtimeService } from '../modules/realtime/service';
@@ -52,6 +52,13 @@ export interface ExtensionRealtime {
 }
 
 const CHANNEL = /^[A-Za-z0-9_.-]{1,100}$/;
+
+/**
+ * A success body of an extension route, in the envelope of either area its routes live in
+ * (src/http/areas.ts: the module area's, or the claimed files area's), typed as both.
+ */
+type ExtensionSuccess<T extends object> = SuccessBodyOf<(typeof AREA.module)['envelope'], T> &
+  SuccessBodyOf<(typeof AREA.files)['envelope'], T>;
 
 export interface ExtensionContext extends ExtensionGuards {
   readonly name: string;
@@ -94,7 +101,7 @@ export interface ExtensionContext extends ExtensionGuards {
    * Success body in the envelope of the request's area (B under /api/module, C under
    * /api/v1/files). Typed as both, so a route's `response` of either envelope accepts it.
    */
-  reply<T extends object>(request: Request, data: T): SuccessBodyB<T> & SuccessBodyC<T>;
+  reply<T extends object>(request: Request, data: T): ExtensionSuccess<T>;
   /** The client's IP (honours web.trusted_proxies). */
   clientIp(request: Request): string;
   /** The one error type: throw `new ctx.AppError(status, code, message)` or `ctx.errors.*`. */
@@ -217,7 +224,7 @@ export function createContext(
       mkdirSync(dir, { recursive: true });
       return dir;
     },
-    reply: (request, data) => reply(request, data) as SuccessBodyB<typeof data> & SuccessBodyC<typeof data>,
+    reply: (request, data) => reply(request, data) as ExtensionSuccess<typeof data>,
     clientIp: (request) => requestInfo(request).ip,
     AppError,
     errors: Errors,

@@ -1,19 +1,24 @@
 /**
  * Response schemas of the envelopes, so extension routes document their real bodies:
- * the platform's own (src/http/envelope-schemas.ts), under the names extensions use.
+ * the platform's own (src/http/envelope-schemas.ts) for the areas extension routes live
+ * in (src/http/areas.ts), under the names extensions use.
  */
 import type { TObject, TSchema } from '@sinclair/typebox';
 import { KindGuard } from '@sinclair/typebox';
-import { SuccessB, SuccessC } from '../http/envelope-schemas';
+import { AREA } from '../http/areas';
+import { successOf } from '../http/envelope-schemas';
 
-/** Format B success body around `data` (module routes' default envelope). */
+const moduleOk = successOf(AREA.module);
+const filesOk = successOf(AREA.files);
+
+/** Format B success body around `data` (module routes' default envelope, the module area's). */
 export function envelopeB<T extends TSchema>(data: T) {
-  return SuccessB(data);
+  return moduleOk(data);
 }
 
-/** Format C success body: `success: true` and the payload's fields (a `t.Object`) at the top level. */
+/** Format C success body (the files area's): `success: true` and the payload's fields (a `t.Object`) at the top level. */
 export function envelopeC<T extends TObject>(payload: T) {
   if (!KindGuard.IsObject(payload))
     throw new TypeError('envelopeC(payload): the payload must be a t.Object(…), whose fields sit beside success');
-  return SuccessC(payload);
+  return filesOk(payload);
 }

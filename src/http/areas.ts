@@ -1,9 +1,11 @@
 /**
  * What an area of the HTTP surface is: a root path and everything below it, with the
- * facts the layers around its routes act on. The areas themselves are listed once, in
- * the route list of src/app.ts; the listener (src/http/server.ts), the envelopes
- * (src/http/envelope.ts), the metrics, the extension loader and the OpenAPI document
- * read them from there (README.md, What it serves).
+ * facts the layers around its routes act on. Each area's facts are declared once, in
+ * `AREA` below; the route list of src/app.ts gives each its routes, and the listener
+ * (src/http/server.ts), the envelopes (src/http/envelope.ts), the metrics, the extension
+ * loader and the OpenAPI document read them from there (README.md, What it serves). A
+ * model file names its area, never an envelope letter: `successOf(AREA.auth)` and
+ * `errorsOf(area)` (src/http/envelope-schemas.ts) give the schemas of the area's envelope.
  */
 import type { Format } from './envelope-schemas';
 
@@ -40,6 +42,90 @@ export interface AreaFacts {
   /** The routes come from the one extension that claims the prefix (docs/extensions.md, `ctx.claim`). */
   claimable?: boolean;
 }
+
+/** The facts the public JSON APIs share: public listener, format A, JSON bodies, the access mode's gate, never cached. */
+const PUBLIC_JSON_API = { listener: 'public', envelope: 'A', body: 'json', gated: true, noStore: true } as const;
+
+/** Every area's facts, by name, in the route list's order (src/app.ts). */
+export const AREA = {
+  system: {
+    name: 'system',
+    prefix: ['/healthz', '/readyz', '/metrics'],
+    listener: 'main',
+    envelope: 'A',
+    body: 'capped',
+  },
+  auth: {
+    name: 'auth',
+    prefix: '/api/v1/auth',
+    ...PUBLIC_JSON_API,
+    validationStatus: 422,
+    openapi: {
+      tag: { name: 'Public Auth', description: 'Site users: registration, login, tokens (format A envelopes).' },
+    },
+  },
+  db: {
+    name: 'db',
+    prefix: '/api/v1/db',
+    ...PUBLIC_JSON_API,
+    openapi: {
+      tag: {
+        name: 'Database',
+        description: 'Parameterized CRUD over whitelisted tables, with transactions (format A).',
+      },
+    },
+  },
+  realtime: {
+    name: 'realtime',
+    prefix: '/api/v1/realtime',
+    ...PUBLIC_JSON_API,
+    openapi: {
+      tag: {
+        name: 'Realtime',
+        description: 'Row changes and extension messages as server-sent events, resumable (format A errors).',
+      },
+    },
+  },
+  mail: {
+    name: 'mail',
+    prefix: '/api/v1/mail',
+    listener: 'main',
+    envelope: 'B',
+    body: 'json',
+    openapi: { tag: { name: 'Mail', description: 'Sending e-mail, sync or queued, idempotent (format B).' } },
+  },
+  files: {
+    name: 'files',
+    prefix: '/api/v1/files',
+    listener: 'main',
+    envelope: 'C',
+    body: 'streamed',
+    claimable: true,
+    openapi: { tag: { name: 'Files', description: 'media-library module (format C).' } },
+  },
+  runtime_config: {
+    name: 'runtime_config',
+    prefix: '/api/v1/public',
+    listener: 'public',
+    envelope: 'A',
+    body: 'capped',
+    gated: true,
+    openapi: { tag: { name: 'Runtime config', description: 'Public front-end parameters (format A).' } },
+  },
+  module: {
+    name: 'module',
+    prefix: '/api/module',
+    listener: 'public',
+    envelope: 'B',
+    body: 'capped',
+    gated: true,
+    openapi: {},
+  },
+  admin: { name: 'admin', prefix: '/api/admin', listener: 'main', envelope: 'A', body: 'json', noStore: true },
+  panel: { name: 'panel', prefix: '/_', listener: 'main', envelope: 'A', body: 'capped' },
+  openapi: { name: 'openapi', prefix: '/api/openapi.json', listener: 'both', envelope: 'A', body: 'capped' },
+  docs: { name: 'docs', prefix: '/api/docs', listener: 'both', envelope: 'A', body: 'capped', csp: 'docs' },
+} as const satisfies Record<string, AreaFacts>;
 
 /** A path in no area (an unknown root): envelope A, answered by both listeners (404). */
 export const NO_AREA: AreaFacts = {

@@ -1,7 +1,8 @@
 /**
  * The three response envelopes as schemas, declared once (README.md, What it serves):
  * src/http/envelope.ts renders exactly these bodies, routes declare them as their
- * responses, the OpenAPI document names them (ErrorA, ErrorB, ErrorC, MetaB), and the
+ * responses through their area (`successOf(area)`, `errorsOf(area)`: the area's letter in
+ * src/http/areas.ts, so route and model files name none), the OpenAPI document names them (ErrorA, ErrorB, ErrorC, MetaB), and the
  * body types are their `Static<>`.
  *  A — `{success:true, data}` / `{success:false, error:{code, message, retry_after?, details?}}`
  *  B — `{success, data, meta:{trace_id, execution_ms}, errors:[…]}`
@@ -9,13 +10,13 @@
  */
 import { t, type Static, type TSchema } from 'elysia';
 // TypeBox's own Integer: a plain JSON-Schema integer (Elysia's t.Integer also accepts digit strings).
-import { Type, type ObjectOptions, type TObject, type TUnsafe } from '@sinclair/typebox';
+import { KindGuard, Type, type ObjectOptions, type TObject, type TUnsafe } from '@sinclair/typebox';
 
-/** The envelope letter of an area (src/app.ts). */
+/** The envelope letter of an area (src/http/areas.ts). */
 export type Format = 'A' | 'B' | 'C';
 
 /** Format A success body around `data`; a PascalCase `title` names it in the OpenAPI document. */
-export function SuccessA<T extends TSchema>(data: T, options?: ObjectOptions) {
+function SuccessA<T extends TSchema>(data: T, options?: ObjectOptions) {
   return t.Object({ success: t.Literal(true), data }, options);
 }
 
@@ -61,7 +62,7 @@ export const MetaB = t.Object(
 );
 
 /** Format B success body around `data`: `errors` is always empty. */
-export function SuccessB<T extends TSchema>(data: T, options?: ObjectOptions) {
+function SuccessB<T extends TSchema>(data: T, options?: ObjectOptions) {
   return t.Object({ success: t.Literal(true), data, meta: MetaB, errors: t.Array(t.Any(), { maxItems: 0 }) }, options);
 }
 
@@ -85,8 +86,8 @@ export const ErrorB = t.Object(
 );
 
 /** Format C success body: `success: true` and the payload's fields at the top level. */
-export function SuccessC<T extends TObject>(payload: T) {
-  return t.Composite([t.Object({ success: t.Literal(true) }), payload]);
+function SuccessC<T extends TObject>(payload: T, options?: ObjectOptions) {
+  return t.Composite([t.Object({ success: t.Literal(true) }), payload], options);
 }
 
 export const ErrorC = t.Object(
@@ -114,11 +115,38 @@ export function errorResponses<F extends Format>(
 
 /**
  * The error statuses of an area's routes, each with the area's own error body (its
- * envelope letter in the route list, src/app.ts): `const errors = errorsOf(area)`, then
+ * envelope letter, src/http/areas.ts): `const errors = errorsOf(area)`, then
  * `response: { 200: …, ...errors(400, 401) }`. Route and model files name no letter.
  */
 export function errorsOf<F extends Format>(area: { envelope: F }) {
   return (...statuses: number[]) => errorResponses(area.envelope, ...statuses);
+}
+
+/** The success body schema of envelope `F` around `T` (format C: `T`'s fields beside `success`). */
+export type SuccessSchema<F extends Format, T extends TSchema> = F extends 'A'
+  ? ReturnType<typeof SuccessA<T>>
+  : F extends 'B'
+    ? ReturnType<typeof SuccessB<T>>
+    : T extends TObject
+      ? ReturnType<typeof SuccessC<T>>
+      : never;
+
+/**
+ * The success body of an area's routes, in the area's envelope (src/http/areas.ts):
+ * `const ok = successOf(AREA.auth)`, then `ok(t.Object({…}), { title: 'AuthSession' })`;
+ * a PascalCase `title` names it in the OpenAPI document. Typed for the area's letter, so
+ * `Static<>` of it is the exact body. Model and route files name no letter.
+ */
+export function successOf<F extends Format>(area: { envelope: F }) {
+  return <T extends TSchema>(data: T, options?: ObjectOptions): SuccessSchema<F, T> => {
+    if (area.envelope === 'B') return SuccessB(data, options) as SuccessSchema<F, T>;
+    if (area.envelope === 'C') {
+      if (!KindGuard.IsObject(data))
+        throw new TypeError('format C: the payload is a t.Object, whose fields sit beside success');
+      return SuccessC(data, options) as SuccessSchema<F, T>;
+    }
+    return SuccessA(data, options) as SuccessSchema<F, T>;
+  };
 }
 
 export type MetaBody = Static<typeof MetaB>;
@@ -128,6 +156,12 @@ export type SuccessBodyA<T> = Static<ReturnType<typeof SuccessA<TUnsafe<T>>>>;
 export type SuccessBodyB<T> = Static<ReturnType<typeof SuccessB<TUnsafe<T>>>>;
 /** A format C success body: `success: true` beside the payload's fields. */
 export type SuccessBodyC<T> = { success: true } & T;
+/** The success body of envelope `F` with `data` (format C: the payload) of type `T`. */
+export type SuccessBodyOf<F extends Format, T> = F extends 'A'
+  ? SuccessBodyA<T>
+  : F extends 'B'
+    ? SuccessBodyB<T>
+    : SuccessBodyC<T>;
 export type ErrorBodyA = Static<typeof ErrorA>;
 export type ErrorBodyB = Static<typeof ErrorB>;
 export type ErrorBodyC = Static<typeof ErrorC>;

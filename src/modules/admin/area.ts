@@ -4,8 +4,8 @@
  * screen's file and the list of screens do not import each other.
  */
 import { Elysia } from 'elysia';
-import { rootOf, type AreaFacts } from '../../http/areas';
-import type { SuccessBodyA } from '../../http/envelope-schemas';
+import { rootOf, type AREA, type AreaFacts } from '../../http/areas';
+import type { SuccessBodyOf } from '../../http/envelope-schemas';
 import type { Basalt } from '../../services';
 import { adminGuard } from './guard';
 
@@ -19,8 +19,8 @@ export function adminArea(p: Basalt, area: AreaFacts) {
  */
 export type AdminApp = ReturnType<typeof adminArea>;
 
-/** A success body of the admin area: `{success: true, data}` (format A, docs/admin-api.md). */
-export type Ok = <T>(data: T) => SuccessBodyA<T>;
+/** A success body of the admin area, in its envelope (`{success: true, data}`, docs/admin-api.md). */
+export type Ok = <T>(data: T) => SuccessBodyOf<(typeof AREA.admin)['envelope'], T>;
 
 /** What the screens need to know of other areas, from their route-list entries (src/app.ts). */
 export interface OtherAreas {

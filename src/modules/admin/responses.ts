@@ -6,7 +6,8 @@
  * on both sides. The admin area is not in the public OpenAPI document.
  */
 import { t, type Static, type TSchema } from 'elysia';
-import { SuccessA } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 import { SignInResponses } from '../auth/sign-in-model';
 
 /** A moment: a Date on the server, an ISO 8601 string in JSON (the panel reads `Wire<…>`). */
@@ -14,10 +15,11 @@ const When = t.Date();
 const MaybeWhen = t.Nullable(t.Date());
 const MaybeText = t.Nullable(t.String());
 
-/** A route's `response`: its success body around `data`. */
-export const reply = <T extends TSchema>(data: T) => ({ 200: SuccessA(data) });
+const ok = successOf(AREA.admin);
+/** A route's `response`: its success body around `data`, in the admin area's envelope. */
+export const reply = <T extends TSchema>(data: T) => ({ 200: ok(data) });
 /** The same for a route that answers 201 Created. */
-export const replyCreated = <T extends TSchema>(data: T) => ({ 201: SuccessA(data) });
+export const replyCreated = <T extends TSchema>(data: T) => ({ 201: ok(data) });
 
 const Admin = t.Object({ id: t.String(), email: t.String(), created_at: When, last_login_at: MaybeWhen });
 

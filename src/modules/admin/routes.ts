@@ -5,7 +5,7 @@
  * routes live in routes/<screen>.ts.
  */
 import type { AnyElysia } from 'elysia';
-import type { AreaFacts } from '../../http/areas';
+import { AREA, type AreaFacts } from '../../http/areas';
 import { success } from '../../http/envelope';
 import type { Basalt } from '../../services';
 import { adminArea, type AdminApp, type Ok, type OtherAreas } from './area';
@@ -40,10 +40,7 @@ const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminAp
 ];
 
 export function adminRoutes(p: Basalt, area: AreaFacts, other: OtherAreas): AnyElysia {
-  // The panel reads format A; the area's entry in src/app.ts must say so.
-  if (area.envelope !== 'A')
-    throw new Error(`the admin area answers format A (docs/admin-api.md); src/app.ts gives it ${area.envelope}`);
-  const ok: Ok = (data) => success('A', data);
+  const ok: Ok = (data) => success(AREA.admin.envelope, data);
   let app = adminArea(p, area);
   for (const add of screens) app = add(app, p, ok, other);
   return app;

@@ -1,10 +1,11 @@
 /**
  * Request and response schemas of Public Auth: they validate requests (422 with
  * `details.fields` on a format problem), type the handlers and make the OpenAPI
- * document. Format A envelopes.
+ * document, in the area's envelope (format A, src/http/areas.ts).
  */
 import { t, type Static, type TSchema } from 'elysia';
-import { SuccessA } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MAX_UTF16 } from './passwords';
 import { ACCESS_TOKEN_SECONDS } from './jwt';
 import { REFRESH_TOKEN_SECONDS } from './sessions';
@@ -57,8 +58,9 @@ const tokenFields = {
   refresh_expires_in: t.Integer({ description: 'Seconds the refresh token is valid.', example: REFRESH_TOKEN_SECONDS }),
 };
 
-/** A format A success body; `title` names it in the OpenAPI document (components.schemas). */
-const ok = <T extends TSchema>(data: T, title?: string, description?: string) => SuccessA(data, { title, description });
+const success = successOf(AREA.auth);
+/** A success body of the area; `title` names it in the OpenAPI document (components.schemas). */
+const ok = <T extends TSchema>(data: T, title?: string, description?: string) => success(data, { title, description });
 
 export const Session = ok(
   t.Object({ user: User, ...tokenFields }),
@@ -143,8 +145,6 @@ export const Responses = {
   ),
   done: ok(t.Object({ message: t.String() }), 'AuthMessage', 'Done; a sentence to show.'),
 };
-
-/** Error responses an operation may answer (format A). */
 
 /** A site user as the API shows it. */
 export type PublicUser = Static<typeof User>;

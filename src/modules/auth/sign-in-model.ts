@@ -3,7 +3,8 @@
  * answers, and the login answer that may be the MFA step instead of tokens.
  */
 import { t } from 'elysia';
-import { SuccessA } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 import { Session, User } from './model';
 import { MFA_TOKEN_SECONDS } from './totp';
 import { EMAIL_CODE_SECONDS } from './email-codes';
@@ -19,7 +20,7 @@ const RedirectTo = t.String({
   example: 'https://app.example.com/auth/callback',
 });
 
-const ok = SuccessA;
+const ok = successOf(AREA.auth);
 
 const MfaStep = t.Object(
   {

@@ -8,7 +8,8 @@ import { t, type Static } from 'elysia';
 // TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
 // transform, which makes every body go through a decode pass (bench/db-query.ts).
 import { Type } from '@sinclair/typebox';
-import { SuccessA } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 
 export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
@@ -121,7 +122,9 @@ export const QueryResultData = t.Object({
 });
 export type QueryResultData = Static<typeof QueryResultData>;
 
-export const QueryResult = SuccessA(QueryResultData, {
+const ok = successOf(AREA.db);
+
+export const QueryResult = ok(QueryResultData, {
   title: 'DbQueryResult',
   example: { success: true, data: { rows: [{ id: 42, status: 'paid', total: '19.90' }], count: 1, total: 1 } },
 });
@@ -130,7 +133,7 @@ export const EmptyBody = t.Optional(t.Object({}, { description: 'Empty JSON obje
 
 export const TxParams = t.Object({ id: t.String({ description: 'transaction_id from begin.' }) });
 
-export const BeginResult = SuccessA(
+export const BeginResult = ok(
   t.Object({
     transaction_id: t.String({ description: 'Pass as transaction_id in queries, and in the commit/rollback path.' }),
     expires_at: t.String({
@@ -146,7 +149,7 @@ export const BeginResult = SuccessA(
   },
 );
 
-export const EndResult = SuccessA(
+export const EndResult = ok(
   t.Object({
     transaction_id: t.String(),
     status: t.String({ enum: ['committed', 'rolled_back'], description: 'committed or rolled_back.' }),
@@ -156,5 +159,3 @@ export const EndResult = SuccessA(
     example: { success: true, data: { transaction_id: '6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b', status: 'committed' } },
   },
 );
-
-/** Error responses every Database API route may give. */

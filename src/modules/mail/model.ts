@@ -1,9 +1,10 @@
 /**
- * Schemas of the Mail API (format B envelopes). They validate requests and are the
- * source of the OpenAPI document.
+ * Schemas of the Mail API, in its area's envelope (format B, src/http/areas.ts). They validate
+ * requests and are the source of the OpenAPI document.
  */
 import { t, type Static, type TSchema } from 'elysia';
-import { SuccessB } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 import { Type } from '@sinclair/typebox';
 
 /** A plain JSON-Schema integer (Elysia's t.Integer also accepts numeric strings, which a response never holds). */
@@ -50,7 +51,8 @@ export const SendBody = t.Object(
 );
 export type SendBodyT = typeof SendBody.static;
 
-const ok = <T extends TSchema>(data: T, description: string, title: string) => SuccessB(data, { description, title });
+const success = successOf(AREA.mail);
+const ok = <T extends TSchema>(data: T, description: string, title: string) => success(data, { description, title });
 
 export const SendResultSchema = t.Object(
   {
@@ -102,5 +104,3 @@ export const JobSchema = t.Object(
 export type JobView = Static<typeof JobSchema>;
 
 export const JobAnswer = ok(JobSchema, 'The job.', 'MailJobResult');
-
-/** Error responses an operation may answer (format B). */

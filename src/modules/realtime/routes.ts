@@ -13,7 +13,7 @@ import { keyChecks, requirePermission, sendsApiKey } from '../../http/api-key-gu
 import { bearerToken, sendsAuthorization } from '../../http/user-guard';
 import { requestInfo } from '../../http/request-info';
 import { successResponse } from '../../http/envelope';
-import { errorsOf, SuccessA } from '../../http/envelope-schemas';
+import { errorsOf, successOf } from '../../http/envelope-schemas';
 import { optionalJson } from '../../http/optional-json';
 import { RealtimeErrors } from './errors';
 import { EmptyBody, StreamEvents, StreamQuery, TicketData } from './model';
@@ -154,7 +154,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
     .post('/ticket', async ({ request }) => successResponse(request, await svc().ticket(await principalOf(request))), {
       parse: optionalJson,
       body: EmptyBody,
-      response: { 200: SuccessA(TicketData), ...errorsOf(area)(400, 401, 403) },
+      response: { 200: successOf(area)(TicketData), ...errorsOf(area)(400, 401, 403) },
       detail: {
         summary: 'A one-time ticket for EventSource',
         description:

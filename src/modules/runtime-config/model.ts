@@ -1,6 +1,7 @@
-/** The runtime config answer (docs/configuration.md), format A; its type is the schema's. */
+/** The runtime config answer (docs/configuration.md), in its area's envelope; its type is the schema's. */
 import { t, type Static } from 'elysia';
-import { SuccessA } from '../../http/envelope-schemas';
+import { AREA } from '../../http/areas';
+import { successOf } from '../../http/envelope-schemas';
 
 export const RuntimeConfigData = t.Object({
   app_name: t.String(),
@@ -19,7 +20,7 @@ export const RuntimeConfigData = t.Object({
 });
 export type RuntimeConfigData = Static<typeof RuntimeConfigData>;
 
-export const RuntimeConfig = SuccessA(RuntimeConfigData, {
+export const RuntimeConfig = successOf(AREA.runtime_config)(RuntimeConfigData, {
   title: 'RuntimeConfig',
   description: 'Public front-end parameters.',
 });

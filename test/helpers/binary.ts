@@ -68,20 +68,7 @@ export async function serveBinary(
     stderr: 'pipe',
   });
   const url = `http://127.0.0.1:${port}`;
-  // Healthy (true), or gone ('exited'): either ends the wait.
-  const healthy = await eventually(
-    async () =>
-      proc.exitCode !== null
-        ? 'exited'
-        : await fetch(url + '/healthz').then(
-            (r) => r.ok,
-            () => false,
-          ),
-    {
-      timeout: timeoutMs,
-      interval: 50,
-    },
-  ).catch(() => false);
+  const healthy = await untilHealthy(proc, url, timeoutMs);
   // /healthz answers as soon as the listeners are up; on the embedded engine `serve` opens the
   // management socket a moment later, and until then a CLI command beside it finds the data dir in use.
   const socket = join(resolve(cwd, env.BASALT_DATA_DIR ?? 'basalt_data'), 'basalt.sock');
@@ -98,6 +85,30 @@ export async function serveBinary(
   proc.kill('SIGKILL');
   const out = (await new Response(proc.stdout).text()) + (await new Response(proc.stderr).text());
   throw new Error(`basalt serve did not become healthy within ${timeoutMs} ms:\n${out}`);
+}
+
+/**
+ * Wait until the `basalt serve` process `proc` answers /healthz at `url` (true), or exits
+ * first ('exited'), or neither within `timeout` ms ('timeout').
+ */
+export function untilHealthy(
+  proc: Subprocess<'ignore', 'pipe', 'pipe'>,
+  url: string,
+  timeout: number,
+): Promise<true | 'exited' | 'timeout'> {
+  return eventually(
+    async () =>
+      proc.exitCode !== null
+        ? ('exited' as const)
+        : await fetch(url + '/healthz').then(
+            (r) => r.ok,
+            () => false,
+          ),
+    { timeout, interval: 50, what: 'basalt serve to answer /healthz' },
+  ).then(
+    (v) => (v === 'exited' ? v : true),
+    () => 'timeout' as const,
+  );
 }
 
 export async function freePort(): Promise<number> {

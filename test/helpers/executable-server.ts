@@ -14,7 +14,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { bareEnv, freePort, runBinary } from './binary';
+import { bareEnv, freePort, runBinary, untilHealthy } from './binary';
 import { eventually } from './wait';
 
 /** The compiled executable the suites run against, or '' to run them on the source. */
@@ -75,16 +75,7 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
   const output = () => printed.join('');
   const url = `http://127.0.0.1:${port}`;
   const publicUrl = split ? `http://127.0.0.1:${publicPort}` : url;
-  const ready = await eventually(
-    async () =>
-      proc.exitCode !== null
-        ? 'exited'
-        : await fetch(url + '/healthz').then(
-            (r) => r.ok,
-            () => false,
-          ),
-    { timeout: 100_000, interval: 50, what: 'the executable to answer /healthz' },
-  ).catch(() => 'timeout');
+  const ready = await untilHealthy(proc, url, 100_000);
   if (ready !== true) {
     proc.kill('SIGKILL');
     await proc.exited;

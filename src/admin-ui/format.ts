@@ -45,3 +45,8 @@ export function localToIso(v: string): string | undefined {
   const d = new Date(v);
   return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
 }
+
+/** A cursor list's page in a query: From and To (local date and time) as ISO 8601, 50 a page, `before`. */
+export function rangePage(f: { since: string; until: string }, before?: string) {
+  return { since: localToIso(f.since), until: localToIso(f.until), limit: 50, before };
+}

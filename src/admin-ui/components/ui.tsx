@@ -2,8 +2,9 @@
 import type { ButtonHTMLAttributes, ComponentChildren } from 'preact';
 import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { signal } from '@preact/signals';
-import { Icon, type IconName } from './icons';
+import { Icon, Logo, type IconName } from './icons';
 import { ApiError, explain } from '../api';
+import { toast } from './toast';
 
 type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & {
   variant?: 'primary' | 'secondary' | 'danger' | 'ghost';
@@ -135,6 +136,74 @@ export function PasswordField({
   autoFocus?: boolean;
 }) {
   return <TextField type="password" autocomplete={autocomplete} required {...rest} />;
+}
+
+/** The card of a signed-out page (sign-in, setup): the logo beside a title and a line, then `children`. */
+export function AuthCard({
+  title,
+  subtitle,
+  children,
+}: {
+  title: string;
+  subtitle: string;
+  children: ComponentChildren;
+}) {
+  return (
+    <div class="card signin-card">
+      <div class="auth-brand">
+        <Logo size={36} />
+        <div>
+          <h1>{title}</h1>
+          <p class="muted">{subtitle}</p>
+        </div>
+      </div>
+      {children}
+    </div>
+  );
+}
+
+/** The repetition of a new password is typed and differs from it: the form sends nothing. */
+export function differs(password: string, repeat: string): boolean {
+  return repeat !== '' && repeat !== password;
+}
+
+/** A new password and its repetition ("Repeat <label>"), which says so when the two differ. */
+export function NewPasswordFields({
+  label,
+  value,
+  onValue,
+  repeat,
+  onRepeat,
+  error,
+  hint,
+}: {
+  label: string;
+  value: string;
+  onValue: (value: string) => void;
+  repeat: string;
+  onRepeat: (value: string) => void;
+  error?: string;
+  hint?: ComponentChildren;
+}) {
+  return (
+    <>
+      <PasswordField
+        label={label}
+        autocomplete="new-password"
+        value={value}
+        onValue={onValue}
+        error={error}
+        hint={hint}
+      />
+      <PasswordField
+        label={`Repeat ${label.toLowerCase()}`}
+        autocomplete="new-password"
+        value={repeat}
+        onValue={onRepeat}
+        error={differs(value, repeat) ? 'The two passwords differ.' : undefined}
+      />
+    </>
+  );
 }
 
 export function Badge({
@@ -493,6 +562,28 @@ export function formError(e: unknown, fields: string[]): unknown {
   if (e instanceof ApiError && Object.keys(e.fields).length && Object.keys(e.fields).every((f) => fields.includes(f)))
     return undefined;
   return e;
+}
+
+/**
+ * A screen's one-click actions (enable, unlink, retry…): `run(key, work, done)` runs `work`
+ * with `busy` set to `key`, then says `done` in a toast and calls `after` (the screen's
+ * reload), or says why it failed.
+ */
+export function useActions(after: () => void) {
+  const [busy, setBusy] = useState<string | null>(null);
+  const run = async (key: string, work: () => Promise<unknown>, done: string) => {
+    setBusy(key);
+    try {
+      await work();
+      toast(done);
+      after();
+    } catch (e) {
+      toast((e as Error).message, 'error');
+    } finally {
+      setBusy(null);
+    }
+  };
+  return { busy, run };
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   useCursorList,
   ListTable,
 } from '../components/ui';
-import { dateTime, localToIso } from '../format';
+import { dateTime, rangePage } from '../format';
 import { titleOf } from '../screen-list';
 
 export type AuditEntry = AdminData<'audit'>['entries'][number];
@@ -159,16 +159,7 @@ export function Audit() {
     { admin: '', action: '', target: '', since: '', until: '' },
     (f, before) =>
       get<AdminData<'audit'>>(
-        '/audit' +
-          query({
-            admin: f.admin,
-            action: f.action,
-            target: f.target,
-            since: localToIso(f.since),
-            until: localToIso(f.until),
-            limit: 50,
-            before,
-          }),
+        '/audit' + query({ admin: f.admin, action: f.action, target: f.target, ...rangePage(f, before) }),
       ),
   );
   return (

@@ -5,7 +5,17 @@
  */
 import { useState } from 'preact/hooks';
 import { ApiError, del, get, post, type AdminData } from '../api';
-import { Button, Empty, ErrorNote, Loading, PageHeader, confirm, useAsync, ListTable } from '../components/ui';
+import {
+  Button,
+  Empty,
+  ErrorNote,
+  Loading,
+  PageHeader,
+  confirm,
+  useActions,
+  useAsync,
+  ListTable,
+} from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { dateTime } from '../format';
@@ -33,6 +43,7 @@ export function Backups() {
     return get<AdminData<'backups'>>('/backups');
   }, []);
   const [busy, setBusy] = useState(false);
+  const { run } = useActions(reload);
   const unsupported = error instanceof ApiError && error.code === 'not_supported';
   const create = async () => {
     setBusy(true);
@@ -57,13 +68,7 @@ export function Backups() {
       }))
     )
       return;
-    try {
-      await del(`/backups/${encodeURIComponent(b.name)}`);
-      toast(`Backup ${b.name} deleted.`);
-      reload();
-    } catch (e) {
-      toast((e as Error).message, 'error');
-    }
+    await run(b.name, () => del(`/backups/${encodeURIComponent(b.name)}`), `Backup ${b.name} deleted.`);
   };
   return (
     <>

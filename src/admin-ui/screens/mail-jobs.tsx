@@ -1,6 +1,5 @@
 /** Mail jobs: filtered by state, recipient, time; detail with attempts, last error, timing; retry, cancel. */
 import { Fragment } from 'preact';
-import { useState } from 'preact/hooks';
 import { get, post, query, type AdminData } from '../api';
 import {
   Badge,
@@ -11,6 +10,7 @@ import {
   Loading,
   PageHeader,
   confirm,
+  useActions,
   useAsync,
   useCursorList,
   DateRangeApply,
@@ -18,8 +18,7 @@ import {
   ListTable,
 } from '../components/ui';
 import { Icon } from '../components/icons';
-import { toast } from '../components/toast';
-import { ago, cell, dateTime, localToIso } from '../format';
+import { ago, cell, dateTime, rangePage } from '../format';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
 
@@ -45,17 +44,7 @@ function JobList() {
   const { form, set, field, apply, pager, data, error, loading, reload } = useCursorList(
     { state: q.get('state') ?? '', recipient: q.get('recipient') ?? '', since: '', until: '' },
     (f, before) =>
-      get<AdminData<'jobs'>>(
-        '/mail/jobs' +
-          query({
-            state: f.state,
-            recipient: f.recipient,
-            since: localToIso(f.since),
-            until: localToIso(f.until),
-            limit: 50,
-            before,
-          }),
-      ),
+      get<AdminData<'jobs'>>('/mail/jobs' + query({ state: f.state, recipient: f.recipient, ...rangePage(f, before) })),
   );
   return (
     <>
@@ -144,7 +133,7 @@ function JobDetail({ id }: { id: string }) {
       })),
     [id],
   );
-  const [busy, setBusy] = useState(false);
+  const { busy, run } = useActions(reload);
   const act = async (action: 'retry' | 'cancel') => {
     if (
       action === 'cancel' &&
@@ -156,16 +145,11 @@ function JobDetail({ id }: { id: string }) {
       }))
     )
       return;
-    setBusy(true);
-    try {
-      await post(`/mail/jobs/${encodeURIComponent(id)}/${action}`);
-      toast(action === 'retry' ? 'Job queued again.' : 'Job cancelled.');
-      reload();
-    } catch (e) {
-      toast((e as Error).message, 'error');
-    } finally {
-      setBusy(false);
-    }
+    await run(
+      action,
+      () => post(`/mail/jobs/${encodeURIComponent(id)}/${action}`),
+      action === 'retry' ? 'Job queued again.' : 'Job cancelled.',
+    );
   };
   const j = data;
   return (
@@ -187,12 +171,12 @@ function JobDetail({ id }: { id: string }) {
             actions={
               <>
                 {(j.state === 'failed' || j.state === 'dead') && (
-                  <Button variant="primary" icon="refresh" busy={busy} onClick={() => act('retry')}>
+                  <Button variant="primary" icon="refresh" busy={busy !== null} onClick={() => act('retry')}>
                     Retry
                   </Button>
                 )}
                 {j.state === 'queued' && (
-                  <Button variant="danger" busy={busy} onClick={() => act('cancel')}>
+                  <Button variant="danger" busy={busy !== null} onClick={() => act('cancel')}>
                     Cancel
                   </Button>
                 )}

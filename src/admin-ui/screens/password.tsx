@@ -4,14 +4,23 @@
  */
 import { useState } from 'preact/hooks';
 import { post } from '../api';
-import { ErrorNote, fieldError, FormModal, formError, PasswordField, useSubmit } from '../components/ui';
+import {
+  differs,
+  ErrorNote,
+  fieldError,
+  FormModal,
+  formError,
+  NewPasswordFields,
+  PasswordField,
+  useSubmit,
+} from '../components/ui';
 import { toast } from '../components/toast';
 
 export function ChangePassword({ email, onClose }: { email: string; onClose: () => void }) {
   const [current, setCurrent] = useState('');
   const [next, setNext] = useState('');
   const [repeat, setRepeat] = useState('');
-  const mismatch = repeat !== '' && repeat !== next;
+  const mismatch = differs(next, repeat);
   const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
     await post('/auth/password', { current_password: current, new_password: next });
@@ -39,20 +48,14 @@ export function ChangePassword({ email, onClose }: { email: string; onClose: () 
           error={fieldError(error, 'current_password')}
           autoFocus
         />
-        <PasswordField
+        <NewPasswordFields
           label="New password"
-          autocomplete="new-password"
           value={next}
           onValue={setNext}
+          repeat={repeat}
+          onRepeat={setRepeat}
           error={fieldError(error, 'new_password')}
           hint="Your other sessions end when it changes; this one stays signed in."
-        />
-        <PasswordField
-          label="Repeat new password"
-          autocomplete="new-password"
-          value={repeat}
-          onValue={setRepeat}
-          error={mismatch ? 'The two passwords differ.' : undefined}
         />
       </form>
     </FormModal>

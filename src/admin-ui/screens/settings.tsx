@@ -230,7 +230,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
           }
         >
           {(id, d) =>
-            kind === 'bool' ? (
+            kind === 'bool' || kind === 'enum' ? (
               <select
                 id={id}
                 aria-describedby={d}
@@ -238,18 +238,7 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
                 disabled={pinned}
                 onChange={(e) => setText(e.currentTarget.value)}
               >
-                <option value="true">true</option>
-                <option value="false">false</option>
-              </select>
-            ) : kind === 'enum' ? (
-              <select
-                id={id}
-                aria-describedby={d}
-                value={text}
-                disabled={pinned}
-                onChange={(e) => setText(e.currentTarget.value)}
-              >
-                {s.values!.map((v) => (
+                {(kind === 'bool' ? ['true', 'false'] : s.values!).map((v) => (
                   <option key={v} value={v}>
                     {v}
                   </option>

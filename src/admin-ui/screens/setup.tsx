@@ -1,8 +1,17 @@
 /** `#/setup?token=…`: the one-time link `serve` prints while no administrator exists. */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, fieldError, formError, PasswordField, TextField, useSubmit } from '../components/ui';
-import { Logo } from '../components/icons';
+import {
+  AuthCard,
+  Button,
+  differs,
+  ErrorNote,
+  fieldError,
+  formError,
+  NewPasswordFields,
+  TextField,
+  useSubmit,
+} from '../components/ui';
 import { navigate, route } from '../router';
 import { toast } from '../components/toast';
 
@@ -11,7 +20,7 @@ export function Setup() {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [repeat, setRepeat] = useState('');
-  const mismatch = repeat !== '' && repeat !== password;
+  const mismatch = differs(password, repeat);
   const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
     const s = await post<Session>('/auth/setup', { token, email, password });
@@ -22,14 +31,7 @@ export function Setup() {
   const gone = error instanceof ApiError && error.code === 'setup_link_invalid';
   return (
     <div class="auth-page">
-      <div class="card signin-card">
-        <div class="auth-brand">
-          <Logo size={36} />
-          <div>
-            <h1>Create the first administrator</h1>
-            <p class="muted">This link works once and for 30 minutes.</p>
-          </div>
-        </div>
+      <AuthCard title="Create the first administrator" subtitle="This link works once and for 30 minutes.">
         {!token && (
           <div class="notice">
             This setup link has no token. Copy the whole link that <code>basalt serve</code> printed.
@@ -56,26 +58,20 @@ export function Setup() {
               onValue={setEmail}
               error={fieldError(error, 'email')}
             />
-            <PasswordField
+            <NewPasswordFields
               label="Password"
-              autocomplete="new-password"
               value={password}
               onValue={setPassword}
+              repeat={repeat}
+              onRepeat={setRepeat}
               error={fieldError(error, 'password')}
-            />
-            <PasswordField
-              label="Repeat password"
-              autocomplete="new-password"
-              value={repeat}
-              onValue={setRepeat}
-              error={mismatch ? 'The two passwords differ.' : undefined}
             />
             <Button type="submit" variant="primary" busy={busy} disabled={!token || mismatch} class="btn-block">
               Create administrator
             </Button>
           </form>
         )}
-      </div>
+      </AuthCard>
     </div>
   );
 }

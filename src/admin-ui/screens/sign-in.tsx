@@ -1,8 +1,7 @@
 /** Sign-in (and the same form again when a session is lost mid-work). */
 import { useState } from 'preact/hooks';
 import { ApiError, post, setSession, type Session } from '../api';
-import { Button, ErrorNote, fieldError, PasswordField, TextField, useSubmit } from '../components/ui';
-import { Logo } from '../components/icons';
+import { AuthCard, Button, ErrorNote, fieldError, PasswordField, TextField, useSubmit } from '../components/ui';
 import { Toasts } from '../components/toast';
 import { signal } from '@preact/signals';
 
@@ -52,14 +51,7 @@ export function SignInForm({ email: initial = '' }: { email?: string }) {
 export function SignIn() {
   return (
     <div class="auth-page">
-      <div class="card signin-card">
-        <div class="auth-brand">
-          <Logo size={36} />
-          <div>
-            <h1>Basalt</h1>
-            <p class="muted">Administration</p>
-          </div>
-        </div>
+      <AuthCard title="Basalt" subtitle="Administration">
         {setupRequired.value && (
           <div class="notice">
             No administrator exists yet. Open the one-time setup link that <code>basalt serve</code> printed, or run{' '}
@@ -67,7 +59,7 @@ export function SignIn() {
           </div>
         )}
         <SignInForm />
-      </div>
+      </AuthCard>
       <Toasts />
     </div>
   );

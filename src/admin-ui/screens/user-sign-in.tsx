@@ -6,8 +6,7 @@
  */
 import { useState } from 'preact/hooks';
 import { del, get, post, type AdminData } from '../api';
-import { Badge, Button, Empty, ErrorNote, Loading, confirm, useAsync, ListTable } from '../components/ui';
-import { toast } from '../components/toast';
+import { Badge, Button, Empty, ErrorNote, Loading, confirm, useActions, useAsync, ListTable } from '../components/ui';
 import { ago, dateTime } from '../format';
 
 type Methods = AdminData<'signInMethods'>;
@@ -16,19 +15,7 @@ type Identity = Methods['identities'][number];
 export function UserSignInMethods({ id, email }: { id: string; email: string }) {
   const path = `/users/${encodeURIComponent(id)}`;
   const { data, error, loading, reload } = useAsync(() => get<Methods>(`${path}/sign-in-methods`), [id]);
-  const [busy, setBusy] = useState<string | null>(null);
-  const run = async (key: string, work: () => Promise<unknown>, done: string) => {
-    setBusy(key);
-    try {
-      await work();
-      toast(done);
-      reload();
-    } catch (e) {
-      toast((e as Error).message, 'error');
-    } finally {
-      setBusy(null);
-    }
-  };
+  const { busy, run } = useActions(reload);
   const resetMfa = async () => {
     const ok = await confirm({
       title: `Turn off ${email}'s second factor?`,

@@ -14,6 +14,7 @@ import {
   Loading,
   PageHeader,
   confirm,
+  useActions,
   useAsync,
   ListTable,
 } from '../components/ui';
@@ -148,20 +149,11 @@ function UserDetail({ id }: { id: string }) {
     () => get<AdminData<'userDetail'>>(`/users/${encodeURIComponent(id)}`),
     [id],
   );
-  const [busy, setBusy] = useState<string | null>(null);
+  const { busy, run } = useActions(reload);
   const [form, setForm] = useState<'password' | 'email' | null>(null);
   const act = async (action: string, done: string, ask?: { title: string; body: string; action: string }) => {
     if (ask && !(await confirm({ ...ask, body: <p>{ask.body}</p>, danger: true }))) return;
-    setBusy(action);
-    try {
-      await post(`/users/${encodeURIComponent(id)}/${action}`);
-      toast(done);
-      reload();
-    } catch (e) {
-      toast((e as Error).message, 'error');
-    } finally {
-      setBusy(null);
-    }
+    await run(action, () => post(`/users/${encodeURIComponent(id)}/${action}`), done);
   };
   const remove = async () => {
     if (

@@ -3,8 +3,9 @@
  * policy and OpenAPI tag, declared in src/http/areas.ts) with its routes (README.md, What
  * it serves). Everything else reads these facts from here: the listener's body checks and
  * headers (src/http/server.ts), the envelopes (src/http/envelope.ts), the metrics, the
- * extension loader (which areas an extension may claim) and the OpenAPI document. Building the apps has no side effects:
- * `serve` loads the extensions and starts the workers (src/serve.ts).
+ * extension loader (which areas an extension may claim) and the OpenAPI document. Building
+ * the apps has no side effects: `serve` loads the extensions and starts the workers
+ * (src/serve.ts).
  */
 import { Elysia, type AnyElysia } from 'elysia';
 import type { Basalt } from './services';

@@ -79,6 +79,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/cli.test.ts',
   'test/mail/cli.test.ts',
   'test/mail/send.test.ts',
+  'test/mail/idempotency.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -155,8 +155,13 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     try {
       const failure = settled.find((r) => r.status === 'rejected');
       if (failure) {
-        // COMMIT did not answer (the connection failed): whatever is open there ends before the connection is reused.
-        if (settled[settled.length - 1]!.status === 'rejected') await conn.unsafe('ROLLBACK').simple().catch(() => {});
+        // COMMIT did not answer (the connection failed): what is open there ends before the connection is reused.
+        const uncommitted = settled[settled.length - 1]!.status === 'rejected';
+        if (uncommitted)
+          await conn
+            .unsafe('ROLLBACK')
+            .simple()
+            .catch(() => {});
         throw normalizeDbError((failure as PromiseRejectedResult).reason);
       }
     } finally {

@@ -68,6 +68,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/jwt.test.ts',
   'test/security/routing.test.ts',
   'test/security/smuggling.test.ts',
+  'test/security/headers.test.ts',
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
   'test/admin/endpoints.test.ts',

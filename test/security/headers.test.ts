@@ -3,17 +3,19 @@
  * carries nosniff, a framing policy, a CSP and a referrer policy; answers carrying
  * tokens or secrets are `no-store`; a header a route sets itself is kept (Files
  * downloads, the admin panel, an extension's page). The reference page still works
- * under its CSP in a real browser.
+ * under its CSP in a real browser. The extension's page is a small extension of this suite's,
+ * loaded beside the repository's media-library (the Files API).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { Elysia } from 'elysia';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { HAS_CHROMIUM, launchBrowser } from '../helpers/browser';
 import { PASSWORD, call, email, startAuthServer } from '../auth/support';
 import { registerUser } from '../helpers/users';
-import { upload } from '../extensions/support';
+import { extensionsDir, REPO_EXTENSIONS, upload } from '../extensions/support';
 import { rawRequest, requestText } from './raw-http';
 
 const API_CSP = "default-src 'none'; frame-ancestors 'none'";
@@ -25,15 +27,12 @@ const OWN = {
   'x-frame-options': 'SAMEORIGIN',
   'cache-control': 'public, max-age=60',
 };
-const ownHeaders = {
-  name: 'own-headers',
-  listener: 'public' as const,
-  routes: () =>
-    new Elysia().get(
-      '/api/module/own-headers/page',
-      () => new Response('<p>hi</p>', { headers: { 'content-type': 'text/html', ...OWN } }),
-    ),
-};
+const OWN_HEADERS = `
+import { defineExtension } from 'basalt';
+export default defineExtension({ name: 'own-headers', version: '1.0.0', setup(ctx) {
+  ctx.routes.get('/page', () => new Response('<p>hi</p>', { headers: { 'content-type': 'text/html', ...${JSON.stringify(OWN)} } }));
+} });
+`;
 
 function expectBaseline(h: Headers, csp = API_CSP): void {
   expect(h.get('x-content-type-options')).toBe('nosniff');
@@ -46,9 +45,13 @@ describe.each(ENGINES)('security headers on %s', (engine) => {
   let s: TestServer;
   let key: string;
   beforeAll(async () => {
-    s = await startAuthServer(engine, { extra: [ownHeaders] });
+    const extensions = extensionsDir({ 'own-headers/index.ts': OWN_HEADERS });
+    cpSync(join(REPO_EXTENSIONS, 'media-library'), join(extensions, 'media-library'), { recursive: true });
+    s = await startAuthServer(engine, {
+      env: { BASALT_EXTENSIONS_DIR: extensions },
+      migrations: { '001_things.sql': 'CREATE TABLE public.things (id serial PRIMARY KEY, name text)' },
+    });
     key = await createKey(s, { permissions: ['db:query', 'files:*'], tables: ['things'] });
-    await s.platform.db.exec('CREATE TABLE public.things (id serial PRIMARY KEY, name text)');
   });
   afterAll(() => s.stop());
 

@@ -81,6 +81,7 @@ export const EXECUTABLE_SUITES = [
   'test/mail/cli.test.ts',
   'test/mail/send.test.ts',
   'test/mail/idempotency.test.ts',
+  'test/admin/user-sign-in.test.ts',
 ];
 
 type Target = 'source' | 'executable';

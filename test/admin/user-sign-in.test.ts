@@ -2,7 +2,8 @@
  * The Users screen's sign-in methods (docs/admin-api.md §Users): a user's providers,
  * password and second factor; resetting MFA and unlinking a provider, each audited and
  * never leaving the user without a way to sign in; the Settings screen's provider check
- * against a real OpenID Connect provider.
+ * against a real OpenID Connect provider. Over HTTP: runs against the executable
+ * (scripts/test.ts); a provider is linked to a user through the linking flow.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { Secret, TOTP } from 'otpauth';
@@ -21,11 +22,11 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
   beforeAll(async () => {
     idp = await startProvider();
     s = await startAdminServer(engine);
-    await s.platform.settings.set('auth.oauth_providers', [
+    await s.settings.set('auth.oauth_providers', [
       ...idp.settings(['test']),
       { name: 'down', issuer: 'http://127.0.0.1:9', client_id: 'x', client_secret: 'y' },
     ]);
-    await s.platform.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
+    await s.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
     a = await signInAdmin(s);
   }, 180_000);
   afterAll(async () => {
@@ -61,11 +62,11 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
       409,
       'last_sign_in_method',
     );
-    expect(await auditRows(s, 'users.unlink-identity')).toHaveLength(0); // refused: nothing written
+    expect(await auditRows(s, 'users.unlink-identity', a)).toHaveLength(0); // refused: nothing written
 
     const reset = await adminReq(s, a, 'POST', `/api/admin/users/${userId}/reset-mfa`);
     expectA(reset, 200, expect.objectContaining({ totp_enabled: false, recovery_codes_left: 0 }));
-    const [row] = await auditRows(s, 'users.reset-mfa');
+    const [row] = await auditRows(s, 'users.reset-mfa', a);
     expect(row).toMatchObject({ target: userId, admin_email: a.email });
     // The user signs in with the provider alone again.
     const again = await walk(s, 'test', 'https://app.example.com/');
@@ -76,10 +77,14 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
 
     // A user with a password may lose every provider.
     const u = await signInUser(s);
-    await s.platform.db.query(
-      `INSERT INTO basalt.auth_identities (user_id, provider, subject, email, email_verified) VALUES ($1, 'test', 'pw-user', $2, true)`,
-      [u.user.id, u.email],
-    );
+    idp.as({ sub: 'pw-user', email: u.email, email_verified: true });
+    const link = await s.req('POST', '/api/v1/auth/oauth/test/link', {
+      headers: { authorization: `Bearer ${u.access_token}` },
+      body: { redirect_to: 'https://app.example.com/' },
+    });
+    const ticket = new URL(link.body.data.url).searchParams.get('link')!;
+    const linked = await walk(s, 'test', 'https://app.example.com/', { link: ticket });
+    expect(linked.final.location).toBe('https://app.example.com/#linked=test');
     const mine = (await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}/sign-in-methods`)).body.data.identities[0]
       .id;
     expectA(
@@ -87,7 +92,7 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
       200,
       expect.objectContaining({ identities: [], has_password: true }),
     );
-    expect((await auditRows(s, 'users.unlink-identity')).map((r) => r.target)).toEqual([u.user.id]);
+    expect((await auditRows(s, 'users.unlink-identity', a)).map((r) => r.target)).toEqual([u.user.id]);
     expectAError(await adminReq(s, a, 'GET', '/api/admin/users/not-a-user/sign-in-methods'), 404, 'not_found');
     // Without a session: refused like every admin route.
     expect((await s.req('POST', `/api/admin/users/${userId}/reset-mfa`)).status).toBe(401);

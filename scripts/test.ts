@@ -82,6 +82,7 @@ export const EXECUTABLE_SUITES = [
   'test/mail/send.test.ts',
   'test/mail/idempotency.test.ts',
   'test/admin/user-sign-in.test.ts',
+  'test/admin/instances.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -2,6 +2,7 @@
  * Two instances on one external PostgreSQL (docs/admin-api.md): an admin session made
  * on one works on the other and ends on both; a key revoked or a user disabled through
  * the admin API of one stops at once on the other. Skipped without external PostgreSQL.
+ * Over HTTP: runs against the executable (scripts/test.ts), two of them on one database.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
@@ -83,13 +84,14 @@ describe.skipIf(!external)('admin API on two instances sharing a database', () =
 
   test('a setting changed through A is live on B', async () => {
     expect((await adminReq(a, admin, 'PUT', '/api/admin/settings/app.name', { value: 'Shared' })).status).toBe(200);
-    await eventually(() => b.platform.settings.get('app.name'), {
+    const onB = async () => (await b.req('GET', '/api/v1/public/runtime-config')).body.data.app_name;
+    await eventually(onB, {
       timeout: 3000,
       interval: 20,
       until: (v) => v === 'Shared',
       what: 'the setting on B',
     });
-    expect(b.platform.settings.get('app.name')).toBe('Shared');
+    expect(await onB()).toBe('Shared');
   });
 
   test('logout on B ends the session on A at once; a password change on A ends the other sessions on B', async () => {

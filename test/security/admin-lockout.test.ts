@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
-import { ADMIN_PASSWORD, adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
+import { ADMIN_PASSWORD, adminReq, createAdmin, executableCli, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { CLI_ACTOR } from '../../src/modules/admin/audit';
 import { adminEmail, auditRows, ip, login, startAdminServer } from '../admin/support';
 import { expectAError } from '../helpers/envelopes';
@@ -35,13 +35,25 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
 
   const fail = (email: string, from: string, times: number) =>
     Promise.all(Array.from({ length: times }, () => login(s, email, 'wrong password 123', from)));
-  const lockOf = async (email: string) =>
-    ((await adminReq(s, viewer, 'GET', '/api/admin/admins')).body.data.admins as any[]).find((a) => a.email === email)
-      .lock;
+  const adminOf = async (email: string) =>
+    ((await adminReq(s, viewer, 'GET', '/api/admin/admins')).body.data.admins as any[]).find((a) => a.email === email);
+  const lockOf = async (email: string) => (await adminOf(email)).lock;
+  /** `basalt admin unlock EMAIL`: the service it runs, in process; or the executable's own command line. Counters cleared. */
+  const cliUnlock = async (email: string): Promise<number> => {
+    if (s.target === 'source') return (await s.platform.services.admin.unlock(email, CLI_ACTOR)).cleared;
+    const r = await executableCli(s, ['admin', 'unlock', email]);
+    expect(r.code).toBe(0);
+    return Number(/\((\d+) failure counters? cleared\)/.exec(r.stdout)?.[1]);
+  };
+  /** `basalt admin passwd`, the same two ways. */
+  const cliPasswd = async (email: string, password: string): Promise<void> => {
+    if (s.target === 'source') await s.platform.services.admin.setPassword(email, password, CLI_ACTOR);
+    else expect((await executableCli(s, ['admin', 'passwd', '--email', email, '--password', password])).code).toBe(0);
+  };
 
   test("an outsider's wrong passwords lock out only the outsider's address", async () => {
     const ops = adminEmail('ops');
-    await s.platform.services.admin.create(ops, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, ops);
     const outsider = ip();
     for (const r of await fail(ops, outsider, PER_SOURCE)) expect(r.status).toBe(401);
     // The outsider is locked out, even with the right password…
@@ -60,7 +72,7 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
 
   test('the backstop: failures from many addresses lock the account for everyone; admin unlock lifts it (audited as the CLI)', async () => {
     const ops = adminEmail('ops');
-    await s.platform.services.admin.create(ops, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, ops);
     const sources = [ip(), ip(), ip()];
     for (const from of sources) await fail(ops, from, PER_SOURCE - 1);
     // 6 failures from 3 addresses: under the backstop (7), nobody is locked.
@@ -73,29 +85,28 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
     expect(lock.sources.map((x: any) => x.ip).sort()).toEqual(expect.arrayContaining(sources.sort()));
 
     const audited = (await auditRows(s, 'admins.unlock')).length;
-    const out = await s.platform.services.admin.unlock(ops.toUpperCase(), CLI_ACTOR);
-    expect(out.cleared).toBeGreaterThan(0);
+    expect(await cliUnlock(ops.toUpperCase())).toBeGreaterThan(0);
     expect((await login(s, ops, ADMIN_PASSWORD, ip())).status).toBe(200);
     expect((await lockOf(ops)).sources).toEqual([]);
     const rows = await auditRows(s, 'admins.unlock');
     expect(rows.length).toBe(audited + 1);
-    expect(rows.at(-1)).toMatchObject({ user_agent: 'basalt cli', admin_id: null, target: out.admin.id });
+    expect(rows.at(-1)).toMatchObject({ user_agent: 'basalt cli', admin_id: null, target: (await adminOf(ops)).id });
   });
 
   test('admin passwd lifts every lock of the account (before: 429 with 896 s left)', async () => {
     const ops = adminEmail('ops');
-    await s.platform.services.admin.create(ops, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, ops);
     const mine = ip();
     await fail(ops, mine, PER_SOURCE);
     for (let i = 0; i < 3; i++) await fail(ops, ip(), PER_SOURCE - 1);
     expectAError(await login(s, ops, ADMIN_PASSWORD, mine), 429, 'account_locked');
-    await s.platform.services.admin.setPassword(ops, 'a brand new password', CLI_ACTOR);
+    await cliPasswd(ops, 'a brand new password');
     expect((await login(s, ops, 'a brand new password', mine)).status).toBe(200);
   });
 
   test('the panel can lift a lock too: POST /api/admin/admins/unlock, audited with the administrator', async () => {
     const ops = adminEmail('ops');
-    await s.platform.services.admin.create(ops, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, ops);
     const from = ip();
     await fail(ops, from, PER_SOURCE);
     expectAError(await login(s, ops, ADMIN_PASSWORD, from), 429, 'account_locked');
@@ -113,7 +124,7 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
 
   test('an e-mail cannot reach into another account’s counters', async () => {
     const ops = adminEmail('ops');
-    await s.platform.services.admin.create(ops, ADMIN_PASSWORD, CLI_ACTOR);
+    await createAdmin(s, ops);
     // An address shaped like the per-source key's prefix counts as its own, unknown account.
     await fail(`${ops}","1.2.3.4`, ip(), PER_SOURCE);
     expect((await lockOf(ops)).sources).toEqual([]);

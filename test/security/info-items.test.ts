@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
-import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
+import { adminReq, executableCli, signInAdmin, type AdminAuth } from '../helpers/admin';
+import { eventually } from '../helpers/wait';
 import { startAdminServer } from '../admin/support';
 import { expectAError } from '../helpers/envelopes';
 import { rawRequest, requestText } from './raw-http';
@@ -28,6 +29,27 @@ describe.each(ENGINES)('info items on %s', (engine) => {
       body: r.headers.get('content-type')?.startsWith('application/json') ? await r.json() : await r.text(),
     }));
 
+  /**
+   * An operator-only setting changed where the process runs (`basalt settings set|unset`): in
+   * process, or with the executable's own command line; the server takes it up live.
+   */
+  const operatorSetting = async (key: string, value?: string) => {
+    if (s.target === 'source') {
+      if (value === undefined) await s.platform.settings.unset(key);
+      else await s.platform.settings.set(key, value);
+      await s.platform.settings.load();
+      return;
+    }
+    const r = await executableCli(
+      s,
+      value === undefined ? ['settings', 'unset', key] : ['settings', 'set', key, value],
+    );
+    expect([r.code, r.stderr]).toEqual([0, '']);
+  };
+  /** /metrics from `from` once it answers `status` (a setting changed by another process arrives by notification). */
+  const metricsOnce = (status: number, from?: string) =>
+    eventually(() => metrics(from), { until: (r) => r.status === status, timeout: 5000, what: `/metrics ${status}` });
+
   test('/metrics: loopback clients by default; another address 403; open serves it; off is 404', async () => {
     const local = await metrics();
     expect(local.status).toBe(200);
@@ -37,14 +59,12 @@ describe.each(ENGINES)('info items on %s', (engine) => {
       message: '/metrics is served to clients on this machine only (web.metrics_access).',
     });
     expect((await metrics('127.0.0.1')).status).toBe(200);
-    await s.platform.settings.set('web.metrics_access', 'open');
-    await s.platform.settings.load();
-    expect((await metrics('198.51.100.7')).status).toBe(200);
-    await s.platform.settings.set('web.metrics_access', 'off');
-    await s.platform.settings.load();
-    expectAError(await metrics(), 404, 'not_found');
-    await s.platform.settings.unset('web.metrics_access');
-    await s.platform.settings.load();
+    await operatorSetting('web.metrics_access', 'open');
+    expect((await metricsOnce(200, '198.51.100.7')).status).toBe(200);
+    await operatorSetting('web.metrics_access', 'off');
+    expectAError(await metricsOnce(404), 404, 'not_found');
+    await operatorSetting('web.metrics_access');
+    expect((await metricsOnce(200)).status).toBe(200);
   });
 
   const runtimeConfig = async (host: string) => {
@@ -67,13 +87,11 @@ describe.each(ENGINES)('info items on %s', (engine) => {
       api_base_url: `http://localhost:${pub}/api`,
       main_api_base_url: `http://localhost:${main}/api`,
     });
-    await s.platform.settings.set('web.cors_origins', ['http://api.example.com']);
-    await s.platform.settings.load();
+    await s.settings.set('web.cors_origins', ['http://api.example.com']);
     try {
       expect(await runtimeConfig('api.example.com')).toMatchObject({ api_base_url: 'http://api.example.com/api' });
     } finally {
-      await s.platform.settings.unset('web.cors_origins');
-      await s.platform.settings.load();
+      await s.settings.unset('web.cors_origins');
     }
   });
 

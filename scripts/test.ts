@@ -87,6 +87,7 @@ export const EXECUTABLE_SUITES = [
   'test/mail/idempotency.test.ts',
   'test/admin/user-sign-in.test.ts',
   'test/admin/instances.test.ts',
+  'test/mail/crash.test.ts',
 ];
 
 type Target = 'source' | 'executable';

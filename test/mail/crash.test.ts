@@ -2,12 +2,14 @@
  * Durability of the queue: a `basalt serve` process killed with SIGKILL after it
  * accepted N jobs (some of them mid-send) loses none of them; after a restart on the
  * same data dir / database every job is delivered exactly once. And two instances
- * on one external database share the queue without sending anything twice.
+ * on one external database share the queue without sending anything twice. Runs against
+ * the executable (scripts/test.ts): the killed process is then the compiled `basalt serve`.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer } from '../helpers/server';
-import { childEnv, MAIN } from '../helpers/cli';
+import { basaltCommand, basaltEnv } from '../helpers/cli';
+import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openBasalt } from '../../src/services';
 import { FROM } from './helpers';
@@ -18,10 +20,11 @@ interface Child {
   proc: ReturnType<typeof Bun.spawn>;
 }
 
-/** `bun src/main.ts serve` on a free port; resolves once it logged that it listens. */
+/** `basalt serve` (test/helpers/cli.ts) on a free port; resolves once it logged that it listens. */
 async function serve(db: FreshDb, env: Record<string, string>): Promise<Child> {
-  const proc = Bun.spawn([process.execPath, MAIN, 'serve'], {
-    env: childEnv({ ...db.env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info', ...env }),
+  const proc = Bun.spawn([...basaltCommand(), 'serve'], {
+    env: basaltEnv({ ...db.env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info', ...env }, db.dataDir),
+    cwd: db.dataDir,
     stdout: 'pipe',
     stderr: 'pipe',
   });
@@ -184,9 +187,7 @@ describe.skipIf(!ENGINES.includes('external'))('crash recovery with the default 
       const counts = new Map<string, number>();
       for (const m of sink.messages) counts.set(m.messageId, (counts.get(m.messageId) ?? 0) + 1);
       expect(ids.map((id) => counts.get(`<${id}@example.com>`) ?? 0)).toEqual([1, 1, 1]);
-      const { rows } = await survivor.platform.db.query<{ state: string }>(
-        'SELECT state FROM basalt.mail_jobs ORDER BY created_at',
-      );
+      const rows = await survivor.sql<{ state: string }>('SELECT state FROM basalt.mail_jobs ORDER BY created_at');
       expect(rows.map((r) => r.state)).toEqual(['sent', 'sent', 'sent']);
     } finally {
       dying?.proc.kill('SIGKILL');
@@ -204,9 +205,7 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
     const a = await startServer('external', { env });
     const b = await startServer('external', { db: a.db, env });
     try {
-      const key = (
-        await a.platform.services.keys.create({ type: 'service', service: 'scale', permissions: ['mail:send'] })
-      ).key;
+      const key = await createKey(a, { type: 'service', service: 'scale', permissions: ['mail:send'] });
       sink.hold();
       const ids: string[] = [];
       for (let i = 0; i < 30; i++) {
@@ -221,11 +220,9 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
       // Each instance sends at most 2 at once, so 4 in flight means both are working.
       const claimers = await eventually(
         async () =>
-          (
-            await a.platform.db.query<{ claimed_by: string }>(
-              "SELECT DISTINCT claimed_by FROM basalt.mail_jobs WHERE state = 'sending'",
-            )
-          ).rows,
+          await a.sql<{ claimed_by: string }>(
+            "SELECT DISTINCT claimed_by FROM basalt.mail_jobs WHERE state = 'sending'",
+          ),
         { until: (r) => r.length === 2, what: 'both instances to claim jobs' },
       );
       expect(claimers).toHaveLength(2);
@@ -235,7 +232,7 @@ describe.skipIf(!ENGINES.includes('external'))('two instances on one external da
       const counts = new Map<string, number>();
       for (const m of sink.messages) counts.set(m.messageId, (counts.get(m.messageId) ?? 0) + 1);
       expect(ids.map((id) => counts.get(`<${id}@example.com>`) ?? 0)).toEqual(ids.map(() => 1));
-      const { rows } = await a.platform.db.query<{ claimed_by: string; n: string }>(
+      const rows = await a.sql<{ claimed_by: string; n: string }>(
         "SELECT claimed_by, count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' GROUP BY claimed_by",
       );
       expect(rows.length).toBe(2);

@@ -3,21 +3,12 @@
  * default-exports `defineExtension({...})`. See docs/extensions.md.
  */
 import type { ExtensionContext } from './context';
+import type { ExtensionSettingDef } from './settings-store';
+
+export type { ExtensionSettingDef } from './settings-store';
 
 /** Extension names: lower-case letters, digits and dashes; they appear in URLs and schema names. */
 export const EXTENSION_NAME = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
-
-/** A setting an extension reads through `ctx.settings`, stored as `ext.<name>.<key>`. */
-export interface ExtensionSettingDef {
-  kind: 'string' | 'int' | 'bool' | 'list';
-  default: string | number | boolean | string[];
-  description: string;
-  /** Never shown in full by the admin panel or logs (passwords, access keys). */
-  secret?: boolean;
-  /** Bounds of an `int`. */
-  min?: number;
-  max?: number;
-}
 
 export interface ExtensionDefinition {
   /** Unique name; routes mount at `/api/module/<name>`, tables live in schema `ext_<name>` (dashes → underscores). */

@@ -21,10 +21,32 @@ import {
   type ExtensionServices,
 } from './context';
 import { provideModules } from './provided-modules';
-import type { ExtensionSettingsStore } from './settings-store';
-import type { LoadedRecord } from './registry';
+import type { ExtensionSettings, ExtensionSettingsStore, ExtensionSettingView } from './settings-store';
 
 const ENTRY_FILES = ['index.ts', 'index.js', 'index.mjs'];
+
+/** What the loader records of each extension (`services.extensions.list()`, ./registry.ts). */
+export interface ExtensionRecord {
+  /** The declared name, or the folder name when the extension failed before declaring one. */
+  name: string;
+  /** Absolute path of the extension's folder. */
+  folder: string;
+  version?: string;
+  description?: string;
+  status: 'loaded' | 'failed';
+  /** Why it failed: import error, setup error, name or route collision (naming both sides). */
+  error?: string;
+  /** `METHOD /path` of every route it mounted. */
+  routes: string[];
+  /** Migration files applied by this start. */
+  migrations: string[];
+  settings: ExtensionSettingView[];
+}
+
+/** Internal form kept by the loader: the settings object stays live for `list()`. */
+export interface LoadedRecord extends Omit<ExtensionRecord, 'settings'> {
+  settingsApi?: ExtensionSettings;
+}
 
 interface Candidate {
   record: LoadedRecord;

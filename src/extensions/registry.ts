@@ -7,31 +7,9 @@
 import type { Platform } from '../platform';
 import type { Areas } from '../http/areas';
 import { resolveExtensionsDir } from './dir';
-import { loadExtensions } from './loader';
+import { loadExtensions, type ExtensionRecord, type LoadedRecord } from './loader';
 import type { ExtensionGroup, ExtensionServices } from './context';
-import { ExtensionSettingsStore, type ExtensionSettings, type ExtensionSettingView } from './settings-store';
-
-export interface ExtensionRecord {
-  /** The declared name, or the folder name when the extension failed before declaring one. */
-  name: string;
-  /** Absolute path of the extension's folder. */
-  folder: string;
-  version?: string;
-  description?: string;
-  status: 'loaded' | 'failed';
-  /** Why it failed: import error, setup error, name or route collision (naming both sides). */
-  error?: string;
-  /** `METHOD /path` of every route it mounted. */
-  routes: string[];
-  /** Migration files applied by this start. */
-  migrations: string[];
-  settings: ExtensionSettingView[];
-}
-
-/** Internal form kept by the loader: the settings object stays live for `list()`. */
-export interface LoadedRecord extends Omit<ExtensionRecord, 'settings'> {
-  settingsApi?: ExtensionSettings;
-}
+import { ExtensionSettingsStore, type ExtensionSettings } from './settings-store';
 
 export class ExtensionRegistry {
   /** The scanned directory (setting extensions.dir), absolute: see ./dir.ts for what a relative one means. */

@@ -12,9 +12,20 @@ import { extensionEnvName, type BootLayers, type Source } from '../config/load';
 import type { SettingDef } from '../config/schema';
 import { ConfigError, check, fromText } from '../config/validate';
 import { SettingsWatch, changedKeys } from '../config/settings-watch';
-import type { ExtensionSettingDef } from './define';
 
 const CHANNEL = 'basalt_ext_settings';
+
+/** A setting an extension reads through `ctx.settings`, stored as `ext.<name>.<key>`. */
+export interface ExtensionSettingDef {
+  kind: 'string' | 'int' | 'bool' | 'list';
+  default: string | number | boolean | string[];
+  description: string;
+  /** Never shown in full by the admin panel or logs (passwords, access keys). */
+  secret?: boolean;
+  /** Bounds of an `int`. */
+  min?: number;
+  max?: number;
+}
 
 export interface ExtensionSettingView {
   key: string;

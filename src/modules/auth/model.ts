@@ -8,7 +8,7 @@ import { AREA } from '../../http/areas';
 import { successOf } from '../../http/envelope-schemas';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MAX_UTF16 } from './passwords';
 import { ACCESS_TOKEN_SECONDS } from './jwt';
-import { REFRESH_TOKEN_SECONDS } from './sessions';
+import { REFRESH_TOKEN_SECONDS } from './tokens';
 
 const Email = t.String({
   maxLength: 320,

@@ -8,10 +8,9 @@
  * The TTL only bounds staleness if a notification is ever lost.
  */
 import type { Db, Queryable } from '../../db/engine';
-import { newOpaqueToken, parseOpaqueToken, secretMatches } from './tokens';
+import { newOpaqueToken, parseOpaqueToken, REFRESH_TOKEN_SECONDS, secretMatches } from './tokens';
 import { publicUser, type PublicUser, type UserRow } from './users';
 
-export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
 const CHANNEL = 'basalt_auth_sessions';
 const CACHE_TTL_MS = 30_000;
 const CACHE_MAX = 50_000;

@@ -6,6 +6,9 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 
+/** Lifetime of a refresh token; each rotation (./sessions.ts) gives the session as long again. */
+export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
+
 export interface OpaqueToken {
   /** What the client receives. */
   token: string;

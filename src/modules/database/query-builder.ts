@@ -4,7 +4,7 @@
  * per catalog load); every value is a bind parameter; the only text spliced in
  * comes from the catalog (type names) or from this file (keywords, operators).
  */
-import type { Column, Table } from './catalog';
+import type { Column, Table } from './catalog-types';
 import { DbErrors } from './errors';
 import { ACTIONS, DIRECTIONS, OPERATORS, type Action, type Operator, type QueryBody } from './model';
 import { castParam, encodeList, encodeValue, ValueError } from './value-codec';

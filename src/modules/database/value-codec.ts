@@ -14,7 +14,7 @@
  * base64, arrays as arrays (read as their text form and parsed here, because the
  * external driver's array parser turns NULL elements into "NULL"/NaN).
  */
-import type { Column, ValueKind } from './catalog';
+import type { Column, ValueKind } from './catalog-types';
 import { quoteIdent } from '../../db/engine';
 
 export class ValueError extends Error {}

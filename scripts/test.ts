@@ -73,6 +73,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/csv-formulas.test.ts',
   'test/security/admin-idle.test.ts',
   'test/security/admin-lockout.test.ts',
+  'test/security/settings-safety.test.ts',
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
   'test/admin/endpoints.test.ts',

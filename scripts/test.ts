@@ -89,6 +89,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/user-sign-in.test.ts',
   'test/admin/instances.test.ts',
   'test/mail/crash.test.ts',
+  'test/admin/auth.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -52,6 +52,8 @@ export const EXECUTABLE_SUITES = [
   'test/realtime/users.test.ts',
   'test/realtime/service-keys.test.ts',
   'test/realtime/limits.test.ts',
+  'test/realtime/instances.test.ts',
+  'test/auth/sign-in-browser.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',

@@ -40,9 +40,9 @@ describe.skipIf(!HAS_CHROMIUM).each(ENGINES)('provider sign-in in Chromium on %s
       fetch: () => new Response(page(s.publicUrl), { headers: { 'content-type': 'text/html' } }),
     });
     const appOrigin = `http://127.0.0.1:${app.port}`;
-    await s.platform.settings.set('auth.oauth_providers', idp.settings(['test']));
-    await s.platform.settings.set('auth.redirect_allowlist', [`${appOrigin}/auth/`]);
-    await s.platform.settings.set('web.cors_origins', [appOrigin]);
+    await s.settings.set('auth.oauth_providers', idp.settings(['test']));
+    await s.settings.set('auth.redirect_allowlist', [`${appOrigin}/auth/`]);
+    await s.settings.set('web.cors_origins', [appOrigin]);
   }, 180_000);
   afterAll(async () => {
     app?.stop(true);

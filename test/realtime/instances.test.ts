@@ -7,28 +7,24 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { ADMIN_URL } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
+import { createKey, revokeKey } from '../helpers/keys';
 import { openSse } from './sse';
 
 describe.skipIf(!ADMIN_URL)('realtime across two instances on one external database', () => {
   let a: TestServer;
   let b: TestServer;
-  let key: { id: string; key: string };
+  let key: string;
   let sql: postgres.Sql;
-  const stream = (s: TestServer, q = 'tables=notes', k = key.key) =>
+  const stream = (s: TestServer, q = 'tables=notes', k = key) =>
     openSse(`${s.publicUrl}/api/v1/realtime?${q}`, { 'x-api-key': k });
 
   beforeAll(async () => {
-    a = await startServer('external');
-    await a.platform.db.exec(
-      `CREATE TABLE public.notes (id bigserial PRIMARY KEY, body text NOT NULL); SELECT basalt.realtime_enable('notes');`,
-    );
-    b = await startServer('external', { db: a.db });
-    key = await a.platform.services.keys.create({
-      type: 'service',
-      service: 'rt',
-      permissions: ['db:query'],
-      tables: ['notes'],
-    });
+    const migrations = {
+      '001_notes.sql': `CREATE TABLE public.notes (id bigserial PRIMARY KEY, body text NOT NULL); SELECT basalt.realtime_enable('notes');`,
+    };
+    a = await startServer('external', { migrations });
+    b = await startServer('external', { db: a.db, migrations });
+    key = await createKey(a, { type: 'service', service: 'rt', permissions: ['db:query'], tables: ['notes'] });
     sql = postgres(a.db.url, { max: 8, onnotice: () => {} });
   });
   afterAll(async () => {
@@ -41,7 +37,7 @@ describe.skipIf(!ADMIN_URL)('realtime across two instances on one external datab
     const onB = await stream(b);
     expect(onB.status).toBe(200);
     const r = await a.req('POST', '/api/v1/db/query', {
-      headers: { 'x-api-key': key.key },
+      headers: { 'x-api-key': key },
       body: { entity: 'notes', action: 'insert', data: { body: 'from A' } },
     });
     expect(r.status).toBe(200);
@@ -51,7 +47,7 @@ describe.skipIf(!ADMIN_URL)('realtime across two instances on one external datab
     await sql`INSERT INTO notes (body) VALUES ('while away')`;
     const onA = await stream(a, 'tables=notes');
     const resumed = await openSse(`${a.publicUrl}/api/v1/realtime?tables=notes`, {
-      'x-api-key': key.key,
+      'x-api-key': key,
       'last-event-id': ev!.id!,
     });
     const [missed] = await resumed.waitFor(1);
@@ -99,15 +95,10 @@ describe.skipIf(!ADMIN_URL)('realtime across two instances on one external datab
   });
 
   test('revoking the key on A ends its streams on B at once', async () => {
-    const other = await a.platform.services.keys.create({
-      type: 'service',
-      service: 'rt2',
-      permissions: ['db:query'],
-      tables: ['notes'],
-    });
-    const onB = await stream(b, 'tables=notes', other.key);
+    const other = await createKey(a, { type: 'service', service: 'rt2', permissions: ['db:query'], tables: ['notes'] });
+    const onB = await stream(b, 'tables=notes', other);
     expect(onB.status).toBe(200);
-    await a.platform.services.keys.revoke(other.id);
+    await revokeKey(a, other);
     await onB.ended;
     expect(onB.of('revoked')).toHaveLength(1);
   });

@@ -12,7 +12,7 @@ import type { Platform } from '../../platform';
 import { PgError } from '../../db/engine';
 import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
-import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult } from './service';
+import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult } from './sign-in-core';
 import {
   authorizationUrl,
   finishFlow,
@@ -91,7 +91,7 @@ interface FlowRow {
 export class OAuthFlows {
   constructor(
     private p: Platform,
-    private auth: AuthService,
+    private auth: SignInCore,
   ) {}
 
   private setting<T>(key: string): T {

@@ -10,7 +10,6 @@ import { ConfigError } from '../../config/validate';
 import { PgError, type Queryable } from '../../db/engine';
 import { AuthErrors } from './errors';
 import type { AppError } from '../../http/errors';
-import type { RequestUser } from '../../http/user-guard';
 import { aalOf, accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
 import { issueMfaChallenge, MFA_TOKEN_SECONDS, TOTP_BOX, totpEnabled } from './totp';
 import { SessionStore, type Failure } from './sessions';
@@ -50,30 +49,9 @@ import type { MailService } from '../mail/service';
 import { SignInMethods } from './sign-in';
 import { OAuthFlows } from './oauth-flow';
 import { pruneEmailCodes } from './email-codes';
+import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult, TokenPair } from './sign-in-core';
 
-/** Facts about the HTTP request a service call needs. */
-export interface ClientMeta {
-  ip: string;
-  userAgent: string | null;
-  /** Origin of the request, for links when web.public_base_url is empty. */
-  origin: string;
-}
-
-export interface TokenPair {
-  access_token: string;
-  token_type: 'Bearer';
-  expires_in: number;
-  refresh_token: string;
-  refresh_expires_in: number;
-}
-
-/** A completed sign-in, or the second step it still needs (docs/auth.md, Second factor). */
-export type SignInResult =
-  | ({ user: PublicUser } & TokenPair)
-  | { mfa_required: true; mfa_token: string; expires_in: number };
-
-/** Who a valid access token belongs to. */
-export type AuthenticatedUser = RequestUser;
+export type { AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './sign-in-core';
 
 /** The per-account login limit counts per (account, source), like the lockout: nobody else can use up the owner's. */
 const loginAccountPrefix = (email: string) => `login_account:[${JSON.stringify(email)},`;
@@ -83,7 +61,7 @@ const loginAccountBucket = (email: string, ip: string) => `login_account:${JSON.
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
 const PRUNE_EVERY_MS = 15 * 60_000;
 
-export class AuthService {
+export class AuthService implements SignInCore {
   private pending = new Set<Promise<void>>();
   /** E-mail codes, the second factor, the user's identities (sign-in.ts). */
   methods!: SignInMethods;

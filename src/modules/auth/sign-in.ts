@@ -8,7 +8,7 @@ import type { Db } from '../../db/engine';
 import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
 import type { SecretBox } from '../../db/secrets';
-import type { AuthService, AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './service';
+import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult, TokenPair } from './sign-in-core';
 import {
   checkEmail,
   markVerified,
@@ -60,7 +60,7 @@ export async function insertPasswordlessUser(db: Db, email: string, verified: bo
 export class SignInMethods {
   constructor(
     private p: Platform,
-    private auth: AuthService,
+    private auth: SignInCore,
     private mail: MailService,
     /** Key of the e-mail codes' HMAC (basalt.secrets). */
     private codeKey: string,

@@ -122,6 +122,36 @@ export function TextField({
   );
 }
 
+/** A labelled text area for code or raw text (mail bodies, CSV): no spell checking. */
+export function TextAreaField({
+  label,
+  value,
+  onValue,
+  rows,
+  error,
+}: {
+  label: string;
+  value: string;
+  onValue: (value: string) => void;
+  rows: number;
+  error?: string;
+}) {
+  return (
+    <Field label={label} error={error}>
+      {(id, d) => (
+        <textarea
+          id={id}
+          aria-describedby={d}
+          rows={rows}
+          value={value}
+          onInput={(e) => onValue(e.currentTarget.value)}
+          spellcheck={false}
+        />
+      )}
+    </Field>
+  );
+}
+
 /** A labelled, required password input; `autocomplete` tells a password manager which password it is. */
 export function PasswordField({
   autocomplete,

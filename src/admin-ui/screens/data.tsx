@@ -13,6 +13,7 @@ import {
   FormModal,
   Loading,
   PageHeader,
+  TextAreaField,
   confirm,
   useAsync,
   useSubmit,
@@ -427,16 +428,7 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
           <label for="csv-file">CSV file</label>
           <input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} />
         </div>
-        <div class="field">
-          <label for="csv-text">CSV text</label>
-          <textarea
-            id="csv-text"
-            rows={8}
-            value={csv}
-            onInput={(e) => setCsv(e.currentTarget.value)}
-            spellcheck={false}
-          />
-        </div>
+        <TextAreaField label="CSV text" rows={8} value={csv} onValue={setCsv} />
       </form>
     </FormModal>
   );

@@ -13,6 +13,7 @@ import {
   FormModal,
   Loading,
   PageHeader,
+  TextAreaField,
   TextField,
   confirm,
   fieldError,
@@ -328,30 +329,20 @@ function EditorForm({ initial }: { initial: Template | null }) {
               error={fieldError(saveError, 'subject')}
               required
             />
-            <Field label="HTML body" error={fieldError(saveError, 'html')}>
-              {(id, d) => (
-                <textarea
-                  id={id}
-                  aria-describedby={d}
-                  rows={12}
-                  value={html}
-                  onInput={(e) => setHtml(e.currentTarget.value)}
-                  spellcheck={false}
-                />
-              )}
-            </Field>
-            <Field label="Text body" error={fieldError(saveError, 'text')}>
-              {(id, d) => (
-                <textarea
-                  id={id}
-                  aria-describedby={d}
-                  rows={6}
-                  value={text}
-                  onInput={(e) => setText(e.currentTarget.value)}
-                  spellcheck={false}
-                />
-              )}
-            </Field>
+            <TextAreaField
+              label="HTML body"
+              rows={12}
+              value={html}
+              onValue={setHtml}
+              error={fieldError(saveError, 'html')}
+            />
+            <TextAreaField
+              label="Text body"
+              rows={6}
+              value={text}
+              onValue={setText}
+              error={fieldError(saveError, 'text')}
+            />
           </form>
         </section>
         <div>

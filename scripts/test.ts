@@ -53,6 +53,7 @@ export const EXECUTABLE_SUITES = [
   'test/realtime/service-keys.test.ts',
   'test/realtime/limits.test.ts',
   'test/realtime/instances.test.ts',
+  'test/realtime/browser-reconnect.test.ts',
   'test/auth/sign-in-browser.test.ts',
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',

@@ -23,7 +23,12 @@
  * Sync, or rolled back there when a statement fails (the ones after it are skipped), so a
  * `set_config(…, true)` of the batch lasts until its end and no longer. Its values go as text
  * typed by the server, without asking for the types first: only strings, finite numbers and
- * nulls, which each type's serializer would send as the same text (`batchable`).
+ * nulls, which each type's serializer would send as the same text (`batchable`). A batch's
+ * statements stay prepared in the session by their text (at most PREPARED_MAX, the least
+ * recently used closed beyond), so a statement seen before is only bound and run: parsing and
+ * planning one under row-level security costs more than running it. PostgreSQL plans it again
+ * when the schema or the role changes; a prepared statement gone or outdated (26000, 0A000)
+ * makes the batch, rolled back as a whole, run once more with statements parsed anew.
  * What comes back is what `PGlite.query` returns for the same statement: rows as objects (a
  * later column of the same name wins), fields, and the rows an INSERT, UPDATE, DELETE, MERGE or
  * COPY touched. An ErrorResponse becomes an error with PostgreSQL's fields (code, severity,
@@ -127,6 +132,17 @@ const DESCRIBE = 0x44;
 const EXECUTE = 0x45;
 const FLUSH = 0x48;
 const SYNC = 0x53;
+const CLOSE = 0x43;
+
+/**
+ * Batches keep their statements prepared in the session, by text, this many at most (the
+ * least recently used is closed beyond): the text of an API statement repeats (same entity,
+ * fields and filter shape), and parsing and planning a statement under row-level security
+ * costs more than running it.
+ */
+const PREPARED_MAX = 64;
+/** SQLSTATEs of a prepared statement the session no longer has (26000), or whose result changed shape with the schema (0A000). */
+const STALE = new Set(['26000', '0A000']);
 
 /** A buffer that grows and is reused for every message written. */
 class Writer {
@@ -189,6 +205,11 @@ class Writer {
     this.at += b.byteLength;
     return this;
   }
+  byte(v: number): this {
+    this.room(1);
+    this.buf[this.at++] = v;
+    return this;
+  }
   /** A message without a body (Flush, Sync). */
   bare(code: number): this {
     return this.begin(code).end();
@@ -215,6 +236,11 @@ export class WireStatements {
   /** The values of the statement being bound, serialized (reused). */
   private readonly values: unknown[] = [];
   private readonly exchange: { syncToFs: boolean; onRawData: (chunk: Uint8Array) => void };
+  /** Batch statements prepared in the session: text → name, least recently used first. */
+  private readonly prepared = new Map<string, string>();
+  private named = 0;
+  /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
+  private closing: string[] = [];
 
   constructor(
     pg: PGlite,
@@ -257,11 +283,29 @@ export class WireStatements {
     return this.pg._runExclusiveTransaction(() => this.pg._runExclusiveQuery(() => this.runBatch(statements)));
   }
 
-  private async runBatch(statements: readonly BatchStatement[]): Promise<WireResult<Record<string, unknown>>[]> {
+  private async runBatch(
+    statements: readonly BatchStatement[],
+    retried = false,
+  ): Promise<WireResult<Record<string, unknown>>[]> {
     const w = this.w.reset();
+    // Closing a statement the session does not have is no error.
+    for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
+    this.closing = [];
+    const parsed: string[] = [];
     for (const st of statements) {
-      w.begin(PARSE).cstring('').cstring(st.sql).int16(0).end();
-      w.begin(BIND).cstring('').cstring('').int16(0).int16(st.params.length);
+      let name = this.prepared.get(st.sql);
+      if (name === undefined) {
+        if (this.prepared.size >= PREPARED_MAX) {
+          const [oldest, old] = this.prepared.entries().next().value!;
+          this.prepared.delete(oldest);
+          w.begin(CLOSE).byte(0x53).cstring(old).end();
+        }
+        name = `basalt_batch_${++this.named}`;
+        w.begin(PARSE).cstring(name).cstring(st.sql).int16(0).end();
+        parsed.push(name);
+      } else this.prepared.delete(st.sql); // moved to the most recently used end below
+      this.prepared.set(st.sql, name);
+      w.begin(BIND).cstring('').cstring(name).int16(0).int16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));
@@ -273,8 +317,20 @@ export class WireStatements {
     w.bare(SYNC);
     const replies: Reply[] = [];
     await this.send(replies);
-    const failed = replies.find((r) => r.error);
-    if (failed) throw failed.error;
+    const failed = replies.find((r) => r.error)?.error;
+    if (failed) {
+      // Statements parsed by this batch may or may not exist now: closed before the next one,
+      // and parsed again when needed. A stale statement: all are let go of, and the batch
+      // (rolled back as a whole) runs once more.
+      const stale = STALE.has(failed.code ?? '');
+      for (const [sql, name] of [...this.prepared]) {
+        if (!stale && !parsed.includes(name)) continue;
+        this.prepared.delete(sql);
+        this.closing.push(name);
+      }
+      if (stale && !retried) return this.runBatch(statements, true);
+      throw failed;
+    }
     if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');
     await this.pg.syncToFs();
     return statements.map((_, i) => {

@@ -165,6 +165,29 @@ describe.each(ENGINES)('identities on %s', (engine) => {
     }
   });
 
+  test('statements sent at once answer in the shape of the schema now, however often they ran before', async () => {
+    await db.exec(`CREATE TABLE shapes (id int PRIMARY KEY, a text);
+      GRANT SELECT ON shapes TO basalt_user; INSERT INTO shapes VALUES (1, 'x');`);
+    // The embedded engine keeps them prepared in its session: a changed shape, or a statement
+    // the session no longer has, makes the request run once more with the statement parsed anew.
+    const read = async () =>
+      (
+        await asIdentityAtOnce(db, userIdentity(ALICE, {}), [
+          { sql: 'SELECT * FROM shapes WHERE id = $1', params: ['1'] },
+        ])
+      )[0]!.rows;
+    for (let i = 0; i < 7; i++) expect(await read()).toEqual([{ id: 1, a: 'x' }]);
+    await db.exec("ALTER TABLE shapes ADD COLUMN b text DEFAULT 'y'");
+    expect(await read()).toEqual([{ id: 1, a: 'x', b: 'y' }]);
+    await db.exec('ALTER TABLE shapes ALTER COLUMN a TYPE int USING length(a)');
+    expect(await read()).toEqual([{ id: 1, a: 1, b: 'y' }]);
+    await db.exec('DEALLOCATE ALL');
+    expect(await read()).toEqual([{ id: 1, a: 1, b: 'y' }]);
+    await db.exec('REVOKE SELECT ON shapes FROM basalt_user');
+    const refused = await read().catch((e) => e);
+    expect((refused as PgError).code).toBe('42501');
+  });
+
   test('assumeIdentity inside an open transaction lasts until it ends', async () => {
     const tx = await db.begin();
     await assumeIdentity(tx, userIdentity(ALICE, {}));

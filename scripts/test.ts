@@ -93,6 +93,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/instances.test.ts',
   'test/mail/crash.test.ts',
   'test/admin/auth.test.ts',
+  'test/mail/two-instances.test.ts',
 ];
 
 type Target = 'source' | 'executable';

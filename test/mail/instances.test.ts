@@ -1,13 +1,12 @@
 /**
- * How workers learn about new jobs, and what several instances on one database do:
+ * How workers learn about new jobs (docs/mail.md):
  * NOTIFY wakes another instance at once (its poll stretched to a minute, so only the
- * notification can explain a prompt delivery); without LISTEN the poll still delivers;
- * the same idempotency key sent to two instances at once makes one job; a slow server
- * with a short lease and two instances still delivers every job once.
+ * notification can explain a prompt delivery); without LISTEN the poll still delivers:
+ * workers of their own on platforms opened in this process (on the source only). Two
+ * serving instances sharing the queue run against the executable too: two-instances.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openBasalt, type Basalt } from '../../src/services';
 import { MailWorker } from '../../src/modules/mail/worker';
@@ -15,7 +14,6 @@ import { SmtpTransport } from '../../src/modules/mail/smtp';
 import type { Db } from '../../src/db/engine';
 import { FROM, arrived } from './helpers';
 import { eventually } from '../helpers/wait';
-import { expectBError } from '../helpers/envelopes';
 
 /** A worker of its own on `p` (the platform's own worker only starts with HTTP). */
 function worker(p: Basalt, opts: { pollMs: number; db?: Db }) {
@@ -129,84 +127,4 @@ describe.skipIf(!ENGINES.includes('external'))('mail on two instances of one ext
       await a.shutdown();
     }
   }, 30_000);
-
-  describe('two serving instances', () => {
-    let a: TestServer;
-    let b: TestServer;
-    let key: string;
-    const send = (s: TestServer, body: unknown, headers: Record<string, string> = {}) =>
-      s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
-    beforeAll(async () => {
-      const env = {
-        BASALT_MAIL_SMTP_URL: sink.url,
-        BASALT_MAIL_FROM: FROM,
-        BASALT_MAIL_LEASE_MS: '1000',
-        BASALT_MAIL_CONCURRENCY: '2',
-      };
-      a = await startServer('external', { db, env });
-      b = await startServer('external', { db, env });
-      key = (await a.platform.services.keys.create({ type: 'service', service: 'pair', permissions: ['mail:send'] }))
-        .key;
-    });
-    afterAll(async () => {
-      await b?.stop();
-      await a?.stop();
-    });
-
-    test('the same Idempotency-Key at A and B at once → one job, one delivery, the other replays or gets 409', async () => {
-      for (const sync of [false, true]) {
-        for (let round = 0; round < 5; round++) {
-          const k = crypto.randomUUID();
-          const subject = `pair ${sync} ${round}`;
-          const rs = await Promise.all([a, b].map((s) => send(s, { ...msg(subject), sync }, { 'Idempotency-Key': k })));
-          const ok = sync ? 200 : 202;
-          expect(rs.every((r) => r.status === ok || r.status === 409)).toBe(true);
-          for (const r of rs.filter((r) => r.status === 409)) expectBError(r, 409, 'idempotency_key_in_progress');
-          const answered = rs.filter((r) => r.status === ok);
-          expect(answered.filter((r) => r.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
-          expect(new Set(answered.map((r) => r.body.data.job_id)).size).toBe(1);
-          const { rows } = await a.platform.db.query<{ id: string }>(
-            'SELECT id FROM basalt.mail_jobs WHERE subject = $1',
-            [subject],
-          );
-          expect(rows).toHaveLength(1);
-          await eventually(() => arrived(sink, rows[0]!.id).length, {
-            until: (n) => n >= 1,
-            what: `${subject} delivered`,
-          });
-        }
-      }
-      await Bun.sleep(300);
-      const pairs = sink.messages.filter((m) => m.subject.startsWith('pair '));
-      expect(pairs).toHaveLength(10);
-      expect(new Set(pairs.map((m) => m.messageId)).size).toBe(10);
-    }, 30_000);
-
-    test('a server slower than the 1 s lease, both instances polling → every job delivered exactly once', async () => {
-      sink.delay(3000);
-      try {
-        const ids: string[] = [];
-        for (let i = 0; i < 6; i++) ids.push((await send(i % 2 ? a : b, msg(`slow pair ${i}`))).body.data.job_id);
-        await eventually(
-          async () =>
-            (
-              await a.platform.db.query<{ n: string }>(
-                "SELECT count(*) AS n FROM basalt.mail_jobs WHERE state = 'sent' AND id = ANY($1::uuid[])",
-                [ids],
-              )
-            ).rows[0]!.n,
-          { until: (n) => n === '6', what: 'all six sent', timeout: 30_000 },
-        );
-        await Bun.sleep(1500);
-        expect(ids.map((id) => arrived(sink, id).length)).toEqual(ids.map(() => 1));
-        const { rows } = await a.platform.db.query<{ attempts: number }>(
-          'SELECT attempts FROM basalt.mail_jobs WHERE id = ANY($1::uuid[])',
-          [ids],
-        );
-        expect(rows.map((r) => r.attempts)).toEqual(ids.map(() => 1));
-      } finally {
-        sink.delay(0);
-      }
-    }, 45_000);
-  });
 });

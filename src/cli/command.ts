@@ -37,3 +37,10 @@ export interface GlobalFlags {
 
 /** A usage error: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {}
+
+/** The command's first operand, or a usage error saying what is missing (`templates show needs a NAME`). */
+export function operand(positionals: string[], missing: string): string {
+  const value = positionals[0];
+  if (!value) throw new UsageError(missing);
+  return value;
+}

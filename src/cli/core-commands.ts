@@ -1,5 +1,5 @@
 import type { Command } from './command';
-import { UsageError } from './command';
+import { operand, UsageError } from './command';
 import { VERSION } from '../version';
 import { migrateDir } from '../db/migrate';
 import { SETTINGS_BY_KEY } from '../config/schema';
@@ -41,8 +41,7 @@ export const coreCommands: Command[] = [
     summary: 'Print a setting, with where its value comes from.',
     platform: { migrate: false, tolerateStoredSettings: true },
     async run({ platform, positionals, io }) {
-      const key = positionals[0];
-      if (!key) throw new UsageError('settings get needs a KEY');
+      const key = operand(positionals, 'settings get needs a KEY');
       lookup(key, 'settings get');
       const view = platform!.settings.list().find((s) => s.key === key)!;
       const refused = platform!.settings.refused.get(key);
@@ -79,8 +78,7 @@ export const coreCommands: Command[] = [
     // A stored value that stops `serve` must not stop its own removal.
     platform: { migrate: false, tolerateStoredSettings: true },
     async run({ platform, positionals, io }) {
-      const key = positionals[0];
-      if (!key) throw new UsageError('settings unset needs a KEY');
+      const key = operand(positionals, 'settings unset needs a KEY');
       lookup(key, 'settings unset');
       await changeSetting(platform!, CLI_ACTOR, key, undefined, { storePinned: true });
       io.out(`${key} unset`);

@@ -5,7 +5,7 @@
  * `cli` and the operating-system user).
  */
 import type { Command } from '../../cli/command';
-import { UsageError } from '../../cli/command';
+import { operand, UsageError } from '../../cli/command';
 import { CLI_ACTOR } from './audit';
 import { findUser, resetUserMfa, unlinkUserIdentity } from './user-sign-in';
 
@@ -170,6 +170,5 @@ export const adminCommands: Command[] = [
 ];
 
 function userArg(positionals: string[], command: string): string {
-  if (!positionals[0]) throw new UsageError(`${command} needs the user's e-mail address or id`);
-  return positionals[0];
+  return operand(positionals, `${command} needs the user's e-mail address or id`);
 }

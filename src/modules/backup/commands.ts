@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import type { Command, GlobalFlags } from '../../cli/command';
-import { UsageError } from '../../cli/command';
+import { operand, UsageError } from '../../cli/command';
 import { bootValue, loadBootLayers } from '../../config/load';
 import { BackupError, backupService, type CreatedBackup } from './service';
 import type { Db } from '../../db/engine';
@@ -77,8 +77,7 @@ export const backupCommands: Command[] = [
     summary: 'Delete one backup archive.',
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
-      const name = positionals[0];
-      if (!name) throw new UsageError('backup delete needs the NAME of a backup (see basalt backup list)');
+      const name = operand(positionals, 'backup delete needs the NAME of a backup (see basalt backup list)');
       return guarded(io, async () => {
         await backupService(platform!).delete(name);
         io.out(`${name} deleted`);

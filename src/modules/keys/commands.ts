@@ -3,7 +3,7 @@
  * only its hash is stored.
  */
 import type { Command } from '../../cli/command';
-import { UsageError } from '../../cli/command';
+import { operand, UsageError } from '../../cli/command';
 import type { KeyInfo, KeyType } from './model';
 import { CLI_ACTOR } from '../admin/audit';
 import { createKey, revokeKey } from '../admin/changes';
@@ -115,8 +115,7 @@ export const keyCommands: Command[] = [
     summary: 'Revoke an API key; it stops working at once on every instance.',
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
-      const id = positionals[0];
-      if (!id) throw new UsageError('keys revoke needs the key ID (see basalt keys list)');
+      const id = operand(positionals, 'keys revoke needs the key ID (see basalt keys list)');
       const k = await revokeKey(platform!, CLI_ACTOR, id);
       io.out(`revoked ${k.type} key ${k.id} (${k.display})`);
     },

@@ -4,7 +4,7 @@
  * panel validates them.
  */
 import { readFileSync, existsSync } from 'node:fs';
-import { UsageError, type Command } from '../../cli/command';
+import { operand, UsageError, type Command } from '../../cli/command';
 import { AppError } from '../../http/errors';
 import { CLI_ACTOR } from '../admin/audit';
 import { deleteTemplate, putTemplate } from '../admin/changes';
@@ -35,8 +35,7 @@ export const mailCommands: Command[] = [
     options: { subject: { type: 'string' }, html: { type: 'string' }, text: { type: 'string' } },
     platform: { migrate: false },
     async run({ platform, positionals, values, io }) {
-      const name = positionals[0];
-      if (!name) throw new UsageError('templates put needs a NAME');
+      const name = operand(positionals, 'templates put needs a NAME');
       if (typeof values.subject !== 'string') throw new UsageError('templates put needs --subject');
       const html = readPart(values.html, '--html');
       const text = readPart(values.text, '--text');
@@ -72,8 +71,7 @@ export const mailCommands: Command[] = [
     summary: "Print a template's subject, text and html.",
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
-      const name = positionals[0];
-      if (!name) throw new UsageError('templates show needs a NAME');
+      const name = operand(positionals, 'templates show needs a NAME');
       const t = await platform!.services.mail.templates.get(name);
       if (!t) throw new Error(`no mail template named '${name}'`);
       io.out(`subject: ${t.subject}`);
@@ -87,8 +85,7 @@ export const mailCommands: Command[] = [
     summary: 'Delete a mail template.',
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
-      const name = positionals[0];
-      if (!name) throw new UsageError('templates delete needs a NAME');
+      const name = operand(positionals, 'templates delete needs a NAME');
       await deleteTemplate(platform!, CLI_ACTOR, name).catch((e) => {
         throw e instanceof AppError && e.status === 404 ? new Error(`no mail template named '${name}'`) : e;
       });
@@ -101,8 +98,7 @@ export const mailCommands: Command[] = [
     summary: 'Send a test message to TO now with the configured SMTP server.',
     platform: { migrate: false },
     async run({ platform, positionals, io }) {
-      const to = positionals[0];
-      if (!to) throw new UsageError('mail test needs a recipient address');
+      const to = operand(positionals, 'mail test needs a recipient address');
       const r = await platform!.services.mail.testSend(to).catch(explain);
       io.out(`sent: ${r.messageId} (job ${r.jobId})`);
     },

@@ -1,7 +1,10 @@
 /**
  * Two bench:http results (their JSON) side by side: per cell, the CPU ratio of each run with its
- * interquartile range, the difference, whether the runs agree within BENCH_AGREE (0.05), and the
- * target with each run's verdict. Prints a markdown table (docs/operations.md, "Two whole runs").
+ * interquartile range, the difference, whether the runs agree within BENCH_AGREE (0.05), the
+ * target with each run's verdict, and each run's baseline CPU per request (when the runs disagree,
+ * it tells whether the yardstick moved or Basalt did). Prints a markdown table (docs/operations.md,
+ * "Two whole runs"), then the count of cells that agree and that each run met; exits 1 when a
+ * cell disagrees.
  *
  *   bun bench/http-compare.ts bench/results/http-A.json bench/results/http-B.json
  */
@@ -15,6 +18,8 @@ interface Result {
   target: number;
   cpuRatio: { median: number; q1: number; q3: number };
   met: boolean;
+  baseline?: { cpuMsPerRequest: number | null };
+  basalt?: { cpuMsPerRequest: number | null };
 }
 interface Run {
   date: string;
@@ -37,8 +42,22 @@ const second = new Map(b.results.map((r) => [key(r), r]));
 const ratio = (r: Result) => `${n(r.cpuRatio.median)} (${n(r.cpuRatio.q1)}–${n(r.cpuRatio.q3)})`;
 const verdict = (r: Result) => (r.met ? 'met' : `−${n(r.target - r.cpuRatio.median)}`);
 const rows = [
-  ['engine', 'workload', 'conns', 'run 1', 'run 2', 'difference', `within ${AGREE}`, 'target', 'run 1 / run 2'],
+  [
+    'engine',
+    'workload',
+    'conns',
+    'run 1',
+    'run 2',
+    'difference',
+    `within ${AGREE}`,
+    'target',
+    'run 1 / run 2',
+    'base ms/req 1 / 2',
+    'Basalt ms/req 1 / 2',
+  ],
 ];
+const msPer = (s?: { cpuMsPerRequest: number | null }) =>
+  s?.cpuMsPerRequest === undefined || s.cpuMsPerRequest === null ? '—' : s.cpuMsPerRequest.toFixed(3);
 let agree = 0;
 let cells = 0;
 for (const x of a.results) {
@@ -60,10 +79,15 @@ for (const x of a.results) {
     d <= AGREE ? 'yes' : 'no',
     `≥ ${x.target}`,
     `${verdict(x)} / ${verdict(y)}`,
+    `${msPer(x.baseline)} / ${msPer(y.baseline)}`,
+    `${msPer(x.basalt)} / ${msPer(y.basalt)}`,
   ]);
 }
 printTable(
   rows,
   `CPU ratio (baseline CPU per request / Basalt's), median of the pairs (IQR). Run 1: ${a.date}, ${a.minutes.toFixed(1)} min, load ${a.loadAverage.before.toFixed(1)}→${a.loadAverage.after.toFixed(1)}; run 2: ${b.date}, ${b.minutes.toFixed(1)} min, load ${b.loadAverage.before.toFixed(1)}→${b.loadAverage.after.toFixed(1)}; ${a.machine}\n`,
 );
+const metIn = (r: Run) => r.results.filter((x) => x.met).length;
 console.log(`\n${agree} of ${cells} cells agree within ${AGREE}.`);
+console.log(`Targets met: run 1 ${metIn(a)} of ${a.results.length} cells, run 2 ${metIn(b)} of ${b.results.length}.`);
+process.exit(agree === cells ? 0 : 1);

@@ -68,6 +68,7 @@ import {
   cpuSeconds,
   median,
   PIN,
+  pinToWrkCore,
 } from './support';
 import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
@@ -76,7 +77,15 @@ const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
 // with its interquartile range says more than one long run (a whole run stays near 10 minutes).
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
-const REPEATS = Number(process.env.BENCH_REPEATS ?? 5);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
+/**
+ * A pair whose baseline or Basalt CPU per request lies further than this from the cell's median
+ * for that side is taken as disturbed (another process on the core, a collection left over) and
+ * measured again, up to EXTRA_PAIRS more pairs per cell (BENCH_EXTRA_PAIRS, default 2; BENCH_OUTLIER,
+ * default 0.2; 0 keeps every pair).
+ */
+const OUTLIER = Number(process.env.BENCH_OUTLIER ?? 0.2);
+const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').map(Number);
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 // Transaction rounds last: wrk stops mid-round, and the transaction it leaves open holds the
@@ -168,6 +177,12 @@ function backendMeters(sql: postgres.Sql, db: string) {
   return { baseline: () => read(true), basalt: () => read(false) };
 }
 
+/** The pids of every PostgreSQL backend connected to database `db` (both sides, and Basalt's listeners). */
+async function backendPids(sql: postgres.Sql, db: string): Promise<number[]> {
+  const rows = await sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = ${db}`;
+  return rows.map((r) => r.pid);
+}
+
 interface Side {
   rps: number;
   p50: number;
@@ -201,6 +216,10 @@ interface Result {
   target: number;
   /** Baseline CPU per request / Basalt's, per pair, and their median and quartiles. */
   cpuRatio: { median: number; q1: number; q3: number; pairs: number[] };
+  /** Pairs measured again because one side's CPU per request was off the cell's median by more than OUTLIER. */
+  rejected: number;
+  /** 1-minute load average when the cell began. */
+  load: number;
   rpsRatio: { median: number; pairs: number[] };
   met: boolean;
   verdict: string;
@@ -210,12 +229,21 @@ interface Result {
 
 const results: Result[] = [];
 const IDLE_SECONDS = 3;
-const idle: Record<string, { baselineMsPerSecond: number; basaltMsPerSecond: number }> = {};
+const idle: Record<
+  string,
+  {
+    baselineMsPerSecond: number;
+    basaltMsPerSecond: number;
+    after?: { baselineMsPerSecond: number; basaltMsPerSecond: number };
+  }
+> = {};
 const started = performance.now();
 const load0 = loadavg()[0]!;
 const wrkBin = requireWrk('bench:http');
 const exe = await buildExecutable(ROOT);
 if (!PIN.server.length) console.error('not pinning (BENCH_PIN=0, no taskset or one core): ratios will move more');
+// This process reads meters and starts wrk between runs: on wrk's core, off the server's.
+await pinToWrkCore([process.pid]);
 
 for (const engine of ENGINES) {
   const db = await benchDb(engine);
@@ -281,16 +309,26 @@ for (const engine of ENGINES) {
     const baseUrl = `http://127.0.0.1:${basePort}`;
     await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
     await waitFor(baseUrl + '/', base, 'the baseline');
-    const meters = meterSql ? backendMeters(meterSql, new URL(db.url).pathname.slice(1)) : undefined;
+    const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
+    const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
+    // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open
+    // them; left free, the scheduler puts them on the server's core whenever wrk keeps the other busy.
+    const pinned = new Set<number>();
+    const pinBackends = async () => {
+      if (meterSql) await pinToWrkCore(await backendPids(meterSql, dbName), pinned);
+    };
     // What each server spends with no load (background workers, timers): CPU per request counts it too.
     // Measured after 2 s, once the start-up's own tail (a first collection, workers' first runs) is over.
     await Bun.sleep(2000);
-    const idle0 = [cpuSeconds(base.pid!), cpuSeconds(basalt.pid!)];
-    await Bun.sleep(IDLE_SECONDS * 1000);
-    idle[engine] = {
-      baselineMsPerSecond: ((cpuSeconds(base.pid!) - idle0[0]!) / IDLE_SECONDS) * 1000,
-      basaltMsPerSecond: ((cpuSeconds(basalt.pid!) - idle0[1]!) / IDLE_SECONDS) * 1000,
+    const idleNow = async () => {
+      const idle0 = [cpuSeconds(base.pid!), cpuSeconds(basalt.pid!)];
+      await Bun.sleep(IDLE_SECONDS * 1000);
+      return {
+        baselineMsPerSecond: ((cpuSeconds(base.pid!) - idle0[0]!) / IDLE_SECONDS) * 1000,
+        basaltMsPerSecond: ((cpuSeconds(basalt.pid!) - idle0[1]!) / IDLE_SECONDS) * 1000,
+      };
     };
+    idle[engine] = await idleNow();
 
     const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
     for (const w of WORKLOADS) {
@@ -312,25 +350,45 @@ for (const engine of ENGINES) {
       if (yard.script) await wrkShort(wrkBin, yard.url, yard.script, 16);
       for (const url of [baseUrl, basaltUrl])
         await wrkShort(wrkBin, url, w === 'mail' ? withNonce(lua[w]!) : lua[w]!, w === 'tx' ? 1 : 16);
+      await pinBackends();
       for (const c of conns) {
+        const load = loadavg()[0]!;
         const threads = w === 'tx' ? c : Math.min(c, 2);
         const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
         const measure = async (url: string, pid: number, s: string, meter?: () => Promise<number>) => {
           await settle();
+          await pinBackends();
           // One connection serves the fewest requests: twice as long, so its CPU reading (10 ms ticks) is as fine.
           return wrk(wrkBin, url, s, c, threads, pid, c === 1 ? 2 * SECONDS : SECONDS, meter);
         };
         const baseline = () => measure(yard.url, yard.pid, yard.script || script(), yard.meter);
         const ours = () => measure(basaltUrl, basalt.pid!, script(), meters?.basalt);
-        const pairs: { b: Cell; a: Cell }[] = [];
-        for (let r = 0; r < REPEATS; r++) {
+        const pair = async (r: number) => {
           if (r % 2 === 0) {
             const b = await baseline();
-            pairs.push({ b, a: await ours() });
-          } else {
-            const a = await ours();
-            pairs.push({ a, b: await baseline() });
+            return { b, a: await ours() };
           }
+          const a = await ours();
+          return { a, b: await baseline() };
+        };
+        // One pair at this cell's connections first, thrown away: the pools and the collector settle.
+        await pair(0);
+        let pairs: { b: Cell; a: Cell }[] = [];
+        for (let r = 0; r < REPEATS; r++) pairs.push(await pair(r));
+        // A pair with either side far off that side's median was disturbed: measure again, a few times at most.
+        let rejected = 0;
+        for (let extra = 0; OUTLIER > 0 && extra <= EXTRA_PAIRS; extra++) {
+          const mb = median(pairs.map((x) => x.b.cpuPer1000));
+          const ma = median(pairs.map((x) => x.a.cpuPer1000));
+          const off = (v: number, m: number) => !(Math.abs(v / m - 1) <= OUTLIER);
+          const good = pairs.filter((x) => !off(x.b.cpuPer1000, mb) && !off(x.a.cpuPer1000, ma));
+          if (good.length >= REPEATS || extra === EXTRA_PAIRS) {
+            rejected += pairs.length - good.length;
+            // Keep the good ones when enough are left; else every pair (the IQR then shows the spread).
+            if (good.length >= Math.ceil(REPEATS / 2)) pairs = good;
+            break;
+          }
+          pairs.push(await pair(REPEATS + extra));
         }
         const per = w === 'tx' ? 5 : 1;
         // A run that completed no request (a server that stalled for the whole second) gives no ratio.
@@ -348,6 +406,8 @@ for (const engine of ENGINES) {
           connections: c,
           target,
           cpuRatio: { median: mid, q1: quantile(cpuRatios, 0.25), q3: quantile(cpuRatios, 0.75), pairs: cpuRatios },
+          rejected,
+          load,
           rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
           met,
           verdict,
@@ -362,10 +422,12 @@ for (const engine of ENGINES) {
         };
         results.push(result);
         console.error(
-          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}`,
+          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}`,
         );
       }
     }
+    // And after the cells: what the work left running (queued mail, collections, timers).
+    idle[engine]!.after = await idleNow();
   } finally {
     for (const proc of procs) proc.kill('SIGTERM');
     await Promise.all(procs.map((proc) => proc.exited));
@@ -400,7 +462,8 @@ for (const r of results) {
     String(r.connections),
     `${ms(r.baseline.cpuMsPerRequest)} / ${ms(r.basalt.cpuMsPerRequest)}`,
     `${r.cpuRatio.median.toFixed(2)} (${r.cpuRatio.q1.toFixed(2)}–${r.cpuRatio.q3.toFixed(2)})` +
-      (r.cpuRatio.pairs.length < REPEATS ? ` [${r.cpuRatio.pairs.length} of ${REPEATS} pairs]` : ''),
+      (r.cpuRatio.pairs.length !== REPEATS ? ` [${r.cpuRatio.pairs.length} pairs]` : '') +
+      (r.rejected ? ` [${r.rejected} measured again]` : ''),
     `≥ ${r.target}`,
     `${fmt(r.baseline.rps)} / ${fmt(r.basalt.rps)}`,
     r.rpsRatio.median.toFixed(2),
@@ -421,7 +484,10 @@ console.log('');
 for (const r of results) console.log(`${r.engine} ${LABEL[r.workload]}, ${r.connections} conns: ${r.verdict}`);
 for (const [engine, x] of Object.entries(idle))
   console.log(
-    `${engine}: idle CPU before the cells, ms per second: baseline ${x.baselineMsPerSecond.toFixed(1)}, Basalt ${x.basaltMsPerSecond.toFixed(1)}`,
+    `${engine}: idle CPU, ms per second: before the cells baseline ${x.baselineMsPerSecond.toFixed(1)}, Basalt ${x.basaltMsPerSecond.toFixed(1)}` +
+      (x.after
+        ? `; after them baseline ${x.after.baselineMsPerSecond.toFixed(1)}, Basalt ${x.after.basaltMsPerSecond.toFixed(1)}`
+        : ''),
   );
 const met = results.filter((r) => r.met).length;
 console.log(
@@ -438,6 +504,7 @@ writeFileSync(
       pinned: PIN.server.length > 0,
       seconds: SECONDS,
       repeats: REPEATS,
+      outlier: OUTLIER,
       loadAverage: { before: load0, after: loadavg()[0] },
       minutes,
       idleCpu: idle,

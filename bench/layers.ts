@@ -11,13 +11,17 @@
  *    route's checks and the envelope);
  *  - service: the Database API service alone (plan, statement, query, decode);
  *  - bare: parse the JSON body, run the statement, Response.json (bench/baselines/bare.ts).
+ * And `GET /api/v1/auth/me` (no database once the session is cached) through the listener, through
+ * Elysia's handle, and bare: the same token checked by the same verifier, Response.json.
  * "memory" rows answer the statement from memory; "database" rows run it on PostgreSQL
  * through the same pool. The difference between the two is what the database path costs
  * under each layer.
  *
  *   npm run bench:layers
  */
-import { benchDb, benchKey, benchSelect, BENCH_ITEMS_SQL, median, printTable } from './support';
+import { benchDb, benchKey, benchSelect, benchToken, BENCH_ITEMS_SQL, median, printTable } from './support';
+import { createVerifier } from 'fast-jwt';
+import { ACCESS_TOKEN_CHECKS } from '../src/modules/auth/jwt';
 import { openBasalt } from '../src/services';
 import { createApp } from '../src/app';
 import { buildStatement } from '../src/modules/database/query-builder';
@@ -30,10 +34,15 @@ const IN_FLIGHT = 16;
 
 const db = await benchDb('external');
 if (!db) process.exit(0);
-const p = await openBasalt({ env: { ...db.env, BASALT_LOG_LEVEL: 'warn' }, migrate: true });
+const JWT_SECRET = `bench-secret-${'x'.repeat(40)}`;
+const p = await openBasalt({
+  env: { ...db.env, BASALT_LOG_LEVEL: 'warn', BASALT_AUTH_JWT_SECRET: JWT_SECRET },
+  migrate: true,
+});
 try {
   await p.db.exec(BENCH_ITEMS_SQL);
   const key = await benchKey(p, ['db:query'], ['bench_items']);
+  const token = await benchToken(p);
   const built = await createApp(p, {});
   const snap = await p.services.database.catalog.refresh();
   const query = benchSelect;
@@ -80,6 +89,19 @@ try {
   };
   const listener = through(built.mainHandler);
   const app = through((r) => built.main.handle(r));
+  const meRequest = () =>
+    new Request('http://127.0.0.1:8090/api/v1/auth/me', { headers: { authorization: `Bearer ${token}` } });
+  const throughMe = (handle: (r: Request) => Promise<Response>) => async () => {
+    const res = await handle(meRequest());
+    if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+    await res.text();
+  };
+  const verifyToken = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: JWT_SECRET });
+  const bareMe = async () => {
+    const req = meRequest();
+    const payload = verifyToken((req.headers.get('authorization') ?? '').slice(7)) as { sub: string };
+    await Response.json({ success: true, data: { user: { id: payload.sub } } }).text();
+  };
 
   const variants: [string, Parameters<typeof use>[0], () => Promise<unknown>][] = [];
   for (const [where, on] of [
@@ -102,6 +124,11 @@ try {
       [`bare, ${where}`, { db: on }, bare(on)],
     );
   }
+  variants.push(
+    ['GET /me: listener', { db: realDb }, throughMe(built.mainHandler)],
+    ['GET /me: app', { db: realDb }, throughMe((r) => built.main.handle(r))],
+    ['GET /me: bare', { db: realDb }, bareMe],
+  );
 
   /** CPU µs per request (this process, all threads). */
   const measure = async (fn: () => Promise<unknown>, count: number) => {

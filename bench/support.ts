@@ -178,6 +178,28 @@ export const PIN = ((): { server: string[]; wrk: string[] } => {
   return { server: [taskset, '-c', '0'], wrk: [taskset, '-c', '1'] };
 })();
 
+/**
+ * Move processes `pids` (all their threads) to the wrk core, PIN's other side: the bench's own
+ * process, and PostgreSQL's backends serving a bench database, so that nothing but the server
+ * under test runs on its core. Each pid is moved once (`moved` remembers); a pid that ended
+ * since it was found is skipped. No-op when not pinning.
+ */
+export async function pinToWrkCore(pids: number[], moved = new Set<number>()): Promise<void> {
+  if (!PIN.wrk.length) return;
+  const fresh = pids.filter((pid) => !moved.has(pid));
+  if (!fresh.length) return;
+  await Promise.all(
+    fresh.map(async (pid) => {
+      moved.add(pid);
+      const proc = Bun.spawn([PIN.wrk[0]!, '-a', '-p', '-c', PIN.wrk[2]!, String(pid)], {
+        stdout: 'ignore',
+        stderr: 'ignore',
+      });
+      await proc.exited;
+    }),
+  );
+}
+
 /** One wrk run against one server: throughput, latency, the server's CPU per 1,000 requests, its RSS after. */
 export interface Cell {
   rps: number;
@@ -265,8 +287,14 @@ export async function wrk(
   };
 }
 
-/** A one-second wrk run whose figures are thrown away: connections, prepared statements, JIT. */
-export async function wrkShort(bin: string, url: string, script: string, connections: number): Promise<void> {
+/** A wrk run (1 s by default) whose figures are thrown away: connections, prepared statements, JIT. */
+export async function wrkShort(
+  bin: string,
+  url: string,
+  script: string,
+  connections: number,
+  seconds = 1,
+): Promise<void> {
   const proc = Bun.spawn(
     [
       ...PIN.wrk,
@@ -276,7 +304,7 @@ export async function wrkShort(bin: string, url: string, script: string, connect
       '-c',
       String(connections),
       '-d',
-      '1s',
+      `${seconds}s`,
       '-s',
       script,
       url,

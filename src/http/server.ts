@@ -36,7 +36,10 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    const path = pathOf(req.url);
+    // Each read of `url` and `method` makes a new string: read once.
+    const url = req.url;
+    const method = req.method;
+    const path = pathOf(url);
     const area = areas.of(path);
     const info = new ListenerInfo(id, start, area, req, server, settings);
     const origin = req.headers.get('origin');
@@ -45,8 +48,8 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     let res: Response;
     try {
       // Routing needs a proper URL: with an empty or garbled Host the path is not where the router looks.
-      if (hostProblem(req.url)) throw Errors.invalidHost();
-      if (req.method === 'OPTIONS' && req.headers.has('access-control-request-method')) {
+      if (hostProblem(url)) throw Errors.invalidHost();
+      if (method === 'OPTIONS' && req.headers.has('access-control-request-method')) {
         res = new Response(null, { status: 204 });
         if (corsOk) {
           res.headers.set('Access-Control-Allow-Methods', 'GET, POST, PUT, PATCH, DELETE, OPTIONS');
@@ -57,7 +60,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
           res.headers.set('Access-Control-Max-Age', '600');
         }
       } else {
-        const pending = checkBody(req, area, settings);
+        const pending = checkBody(req, method, area, settings);
         // Only a chunked body is read here; awaiting a plain value would still cost a turn.
         const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
@@ -87,9 +90,8 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     }
     if (origin) res.headers.append('Vary', 'Origin');
     const ms = Math.round((performance.now() - start) * 10) / 10;
-    metrics?.observe(area.name, req.method, res.status, ms);
-    if (log.enabled('info'))
-      log.info('request', { request_id: id, method: req.method, path, status: res.status, ms, ip: info.ip });
+    metrics?.observe(area.name, method, res.status, ms);
+    if (log.enabled('info')) log.info('request', { request_id: id, method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
 }
@@ -134,7 +136,7 @@ class ListenerInfo implements RequestInfo {
  * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
  * (no Content-Length) and must be read here to be counted.
  */
-function checkBody(req: Request, area: AreaFacts, settings: Settings): Request | Promise<Request> {
+function checkBody(req: Request, method: string, area: AreaFacts, settings: Settings): Request | Promise<Request> {
   if (area.body === 'streamed') return req;
   const length = req.headers.get('content-length');
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
@@ -146,7 +148,7 @@ function checkBody(req: Request, area: AreaFacts, settings: Settings): Request |
     maxItems: settings.get<number>('web.max_json_items'),
   };
   const json = isJsonType(req.headers.get('content-type'));
-  if (!json && area.body === 'json' && BODY_METHODS.has(req.method)) throw Errors.unsupportedMediaType();
+  if (!json && area.body === 'json' && BODY_METHODS.has(method)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
   if (chunked) return readCapped(req, limit, json ? bounds : undefined);
   return json ? readBounded(req, bounds) : req;

@@ -94,6 +94,7 @@ export const EXECUTABLE_SUITES = [
   'test/mail/crash.test.ts',
   'test/admin/auth.test.ts',
   'test/mail/two-instances.test.ts',
+  'test/mail/delivery.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -1,6 +1,9 @@
 /**
- * The delivery queue against a real SMTP sink: retries with backoff, dead jobs,
- * bounded concurrency, leases, graceful shutdown, live settings, the in-process API.
+ * The delivery queue in process, against a real SMTP sink: retry delays, jobs left by a dead
+ * instance (rows written as it left them), the in-process API and templates, listing,
+ * counting and purging. On the source only: it calls the mail service in this process. What
+ * a client and an operator see over HTTP (retries, dead jobs, concurrency, live settings,
+ * graceful shutdown) runs against the executable too: delivery.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
@@ -8,10 +11,8 @@ import { startServer, type TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { retryDelay } from '../../src/modules/mail/worker';
-import { openBasalt } from '../../src/services';
 import { FROM, arrived, mailEnv, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
-import { expectBError } from '../helpers/envelopes';
 
 test('retry delays double from mail.retry_base_ms with jitter between half and all of it', () => {
   const table = [1, 2, 3, 4, 8].map((a) => [a, retryDelay(a, 2000, () => 0), retryDelay(a, 2000, () => 1)]);
@@ -41,58 +42,6 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   afterAll(async () => {
     await s.stop();
     await sink.close();
-  });
-
-  test('the server refuses with 451 three times → retried with backoff → delivered exactly once', async () => {
-    sink.refuse(3, 451);
-    const r = await send({ to: ['ada@example.com'], subject: 'flaky', text: 'x' });
-    expect(r.status).toBe(202);
-    const id = r.body.data.job_id;
-    const failed = await waitState(s, key, id, 'failed');
-    expect(failed.last_error).toContain('451');
-    expect(new Date(failed.next_attempt_at).getTime()).toBeGreaterThan(new Date(failed.updated_at).getTime());
-    const sent = await waitState(s, key, id, 'sent');
-    expect(sent).toMatchObject({ attempts: 4, state: 'sent' });
-    await Bun.sleep(200);
-    expect(arrived(sink, id)).toHaveLength(1);
-    expect(sink.refused).toBeGreaterThanOrEqual(3);
-  });
-
-  test('refused more often than mail.max_attempts → dead after the last attempt, never delivered', async () => {
-    sink.refuse(4, 421);
-    const r = await send({ to: ['ada@example.com'], subject: 'hopeless', text: 'x' });
-    const dead = await waitState(s, key, r.body.data.job_id, 'dead');
-    expect(dead).toMatchObject({ attempts: 4, max_attempts: 4, next_attempt_at: null });
-    expect(dead.last_error).toContain('421');
-    expect(arrived(sink, r.body.data.job_id)).toHaveLength(0);
-    // An operator can put it back in the queue.
-    expect(await s.platform.services.mail.jobs.retry(r.body.data.job_id)).toBe(true);
-    await waitState(s, key, r.body.data.job_id, 'sent');
-    expect(arrived(sink, r.body.data.job_id)).toHaveLength(1);
-  });
-
-  test('a permanent refusal (5xx) is not retried', async () => {
-    sink.refuse(1, 550, 'No such user');
-    const r = await send({ to: ['nobody@example.com'], subject: 'bounce', text: 'x' });
-    const dead = await waitState(s, key, r.body.data.job_id, 'dead');
-    expect(dead.attempts).toBe(1);
-    expect(dead.last_error).toContain('550');
-  });
-
-  test('at most mail.concurrency sends at once; the rest wait queued', async () => {
-    sink.hold();
-    const ids: string[] = [];
-    for (let i = 0; i < 5; i++)
-      ids.push((await send({ to: ['ada@example.com'], subject: `batch ${i}`, text: 'x' })).body.data.job_id);
-    await eventually(() => sink.heldCount, { until: (n) => n === 2, what: 'two messages at the SMTP server' });
-    await Bun.sleep(300);
-    expect(sink.heldCount).toBe(2);
-    // The rest are queued, or claimed one round ahead by this instance (state sending, not yet at the server).
-    const counts = await s.platform.services.mail.jobs.counts();
-    expect(counts.queued + counts.sending).toBeGreaterThanOrEqual(5);
-    sink.release();
-    for (const id of ids) await waitState(s, key, id, 'sent');
-    expect(ids.map((id) => arrived(sink, id).length)).toEqual([1, 1, 1, 1, 1]);
   });
 
   test('a job left `sending` by a dead instance is reclaimed once its lease expired', async () => {
@@ -229,94 +178,25 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   });
 });
 
-describe.each(ENGINES)('mail configuration on %s', (engine) => {
+describe.each(ENGINES)('mail configuration in process on %s', (engine) => {
   let s: TestServer;
   let sink: SmtpSink;
-  let key: string;
   beforeAll(async () => {
     sink = await startSmtpSink();
     s = await startServer(engine);
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
   });
   afterAll(async () => {
     await s.stop();
     await sink.close();
   });
 
-  test('not configured → 503 mail_not_configured (async and sync); configured live from the database → sent', async () => {
+  test('not configured: the in-process API says so and refuses (503) until both server and sender are set', async () => {
     const body = { to: ['ada@example.com'], subject: 'live', text: 'x' };
-    for (const sync of [false, true]) {
-      const r = await s.req('POST', '/api/v1/mail/send', { body: { ...body, sync }, headers: { 'x-api-key': key } });
-      expectBError(r, 503, 'mail_not_configured');
-      expect(r.body.errors[0].message).toContain('mail.smtp_url');
-    }
     expect(s.platform.services.mail.isConfigured()).toBe(false);
     await expect(s.platform.services.mail.enqueue(body)).rejects.toMatchObject({ status: 503 });
     await s.platform.settings.set('mail.smtp_url', sink.url);
     expect(s.platform.services.mail.isConfigured()).toBe(false); // still no sender
-    await s.platform.settings.set('mail.from', 'not an address');
-    const badFrom = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
-    expectBError(badFrom, 503, 'mail_not_configured');
-    expect(badFrom.body.errors[0].message).toContain("mail.from 'not an address' is not an address");
-    await s.platform.settings.set('mail.from', `"Acme Shop" <${FROM}>`);
-    const r = await s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
-    expect(r.status).toBe(202);
-    await waitState(s, key, r.body.data.job_id, 'sent');
-    expect(arrived(sink, r.body.data.job_id)[0]!.from).toBe(FROM);
+    await s.platform.settings.set('mail.from', FROM);
+    expect(s.platform.services.mail.isConfigured()).toBe(true);
   });
-
-  test('changing mail.smtp_url rebuilds the transport; an unreachable server → 502 sync, retries async', async () => {
-    const other = await startSmtpSink();
-    await s.platform.settings.set('mail.smtp_url', other.url);
-    const t = await s.platform.services.mail.testSend('ops@example.com');
-    expect(other.messages.map((m) => m.messageId)).toEqual([t.messageId]);
-    expect(other.messages[0]!.subject).toContain('test message');
-    await other.close();
-    const r = await s.req('POST', '/api/v1/mail/send', {
-      body: { to: ['a@x.io'], subject: 'down', text: 'x', sync: true },
-      headers: { 'x-api-key': key },
-    });
-    expect(r.status).toBe(502);
-    expect(r.body.errors[0].message).not.toContain('127.0.0.1');
-    const q = await s.req('POST', '/api/v1/mail/send', {
-      body: { to: ['a@x.io'], subject: 'down', text: 'x' },
-      headers: { 'x-api-key': key },
-    });
-    const failed = await waitState(s, key, q.body.data.job_id, 'failed');
-    expect(failed.last_error).toMatch(/could not connect|connection to the mail server failed/);
-    await s.platform.settings.set('mail.smtp_url', sink.url);
-    await s.platform.settings.set('mail.retry_base_ms', 40);
-    await s.platform.services.mail.jobs.retry(q.body.data.job_id);
-    await waitState(s, key, q.body.data.job_id, 'sent');
-    expect(arrived(sink, q.body.data.job_id)).toHaveLength(1);
-  });
-
-  test('graceful shutdown gives claimed jobs back to the queue', async () => {
-    await s.platform.settings.set('mail.retry_base_ms', 40);
-    sink.hold();
-    const r = await s.req('POST', '/api/v1/mail/send', {
-      body: { to: ['a@x.io'], subject: 'at shutdown', text: 'x' },
-      headers: { 'x-api-key': key },
-    });
-    await eventually(() => s.platform.services.mail.jobs.counts(), {
-      until: (c) => c.sending === 1,
-      what: 'the job to be sending',
-    });
-    const stopping = s.running.stop();
-    await stopping.catch(() => {});
-    sink.release();
-    // The platform is closed; read the row through a platform that runs no worker (no listener).
-    const again = await openBasalt({ env: { ...s.db.env, BASALT_LOG_LEVEL: 'silent' }, migrate: false });
-    try {
-      const row = (
-        await again.db.query<{ state: string; claimed_by: string | null; attempts: number }>(
-          'SELECT state, claimed_by, attempts FROM basalt.mail_jobs WHERE id = $1',
-          [r.body.data.job_id],
-        )
-      ).rows[0]!;
-      expect(row).toEqual({ state: 'queued', claimed_by: null, attempts: 0 });
-    } finally {
-      await again.shutdown();
-    }
-  }, 20_000);
 });

@@ -77,6 +77,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/admin-idle.test.ts',
   'test/security/admin-lockout.test.ts',
   'test/security/settings-safety.test.ts',
+  'test/security/revoke-rollback.test.ts',
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
   'test/admin/endpoints.test.ts',

@@ -19,7 +19,7 @@ interface Result {
   cpuRatio: { median: number; q1: number; q3: number };
   met: boolean;
   baseline?: { cpuMsPerRequest: number | null };
-  basalt?: { cpuMsPerRequest: number | null };
+  basalt?: { cpuMsPerRequest: number | null; otherMsPerSecond?: number | null };
 }
 interface Run {
   date: string;
@@ -54,8 +54,11 @@ const rows = [
     'run 1 / run 2',
     'base ms/req 1 / 2',
     'Basalt ms/req 1 / 2',
+    'others on server core ms/s 1 / 2',
   ],
 ];
+const others = (s?: { otherMsPerSecond?: number | null }) =>
+  s?.otherMsPerSecond === undefined || s.otherMsPerSecond === null ? '—' : s.otherMsPerSecond.toFixed(0);
 const msPer = (s?: { cpuMsPerRequest: number | null }) =>
   s?.cpuMsPerRequest === undefined || s.cpuMsPerRequest === null ? '—' : s.cpuMsPerRequest.toFixed(3);
 let agree = 0;
@@ -81,6 +84,7 @@ for (const x of a.results) {
     `${verdict(x)} / ${verdict(y)}`,
     `${msPer(x.baseline)} / ${msPer(y.baseline)}`,
     `${msPer(x.basalt)} / ${msPer(y.basalt)}`,
+    `${others(x.basalt)} / ${others(y.basalt)}`,
   ]);
 }
 printTable(

@@ -191,6 +191,9 @@ interface Side {
   pgCpuMsPerRequest?: number;
   rssMiB: number;
   errors: number;
+  /** Median over the runs: others' work and steal on the server's core, ms per second (pinned runs). */
+  otherMsPerSecond?: number;
+  stealMsPerSecond?: number;
 }
 
 /** The medians of one side's runs; a transaction round counts as one request of 5. */
@@ -206,6 +209,9 @@ function side(all: Cell[], per: number): Side {
     ...(pg === undefined ? {} : { pgCpuMsPerRequest: pg }),
     rssMiB: m((c) => c.rss),
     errors: all.reduce((n, c) => n + c.errors, 0),
+    ...(cells.every((c) => c.otherMsPerSecond !== undefined)
+      ? { otherMsPerSecond: m((c) => c.otherMsPerSecond!), stealMsPerSecond: m((c) => c.stealMsPerSecond!) }
+      : {}),
   };
 }
 
@@ -422,7 +428,7 @@ for (const engine of ENGINES) {
         };
         results.push(result);
         console.error(
-          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}`,
+          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}; server core: others ${(result.basalt.otherMsPerSecond ?? 0).toFixed(0)} ms/s, steal ${(result.basalt.stealMsPerSecond ?? 0).toFixed(0)} ms/s (Basalt's runs)`,
         );
       }
     }
@@ -451,8 +457,11 @@ const rows: string[][] = [
     'Basalt p50 / p99 ms',
     'PG CPU ms/req base / Basalt',
     'RSS MiB base / Basalt',
+    'server core: others / steal ms/s',
   ],
 ];
+const quiet = (x: Side) =>
+  x.otherMsPerSecond === undefined ? '' : `${x.otherMsPerSecond.toFixed(0)} / ${x.stealMsPerSecond!.toFixed(0)}`;
 for (const r of results) {
   const errors =
     r.baseline.errors || r.basalt.errors ? ` (errors: base ${r.baseline.errors}, Basalt ${r.basalt.errors})` : '';
@@ -472,6 +481,7 @@ for (const r of results) {
       ? ''
       : `${ms(r.baseline.pgCpuMsPerRequest)} / ${ms(r.basalt.pgCpuMsPerRequest)}`,
     `${Math.round(r.baseline.rssMiB)} / ${Math.round(r.basalt.rssMiB)}`,
+    quiet(r.basalt),
   ]);
 }
 const minutes = (performance.now() - started) / 60_000;

@@ -162,6 +162,19 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
+/**
+ * Busy and stolen seconds of core `cpu` so far (/proc/stat: user, nice, system, irq, softirq;
+ * steal: time the hypervisor ran something else while this core wanted to run).
+ */
+export function coreSeconds(cpu: number): { busy: number; steal: number } {
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${cpu} `));
+  if (!line) return { busy: 0, steal: 0 };
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  return { busy: (f[0]! + f[1]! + f[2]! + f[5]! + f[6]!) / CLK_TCK, steal: (f[7] ?? 0) / CLK_TCK };
+}
+
 /** Resident set size of a process in MiB (/proc/<pid>/status). */
 export function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -212,6 +225,13 @@ export interface Cell {
   cpuPer1000: number;
   /** CPU seconds of `also` over the run (e.g. the server's PostgreSQL backends), when given. */
   alsoCpu?: number;
+  /**
+   * Pinned runs: milliseconds per second that the server's core spent on anything but the server
+   * (other processes, interrupts), and that the hypervisor took from it (steal). Near 0 on a quiet
+   * machine; a run with more has the server's caches shared and reads higher.
+   */
+  otherMsPerSecond?: number;
+  stealMsPerSecond?: number;
   rss: number;
   errors: number;
 }
@@ -236,6 +256,9 @@ export async function wrk(
   also?: () => Promise<number>,
 ): Promise<Cell> {
   const also0 = also ? await also() : 0;
+  const core = PIN.server.length ? Number(PIN.server[2]) : undefined;
+  const core0 = core === undefined ? undefined : coreSeconds(core);
+  const t0 = performance.now();
   const cpu0 = cpuSeconds(pid);
   const proc = Bun.spawn(
     [
@@ -264,6 +287,8 @@ export async function wrk(
   if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
   if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
   const cpu = cpuSeconds(pid) - cpu0;
+  const core1 = core === undefined ? undefined : coreSeconds(core);
+  const elapsed = (performance.now() - t0) / 1000;
   const alsoCpu = also ? (await also()) - also0 : undefined;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
   const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
@@ -282,6 +307,12 @@ export async function wrk(
     cpu,
     cpuPer1000: total ? (cpu / total) * 1000 : NaN,
     alsoCpu,
+    ...(core0 && core1
+      ? {
+          otherMsPerSecond: (Math.max(0, core1.busy - core0.busy - cpu) / elapsed) * 1000,
+          stealMsPerSecond: ((core1.steal - core0.steal) / elapsed) * 1000,
+        }
+      : {}),
     rss: rssMiB(pid),
     errors,
   };

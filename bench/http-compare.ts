@@ -1,8 +1,10 @@
 /**
  * Two bench:http results (their JSON) side by side: per cell, the CPU ratio of each run with its
  * interquartile range, the difference, whether the runs agree within BENCH_AGREE (0.05), the
- * target with each run's verdict, and each run's baseline CPU per request (when the runs disagree,
- * it tells whether the yardstick moved or Basalt did). Prints a markdown table (docs/operations.md,
+ * target with each run's verdict, each run's CPU per request of either side (when the runs
+ * disagree, it tells whether the yardstick moved or Basalt did), the other work seen on the
+ * server's core and the core's speed before the cell (a fixed piece of JavaScript's CPU ms: when it
+ * differs between the runs, the machine did). Prints a markdown table (docs/operations.md,
  * "Two whole runs"), then the count of cells that agree and that each run met; exits 1 when a
  * cell disagrees.
  *
@@ -20,6 +22,7 @@ interface Result {
   met: boolean;
   baseline?: { cpuMsPerRequest: number | null };
   basalt?: { cpuMsPerRequest: number | null; otherMsPerSecond?: number | null };
+  calibrationMs?: number;
 }
 interface Run {
   date: string;
@@ -55,6 +58,7 @@ const rows = [
     'base ms/req 1 / 2',
     'Basalt ms/req 1 / 2',
     'others on server core ms/s 1 / 2',
+    'core speed ms 1 / 2',
   ],
 ];
 const others = (s?: { otherMsPerSecond?: number | null }) =>
@@ -85,6 +89,7 @@ for (const x of a.results) {
     `${msPer(x.baseline)} / ${msPer(y.baseline)}`,
     `${msPer(x.basalt)} / ${msPer(y.basalt)}`,
     `${others(x.basalt)} / ${others(y.basalt)}`,
+    `${x.calibrationMs?.toFixed(0) ?? '—'} / ${y.calibrationMs?.toFixed(0) ?? '—'}`,
   ]);
 }
 printTable(

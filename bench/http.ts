@@ -69,6 +69,7 @@ import {
   median,
   PIN,
   pinToWrkCore,
+  coreSpeedMs,
 } from './support';
 import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
@@ -226,6 +227,8 @@ interface Result {
   rejected: number;
   /** 1-minute load average when the cell began. */
   load: number;
+  /** CPU ms of a fixed piece of JavaScript on the server's core just before the cell (support.ts coreSpeedMs). */
+  calibrationMs: number;
   rpsRatio: { median: number; pairs: number[] };
   met: boolean;
   verdict: string;
@@ -359,6 +362,7 @@ for (const engine of ENGINES) {
       await pinBackends();
       for (const c of conns) {
         const load = loadavg()[0]!;
+        const calibrationMs = await coreSpeedMs();
         const threads = w === 'tx' ? c : Math.min(c, 2);
         const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
         const measure = async (url: string, pid: number, s: string, meter?: () => Promise<number>) => {
@@ -414,6 +418,7 @@ for (const engine of ENGINES) {
           cpuRatio: { median: mid, q1: quantile(cpuRatios, 0.25), q3: quantile(cpuRatios, 0.75), pairs: cpuRatios },
           rejected,
           load,
+          calibrationMs,
           rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
           met,
           verdict,
@@ -428,7 +433,7 @@ for (const engine of ENGINES) {
         };
         results.push(result);
         console.error(
-          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}; server core: others ${(result.basalt.otherMsPerSecond ?? 0).toFixed(0)} ms/s, steal ${(result.basalt.stealMsPerSecond ?? 0).toFixed(0)} ms/s (Basalt's runs)`,
+          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}; core speed ${calibrationMs.toFixed(0)} ms; server core: others ${(result.basalt.otherMsPerSecond ?? 0).toFixed(0)} ms/s, steal ${(result.basalt.stealMsPerSecond ?? 0).toFixed(0)} ms/s (Basalt's runs)`,
         );
       }
     }

@@ -175,6 +175,41 @@ export function coreSeconds(cpu: number): { busy: number; steal: number } {
   return { busy: (f[0]! + f[1]! + f[2]! + f[5]! + f[6]!) / CLK_TCK, steal: (f[7] ?? 0) / CLK_TCK };
 }
 
+/**
+ * A fixed piece of server-like JavaScript (objects built, serialized and parsed, maps, strings),
+ * the same every time, run in a fresh process on the server's core: its CPU milliseconds say how
+ * fast that core is just now. bench:http reads it before each cell, so two runs whose ratios
+ * disagree show whether the machine itself ran slower in one (a busy neighbour on the host shares
+ * its caches and memory bandwidth without showing as steal).
+ */
+const CALIBRATION = `
+const work = () => {
+  const m = new Map();
+  let n = 0;
+  for (let i = 0; i < 20000; i++) {
+    const o = { id: i, name: 'item ' + i, price: (i % 100) + 0.99, tags: ['a', 'b', String(i % 7)] };
+    const t = JSON.stringify(o);
+    const back = JSON.parse(t);
+    m.set(t.slice(0, 12), back);
+    n += back.tags.length + t.length;
+  }
+  return n + m.size;
+};
+work();
+const c0 = process.cpuUsage();
+for (let r = 0; r < 3; r++) work();
+const u = process.cpuUsage(c0);
+console.log(((u.user + u.system) / 1000).toFixed(2));
+`;
+
+/** CPU milliseconds of CALIBRATION on the server's core (any core when not pinning). */
+export async function coreSpeedMs(): Promise<number> {
+  const proc = Bun.spawn([...PIN.server, process.execPath, '-e', CALIBRATION], { stdout: 'pipe', stderr: 'ignore' });
+  const out = await new Response(proc.stdout).text();
+  await proc.exited;
+  return Number(out.trim());
+}
+
 /** Resident set size of a process in MiB (/proc/<pid>/status). */
 export function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

@@ -10,7 +10,8 @@
  *   the server only over HTTP (settings, keys and extension settings go through the
  *   executable's admin API: `s.settings`, `createKey`, `s.setExtensionSetting`; tables
  *   through `migrations`; SQL beside the server through `s.sql` where `canSql`); a check
- *   that reads `s.platform` is guarded by `ON_SOURCE`.
+ *   that reads `s.platform` is guarded by `ON_SOURCE`. A command-line suite runs the
+ *   executable's own command line there (`runCli`, `basaltCommand` in test/helpers/cli.ts).
  *
  * The executable is built once (or taken from BASALT_TEST_BUILT, as CI does) and shared by
  * every process through BASALT_TEST_BUILT, as is one initialized embedded data dir

@@ -15,18 +15,24 @@ export interface RequestInfo {
   https?: boolean;
 }
 
-const infos = new WeakMap<Request, RequestInfo>();
+/**
+ * Where a request carries its facts: a property under a symbol of this module, which nothing
+ * else can name. A WeakMap did the same at several times the cost per request, and its entries
+ * are extra work for every collection (in process: ~200 ns against ~25 ns for a set and two gets).
+ */
+const INFO = Symbol('basalt.requestInfo');
+type Carrying = Request & { [INFO]?: RequestInfo };
 
 export function setRequestInfo(req: Request, info: RequestInfo): void {
-  infos.set(req, info);
+  (req as Carrying)[INFO] = info;
 }
 
 export function requestInfo(req: Request): RequestInfo {
-  let info = infos.get(req);
+  let info = (req as Carrying)[INFO];
   if (!info) {
     // A request that did not come through the listener (e.g. app.handle in a unit test).
     info = { id: crypto.randomUUID(), start: performance.now(), ip: '127.0.0.1', area: NO_AREA };
-    infos.set(req, info);
+    (req as Carrying)[INFO] = info;
   }
   return info;
 }

@@ -362,14 +362,19 @@ export function Modal({
 }
 
 /**
- * A dialog around one form (`formId`): Cancel and the submit button in its footer, busy
- * while the form is sent; `extra` stands at the footer's start (e.g. a Delete).
+ * A dialog around one form: `children` are its fields, `onSubmit` sends it (useSubmit's
+ * `submit`), `error` is the note above the fields (what no field names), `lead` a line
+ * before that note. Cancel and the submit button (`action`, busy while sent) stand in the
+ * footer, `extra` at its start (e.g. a Delete).
  */
 export function FormModal({
   title,
-  formId,
   action,
   busy,
+  onSubmit,
+  error,
+  lead,
+  noValidate,
   onClose,
   children,
   extra,
@@ -379,9 +384,13 @@ export function FormModal({
   cancel = 'Cancel',
 }: {
   title: string;
-  formId: string;
   action: string;
   busy: boolean;
+  onSubmit: (e: Event) => void;
+  error?: unknown;
+  lead?: ComponentChildren;
+  /** The server names what is wrong, not the browser (fields of type email). */
+  noValidate?: boolean;
   onClose: () => void;
   children: ComponentChildren;
   extra?: ComponentChildren;
@@ -390,6 +399,8 @@ export function FormModal({
   disabled?: boolean;
   cancel?: string;
 }) {
+  // The submit button stands in the footer, outside the form: it names the form by its id.
+  const formId = useId();
   return (
     <Modal
       title={title}
@@ -406,7 +417,11 @@ export function FormModal({
         </>
       }
     >
-      {children}
+      <form id={formId} class="form" onSubmit={onSubmit} noValidate={noValidate}>
+        {lead}
+        <ErrorNote error={error} />
+        {children}
+      </form>
     </Modal>
   );
 }

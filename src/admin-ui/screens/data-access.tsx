@@ -284,27 +284,31 @@ function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () =>
     );
   });
   return (
-    <FormModal title={`Grants on ${table.name}`} onClose={onClose} busy={busy} action="Apply" formId="grant-form">
-      <form id="grant-form" class="form" onSubmit={submit}>
-        <ErrorNote error={error} />
-        <Select label="Change" value={op} options={['grant', 'revoke'] as const} onValue={setOp} />
-        <Select label="Role" value={role} options={ROLES} onValue={setRole} />
-        <Select
-          label="Privilege"
-          value={privilege}
-          options={[...COLUMN_PRIVILEGES, 'DELETE'] as const}
-          onValue={setPrivilege}
-        />
-        <TextField
-          label="Columns (optional)"
-          value={columns}
-          onValue={setColumns}
-          error={fieldError(error, 'changes[0]')}
-          placeholder={table.columns.map((c) => c.name).join(', ')}
-          hint="Comma-separated; empty: the whole table. A grant of INSERT also grants the serial columns' sequences."
-          spellcheck={false}
-        />
-      </form>
+    <FormModal
+      title={`Grants on ${table.name}`}
+      onClose={onClose}
+      busy={busy}
+      action="Apply"
+      onSubmit={submit}
+      error={error}
+    >
+      <Select label="Change" value={op} options={['grant', 'revoke'] as const} onValue={setOp} />
+      <Select label="Role" value={role} options={ROLES} onValue={setRole} />
+      <Select
+        label="Privilege"
+        value={privilege}
+        options={[...COLUMN_PRIVILEGES, 'DELETE'] as const}
+        onValue={setPrivilege}
+      />
+      <TextField
+        label="Columns (optional)"
+        value={columns}
+        onValue={setColumns}
+        error={fieldError(error, 'changes[0]')}
+        placeholder={table.columns.map((c) => c.name).join(', ')}
+        hint="Comma-separated; empty: the whole table. A grant of INSERT also grants the serial columns' sequences."
+        spellcheck={false}
+      />
     </FormModal>
   );
 }
@@ -334,49 +338,54 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
   });
   const problem = fieldError(error, 'changes[0]') ?? fieldError(error, 'changes');
   return (
-    <FormModal wide title="New policy" onClose={onClose} busy={busy} action="Create" formId="policy-form">
-      <form id="policy-form" class="form" onSubmit={submit}>
-        <ErrorNote error={problem ? undefined : error} />
-        <TextField label="Name" value={name} onValue={setName} required maxLength={63} autoFocus />
-        <Select label="For" value={command} options={COMMANDS} onValue={setCommand} />
-        <fieldset class="field">
-          <legend>Roles</legend>
-          {ROLES.map((r) => (
-            <label key={r} class="check">
-              <input
-                type="checkbox"
-                checked={roles.includes(r)}
-                onChange={() => setRoles(roles.includes(r) ? roles.filter((x) => x !== r) : [...roles, r])}
-              />{' '}
-              {r}
-            </label>
-          ))}
-        </fieldset>
-        {command !== 'INSERT' && (
-          <TextField
-            label="Using (rows it may see or change)"
-            value={using}
-            onValue={setUsing}
-            spellcheck={false}
-            hint="A SQL expression on the row, e.g. owner_id = basalt.uid()"
-          />
-        )}
-        {command !== 'SELECT' && command !== 'DELETE' && (
-          <TextField
-            label="With check (rows it may write)"
-            value={check}
-            onValue={setCheck}
-            spellcheck={false}
-            error={problem}
-            hint="Empty: the Using expression applies"
-          />
-        )}
-        {(command === 'SELECT' || command === 'DELETE') && problem && <p class="field-error">{problem}</p>}
-        <label class="check">
-          <input type="checkbox" checked={restrictive} onChange={() => setRestrictive(!restrictive)} /> Restrictive
-          (AND-ed with the others instead of OR-ed)
-        </label>
-      </form>
+    <FormModal
+      wide
+      title="New policy"
+      onClose={onClose}
+      busy={busy}
+      action="Create"
+      onSubmit={submit}
+      error={problem ? undefined : error}
+    >
+      <TextField label="Name" value={name} onValue={setName} required maxLength={63} autoFocus />
+      <Select label="For" value={command} options={COMMANDS} onValue={setCommand} />
+      <fieldset class="field">
+        <legend>Roles</legend>
+        {ROLES.map((r) => (
+          <label key={r} class="check">
+            <input
+              type="checkbox"
+              checked={roles.includes(r)}
+              onChange={() => setRoles(roles.includes(r) ? roles.filter((x) => x !== r) : [...roles, r])}
+            />{' '}
+            {r}
+          </label>
+        ))}
+      </fieldset>
+      {command !== 'INSERT' && (
+        <TextField
+          label="Using (rows it may see or change)"
+          value={using}
+          onValue={setUsing}
+          spellcheck={false}
+          hint="A SQL expression on the row, e.g. owner_id = basalt.uid()"
+        />
+      )}
+      {command !== 'SELECT' && command !== 'DELETE' && (
+        <TextField
+          label="With check (rows it may write)"
+          value={check}
+          onValue={setCheck}
+          spellcheck={false}
+          error={problem}
+          hint="Empty: the Using expression applies"
+        />
+      )}
+      {(command === 'SELECT' || command === 'DELETE') && problem && <p class="field-error">{problem}</p>}
+      <label class="check">
+        <input type="checkbox" checked={restrictive} onChange={() => setRestrictive(!restrictive)} /> Restrictive
+        (AND-ed with the others instead of OR-ed)
+      </label>
     </FormModal>
   );
 }

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { ApiError, patch, post, type AdminData } from '../api';
-import { Button, ErrorNote, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
+import { Button, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
 /** A table of the data schema as GET /data/tables answers it. */
@@ -125,7 +125,8 @@ export function RowForm({
       onClose={onClose}
       busy={busy}
       action={row ? 'Save' : 'Insert'}
-      formId="row-form"
+      onSubmit={submit}
+      error={known ? undefined : error}
       extra={
         row && (
           <Button variant="ghost" icon="trash" onClick={remove}>
@@ -134,90 +135,87 @@ export function RowForm({
         )
       }
     >
-      <form id="row-form" class="form" onSubmit={submit}>
-        {!known && <ErrorNote error={error} />}
-        {table.columns.map((c) => {
-          const id = `col-${c.name}`;
-          const err = fieldErr(c.name);
-          const pk = table.primary_key.includes(c.name);
-          // A row's key identifies it: shown, never edited here (the update names the row by it).
-          const fixed = pk && !!row;
-          const list = c.references ? `refs-${c.name}` : undefined;
-          return (
-            <div class={`field ${err ? 'has-error' : ''}`} key={c.name}>
-              <label for={id}>
-                {c.name}{' '}
-                <span class="col-type">
-                  {c.type}
-                  {pk && ' · key'}
-                  {!row && c.has_default && ' · default if empty'}
-                </span>
-              </label>
-              <div class="row" style={{ flexWrap: 'nowrap', alignItems: 'center' }}>
-                {isBool(c.type) ? (
-                  <select
-                    id={id}
-                    value={text[c.name] || 'false'}
-                    disabled={nulls[c.name]}
-                    onChange={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
-                  >
-                    <option value="true">true</option>
-                    <option value="false">false</option>
-                  </select>
-                ) : isJson(c.type) || (text[c.name] ?? '').length > 80 ? (
-                  <textarea
-                    id={id}
-                    rows={4}
-                    value={text[c.name]}
-                    disabled={nulls[c.name]}
-                    onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
-                    spellcheck={false}
-                  />
-                ) : (
+      {table.columns.map((c) => {
+        const id = `col-${c.name}`;
+        const err = fieldErr(c.name);
+        const pk = table.primary_key.includes(c.name);
+        // A row's key identifies it: shown, never edited here (the update names the row by it).
+        const fixed = pk && !!row;
+        const list = c.references ? `refs-${c.name}` : undefined;
+        return (
+          <div class={`field ${err ? 'has-error' : ''}`} key={c.name}>
+            <label for={id}>
+              {c.name}{' '}
+              <span class="col-type">
+                {c.type}
+                {pk && ' · key'}
+                {!row && c.has_default && ' · default if empty'}
+              </span>
+            </label>
+            <div class="row" style={{ flexWrap: 'nowrap', alignItems: 'center' }}>
+              {isBool(c.type) ? (
+                <select
+                  id={id}
+                  value={text[c.name] || 'false'}
+                  disabled={nulls[c.name]}
+                  onChange={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                >
+                  <option value="true">true</option>
+                  <option value="false">false</option>
+                </select>
+              ) : isJson(c.type) || (text[c.name] ?? '').length > 80 ? (
+                <textarea
+                  id={id}
+                  rows={4}
+                  value={text[c.name]}
+                  disabled={nulls[c.name]}
+                  onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                  spellcheck={false}
+                />
+              ) : (
+                <input
+                  id={id}
+                  value={text[c.name]}
+                  disabled={nulls[c.name]}
+                  readOnly={fixed}
+                  list={list}
+                  aria-describedby={fixed || c.references ? `${id}-hint` : undefined}
+                  onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
+                />
+              )}
+              {c.references && <ReferencedValues id={list!} refTo={c.references} />}
+              {c.nullable && (
+                <label class="check">
                   <input
-                    id={id}
-                    value={text[c.name]}
-                    disabled={nulls[c.name]}
-                    readOnly={fixed}
-                    list={list}
-                    aria-describedby={fixed || c.references ? `${id}-hint` : undefined}
-                    onInput={(e) => setText({ ...text, [c.name]: e.currentTarget.value })}
-                  />
-                )}
-                {c.references && <ReferencedValues id={list!} refTo={c.references} />}
-                {c.nullable && (
-                  <label class="check">
-                    <input
-                      type="checkbox"
-                      checked={nulls[c.name]}
-                      onChange={(e) => setNulls({ ...nulls, [c.name]: e.currentTarget.checked })}
-                      aria-label={`${c.name} is null`}
-                    />{' '}
-                    null
-                  </label>
-                )}
-              </div>
-              {err ? (
-                <p class="field-error" role="alert">
-                  {err}
-                </p>
-              ) : fixed ? (
-                <p class="field-hint" id={`${id}-hint`}>
-                  The primary key names this row; it is not changed here.
-                </p>
-              ) : c.references ? (
-                <p class="field-hint" id={`${id}-hint`}>
-                  References{' '}
-                  <a href={`#/data/${encodeURIComponent(c.references.table)}`}>
-                    {c.references.table}.{c.references.column}
-                  </a>
-                  : pick one of its values or type one.
-                </p>
-              ) : null}
+                    type="checkbox"
+                    checked={nulls[c.name]}
+                    onChange={(e) => setNulls({ ...nulls, [c.name]: e.currentTarget.checked })}
+                    aria-label={`${c.name} is null`}
+                  />{' '}
+                  null
+                </label>
+              )}
             </div>
-          );
-        })}
-      </form>
+            {err ? (
+              <p class="field-error" role="alert">
+                {err}
+              </p>
+            ) : fixed ? (
+              <p class="field-hint" id={`${id}-hint`}>
+                The primary key names this row; it is not changed here.
+              </p>
+            ) : c.references ? (
+              <p class="field-hint" id={`${id}-hint`}>
+                References{' '}
+                <a href={`#/data/${encodeURIComponent(c.references.table)}`}>
+                  {c.references.table}.{c.references.column}
+                </a>
+                : pick one of its values or type one.
+              </p>
+            ) : null}
+          </div>
+        );
+      })}
     </FormModal>
   );
 }

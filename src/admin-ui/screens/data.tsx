@@ -416,20 +416,20 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
       onClose={onClose}
       busy={busy}
       action="Import"
-      formId="import-csv"
-    >
-      <form id="import-csv" class="form" onSubmit={submit}>
+      onSubmit={submit}
+      lead={
         <p class="muted">
           The first row names the columns ({table.columns.map((c) => c.name).join(', ')}). All rows are inserted, or
           none: a bad row is named by its line.
         </p>
-        <ErrorNote error={error} />
-        <div class="field">
-          <label for="csv-file">CSV file</label>
-          <input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} />
-        </div>
-        <TextAreaField label="CSV text" rows={8} value={csv} onValue={setCsv} />
-      </form>
+      }
+      error={error}
+    >
+      <div class="field">
+        <label for="csv-file">CSV file</label>
+        <input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} />
+      </div>
+      <TextAreaField label="CSV text" rows={8} value={csv} onValue={setCsv} />
     </FormModal>
   );
 }

@@ -200,92 +200,96 @@ function CreateKey({
   });
   const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];
   return (
-    <FormModal title="New API key" formId="create-key" action="Create key" busy={busy} onClose={onClose} wide>
-      <form id="create-key" class="form" onSubmit={submit}>
-        <ErrorNote error={formError(error, fields)} />
-        <fieldset>
-          <legend>Type</legend>
-          <div class="checks">
-            <label class="check">
-              <input type="radio" name="type" checked={type === 'service'} onChange={() => setType('service')} />{' '}
-              Service key (sk_…): a back-end with permissions
-            </label>
-            <label class="check">
-              <input type="radio" name="type" checked={type === 'public'} onChange={() => setType('public')} /> Public
-              key (pk_…): a front-end, no permissions
-            </label>
-          </div>
-          {fieldError(error, 'type') && <p class="field-error">{fieldError(error, 'type')}</p>}
-        </fieldset>
-        {type === 'service' ? (
-          <>
-            <TextField
-              label="Service"
-              value={service}
-              onValue={setService}
-              error={fieldError(error, 'service')}
-              hint="A name for the back-end using this key, e.g. billing."
-              required
-              autoFocus
-            />
+    <FormModal
+      title="New API key"
+      action="Create key"
+      busy={busy}
+      onSubmit={submit}
+      error={formError(error, fields)}
+      onClose={onClose}
+      wide
+    >
+      <fieldset>
+        <legend>Type</legend>
+        <div class="checks">
+          <label class="check">
+            <input type="radio" name="type" checked={type === 'service'} onChange={() => setType('service')} /> Service
+            key (sk_…): a back-end with permissions
+          </label>
+          <label class="check">
+            <input type="radio" name="type" checked={type === 'public'} onChange={() => setType('public')} /> Public key
+            (pk_…): a front-end, no permissions
+          </label>
+        </div>
+        {fieldError(error, 'type') && <p class="field-error">{fieldError(error, 'type')}</p>}
+      </fieldset>
+      {type === 'service' ? (
+        <>
+          <TextField
+            label="Service"
+            value={service}
+            onValue={setService}
+            error={fieldError(error, 'service')}
+            hint="A name for the back-end using this key, e.g. billing."
+            required
+            autoFocus
+          />
+          <fieldset>
+            <legend>Permissions</legend>
+            <div class="checks">
+              {PERMISSIONS.map((p) => (
+                <label class="check" key={p}>
+                  <input type="checkbox" checked={perms.includes(p)} onChange={() => setPerms(toggle(perms, p))} /> {p}
+                </label>
+              ))}
+            </div>
+            {fieldError(error, 'permissions') && <p class="field-error">{fieldError(error, 'permissions')}</p>}
+          </fieldset>
+          {needsTables && (
             <fieldset>
-              <legend>Permissions</legend>
+              <legend>Tables this key may touch</legend>
+              {catalog.loading && <Loading label="Reading the catalog…" />}
+              <ErrorNote error={catalog.error} onRetry={catalog.reload} />
+              {catalog.data && !catalog.data.tables.length && (
+                <p class="muted">The data schema has no tables yet. Add a migration, then come back.</p>
+              )}
               <div class="checks">
-                {PERMISSIONS.map((p) => (
-                  <label class="check" key={p}>
-                    <input type="checkbox" checked={perms.includes(p)} onChange={() => setPerms(toggle(perms, p))} />{' '}
-                    {p}
+                {catalog.data?.tables.map((t) => (
+                  <label class="check" key={t.name}>
+                    <input
+                      type="checkbox"
+                      checked={tables.includes(t.name)}
+                      onChange={() => setTables(toggle(tables, t.name))}
+                    />{' '}
+                    {t.name}
                   </label>
                 ))}
               </div>
-              {fieldError(error, 'permissions') && <p class="field-error">{fieldError(error, 'permissions')}</p>}
+              {fieldError(error, 'tables') && <p class="field-error">{fieldError(error, 'tables')}</p>}
             </fieldset>
-            {needsTables && (
-              <fieldset>
-                <legend>Tables this key may touch</legend>
-                {catalog.loading && <Loading label="Reading the catalog…" />}
-                <ErrorNote error={catalog.error} onRetry={catalog.reload} />
-                {catalog.data && !catalog.data.tables.length && (
-                  <p class="muted">The data schema has no tables yet. Add a migration, then come back.</p>
-                )}
-                <div class="checks">
-                  {catalog.data?.tables.map((t) => (
-                    <label class="check" key={t.name}>
-                      <input
-                        type="checkbox"
-                        checked={tables.includes(t.name)}
-                        onChange={() => setTables(toggle(tables, t.name))}
-                      />{' '}
-                      {t.name}
-                    </label>
-                  ))}
-                </div>
-                {fieldError(error, 'tables') && <p class="field-error">{fieldError(error, 'tables')}</p>}
-              </fieldset>
-            )}
-          </>
-        ) : (
-          <label class="check">
-            <input type="checkbox" checked={site} onChange={(e) => setSite(e.currentTarget.checked)} /> Site key:
-            published in the runtime config when access mode is api_key_required
-          </label>
-        )}
-        <TextField
-          label="Name"
-          value={name}
-          onValue={setName}
-          error={fieldError(error, 'name')}
-          hint="Optional: what this key is for, shown in the list."
-        />
-        <TextField
-          label="Expires"
-          type="datetime-local"
-          value={expires}
-          onValue={setExpires}
-          error={fieldError(error, 'expires_at')}
-          hint="Leave empty for a key that does not expire."
-        />
-      </form>
+          )}
+        </>
+      ) : (
+        <label class="check">
+          <input type="checkbox" checked={site} onChange={(e) => setSite(e.currentTarget.checked)} /> Site key:
+          published in the runtime config when access mode is api_key_required
+        </label>
+      )}
+      <TextField
+        label="Name"
+        value={name}
+        onValue={setName}
+        error={fieldError(error, 'name')}
+        hint="Optional: what this key is for, shown in the list."
+      />
+      <TextField
+        label="Expires"
+        type="datetime-local"
+        value={expires}
+        onValue={setExpires}
+        error={fieldError(error, 'expires_at')}
+        hint="Leave empty for a key that does not expire."
+      />
     </FormModal>
   );
 }

@@ -6,7 +6,6 @@ import { useState } from 'preact/hooks';
 import { post } from '../api';
 import {
   differs,
-  ErrorNote,
   fieldError,
   FormModal,
   formError,
@@ -30,34 +29,32 @@ export function ChangePassword({ email, onClose }: { email: string; onClose: () 
   return (
     <FormModal
       title="Change your password"
-      formId="change-password"
       action="Change password"
       busy={busy}
       disabled={mismatch}
+      onSubmit={submit}
+      error={formError(error, ['current_password', 'new_password'])}
       onClose={onClose}
     >
-      <form id="change-password" class="form" onSubmit={submit}>
-        {/* For password managers: whose password this is. */}
-        <input type="text" autocomplete="username" value={email} readOnly hidden />
-        <ErrorNote error={formError(error, ['current_password', 'new_password'])} />
-        <PasswordField
-          label="Current password"
-          autocomplete="current-password"
-          value={current}
-          onValue={setCurrent}
-          error={fieldError(error, 'current_password')}
-          autoFocus
-        />
-        <NewPasswordFields
-          label="New password"
-          value={next}
-          onValue={setNext}
-          repeat={repeat}
-          onRepeat={setRepeat}
-          error={fieldError(error, 'new_password')}
-          hint="Your other sessions end when it changes; this one stays signed in."
-        />
-      </form>
+      {/* For password managers: whose password this is. */}
+      <input type="text" autocomplete="username" value={email} readOnly hidden />
+      <PasswordField
+        label="Current password"
+        autocomplete="current-password"
+        value={current}
+        onValue={setCurrent}
+        error={fieldError(error, 'current_password')}
+        autoFocus
+      />
+      <NewPasswordFields
+        label="New password"
+        value={next}
+        onValue={setNext}
+        repeat={repeat}
+        onRepeat={setRepeat}
+        error={fieldError(error, 'new_password')}
+        hint="Your other sessions end when it changes; this one stays signed in."
+      />
     </FormModal>
   );
 }

@@ -439,32 +439,33 @@ function SendTest({ name, variables, onClose }: { name: string; variables: Sampl
   return (
     <FormModal
       title={`Send a test of ${name}`}
-      formId="template-test"
       action="Send test"
       icon="mail"
       cancel="Close"
       busy={busy}
-      onClose={onClose}
-    >
-      <form id="template-test" class="form" onSubmit={submit} noValidate>
+      onSubmit={submit}
+      lead={
         <p class="muted">
           The saved template, rendered with the sample values beside the editor, goes out now as a mail job.
         </p>
-        <ErrorNote error={formError(error, ['to'])} />
-        <TextField
-          label="Recipient"
-          type="email"
-          value={to}
-          onValue={setTo}
-          error={fieldError(error, 'to')}
-          placeholder="you@example.com"
-        />
-        {answer && (
-          <div class="notice" role="status" data-testid="template-test-answer">
-            {answer}
-          </div>
-        )}
-      </form>
+      }
+      error={formError(error, ['to'])}
+      noValidate
+      onClose={onClose}
+    >
+      <TextField
+        label="Recipient"
+        type="email"
+        value={to}
+        onValue={setTo}
+        error={fieldError(error, 'to')}
+        placeholder="you@example.com"
+      />
+      {answer && (
+        <div class="notice" role="status" data-testid="template-test-answer">
+          {answer}
+        </div>
+      )}
     </FormModal>
   );
 }

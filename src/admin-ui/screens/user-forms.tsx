@@ -4,7 +4,7 @@
  */
 import { useState } from 'preact/hooks';
 import { patch, post, type AdminData } from '../api';
-import { ErrorNote, FormModal, PasswordField, TextField, fieldError, formError, useSubmit } from '../components/ui';
+import { FormModal, PasswordField, TextField, fieldError, formError, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate } from '../router';
 
@@ -19,30 +19,35 @@ export function NewUser({ onClose }: { onClose: () => void }) {
     navigate(`/users/${user.id}`);
   });
   return (
-    <FormModal title="New user" formId="new-user" action="Create user" busy={busy} onClose={onClose}>
-      <form id="new-user" class="form" onSubmit={submit} noValidate>
-        <ErrorNote error={formError(error, ['email', 'password'])} />
-        <TextField
-          label="Email"
-          type="email"
-          autocomplete="off"
-          value={email}
-          onValue={setEmail}
-          error={fieldError(error, 'email')}
-        />
-        <PasswordField
-          label="Password"
-          autocomplete="new-password"
-          value={password}
-          onValue={setPassword}
-          error={fieldError(error, 'password')}
-          hint="Tell the user through a channel of your own; no mail is sent."
-        />
-        <label class="check">
-          <input type="checkbox" checked={verified} onChange={(e) => setVerified(e.currentTarget.checked)} /> The e-mail
-          address is verified
-        </label>
-      </form>
+    <FormModal
+      title="New user"
+      action="Create user"
+      busy={busy}
+      onSubmit={submit}
+      error={formError(error, ['email', 'password'])}
+      noValidate
+      onClose={onClose}
+    >
+      <TextField
+        label="Email"
+        type="email"
+        autocomplete="off"
+        value={email}
+        onValue={setEmail}
+        error={fieldError(error, 'email')}
+      />
+      <PasswordField
+        label="Password"
+        autocomplete="new-password"
+        value={password}
+        onValue={setPassword}
+        error={fieldError(error, 'password')}
+        hint="Tell the user through a channel of your own; no mail is sent."
+      />
+      <label class="check">
+        <input type="checkbox" checked={verified} onChange={(e) => setVerified(e.currentTarget.checked)} /> The e-mail
+        address is verified
+      </label>
     </FormModal>
   );
 }
@@ -57,23 +62,22 @@ export function SetPassword({ user, onClose }: { user: { id: string; email: stri
   return (
     <FormModal
       title={`Set the password of ${user.email}`}
-      formId="user-password"
       action="Set password"
       busy={busy}
+      onSubmit={submit}
+      error={formError(error, ['password'])}
+      noValidate
       onClose={onClose}
     >
-      <form id="user-password" class="form" onSubmit={submit} noValidate>
-        <input type="text" autocomplete="username" value={user.email} readOnly hidden />
-        <ErrorNote error={formError(error, ['password'])} />
-        <PasswordField
-          label="New password"
-          autocomplete="new-password"
-          value={password}
-          onValue={setPassword}
-          error={fieldError(error, 'password')}
-          hint="Every session of this user ends; a lockout of the address is lifted."
-        />
-      </form>
+      <input type="text" autocomplete="username" value={user.email} readOnly hidden />
+      <PasswordField
+        label="New password"
+        autocomplete="new-password"
+        value={password}
+        onValue={setPassword}
+        error={fieldError(error, 'password')}
+        hint="Every session of this user ends; a lockout of the address is lifted."
+      />
     </FormModal>
   );
 }
@@ -96,23 +100,22 @@ export function EditEmail({
   return (
     <FormModal
       title={`Change the e-mail of ${user.email}`}
-      formId="user-email"
       action="Save"
       busy={busy}
+      onSubmit={submit}
+      error={formError(error, ['email'])}
+      noValidate
       onClose={onClose}
     >
-      <form id="user-email" class="form" onSubmit={submit} noValidate>
-        <ErrorNote error={formError(error, ['email'])} />
-        <TextField
-          label="New e-mail"
-          type="email"
-          autocomplete="off"
-          value={email}
-          onValue={setEmail}
-          error={fieldError(error, 'email')}
-          hint="The new address is not verified until you mark it so or the user follows a verification mail."
-        />
-      </form>
+      <TextField
+        label="New e-mail"
+        type="email"
+        autocomplete="off"
+        value={email}
+        onValue={setEmail}
+        error={fieldError(error, 'email')}
+        hint="The new address is not verified until you mark it so or the user follows a verification mail."
+      />
     </FormModal>
   );
 }

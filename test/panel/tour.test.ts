@@ -510,15 +510,33 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   expect(csv.length).toBe(1 + 45);
   expect(csv.slice(1).every((l) => l.includes('paid'))).toBe(true);
   await shot(page, `${engine}-light-1280-data-filtered`);
-  //    CSV import: all or nothing, a bad row named by its line.
+  //    CSV import: a file picked shows in the text; all or nothing, a bad row named by its line.
   await page.getByRole('button', { name: 'Import CSV' }).click();
+  const badCsv = 'customer,status,total\nImported One,paid,1.00\nImported Two,paid,not a number\n';
   await dialog()
-    .getByLabel('CSV text')
-    .fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,not a number\n');
+    .getByLabel('CSV file')
+    .setInputFiles({ name: 'orders.csv', mimeType: 'text/csv', buffer: Buffer.from(badCsv) });
+  await eventually(async () => (await dialog().getByLabel('CSV text').inputValue()) === badCsv, {
+    what: 'the picked file in the CSV text',
+  });
   await dialog().getByRole('button', { name: 'Import' }).click();
+  //    The bad line is named under the CSV text, which the message describes.
+  const csvText = dialog().getByLabel('CSV text');
   await dialog()
-    .locator('.error-note', { hasText: /line 3/i })
+    .locator('.field-error', { hasText: /^Line 3, column 'total'/ })
     .waitFor();
+  const describedBy = (await csvText.getAttribute('aria-describedby'))!;
+  expect(await dialog().locator(`[id="${describedBy}"]`).textContent()).toMatch(/^Line 3/);
+  expect(await dialog().locator('.error-note').count()).toBe(0);
+  for (const [width, height] of SIZES) {
+    await page.setViewportSize({ width, height });
+    for (const scheme of ['light', 'dark'] as const) {
+      await switchScheme(page, scheme);
+      await shot(page, `${engine}-${scheme}-${width}-data-import`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await page.emulateMedia({ colorScheme: 'light' });
   await dialog().getByLabel('CSV text').fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,2.00\n');
   await dialog().getByRole('button', { name: 'Import' }).click();
   await toast('2 rows imported into orders');

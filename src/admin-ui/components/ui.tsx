@@ -129,15 +129,17 @@ export function TextAreaField({
   onValue,
   rows,
   error,
+  hint,
 }: {
   label: string;
   value: string;
   onValue: (value: string) => void;
   rows: number;
   error?: string;
+  hint?: ComponentChildren;
 }) {
   return (
-    <Field label={label} error={error}>
+    <Field label={label} error={error} hint={hint}>
       {(id, d) => (
         <textarea
           id={id}

@@ -10,11 +10,14 @@ import {
   Button,
   Empty,
   ErrorNote,
+  Field,
   FormModal,
   Loading,
   PageHeader,
   TextAreaField,
   confirm,
+  fieldError,
+  formError,
   useAsync,
   useSubmit,
 } from '../components/ui';
@@ -419,17 +422,21 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
       onSubmit={submit}
       lead={
         <p class="muted">
-          The first row names the columns ({table.columns.map((c) => c.name).join(', ')}). All rows are inserted, or
-          none: a bad row is named by its line.
+          The first row names the columns, any of: {table.columns.map((c) => c.name).join(', ')}. All rows are inserted,
+          or none: a bad row is named by its line.
         </p>
       }
-      error={error}
+      error={formError(error, ['csv'])}
     >
-      <div class="field">
-        <label for="csv-file">CSV file</label>
-        <input id="csv-file" type="file" accept=".csv,text/csv" onChange={pick} />
-      </div>
-      <TextAreaField label="CSV text" rows={8} value={csv} onValue={setCsv} />
+      <Field label="CSV file">{(id) => <input id={id} type="file" accept=".csv,text/csv" onChange={pick} />}</Field>
+      <TextAreaField
+        label="CSV text"
+        rows={8}
+        value={csv}
+        onValue={setCsv}
+        error={fieldError(error, 'csv')}
+        hint="The picked file's text, to check or edit before the import; or paste CSV here."
+      />
     </FormModal>
   );
 }

@@ -291,15 +291,8 @@ for (const engine of ENGINES) {
     const baseDir = mkdtempSync(join(tmpdir(), 'basalt-bench-base-'));
     if (engine === 'embedded') cpSync(join(db.dataDir, 'pg'), join(baseDir, 'pg'), { recursive: true });
 
-    const port = await freePort();
-    // Both servers on the same core (PIN.server); wrk on the other.
-    const basalt = Bun.spawn([...PIN.server, exe, 'serve'], {
-      env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
-      cwd: db.dataDir,
-      stdout: 'ignore',
-      stderr: 'inherit',
-    });
-    procs.push(basalt);
+    // Both servers on the same core (PIN.server); wrk on the other. The baseline first, and Basalt
+    // once it answers: the two starts on one core would stretch Basalt's start-up into the idle reading.
     const basePort = await freePort();
     const base = Bun.spawn([...PIN.server, process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
       env: {
@@ -314,10 +307,18 @@ for (const engine of ENGINES) {
       stderr: 'inherit',
     });
     procs.push(base);
-    const basaltUrl = `http://127.0.0.1:${port}`;
     const baseUrl = `http://127.0.0.1:${basePort}`;
-    await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
     await waitFor(baseUrl + '/', base, 'the baseline');
+    const port = await freePort();
+    const basalt = Bun.spawn([...PIN.server, exe, 'serve'], {
+      env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
+      cwd: db.dataDir,
+      stdout: 'ignore',
+      stderr: 'inherit',
+    });
+    procs.push(basalt);
+    const basaltUrl = `http://127.0.0.1:${port}`;
+    await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
     const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
     const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
     // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open

@@ -306,21 +306,25 @@ export async function openEmbedded(
     ...base,
     ...members,
     atOnce,
-    // PGlite serializes LISTEN/UNLISTEN on a lock of their own, apart from statements.
+    // LISTEN is a statement on the one session: it takes the gate's place like any other, so a
+    // first subscription while a transaction holds the session (the first API key checked by a
+    // process, say) waits within database.busy_timeout_ms instead of without bound.
     listen: (channel, cb) =>
-      run(async () => {
-        // As PGlite names channels: a quoted name as written, any other in lower case.
-        const name = /^".*"$/.test(channel) ? channel.slice(1, -1) : channel.toLowerCase();
-        const unlisten = await pg.listen(channel, cb);
-        let set = listeners.get(name);
-        if (!set) listeners.set(name, (set = new Set()));
-        set.add(cb);
-        return async () => {
-          set.delete(cb);
-          if (set.size === 0) listeners.delete(name);
-          await unlisten();
-        };
-      }),
+      gate.run({}, () =>
+        run(async () => {
+          // As PGlite names channels: a quoted name as written, any other in lower case.
+          const name = /^".*"$/.test(channel) ? channel.slice(1, -1) : channel.toLowerCase();
+          const unlisten = await pg.listen(channel, cb);
+          let set = listeners.get(name);
+          if (!set) listeners.set(name, (set = new Set()));
+          set.add(cb);
+          return async () => {
+            set.delete(cb);
+            if (set.size === 0) listeners.delete(name);
+            await unlisten();
+          };
+        }),
+      ),
     notify: (channel, payload) => base.query('SELECT pg_notify($1, $2)', [channel, payload]).then(() => {}),
     close: async () => {
       if (flusher) clearInterval(flusher);

@@ -6,7 +6,7 @@ import { ENGINES, ADMIN_URL, freshDb, type FreshDb } from '../helpers/engines';
 import { openDb } from '../../src/db/open';
 import { migratePlatform, migrateDir, MigrationError } from '../../src/db/migrate';
 import { platformMigrations } from '../../src/db/platform-migrations';
-import { PgError, type Db } from '../../src/db/engine';
+import { DatabaseBusyError, PgError, type Db } from '../../src/db/engine';
 import { openPlatform } from '../../src/platform';
 import { DataDirLockedError } from '../../src/db/datadir-lock';
 import { eventually } from '../helpers/wait';
@@ -291,6 +291,35 @@ describe.skipIf(!ADMIN_URL)('external engine', () => {
       expect(rows[0]!.n).toBe(1);
       await Promise.all(ps.map((p) => p.shutdown()));
     } finally {
+      await f.drop();
+    }
+  });
+});
+
+describe('embedded engine: a first LISTEN while a transaction holds the session', () => {
+  test('waits within the busy timeout (database busy), not without bound; subscribes once the session is free', async () => {
+    const f = await freshDb('embedded');
+    const db = await openDb({ url: '', dataDir: f.dataDir, busyTimeoutMs: () => 300 });
+    try {
+      let release!: () => void;
+      const hold = new Promise<void>((r) => (release = r));
+      const held = db.transaction(() => hold);
+      await Bun.sleep(50);
+      const t0 = performance.now();
+      const err = await db
+        .listen('basalt_test_busy', () => {})
+        .then(
+          () => undefined,
+          (e) => e,
+        );
+      expect(err).toBeInstanceOf(DatabaseBusyError);
+      expect(performance.now() - t0).toBeLessThan(2000);
+      release();
+      await held;
+      const unlisten = await db.listen('basalt_test_busy', () => {});
+      await unlisten();
+    } finally {
+      await db.close();
       await f.drop();
     }
   });

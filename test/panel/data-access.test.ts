@@ -41,6 +41,18 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       await ctx.addCookies([{ name: 'basalt_admin', value: a.token, url: s.url }]);
       const page = await ctx.newPage();
       page.setDefaultTimeout(20_000);
+      /** `{name}-{width}-{scheme}.png` at both widths and in both themes; back to light at 1280 after. */
+      const shots = async (name: string) => {
+        for (const width of [1280, 390]) {
+          await page.setViewportSize({ width, height: 900 });
+          for (const scheme of ['light', 'dark'] as const) {
+            await switchScheme(page, scheme);
+            await shot(page, `${name}-${width}-${scheme}`);
+          }
+        }
+        await page.setViewportSize({ width: 1280, height: 900 });
+        await page.emulateMedia({ colorScheme: 'light' });
+      };
       await page.goto(`${s.url}/_/#/data/notes`);
       await page.getByRole('link', { name: 'Access' }).click();
       const view = page.getByRole('region', { name: 'Access to notes' });
@@ -65,11 +77,18 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       await dialog.getByLabel('Name').fill('team_read');
       await dialog.getByLabel('For').selectOption('SELECT');
       await dialog.getByLabel(/^Using/).fill('no_such_column');
+      //    Filled in: a SELECT policy asks for no With check; the signed-in role is ticked.
+      expect(await dialog.getByLabel(/^With check/).count()).toBe(0);
+      expect(await dialog.getByRole('checkbox', { name: 'basalt_user (signed-in users)' }).isChecked()).toBe(true);
+      await shots('data-access-policy');
       await dialog.getByRole('button', { name: 'Create' }).click();
-      await dialog
-        .getByText(/no_such_column/)
-        .first()
-        .waitFor();
+      //    PostgreSQL's word on the expression stands under it, named as its error.
+      const problem = dialog.locator('.field-error', { hasText: /no_such_column/ });
+      await problem.waitFor();
+      const problemId = (await problem.getAttribute('id'))!;
+      expect(await dialog.getByLabel(/^Using/).getAttribute('aria-describedby')).toContain(problemId);
+      expect(await dialog.locator('.error-note').count()).toBe(0);
+      await shots('data-access-policy-error');
       await dialog.getByLabel(/^Using/).fill("shared AND body <> ''");
       await dialog.getByRole('button', { name: 'Create' }).click();
       await page.locator('.toast').filter({ hasText: 'Policy team_read created.' }).first().waitFor();
@@ -80,14 +99,7 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       await view.getByRole('button', { name: 'Run select' }).click();
       await view.getByTestId('try-as-result').getByText('As anon: 1 row').waitFor();
 
-      for (const width of [1280, 390]) {
-        await page.setViewportSize({ width, height: 900 });
-        for (const scheme of ['light', 'dark'] as const) {
-          await switchScheme(page, scheme);
-          await shot(page, `data-access-${width}-${scheme}`);
-        }
-      }
-      await page.setViewportSize({ width: 1280, height: 900 });
+      await shots('data-access');
 
       await view.getByRole('button', { name: 'Drop team_read' }).click();
       await page.getByRole('dialog').getByRole('button', { name: 'Drop' }).click();

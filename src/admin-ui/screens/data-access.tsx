@@ -28,6 +28,8 @@ import type { TableInfo } from './data-row';
 
 type Role = 'basalt_user' | 'basalt_anon';
 const ROLES: Role[] = ['basalt_user', 'basalt_anon'];
+/** Who acts as each role, beside its name in the policy form. */
+const ROLE_WHO: Record<Role, string> = { basalt_user: 'signed-in users', basalt_anon: 'requests without a user' };
 const COLUMN_PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE'] as const;
 const COMMANDS = ['ALL', 'SELECT', 'INSERT', 'UPDATE', 'DELETE'] as const;
 
@@ -337,6 +339,9 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
     );
   });
   const problem = fieldError(error, 'changes[0]') ?? fieldError(error, 'changes');
+  // PostgreSQL's word names no expression: it stands under the one written, With check when both are.
+  const hasCheck = command !== 'SELECT' && command !== 'DELETE';
+  const problemAt = command === 'INSERT' || (hasCheck && check.trim()) ? 'check' : 'using';
   return (
     <FormModal
       wide
@@ -349,18 +354,20 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
     >
       <TextField label="Name" value={name} onValue={setName} required maxLength={63} autoFocus />
       <Select label="For" value={command} options={COMMANDS} onValue={setCommand} />
-      <fieldset class="field">
+      <fieldset>
         <legend>Roles</legend>
-        {ROLES.map((r) => (
-          <label key={r} class="check">
-            <input
-              type="checkbox"
-              checked={roles.includes(r)}
-              onChange={() => setRoles(roles.includes(r) ? roles.filter((x) => x !== r) : [...roles, r])}
-            />{' '}
-            {r}
-          </label>
-        ))}
+        <div class="checks">
+          {ROLES.map((r) => (
+            <label key={r} class="check">
+              <input
+                type="checkbox"
+                checked={roles.includes(r)}
+                onChange={() => setRoles(roles.includes(r) ? roles.filter((x) => x !== r) : [...roles, r])}
+              />{' '}
+              {r} <span class="muted">({ROLE_WHO[r]})</span>
+            </label>
+          ))}
+        </div>
       </fieldset>
       {command !== 'INSERT' && (
         <TextField
@@ -368,23 +375,27 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
           value={using}
           onValue={setUsing}
           spellcheck={false}
-          hint="A SQL expression on the row, e.g. owner_id = basalt.uid()"
+          error={problemAt === 'using' ? problem : undefined}
+          hint={
+            <>
+              A SQL expression on the row, e.g. <code>owner_id = basalt.uid()</code>
+            </>
+          }
         />
       )}
-      {command !== 'SELECT' && command !== 'DELETE' && (
+      {hasCheck && (
         <TextField
           label="With check (rows it may write)"
           value={check}
           onValue={setCheck}
           spellcheck={false}
-          error={problem}
+          error={problemAt === 'check' ? problem : undefined}
           hint="Empty: the Using expression applies"
         />
       )}
-      {(command === 'SELECT' || command === 'DELETE') && problem && <p class="field-error">{problem}</p>}
       <label class="check">
-        <input type="checkbox" checked={restrictive} onChange={() => setRestrictive(!restrictive)} /> Restrictive
-        (AND-ed with the others instead of OR-ed)
+        <input type="checkbox" checked={restrictive} onChange={() => setRestrictive(!restrictive)} /> Restrictive: a row
+        must pass this policy too (AND), instead of any one policy letting it through (OR)
       </label>
     </FormModal>
   );

@@ -117,6 +117,18 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   };
   const toast = (text: string | RegExp) => page.locator('.toast').filter({ hasText: text }).first().waitFor();
   const dialog = () => page.getByRole('dialog');
+  /** `{engine}-{scheme}-{width}-{name}.png` at both widths and in both themes; back to light at 1280 after. */
+  const shots = async (name: string) => {
+    for (const [width, height] of SIZES) {
+      await page.setViewportSize({ width, height });
+      for (const scheme of ['light', 'dark'] as const) {
+        await switchScheme(page, scheme);
+        await shot(page, `${engine}-${scheme}-${width}-${name}`);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await page.emulateMedia({ colorScheme: 'light' });
+  };
   /** Until `target` is on the page, `retry` (reload, apply again) every 250 ms: the worker sends in its own time. */
   const untilShown = (target: Locator, what: string, retry: () => Promise<unknown>) =>
     eventually(
@@ -170,9 +182,30 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   // The tables arrive from the catalog and the dialog grows (and re-centres): wait for them first.
   await dialog().getByRole('checkbox', { name: 'orders' }).check();
   await dialog().getByRole('checkbox', { name: 'mail:send' }).check();
+  await dialog().getByLabel('Name', { exact: true }).fill('Checkout back-end');
+  //    The dialog filled in: what is ticked is what the key will carry.
+  const ticked = dialog().locator('input[type=checkbox]:checked');
+  expect(await ticked.evaluateAll((els) => els.map((el) => el.closest('label')!.textContent!.trim()))).toEqual([
+    'mail:send',
+    'db:query',
+    'orders',
+  ]);
+  await shots('new-key');
   await dialog().getByRole('button', { name: 'Create key' }).click();
   const secret = (await page.getByTestId('secret').textContent())!.trim();
   expect(secret).toMatch(/^sk_/);
+  //    The secret is shown whole, once, with the key it belongs to.
+  await dialog()
+    .getByText(/only time the secret of sk_\S+ is shown/)
+    .waitFor();
+  //    On one line at desktop width (its lines: the text's boxes).
+  const lines = (el: Element) => {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+  };
+  expect(await page.getByTestId('secret').evaluate(lines)).toBe(1);
+  await shots('new-key-secret');
   await page.getByRole('button', { name: 'Copy' }).click();
   await toast('Secret copied');
   expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);

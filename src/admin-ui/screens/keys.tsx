@@ -310,6 +310,8 @@ function SecretOnce({ created, onClose }: { created: { key: Key; secret: string 
   return (
     <Modal
       title="Copy the secret now"
+      // Wide enough for the secret on one line at desktop width.
+      wide
       onClose={onClose}
       footer={
         <Button variant="primary" onClick={onClose}>

@@ -67,13 +67,15 @@ describe.each(ENGINES)('admin sign-in on %s', (engine) => {
       await login(s, e, 'wrong password 123');
       return performance.now() - t0;
     };
+    // The administrators are made first: on the executable that is a command-line process,
+    // whose work would otherwise overlap the timed sign-in that follows it.
+    const knownAdmins = [adminEmail('known'), adminEmail('known'), adminEmail('known')];
+    for (const e of knownAdmins) await createAdmin(s, e);
     await time(adminEmail('warm'));
     const unknown: number[] = [];
     const known: number[] = [];
-    for (let i = 0; i < 2; i++) {
+    for (const e of knownAdmins) {
       unknown.push(await time(adminEmail('nobody')));
-      const e = adminEmail('known');
-      await createAdmin(s, e);
       known.push(await time(e));
     }
     const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -3,7 +3,7 @@ import { AppError, Errors } from './errors';
 import { errorResponse, pathOf, success } from './envelope';
 import type { AreaFacts } from './areas';
 import { requestInfo } from './request-info';
-import { DatabaseBusyError, DatabaseUnavailableError, DiskFullError } from '../db/engine';
+import { DatabaseBusyError, DatabaseUnavailableError, DiskFullError, WaitAbandonedError } from '../db/engine';
 import type { Logger } from '../log';
 
 /** A field problem in words a client developer can act on. */
@@ -69,11 +69,18 @@ export function toAppError(err: unknown, area: AreaFacts): AppError {
  * The log line of a 5xx answer. A failure (an unexpected throw, or an AppError carrying
  * the cause behind it, like database_unavailable) is an `error` with that cause and its
  * stack. An answer the code chose on purpose for a known state, with no cause behind it
- * (503 `mail_not_configured` until the operator sets up mail), is a `warn` naming the
- * code and message: nothing broke, so no stack (docs/operations.md "Logs").
+ * (503 `mail_not_configured` until the operator sets up mail, 503 `database_busy` when no
+ * connection came free in time), is a `warn` naming the code and message: nothing broke,
+ * so no stack. Work whose client went away while it waited for the database never ran and
+ * its answer reaches nobody: an `info` line (docs/operations.md "Logs").
  */
 export function logServerError(log: Logger, appErr: AppError, thrown: unknown, fields: Record<string, unknown>): void {
-  const cause = appErr.extra.cause ?? (thrown instanceof AppError ? undefined : thrown);
+  if (thrown instanceof WaitAbandonedError) {
+    log.info('client went away while waiting for the database', fields);
+    return;
+  }
+  const known = thrown instanceof AppError || thrown instanceof DatabaseBusyError;
+  const cause = appErr.extra.cause ?? (known ? undefined : thrown);
   if (cause === undefined)
     log.warn('request answered with an error', {
       ...fields,

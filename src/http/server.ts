@@ -4,7 +4,7 @@ import { errorResponse, hostProblem, pathOf } from './envelope';
 import { secure, stamped } from './security-headers';
 import type { AreaFacts, Areas } from './areas';
 import { cameOverHttps, clientIp, setRequestInfo, type RequestInfo } from './request-info';
-import { toAppError } from './foundation';
+import { logServerError, toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
@@ -69,7 +69,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
       }
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
-      if (appErr.status >= 500) log.error('request failed', { request_id: id, path, cause: err });
+      if (appErr.status >= 500) logServerError(log, appErr, err, { request_id: id, path });
       res = errorResponse(appErr, info);
     }
 

@@ -4,7 +4,10 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import type { RouteModule } from '../../src/app';
-import { reply } from '../../src/http/foundation';
+import { logServerError, reply, toAppError } from '../../src/http/foundation';
+import { NO_AREA } from '../../src/http/areas';
+import { DatabaseBusyError, DatabaseUnavailableError, WaitAbandonedError } from '../../src/db/engine';
+import type { Logger } from '../../src/log';
 import { createKey } from '../helpers/keys';
 import pkg from '../../package.json';
 import { expectA, expectAError, expectB, expectBError, replyOf } from '../helpers/envelopes';
@@ -455,5 +458,43 @@ describe('listeners', () => {
     } finally {
       await one.stop();
     }
+  });
+});
+
+describe('the log line of a 5xx', () => {
+  /** A logger that keeps each line with its level. */
+  const capture = () => {
+    const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
+    const at =
+      (level: string) =>
+      (msg: string, fields: Record<string, unknown> = {}) =>
+        void lines.push({ level, msg, fields });
+    const log: Logger = {
+      debug: at('debug'),
+      info: at('info'),
+      warn: at('warn'),
+      error: at('error'),
+      child: () => log,
+      enabled: () => true,
+    };
+    return { log, lines };
+  };
+  const logged = (thrown: unknown) => {
+    const { log, lines } = capture();
+    logServerError(log, toAppError(thrown, NO_AREA), thrown, { request_id: 'r1', path: '/p' });
+    return lines.map((l) => [l.level, l.msg, 'cause' in l.fields, l.fields.code]);
+  };
+
+  test('a failure is an error with its cause; a busy database a warning; a client gone while waiting an info line', () => {
+    expect(logged(new TypeError('boom'))).toEqual([['error', 'request failed', true, 'internal_error']]);
+    expect(logged(new DatabaseUnavailableError('no route to host'))).toEqual([
+      ['error', 'request failed', true, 'database_unavailable'],
+    ]);
+    expect(logged(new DatabaseBusyError(2))).toEqual([
+      ['warn', 'request answered with an error', false, 'database_busy'],
+    ]);
+    expect(logged(new WaitAbandonedError())).toEqual([
+      ['info', 'client went away while waiting for the database', false, undefined],
+    ]);
   });
 });

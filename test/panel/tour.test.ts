@@ -238,8 +238,14 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.locator('.setting').filter({ hasText: 'db.max_limit' }).locator('.field-error').waitFor();
   await page.locator('.setting').filter({ hasText: 'db.max_limit' }).getByRole('button', { name: 'Undo' }).click();
   await page.getByLabel('Value of app.name').fill('Tour Shop');
+  // A saved setting reloads the list: that GET is awaited, or it may leave after the cookies
+  // are cleared below and answer 401 (as it once did in CI).
+  const reloaded = page.waitForResponse(
+    (r) => r.request().method() === 'GET' && new URL(r.url()).pathname === '/api/admin/settings',
+  );
   await page.getByRole('button', { name: 'Save app.name' }).click();
   await toast('app.name saved');
+  await reloaded;
   const rc = await (await fetch(url + '/api/v1/public/runtime-config')).json();
   expect(rc.data.app_name).toBe('Tour Shop');
   //    A session lost mid-edit: sign in again over the screen, what was typed is still there.

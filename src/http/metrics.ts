@@ -25,17 +25,9 @@ export class Metrics {
   private counters = new Map<string, Map<string, Map<number, { n: number }>>>();
   private histogram = new Map<string, Histogram>();
   private readonly started = Date.now();
-  /** The combination seen last and its counter and histogram: under load most requests repeat it. */
-  private last?: { area: string; method: string; status: number; counter: { n: number }; h: Histogram };
 
   /** One answered request; `area` is the name of its area in the route list (src/app.ts), `other` outside every area. */
   observe(area: string, method: string, status: number, ms: number): void {
-    const last = this.last;
-    if (last && last.status === status && last.area === area && last.method === method) {
-      last.counter.n++;
-      count(last.h, ms);
-      return;
-    }
     const m = method.length <= 7 ? method : 'OTHER';
     let byMethod = this.counters.get(area);
     if (!byMethod) this.counters.set(area, (byMethod = new Map()));
@@ -51,7 +43,6 @@ export class Metrics {
     let h = this.histogram.get(area);
     if (!h) this.histogram.set(area, (h = { buckets: BUCKETS.map(() => 0), sum: 0, count: 0 }));
     count(h, ms);
-    this.last = { area, method, status, counter, h };
   }
 
   /** `extra`: gauges beside the process's; `more`: an area's own gauges and counters (realtime). */

@@ -200,6 +200,27 @@ async function run(job: Job, env: Record<string, string>): Promise<Result> {
   };
 }
 
+/**
+ * Each failed test of a file's output with the lines bun printed before it (its error and
+ * stack), so the summary at the end of a long log says what failed, not only where.
+ */
+export function failures(output: string, before = 25, most = 150): string {
+  const lines = output.split('\n');
+  const shown = new Set<number>();
+  lines.forEach((l, i) => {
+    if (!l.startsWith('(fail)')) return;
+    for (let j = Math.max(0, i - before); j <= i; j++) shown.add(j);
+  });
+  const picked = [...shown].sort((a, b) => a - b);
+  const out: string[] = [];
+  picked.forEach((i, k) => {
+    if (k > 0 && picked[k - 1] !== i - 1) out.push('  ...');
+    out.push(`  | ${lines[i]}`);
+  });
+  if (out.length > most) return [...out.slice(0, most), `  ... (${out.length - most} more lines above)`].join('\n');
+  return out.join('\n') || '  | (no failed test named: the process itself failed; its output is above)';
+}
+
 const count = (output: string, what: string) => Number(new RegExp(`^ *(\\d+) ${what}$`, 'm').exec(output)?.[1] ?? 0);
 
 if (import.meta.main) {
@@ -246,7 +267,7 @@ if (import.meta.main) {
   };
   // Not as bare "N pass" lines: .ci/run adds up those of every bun test process above.
   console.log(`\n== summary\n${line('source')}\n${line('executable')}`);
-  for (const r of failed) console.log(`failed: ${r.target}: ${r.file} (exit ${r.code})`);
+  for (const r of failed) console.log(`failed: ${r.target}: ${r.file} (exit ${r.code})\n${failures(r.output)}`);
   console.log(`${Math.round((performance.now() - started) / 1000)} s in all, ${JOBS} files at a time`);
   process.exit(failed.length ? 1 : 0);
 }

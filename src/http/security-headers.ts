@@ -37,14 +37,20 @@ export function secure(headers: Headers, area: AreaFacts): void {
   for (const [name, value] of securityHeaders(area)) if (!headers.has(name)) headers.set(name, value);
 }
 
-const stampedResponses = new WeakSet<Response>();
+/**
+ * The mark `jsonAnswer` leaves on its responses: a property under a symbol of this module,
+ * which nothing else can name. A WeakSet did the same with a weak entry per request, extra
+ * work for every collection (as the request facts' WeakMap was: src/http/request-info.ts).
+ */
+const STAMPED = Symbol('basalt.stamped');
+type Stampable = Response & { [STAMPED]?: true };
 
 /**
  * A response built by `jsonAnswer`, with its area's security headers and the request id:
  * the listener leaves its headers as they are.
  */
 export function stamped(res: Response): boolean {
-  return stampedResponses.has(res);
+  return (res as Stampable)[STAMPED] === true;
 }
 
 /** Per area: the security headers and a JSON content type, copied into each answer (one native copy). */
@@ -72,6 +78,6 @@ export function jsonAnswer(
   const h = res.headers;
   h.set('X-Request-Id', info.id);
   if (headers) for (const [name, value] of Object.entries(headers)) h.set(name, value);
-  stampedResponses.add(res);
+  (res as Stampable)[STAMPED] = true;
   return res;
 }

@@ -2,14 +2,14 @@
  * `basalt templates …` and `basalt mail test` as an operator runs them: the executable's
  * command line against the executable (scripts/test.ts, test/helpers/cli.ts).
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
+import { ENGINES, type FreshDb } from '../helpers/engines';
 import { runCli } from '../helpers/cli';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { FROM } from './helpers';
+import type { SmtpSink } from '../helpers/smtp-sink';
+import { FROM, sinkAndDb } from './helpers';
 
 describe.each(ENGINES)('mail CLI on %s', (engine) => {
   let db: FreshDb;
@@ -23,13 +23,9 @@ describe.each(ENGINES)('mail CLI on %s', (engine) => {
   const cli = (...args: string[]) =>
     runCli(args, { ...db.env, BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: FROM });
 
-  beforeAll(async () => {
-    db = await freshDb(engine);
-    sink = await startSmtpSink();
-  });
-  afterAll(async () => {
-    await sink.close();
-    await db.drop();
+  sinkAndDb(engine, (d, k) => {
+    db = d;
+    sink = k;
   });
 
   test('put creates then updates; list shows it beside the defaults', async () => {

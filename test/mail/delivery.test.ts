@@ -13,7 +13,7 @@ import { createKey } from '../helpers/keys';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { openBasalt } from '../../src/services';
-import { FROM, arrived, job, mailEnv, waitState } from './helpers';
+import { FROM, arrived, job, mailEnv, mailSuite, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
 import { expectBError } from '../helpers/envelopes';
 
@@ -22,20 +22,11 @@ describe.each(ENGINES)('mail delivery on %s', (engine) => {
   let sink: SmtpSink;
   let key: string;
   let a: AdminAuth;
-  const send = (body: unknown) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
-
-  beforeAll(async () => {
-    sink = await startSmtpSink();
-    s = await startServer(engine, {
-      env: mailEnv(sink, { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }),
-    });
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
-    a = await signInAdmin(s);
-  });
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-  });
+  const { send } = mailSuite(
+    engine,
+    { env: { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }, admin: true },
+    (m) => ({ s, sink, key, a } = m),
+  );
 
   test('the server refuses with 451 three times → retried with backoff → delivered exactly once', async () => {
     sink.refuse(3, 451);

@@ -4,31 +4,17 @@
  * is moved by rewriting the job's times in the database and the purge is run at once, in this
  * process. The rest of idempotency runs over HTTP against the executable: idempotency.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
-import { createKey } from '../helpers/keys';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { mailEnv, waitState } from './helpers';
+import type { TestServer } from '../helpers/server';
+import { mailSuite, waitState } from './helpers';
 import { expectBError } from '../helpers/envelopes';
 
 describe.each(ENGINES)('mail idempotency key expiry on %s', (engine) => {
   let s: TestServer;
-  let sink: SmtpSink;
   let key: string;
-  const send = (body: unknown, headers: Record<string, string> = {}) =>
-    s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
+  const { send } = mailSuite(engine, {}, (m) => ({ s, key } = m));
   const msg = (subject: string) => ({ to: ['ada@example.com'], subject, text: 'body' });
-
-  beforeAll(async () => {
-    sink = await startSmtpSink();
-    s = await startServer(engine, { env: mailEnv(sink) });
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
-  });
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-  });
 
   test('the job is the record: it holds its key for 24 h; then the key is free and the next request takes it over', async () => {
     const k = crypto.randomUUID();

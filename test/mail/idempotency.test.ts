@@ -4,13 +4,13 @@
  * executable (scripts/test.ts); settings, templates and jobs go through the admin API. The
  * key's 24-hour life needs the clock moved in the database: idempotency-expiry.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import type { TestServer } from '../helpers/server';
 import { createKey } from '../helpers/keys';
-import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { FROM, arrived, waitState } from './helpers';
+import { adminReq, type AdminAuth } from '../helpers/admin';
+import type { SmtpSink } from '../helpers/smtp-sink';
+import { arrived, mailSuite, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
 import { expectBError } from '../helpers/envelopes';
 
@@ -25,28 +25,13 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     expect([r.status, r.body.data.next_cursor]).toEqual([200, null]);
     return r.body.data.jobs.filter((j: { subject: string }) => j.subject === subject);
   };
-  const send = (body: unknown, headers: Record<string, string> = {}, k = key) =>
-    s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': k, ...headers } });
+  // Mail configured in the database, not the environment (which would win), so a test can unconfigure it.
+  const { send } = mailSuite(engine, { inDatabase: true, admin: true }, (m) => ({ s, sink, key, a } = m));
   const msg = (subject: string, extra: Record<string, unknown> = {}) => ({
     to: ['ada@example.com'],
     subject,
     text: 'body',
     ...extra,
-  });
-
-  beforeAll(async () => {
-    sink = await startSmtpSink();
-    s = await startServer(engine);
-    // Configured in the database, not the environment (which would win), so a test can unconfigure it.
-    await s.settings.set('mail.smtp_url', sink.url);
-    await s.settings.set('mail.from', FROM);
-    await s.settings.set('mail.retry_base_ms', 40);
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
-    a = await signInAdmin(s);
-  });
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
   });
 
   test('same key and payload → the original 202 and body, Idempotent-Replayed: true, sent once', async () => {

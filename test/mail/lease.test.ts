@@ -5,12 +5,12 @@
  * A send longer than the lease (heartbeat) runs over HTTP against the executable:
  * delivery.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import { describe, expect, test } from 'bun:test';
+import { ENGINES, type FreshDb } from '../helpers/engines';
+import type { SmtpSink } from '../helpers/smtp-sink';
 import { openBasalt, type Basalt } from '../../src/services';
 import { createMailService } from '../../src/modules/mail/service';
-import { FROM, arrived } from './helpers';
+import { FROM, arrived, sinkAndDb } from './helpers';
 import { eventually } from '../helpers/wait';
 
 describe.each(ENGINES)('mail shutdown on %s', (engine) => {
@@ -36,13 +36,9 @@ describe.each(ENGINES)('mail shutdown on %s', (engine) => {
       )
     ).rows[0];
 
-  beforeAll(async () => {
-    db = await freshDb(engine);
-    sink = await startSmtpSink();
-  });
-  afterAll(async () => {
-    await sink.close();
-    await db.drop();
+  sinkAndDb(engine, (d, k) => {
+    db = d;
+    sink = k;
   });
 
   test('accepted within the grace → sent; still unanswered → aborted and given back, delivered once after restart', async () => {

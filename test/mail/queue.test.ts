@@ -8,10 +8,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
-import { createKey } from '../helpers/keys';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
 import { retryDelay } from '../../src/modules/mail/worker';
-import { FROM, arrived, mailEnv, waitState } from './helpers';
+import { FROM, arrived, mailSuite, waitState } from './helpers';
 import { eventually } from '../helpers/wait';
 
 test('retry delays double from mail.retry_base_ms with jitter between half and all of it', () => {
@@ -30,19 +29,11 @@ describe.each(ENGINES)('mail queue on %s', (engine) => {
   let s: TestServer;
   let sink: SmtpSink;
   let key: string;
-  const send = (body: unknown) => s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key } });
-
-  beforeAll(async () => {
-    sink = await startSmtpSink();
-    s = await startServer(engine, {
-      env: mailEnv(sink, { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' }),
-    });
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
-  });
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-  });
+  const { send } = mailSuite(
+    engine,
+    { env: { BASALT_MAIL_CONCURRENCY: '2', BASALT_MAIL_MAX_ATTEMPTS: '4' } },
+    (m) => ({ s, sink, key } = m),
+  );
 
   test('a job left `sending` by a dead instance is reclaimed once its lease expired', async () => {
     const id = crypto.randomUUID();

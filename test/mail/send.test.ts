@@ -4,13 +4,13 @@
  * against the executable (scripts/test.ts); jobs and templates are read and written through
  * the admin API.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
-import { startServer, type TestServer } from '../helpers/server';
+import type { TestServer } from '../helpers/server';
 import { createKey, revokeKey } from '../helpers/keys';
-import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
-import { FROM, arrived, job, mailEnv, waitState } from './helpers';
+import { adminReq, type AdminAuth } from '../helpers/admin';
+import type { SmtpSink } from '../helpers/smtp-sink';
+import { FROM, arrived, job, mailSuite, waitState } from './helpers';
 import { isValidAddress } from '../../src/modules/mail/message';
 import { expectB, expectBError } from '../helpers/envelopes';
 
@@ -59,19 +59,11 @@ describe.each(ENGINES)('mail send on %s', (engine) => {
     expect([r.status, r.body.data.next_cursor]).toEqual([200, null]);
     return r.body.data.jobs;
   };
-  const send = (body: unknown, headers: Record<string, string> = {}) =>
-    s.req('POST', '/api/v1/mail/send', { body, headers: { 'x-api-key': key, ...headers } });
-
-  beforeAll(async () => {
-    sink = await startSmtpSink();
-    s = await startServer(engine, { env: mailEnv(sink, { BASALT_MAIL_MAX_RECIPIENTS: '3' }) });
-    key = await createKey(s, { type: 'service', service: 'shop', permissions: ['mail:send'] });
-    a = await signInAdmin(s);
-  });
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-  });
+  const { send } = mailSuite(
+    engine,
+    { env: { BASALT_MAIL_MAX_RECIPIENTS: '3' }, admin: true },
+    (m) => ({ s, sink, key, a } = m),
+  );
 
   test('inline message, async: 202, then delivered with subject, both bodies, every recipient and a stable Message-ID', async () => {
     const r = await send({

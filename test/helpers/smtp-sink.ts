@@ -1,8 +1,8 @@
 /**
  * A real SMTP server on 127.0.0.1 (smtp-server) that keeps every message it
  * receives, parsed by mailparser. Tests point `mail.smtp_url` at `sink.url` and
- * assert on what arrived. It can refuse the next N messages with any SMTP reply
- * code, hold messages unanswered (to catch a sender mid-send), or answer each one
+ * assert on what arrived. It can refuse the next N messages (or the next N to one
+ * recipient) with any SMTP reply code, hold messages unanswered (to catch a sender mid-send), or answer each one
  * only after a delay (a slow server).
  *
  * @example
@@ -36,8 +36,12 @@ export interface SmtpSink {
   /** smtp://127.0.0.1:<port> */
   url: string;
   messages: SinkMessage[];
-  /** Refuse the next `n` messages at end of DATA with `code` (4xx temporary, 5xx permanent). */
-  refuse(n: number, code?: number, message?: string): void;
+  /**
+   * Refuse the next `n` messages at end of DATA with `code` (4xx temporary, 5xx permanent);
+   * with `to`, only messages with that envelope recipient (others pass), so a mail still in
+   * flight from an earlier step cannot take a refusal meant for the next one.
+   */
+  refuse(n: number, code?: number, message?: string, opts?: { to?: string }): void;
   /** Messages refused so far. */
   readonly refused: number;
   /**
@@ -68,6 +72,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
   let refuseLeft = 0;
   let refuseCode = 451;
   let refuseText = 'Temporary failure, try again later';
+  let refuseTo: string | undefined;
   let refused = 0;
   let held = false;
   let delayMs = 0;
@@ -97,7 +102,10 @@ export async function startSmtpSink(): Promise<SmtpSink> {
       stream.on('error', () => {});
       stream.on('end', async () => {
         const answer = async () => {
-          if (refuseLeft > 0) {
+          if (
+            refuseLeft > 0 &&
+            (refuseTo === undefined || session.envelope.rcptTo.some((r) => r.address === refuseTo))
+          ) {
             refuseLeft--;
             refused++;
             const err = new Error(refuseText) as Error & { responseCode: number };
@@ -159,8 +167,9 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     port,
     url: `smtp://127.0.0.1:${port}`,
     messages,
-    refuse(n, code = 451, message) {
+    refuse(n, code = 451, message, opts = {}) {
       refuseLeft = n;
+      refuseTo = opts.to;
       refuseCode = code;
       refuseText = message ?? (code >= 500 ? 'Message rejected' : 'Temporary failure, try again later');
     },

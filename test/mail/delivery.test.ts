@@ -29,8 +29,8 @@ describe.each(ENGINES)('mail delivery on %s', (engine) => {
   );
 
   test('the server refuses with 451 three times → retried with backoff → delivered exactly once', async () => {
-    sink.refuse(3, 451);
-    const r = await send({ to: ['ada@example.com'], subject: 'flaky', text: 'x' });
+    sink.refuse(3, 451, undefined, { to: 'flaky@example.com' });
+    const r = await send({ to: ['flaky@example.com'], subject: 'flaky', text: 'x' });
     expect(r.status).toBe(202);
     const id = r.body.data.job_id;
     const failed = await waitState(s, key, id, 'failed');
@@ -44,8 +44,8 @@ describe.each(ENGINES)('mail delivery on %s', (engine) => {
   });
 
   test('refused more often than mail.max_attempts → dead after the last attempt, never delivered', async () => {
-    sink.refuse(4, 421);
-    const r = await send({ to: ['ada@example.com'], subject: 'hopeless', text: 'x' });
+    sink.refuse(4, 421, undefined, { to: 'hopeless@example.com' });
+    const r = await send({ to: ['hopeless@example.com'], subject: 'hopeless', text: 'x' });
     const dead = await waitState(s, key, r.body.data.job_id, 'dead');
     expect(dead).toMatchObject({ attempts: 4, max_attempts: 4, next_attempt_at: null });
     expect(dead.last_error).toContain('421');
@@ -57,7 +57,7 @@ describe.each(ENGINES)('mail delivery on %s', (engine) => {
   });
 
   test('a permanent refusal (5xx) is not retried', async () => {
-    sink.refuse(1, 550, 'No such user');
+    sink.refuse(1, 550, 'No such user', { to: 'nobody@example.com' });
     const r = await send({ to: ['nobody@example.com'], subject: 'bounce', text: 'x' });
     const dead = await waitState(s, key, r.body.data.job_id, 'dead');
     expect(dead.attempts).toBe(1);

@@ -208,10 +208,11 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
 
   test('a sync send the server refused frees the key: the retry with the same key is sent', async () => {
     const k = crypto.randomUUID();
-    sink.refuse(1, 554);
-    const a = await send(msg('retry-me', { sync: true }), { 'Idempotency-Key': k });
+    sink.refuse(1, 554, undefined, { to: 'retry-me@example.com' });
+    const retryMe = msg('retry-me', { sync: true, to: ['retry-me@example.com'] });
+    const a = await send(retryMe, { 'Idempotency-Key': k });
     expect(a.status).toBe(502);
-    const b = await send(msg('retry-me', { sync: true }), { 'Idempotency-Key': k });
+    const b = await send(retryMe, { 'Idempotency-Key': k });
     expect(b.status).toBe(200);
     expect(b.headers.get('idempotent-replayed')).toBeNull();
     expect(sink.messages.filter((m) => m.subject === 'retry-me')).toHaveLength(1);

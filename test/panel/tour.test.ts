@@ -354,7 +354,7 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   await page.locator('.kv dd', { hasText: idempotencyKey }).waitFor();
   const jobUrl = page.url();
   //    A refused send is dead at once (5xx); Retry puts it back in the queue and it goes out.
-  sink.refuse(1, 550, 'No such user here');
+  sink.refuse(1, 550, 'No such user here', { to: 'nobody@example.com' });
   const bounce = await fetch(url + '/api/v1/mail/send', {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': secret },

@@ -409,7 +409,8 @@ export const SETTINGS: SettingDef[] = [
     default: 5,
     min: 1,
     max: 100_000,
-    description: 'Login attempts per minute per account.',
+    description:
+      'Login attempts and e-mail code verifies per minute per account from one client address; e-mail code requests per minute per address.',
   },
   {
     key: 'auth.rate_limit_register_per_ip',

@@ -106,8 +106,7 @@ describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
   });
 
   test('the fifth wrong code burns the code: even the right one then fails', async () => {
-    // Room above the per-address limit (5/min), which would otherwise answer the sixth try first.
-    await s.settings.set('auth.rate_limit_login_per_account', 50);
+    // Each try from another client address: the per-account limit (5/min from one address) stays out of it.
     const user = await signInUser(s);
     await call(s, { path: 'otp/request', body: { email: user.email } });
     const code = await mailedCode(user.email);
@@ -125,7 +124,31 @@ describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
     const other = next === '000000' ? '000001' : '000000';
     for (let i = 0; i < 4; i++) await call(s, { path: 'otp/verify', body: { email: user.email, code: other } });
     expectA(await call(s, { path: 'otp/verify', body: { email: user.email, code: next } }), 200);
-    await s.settings.unset('auth.rate_limit_login_per_account');
+  });
+
+  test('the per-account limit on verifies counts per client address: one address past it leaves the owner elsewhere alone', async () => {
+    await s.settings.set('auth.rate_limit_login_per_account', 2);
+    try {
+      const user = await signInUser(s);
+      await call(s, { path: 'otp/request', body: { email: user.email } });
+      const code = await mailedCode(user.email);
+      const wrong = code === '000000' ? '000001' : '000000';
+      const from = ip();
+      // Two tries from one address (below the lockout and the code's five), the third is over the limit.
+      for (let i = 0; i < 2; i++)
+        expectAError(
+          await call(s, { path: 'otp/verify', ip: from, body: { email: user.email, code: wrong } }),
+          401,
+          'invalid_code',
+        );
+      const limited = await call(s, { path: 'otp/verify', ip: from, body: { email: user.email, code } });
+      expectAError(limited, 429, 'rate_limited');
+      expect(limited.body.error.retry_after).toBeGreaterThan(0);
+      // Another client address has an allowance of its own: the owner signs in with the code.
+      expectA(await call(s, { path: 'otp/verify', ip: ip(), body: { email: user.email, code } }), 200);
+    } finally {
+      await s.settings.unset('auth.rate_limit_login_per_account');
+    }
   });
 
   test('wrong e-mail codes count toward the lockout like wrong passwords: per client address, and the backstop', async () => {

@@ -6,7 +6,7 @@
 import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
-import { limitPerMinute } from '../auth/rate-limit';
+import { accountFromBucket, limitPerMinute } from '../auth/rate-limit';
 import { adminLockout, type LockoutLimits, type LockState } from '../auth/lockout';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
@@ -240,7 +240,7 @@ export class AdminService {
     const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
     const locked = await adminLockout.lockedOut(this.p.db, email, meta.ip);
     if (locked) throw AdminErrors.accountLocked(locked);
-    await this.limit(`admin_login_account:${JSON.stringify([email, meta.ip])}`, s('rate_limit_login_per_account'));
+    await this.limit(accountFromBucket('admin_login_account', email, meta.ip), s('rate_limit_login_per_account'));
     const row = email ? await adminByEmail(this.p.db, email) : undefined;
     const ok = await verifyPassword(String(password ?? ''), row?.password_hash ?? (await dummyHash()));
     const actor: Actor = {

@@ -54,6 +54,19 @@ export async function hit(db: Queryable, bucket: string, limit: number, windowSe
 }
 
 /**
+ * The bucket of a per-account limit: one account (address) from one client address, so
+ * requests from elsewhere cannot use up the owner's allowance (login, `otp/verify`).
+ */
+export const accountFromBucket = (kind: string, email: string, ip: string): string =>
+  `${kind}:${JSON.stringify([email, ip])}`;
+
+/** What every client address's bucket of one account starts with (to reset them all). */
+export const accountBucketsPrefix = (kind: string, email: string): string => `${kind}:[${JSON.stringify(email)},`;
+
+/** The per-account limits kept per client address: `unlock` resets them all. */
+export const ACCOUNT_LIMITS = ['login_account', 'otp_account'] as const;
+
+/**
  * A limiter's check: count one hit against `perMinute` for `bucket`; past it, throw
  * `refused(retryAfter)` (each area's own 429 error).
  */

@@ -15,7 +15,15 @@ import { issueMfaChallenge, MFA_TOKEN_SECONDS, TOTP_BOX, totpEnabled } from './t
 import { SessionStore, type Failure } from './sessions';
 import { REFRESH_TOKEN_SECONDS } from './tokens';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
-import { hit, limitPerMinute, pruneCounters, resetBuckets } from './rate-limit';
+import {
+  ACCOUNT_LIMITS,
+  accountBucketsPrefix,
+  accountFromBucket,
+  hit,
+  limitPerMinute,
+  pruneCounters,
+  resetBuckets,
+} from './rate-limit';
 import { userLockout, type LockoutLimits, type LockState } from './lockout';
 import {
   consumeActionToken,
@@ -52,10 +60,6 @@ import { pruneEmailCodes } from './email-codes';
 import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult, TokenPair } from './sign-in-core';
 
 export type { AuthenticatedUser, ClientMeta, SignInResult, TokenPair } from './sign-in-core';
-
-/** The per-account login limit counts per (account, source), like the lockout: nobody else can use up the owner's. */
-const loginAccountPrefix = (email: string) => `login_account:[${JSON.stringify(email)},`;
-const loginAccountBucket = (email: string, ip: string) => `login_account:${JSON.stringify([email, ip])}`;
 
 /** Mails to one address per hour, whoever asks (stops inbox flooding from many IPs). */
 const MAILS_PER_ADDRESS_PER_HOUR = 5;
@@ -216,7 +220,7 @@ export class AuthService implements SignInCore {
     await this.limit(`login_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
     const email = this.checkEmail(input.email);
     await this.refuseLocked(email, meta.ip);
-    await this.limit(loginAccountBucket(email, meta.ip), this.setting('rate_limit_login_per_account'));
+    await this.limit(accountFromBucket('login_account', email, meta.ip), this.setting('rate_limit_login_per_account'));
     const row = await userByEmail(this.p.db, email);
     const ok = await verifyPassword(input.password, row?.password_hash ?? (await dummyHash()));
     if (!row || !ok) {
@@ -430,13 +434,13 @@ export class AuthService implements SignInCore {
   }
 
   /**
-   * Lift every lock of the address, from every source, and its per-account login limits
+   * Lift every lock of the address, from every source, and its per-account limits (login, code verify)
    * (a password reset or a new password set by an administrator; `users unlock`).
    * Returns the counters cleared.
    */
   async unlock(email: string, tx?: Queryable): Promise<number> {
     const cleared = await userLockout.unlock(tx ?? this.p.db, email);
-    await resetBuckets(tx ?? this.p.db, loginAccountPrefix(email));
+    for (const kind of ACCOUNT_LIMITS) await resetBuckets(tx ?? this.p.db, accountBucketsPrefix(kind, email));
     return cleared;
   }
 

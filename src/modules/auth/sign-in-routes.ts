@@ -203,7 +203,7 @@ export function signInRoutes(p: Basalt, area: AreaFacts) {
           description:
             'The login answer (or the MFA step). Marks the address verified. A wrong code → 401 `invalid_code`; the fifth wrong code burns it (request a new one). ' +
             'Wrong codes count toward the lockout like wrong passwords (auth.lockout_threshold per address and client address, the backstop across addresses): a locked-out client address → 429 `account_locked`, even with the right code. ' +
-            'Rate limited per IP (auth.rate_limit_login_per_ip) and per address (auth.rate_limit_login_per_account).',
+            'Rate limited per IP (auth.rate_limit_login_per_ip) and per address from one client address (auth.rate_limit_login_per_account), like login.',
         },
       },
     )

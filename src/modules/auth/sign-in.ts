@@ -19,7 +19,7 @@ import {
   type PublicUser,
   type UserRow,
 } from './users';
-import { hit, limitPerMinute } from './rate-limit';
+import { accountFromBucket, hit, limitPerMinute } from './rate-limit';
 import { userLockout } from './lockout';
 import { EMAIL_CODE_SECONDS, issueEmailCode, useEmailCode } from './email-codes';
 import {
@@ -112,6 +112,8 @@ export class SignInMethods {
 
   /**
    * Sign in with a mailed code; it proves the mailbox, so the address becomes verified.
+   * Limited per IP and per account from one client address, as login is (guessing from
+   * many addresses ends at the fifth wrong code, which burns it, and at the backstop).
    * Wrong codes count toward the lockout like wrong passwords (per account and client
    * address, with the backstop), and a locked-out address is refused before the code is
    * looked at, so its tries neither spend nor burn the owner's code.
@@ -120,7 +122,7 @@ export class SignInMethods {
     await this.limit(`otp_ip:${meta.ip}`, this.setting('rate_limit_login_per_ip'));
     const email = this.email(raw);
     await this.auth.refuseLocked(email, meta.ip);
-    await this.limit(`otp_account:${email}`, this.setting('rate_limit_login_per_account'));
+    await this.limit(accountFromBucket('otp_account', email, meta.ip), this.setting('rate_limit_login_per_account'));
     if (!(await useEmailCode(this.p.db, this.codeKey, email, code))) {
       await this.auth.countFailure(email, meta.ip);
       throw SignInErrors.invalidCode();

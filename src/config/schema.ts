@@ -94,8 +94,11 @@ export const SETTINGS: SettingDef[] = [
     key: 'web.site_public_key',
     kind: 'string',
     default: '',
+    // The shape of a public key (src/modules/keys/key-material.ts): a service key's secret is never stored here.
+    pattern: '^(pk_[A-Za-z0-9_-]{43})?$',
+    expects: 'a public key (pk_ and 43 characters) or empty; never a service key',
     description:
-      'The site public key (pk_…) front-ends use; shown in runtime config in api_key_required mode. Public by design; set by `basalt keys create --type public --site`.',
+      'The site public key (pk_…) front-ends use; shown in runtime config in api_key_required mode only while it is an active public key. Public by design; set by `basalt keys create --type public --site`.',
   },
   {
     key: 'web.host',

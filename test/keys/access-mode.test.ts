@@ -1,7 +1,7 @@
 /**
  * The public API access mode and the site public key in the runtime config (docs/api-keys.md).
  * Over HTTP: runs against the executable (scripts/test.ts), keys and settings changed through
- * its admin API. KeyService.setSiteKey, which has no route, is tested in create.test.ts.
+ * its admin API.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
@@ -107,7 +107,14 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
 
   test('never a service key, never a revoked key, never in open mode', async () => {
     await mode('api_key_required');
-    await s.settings.set('web.site_public_key', service);
+    // The setting takes only a public key's shape (nor is a service key's secret stored there)…
+    for (const bad of [service, 'not a key', ` ${site.key}x`])
+      expect(await s.settings.set('web.site_public_key', bad).then(() => 'stored', String)).toMatch(
+        /web\.site_public_key.*a public key \(pk_ and 43 characters\) or empty/,
+      );
+    expect(await settingValue(s, 'web.site_public_key')).toBe(site.key);
+    // …and publishes it only while it is an active public key: one never made is not shown.
+    await s.settings.set('web.site_public_key', `pk_${'q'.repeat(43)}`);
     expect((await rc(otherPublic)).body.data.site_public_key).toBeUndefined();
 
     const doomed = await siteKey();

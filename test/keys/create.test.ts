@@ -1,7 +1,6 @@
 /**
  * The key service itself (docs/api-keys.md): what it refuses and accepts, how a key is
- * stored, listed and revoked, and designating the site key (setSiteKey, which no route
- * calls). On the source: it calls the service in this process; the admin API's answers
+ * stored, listed and revoked. On the source: it calls the service in this process; the admin API's answers
  * for the same calls run against the executable too (test/admin/endpoints.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -248,33 +247,5 @@ describe.each(ENGINES)('key creation on %s', (engine) => {
     const second = await s.platform.services.keys.revoke(k.id);
     expect(second.revoked_at!.getTime()).toBe(first.revoked_at!.getTime());
     expect(await s.platform.services.keys.get(k.id)).toMatchObject({ status: 'revoked' });
-  });
-
-  test('setSiteKey designates an existing public key and refuses anything else', async () => {
-    const keys = s.platform.services.keys;
-    const rc = async (key: string) =>
-      (await s.req('GET', '/api/v1/public/runtime-config', { headers: { 'x-api-key': key } })).body.data;
-    const site = (await keys.create({ type: 'public', site: true })).key;
-    const otherPublic = (await keys.create({ type: 'public' })).key;
-    const service = (await keys.create({ type: 'service', service: 'x', permissions: ['mail:send'] })).key;
-    for (const bad of [service, 'pk_' + 'q'.repeat(43), 'not a key']) {
-      let err: any;
-      await keys.setSiteKey(bad).catch((e) => (err = e));
-      expect([err?.status, err?.code, err?.message]).toEqual([
-        400,
-        'validation_error',
-        'The site public key must be an active public key (pk_…); service keys are never published.',
-      ]);
-    }
-    expect(s.platform.settings.get('web.site_public_key')).toBe(site); // unchanged by refusals
-    await keys.setSiteKey(otherPublic);
-    await s.platform.settings.set('web.public_api_access_mode', 'api_key_required');
-    try {
-      expect((await rc(site)).site_public_key).toBe(otherPublic);
-      await keys.setSiteKey(null);
-      expect(await rc(site)).not.toHaveProperty('site_public_key');
-    } finally {
-      await s.platform.settings.unset('web.public_api_access_mode');
-    }
   });
 });

@@ -189,25 +189,6 @@ export class KeyService {
     return entry;
   }
 
-  /**
-   * Designate the site public key (setting web.site_public_key), or clear it with null.
-   * The key itself is needed because only its hash is stored; it must be an active public key.
-   */
-  async setSiteKey(rawKey: string | null): Promise<void> {
-    if (rawKey === null || rawKey === '') {
-      await this.p.settings.unset(SITE_SETTING);
-      return;
-    }
-    const principal = await this.verify(rawKey.trim(), { recordUse: false });
-    if (principal?.type !== 'public') {
-      throw KeyErrors.invalid(
-        'key',
-        'The site public key must be an active public key (pk_…); service keys are never published.',
-      );
-    }
-    await this.p.settings.set(SITE_SETTING, rawKey.trim());
-  }
-
   /** The designated site public key, if it is an active public key (never a service key). */
   async sitePublicKey(): Promise<string | null> {
     const raw = this.p.settings.get<string>(SITE_SETTING);

@@ -238,7 +238,29 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
       ],
     });
     expectAError(bad, 400, 'validation_error');
-    expect(JSON.stringify(bad.body.error)).toContain('no_such_column');
+    // The answer names the policy and the clause PostgreSQL refused, under that change's field.
+    expect(bad.body.error.details.fields).toEqual({
+      'changes[1].using': expect.stringMatching(
+        /^PostgreSQL refused the USING expression of policy broken: column "no_such_column" does not exist/,
+      ),
+    });
+    const badCheck = await adminReq(s, a, 'POST', '/api/admin/data/hidden/access', {
+      changes: [
+        {
+          op: 'create_policy',
+          name: 'half',
+          command: 'ALL',
+          roles: ['basalt_user'],
+          using: 'true',
+          with_check: 'missing_too = 1',
+        },
+      ],
+    });
+    expectAError(badCheck, 400, 'validation_error');
+    expect(Object.keys(badCheck.body.error.details.fields)).toEqual(['changes[0].with_check']);
+    expect(badCheck.body.error.details.fields['changes[0].with_check']).toStartWith(
+      'PostgreSQL refused the WITH CHECK expression of policy half: column "missing_too" does not exist',
+    );
     const unknown = await adminReq(s, a, 'POST', '/api/admin/data/hidden/access', {
       changes: [{ op: 'grant', role: 'basalt_user', privilege: 'SELECT', columns: ['nope'] }],
     });
@@ -255,7 +277,8 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
         },
       ],
     });
-    expect(smuggled.status).toBe(400);
+    expectAError(smuggled, 400, 'validation_error');
+    expect(Object.keys(smuggled.body.error.details.fields)).toEqual(['changes[0].using']);
     expect((await adminReq(s, a, 'POST', '/api/admin/data/hidden/select', {})).body.data.total).toBe(1);
     expect(files()).toEqual(before);
     const access = await adminReq(s, a, 'GET', '/api/admin/data/hidden/access');

@@ -81,14 +81,21 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       expect(await dialog.getByLabel(/^With check/).count()).toBe(0);
       expect(await dialog.getByRole('checkbox', { name: 'basalt_user (signed-in users)' }).isChecked()).toBe(true);
       await shots('data-access-policy');
+      //    For all commands, with both expressions written: the server names the one PostgreSQL
+      //    refused (here Using, though With check is filled in too), and it stands under that one.
+      await dialog.getByLabel('For').selectOption('ALL');
+      await dialog.getByLabel(/^With check/).fill('true');
       await dialog.getByRole('button', { name: 'Create' }).click();
-      //    PostgreSQL's word on the expression stands under it, named as its error.
-      const problem = dialog.locator('.field-error', { hasText: /no_such_column/ });
+      const problem = dialog.locator('.field-error', {
+        hasText: 'PostgreSQL refused the USING expression of policy team_read: column "no_such_column" does not exist',
+      });
       await problem.waitFor();
       const problemId = (await problem.getAttribute('id'))!;
       expect(await dialog.getByLabel(/^Using/).getAttribute('aria-describedby')).toContain(problemId);
+      expect(await dialog.locator('.field-error').count()).toBe(1);
       expect(await dialog.locator('.error-note').count()).toBe(0);
       await shots('data-access-policy-error');
+      await dialog.getByLabel('For').selectOption('SELECT');
       await dialog.getByLabel(/^Using/).fill("shared AND body <> ''");
       await dialog.getByRole('button', { name: 'Create' }).click();
       await page.locator('.toast').filter({ hasText: 'Policy team_read created.' }).first().waitFor();

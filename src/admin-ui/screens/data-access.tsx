@@ -338,10 +338,10 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
       `Policy ${name} created.`,
     );
   });
-  const problem = fieldError(error, 'changes[0]') ?? fieldError(error, 'changes');
-  // PostgreSQL's word names no expression: it stands under the one written, With check when both are.
+  // The server names the expression PostgreSQL refused (changes[0].using / .with_check); the rest is the form's.
+  const usingProblem = fieldError(error, 'changes[0].using');
+  const checkProblem = fieldError(error, 'changes[0].with_check');
   const hasCheck = command !== 'SELECT' && command !== 'DELETE';
-  const problemAt = command === 'INSERT' || (hasCheck && check.trim()) ? 'check' : 'using';
   return (
     <FormModal
       wide
@@ -350,7 +350,7 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
       busy={busy}
       action="Create"
       onSubmit={submit}
-      error={problem ? undefined : error}
+      error={usingProblem || checkProblem ? undefined : error}
     >
       <TextField label="Name" value={name} onValue={setName} required maxLength={63} autoFocus />
       <Select label="For" value={command} options={COMMANDS} onValue={setCommand} />
@@ -375,7 +375,7 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
           value={using}
           onValue={setUsing}
           spellcheck={false}
-          error={problemAt === 'using' ? problem : undefined}
+          error={usingProblem}
           hint={
             <>
               A SQL expression on the row, e.g. <code>owner_id = basalt.uid()</code>
@@ -389,7 +389,7 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
           value={check}
           onValue={setCheck}
           spellcheck={false}
-          error={problemAt === 'check' ? problem : undefined}
+          error={checkProblem}
           hint="Empty: the Using expression applies"
         />
       )}

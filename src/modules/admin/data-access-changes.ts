@@ -14,11 +14,13 @@
  * commands) and quoted; a policy name is quoted. A policy's USING / WITH CHECK are SQL
  * expressions an administrator writes, as in a migration; each is first parsed on its own
  * line inside a statement with a bind parameter (the extended protocol, which refuses a
- * second statement), so one cannot close the policy and smuggle another statement in.
+ * second statement), so one cannot close the policy and smuggle another statement in. That
+ * parse also says which expression PostgreSQL refuses: the answer names the policy and the
+ * clause (`details.fields["changes[i].using"]` or `["changes[i].with_check"]`).
  */
 import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Queryable } from '../../db/engine';
+import { PgError, type Queryable } from '../../db/engine';
 import type { Basalt } from '../../services';
 import type { Table } from '../database/catalog';
 import { AdminErrors } from './errors';
@@ -56,7 +58,7 @@ export async function accessStatements(
 ): Promise<string[]> {
   const qualified = `${ident(schema)}.${ident(table.name)}`;
   const out: string[] = [];
-  const expressions: string[] = [];
+  const expressions: { at: string; clause: 'USING' | 'WITH CHECK'; policy: string; sql: string }[] = [];
   changes.forEach((c, i) => {
     const at = `changes[${i}]`;
     switch (c.op) {
@@ -94,7 +96,9 @@ export async function accessStatements(
         // Each expression on lines of its own: a `--` comment in it ends with its line.
         if (c.using) st += ` USING (\n${c.using}\n)`;
         if (c.with_check) st += ` WITH CHECK (\n${c.with_check}\n)`;
-        expressions.push(...[c.using, c.with_check].filter((e): e is string => !!e));
+        if (c.using) expressions.push({ at: `${at}.using`, clause: 'USING', policy: c.name, sql: c.using });
+        if (c.with_check)
+          expressions.push({ at: `${at}.with_check`, clause: 'WITH CHECK', policy: c.name, sql: c.with_check });
         out.push(st);
         break;
       }
@@ -104,7 +108,16 @@ export async function accessStatements(
     }
   });
   // One statement each, proven by the extended protocol (a bind parameter forces it).
-  for (const e of expressions) await q.query(`SELECT 1 FROM ${qualified} WHERE $1::boolean AND (\n${e}\n)`, [false]);
+  for (const e of expressions)
+    try {
+      await q.query(`SELECT 1 FROM ${qualified} WHERE $1::boolean AND (\n${e.sql}\n)`, [false]);
+    } catch (err) {
+      if (!(err instanceof PgError)) throw err;
+      throw AdminErrors.field(
+        e.at,
+        `PostgreSQL refused the ${e.clause} expression of policy ${e.policy}: ${err.message}`,
+      );
+    }
   // An INSERT grant: the sequences behind the table's serial columns too (nextval needs USAGE).
   for (const c of changes)
     if (c.op === 'grant' && c.privilege === 'INSERT') {

@@ -197,7 +197,8 @@ export const SETTINGS: SettingDef[] = [
     min: 1,
     max: 500,
     restart: true,
-    description: 'Connections in the external pool.',
+    description:
+      "Connections in use at once in each external pool; the Database API's batches for users and anon have connections of their own, so up to twice this may stay open (docs/database.md, External pool).",
   },
   {
     key: 'database.busy_timeout_ms',

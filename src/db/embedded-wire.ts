@@ -38,6 +38,7 @@
  */
 import type { PGlite } from '@electric-sql/pglite';
 import { undeclared } from '../util/undeclared';
+import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, PARSE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -125,15 +126,6 @@ const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
 /** Buffers past this size are let go after the exchange that needed them. */
 const LARGE = 1024 * 1024;
 
-// Frontend message codes.
-const PARSE = 0x50;
-const BIND = 0x42;
-const DESCRIBE = 0x44;
-const EXECUTE = 0x45;
-const FLUSH = 0x48;
-const SYNC = 0x53;
-const CLOSE = 0x43;
-
 /**
  * Batches keep their statements prepared in the session, by text, this many at most (the
  * least recently used is closed beyond): the text of an API statement repeats (same entity,
@@ -143,81 +135,6 @@ const CLOSE = 0x43;
 const PREPARED_MAX = 64;
 /** SQLSTATEs of a prepared statement the session no longer has (26000), or whose result changed shape with the schema (0A000). */
 const STALE = new Set(['26000', '0A000']);
-
-/** A buffer that grows and is reused for every message written. */
-class Writer {
-  buf = Buffer.allocUnsafe(16 * 1024);
-  at = 0;
-  private start = 0;
-
-  reset(): this {
-    this.at = 0;
-    return this;
-  }
-  private room(n: number): void {
-    if (this.at + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n));
-    this.buf.copy(next, 0, 0, this.at);
-    this.buf = next;
-  }
-  begin(code: number): this {
-    this.room(5);
-    this.start = this.at;
-    this.buf[this.at] = code;
-    this.at += 5;
-    return this;
-  }
-  end(): this {
-    this.buf.writeInt32BE(this.at - this.start - 1, this.start + 1);
-    return this;
-  }
-  int16(v: number): this {
-    this.room(2);
-    this.buf.writeInt16BE(v, this.at);
-    this.at += 2;
-    return this;
-  }
-  int32(v: number): this {
-    this.room(4);
-    this.buf.writeInt32BE(v, this.at);
-    this.at += 4;
-    return this;
-  }
-  cstring(s: string): this {
-    this.room(Buffer.byteLength(s) + 1);
-    this.at += this.buf.write(s, this.at, 'utf8');
-    this.buf[this.at++] = 0;
-    return this;
-  }
-  /** A length-prefixed text value. */
-  text(s: string): this {
-    const n = Buffer.byteLength(s);
-    this.int32(n);
-    this.room(n);
-    this.buf.write(s, this.at, 'utf8');
-    this.at += n;
-    return this;
-  }
-  bytes(b: Uint8Array): this {
-    this.int32(b.byteLength);
-    this.room(b.byteLength);
-    this.buf.set(b, this.at);
-    this.at += b.byteLength;
-    return this;
-  }
-  byte(v: number): this {
-    this.room(1);
-    this.buf[this.at++] = v;
-    return this;
-  }
-  /** A message without a body (Flush, Sync). */
-  bare(code: number): this {
-    return this.begin(code).end();
-  }
-  view(): Uint8Array {
-    return this.buf.subarray(0, this.at);
-  }
-}
 
 interface Reply {
   error?: EmbeddedStatementError;

@@ -98,10 +98,13 @@ export interface Db extends Queryable {
   /**
    * Run `statements`, all known up front, as one transaction of their own and return their
    * results in order; the first error is thrown, and nothing of them stays. They go out
-   * together: on external PostgreSQL BEGIN, the statements and COMMIT in one round trip; on the
-   * embedded engine one exchange ended by a single Sync (an implicit transaction,
-   * src/db/embedded-wire.ts) when their values are plain (strings, numbers, nulls), else a
-   * transaction. For a statement run as a user (src/modules/database/identity.ts).
+   * together, when their values are plain (strings, numbers, nulls), as one batch ended by a
+   * single Sync (an implicit transaction): on external PostgreSQL in one round trip on a
+   * connection Basalt speaks the wire protocol on (src/db/external-wire.ts), on the embedded
+   * engine in one exchange (src/db/embedded-wire.ts). Else (or where the external URL asks for
+   * what that path does not speak): on external PostgreSQL BEGIN, the statements and COMMIT in
+   * one round trip through the driver, on the embedded engine a transaction. For a statement
+   * run as a user (src/modules/database/identity.ts).
    */
   atOnce(statements: readonly KnownStatement[], wait?: WaitOptions): Promise<QueryResult[]>;
   /** Run `fn` in a transaction; commit on success, roll back on throw. */

@@ -1,9 +1,15 @@
 import postgres from 'postgres';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { driverCall as run, normalizeDbError } from './engine';
+import { batchable } from './embedded-wire';
+import { type ResolvedOptions, WirePool, wireUnsupported } from './external-wire';
 import { gatedMembers, type GateOptions, WaitGate } from './wait-gate';
+import { undeclared } from '../util/undeclared';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
+
+/** An idle connection closes after this long (postgres.js's pool and the batches' alike). */
+const IDLE_TIMEOUT_SECONDS = 60;
 
 /** A driver's result as the engine's. */
 function resultOf<T>(r: postgres.RowList<postgres.Row[]>): QueryResult<T> {
@@ -53,10 +59,11 @@ export interface ExternalOptions {
 export async function openExternal(url: string, opts: ExternalOptions = {}): Promise<Db> {
   const prepare = opts.prepare ?? false;
   const max = opts.max ?? 20;
+  const connectTimeoutSeconds = opts.connectTimeoutSeconds ?? 5;
   const sql = postgres(url, {
     max,
-    connect_timeout: opts.connectTimeoutSeconds ?? 5,
-    idle_timeout: 60,
+    connect_timeout: connectTimeoutSeconds,
+    idle_timeout: IDLE_TIMEOUT_SECONDS,
     onnotice: () => {},
     types: {
       // JSON parameters are JSON text on both engines (callers stringify and cast `$n::jsonb`);
@@ -132,13 +139,36 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     };
   }
 
+  // Batches known up front on connections of their own, one Sync per batch (src/db/external-wire.ts),
+  // unless the URL asks for what that path does not speak.
+  const resolved = undeclared<ResolvedOptions>(sql.options);
+  let wire: WirePool | null = wireUnsupported(resolved)
+    ? null
+    : new WirePool(resolved, {
+        connectTimeoutMs: connectTimeoutSeconds * 1000,
+        idleTimeoutMs: IDLE_TIMEOUT_SECONDS * 1000,
+      });
+
   /**
-   * Statements known up front, as one transaction: BEGIN, the statements and COMMIT go out
+   * Statements known up front, as one transaction of their own. With plain values (`batchable`:
+   * strings, finite numbers, nulls) on the wire path: the statements and a single Sync, an
+   * implicit transaction, in one write (src/db/external-wire.ts). Otherwise, or where that path
+   * cannot connect (an authentication method it does not speak): BEGIN, the statements and COMMIT go out
    * together on one connection (one round trip), which runs them in the order sent; a failed
    * statement makes COMMIT a rollback. The first error is thrown (a statement after a failed
    * one fails only because the transaction was aborted). Straight on the driver: no Tx.
    */
   async function atOnce(statements: readonly KnownStatement[], wait: WaitOptions = {}): Promise<QueryResult[]> {
+    const pool = wire;
+    if (pool && statements.every((st) => batchable(st.params))) {
+      try {
+        return await gate.run(wait, () => run(() => pool.batch(statements)));
+      } catch (e) {
+        if ((e as { code?: string }).code !== 'UNSUPPORTED_AUTH') throw e;
+        wire = null;
+        pool.close();
+      }
+    }
     const place = await gate.acquire(wait);
     let conn: postgres.ReservedSql;
     try {
@@ -186,6 +216,9 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         return async () => void (await sub.unlisten());
       }),
     notify: (channel, payload) => gate.run({}, () => run(async () => void (await sql.notify(channel, payload)))),
-    close: () => sql.end({ timeout: 5 }),
+    close: () => {
+      wire?.close();
+      return sql.end({ timeout: 5 });
+    },
   };
 }

@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { ADMIN_URL, ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { openDb } from '../../src/db/open';
 import { migratePlatform } from '../../src/db/migrate';
-import { PgError, type Db } from '../../src/db/engine';
+import { DatabaseUnavailableError, PgError, type Db } from '../../src/db/engine';
 import {
   ANON,
   asIdentity,
@@ -152,6 +152,11 @@ describe.each(ENGINES)('identities on %s', (engine) => {
         expect(failed).toBeInstanceOf(PgError);
         expect((failed as PgError).code).toBe('22012');
         expect((await one.query(WHO)).rows).toEqual([{ uid: null, role: null, who: 'postgres' }]);
+        // On external PostgreSQL a batch of plain values has connections of its own (src/db/external-wire.ts):
+        // the one the batch failed on is clean too.
+        expect((await one.atOnce([{ sql: WHO, params: [] }]))[0]!.rows).toEqual([
+          { uid: null, role: null, who: 'postgres' },
+        ]);
         expect((await one.query("SELECT 1 FROM notes WHERE body = 'half a batch'")).rowCount).toBe(0);
         const [bob, rows] = await asIdentityAtOnce(one, userIdentity(BOB, { sub: BOB }), [
           { sql: WHO, params: [] },
@@ -194,6 +199,91 @@ describe.each(ENGINES)('identities on %s', (engine) => {
     expect((await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n).toBe(1);
     await tx.rollback();
     expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n).toBe(3);
+  });
+});
+
+describe.skipIf(!ADMIN_URL)('batches on external PostgreSQL (src/db/external-wire.ts)', () => {
+  let f: FreshDb;
+  let db: Db;
+  const WHO = 'SELECT basalt.uid() AS uid, basalt.role() AS role, current_user AS who';
+  beforeAll(async () => {
+    f = await freshDb('external');
+    db = await openDb({ url: f.url, dataDir: f.dataDir, poolMax: 1 });
+    await migratePlatform(db);
+  });
+  afterAll(async () => {
+    await db.close();
+    await f.drop();
+  });
+
+  test('values come back as on the driver: each type as the engine returns it', async () => {
+    const sql = `SELECT 9007199254740993::int8 AS big, 1.50::numeric AS num, 2::int4 AS i, 1.5::float8 AS f,
+      true AS b, 'x'::text AS t, NULL::text AS n, '2026-01-02T03:04:05Z'::timestamptz AS ts, '2026-01-02'::date AS d,
+      '{"a":[1]}'::jsonb AS j, '\\x0102'::bytea AS bytes, ARRAY[1,2]::int4[] AS ints, ARRAY['a',NULL]::text[] AS texts,
+      gen_random_uuid() IS NOT NULL AS u, $1::int8 AS p1, $2::text AS p2, 1 AS same, 2 AS same`;
+    const params = ['12', 'é'];
+    const driver = await db.query(sql, params);
+    const [batch] = await db.atOnce([{ sql, params }]);
+    expect(batch!.rows).toEqual(driver.rows);
+    expect(batch!.fields).toEqual(driver.fields);
+    expect(batch!.rows[0]!.bytes).toBeInstanceOf(Uint8Array);
+    expect(batch!.rows[0]!.ts).toBeInstanceOf(Date);
+    const [written] = await db.atOnce([{ sql: 'CREATE TEMP TABLE IF NOT EXISTS w (a int)', params: [] }]);
+    expect(written!.rowCount).toBe(0);
+  });
+
+  test("a batch's connection dropped mid-batch: database unavailable, nothing stays, the next batch is clean", async () => {
+    await db.exec('CREATE TABLE IF NOT EXISTS dropped (body text)');
+    const admin = postgres(f.url, { max: 1, onnotice: () => {} });
+    try {
+      const sent = db
+        .atOnce([
+          { sql: "SELECT set_config('basalt.uid', $1, true)", params: [crypto.randomUUID()] },
+          { sql: "INSERT INTO dropped VALUES ('mid-batch')", params: [] },
+          { sql: 'SELECT pg_sleep(30), $1::text AS marker', params: ['basalt-dropped-batch'] },
+        ])
+        .catch((e) => e);
+      for (let i = 0; i < 100; i++) {
+        const killed = await admin.unsafe(
+          `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+            WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep(30)%'`,
+        );
+        if (killed.length) break;
+        await Bun.sleep(20);
+      }
+      const failed = await sent;
+      expect(failed).toBeInstanceOf(DatabaseUnavailableError);
+      expect((await db.query('SELECT count(*)::int AS n FROM dropped')).rows).toEqual([{ n: 0 }]);
+      const [who] = await db.atOnce([{ sql: WHO, params: [] }]);
+      expect(who!.rows).toEqual([{ uid: null, role: null, who: 'postgres' }]);
+      const [bob] = await asIdentityAtOnce(db, userIdentity(BOB, { sub: BOB }), [{ sql: WHO, params: [] }]);
+      expect(bob!.rows).toEqual([{ uid: BOB, role: 'user', who: 'basalt_user' }]);
+    } finally {
+      await admin.end();
+    }
+  });
+
+  test("the pool's run-time parameters apply (statement_timeout), and its wait gate bounds the batches", async () => {
+    const { openExternal } = await import('../../src/db/external');
+    const timed = await openExternal(f.url, {
+      max: 1,
+      connection: { statement_timeout: '200', application_name: 'basalt-timed' },
+    });
+    try {
+      const slow = await timed.atOnce([{ sql: 'SELECT pg_sleep($1)', params: [2] }]).catch((e) => e);
+      expect((slow as PgError).code).toBe('57014');
+      const before = timed.waits.waited;
+      const both = await Promise.all([0, 1].map(() => timed.atOnce([{ sql: 'SELECT pg_sleep(0.05)', params: [] }])));
+      expect(both).toHaveLength(2);
+      expect(timed.waits.waited).toBe(before + 1);
+      // One connection in use at a time: the batches' connection and the driver's, never more than the pool's size each.
+      const n = await timed.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'basalt-timed'",
+      );
+      expect(n.rows[0]!.n).toBeLessThanOrEqual(2);
+    } finally {
+      await timed.close();
+    }
   });
 });
 

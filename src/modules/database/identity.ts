@@ -105,9 +105,9 @@ export async function asIdentity<R>(
 /**
  * Run `statements` (all known up front) in a transaction of their own as `id`, and return
  * their results: the identity and the statements go out together (`Db.atOnce`), in one round
- * trip on external PostgreSQL and one exchange with the embedded engine, where the
+ * trip on external PostgreSQL and one exchange with the embedded engine, and the
  * transaction is the implicit one PostgreSQL opens for statements sent without a Sync between
- * them: the identity (`set_config(…, true)`) lasts until it ends, and no longer, whether it
+ * them (on external PostgreSQL an explicit one where the driver path serves: BEGIN … COMMIT): the identity (`set_config(…, true)`) lasts until it ends, and no longer, whether it
  * commits or a statement fails. The first error is thrown (the identity's before the
  * statements', which then fail only because the transaction was aborted). `wait`: whose work
  * it is while it waits for the database (src/db/wait-gate.ts).

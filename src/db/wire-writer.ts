@@ -1,0 +1,96 @@
+/**
+ * Frontend messages of PostgreSQL's wire protocol, written into one buffer that grows and is
+ * reused: the embedded engine's statements (src/db/embedded-wire.ts) and external PostgreSQL's
+ * batches (src/db/external-wire.ts).
+ */
+
+// Frontend message codes.
+export const PARSE = 0x50;
+export const BIND = 0x42;
+export const DESCRIBE = 0x44;
+export const EXECUTE = 0x45;
+export const FLUSH = 0x48;
+export const SYNC = 0x53;
+export const CLOSE = 0x43;
+
+/** A buffer that grows and is reused for every message written. */
+export class Writer {
+  buf = Buffer.allocUnsafe(16 * 1024);
+  at = 0;
+  private start = 0;
+
+  reset(): this {
+    this.at = 0;
+    return this;
+  }
+  private room(n: number): void {
+    if (this.at + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n));
+    this.buf.copy(next, 0, 0, this.at);
+    this.buf = next;
+  }
+  begin(code: number): this {
+    this.room(5);
+    this.start = this.at;
+    this.buf[this.at] = code;
+    this.at += 5;
+    return this;
+  }
+  end(): this {
+    this.buf.writeInt32BE(this.at - this.start - 1, this.start + 1);
+    return this;
+  }
+  int16(v: number): this {
+    this.room(2);
+    this.buf.writeInt16BE(v, this.at);
+    this.at += 2;
+    return this;
+  }
+  int32(v: number): this {
+    this.room(4);
+    this.buf.writeInt32BE(v, this.at);
+    this.at += 4;
+    return this;
+  }
+  cstring(s: string): this {
+    this.room(Buffer.byteLength(s) + 1);
+    this.at += this.buf.write(s, this.at, 'utf8');
+    this.buf[this.at++] = 0;
+    return this;
+  }
+  /** A length-prefixed text value. */
+  text(s: string): this {
+    const n = Buffer.byteLength(s);
+    this.int32(n);
+    this.room(n);
+    this.buf.write(s, this.at, 'utf8');
+    this.at += n;
+    return this;
+  }
+  bytes(b: Uint8Array): this {
+    this.int32(b.byteLength);
+    this.room(b.byteLength);
+    this.buf.set(b, this.at);
+    this.at += b.byteLength;
+    return this;
+  }
+  /** Bytes as they are, without a length. */
+  raw(b: Uint8Array): this {
+    this.room(b.byteLength);
+    this.buf.set(b, this.at);
+    this.at += b.byteLength;
+    return this;
+  }
+  byte(v: number): this {
+    this.room(1);
+    this.buf[this.at++] = v;
+    return this;
+  }
+  /** A message without a body (Flush, Sync). */
+  bare(code: number): this {
+    return this.begin(code).end();
+  }
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.at);
+  }
+}

@@ -249,10 +249,22 @@ async function tour(browser: Browser, app: RunningBinary, engine: string, sink: 
   const rc = await (await fetch(url + '/api/v1/public/runtime-config')).json();
   expect(rc.data.app_name).toBe('Tour Shop');
   //    A session lost mid-edit: sign in again over the screen, what was typed is still there.
+  //    On a phone, with the save's toast still up: the toast stays under the card, its
+  //    Sign in button is not covered (toasts once sat on it).
+  await page.setViewportSize({ width: 390, height: 844 });
   await page.getByLabel('Value of app.name').fill('Tour Shop, again');
   await ctx.clearCookies();
   await page.getByRole('button', { name: 'Save app.name' }).click();
   const again = page.getByRole('dialog', { name: 'Sign in again' });
+  await again.getByLabel('Password').waitFor();
+  const z = (sel: string) => page.locator(sel).evaluate((el) => Number(getComputedStyle(el).zIndex));
+  expect(await z('.toasts')).toBeLessThan(await z('.overlay'));
+  const onTop = (el: Element) => {
+    const r = el.getBoundingClientRect();
+    return el.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2));
+  };
+  expect(await again.getByRole('button', { name: 'Sign in' }).evaluate(onTop)).toBe(true);
+  await shots('session-ended');
   await again.getByLabel('Password').fill(PASSWORD);
   await again.getByRole('button', { name: 'Sign in' }).click();
   await again.waitFor({ state: 'detached' });

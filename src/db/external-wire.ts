@@ -13,10 +13,11 @@
  *
  * The connections are opened with the pool's own settings as postgres.js resolved them (host,
  * port or socket path, user, password, database, run-time parameters such as statement_timeout
- * and application_name), authenticated by password, MD5 or SCRAM-SHA-256, and their rows are
- * parsed with the pool's own parsers (the same values as postgres.js returns). A URL this path
- * does not speak (TLS, several hosts, target_session_attrs, a custom socket) keeps the
- * postgres.js path (`wireUnsupported`). Values go as text typed by the server, so only
+ * and application_name), with TLS as postgres.js sets it up for the URL's `sslmode`,
+ * authenticated by password, MD5 or SCRAM-SHA-256, and their rows are parsed with the pool's own
+ * parsers (the same values as postgres.js returns). A URL this path does not speak (several
+ * hosts, target_session_attrs, direct TLS negotiation, a custom socket) keeps the postgres.js
+ * path (`wireUnsupported`). Values go as text typed by the server, so only
  * `batchable` ones (strings, finite numbers, nulls); statements stay prepared per connection by
  * their text (at most PREPARED_MAX, the least recently used closed beyond), with their result
  * columns, so a statement seen before is only bound and run; a statement gone or outdated by a
@@ -25,7 +26,9 @@
  * (src/db/wait-gate.ts); an idle connection closes after `idleTimeoutMs`.
  */
 import crypto from 'node:crypto';
+import { once } from 'node:events';
 import net from 'node:net';
+import tls from 'node:tls';
 import type { QueryResult } from './engine';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, PARSE, SYNC, Writer } from './wire-writer';
 
@@ -40,6 +43,7 @@ export interface ResolvedOptions {
   pass: string | (() => string | Promise<string>);
   database: string;
   ssl: unknown;
+  sslnegotiation?: unknown;
   socket?: unknown;
   target_session_attrs?: unknown;
   connection: Record<string, string | number | boolean | undefined>;
@@ -48,7 +52,7 @@ export interface ResolvedOptions {
 
 /** Why this path cannot serve the pool (it then keeps postgres.js), or null when it can. */
 export function wireUnsupported(o: ResolvedOptions): string | null {
-  if (o.ssl !== false && o.ssl !== undefined && o.ssl !== 'disable') return 'TLS';
+  if (o.sslnegotiation) return 'sslnegotiation';
   if (o.host.length > 1) return 'several hosts';
   if (o.socket) return 'a custom socket';
   if (o.target_session_attrs) return 'target_session_attrs';
@@ -151,22 +155,30 @@ class WireConnection {
   }
 
   static async open(o: ResolvedOptions, timeoutMs: number): Promise<WireConnection> {
-    const socket = o.path ? net.connect({ path: o.path }) : net.connect({ host: o.host[0], port: o.port[0] ?? 5432 });
-    const conn = new WireConnection(socket, o.parsers);
+    const raw = o.path ? net.connect({ path: o.path }) : net.connect({ host: o.host[0], port: o.port[0] ?? 5432 });
+    let conn: WireConnection | undefined;
+    let socket: net.Socket = raw;
     const timer = setTimeout(() => {
-      conn.fail(connectionError('CONNECT_TIMEOUT', 'connecting to the database timed out'));
-      socket.destroy();
+      const e = connectionError('CONNECT_TIMEOUT', 'connecting to the database timed out');
+      conn?.fail(e);
+      raw.destroy(e);
+      socket.destroy(e);
     }, timeoutMs);
     try {
+      await once(raw, 'connect');
+      if (o.ssl !== false && o.ssl !== undefined && o.ssl !== 'disable') socket = await secure(raw, o);
+      const c = new WireConnection(socket, o.parsers);
+      conn = c;
       await new Promise<void>((resolve, reject) => {
-        conn.waiting = { resolve, reject };
-        socket.once('connect', () => conn.startup(o).catch((e) => conn.fail(e)));
+        c.waiting = { resolve, reject };
+        c.startup(o).catch((e) => c.fail(e));
       });
-      if (conn.error) throw conn.error;
-      return conn;
+      if (c.error) throw c.error;
+      return c;
     } catch (e) {
-      conn.close();
-      throw e;
+      if (conn) conn.close();
+      else socket.destroy();
+      throw normalizeConnectError(e);
     } finally {
       clearTimeout(timer);
     }
@@ -469,6 +481,37 @@ export class WirePool {
     clearInterval(this.sweeper);
     for (const c of this.idle.splice(0)) c.close();
   }
+}
+
+/**
+ * TLS as postgres.js sets it up for the same `ssl` value: SSLRequest, then the handshake on the
+ * same socket; `require`, `allow` and `prefer` do not verify the certificate, `verify-full` (or
+ * true) does, an object is handed to `tls.connect`. A server without TLS is refused unless the
+ * mode is `prefer` or `allow`, which then go on without it.
+ */
+async function secure(raw: net.Socket, o: ResolvedOptions): Promise<net.Socket> {
+  const answer = once(raw, 'data');
+  raw.write(Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])); // SSLRequest (80877103)
+  const [first] = (await answer) as [Buffer];
+  if (first[0] !== 0x53) {
+    if (o.ssl === 'prefer' || o.ssl === 'allow') return raw;
+    throw connectionError('ECONNREFUSED', 'the database does not accept TLS connections');
+  }
+  const host = o.host[0] ?? '';
+  const options: tls.ConnectionOptions = { socket: raw, servername: net.isIP(host) ? undefined : host };
+  if (o.ssl === 'require' || o.ssl === 'allow' || o.ssl === 'prefer') options.rejectUnauthorized = false;
+  else if (typeof o.ssl === 'object' && o.ssl !== null) Object.assign(options, o.ssl);
+  const secured = tls.connect(options);
+  await once(secured, 'secureConnect');
+  return secured;
+}
+
+/** An error of the connect or TLS handshake as one normalizeDbError maps to "database unavailable" (a PostgreSQL error stays). */
+function normalizeConnectError(e: unknown): unknown {
+  if (e instanceof PostgresError) return e;
+  const code = (e as { code?: unknown })?.code;
+  if (typeof code === 'string' && /^(E[A-Z]+|CONNECT|CONNECTION|UNSUPPORTED|SASL)/.test(code)) return e;
+  return connectionError('ECONNRESET', `could not connect to the database (${(e as Error)?.message ?? e})`);
 }
 
 function parseError(body: Buffer): PostgresError {

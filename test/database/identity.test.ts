@@ -263,6 +263,24 @@ describe.skipIf(!ADMIN_URL)('batches on external PostgreSQL (src/db/external-wir
     }
   });
 
+  test('sslmode=prefer against a server without TLS: the batches go on without it, on their own connection', async () => {
+    const { openExternal } = await import('../../src/db/external');
+    const u = new URL(f.url);
+    u.searchParams.set('sslmode', 'prefer');
+    const prefer = await openExternal(u.toString(), { max: 1, connection: { application_name: 'basalt-prefer' } });
+    try {
+      const [who] = await asIdentityAtOnce(prefer, userIdentity(BOB, { sub: BOB }), [{ sql: WHO, params: [] }]);
+      expect(who!.rows).toEqual([{ uid: BOB, role: 'user', who: 'basalt_user' }]);
+      // The driver's connection and the batches' own.
+      const n = await prefer.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'basalt-prefer'",
+      );
+      expect(n.rows[0]!.n).toBe(2);
+    } finally {
+      await prefer.close();
+    }
+  });
+
   test("the pool's run-time parameters apply (statement_timeout), and its wait gate bounds the batches", async () => {
     const { openExternal } = await import('../../src/db/external');
     const timed = await openExternal(f.url, {

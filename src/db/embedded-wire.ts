@@ -13,8 +13,8 @@
  *
  * Here a statement is two exchanges, each written into one growing buffer and read from another:
  *  1. Parse + Describe (statement) + Flush: the parameters' types, so each value is serialized
- *     by PGlite's own serializer for its type, as `PGlite.query` does (skipped when there are no
- *     values to serialize);
+ *     by PGlite's own serializer for its type, as `PGlite.query` does (skipped when every value
+ *     is `batchable`: they go as text for the server to read, as in a batch);
  *  2. Bind + Describe (portal) + Execute + Sync: the rows, decoded straight from the read buffer
  *     with PGlite's parsers for their types (the instance's, with the adapter's own).
  * A batch (`batch`: statements known up front, run as one transaction of their own) is one
@@ -28,7 +28,10 @@
  * recently used closed beyond), so a statement seen before is only bound and run: parsing and
  * planning one under row-level security costs more than running it. PostgreSQL plans it again
  * when the schema or the role changes; a prepared statement gone or outdated (26000, 0A000)
- * makes the batch, rolled back as a whole, run once more with statements parsed anew.
+ * makes the batch, rolled back as a whole, run once more with statements parsed anew. A
+ * statement on its own outside a transaction, with batchable values, is a batch of one
+ * (src/db/embedded.ts); inside a transaction (where a stale statement could not be run again:
+ * the error aborts it) it stays unnamed, in one exchange when its values are batchable.
  * What comes back is what `PGlite.query` returns for the same statement: rows as objects (a
  * later column of the same name wins), fields, and the rows an INSERT, UPDATE, DELETE, MERGE or
  * COPY touched. An ErrorResponse becomes an error with PostgreSQL's fields (code, severity,
@@ -264,7 +267,8 @@ export class WireStatements {
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
     let paramTypes: number[] = [];
-    const describe = params.some((p) => p !== null && p !== undefined);
+    // Values a batch could take go as text, as in a batch: no serializer would write them otherwise.
+    const describe = !batchable(params);
     if (describe) {
       // The types first: each value is serialized for its parameter's type.
       w.begin(DESCRIBE).int16(0x5300).end().bare(FLUSH); // 'S' then the empty name's NUL
@@ -421,6 +425,14 @@ export class WireStatements {
           }
           break;
         }
+        case 0x49:
+          // EmptyQueryResponse: an empty statement's whole answer (no CommandComplete follows).
+          if (each) {
+            each.push(reply);
+            reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
+            parsers = [];
+          }
+          break;
         case 0x45: {
           // ErrorResponse
           if (reply.error) break;

@@ -9,7 +9,7 @@ import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOpt
 import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { DurableNodeFS } from './embedded-fs';
-import { batchable, WireStatements } from './embedded-wire';
+import { batchable, type WireResult, WireStatements } from './embedded-wire';
 import { privateDataDir, syncTree } from './private-files';
 import { undeclared } from '../util/undeclared';
 import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
@@ -173,11 +173,19 @@ export async function openEmbedded(
   const wire = new WireStatements(pg, (channel, payload) => {
     for (const cb of listeners.get(channel) ?? []) cb(payload);
   });
-  /** `tx`: the PGlite transaction the statements run in, or none (autocommit). */
+  /**
+   * `tx`: the PGlite transaction the statements run in, or none (autocommit). A statement on its
+   * own whose values are `batchable` (strings, finite numbers, nulls: what the Database API and
+   * most of the platform send) runs as a batch of one: prepared in the session by its text and
+   * run in one exchange, as `atOnce` runs a user's statements, instead of parsed and planned
+   * anew after a describe exchange. Its values then go as text for the server to read, as
+   * postgres.js sends them on external PostgreSQL.
+   */
   const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx): Queryable => ({
     query: <T>(sql: string, params: unknown[] = []) =>
       run(async () => {
         if (tx?.closed) throw new Error('Transaction is closed');
+        if (!tx && batchable(params)) return wrap<T>((await wire.batch([{ sql, params }]))[0] as WireResult<T>);
         return wrap<T>(await wire.query<T>(sql, params, tx !== undefined));
       }),
     exec: (sql: string) => run(async () => void (await target.exec(sql))),

@@ -74,6 +74,22 @@ export async function buryAbandoned(q: Queryable, ignoreLease = false): Promise<
   return r.rowCount;
 }
 
+/**
+ * When the queue next has work for a worker, as far as the rows show: the earliest `run_at` of
+ * a queued or failed job, or the earliest lease of a job being sent (reclaimed, or settled as
+ * dead, once it passes); milliseconds since the epoch, null when neither exists. Both are
+ * read from their partial indexes (040_mail.sql).
+ */
+export async function nextDue(q: Queryable): Promise<number | null> {
+  const { rows } = await q.query<{ at: number | null }>(
+    `SELECT (extract(epoch FROM least(
+              (SELECT min(run_at) FROM basalt.mail_jobs WHERE state IN ('queued', 'failed')),
+              (SELECT min(lease_until) FROM basalt.mail_jobs WHERE state = 'sending'))) * 1000)::float8 AS at`,
+  );
+  const at = rows[0]?.at;
+  return at === null || at === undefined ? null : Number(at);
+}
+
 /** Embedded engine only: one process owns the database, so every `sending` job at start is an orphan. */
 export async function requeueOrphans(q: Queryable): Promise<number> {
   const r = await q.query(

@@ -4,7 +4,12 @@
  *
  * - Wake-ups: NOTIFY on `basalt_mail` when a job is queued, a timer for the next
  *   retry this instance scheduled, and a poll (every second) as the fallback for a
- *   lost notification, a failed LISTEN or another instance's retry.
+ *   lost notification, a failed LISTEN or another instance's retry. On the embedded
+ *   engine the process is alone with its queue and the mail service wakes the worker
+ *   itself after each commit, so the poll runs once a minute, and a look that finds
+ *   nothing to claim sets a timer for the earliest `run_at` or lease in the queue
+ *   (`nextDue`): a retry or a lease that passes is looked at when it is due, as the
+ *   one-second poll would have (docs/mail.md, "The queue").
  * - At most `mail.concurrency` sends at once per instance.
  * - Leases: a claimed job carries `lease_until`; if this process dies, another
  *   instance (or this one after a restart) reclaims it once the lease has passed.
@@ -29,6 +34,7 @@ import {
   LeaseHeartbeat,
   markFailed,
   markSentMany,
+  nextDue,
   releaseJobs,
   requeueOrphans,
 } from './leases';
@@ -36,6 +42,8 @@ import { SmtpSendError, type SmtpTransport } from './smtp';
 import { within } from '../../util/timeout';
 
 const POLL_MS = 1000;
+/** The embedded engine's poll: only a backstop for rows written around the mail service (e.g. in SQL). */
+const EMBEDDED_POLL_MS = 60_000;
 const SHUTDOWN_GRACE_MS = 5000;
 /** After aborting the sends still running at shutdown, how long to wait for them to unwind. */
 const ABORT_GRACE_MS = 2000;
@@ -86,6 +94,8 @@ export class MailWorker {
   private again = false;
   private poll?: Timer;
   private retryTimer?: { at: number; timer: Timer };
+  /** The embedded engine: the next wake follows the queue's earliest due time (`nextDue`). */
+  private followDue = false;
   private unlisten?: () => Promise<void>;
   private stopSettings?: () => void;
 
@@ -142,12 +152,33 @@ export class MailWorker {
     this.stopSettings = this.d.settings.onChange((keys) => {
       if (keys.some((k) => k.startsWith('mail.'))) this.wake();
     });
-    this.poll = setInterval(() => {
-      // Jobs whose instance died on their last attempt: settle them as dead once their lease passed.
-      buryAbandoned(db).catch(() => {});
-      this.wake();
-    }, this.d.pollMs ?? POLL_MS);
+    this.followDue = db.kind === 'embedded';
+    this.poll = setInterval(() => this.tick(), this.d.pollMs ?? (this.followDue ? EMBEDDED_POLL_MS : POLL_MS));
     this.wake();
+  }
+
+  /** The poll: settle abandoned jobs, then look for work. */
+  private tick(): void {
+    // Jobs whose instance died on their last attempt: settle them as dead once their lease passed.
+    buryAbandoned(this.d.db).catch(() => {});
+    this.wake();
+  }
+
+  /**
+   * The embedded engine, nothing claimable now: wake when the queue's earliest job or lease
+   * is due. One that is due already but was not claimed (held by this worker, or locked by a
+   * transaction) is looked at again after POLL_MS, as the one-second poll did.
+   */
+  private async followQueue(): Promise<void> {
+    let at: number | null;
+    try {
+      at = await nextDue(this.d.db);
+    } catch {
+      at = 0;
+    }
+    if (at === null) return;
+    const now = Date.now();
+    this.wakeAt(at > now ? at : now + POLL_MS);
   }
 
   /** Look for work now (called on NOTIFY, timers, and after each send). */
@@ -203,12 +234,16 @@ export class MailWorker {
         }
         for (const job of jobs) this.buffer.push({ job, leasedAt });
         if (jobs.length) this.heartbeat.keep();
-        if (!jobs.length) return;
+        if (!jobs.length) {
+          if (this.followDue) await this.followQueue();
+          return;
+        }
       }
     } catch (e) {
       // Once per outage, not once per poll.
       if (!this.claimFailing) log.warn('mail worker: claiming jobs failed; retrying every second', { cause: e });
       this.claimFailing = true;
+      if (this.followDue) this.wakeAt(Date.now() + POLL_MS);
     }
   }
 
@@ -308,14 +343,20 @@ export class MailWorker {
     }
   }
 
-  /** Wake when this instance's earliest scheduled retry is due (the poll covers the rest). */
+  /**
+   * Wake when this instance's earliest scheduled retry is due (the poll covers the rest); on
+   * the embedded engine also when the queue's earliest job or lease is (`followQueue`), with
+   * the poll's work, since that timer stands in for it.
+   */
   private wakeAt(at: number): void {
+    if (!this.running) return;
     if (this.retryTimer && this.retryTimer.at <= at) return;
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
     const timer = setTimeout(
       () => {
         this.retryTimer = undefined;
-        this.wake();
+        if (this.followDue) this.tick();
+        else this.wake();
       },
       Math.max(at - Date.now(), 0) + 5,
     );

@@ -4,7 +4,9 @@
  *
  * The reader wakes on the stamp trigger's NOTIFY (delivered by the embedded engine to its
  * own process too, and by external PostgreSQL to every instance), and every
- * `POLL_MS` as a backstop for a lost notification; it reads events after the last id it
+ * `POLL_MS` as a backstop for a lost notification (EMBEDDED_POLL_MS on the embedded engine,
+ * where the process is alone with its database and every NOTIFY is delivered in-process:
+ * the backstop there only covers the unforeseen); it reads events after the last id it
  * delivered, in pages, and fans each page out (fanout.ts). A stream that resumes replays
  * from the outbox on its own until it reaches the reader's position between two pages,
  * then joins the live feed; ids at or below a stream's cursor are never sent twice.
@@ -18,6 +20,7 @@ const PAGE = 500;
 /** Seconds the dashboard's events-per-second figure is averaged over. */
 const RATE_WINDOW = 10;
 const POLL_MS = 2000;
+const EMBEDDED_POLL_MS = 30_000;
 const PRUNE_MS = 30_000;
 const PRUNE_BATCH = 5000;
 
@@ -33,6 +36,8 @@ export interface HubCounters {
 export interface HubDeps extends Omit<FanoutDeps, 'counters' | 'onError'> {
   db: Queryable;
   listen: (onWake: () => void) => Promise<() => Promise<void>>;
+  /** The process is alone with its database (the embedded engine): the backstop poll is EMBEDDED_POLL_MS. */
+  alone?: boolean;
   retentionSeconds: () => number;
   /** Between two heartbeats (realtime.heartbeat_seconds). */
   heartbeatMs: () => number;
@@ -83,7 +88,7 @@ export class Hub {
       t.unref();
       this.timers.push(t);
     };
-    every(POLL_MS, () => this.wake());
+    every(this.deps.alone ? EMBEDDED_POLL_MS : POLL_MS, () => this.wake());
     // The interval is a live setting: checked every second, so a change applies at once.
     let lastBeat = performance.now();
     every(1000, () => {

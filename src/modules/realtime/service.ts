@@ -63,6 +63,7 @@ export class RealtimeService {
         return { table, loadedAt: snap.loadedAt };
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
+      alone: p.db.kind === 'embedded',
       retentionSeconds: () => p.settings.get<number>('realtime.retention_seconds'),
       heartbeatMs: () => p.settings.get<number>('realtime.heartbeat_seconds') * 1000,
       onError: (msg, cause) => p.log.warn(msg, { cause }),

@@ -29,7 +29,7 @@ import crypto from 'node:crypto';
 import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { QueryResult } from './engine';
+import { DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, PARSE, SYNC, Writer } from './wire-writer';
 
 type Parser = ((text: string) => unknown) & { array?: boolean };
@@ -46,6 +46,8 @@ export interface ResolvedOptions {
   sslnegotiation?: unknown;
   socket?: unknown;
   target_session_attrs?: unknown;
+  /** Seconds a connection lives (postgres.js's default: a random 30 to 60 minutes for each); none when falsy. */
+  max_lifetime?: number | (() => number) | null;
   connection: Record<string, string | number | boolean | undefined>;
   parsers: Record<number, Parser>;
 }
@@ -130,6 +132,8 @@ interface Answer {
 class WireConnection {
   broken = false;
   lastUsed = 0;
+  /** When the connection is closed instead of kept idle (performance.now() time; the pool's max_lifetime). */
+  expiresAt = Number.POSITIVE_INFINITY;
   private readonly w = new Writer();
   private input = Buffer.allocUnsafe(64 * 1024);
   private inputLength = 0;
@@ -174,6 +178,8 @@ class WireConnection {
         c.startup(o).catch((e) => c.fail(e));
       });
       if (c.error) throw c.error;
+      const lifetime = typeof o.max_lifetime === 'function' ? o.max_lifetime() : o.max_lifetime;
+      if (lifetime) c.expiresAt = performance.now() + lifetime * 1000;
       return c;
     } catch (e) {
       if (conn) conn.close();
@@ -248,7 +254,7 @@ class WireConnection {
     w.byte(0);
     w.buf.writeInt32BE(w.at - start, start);
     let nonce = '';
-    let serverSignature = '';
+    let serverSignature: Buffer = Buffer.alloc(0);
     const pass = async () => (typeof o.pass === 'function' ? await o.pass() : o.pass);
     const send = (msg: Writer) => this.socket.write(Buffer.from(msg.view()));
     this.onMessage = (code, body) => {
@@ -283,16 +289,22 @@ class WireConnection {
               .split(',')
               .map((x) => [x[0]!, x.slice(2)]),
           );
+          // RFC 5802: the server's nonce extends the client's; anything else is not this exchange.
+          if (typeof res.r !== 'string' || res.r.length <= nonce.length || !res.r.startsWith(nonce))
+            throw connectionError('SASL_NONCE_MISMATCH', "the server's SCRAM nonce does not extend the client's");
           const salted = crypto.pbkdf2Sync(await pass(), Buffer.from(res.s!, 'base64'), Number(res.i), 32, 'sha256');
           const clientKey = hmac(salted, 'Client Key');
           const auth = `n=*,r=${nonce},r=${res.r},s=${res.s},i=${res.i},c=biws,r=${res.r}`;
-          serverSignature = hmac(hmac(salted, 'Server Key'), auth).toString('base64');
+          serverSignature = hmac(hmac(salted, 'Server Key'), auth);
           const proof = xor(clientKey, hmac(crypto.createHash('sha256').update(clientKey).digest(), auth));
           const final = Buffer.from(`c=biws,r=${res.r},p=${proof.toString('base64')}`);
           return void send(this.w.reset().begin(0x70).raw(final).end());
         }
         if (type === 12) {
-          if (body.toString('utf8', 4).split('\0', 1)[0]!.slice(2) !== serverSignature)
+          if (serverSignature.length === 0)
+            throw connectionError('SASL_SIGNATURE_MISMATCH', 'the server ended SCRAM before its challenge');
+          const given = Buffer.from(body.toString('utf8', 4).split('\0', 1)[0]!.slice(2), 'base64');
+          if (given.length !== serverSignature.length || !crypto.timingSafeEqual(given, serverSignature))
             throw connectionError('SASL_SIGNATURE_MISMATCH', 'the server did not return the correct signature');
           return;
         }
@@ -457,7 +469,8 @@ export class WirePool {
     try {
       return await conn.batch(statements);
     } finally {
-      if (conn.broken || this.closed) conn.close();
+      // Past its lifetime (max_lifetime, as postgres.js recycles its own): closed instead of kept.
+      if (conn.broken || this.closed || performance.now() >= conn.expiresAt) conn.close();
       else {
         conn.lastUsed = performance.now();
         this.idle.push(conn);
@@ -469,7 +482,7 @@ export class WirePool {
     const before = performance.now() - this.opts.idleTimeoutMs;
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const c = this.idle[i]!;
-      if (c.broken || c.lastUsed < before) {
+      if (c.broken || c.lastUsed < before || c.expiresAt <= performance.now()) {
         this.idle.splice(i, 1);
         c.close();
       }
@@ -506,12 +519,24 @@ async function secure(raw: net.Socket, o: ResolvedOptions): Promise<net.Socket> 
   return secured;
 }
 
-/** An error of the connect or TLS handshake as one normalizeDbError maps to "database unavailable" (a PostgreSQL error stays). */
+/**
+ * An error of the connect, TLS handshake or authentication as one normalizeDbError maps to
+ * "database unavailable": the server refusing the connection (a wrong password, no pg_hba.conf
+ * entry such as a non-TLS connection to a hostssl-only server, a database that is not there, too
+ * many connections) is SQLSTATE 08004 with the server's message (no password in it), any other
+ * failure (a TLS error, a SCRAM exchange that does not check out) 08001. UNSUPPORTED_AUTH stays:
+ * the caller then keeps postgres.js (src/db/external.ts).
+ */
 function normalizeConnectError(e: unknown): unknown {
-  if (e instanceof PostgresError) return e;
   const code = (e as { code?: unknown })?.code;
-  if (typeof code === 'string' && /^(E[A-Z]+|CONNECT|CONNECTION|UNSUPPORTED|SASL)/.test(code)) return e;
-  return connectionError('ECONNRESET', `could not connect to the database (${(e as Error)?.message ?? e})`);
+  if (code === 'UNSUPPORTED_AUTH' || normalizeDbError(e) instanceof DatabaseUnavailableError) return e;
+  const message = (e as Error)?.message ?? String(e);
+  if (e instanceof PostgresError)
+    return connectionError('08004', `the database refused the connection: ${message} (${String(code)})`);
+  return connectionError(
+    '08001',
+    `could not connect to the database (${typeof code === 'string' ? `${code}: ` : ''}${message})`,
+  );
 }
 
 function parseError(body: Buffer): PostgresError {

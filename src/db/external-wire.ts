@@ -23,7 +23,11 @@
  * columns, so a statement seen before is only bound and run; a statement gone or outdated by a
  * schema change (26000, 0A000) makes the batch, rolled back as a whole, run once more parsed
  * anew. How many connections are in use at once is bounded by the pool's wait gate
- * (src/db/wait-gate.ts); an idle connection closes after `idleTimeoutMs`.
+ * (src/db/wait-gate.ts); an idle connection closes after `idleTimeoutMs`, and one released past
+ * its lifetime (the pool's `max_lifetime`, postgres.js's random 30 to 60 minutes) is closed
+ * then. A connection that cannot be made (refused by the server, TLS, a SCRAM exchange that does
+ * not check out) is "database unavailable" (`normalizeConnectError`); the methods and modes are
+ * checked by test/database/external-wire-auth.test.ts against a scratch cluster.
  */
 import crypto from 'node:crypto';
 import { once } from 'node:events';

@@ -40,6 +40,7 @@
  * (exec, transactions, LISTEN) interleave with these statements as they do with its own.
  */
 import type { PGlite } from '@electric-sql/pglite';
+import { BoundedMap } from '../util/bounded-map';
 import { undeclared } from '../util/undeclared';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, PARSE, SYNC, Writer } from './wire-writer';
 
@@ -156,8 +157,10 @@ export class WireStatements {
   /** The values of the statement being bound, serialized (reused). */
   private readonly values: unknown[] = [];
   private readonly exchange: { syncToFs: boolean; onRawData: (chunk: Uint8Array) => void };
-  /** Batch statements prepared in the session: text → name, least recently used first. */
-  private readonly prepared = new Map<string, string>();
+  /** Batch statements prepared in the session: text → name; the one pushed out is closed in the batch being written. */
+  private readonly prepared = new BoundedMap<string, string>(PREPARED_MAX, (_sql, name) =>
+    this.w.begin(CLOSE).byte(0x53).cstring(name).end(),
+  );
   private named = 0;
   /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
   private closing: string[] = [];
@@ -213,18 +216,13 @@ export class WireStatements {
     this.closing = [];
     const parsed: string[] = [];
     for (const st of statements) {
-      let name = this.prepared.get(st.sql);
+      let name = this.prepared.get(st.sql); // a use: now the most recently used
       if (name === undefined) {
-        if (this.prepared.size >= PREPARED_MAX) {
-          const [oldest, old] = this.prepared.entries().next().value!;
-          this.prepared.delete(oldest);
-          w.begin(CLOSE).byte(0x53).cstring(old).end();
-        }
         name = `basalt_batch_${++this.named}`;
         w.begin(PARSE).cstring(name).cstring(st.sql).int16(0).end();
         parsed.push(name);
-      } else this.prepared.delete(st.sql); // moved to the most recently used end below
-      this.prepared.set(st.sql, name);
+        this.prepared.set(st.sql, name); // beyond PREPARED_MAX, closes the least recently used
+      }
       w.begin(BIND).cstring('').cstring(name).int16(0).int16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);

@@ -15,6 +15,7 @@ import { keyChecks, sendsApiKey } from '../../http/api-key-guard';
 import type { GuardInputs } from '../../http/guards';
 import { bearerToken, sendsAuthorization, type RequestUser } from '../../http/user-guard';
 import { type Identity, userIdentity } from './identity';
+import { BoundedMap } from '../../util/bounded-map';
 
 export type DbCaller =
   | { kind: 'key'; key: ApiKeyPrincipal }
@@ -58,15 +59,13 @@ export function callerChecks(inputs: CallerInputs) {
    * The identity of a verified token: its claims are a function of the token and the user's
    * e-mail facts, so a token's requests share one (decoded once; identity.ts makes its
    * statement values once). Checked again on every request: the token by `authenticate`
-   * first, the facts here. At most MAX_IDENTITIES tokens are kept; beyond, the oldest goes.
+   * first, the facts here. At most MAX_IDENTITIES tokens are kept; beyond, the least recently used goes.
    */
-  const identities = new Map<string, { email: string; verified: boolean; identity: Identity }>();
+  const identities = new BoundedMap<string, { email: string; verified: boolean; identity: Identity }>(MAX_IDENTITIES);
   const identityOf = (token: string, user: RequestUser, profile: { email: string; email_verified: boolean }) => {
     const known = identities.get(token);
     if (known && known.email === profile.email && known.verified === profile.email_verified) return known.identity;
     const identity = userIdentity(user.userId, userClaims(token, profile));
-    identities.delete(token);
-    if (identities.size >= MAX_IDENTITIES) identities.delete(identities.keys().next().value!);
     identities.set(token, { email: profile.email, verified: profile.email_verified, identity });
     return identity;
   };

@@ -7,6 +7,8 @@
  * revoked, expired) are cached too, so a client retrying with a dead key does not
  * reach the database each time; creating a key evicts them.
  */
+import { BoundedMap } from '../../util/bounded-map';
+
 export interface CachedPrincipal {
   id: string;
   type: 'public' | 'service';
@@ -22,8 +24,7 @@ interface Entry {
 }
 
 export class VerifiedCache {
-  // A Map iterates in insertion order: re-inserting on hit makes the first entry the least recently used.
-  private map = new Map<string, Entry>();
+  private readonly map: BoundedMap<string, Entry>;
   /**
    * Invalidation counters. A lookup that overlapped an invalidation must not cache its
    * possibly stale answer: a positive one after a revocation (`revocations`), a
@@ -34,8 +35,10 @@ export class VerifiedCache {
 
   constructor(
     private ttlMs: number,
-    private max = 10_000,
-  ) {}
+    max = 10_000,
+  ) {
+    this.map = new BoundedMap(max);
+  }
 
   /** undefined: not cached; null: known invalid. */
   get(hash: string, now = Date.now()): CachedPrincipal | null | undefined {
@@ -45,15 +48,11 @@ export class VerifiedCache {
       this.map.delete(hash);
       return undefined;
     }
-    this.map.delete(hash);
-    this.map.set(hash, e);
     return e.value;
   }
 
   set(hash: string, value: CachedPrincipal | null, now = Date.now()): void {
-    this.map.delete(hash);
     this.map.set(hash, { value, until: now + this.ttlMs });
-    while (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
   }
 
   /** Snapshot taken before a lookup starts. */

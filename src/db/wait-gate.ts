@@ -91,6 +91,8 @@ const retryAfter = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
 export class WaitGate {
   private used = 0;
+  /** Holders that can be asked to yield (opened with `preempt`): without one, `contend` has nobody to ask. */
+  private preemptible = 0;
   private turns = 0;
   private readonly platform: Waiter[] = [];
   private readonly lanes = new Map<string, Lane>();
@@ -149,6 +151,7 @@ export class WaitGate {
     const h: Holder = { key, preempt, yielding: false, since: performance.now() };
     this.holders.add(h);
     this.used++;
+    if (preempt) this.preemptible++;
     if (key !== undefined) {
       const l = this.lane(key);
       l.held++;
@@ -161,6 +164,7 @@ export class WaitGate {
         done = true;
         this.holders.delete(h);
         this.used--;
+        if (preempt) this.preemptible--;
         if (key !== undefined) {
           const l = this.lanes.get(key);
           if (l && --l.held === 0 && !l.waiters.length) this.lanes.delete(key);
@@ -271,7 +275,10 @@ export class WaitGate {
 
   /** Waiters whose grace has passed ask a preemptible holder to yield (one each). */
   private contend(): void {
-    if (this.used < this.o.slots) return;
+    // Nobody to ask: every waiter would find no victim. Returning here keeps a full pool of
+    // plain statements (each waiting HTTP request calls this) from walking every waiter
+    // against every holder (bench:http keyed mail at 64 connections: 44 waiters × 20 holders).
+    if (this.used < this.o.slots || this.preemptible === 0) return;
     const cap = this.cap();
     const waiting = [...this.platform, ...[...this.lanes.values()].flatMap((l) => (l.held < cap ? l.waiters : []))];
     for (const w of waiting) {

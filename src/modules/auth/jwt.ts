@@ -62,6 +62,19 @@ export function aalOf(amr: readonly string[]): 1 | 2 {
   return amr.includes('totp') || amr.includes('recovery') ? 2 : 1;
 }
 
+/** At most this many verified tokens are remembered (per secret); past it the expired go, or all. */
+const VERIFIED_MAX = 10_000;
+
+/**
+ * A token that passed every check, with the window its time claims allow (ms since the
+ * epoch): fast-jwt's only time-dependent checks are `nbf` (now ≥ nbf) and `exp` (now ≤ exp).
+ */
+interface Verified {
+  result: VerifyResult & { ok: true };
+  notBefore: number;
+  expires: number;
+}
+
 export function accessTokens(secret: string): AccessTokens {
   // Imported once: handed the raw bytes, jose would import them into a CryptoKey on every call.
   const key = crypto.subtle.importKey(
@@ -90,6 +103,52 @@ export function accessTokens(secret: string): AccessTokens {
       }
     }
   };
+  /**
+   * Tokens that passed, by their text. A token's signature and claims are a function of its
+   * text and the secret, so a token seen before needs only its time window checked again
+   * (the same comparisons fast-jwt makes); one outside it takes the whole check, which
+   * answers exactly as before (expired, or invalid before `nbf`). Nothing about the session
+   * is remembered here: revocation is checked on every request after this (service.ts
+   * `authenticate`, sessions.ts). Only tokens we signed get in, so the map cannot be filled
+   * by a client; it holds live tokens (15 minutes) and is bounded.
+   */
+  const verified = new Map<string, Verified>();
+  const remember = (token: string, result: Verified['result'], payload: Record<string, unknown>) => {
+    if (verified.size >= VERIFIED_MAX) {
+      const now = Date.now();
+      for (const [t, v] of verified) if (now > v.expires) verified.delete(t);
+      if (verified.size >= VERIFIED_MAX) verified.clear();
+    }
+    const { nbf, exp } = payload as { nbf?: number; exp: number };
+    verified.set(token, {
+      result,
+      notBefore: typeof nbf === 'number' ? nbf * 1000 : -Infinity,
+      expires: exp * 1000,
+    });
+  };
+  /** Each caller gets claims of its own, as from a check of its own (a caller may keep or change them). */
+  const fresh = ({ claims: { sub, sid, amr, aal } }: Verified['result']): Verified['result'] =>
+    amr ? { ok: true, claims: { sub, sid, amr: [...amr], aal } } : { ok: true, claims: { sub, sid } };
+  /** The full check of a token's shape, signature and claims. */
+  const full = (token: string): VerifyResult => {
+    if (!SHAPE.test(token)) return { ok: false, reason: 'invalid' };
+    const { payload, expired } = check(token);
+    if (payload) {
+      const { sub, sid, iat, amr } = payload;
+      // User and session ids are UUIDs; anything else is refused before it reaches a query.
+      if (typeof sub === 'string' && typeof sid === 'string' && typeof iat === 'number' && isUuid(sub) && isUuid(sid)) {
+        // Tokens signed before amr existed carry none; ours always carry both, consistent.
+        let result: Verified['result'];
+        if (!Array.isArray(amr)) result = { ok: true, claims: { sub, sid } };
+        else if (!amr.every((m) => typeof m === 'string')) return { ok: false, reason: 'invalid' };
+        else result = { ok: true, claims: { sub, sid, amr, aal: aalOf(amr) } };
+        remember(token, result, payload);
+        return fresh(result);
+      }
+      return { ok: false, reason: 'invalid' };
+    }
+    return { ok: false, reason: expired ? 'expired' : 'invalid' };
+  };
   return {
     // Header {alg, typ}; payload iss, sub, sid, amr, aal, then exp and iat.
     sign: async (claims) =>
@@ -104,26 +163,13 @@ export function accessTokens(secret: string): AccessTokens {
         .setIssuedAt(new Date())
         .sign(await key),
     verify(token) {
-      if (!SHAPE.test(token)) return { ok: false, reason: 'invalid' };
-      const { payload, expired } = check(token);
-      if (payload) {
-        const { sub, sid, iat, amr } = payload;
-        // User and session ids are UUIDs; anything else is refused before it reaches a query.
-        if (
-          typeof sub === 'string' &&
-          typeof sid === 'string' &&
-          typeof iat === 'number' &&
-          isUuid(sub) &&
-          isUuid(sid)
-        ) {
-          // Tokens signed before amr existed carry none; ours always carry both, consistent.
-          if (!Array.isArray(amr)) return { ok: true, claims: { sub, sid } };
-          if (!amr.every((m) => typeof m === 'string')) return { ok: false, reason: 'invalid' };
-          return { ok: true, claims: { sub, sid, amr, aal: aalOf(amr) } };
-        }
-        return { ok: false, reason: 'invalid' };
+      const known = verified.get(token);
+      if (known) {
+        const now = Date.now();
+        if (now >= known.notBefore && now <= known.expires) return fresh(known.result);
+        verified.delete(token);
       }
-      return { ok: false, reason: expired ? 'expired' : 'invalid' };
+      return full(token);
     },
   };
 }

@@ -56,20 +56,31 @@ export function resolveIdempotencyKey(
   return h ?? b;
 }
 
-/** JSON with object keys sorted, so equal payloads hash equal whatever their key order. */
+/**
+ * JSON with object keys sorted, so equal payloads hash equal whatever their key order.
+ * Keys whose value is undefined are left out; in arrays undefined is `null` (as in
+ * JSON.stringify) and a hole is empty. Built by appending, without the arrays of parts the
+ * same text took before (the fingerprint must not change: stored jobs are compared with it).
+ */
 export function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return '[' + v.map(canonicalJson).join(',') + ']';
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) {
+      if (i > 0) out += ',';
+      if (i in v) out += canonicalJson(v[i]);
+    }
+    return out + ']';
+  }
   if (v && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return (
-      '{' +
-      Object.keys(o)
-        .filter((k) => o[k] !== undefined)
-        .sort()
-        .map((k) => JSON.stringify(k) + ':' + canonicalJson(o[k]))
-        .join(',') +
-      '}'
-    );
+    let out = '{';
+    for (const k of Object.keys(o).sort()) {
+      const x = o[k];
+      if (x === undefined) continue;
+      if (out.length > 1) out += ',';
+      out += JSON.stringify(k) + ':' + canonicalJson(x);
+    }
+    return out + '}';
   }
   return JSON.stringify(v ?? null);
 }

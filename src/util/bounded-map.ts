@@ -2,8 +2,8 @@
  * A Map that holds at most `max` entries: past it, the least recently used goes first
  * (`get` and `set` count as a use; `peek` and iteration do not). `onEvict` hears of each
  * entry pushed out that way (not of `delete` or `clear`). The one bounded cache the
- * platform's in-process caches share: verified API keys, users' identities, the embedded
- * engine's prepared statements.
+ * platform's in-process caches share: verified API keys and access tokens, users'
+ * identities, the embedded engine's prepared statements.
  */
 export class BoundedMap<K, V> {
   // A Map iterates in insertion order: moving an entry to the end on use makes the first the least recently used.

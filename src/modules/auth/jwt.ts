@@ -9,6 +9,7 @@
 import { createVerifier, TokenError, type VerifierOptions } from 'fast-jwt';
 import { SignJWT } from 'jose';
 import { isUuid } from '../../util/uuid';
+import { BoundedMap } from '../../util/bounded-map';
 
 /** Lifetime of an access token. Short because revocation is also checked per request. */
 export const ACCESS_TOKEN_SECONDS = 15 * 60;
@@ -62,7 +63,7 @@ export function aalOf(amr: readonly string[]): 1 | 2 {
   return amr.includes('totp') || amr.includes('recovery') ? 2 : 1;
 }
 
-/** At most this many verified tokens are remembered (per secret); past it the expired go, or all. */
+/** At most this many verified tokens are remembered (per secret); past it the least recently used goes. */
 const VERIFIED_MAX = 10_000;
 
 /**
@@ -110,15 +111,10 @@ export function accessTokens(secret: string): AccessTokens {
    * answers exactly as before (expired, or invalid before `nbf`). Nothing about the session
    * is remembered here: revocation is checked on every request after this (service.ts
    * `authenticate`, sessions.ts). Only tokens we signed get in, so the map cannot be filled
-   * by a client; it holds live tokens (15 minutes) and is bounded.
+   * by a client; it holds live tokens (15 minutes) and is bounded (src/util/bounded-map.ts).
    */
-  const verified = new Map<string, Verified>();
+  const verified = new BoundedMap<string, Verified>(VERIFIED_MAX);
   const remember = (token: string, result: Verified['result'], payload: Record<string, unknown>) => {
-    if (verified.size >= VERIFIED_MAX) {
-      const now = Date.now();
-      for (const [t, v] of verified) if (now > v.expires) verified.delete(t);
-      if (verified.size >= VERIFIED_MAX) verified.clear();
-    }
     const { nbf, exp } = payload as { nbf?: number; exp: number };
     verified.set(token, {
       result,

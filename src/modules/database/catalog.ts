@@ -302,21 +302,30 @@ export class Catalog {
     make: (table: Table) => T,
     errors: { table: () => Error; name: (e: UnknownName) => Error },
   ): Built<T> | Promise<Built<T>> {
-    const attempt = (snap: CatalogSnapshot, table: Table): Built<T> | Promise<Built<T>> => {
-      try {
-        return { value: make(table), snap, table };
-      } catch (e) {
-        if (!(e instanceof UnknownName)) throw e;
-        return this.buildAgain(name, via, make, errors, e);
-      }
-    };
     const snap = this.fresh();
     const table = snap?.tables.get(name);
-    if (snap && table) return attempt(snap, table);
+    if (snap && table) return this.attempt(name, via, make, errors, snap, table);
     return this.table(name, via).then((found) => {
       if (!found.table) throw errors.table();
-      return attempt(found.snap, found.table);
+      return this.attempt(name, via, make, errors, found.snap, found.table);
     });
+  }
+
+  /** `make(table)`, or `buildAgain` when it names what the snapshot does not know. */
+  private attempt<T>(
+    name: string,
+    via: Queryable | undefined,
+    make: (table: Table) => T,
+    errors: { table: () => Error; name: (e: UnknownName) => Error },
+    snap: CatalogSnapshot,
+    table: Table,
+  ): Built<T> | Promise<Built<T>> {
+    try {
+      return { value: make(table), snap, table };
+    } catch (e) {
+      if (!(e instanceof UnknownName)) throw e;
+      return this.buildAgain(name, via, make, errors, e);
+    }
   }
 
   /** `build`'s second try, after `missed` (a name unknown to the snapshot it was built against). */

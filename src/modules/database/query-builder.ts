@@ -120,58 +120,84 @@ export function where(table: Table, filters: unknown, params: Params): string {
     const col = column(table, f.field, `${path}.field`);
     const q = col.quoted;
     const v = f.value;
+    const value = filterValue(col, op as Operator, v, i);
     switch (op as Operator) {
       case 'is_null':
-        if (typeof v !== 'boolean') throw DbErrors.invalid(`${path}.value`, 'is_null takes true or false');
         return `${q} IS ${v ? '' : 'NOT '}NULL`;
       case 'in':
       case 'not_in': {
-        if (!Array.isArray(v) || v.length === 0)
-          throw DbErrors.invalid(`${path}.value`, `${op} takes a non-empty array`);
-        if (col.isArray || col.kind === 'json')
-          throw DbErrors.invalid(
-            `${path}.op`,
-            `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`,
-          );
-        if (v.some((x) => x === null))
-          throw DbErrors.invalid(`${path}.value`, `${op} values cannot be null; add an is_null filter instead`);
-        // One value per element: a nested array would become another dimension of the array parameter.
-        if (v.some((x) => typeof x === 'object'))
-          throw DbErrors.invalid(
-            `${path}.value`,
-            `${op} takes a flat array of values (strings, numbers or booleans); nested arrays and objects are not values`,
-          );
-        let list: string;
-        try {
-          list = encodeList(col, v);
-        } catch (e) {
-          if (e instanceof ValueError) throw DbErrors.column(col.name, e.message, undefined, `${path}.value`);
-          throw e;
-        }
-        const n = params.add(list, col, true);
+        const n = params.add(value, col, true);
         return op === 'in' ? `${q} = ANY(${castParam(n, col, true)})` : `${q} <> ALL(${castParam(n, col, true)})`;
       }
-      default: {
-        if (v === null || v === undefined)
-          throw DbErrors.invalid(`${path}.value`, `${op} needs a value; to match NULL use is_null`);
-        if (TEXT_OPS.has(op as Operator)) {
-          if (col.kind !== 'text' || col.isArray)
-            throw DbErrors.invalid(`${path}.op`, `${op} applies to text columns; '${col.name}' is not one`);
-          if (typeof v !== 'string')
-            throw DbErrors.invalid(`${path}.value`, `${op} takes a pattern string (% and _ are wildcards)`);
-          const n = params.add(v, col);
-          params.patterns.push({ param: n - 1, path: `${path}.value` });
-          return `${q} ${SQL_OP[op]} $${n}::text`;
-        }
-        if (col.kind === 'json' && (ORDER_OPS.has(op as Operator) || col.castType === 'json')) {
-          throw DbErrors.invalid(`${path}.op`, `${op} is not available for json column '${col.name}'`);
-        }
-        const n = params.add(encode(col, v, `${path}.value`), col);
-        return `${q} ${SQL_OP[op]} ${castParam(n, col)}`;
+      case 'like':
+      case 'ilike': {
+        const n = params.add(value, col);
+        params.patterns.push({ param: n - 1, path: `${path}.value` });
+        return `${q} ${SQL_OP[op]} $${n}::text`;
       }
+      default:
+        return `${q} ${SQL_OP[op]} ${castParam(params.add(value, col), col)}`;
     }
   });
   return parts.length ? ' WHERE ' + parts.join(' AND ') : '';
+}
+
+/**
+ * The bind parameter of filter `i` on `col` with operator `op` (null for is_null, which has none),
+ * or the 400 that names what is wrong with it. The only part of a filter that depends
+ * on its value: a select whose shape is cached (`buildStatement`) runs just this.
+ */
+function filterValue(col: Column, op: Operator, v: unknown, i: number): string | null {
+  // The request path (`filters[i]`) is spelled out in each refusal, so an accepted value makes no string.
+  switch (op) {
+    case 'is_null':
+      if (typeof v !== 'boolean') throw DbErrors.invalid(`filters[${i}].value`, 'is_null takes true or false');
+      return null;
+    case 'in':
+    case 'not_in': {
+      if (!Array.isArray(v) || v.length === 0)
+        throw DbErrors.invalid(`filters[${i}].value`, `${op} takes a non-empty array`);
+      if (col.isArray || col.kind === 'json')
+        throw DbErrors.invalid(
+          `filters[${i}].op`,
+          `${op} is not available for ${col.isArray ? 'array' : 'json'} column '${col.name}'`,
+        );
+      if (v.some((x) => x === null))
+        throw DbErrors.invalid(`filters[${i}].value`, `${op} values cannot be null; add an is_null filter instead`);
+      // One value per element: a nested array would become another dimension of the array parameter.
+      if (v.some((x) => typeof x === 'object'))
+        throw DbErrors.invalid(
+          `filters[${i}].value`,
+          `${op} takes a flat array of values (strings, numbers or booleans); nested arrays and objects are not values`,
+        );
+      try {
+        return encodeList(col, v);
+      } catch (e) {
+        if (e instanceof ValueError) throw DbErrors.column(col.name, e.message, undefined, `filters[${i}].value`);
+        throw e;
+      }
+    }
+    default: {
+      if (v === null || v === undefined)
+        throw DbErrors.invalid(`filters[${i}].value`, `${op} needs a value; to match NULL use is_null`);
+      if (TEXT_OPS.has(op)) {
+        if (col.kind !== 'text' || col.isArray)
+          throw DbErrors.invalid(`filters[${i}].op`, `${op} applies to text columns; '${col.name}' is not one`);
+        if (typeof v !== 'string')
+          throw DbErrors.invalid(`filters[${i}].value`, `${op} takes a pattern string (% and _ are wildcards)`);
+        return v;
+      }
+      if (col.kind === 'json' && (ORDER_OPS.has(op) || col.castType === 'json')) {
+        throw DbErrors.invalid(`filters[${i}].op`, `${op} is not available for json column '${col.name}'`);
+      }
+      try {
+        return encodeValue(col, v);
+      } catch (e) {
+        if (e instanceof ValueError) throw DbErrors.column(col.name, e.message, undefined, `filters[${i}].value`);
+        throw e;
+      }
+    }
+  }
 }
 
 function returning(table: Table, fields: unknown): Column[] {
@@ -232,6 +258,19 @@ export function buildStatement(
   opts: { maxLimit: number; returning?: boolean },
 ): Statement {
   const action = body.action as Action;
+  const tokens = action === 'select' ? selectShape(body) : undefined;
+  if (tokens) {
+    const shape = findShape(table, tokens);
+    if (shape) return bindSelect(shape, body, opts.maxLimit);
+    const st = build(body, table, opts);
+    remember(table, tokens, body, st);
+    return st;
+  }
+  return build(body, table, opts);
+}
+
+function build(body: QueryBody, table: Table, opts: { maxLimit: number; returning?: boolean }): Statement {
+  const action = body.action as Action;
   if (!(ACTIONS as readonly string[]).includes(action))
     throw DbErrors.invalid('action', `unknown action; use one of ${ACTIONS.join(', ')}`);
   for (const k of Object.keys(body)) {
@@ -249,9 +288,7 @@ export function buildStatement(
     case 'select': {
       const w = where(table, body.filters, params);
       const o = orderBy(table, body.sort);
-      const limit = body.limit === undefined ? 100 : nonNegativeInt(body.limit, 'limit');
-      if (limit > opts.maxLimit)
-        throw DbErrors.invalid('limit', `must be at most ${opts.maxLimit} (setting db.max_limit); page with offset`);
+      const limit = limitOf(body, opts.maxLimit);
       const offset = body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset');
       if (body.total !== undefined && typeof body.total !== 'boolean')
         throw DbErrors.invalid('total', 'must be true or false');
@@ -309,4 +346,167 @@ export function buildStatement(
       return params.statement(`DELETE FROM ${t}${w}${ret}`, cols);
     }
   }
+}
+
+function limitOf(body: QueryBody, maxLimit: number): number {
+  const limit = body.limit === undefined ? 100 : nonNegativeInt(body.limit, 'limit');
+  if (limit > maxLimit)
+    throw DbErrors.invalid('limit', `must be at most ${maxLimit} (setting db.max_limit); page with offset`);
+  return limit;
+}
+
+/**
+ * Selects by shape, per table: a repeated shape (the same fields, filter columns and
+ * operators, sort, total) reuses the statement text built and checked the first time,
+ * and only its values are checked and bound (`bindSelect`). Keyed by the catalog's
+ * `Table` object, so a catalog reload (a new snapshot, new objects) leaves the old shapes
+ * behind: every name of a cached shape was found in the table it is cached under.
+ */
+interface SelectShape {
+  sql: string;
+  countSql?: string;
+  columns: Column[];
+  /** The filters that take a bind parameter, in parameter order: index in `filters`, column, operator. */
+  binds: { i: number; col: Column; op: Operator }[];
+  paramColumns: (Column | null)[];
+  paramIsList: boolean[];
+  patterns: { param: number; path: string }[];
+}
+
+/** Shapes by their tokens (`selectShape`), one edge per token; per table. */
+interface ShapeNode {
+  next: Map<Token, ShapeNode>;
+  shape?: SelectShape;
+}
+type Token = string | number | boolean;
+interface TableShapes {
+  root: ShapeNode;
+  count: number;
+}
+
+const SHAPES = new WeakMap<Table, TableShapes>();
+/** Shapes kept per table; beyond, the table's shapes start over (a client inventing shapes costs only builds). */
+const MAX_SHAPES = 256;
+/** Filters of a cacheable shape (far below Postgres' parameter limit, so no shape reaches it). */
+const MAX_SHAPE_FILTERS = 64;
+const SELECT_KEYS = ALLOWED.select;
+const OP_SET = new Set<string>(OPERATORS);
+
+/**
+ * The shape of a select as a list of tokens, or undefined when the body is not a plain
+ * well-formed one (the builder then checks it and names what is wrong). Everything but
+ * the values of filters, limit and offset is in it: total, the fields, each filter's
+ * operator and column (is_null's value too: it is part of the text), each sort item's
+ * direction and column. Each list is preceded by its length (-1: absent), so no two
+ * bodies of different shapes make the same tokens. Tokens are the body's own strings:
+ * nothing is concatenated.
+ */
+function selectShape(body: QueryBody): Token[] | undefined {
+  for (const k in body) if (!SELECT_KEYS.has(k)) return undefined;
+  const total = body.total;
+  if (total !== undefined && typeof total !== 'boolean') return undefined;
+  const tokens: Token[] = [total === true];
+  const fields = body.fields as unknown;
+  if (fields === undefined) tokens.push(-1);
+  else {
+    if (!Array.isArray(fields) || fields.length === 0) return undefined;
+    tokens.push(fields.length);
+    for (const f of fields) {
+      if (typeof f !== 'string' || f === '') return undefined;
+      tokens.push(f);
+    }
+  }
+  const filters = body.filters as unknown;
+  if (filters === undefined) tokens.push(-1);
+  else {
+    if (!Array.isArray(filters) || filters.length > MAX_SHAPE_FILTERS) return undefined;
+    tokens.push(filters.length);
+    for (const f of filters) {
+      if (!isObject(f)) return undefined;
+      for (const k in f) if (k !== 'field' && k !== 'op' && k !== 'value') return undefined;
+      const { field, op } = f;
+      if (typeof field !== 'string' || field === '' || typeof op !== 'string' || !OP_SET.has(op)) return undefined;
+      tokens.push(op, field);
+      if (op === 'is_null') {
+        if (typeof f.value !== 'boolean') return undefined;
+        tokens.push(f.value);
+      }
+    }
+  }
+  const sort = body.sort as unknown;
+  if (sort === undefined) tokens.push(-1);
+  else {
+    if (!Array.isArray(sort)) return undefined;
+    tokens.push(sort.length);
+    for (const s of sort) {
+      if (!isObject(s)) return undefined;
+      for (const k in s) if (k !== 'field' && k !== 'direction') return undefined;
+      const { field, direction } = s;
+      if (typeof field !== 'string' || field === '') return undefined;
+      // Any letter case, as the builder takes it.
+      const desc = direction === undefined ? false : typeof direction === 'string' ? direction.toLowerCase() : '';
+      if (desc !== false && desc !== 'asc' && desc !== 'desc') return undefined;
+      tokens.push(desc === 'desc', field);
+    }
+  }
+  return tokens;
+}
+
+function findShape(table: Table, tokens: Token[]): SelectShape | undefined {
+  let node = SHAPES.get(table)?.root;
+  for (let i = 0; node && i < tokens.length; i++) node = node.next.get(tokens[i]!);
+  return node?.shape;
+}
+
+/** Keep the shape of `body` (its `tokens`), whose statement `st` was just built against `table`. */
+function remember(table: Table, tokens: Token[], body: QueryBody, st: Statement): void {
+  let shapes = SHAPES.get(table);
+  if (!shapes || shapes.count >= MAX_SHAPES) SHAPES.set(table, (shapes = { root: { next: new Map() }, count: 0 }));
+  let node = shapes.root;
+  for (const t of tokens) {
+    let child = node.next.get(t);
+    if (!child) node.next.set(t, (child = { next: new Map() }));
+    node = child;
+  }
+  const binds: SelectShape['binds'] = [];
+  const filters = (body.filters ?? []) as { field: string; op: Operator }[];
+  filters.forEach((f, i) => {
+    if (f.op !== 'is_null') binds.push({ i, col: table.columns.get(f.field)!, op: f.op });
+  });
+  if (!node.shape) shapes.count++;
+  node.shape = {
+    sql: st.sql,
+    countSql: st.countSql,
+    columns: st.columns,
+    binds,
+    paramColumns: st.paramColumns,
+    paramIsList: st.paramIsList,
+    patterns: st.patterns,
+  };
+}
+
+/**
+ * The statement of a select whose shape is cached: its values checked in the order the
+ * builder checks them (filters, limit, offset) and bound. The shape's lists are shared
+ * between requests and only read.
+ */
+function bindSelect(shape: SelectShape, body: QueryBody, maxLimit: number): Statement {
+  const filters = body.filters as { value?: unknown }[] | undefined;
+  const params: (string | number | null)[] = [];
+  for (const b of shape.binds) params.push(filterValue(b.col, b.op, filters![b.i]!.value, b.i));
+  const filterParams = shape.countSql ? params.slice() : undefined;
+  params.push(limitOf(body, maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
+  const st: Statement = {
+    sql: shape.sql,
+    params,
+    columns: shape.columns,
+    paramColumns: shape.paramColumns,
+    paramIsList: shape.paramIsList,
+    patterns: shape.patterns,
+  };
+  if (shape.countSql) {
+    st.countSql = shape.countSql;
+    st.countParams = filterParams;
+  }
+  return st;
 }

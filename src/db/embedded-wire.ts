@@ -42,7 +42,7 @@
 import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
 import { undeclared } from '../util/undeclared';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, PARSE, SYNC, Writer } from './wire-writer';
+import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -126,19 +126,6 @@ const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
   L: 'line',
   R: 'routine',
 };
-
-/** Buffers past this size are let go after the exchange that needed them. */
-const LARGE = 1024 * 1024;
-
-/**
- * Batches keep their statements prepared in the session, by text, this many at most (the
- * least recently used is closed beyond): the text of an API statement repeats (same entity,
- * fields and filter shape), and parsing and planning a statement under row-level security
- * costs more than running it.
- */
-const PREPARED_MAX = 64;
-/** SQLSTATEs of a prepared statement the session no longer has (26000), or whose result changed shape with the schema (0A000). */
-const STALE = new Set(['26000', '0A000']);
 
 interface Reply {
   error?: EmbeddedStatementError;

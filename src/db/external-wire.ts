@@ -34,7 +34,8 @@ import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import { DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, PARSE, SYNC, Writer } from './wire-writer';
+import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
+import { BoundedMap } from '../util/bounded-map';
 
 type Parser = ((text: string) => unknown) & { array?: boolean };
 
@@ -109,12 +110,6 @@ const ERROR_FIELDS: Record<string, string> = {
   R: 'routine',
 };
 
-const PREPARED_MAX = 64;
-/** SQLSTATEs of a prepared statement the session no longer has (26000), or whose result changed shape with the schema (0A000). */
-const STALE = new Set(['26000', '0A000']);
-/** Buffers past this size are let go after the exchange that needed them. */
-const LARGE = 1024 * 1024;
-
 interface Column {
   name: string;
   type: number;
@@ -146,7 +141,10 @@ class WireConnection {
   private onMessage: (code: number, body: Buffer) => void = () => {};
   /** The first ErrorResponse of the exchange under way (or a value that could not be read). */
   private error: unknown = null;
-  private readonly prepared = new Map<string, Prepared>();
+  /** Statements prepared on this connection: text → name and result columns; the one pushed out is closed in the batch being written. */
+  private readonly prepared = new BoundedMap<string, Prepared>(PREPARED_MAX, (_sql, old) =>
+    this.w.begin(CLOSE).byte(0x53).cstring(old.name).end(),
+  );
   private named = 0;
   /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
   private closing: string[] = [];
@@ -335,19 +333,14 @@ class WireConnection {
     const plan: Prepared[] = [];
     const parsed: string[] = [];
     for (const st of statements) {
-      let p = this.prepared.get(st.sql);
+      let p = this.prepared.get(st.sql); // a use: now the most recently used
       if (p === undefined) {
-        if (this.prepared.size >= PREPARED_MAX) {
-          const [oldest, old] = this.prepared.entries().next().value!;
-          this.prepared.delete(oldest);
-          w.begin(CLOSE).byte(0x53).cstring(old.name).end();
-        }
         p = { name: `basalt_wire_${++this.named}`, columns: [] };
         w.begin(PARSE).cstring(p.name).cstring(st.sql).int16(0).end();
         w.begin(DESCRIBE).byte(0x53).cstring(p.name).end(); // its result columns, kept with it
         parsed.push(p.name);
-      } else this.prepared.delete(st.sql); // moved to the most recently used end below
-      this.prepared.set(st.sql, p);
+        this.prepared.set(st.sql, p); // beyond PREPARED_MAX, closes the least recently used
+      }
       plan.push(p);
       w.begin(BIND).cstring('').cstring(p.name).int16(0).int16(st.params.length);
       for (const v of st.params) {

@@ -13,6 +13,18 @@ export const FLUSH = 0x48;
 export const SYNC = 0x53;
 export const CLOSE = 0x43;
 
+/**
+ * Statements stay prepared in a session, by text, this many at most (the least recently used
+ * is closed beyond): the text of an API statement repeats (same entity, fields and filter
+ * shape), and parsing and planning a statement under row-level security costs more than
+ * running it.
+ */
+export const PREPARED_MAX = 64;
+/** SQLSTATEs of a prepared statement the session no longer has (26000), or whose result changed shape with the schema (0A000). */
+export const STALE = new Set(['26000', '0A000']);
+/** Buffers past this size are let go after the exchange that needed them. */
+export const LARGE = 1024 * 1024;
+
 /** A buffer that grows and is reused for every message written. */
 export class Writer {
   buf = Buffer.allocUnsafe(16 * 1024);

@@ -3,7 +3,7 @@
  * (`get` and `set` count as a use; `peek` and iteration do not). `onEvict` hears of each
  * entry pushed out that way (not of `delete` or `clear`). The one bounded cache the
  * platform's in-process caches share: verified API keys and access tokens, users'
- * identities, the embedded engine's prepared statements.
+ * identities, the prepared statements of the embedded engine and of external batches.
  */
 export class BoundedMap<K, V> {
   // A Map iterates in insertion order: moving an entry to the end on use makes the first the least recently used.

@@ -58,8 +58,11 @@ try {
     query: async <T>() =>
       ({ rows: sample.map((r) => ({ ...r })), rowCount: 10, fields: [] }) as unknown as QueryResult<T>,
   } as Db;
-  // The service runs a key's statement on waitAs(…) of its connection: that too answers from memory.
+  // The service runs a key's statement on waitAs(…) of its connection, or as a batch of one
+  // (atOnce, external): those too answer from memory.
   memoryDb.waitAs = () => memoryDb;
+  memoryDb.atOnce = async (statements) =>
+    statements.map(() => ({ rows: sample.map((r) => ({ ...r })), rowCount: 10, fields: [] }));
   const principal = (await p.services.keys.verify(key)) as ApiKeyPrincipal;
   const seams = { db: database.apiDb, verify: keys.verify, query: database.query };
   const use = (on: { db: Db; keyAway?: boolean; serviceAway?: boolean }) => {

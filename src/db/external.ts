@@ -153,10 +153,12 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
    * Statements known up front, as one transaction of their own. With plain values (`batchable`:
    * strings, finite numbers, nulls) on the wire path: the statements and a single Sync, an
    * implicit transaction, in one write (src/db/external-wire.ts). Otherwise, or where that path
-   * cannot connect (an authentication method it does not speak): BEGIN, the statements and COMMIT go out
-   * together on one connection (one round trip), which runs them in the order sent; a failed
-   * statement makes COMMIT a rollback. The first error is thrown (a statement after a failed
-   * one fails only because the transaction was aborted). Straight on the driver: no Tx.
+   * cannot connect (an authentication method it does not speak): a statement on its own is a
+   * query of the pool (its own implicit transaction, as a batch of one would be); several go out
+   * as BEGIN, the statements and COMMIT together on one connection (one round trip), which runs
+   * them in the order sent; a failed statement makes COMMIT a rollback. The first error is thrown
+   * (a statement after a failed one fails only because the transaction was aborted). Straight on
+   * the driver: no Tx.
    */
   async function atOnce(statements: readonly KnownStatement[], wait: WaitOptions = {}): Promise<QueryResult[]> {
     const pool = wire;
@@ -169,6 +171,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         pool.close();
       }
     }
+    if (statements.length === 1) return [await waitAs(wait).query(statements[0]!.sql, statements[0]!.params)];
     const place = await gate.acquire(wait);
     let conn: postgres.ReservedSql;
     try {

@@ -10,8 +10,10 @@
  * transaction (three more round trips) around every statement. The pool also keeps
  * statements prepared per connection: API statement texts repeat (same entity,
  * fields and filter shape), so most queries are one round trip. A user's or anon's request
- * (`Db.atOnce`) goes out as one batch with a single Sync on connections of the pool's own
- * (src/db/external-wire.ts), opened with the same settings. A separate pool also
+ * (`Db.atOnce`) goes out as one batch with a single Sync, and a service key's statement outside
+ * a transaction as a batch of one (service.ts, `alone`), on connections of the pool's own
+ * (src/db/external-wire.ts), opened with the same settings; a transaction's statements stay on
+ * its reserved driver connection. A separate pool also
  * keeps API load from starving platform work (sessions, mail queue) of connections.
  * When the timeout setting changes, a new pool replaces the old one; the old one is
  * closed once the transactions that may still use it have had time to end.

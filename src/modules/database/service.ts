@@ -4,6 +4,7 @@
  * with the verified key principal and the request body.
  */
 import { PgError, type Db, type Queryable, type QueryResult, type WaitOptions, type WaitStats } from '../../db/engine';
+import { batchable } from '../../db/embedded-wire';
 import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
@@ -20,6 +21,28 @@ import { openApiPool } from './api-pool';
 import { ANON, asIdentityAtOnce, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
 import { authorize, holdsAnything } from './access';
 import { ownerOf, type DbCaller } from './caller';
+
+/**
+ * Where a service key's statements outside a transaction run: each on its own, waiting for the
+ * pool as the key's work (`wait`). On external PostgreSQL one whose values a batch takes
+ * (strings, finite numbers, nulls: every API statement's, an `in` list being an array literal)
+ * is a batch of one (`Db.atOnce`), on the pool's wire path as a user's are (src/db/external-wire.ts): its
+ * own implicit transaction, as it was on the driver, prepared per connection by its text and
+ * read by Basalt's own reader instead of a query object of the driver's per statement. Where
+ * that path is not spoken, `atOnce` runs a statement on its own as a query of the pool. On the
+ * embedded engine the pool's query already runs such a statement as a batch of one.
+ */
+function alone(db: Db, wait: WaitOptions): Queryable {
+  const waiting = db.waitAs(wait);
+  if (db.kind !== 'external') return waiting;
+  return {
+    query: async <T>(sql: string, params: unknown[] = []) =>
+      batchable(params)
+        ? ((await db.atOnce([{ sql, params }], wait))[0] as QueryResult<T>)
+        : waiting.query<T>(sql, params),
+    exec: waiting.exec,
+  };
+}
 
 export class DatabaseService {
   readonly catalog: Catalog;
@@ -119,7 +142,7 @@ export class DatabaseService {
       this.checkWhitelist(caller.key, body.entity);
       if (body.transaction_id !== undefined)
         return this.transactions.run(body.transaction_id, caller.key.id, (tx) => this.execute(body, tx, true));
-      return this.execute(body, (await this.apiDb()).waitAs(wait), false);
+      return this.execute(body, alone(await this.apiDb(), wait), false);
     }
     const as = caller.kind === 'user' ? caller.identity : ANON;
     if (body.transaction_id !== undefined) {

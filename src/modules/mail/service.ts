@@ -12,7 +12,7 @@ import { renderMessage, templateStore, type TemplateStore } from './templates';
 import { SmtpSendError, SmtpTransport, senderDomain } from './smtp';
 import { MailWorker } from './worker';
 import { MailRetention } from './retention';
-import { insertJob, MAIL_CHANNEL, type NewJob } from './accept';
+import { acceptJob, insertJob, MAIL_CHANNEL, type NewJob } from './accept';
 import { markFailed, markSent } from './leases';
 import { freeKey, lookupKey, requestHash, type EarlierAnswer } from './idempotency';
 import {
@@ -157,7 +157,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
   async function record(job: NewJob): Promise<EarlierAnswer | undefined> {
     const channel = job.sync ? undefined : announce;
     // The common case in one statement: the job (with its key) and its NOTIFY.
-    if (await insertJob(p.db, job, channel)) return undefined;
+    if (await acceptJob(p.db, job, channel)) return undefined;
     const { key, hash } = job.idempotency!;
     const scope = job.keyId!;
     const earlier = await lookupKey(p.db, scope, key, hash);

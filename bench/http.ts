@@ -38,7 +38,7 @@
  *   npm run bench:http                                     # both engines, 1/16/64/256 connections
  *   BENCH_ENGINES=external BENCH_WORKLOADS=select BENCH_CONNECTIONS=64 npm run bench:http
  */
-import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import postgres from 'postgres';
@@ -63,6 +63,7 @@ import {
   waitFor,
   wrk,
   wrkShort,
+  wrkTogether,
   type Cell,
   ADMIN_URL,
   cpuSeconds,
@@ -77,7 +78,18 @@ import { buildStatement } from '../src/modules/database/query-builder';
 const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
 // with its interquartile range says more than one long run (a whole run stays near 10 minutes).
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
+/**
+ * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
+ * same time by two wrk processes, both on the server core, each measured over the same window, so
+ * whatever changes the machine's speed during a pair (a neighbour on the host, the core's clock;
+ * a fixed piece of JavaScript took 99 to 356 ms on this machine within one run) falls on both
+ * sides alike and cancels in the ratio. `alternate`: one after the other, the order alternating
+ * (the mode of the runs before 2026-11-26; their disagreements came from such changes between
+ * the two halves of a pair).
+ */
+const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
+if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 2 : 1));
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
 /**
  * A pair whose baseline or Basalt CPU per request lies further than this from the cell's median
@@ -156,17 +168,20 @@ function quantile(xs: number[], q: number): number {
 
 /**
  * CPU seconds so far of the PostgreSQL backends serving database `db` (external engine), split by
- * who connected: the baseline names itself bench-baseline (application_name), everything else is
- * Basalt's. Backends are processes of this machine's PostgreSQL, read from /proc.
+ * who connected (application_name): the baseline names itself bench-baseline, the second Basalt of
+ * the user-select pairs bench-twin (TWIN_APP), everything else is Basalt's. Backends are processes
+ * of this machine's PostgreSQL, read from /proc.
  */
 function backendMeters(sql: postgres.Sql, db: string) {
-  const read = async (baseline: boolean) => {
-    const rows = await sql<{ pid: number }[]>`
-      SELECT pid FROM pg_stat_activity
-       WHERE datname = ${db} AND backend_type = 'client backend'
-         AND (application_name LIKE 'bench-baseline%') = ${baseline}`;
+  const whose = (name: string) =>
+    name.startsWith('bench-baseline') ? 'baseline' : name.startsWith(TWIN_APP) ? 'twin' : 'basalt';
+  const read = async (who: 'baseline' | 'twin' | 'basalt') => {
+    const rows = await sql<{ pid: number; application_name: string }[]>`
+      SELECT pid, application_name FROM pg_stat_activity
+       WHERE datname = ${db} AND backend_type = 'client backend'`;
     let total = 0;
-    for (const { pid } of rows) {
+    for (const { pid, application_name } of rows) {
+      if (whose(application_name) !== who) continue;
       try {
         total += cpuSeconds(pid);
       } catch {
@@ -175,8 +190,11 @@ function backendMeters(sql: postgres.Sql, db: string) {
     }
     return total;
   };
-  return { baseline: () => read(true), basalt: () => read(false) };
+  return { baseline: () => read('baseline'), twin: () => read('twin'), basalt: () => read('basalt') };
 }
+
+/** The application_name of the second Basalt's PostgreSQL connections (the user select's yardstick, together mode). */
+const TWIN_APP = 'bench-twin';
 
 /** The pids of every PostgreSQL backend connected to database `db` (both sides, and Basalt's listeners). */
 async function backendPids(sql: postgres.Sql, db: string): Promise<number[]> {
@@ -268,6 +286,8 @@ for (const engine of ENGINES) {
     BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000',
   };
   const procs: Subprocess[] = [];
+  /** Directories of this engine's run beside the database's own: the baseline's and the twin's copies. */
+  const scratch: string[] = [];
   const meterSql = engine === 'external' ? postgres(ADMIN_URL, { max: 1, onnotice: () => {} }) : undefined;
   try {
     // Schema, a key, a signed-in user and the statement Basalt builds, prepared in process; then closed.
@@ -289,7 +309,18 @@ for (const engine of ENGINES) {
     }
     // The embedded baseline opens its own copy of the data (the original belongs to Basalt).
     const baseDir = mkdtempSync(join(tmpdir(), 'basalt-bench-base-'));
+    scratch.push(baseDir);
     if (engine === 'embedded') cpSync(join(db.dataDir, 'pg'), join(baseDir, 'pg'), { recursive: true });
+    // Together mode: the user select's yardstick (a service key's select) is served by a second
+    // Basalt, the twin, so the two sides are two processes measured at once. It has a copy of
+    // the data directory (embedded: of the data too; external: the same database, its
+    // connections named TWIN_APP so PostgreSQL's share is told apart).
+    const twinDir =
+      MODE === 'together' && WORKLOADS.includes('user-select') ? mkdtempSync(join(tmpdir(), 'basalt-bench-twin-')) : '';
+    if (twinDir) {
+      scratch.push(twinDir);
+      cpSync(db.dataDir, twinDir, { recursive: true });
+    }
 
     // Both servers on the same core (PIN.server); wrk on the other. The baseline first, and Basalt
     // once it answers: the two starts on one core would stretch Basalt's start-up into the idle reading.
@@ -319,6 +350,26 @@ for (const engine of ENGINES) {
     procs.push(basalt);
     const basaltUrl = `http://127.0.0.1:${port}`;
     await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
+    let twin: { url: string; pid: number } | undefined;
+    if (twinDir) {
+      const twinPort = await freePort();
+      const proc = Bun.spawn([...PIN.server, exe, 'serve'], {
+        env: {
+          PATH: '/usr/bin:/bin',
+          HOME: twinDir,
+          ...env,
+          BASALT_DATA_DIR: twinDir,
+          BASALT_WEB_PORT: String(twinPort),
+          ...(engine === 'external' ? { BASALT_DATABASE_URL: `${db.url}?application_name=${TWIN_APP}` } : {}),
+        },
+        cwd: twinDir,
+        stdout: 'ignore',
+        stderr: 'inherit',
+      });
+      procs.push(proc);
+      twin = { url: `http://127.0.0.1:${twinPort}`, pid: proc.pid };
+      await waitFor(twin.url + '/readyz', proc, 'the twin');
+    }
     const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
     const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
     // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open
@@ -343,9 +394,12 @@ for (const engine of ENGINES) {
     const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
     for (const w of WORKLOADS) {
       // The user select's yardstick is Basalt itself with a service key, not the bare server.
+      // In together mode it is the twin: the same executable and data, a process of its own.
       const yard =
         w === 'user-select'
-          ? { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
+          ? twin
+            ? { url: twin.url, pid: twin.pid, script: lua['owned-select']!, meter: meters?.twin }
+            : { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
           : { url: baseUrl, pid: base.pid!, script: '', meter: meters?.baseline };
       // One transaction holds the embedded engine, so its rounds are measured at 1 and 16 only.
       const conns = w === 'tx' ? CONNECTIONS.filter((c) => c <= 16) : CONNECTIONS;
@@ -382,13 +436,30 @@ for (const engine of ENGINES) {
           const a = await ours();
           return { a, b: await baseline() };
         };
-        // One pair at this cell's connections first, thrown away: the pools and the collector settle.
-        await pair(0);
+        // Both sides loaded at once, each measured over the same window; which wrk starts first alternates.
+        const sideBySide = async (r: number) => {
+          await settle();
+          await pinBackends();
+          const b = { url: yard.url, script: yard.script || script(), pid: yard.pid, also: yard.meter };
+          const a = { url: basaltUrl, script: script(), pid: basalt.pid!, also: meters?.basalt };
+          const seconds = c === 1 ? 2 * SECONDS : SECONDS;
+          if (r % 2 === 0) {
+            const [cb, ca] = await wrkTogether(wrkBin, [b, a], c, threads, seconds);
+            return { b: cb!, a: ca! };
+          }
+          const [ca, cb] = await wrkTogether(wrkBin, [a, b], c, threads, seconds);
+          return { b: cb!, a: ca! };
+        };
+        // One pair alone at this cell's connections first: the pools and the collector settle, and
+        // in together mode it gives the table each side's req/s and latency alone on the core.
+        const solo = await pair(0);
         let pairs: { b: Cell; a: Cell }[] = [];
-        for (let r = 0; r < REPEATS; r++) pairs.push(await pair(r));
-        // A pair with either side far off that side's median was disturbed: measure again, a few times at most.
+        for (let r = 0; r < REPEATS; r++) pairs.push(MODE === 'together' ? await sideBySide(r) : await pair(r));
+        // Alternate mode: a pair with either side far off that side's median was disturbed (the
+        // machine changed speed between its halves): measure again, a few times at most. Together
+        // mode needs none of this: such a change falls on both sides of the pair.
         let rejected = 0;
-        for (let extra = 0; OUTLIER > 0 && extra <= EXTRA_PAIRS; extra++) {
+        for (let extra = 0; MODE === 'alternate' && OUTLIER > 0 && extra <= EXTRA_PAIRS; extra++) {
           const mb = median(pairs.map((x) => x.b.cpuPer1000));
           const ma = median(pairs.map((x) => x.a.cpuPer1000));
           const off = (v: number, m: number) => !(Math.abs(v / m - 1) <= OUTLIER);
@@ -404,7 +475,10 @@ for (const engine of ENGINES) {
         const per = w === 'tx' ? 5 : 1;
         // A run that completed no request (a server that stalled for the whole second) gives no ratio.
         const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
-        const rpsRatios = pairs.map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
+        // Together mode: req/s and latency of each side alone on the core (the solo pair), not of the shared core.
+        const rpsRatios = (MODE === 'together' ? [solo] : pairs).map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
+        const alone = (x: Side, cell: Cell): Side =>
+          MODE === 'together' ? { ...x, rps: cell.rps / per, p50: cell.p50, p99: cell.p99 } : x;
         const mid = quantile(cpuRatios, 0.5);
         const target = TARGET[w]!;
         const met = mid >= target;
@@ -423,13 +497,19 @@ for (const engine of ENGINES) {
           rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
           met,
           verdict,
-          baseline: side(
-            pairs.map((x) => x.b),
-            per,
+          baseline: alone(
+            side(
+              pairs.map((x) => x.b),
+              per,
+            ),
+            solo.b,
           ),
-          basalt: side(
-            pairs.map((x) => x.a),
-            per,
+          basalt: alone(
+            side(
+              pairs.map((x) => x.a),
+              per,
+            ),
+            solo.a,
           ),
         };
         results.push(result);
@@ -446,6 +526,7 @@ for (const engine of ENGINES) {
     await meterSql?.end();
     smtp.stop(true);
     await db.drop();
+    for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -518,6 +599,7 @@ writeFileSync(
       machine,
       bun: Bun.version,
       pinned: PIN.server.length > 0,
+      mode: MODE,
       seconds: SECONDS,
       repeats: REPEATS,
       outlier: OUTLIER,

@@ -275,6 +275,15 @@ function ms(v: string, unit: string): number {
   return unit === 'us' ? Number(v) / 1000 : unit === 's' ? Number(v) * 1000 : Number(v);
 }
 
+/** One server a wrk run loads and measures: its URL, the Lua script, its pid and, optionally, another CPU meter. */
+export interface WrkTarget {
+  url: string;
+  script: string;
+  pid: number;
+  /** A CPU meter read before and after (e.g. the server's PostgreSQL backends). */
+  also?: () => Promise<number>;
+}
+
 /**
  * Run wrk for `seconds` against `url` with the Lua `script`, measuring the server process `pid`
  * (and, with `also`, another CPU meter read before and after: e.g. its database backends).
@@ -290,67 +299,89 @@ export async function wrk(
   seconds: number,
   also?: () => Promise<number>,
 ): Promise<Cell> {
-  const also0 = also ? await also() : 0;
+  return (await wrkTogether(bin, [{ url, script, pid, also }], connections, threads, seconds))[0]!;
+}
+
+/**
+ * One wrk process per target, all started at once and run for the same `seconds`, each server
+ * measured over the same window: a change in the machine's speed (a neighbour on the host, the
+ * core's clock) falls on every target alike, which is what bench:http's side-by-side pairs rely
+ * on. The wrk processes share the wrk core when PIN has one; `otherMsPerSecond` is what the
+ * server's core spent on anything but the targets.
+ */
+export async function wrkTogether(
+  bin: string,
+  targets: WrkTarget[],
+  connections: number,
+  threads: number,
+  seconds: number,
+): Promise<Cell[]> {
+  const also0 = await Promise.all(targets.map((t) => (t.also ? t.also() : 0)));
   const core = PIN.server.length ? Number(PIN.server[2]) : undefined;
   const core0 = core === undefined ? undefined : coreSeconds(core);
   const t0 = performance.now();
-  const cpu0 = cpuSeconds(pid);
-  const proc = Bun.spawn(
-    [
-      ...PIN.wrk,
-      bin,
-      '-t',
-      String(threads),
-      '-c',
-      String(connections),
-      '-d',
-      `${seconds}s`,
-      '--timeout',
-      '10s',
-      '--latency',
-      '-s',
-      script,
-      url,
-    ],
-    { stdout: 'pipe', stderr: 'pipe' },
+  const cpu0 = targets.map((t) => cpuSeconds(t.pid));
+  const procs = targets.map((t) =>
+    Bun.spawn(
+      [
+        ...PIN.wrk,
+        bin,
+        '-t',
+        String(threads),
+        '-c',
+        String(connections),
+        '-d',
+        `${seconds}s`,
+        '--timeout',
+        '10s',
+        '--latency',
+        '-s',
+        t.script,
+        t.url,
+      ],
+      { stdout: 'pipe', stderr: 'pipe' },
+    ),
   );
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
-  if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
-  const cpu = cpuSeconds(pid) - cpu0;
+  const outs = await Promise.all(
+    procs.map((proc) => Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])),
+  );
+  const cpu = targets.map((t, i) => cpuSeconds(t.pid) - cpu0[i]!);
   const core1 = core === undefined ? undefined : coreSeconds(core);
   const elapsed = (performance.now() - t0) / 1000;
-  const alsoCpu = also ? (await also()) - also0 : undefined;
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
-  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
-  const lat = (p: string) => {
-    const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
-    return m ? ms(m[1]!, m[2]!) : NaN;
-  };
-  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
-  const sockErr = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const errors = non2xx + (sockErr ? sockErr.slice(1).reduce((n, x) => n + Number(x), 0) : 0);
-  return {
-    rps,
-    p50: lat('50'),
-    p99: lat('99'),
-    requests: total,
-    cpu,
-    cpuPer1000: total ? (cpu / total) * 1000 : NaN,
-    alsoCpu,
-    ...(core0 && core1
+  const alsoCpu = await Promise.all(targets.map(async (t, i) => (t.also ? (await t.also()) - also0[i]! : undefined)));
+  const others =
+    core0 && core1
       ? {
-          otherMsPerSecond: (Math.max(0, core1.busy - core0.busy - cpu) / elapsed) * 1000,
+          otherMsPerSecond: (Math.max(0, core1.busy - core0.busy - cpu.reduce((a, b) => a + b, 0)) / elapsed) * 1000,
           stealMsPerSecond: ((core1.steal - core0.steal) / elapsed) * 1000,
         }
-      : {}),
-    rss: rssMiB(pid),
-    errors,
-  };
+      : {};
+  return targets.map((t, i) => {
+    const [out, err, code] = outs[i]!;
+    if (code !== 0) throw new Error(`wrk failed (${code}): ${err}`);
+    if (err.trim()) console.error(err.trim().split('\n').slice(0, 2).join('\n'));
+    const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
+    const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+    const lat = (p: string) => {
+      const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+      return m ? ms(m[1]!, m[2]!) : NaN;
+    };
+    const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+    const sockErr = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+    const errors = non2xx + (sockErr ? sockErr.slice(1).reduce((n, x) => n + Number(x), 0) : 0);
+    return {
+      rps,
+      p50: lat('50'),
+      p99: lat('99'),
+      requests: total,
+      cpu: cpu[i]!,
+      cpuPer1000: total ? (cpu[i]! / total) * 1000 : NaN,
+      alsoCpu: alsoCpu[i],
+      ...others,
+      rss: rssMiB(t.pid),
+      errors,
+    };
+  });
 }
 
 /** A wrk run (1 s by default) whose figures are thrown away: connections, prepared statements, JIT. */

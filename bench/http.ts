@@ -91,6 +91,8 @@ const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
 if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 2 : 1));
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
+/** Seconds of load on both sides before a workload's first cell (BENCH_WARMUP). */
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 /**
  * A pair whose baseline or Basalt CPU per request lies further than this from the cell's median
  * for that side is taken as disturbed (another process on the core, a collection left over) and
@@ -410,10 +412,12 @@ for (const engine of ENGINES) {
         await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
         await Bun.sleep(1500);
       };
-      // Warm-up: connections, prepared statements, JIT.
-      if (yard.script) await wrkShort(wrkBin, yard.url, yard.script, 16);
-      for (const url of [baseUrl, basaltUrl])
-        await wrkShort(wrkBin, url, w === 'mail' ? withNonce(lua[w]!) : lua[w]!, w === 'tx' ? 1 : 16);
+      // Warm-up, both sides at once: connections, prepared statements, JIT. Basalt has more code to
+      // compile than the baseline: with 1 s, the first pairs of a workload's first cell read
+      // 0.1–0.2 lower than its last in trial runs.
+      const warm = (url: string, s: string) =>
+        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, WARMUP_SECONDS);
+      await Promise.all([warm(yard.url, yard.script || lua[w]!), warm(basaltUrl, lua[w]!)]);
       await pinBackends();
       for (const c of conns) {
         const load = loadavg()[0]!;
@@ -453,6 +457,9 @@ for (const engine of ENGINES) {
         // One pair alone at this cell's connections first: the pools and the collector settle, and
         // in together mode it gives the table each side's req/s and latency alone on the core.
         const solo = await pair(0);
+        // And one side by side, thrown away too: the first ones of a cell read lower (code not yet
+        // compiled for this cell's mix, pools still growing) in trial runs.
+        if (MODE === 'together') await sideBySide(1);
         let pairs: { b: Cell; a: Cell }[] = [];
         for (let r = 0; r < REPEATS; r++) pairs.push(MODE === 'together' ? await sideBySide(r) : await pair(r));
         // Alternate mode: a pair with either side far off that side's median was disturbed (the

@@ -27,13 +27,19 @@
  *  - keyed mail acceptance (POST /api/v1/mail/send, a fresh Idempotency-Key per request) vs
  *    the same mail-job insert (≥ 0.7). The SMTP server of the run accepts connections and never
  *    answers, so the queue worker waits instead of competing for the CPU.
- * Each cell is BENCH_REPEATS (default 5) baseline/Basalt pairs of BENCH_SECONDS (default 1; twice
- * that at 1 connection, where the fewest requests make the coarsest CPU reading) each,
- * alternating which runs first. Reported per cell: the median CPU ratio of the pairs with its
- * interquartile range, a verdict against the target (met when the median meets it), and the
- * medians of req/s, p50/p99 (wrk's latency distribution), CPU per request and RSS of each side,
- * with the req/s ratio beside. The result is also written as JSON (BENCH_JSON, default
- * bench/results/http-<time>.json). Loopback only; every wrk run is bounded by BENCH_SECONDS.
+ * Each cell is BENCH_REPEATS (default 7) baseline/Basalt pairs. By default (BENCH_MODE=together)
+ * the two sides of a pair run at the same time, for BENCH_SECONDS (default 2): two wrk processes
+ * on wrk's core, both servers on the server core, each server's CPU read over the same window,
+ * so a change in the machine's speed falls on both sides; the user select's yardstick is a
+ * second Basalt (the twin) for it. Before the pairs, one pair of each side alone (req/s and
+ * latency in the table come from it) and one pair side by side are thrown away. With
+ * BENCH_MODE=alternate the sides run one after the other, order alternating, as before
+ * 2026-11-26 (1 s each, twice that at 1 connection; disturbed pairs measured again). Reported
+ * per cell: the median CPU ratio of the pairs with its interquartile range, a verdict against
+ * the target (met when the median meets it), CPU per request and RSS of each side, req/s and
+ * p50/p99 (wrk's latency distribution) with the req/s ratio beside. The result is also written
+ * as JSON (BENCH_JSON, default bench/results/http-<time>.json). Loopback only; every wrk run is
+ * bounded by BENCH_SECONDS.
  *
  *   npm run bench:http                                     # both engines, 1/16/64/256 connections
  *   BENCH_ENGINES=external BENCH_WORKLOADS=select BENCH_CONNECTIONS=64 npm run bench:http
@@ -394,7 +400,7 @@ for (const engine of ENGINES) {
     idle[engine] = await idleNow();
 
     const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
-    for (const w of WORKLOADS) {
+    for (const [wi, w] of WORKLOADS.entries()) {
       // The user select's yardstick is Basalt itself with a service key, not the bare server.
       // In together mode it is the twin: the same executable and data, a process of its own.
       const yard =
@@ -415,8 +421,10 @@ for (const engine of ENGINES) {
       // Warm-up, both sides at once: connections, prepared statements, JIT. Basalt has more code to
       // compile than the baseline: with 1 s, the first pairs of a workload's first cell read
       // 0.1–0.2 lower than its last in trial runs.
+      // The engine's first workload three times as long: the first cell of a trial run still rose
+      // from 0.55 to 0.72 over its pairs after 5 s (the first minute after start has more to settle).
       const warm = (url: string, s: string) =>
-        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, WARMUP_SECONDS);
+        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, WARMUP_SECONDS * (wi ? 1 : 3));
       await Promise.all([warm(yard.url, yard.script || lua[w]!), warm(basaltUrl, lua[w]!)]);
       await pinBackends();
       for (const c of conns) {
@@ -446,7 +454,8 @@ for (const engine of ENGINES) {
           await pinBackends();
           const b = { url: yard.url, script: yard.script || script(), pid: yard.pid, also: yard.meter };
           const a = { url: basaltUrl, script: script(), pid: basalt.pid!, also: meters?.basalt };
-          const seconds = c === 1 ? 2 * SECONDS : SECONDS;
+          // 2 s at 1 connection is some 100 ticks of the server's CPU: no need to double it here.
+          const seconds = SECONDS;
           if (r % 2 === 0) {
             const [cb, ca] = await wrkTogether(wrkBin, [b, a], c, threads, seconds);
             return { b: cb!, a: ca! };
@@ -582,7 +591,7 @@ const minutes = (performance.now() - started) / 60_000;
 const machine = `${cpus().length} × ${cpus()[0]?.model.trim()}, Linux ${release()}`;
 printTable(
   rows,
-  `\nHTTP load from wrk against the compiled executable: ${REPEATS} pairs of ${SECONDS} s per cell (${2 * SECONDS} s at 1 connection); ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
+  `\nHTTP load from wrk against the compiled executable: ${REPEATS} pairs of ${SECONDS} s per cell, ${MODE === 'together' ? 'both sides at once (req/s and latency: each alone, one pair)' : `alternating (${2 * SECONDS} s at 1 connection)`}; ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
 );
 console.log('');
 for (const r of results) console.log(`${r.engine} ${LABEL[r.workload]}, ${r.connections} conns: ${r.verdict}`);

@@ -2,7 +2,9 @@
  * Round trips to PostgreSQL per Database API request (docs/database.md, "How a statement
  * runs as a user"): counted on the wire by a proxy in front of the server, not timed, so
  * the answer holds on a loaded machine. A user's select takes its transaction, identity,
- * statement and commit in one round trip, as a service key's select does.
+ * statement and commit in one round trip, as a service key's select does; both go as batches on
+ * the API pool's own wire-protocol connections (src/db/external-wire.ts), counted by the sends
+ * that name its statements.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ADMIN_URL, freshDb } from '../helpers/engines';
@@ -56,6 +58,17 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
 
   test("a service key's select: one round trip", async () => {
     expect(await tripsPer(service, body)).toBe(1);
+  });
+
+  test("a service key's select, and its total, go as batches on the pool's own connections, not the driver's", async () => {
+    const before = proxy.wireSends(API);
+    await tripsPer(service, body);
+    // The select that prepares and the N counted, one batch each.
+    expect(proxy.wireSends(API) - before).toBe(N + 1);
+    const withTotal = proxy.wireSends(API);
+    await tripsPer(service, { ...body, total: true });
+    // The select and its count: two batches of one each, sent side by side.
+    expect(proxy.wireSends(API) - withTotal).toBe(2 * (N + 1));
   });
 
   test("a user's select: one round trip (transaction, identity, statement and commit sent together)", async () => {

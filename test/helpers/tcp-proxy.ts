@@ -16,6 +16,11 @@ export interface Proxy {
   stop(): void;
   /** Round trips so far on connections whose startup message names `applicationName`. */
   roundTrips(applicationName: string): number;
+  /**
+   * Client sends so far, on those connections, that name a statement of Basalt's own wire path
+   * (`basalt_wire_…`, src/db/external-wire.ts): the sends that went as batches, not through the driver.
+   */
+  wireSends(applicationName: string): number;
 }
 
 interface Conn {
@@ -26,6 +31,8 @@ interface Conn {
   /** Who sent last: a client send after the server's counts as a round trip. */
   last: 'client' | 'server';
   trips: number;
+  /** Client sends naming a `basalt_wire_` statement. */
+  wire: number;
 }
 
 export function tcpProxy(targetHost: string, targetPort: number): Proxy {
@@ -40,7 +47,7 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
       port,
       socket: {
         async open(client) {
-          client.data = { pending: [], last: 'server', trips: 0 };
+          client.data = { pending: [], last: 'server', trips: 0, wire: 0 };
           conns.add(client.data);
           open.add(client);
           try {
@@ -72,6 +79,8 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
           client.data.startup ??= Buffer.from(chunk).toString('latin1');
           if (client.data.last === 'server') client.data.trips++;
           client.data.last = 'client';
+          if (Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).includes('basalt_wire_'))
+            client.data.wire++;
           if (client.data.upstream) client.data.upstream.write(chunk);
           else client.data.pending.push(new Uint8Array(chunk));
         },
@@ -106,6 +115,11 @@ export function tcpProxy(targetHost: string, targetPort: number): Proxy {
     roundTrips(applicationName) {
       let n = 0;
       for (const c of conns) if (c.startup?.includes(`application_name\0${applicationName}\0`)) n += c.trips;
+      return n;
+    },
+    wireSends(applicationName) {
+      let n = 0;
+      for (const c of conns) if (c.startup?.includes(`application_name\0${applicationName}\0`)) n += c.wire;
       return n;
     },
   };

@@ -400,15 +400,28 @@ for (const engine of ENGINES) {
     idle[engine] = await idleNow();
 
     const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
-    for (const [wi, w] of WORKLOADS.entries()) {
-      // The user select's yardstick is Basalt itself with a service key, not the bare server.
-      // In together mode it is the twin: the same executable and data, a process of its own.
-      const yard =
-        w === 'user-select'
-          ? twin
-            ? { url: twin.url, pid: twin.pid, script: lua['owned-select']!, meter: meters?.twin }
-            : { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
-          : { url: baseUrl, pid: base.pid!, script: '', meter: meters?.baseline };
+    // The user select's yardstick is Basalt itself with a service key, not the bare server.
+    // In together mode it is the twin: the same executable and data, a process of its own.
+    const yardOf = (w: string) =>
+      w === 'user-select'
+        ? twin
+          ? { url: twin.url, pid: twin.pid, script: lua['owned-select']!, meter: meters?.twin }
+          : { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
+        : { url: baseUrl, pid: base.pid!, script: '', meter: meters?.baseline };
+    // Warm-up, both sides at once: connections, prepared statements, JIT; Basalt has more code to
+    // compile than the baseline. First every workload but the transaction round, twice
+    // BENCH_WARMUP each: in trial runs with less, the engine's first cell still rose from 0.55
+    // to 0.72 over its pairs (the first minute after start has more to settle). Then each
+    // workload again just before its cells.
+    const warm = async (w: string, seconds: number) => {
+      const yard = yardOf(w);
+      const run = (url: string, s: string) =>
+        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, seconds);
+      await Promise.all([run(yard.url, yard.script || lua[w]!), run(basaltUrl, lua[w]!)]);
+    };
+    for (const w of WORKLOADS) if (w !== 'tx') await warm(w, 2 * WARMUP_SECONDS);
+    for (const w of WORKLOADS) {
+      const yard = yardOf(w);
       // One transaction holds the embedded engine, so its rounds are measured at 1 and 16 only.
       const conns = w === 'tx' ? CONNECTIONS.filter((c) => c <= 16) : CONNECTIONS;
       // Between transaction runs: wrk stops mid-round and leaves transactions open; the
@@ -418,14 +431,7 @@ for (const engine of ENGINES) {
         await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
         await Bun.sleep(1500);
       };
-      // Warm-up, both sides at once: connections, prepared statements, JIT. Basalt has more code to
-      // compile than the baseline: with 1 s, the first pairs of a workload's first cell read
-      // 0.1–0.2 lower than its last in trial runs.
-      // The engine's first workload three times as long: the first cell of a trial run still rose
-      // from 0.55 to 0.72 over its pairs after 5 s (the first minute after start has more to settle).
-      const warm = (url: string, s: string) =>
-        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, WARMUP_SECONDS * (wi ? 1 : 3));
-      await Promise.all([warm(yard.url, yard.script || lua[w]!), warm(basaltUrl, lua[w]!)]);
+      await warm(w, WARMUP_SECONDS);
       await pinBackends();
       for (const c of conns) {
         const load = loadavg()[0]!;

@@ -27,7 +27,7 @@
  *  - keyed mail acceptance (POST /api/v1/mail/send, a fresh Idempotency-Key per request) vs
  *    the same mail-job insert (≥ 0.7). The SMTP server of the run accepts connections and never
  *    answers, so the queue worker waits instead of competing for the CPU.
- * Each cell is BENCH_REPEATS (default 7) baseline/Basalt pairs. By default (BENCH_MODE=together)
+ * Each cell is BENCH_REPEATS (default 9; 7 alternating) baseline/Basalt pairs. By default (BENCH_MODE=together)
  * the two sides of a pair run at the same time, for BENCH_SECONDS (default 2): two wrk processes
  * on wrk's core, both servers on the server core, each server's CPU read over the same window,
  * so a change in the machine's speed falls on both sides; the user select's yardstick is a
@@ -96,7 +96,7 @@ const ROOT = resolve(import.meta.dir, '..');
 const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
 if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 2 : 1));
-const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? (MODE === 'together' ? 9 : 7));
 /** Seconds of load on both sides before a workload's first cell (BENCH_WARMUP). */
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 /**

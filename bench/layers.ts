@@ -15,9 +15,12 @@
  * Elysia's handle, and bare: the same token checked by the same verifier, Response.json.
  * "memory" rows answer the statement from memory; "database" rows run it on PostgreSQL
  * through the same pool. The difference between the two is what the database path costs
- * under each layer.
+ * under each layer. External PostgreSQL by default; BENCH_ENGINE=embedded runs the "database"
+ * rows on the embedded engine, where each statement's WebAssembly work runs between the two
+ * halves of every request (docs/operations.md, "The embedded select's gap").
  *
  *   npm run bench:layers
+ *   BENCH_ENGINE=embedded npm run bench:layers
  */
 import { benchDb, benchKey, benchSelect, benchToken, BENCH_ITEMS_SQL, median, printTable } from './support';
 import { createVerifier } from 'fast-jwt';
@@ -32,7 +35,7 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
 const COUNT = Number(process.env.BENCH_REQUESTS ?? 20_000);
 const IN_FLIGHT = 16;
 
-const db = await benchDb('external');
+const db = await benchDb(process.env.BENCH_ENGINE === 'embedded' ? 'embedded' : 'external');
 if (!db) process.exit(0);
 const JWT_SECRET = `bench-secret-${'x'.repeat(40)}`;
 const p = await openBasalt({
@@ -162,7 +165,7 @@ try {
     rows.push([name, median(xs).toFixed(1), `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`]);
   printTable(
     rows,
-    `\nOne Database API select through Basalt's layers, in process (${IN_FLIGHT} in flight, ${REPEATS} × ${COUNT} requests; Bun ${Bun.version})\n`,
+    `\nOne Database API select through Basalt's layers, in process (${db.env.BASALT_DATABASE_URL ? 'external' : 'embedded'}, ${IN_FLIGHT} in flight, ${REPEATS} × ${COUNT} requests; Bun ${Bun.version})\n`,
   );
 } finally {
   await p.shutdown();

@@ -198,7 +198,7 @@ export const SETTINGS: SettingDef[] = [
     max: 500,
     restart: true,
     description:
-      "Connections in use at once in each external pool; the Database API's batches for users and anon have connections of their own, so up to twice this may stay open (docs/database.md, External pool).",
+      "Connections in use at once in each of the two external pools (the Database API's, the platform's); each pool's single-statement batches (the Database API outside transactions, keyed mail acceptance) have connections of their own, so up to 4 × this per instance may stay open (docs/database.md, External pool).",
   },
   {
     key: 'database.busy_timeout_ms',

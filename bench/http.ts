@@ -100,13 +100,15 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? (MODE === 'together' ? 9 : 7
 /** Seconds of load on both sides before a workload's first cell (BENCH_WARMUP). */
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 /**
- * A pair whose baseline or Basalt CPU per request lies further than this from the cell's median
- * for that side is taken as disturbed (another process on the core, a collection left over) and
- * measured again, up to EXTRA_PAIRS more pairs per cell (BENCH_EXTRA_PAIRS, default 2; BENCH_OUTLIER,
- * default 0.2; 0 keeps every pair).
+ * Alternate mode: a pair whose baseline or Basalt CPU per request lies further than this from the
+ * cell's median for that side is taken as disturbed (another process on the core, a collection
+ * left over) and measured again, up to EXTRA_PAIRS more pairs per cell (BENCH_EXTRA_PAIRS, default
+ * 2, 6 in together mode for SPREAD below; BENCH_OUTLIER, default 0.2; 0 keeps every pair).
  */
 const OUTLIER = Number(process.env.BENCH_OUTLIER ?? 0.2);
-const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
+const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? (MODE === 'together' ? 6 : 2));
+/** Together mode: a cell whose pairs' ratios spread wider than this (IQR) gets up to EXTRA_PAIRS more (BENCH_SPREAD). */
+const SPREAD = Number(process.env.BENCH_SPREAD ?? 0.06);
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').map(Number);
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 // Transaction rounds last: wrk stops mid-round, and the transaction it leaves open holds the
@@ -477,6 +479,16 @@ for (const engine of ENGINES) {
         if (MODE === 'together') await sideBySide(1);
         let pairs: { b: Cell; a: Cell }[] = [];
         for (let r = 0; r < REPEATS; r++) pairs.push(MODE === 'together' ? await sideBySide(r) : await pair(r));
+        // Together mode: a cell whose pairs spread wider than SPREAD (interquartile range of the
+        // ratios) gets more pairs, up to EXTRA_PAIRS, whatever its median: its median then moves
+        // less between runs. Decided by the spread alone, never by the value.
+        const spread = () => {
+          const ratios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+          return quantile(ratios, 0.75) - quantile(ratios, 0.25);
+        };
+        let added = 0;
+        while (MODE === 'together' && added < EXTRA_PAIRS && spread() > SPREAD)
+          pairs.push(await sideBySide(REPEATS + added++));
         // Alternate mode: a pair with either side far off that side's median was disturbed (the
         // machine changed speed between its halves): measure again, a few times at most. Together
         // mode needs none of this: such a change falls on both sides of the pair.

@@ -145,11 +145,18 @@ describe.each(ENGINES)('accounts on %s', (engine) => {
       const r = await call(s, { path: 'login', body: { email: address, password: 'wrong password' } });
       return { ms: performance.now() - t0, body: r.body };
     };
-    const known = await time(taken);
-    const unknown = await time(email('ghost'));
-    expect(unknown.body).toEqual(known.body);
+    // Three of each, alternating, compared by their fastest: one request stalled by the machine
+    // (a collection, another process) must not decide it (CI once read 341 ms for the known one).
+    const known: { ms: number; body: unknown }[] = [];
+    const unknown: { ms: number; body: unknown }[] = [];
+    for (let i = 0; i < 3; i++) {
+      known.push(await time(taken));
+      unknown.push(await time(email('ghost')));
+    }
+    for (const u of unknown) expect(u.body).toEqual(known[0]!.body);
+    const fastest = (xs: { ms: number }[]) => Math.min(...xs.map((x) => x.ms));
     // Both verify an argon2id hash (~tens of ms); an unknown address without that work would answer in ~1 ms.
-    expect(unknown.ms).toBeGreaterThan(known.ms / 3);
+    expect(fastest(unknown)).toBeGreaterThan(fastest(known) / 3);
   });
 
   const meCases: [string, (t: string) => Record<string, string>, number, Check][] = [

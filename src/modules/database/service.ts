@@ -4,7 +4,6 @@
  * with the verified key principal and the request body.
  */
 import { PgError, type Db, type Queryable, type QueryResult, type WaitOptions, type WaitStats } from '../../db/engine';
-import { batchable } from '../../db/embedded-wire';
 import { AppError, Errors } from '../../http/errors';
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
@@ -36,10 +35,9 @@ function alone(db: Db, wait: WaitOptions): Queryable {
   const waiting = db.waitAs(wait);
   if (db.kind !== 'external') return waiting;
   return {
+    // atOnce decides whether the values go as a batch, and runs one statement it cannot batch as `waiting` would.
     query: async <T>(sql: string, params: unknown[] = []) =>
-      batchable(params)
-        ? ((await db.atOnce([{ sql, params }], wait))[0] as QueryResult<T>)
-        : waiting.query<T>(sql, params),
+      (await db.atOnce([{ sql, params }], wait))[0] as QueryResult<T>,
     exec: waiting.exec,
   };
 }

@@ -31,6 +31,7 @@ interface Run {
   loadAverage: { before: number; after: number };
   /** How the pairs were measured (bench/http.ts BENCH_MODE); runs before 2026-11-26 alternated. */
   mode?: string;
+  passes?: number;
   results: Result[];
 }
 
@@ -96,7 +97,7 @@ for (const x of a.results) {
 }
 printTable(
   rows,
-  `CPU ratio (baseline CPU per request / Basalt's), median of the pairs (IQR); pairs ${a.mode ?? 'alternate'} / ${b.mode ?? 'alternate'}. Run 1: ${a.date}, ${a.minutes.toFixed(1)} min, load ${a.loadAverage.before.toFixed(1)}→${a.loadAverage.after.toFixed(1)}; run 2: ${b.date}, ${b.minutes.toFixed(1)} min, load ${b.loadAverage.before.toFixed(1)}→${b.loadAverage.after.toFixed(1)}; ${a.machine}\n`,
+  `CPU ratio (baseline CPU per request / Basalt's), median of the pairs (IQR); pairs ${a.mode ?? 'alternate'} / ${b.mode ?? 'alternate'}, passes ${a.passes ?? 1} / ${b.passes ?? 1}. Run 1: ${a.date}, ${a.minutes.toFixed(1)} min, load ${a.loadAverage.before.toFixed(1)}→${a.loadAverage.after.toFixed(1)}; run 2: ${b.date}, ${b.minutes.toFixed(1)} min, load ${b.loadAverage.before.toFixed(1)}→${b.loadAverage.after.toFixed(1)}; ${a.machine}\n`,
 );
 const metIn = (r: Run) => r.results.filter((x) => x.met).length;
 console.log(`\n${agree} of ${cells} cells agree within ${AGREE}.`);

@@ -27,7 +27,8 @@
  *  - keyed mail acceptance (POST /api/v1/mail/send, a fresh Idempotency-Key per request) vs
  *    the same mail-job insert (≥ 0.7). The SMTP server of the run accepts connections and never
  *    answers, so the queue worker waits instead of competing for the CPU.
- * Each cell is BENCH_REPEATS (default 9; 7 alternating) baseline/Basalt pairs. By default (BENCH_MODE=together)
+ * Each cell is BENCH_REPEATS (default 9; 7 alternating) baseline/Basalt pairs, spread over BENCH_PASSES
+ * (default 3 together, 1 alternating) passes with new processes each. By default (BENCH_MODE=together)
  * the two sides of a pair run at the same time, for BENCH_SECONDS (default 2): two wrk processes
  * on wrk's core, both servers on the server core, each server's CPU read over the same window,
  * so a change in the machine's speed falls on both sides; the user select's yardstick is a
@@ -83,7 +84,7 @@ import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
-// with its interquartile range says more than one long run (a whole run takes about 22 minutes).
+// with its interquartile range says more than one long run (a whole run, three passes, takes about 25 minutes).
 /**
  * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
  * same time by two wrk processes, both on the server core, each measured over the same window, so
@@ -97,6 +98,15 @@ const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
 if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 2 : 1));
 const REPEATS = Number(process.env.BENCH_REPEATS ?? (MODE === 'together' ? 9 : 7));
+/**
+ * Together mode: the pairs of every cell are spread over BENCH_PASSES passes (default 3), each with
+ * new processes (Basalt, the baseline, the twin) on the same data, warmed up as at start. Two runs
+ * of 2026-11-26 with one pass disagreed on four cells by 0.055-0.065 where every pair of a run sat
+ * above the other run's (embedded GET /me at 64 connections: 1.03-1.20 against 1.12-1.21): a level
+ * that belongs to the process or the minutes, not to the pair, which more pairs in one pass
+ * cannot average away.
+ */
+const PASSES = Math.max(1, Number(process.env.BENCH_PASSES ?? (MODE === 'together' ? 3 : 1)));
 /** Seconds of load on both sides before a workload's first cell (BENCH_WARMUP). */
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 /**
@@ -244,6 +254,25 @@ function side(all: Cell[], per: number): Side {
   };
 }
 
+/** SIGTERM to each process, SIGKILL to any still running 10 s later; the list is emptied. */
+async function stopAll(procs: Subprocess[]): Promise<void> {
+  for (const proc of procs) proc.kill('SIGTERM');
+  const timer = setTimeout(() => {
+    for (const proc of procs) if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  }, 10_000);
+  await Promise.all(procs.map((proc) => proc.exited));
+  clearTimeout(timer);
+  procs.length = 0;
+}
+
+/** One cell's pairs as the passes gather them; the solo pair, load and core speed are the first pass's. */
+interface CellRun {
+  solo: { b: Cell; a: Cell };
+  pairs: { b: Cell; a: Cell }[];
+  load: number;
+  calibrationMs: number;
+}
+
 interface Result {
   engine: string;
   workload: string;
@@ -332,231 +361,254 @@ for (const engine of ENGINES) {
       cpSync(db.dataDir, twinDir, { recursive: true });
     }
 
-    // Both servers on the same core (PIN.server); wrk on the other. The baseline first, and Basalt
-    // once it answers: the two starts on one core would stretch Basalt's start-up into the idle reading.
-    const basePort = await freePort();
-    const base = Bun.spawn([...PIN.server, process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
-      env: {
-        ...process.env,
-        BENCH_PORT: String(basePort),
-        BENCH_POOL_MAX: String(poolMax),
-        BENCH_SELECT_SQL: selectSql,
-        BENCH_JWT_SECRET: JWT_SECRET,
-        ...(engine === 'external' ? { BENCH_DB_URL: db.url } : { BENCH_PG_DIR: join(baseDir, 'pg') }),
-      },
-      stdout: 'ignore',
-      stderr: 'inherit',
-    });
-    procs.push(base);
-    const baseUrl = `http://127.0.0.1:${basePort}`;
-    await waitFor(baseUrl + '/', base, 'the baseline');
-    const port = await freePort();
-    const basalt = Bun.spawn([...PIN.server, exe, 'serve'], {
-      env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
-      cwd: db.dataDir,
-      stdout: 'ignore',
-      stderr: 'inherit',
-    });
-    procs.push(basalt);
-    const basaltUrl = `http://127.0.0.1:${port}`;
-    await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
-    let twin: { url: string; pid: number } | undefined;
-    if (twinDir) {
-      const twinPort = await freePort();
-      const proc = Bun.spawn([...PIN.server, exe, 'serve'], {
+    // Each cell's pairs, gathered over the passes.
+    const runs = new Map<string, CellRun>();
+    for (let pass = 0; pass < PASSES; pass++) {
+      // Both servers on the same core (PIN.server); wrk on the other. The baseline first, and Basalt
+      // once it answers: the two starts on one core would stretch Basalt's start-up into the idle reading.
+      const basePort = await freePort();
+      const base = Bun.spawn([...PIN.server, process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
         env: {
-          PATH: '/usr/bin:/bin',
-          HOME: twinDir,
-          ...env,
-          BASALT_DATA_DIR: twinDir,
-          BASALT_WEB_PORT: String(twinPort),
-          ...(engine === 'external' ? { BASALT_DATABASE_URL: `${db.url}?application_name=${TWIN_APP}` } : {}),
+          ...process.env,
+          BENCH_PORT: String(basePort),
+          BENCH_POOL_MAX: String(poolMax),
+          BENCH_SELECT_SQL: selectSql,
+          BENCH_JWT_SECRET: JWT_SECRET,
+          ...(engine === 'external' ? { BENCH_DB_URL: db.url } : { BENCH_PG_DIR: join(baseDir, 'pg') }),
         },
-        cwd: twinDir,
         stdout: 'ignore',
         stderr: 'inherit',
       });
-      procs.push(proc);
-      twin = { url: `http://127.0.0.1:${twinPort}`, pid: proc.pid };
-      await waitFor(twin.url + '/readyz', proc, 'the twin');
-    }
-    const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
-    const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
-    // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open
-    // them; left free, the scheduler puts them on the server's core whenever wrk keeps the other busy.
-    const pinned = new Set<number>();
-    const pinBackends = async () => {
-      if (meterSql) await pinToWrkCore(await backendPids(meterSql, dbName), pinned);
-    };
-    // What each server spends with no load (background workers, timers): CPU per request counts it too.
-    // Measured after 2 s, once the start-up's own tail (a first collection, workers' first runs) is over.
-    await Bun.sleep(2000);
-    const idleNow = async () => {
-      const idle0 = [cpuSeconds(base.pid!), cpuSeconds(basalt.pid!)];
-      await Bun.sleep(IDLE_SECONDS * 1000);
-      return {
-        baselineMsPerSecond: ((cpuSeconds(base.pid!) - idle0[0]!) / IDLE_SECONDS) * 1000,
-        basaltMsPerSecond: ((cpuSeconds(basalt.pid!) - idle0[1]!) / IDLE_SECONDS) * 1000,
-      };
-    };
-    idle[engine] = await idleNow();
-
-    const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
-    // The user select's yardstick is Basalt itself with a service key, not the bare server.
-    // In together mode it is the twin: the same executable and data, a process of its own.
-    const yardOf = (w: string) =>
-      w === 'user-select'
-        ? twin
-          ? { url: twin.url, pid: twin.pid, script: lua['owned-select']!, meter: meters?.twin }
-          : { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
-        : { url: baseUrl, pid: base.pid!, script: '', meter: meters?.baseline };
-    // Warm-up, both sides at once: connections, prepared statements, JIT; Basalt has more code to
-    // compile than the baseline. First every workload but the transaction round, twice
-    // BENCH_WARMUP each: in trial runs with less, the engine's first cell still rose from 0.55
-    // to 0.72 over its pairs (the first minute after start has more to settle). Then each
-    // workload again just before its cells.
-    const warm = async (w: string, seconds: number) => {
-      const yard = yardOf(w);
-      const run = (url: string, s: string) =>
-        wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, seconds);
-      await Promise.all([run(yard.url, yard.script || lua[w]!), run(basaltUrl, lua[w]!)]);
-    };
-    for (const w of WORKLOADS) if (w !== 'tx') await warm(w, 2 * WARMUP_SECONDS);
-    for (const w of WORKLOADS) {
-      const yard = yardOf(w);
-      // One transaction holds the embedded engine, so its rounds are measured at 1 and 16 only.
-      const conns = w === 'tx' ? CONNECTIONS.filter((c) => c <= 16) : CONNECTIONS;
-      // Between transaction runs: wrk stops mid-round and leaves transactions open; the
-      // baseline rolls its back, Basalt's idle timeout (1 s in this run) rolls back its own.
-      const settle = async () => {
-        if (w !== 'tx') return;
-        await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
-        await Bun.sleep(1500);
-      };
-      await warm(w, WARMUP_SECONDS);
-      await pinBackends();
-      for (const c of conns) {
-        const load = loadavg()[0]!;
-        const calibrationMs = await coreSpeedMs();
-        const threads = w === 'tx' ? c : Math.min(c, 2);
-        const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
-        const measure = async (url: string, pid: number, s: string, meter?: () => Promise<number>) => {
-          await settle();
-          await pinBackends();
-          // One connection serves the fewest requests: twice as long, so its CPU reading (10 ms ticks) is as fine.
-          return wrk(wrkBin, url, s, c, threads, pid, c === 1 ? 2 * SECONDS : SECONDS, meter);
-        };
-        const baseline = () => measure(yard.url, yard.pid, yard.script || script(), yard.meter);
-        const ours = () => measure(basaltUrl, basalt.pid!, script(), meters?.basalt);
-        const pair = async (r: number) => {
-          if (r % 2 === 0) {
-            const b = await baseline();
-            return { b, a: await ours() };
-          }
-          const a = await ours();
-          return { a, b: await baseline() };
-        };
-        // Both sides loaded at once, each measured over the same window; which wrk starts first alternates.
-        const sideBySide = async (r: number) => {
-          await settle();
-          await pinBackends();
-          const b = { url: yard.url, script: yard.script || script(), pid: yard.pid, also: yard.meter };
-          const a = { url: basaltUrl, script: script(), pid: basalt.pid!, also: meters?.basalt };
-          // 2 s at 1 connection is some 100 ticks of the server's CPU: no need to double it here.
-          const seconds = SECONDS;
-          if (r % 2 === 0) {
-            const [cb, ca] = await wrkTogether(wrkBin, [b, a], c, threads, seconds);
-            return { b: cb!, a: ca! };
-          }
-          const [ca, cb] = await wrkTogether(wrkBin, [a, b], c, threads, seconds);
-          return { b: cb!, a: ca! };
-        };
-        // One pair alone at this cell's connections first: the pools and the collector settle, and
-        // in together mode it gives the table each side's req/s and latency alone on the core.
-        const solo = await pair(0);
-        // And one side by side, thrown away too: the first ones of a cell read lower (code not yet
-        // compiled for this cell's mix, pools still growing) in trial runs.
-        if (MODE === 'together') await sideBySide(1);
-        let pairs: { b: Cell; a: Cell }[] = [];
-        for (let r = 0; r < REPEATS; r++) pairs.push(MODE === 'together' ? await sideBySide(r) : await pair(r));
-        // Together mode: a cell whose pairs spread wider than SPREAD (interquartile range of the
-        // ratios) gets more pairs, up to EXTRA_PAIRS, whatever its median: its median then moves
-        // less between runs. Decided by the spread alone, never by the value.
-        const spread = () => {
-          const ratios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
-          return quantile(ratios, 0.75) - quantile(ratios, 0.25);
-        };
-        let added = 0;
-        while (MODE === 'together' && added < EXTRA_PAIRS && spread() > SPREAD)
-          pairs.push(await sideBySide(REPEATS + added++));
-        // Alternate mode: a pair with either side far off that side's median was disturbed (the
-        // machine changed speed between its halves): measure again, a few times at most. Together
-        // mode needs none of this: such a change falls on both sides of the pair.
-        let rejected = 0;
-        for (let extra = 0; MODE === 'alternate' && OUTLIER > 0 && extra <= EXTRA_PAIRS; extra++) {
-          const mb = median(pairs.map((x) => x.b.cpuPer1000));
-          const ma = median(pairs.map((x) => x.a.cpuPer1000));
-          const off = (v: number, m: number) => !(Math.abs(v / m - 1) <= OUTLIER);
-          const good = pairs.filter((x) => !off(x.b.cpuPer1000, mb) && !off(x.a.cpuPer1000, ma));
-          if (good.length >= REPEATS || extra === EXTRA_PAIRS) {
-            rejected += pairs.length - good.length;
-            // Keep the good ones when enough are left; else every pair (the IQR then shows the spread).
-            if (good.length >= Math.ceil(REPEATS / 2)) pairs = good;
-            break;
-          }
-          pairs.push(await pair(REPEATS + extra));
-        }
-        const per = w === 'tx' ? 5 : 1;
-        // A run that completed no request (a server that stalled for the whole second) gives no ratio.
-        const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
-        // Together mode: req/s and latency of each side alone on the core (the solo pair), not of the shared core.
-        const rpsRatios = (MODE === 'together' ? [solo] : pairs).map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
-        const alone = (x: Side, cell: Cell): Side =>
-          MODE === 'together' ? { ...x, rps: cell.rps / per, p50: cell.p50, p99: cell.p99 } : x;
-        const mid = quantile(cpuRatios, 0.5);
-        const target = TARGET[w]!;
-        const met = mid >= target;
-        const verdict = met
-          ? `met (${mid.toFixed(2)} ≥ ${target})`
-          : `not met by ${(target - mid).toFixed(2)} (${mid.toFixed(2)} < ${target})`;
-        const result: Result = {
-          engine,
-          workload: w,
-          connections: c,
-          target,
-          cpuRatio: { median: mid, q1: quantile(cpuRatios, 0.25), q3: quantile(cpuRatios, 0.75), pairs: cpuRatios },
-          rejected,
-          load,
-          calibrationMs,
-          rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
-          met,
-          verdict,
-          baseline: alone(
-            side(
-              pairs.map((x) => x.b),
-              per,
-            ),
-            solo.b,
-          ),
-          basalt: alone(
-            side(
-              pairs.map((x) => x.a),
-              per,
-            ),
-            solo.a,
-          ),
-        };
-        results.push(result);
-        console.error(
-          `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}; core speed ${calibrationMs.toFixed(0)} ms; server core: others ${(result.basalt.otherMsPerSecond ?? 0).toFixed(0)} ms/s, steal ${(result.basalt.stealMsPerSecond ?? 0).toFixed(0)} ms/s (Basalt's runs)`,
-        );
+      procs.push(base);
+      const baseUrl = `http://127.0.0.1:${basePort}`;
+      await waitFor(baseUrl + '/', base, 'the baseline');
+      const port = await freePort();
+      const basalt = Bun.spawn([...PIN.server, exe, 'serve'], {
+        env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
+        cwd: db.dataDir,
+        stdout: 'ignore',
+        stderr: 'inherit',
+      });
+      procs.push(basalt);
+      const basaltUrl = `http://127.0.0.1:${port}`;
+      await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
+      let twin: { url: string; pid: number } | undefined;
+      if (twinDir) {
+        const twinPort = await freePort();
+        const proc = Bun.spawn([...PIN.server, exe, 'serve'], {
+          env: {
+            PATH: '/usr/bin:/bin',
+            HOME: twinDir,
+            ...env,
+            BASALT_DATA_DIR: twinDir,
+            BASALT_WEB_PORT: String(twinPort),
+            ...(engine === 'external' ? { BASALT_DATABASE_URL: `${db.url}?application_name=${TWIN_APP}` } : {}),
+          },
+          cwd: twinDir,
+          stdout: 'ignore',
+          stderr: 'inherit',
+        });
+        procs.push(proc);
+        twin = { url: `http://127.0.0.1:${twinPort}`, pid: proc.pid };
+        await waitFor(twin.url + '/readyz', proc, 'the twin');
       }
+      const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
+      const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
+      // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open
+      // them; left free, the scheduler puts them on the server's core whenever wrk keeps the other busy.
+      const pinned = new Set<number>();
+      const pinBackends = async () => {
+        if (meterSql) await pinToWrkCore(await backendPids(meterSql, dbName), pinned);
+      };
+      // What each server spends with no load (background workers, timers): CPU per request counts it too.
+      // Measured after 2 s, once the start-up's own tail (a first collection, workers' first runs) is over.
+      await Bun.sleep(2000);
+      const idleNow = async () => {
+        const idle0 = [cpuSeconds(base.pid!), cpuSeconds(basalt.pid!)];
+        await Bun.sleep(IDLE_SECONDS * 1000);
+        return {
+          baselineMsPerSecond: ((cpuSeconds(base.pid!) - idle0[0]!) / IDLE_SECONDS) * 1000,
+          basaltMsPerSecond: ((cpuSeconds(basalt.pid!) - idle0[1]!) / IDLE_SECONDS) * 1000,
+        };
+      };
+      if (pass === 0) idle[engine] = await idleNow();
+
+      const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
+      // The user select's yardstick is Basalt itself with a service key, not the bare server.
+      // In together mode it is the twin: the same executable and data, a process of its own.
+      const yardOf = (w: string) =>
+        w === 'user-select'
+          ? twin
+            ? { url: twin.url, pid: twin.pid, script: lua['owned-select']!, meter: meters?.twin }
+            : { url: basaltUrl, pid: basalt.pid!, script: lua['owned-select']!, meter: meters?.basalt }
+          : { url: baseUrl, pid: base.pid!, script: '', meter: meters?.baseline };
+      // Warm-up, both sides at once: connections, prepared statements, JIT; Basalt has more code to
+      // compile than the baseline. First every workload but the transaction round, twice
+      // BENCH_WARMUP each: in trial runs with less, the engine's first cell still rose from 0.55
+      // to 0.72 over its pairs (the first minute after start has more to settle). Then each
+      // workload again just before its cells.
+      const warm = async (w: string, seconds: number) => {
+        const yard = yardOf(w);
+        const run = (url: string, s: string) =>
+          wrkShort(wrkBin, url, w === 'mail' ? withNonce(s) : s, w === 'tx' ? 1 : 16, seconds);
+        await Promise.all([run(yard.url, yard.script || lua[w]!), run(basaltUrl, lua[w]!)]);
+      };
+      for (const w of WORKLOADS) if (w !== 'tx') await warm(w, 2 * WARMUP_SECONDS);
+      for (const w of WORKLOADS) {
+        const yard = yardOf(w);
+        // One transaction holds the embedded engine, so its rounds are measured at 1 and 16 only.
+        const conns = w === 'tx' ? CONNECTIONS.filter((c) => c <= 16) : CONNECTIONS;
+        // Between transaction runs: wrk stops mid-round and leaves transactions open; the
+        // baseline rolls its back, Basalt's idle timeout (1 s in this run) rolls back its own.
+        const settle = async () => {
+          if (w !== 'tx') return;
+          await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' });
+          await Bun.sleep(1500);
+        };
+        await warm(w, WARMUP_SECONDS);
+        await pinBackends();
+        for (const c of conns) {
+          const load = loadavg()[0]!;
+          const calibrationMs = await coreSpeedMs();
+          const threads = w === 'tx' ? c : Math.min(c, 2);
+          const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
+          const measure = async (url: string, pid: number, s: string, meter?: () => Promise<number>) => {
+            await settle();
+            await pinBackends();
+            // One connection serves the fewest requests: twice as long, so its CPU reading (10 ms ticks) is as fine.
+            return wrk(wrkBin, url, s, c, threads, pid, c === 1 ? 2 * SECONDS : SECONDS, meter);
+          };
+          const baseline = () => measure(yard.url, yard.pid, yard.script || script(), yard.meter);
+          const ours = () => measure(basaltUrl, basalt.pid!, script(), meters?.basalt);
+          const pair = async (r: number) => {
+            if (r % 2 === 0) {
+              const b = await baseline();
+              return { b, a: await ours() };
+            }
+            const a = await ours();
+            return { a, b: await baseline() };
+          };
+          // Both sides loaded at once, each measured over the same window; which wrk starts first alternates.
+          const sideBySide = async (r: number) => {
+            await settle();
+            await pinBackends();
+            const b = { url: yard.url, script: yard.script || script(), pid: yard.pid, also: yard.meter };
+            const a = { url: basaltUrl, script: script(), pid: basalt.pid!, also: meters?.basalt };
+            // 2 s at 1 connection is some 100 ticks of the server's CPU: no need to double it here.
+            const seconds = SECONDS;
+            if (r % 2 === 0) {
+              const [cb, ca] = await wrkTogether(wrkBin, [b, a], c, threads, seconds);
+              return { b: cb!, a: ca! };
+            }
+            const [ca, cb] = await wrkTogether(wrkBin, [a, b], c, threads, seconds);
+            return { b: cb!, a: ca! };
+          };
+          // The first pass: one pair alone at this cell's connections first: the pools and the collector
+          // settle, and in together mode it gives the table each side's req/s and latency alone on the core.
+          let run = runs.get(`${w}/${c}`);
+          if (!run) {
+            run = { solo: await pair(0), pairs: [], load, calibrationMs };
+            runs.set(`${w}/${c}`, run);
+          }
+          // Every pass: one side by side, thrown away: the first ones of a cell read lower (code not yet
+          // compiled for this cell's mix, pools still growing) in trial runs.
+          if (MODE === 'together') await sideBySide(1);
+          // This pass's share of the REPEATS pairs.
+          const last = pass === PASSES - 1;
+          const share = last ? REPEATS - run.pairs.length : Math.round(REPEATS / PASSES);
+          for (let r = 0; r < share; r++) {
+            const at = run.pairs.length;
+            run.pairs.push(MODE === 'together' ? await sideBySide(at) : await pair(at));
+          }
+          if (!last) {
+            console.error(`${engine} ${w} ${c}: pass ${pass + 1} of ${PASSES}, ${run.pairs.length} pairs so far`);
+            continue;
+          }
+          const { solo } = run;
+          let pairs = run.pairs;
+          // Together mode: a cell whose pairs spread wider than SPREAD (interquartile range of the
+          // ratios) gets more pairs, up to EXTRA_PAIRS, whatever its median: its median then moves
+          // less between runs. Decided by the spread alone, never by the value.
+          const spread = () => {
+            const ratios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+            return quantile(ratios, 0.75) - quantile(ratios, 0.25);
+          };
+          let added = 0;
+          while (MODE === 'together' && added < EXTRA_PAIRS && spread() > SPREAD)
+            pairs.push(await sideBySide(REPEATS + added++));
+          // Alternate mode: a pair with either side far off that side's median was disturbed (the
+          // machine changed speed between its halves): measure again, a few times at most. Together
+          // mode needs none of this: such a change falls on both sides of the pair.
+          let rejected = 0;
+          for (let extra = 0; MODE === 'alternate' && OUTLIER > 0 && extra <= EXTRA_PAIRS; extra++) {
+            const mb = median(pairs.map((x) => x.b.cpuPer1000));
+            const ma = median(pairs.map((x) => x.a.cpuPer1000));
+            const off = (v: number, m: number) => !(Math.abs(v / m - 1) <= OUTLIER);
+            const good = pairs.filter((x) => !off(x.b.cpuPer1000, mb) && !off(x.a.cpuPer1000, ma));
+            if (good.length >= REPEATS || extra === EXTRA_PAIRS) {
+              rejected += pairs.length - good.length;
+              // Keep the good ones when enough are left; else every pair (the IQR then shows the spread).
+              if (good.length >= Math.ceil(REPEATS / 2)) pairs = good;
+              break;
+            }
+            pairs.push(await pair(REPEATS + extra));
+          }
+          const per = w === 'tx' ? 5 : 1;
+          // A run that completed no request (a server that stalled for the whole second) gives no ratio.
+          const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+          // Together mode: req/s and latency of each side alone on the core (the solo pair), not of the shared core.
+          const rpsRatios = (MODE === 'together' ? [solo] : pairs).map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
+          const alone = (x: Side, cell: Cell): Side =>
+            MODE === 'together' ? { ...x, rps: cell.rps / per, p50: cell.p50, p99: cell.p99 } : x;
+          const mid = quantile(cpuRatios, 0.5);
+          const target = TARGET[w]!;
+          const met = mid >= target;
+          const verdict = met
+            ? `met (${mid.toFixed(2)} ≥ ${target})`
+            : `not met by ${(target - mid).toFixed(2)} (${mid.toFixed(2)} < ${target})`;
+          const result: Result = {
+            engine,
+            workload: w,
+            connections: c,
+            target,
+            cpuRatio: { median: mid, q1: quantile(cpuRatios, 0.25), q3: quantile(cpuRatios, 0.75), pairs: cpuRatios },
+            rejected,
+            load: run.load,
+            calibrationMs: run.calibrationMs,
+            rpsRatio: { median: quantile(rpsRatios, 0.5), pairs: rpsRatios },
+            met,
+            verdict,
+            baseline: alone(
+              side(
+                pairs.map((x) => x.b),
+                per,
+              ),
+              solo.b,
+            ),
+            basalt: alone(
+              side(
+                pairs.map((x) => x.a),
+                per,
+              ),
+              solo.a,
+            ),
+          };
+          results.push(result);
+          console.error(
+            `${engine} ${w} ${c}: CPU ratio ${mid.toFixed(2)} (IQR ${result.cpuRatio.q1.toFixed(2)}–${result.cpuRatio.q3.toFixed(2)}), ${verdict}; CPU ms/req base ${result.baseline.cpuMsPerRequest.toFixed(3)}, Basalt ${result.basalt.cpuMsPerRequest.toFixed(3)}; ${rejected} pairs measured again; load ${load.toFixed(1)}; core speed ${calibrationMs.toFixed(0)} ms; server core: others ${(result.basalt.otherMsPerSecond ?? 0).toFixed(0)} ms/s, steal ${(result.basalt.stealMsPerSecond ?? 0).toFixed(0)} ms/s (Basalt's runs)`,
+          );
+        }
+      }
+      // And after the cells: what the work left running (queued mail, collections, timers).
+      if (pass === PASSES - 1) idle[engine]!.after = await idleNow();
+      // The pass ends with its processes: the next starts new ones on the same data. wrk stopped
+      // mid-round: the baseline's open transactions, and on the embedded engine the begins waiting
+      // behind them, would hold its close.
+      if (WORKLOADS.includes('tx')) await fetch(baseUrl + '/bench/rollback-all', { method: 'POST' }).catch(() => {});
+      await stopAll(procs);
     }
-    // And after the cells: what the work left running (queued mail, collections, timers).
-    idle[engine]!.after = await idleNow();
   } finally {
-    for (const proc of procs) proc.kill('SIGTERM');
-    await Promise.all(procs.map((proc) => proc.exited));
+    await stopAll(procs);
     await meterSql?.end();
     smtp.stop(true);
     await db.drop();
@@ -609,7 +661,7 @@ const minutes = (performance.now() - started) / 60_000;
 const machine = `${cpus().length} × ${cpus()[0]?.model.trim()}, Linux ${release()}`;
 printTable(
   rows,
-  `\nHTTP load from wrk against the compiled executable: ${REPEATS} pairs of ${SECONDS} s per cell, ${MODE === 'together' ? 'both sides at once (req/s and latency: each alone, one pair)' : `alternating (${2 * SECONDS} s at 1 connection)`}; ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
+  `\nHTTP load from wrk against the compiled executable: ${REPEATS} pairs of ${SECONDS} s per cell${PASSES > 1 ? ` over ${PASSES} passes (new processes each)` : ''}, ${MODE === 'together' ? 'both sides at once (req/s and latency: each alone, one pair)' : `alternating (${2 * SECONDS} s at 1 connection)`}; ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
 );
 console.log('');
 for (const r of results) console.log(`${r.engine} ${LABEL[r.workload]}, ${r.connections} conns: ${r.verdict}`);
@@ -636,6 +688,7 @@ writeFileSync(
       mode: MODE,
       seconds: SECONDS,
       repeats: REPEATS,
+      passes: PASSES,
       outlier: OUTLIER,
       loadAverage: { before: load0, after: loadavg()[0] },
       minutes,

@@ -54,6 +54,8 @@ import {
   benchKey,
   benchToken,
   BENCH_ITEMS_SQL,
+  BENCH_LOG_SQL,
+  txLua,
   benchOwnedSql,
   ownedSelectLua,
   LUA_SHOW,
@@ -137,24 +139,12 @@ function silentSmtp() {
 
 /** The wrk scripts of one engine's run: the key and token are written in. */
 function scripts(dir: string, key: string, token: string, uid: string): Record<string, string> {
-  const json = `wrk.headers["Content-Type"] = "application/json"\nwrk.headers["X-API-Key"] = "${key}"\n`;
   const show = LUA_SHOW;
   const files: Record<string, string> = {
     select: selectLua(key),
     'user-select': ownedSelectLua({ token }),
     'owned-select': ownedSelectLua({ key, uid }),
-    tx: `${json}${show}local step, id = 0, ""
-request = function()
-  if step == 0 then return wrk.format("POST", "/api/v1/db/transaction/begin", nil, "{}") end
-  if step <= 3 then return wrk.format("POST", "/api/v1/db/query", nil, '{"entity":"bench_log","action":"insert","data":{"n":1,"note":"http"},"transaction_id":"' .. id .. '"}') end
-  return wrk.format("POST", "/api/v1/db/transaction/" .. id .. "/commit", nil, "{}")
-end
-response = function(status, headers, body)
-  show(status, body)
-  if step == 0 then id = string.match(body, '"transaction_id":"([^"]+)"') or "" end
-  step = (step + 1) % 5
-end
-`,
+    tx: txLua(key),
     me: `${show}wrk.method = "GET"
 wrk.path = "/api/v1/auth/me"
 wrk.headers["Authorization"] = "Bearer ${token}"
@@ -333,9 +323,7 @@ for (const engine of ENGINES) {
     const p = await openBasalt({ env, migrate: true });
     let key: string, token: string, uid: string, selectSql: string, poolMax: number;
     try {
-      await p.db.exec(
-        BENCH_ITEMS_SQL + 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);',
-      );
+      await p.db.exec(BENCH_ITEMS_SQL + BENCH_LOG_SQL);
       key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log', 'bench_owned']);
       token = await benchToken(p);
       uid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sub;

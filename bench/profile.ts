@@ -10,12 +10,14 @@
  *   BENCH_TARGET=bare npm run bench:profile                # the bare baseline (bench/baselines/bare.ts) under the same load
  *   BENCH_WORKLOAD=user-select npm run bench:profile       # a signed-in user's select under row-level security
  *   BENCH_WORKLOAD=owned-select npm run bench:profile      # the same rows with a service key (user-select's yardstick)
+ *   BENCH_WORKLOAD=tx npm run bench:profile                # transaction rounds (begin, 3 inserts, commit), one wrk thread per connection
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
   BENCH_ITEMS_SQL,
+  BENCH_LOG_SQL,
   benchDb,
   benchOwnedSql,
   ownedSelectLua,
@@ -28,6 +30,7 @@ import {
   requireWrk,
   selectLua,
   benchSelect,
+  txLua,
   waitFor,
 } from './support';
 import { openBasalt } from '../src/services';
@@ -43,8 +46,8 @@ if (TARGET !== 'basalt' && TARGET !== 'bare') {
   console.error('BENCH_TARGET is basalt or bare');
   process.exit(2);
 }
-if (!['select', 'me', 'mail', 'user-select', 'owned-select'].includes(WORKLOAD)) {
-  console.error('BENCH_WORKLOAD is select, me, mail, user-select or owned-select');
+if (!['select', 'me', 'mail', 'user-select', 'owned-select', 'tx'].includes(WORKLOAD)) {
+  console.error('BENCH_WORKLOAD is select, me, mail, user-select, owned-select or tx');
   process.exit(2);
 }
 
@@ -59,6 +62,8 @@ const env = {
   BASALT_LOG_LEVEL: 'warn',
   BASALT_MAIL_SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
   BASALT_MAIL_FROM: 'bench@example.com',
+  // Transaction rounds: every wrk connection holds one of the key's transactions (as in bench:http).
+  BASALT_DB_MAX_TRANSACTIONS_PER_KEY: '1000',
 };
 const p = await openBasalt({ env, migrate: true });
 let key: string;
@@ -67,8 +72,8 @@ let uid: string;
 let selectSql: string;
 let poolMax: number;
 try {
-  await p.db.exec(BENCH_ITEMS_SQL);
-  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_owned']);
+  await p.db.exec(BENCH_ITEMS_SQL + BENCH_LOG_SQL);
+  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log', 'bench_owned']);
   token = await benchToken(p);
   uid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sub;
   if (WORKLOAD.endsWith('owned-select') || WORKLOAD === 'user-select') await p.db.exec(benchOwnedSql(uid));
@@ -127,12 +132,18 @@ try {
     me,
     'user-select': ownedSelectLua({ token }),
     'owned-select': ownedSelectLua({ key, uid }),
+    tx: txLua(key),
   };
   writeFileSync(script, scripts[WORKLOAD]!);
   if (WORKLOAD === 'mail') script = withNonce(script);
-  const load = Bun.spawn([wrkBin, '-t2', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], {
-    stdout: 'pipe',
-  });
+  // Transaction rounds: one wrk thread per connection, so each connection walks its own round (as bench:http).
+  const threads = WORKLOAD === 'tx' ? CONNECTIONS : 2;
+  const load = Bun.spawn(
+    [wrkBin, `-t${threads}`, `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url],
+    {
+      stdout: 'pipe',
+    },
+  );
   const report = await new Response(load.stdout).text();
   console.log(
     report

@@ -527,6 +527,31 @@ response = function(status, headers, body) show(status, body) end
 `;
 }
 
+/** The transaction round's table: the rows its inserts write. */
+export const BENCH_LOG_SQL = 'CREATE TABLE public.bench_log (id serial PRIMARY KEY, n int4 NOT NULL, note text);';
+
+/**
+ * The transaction round's wrk script, with service key `key`: begin, 3 inserts into bench_log
+ * with its transaction_id, commit (5 requests). Run it with one wrk thread per connection, so
+ * each connection walks its own round.
+ */
+export function txLua(key: string): string {
+  return `wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-API-Key"] = "${key}"
+${LUA_SHOW}local step, id = 0, ""
+request = function()
+  if step == 0 then return wrk.format("POST", "/api/v1/db/transaction/begin", nil, "{}") end
+  if step <= 3 then return wrk.format("POST", "/api/v1/db/query", nil, '{"entity":"bench_log","action":"insert","data":{"n":1,"note":"http"},"transaction_id":"' .. id .. '"}') end
+  return wrk.format("POST", "/api/v1/db/transaction/" .. id .. "/commit", nil, "{}")
+end
+response = function(status, headers, body)
+  show(status, body)
+  if step == 0 then id = string.match(body, '"transaction_id":"([^"]+)"') or "" end
+  step = (step + 1) % 5
+end
+`;
+}
+
 /** A service key named `bench` with these permissions on these tables, made in `p`. */
 export async function benchKey(p: Basalt, permissions: string[], tables: string[]): Promise<string> {
   return (await p.services.keys.create({ type: 'service', service: 'bench', permissions, tables })).key;

@@ -50,6 +50,12 @@ export interface TxOptions extends WaitOptions {
   /** Statements run right after BEGIN (e.g. SET LOCAL timeouts). */
   setup?: string[];
   /**
+   * External PostgreSQL: hold a connection of the pool's wire path (src/db/external-wire.ts),
+   * where that path is spoken, instead of the driver's; every statement's values must then be
+   * strings, finite numbers or nulls (the Database API's). The embedded engine ignores it.
+   */
+  onWire?: boolean;
+  /**
    * Asked to give the database back because other work waits for it (src/db/wait-gate.ts):
    * return true when the transaction, idle for at least `minIdleMs`, will end (roll back)
    * now; false to keep it (it is busy, or was idle for less).

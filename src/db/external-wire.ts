@@ -128,7 +128,7 @@ interface Answer {
   count: number;
 }
 
-class WireConnection {
+export class WireConnection {
   broken = false;
   lastUsed = 0;
   /** When the connection is closed instead of kept idle (performance.now() time; the pool's max_lifetime). */
@@ -322,7 +322,10 @@ class WireConnection {
 
   /**
    * Run `statements` as one implicit transaction: one write ended by a single Sync, their
-   * results in order. The first error is thrown; nothing of the batch stays.
+   * results in order. The first error is thrown; nothing of the batch stays. Inside a
+   * transaction opened by BEGIN (a reserved connection) the Sync ends nothing: a failed
+   * statement leaves that transaction aborted, and `retried` (true there) keeps a statement
+   * gone stale from being run again in it.
    */
   async batch(statements: readonly WireStatement[], retried = false): Promise<QueryResult[]> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
@@ -456,22 +459,35 @@ export class WirePool {
 
   /** Run `statements` as one transaction of their own (see WireConnection.batch). */
   async batch(statements: readonly WireStatement[]): Promise<QueryResult[]> {
+    const conn = await this.reserve();
+    try {
+      return await conn.batch(statements);
+    } finally {
+      this.release(conn);
+    }
+  }
+
+  /**
+   * A connection for the caller alone until `release` (an open transaction: BEGIN in its first
+   * batch, so the Syncs of the batches after it end no transaction, src/db/external.ts).
+   */
+  async reserve(): Promise<WireConnection> {
     if (this.closed) throw connectionError('CONNECTION_ENDED', 'the pool is closed');
     let conn = this.idle.pop();
     while (conn?.broken) {
       conn.close();
       conn = this.idle.pop();
     }
-    conn ??= await WireConnection.open(this.o, this.opts.connectTimeoutMs);
-    try {
-      return await conn.batch(statements);
-    } finally {
-      // Past its lifetime (max_lifetime, as postgres.js recycles its own): closed instead of kept.
-      if (conn.broken || this.closed || performance.now() >= conn.expiresAt) conn.close();
-      else {
-        conn.lastUsed = performance.now();
-        this.idle.push(conn);
-      }
+    return conn ?? (await WireConnection.open(this.o, this.opts.connectTimeoutMs));
+  }
+
+  /** Give back a connection `reserve` gave, with nothing open on it. */
+  release(conn: WireConnection): void {
+    // Past its lifetime (max_lifetime, as postgres.js recycles its own): closed instead of kept.
+    if (conn.broken || this.closed || performance.now() >= conn.expiresAt) conn.close();
+    else {
+      conn.lastUsed = performance.now();
+      this.idle.push(conn);
     }
   }
 

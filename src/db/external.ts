@@ -2,8 +2,8 @@ import postgres from 'postgres';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { driverCall as run, normalizeDbError } from './engine';
 import { batchable } from './embedded-wire';
-import { type ResolvedOptions, WirePool, wireUnsupported } from './external-wire';
-import { gatedMembers, type GateOptions, WaitGate } from './wait-gate';
+import { type ResolvedOptions, WirePool, type WireStatement, wireUnsupported } from './external-wire';
+import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
 import { undeclared } from '../util/undeclared';
 
 type Sql = postgres.Sql | postgres.ReservedSql;
@@ -97,6 +97,18 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
 
   async function begin(opts: TxOptions = {}): Promise<Tx> {
     const place = await gate.acquire(opts, opts.preempt);
+    const pool = opts.onWire ? wire : null;
+    if (pool)
+      try {
+        return await wireTx(pool, place, opts.setup ?? []);
+      } catch (e) {
+        if ((e as { code?: string }).code !== 'UNSUPPORTED_AUTH') {
+          place.release();
+          throw normalizeDbError(e);
+        }
+        wire = null;
+        pool.close();
+      }
     let conn: postgres.ReservedSql;
     try {
       conn = await run(() => sql.reserve());
@@ -130,6 +142,61 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     await began.catch(failed);
     return {
       ...q,
+      get closed() {
+        return closed;
+      },
+      idle: place.idle,
+      commit: () => end('COMMIT'),
+      rollback: () => end('ROLLBACK').catch(() => {}),
+    };
+  }
+
+  /**
+   * A transaction on a connection of the wire path (`TxOptions.onWire`): BEGIN and the setup in
+   * one batch, each statement then a batch of its own (Bind, Execute, Sync: one write, one round
+   * trip, prepared per connection as the driver's are), COMMIT or ROLLBACK a last one. The Syncs
+   * end no transaction: BEGIN opened one. Operations run one after another on the connection
+   * whoever calls them. Values must be `batchable` (every Database API statement's are).
+   */
+  async function wireTx(pool: WirePool, place: Place, setup: readonly string[]): Promise<Tx> {
+    const conn = await pool.reserve();
+    let last: Promise<unknown> = Promise.resolve();
+    const send = (statements: WireStatement[]): Promise<QueryResult[]> => {
+      const r = last.then(() => run(() => conn.batch(statements, true)));
+      last = r.catch(() => {});
+      return r;
+    };
+    let closed = false;
+    const free = () => {
+      pool.release(conn);
+      place.release();
+    };
+    const end = async (stmt: 'COMMIT' | 'ROLLBACK') => {
+      if (closed) return;
+      closed = true;
+      try {
+        await send([{ sql: stmt, params: [] }]);
+      } finally {
+        free();
+      }
+    };
+    try {
+      await send([{ sql: 'BEGIN', params: [] }, ...setup.map((sql) => ({ sql, params: [] }))]);
+    } catch (e) {
+      // A setup statement refused: the transaction BEGIN opened is aborted, and ends here.
+      closed = true;
+      await send([{ sql: 'ROLLBACK', params: [] }]).catch(() => {});
+      free();
+      throw e;
+    }
+    const one = async <T>(sql: string, params: unknown[]) => (await send([{ sql, params }]))[0] as QueryResult<T>;
+    return {
+      query: <T>(sql: string, params: unknown[] = []) => {
+        if (!batchable(params))
+          return Promise.reject(new Error('a transaction on the wire path takes strings, finite numbers and nulls'));
+        return one<T>(sql, params);
+      },
+      exec: async (sql: string) => void (await one(sql, [])),
       get closed() {
         return closed;
       },

@@ -13,7 +13,7 @@ import { tcpProxy } from '../helpers/tcp-proxy';
 import { createKey } from '../helpers/keys';
 import { signInUser, type SignedInUser } from '../helpers/users';
 import { expectA } from '../helpers/envelopes';
-import { dbQuery, NOTES_MIGRATION } from './user-data.fixtures';
+import { dbQuery, dbTx, NOTES_MIGRATION } from './user-data.fixtures';
 
 const API = 'basalt-db-api';
 const N = 20;
@@ -77,5 +77,30 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
 
   test("a user's select with its total: still one round trip", async () => {
     expect(await tripsPer(alice, { ...body, total: true })).toBe(1);
+  });
+
+  test("a service key's transaction round: one round trip per request, on the API pool alone", async () => {
+    const round = async () => {
+      const id: string = expectA(await dbTx(s, service, 'begin'), 200).transaction_id;
+      for (let i = 0; i < 3; i++)
+        expectA(
+          await dbQuery(s, service, {
+            entity: 'notes',
+            action: 'insert',
+            data: { body: 'tx', owner_id: alice.user.id },
+            transaction_id: id,
+          }),
+          200,
+        );
+      expectA(await dbTx(s, service, `${id}/commit`), 200);
+    };
+    await round(); // prepares the insert on the connections it may land on
+    await round();
+    const api = proxy.roundTrips(API);
+    const platform = proxy.roundTrips('basalt');
+    for (let i = 0; i < 5; i++) await round();
+    // Begin (BEGIN and its settings together), three inserts, commit.
+    expect((proxy.roundTrips(API) - api) / 5).toBe(5);
+    expect(proxy.roundTrips('basalt') - platform).toBe(0);
   });
 });

@@ -63,7 +63,9 @@ export class DatabaseService {
     this.catalog = new Catalog(p.db, { schema });
     const external = p.db.kind === 'external';
     this.transactions = new TransactionRegistry({
-      begin: async (setup, wait) => (await this.apiDb()).begin({ setup, ...wait }),
+      // On external PostgreSQL on the API pool's wire path, where its statements outside a
+      // transaction go too: a statement is one write and one read of Basalt's own, not the driver's.
+      begin: async (setup, wait) => (await this.apiDb()).begin({ setup, onWire: true, ...wait }),
       idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
       maxLifetimeMs: () => p.settings.get<number>('db.transaction_max_lifetime_ms'),
       maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),

@@ -20,8 +20,8 @@ export interface HandlerDeps {
   log: Logger;
   /** The route list's areas (src/app.ts): body policy, envelope, headers and metrics label by path. */
   areas: Areas;
-  /** Elysia's `handle`. */
-  handle: (req: Request) => Promise<Response>;
+  /** Elysia's `handle` (or a route answered before it: src/app.ts), with the request's path. */
+  handle: (req: Request, path: string) => Promise<Response>;
   metrics?: Metrics;
 }
 
@@ -65,7 +65,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
         const checked = pending instanceof Request ? pending : await pending;
         setRequestInfo(checked, info);
         // Interactive work: it may ask an idle API transaction to yield the database (src/db/wait-gate.ts).
-        res = await interactive(() => handle(checked));
+        res = await interactive(() => handle(checked, path));
       }
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
@@ -167,6 +167,37 @@ async function readBounded(req: Request, bounds: JsonBounds, text?: string): Pro
 
 type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'blob' | 'clone'>;
 
+/** The body text the listener read, on the request it hands on (a module symbol: nothing else can name it). */
+const TEXT = Symbol('basalt.bodyText');
+type Answering = Request & { [TEXT]: string };
+
+/**
+ * The readers of a request whose body the listener has read, one set for every request: each
+ * answers from the text on `this`, so a request costs seven property writes and no closures.
+ * Called unbound they fail, as the native readers do.
+ */
+const READERS: BodyReaders = {
+  text(this: Answering) {
+    return Promise.resolve(this[TEXT]);
+  },
+  json(this: Answering) {
+    const text = this[TEXT];
+    return new Promise((resolve) => resolve(JSON.parse(text)));
+  },
+  bytes(this: Answering) {
+    return Promise.resolve(new TextEncoder().encode(this[TEXT]));
+  },
+  arrayBuffer(this: Answering) {
+    return Promise.resolve(new TextEncoder().encode(this[TEXT]).buffer as ArrayBuffer);
+  },
+  blob(this: Answering) {
+    return Promise.resolve(new Blob([this[TEXT]], { type: this.headers.get('content-type') ?? '' }));
+  },
+  clone(this: Answering) {
+    return new Request(this.url, { method: this.method, headers: this.headers, body: this[TEXT] });
+  },
+} as BodyReaders;
+
 /**
  * The listener has read the body to bound it, so the request's own readers answer from
  * the text it read: Elysia's parser, a route's parse hook and an extension handler calling
@@ -176,14 +207,14 @@ type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'bl
  * (docs/operations.md, "The select layer by layer").
  */
 function answeringFrom(req: Request, text: string): Request {
-  const r = req as BodyReaders;
-  const bytes = () => new TextEncoder().encode(text);
-  r.text = () => Promise.resolve(text);
-  r.json = () => new Promise((resolve) => resolve(JSON.parse(text)));
-  r.bytes = () => Promise.resolve(bytes());
-  r.arrayBuffer = () => Promise.resolve(bytes().buffer as ArrayBuffer);
-  r.blob = () => Promise.resolve(new Blob([text], { type: req.headers.get('content-type') ?? '' }));
-  r.clone = () => new Request(req.url, { method: req.method, headers: req.headers, body: text });
+  const r = req as Answering;
+  r[TEXT] = text;
+  r.text = READERS.text;
+  r.json = READERS.json;
+  r.bytes = READERS.bytes;
+  r.arrayBuffer = READERS.arrayBuffer;
+  r.blob = READERS.blob;
+  r.clone = READERS.clone;
   return req;
 }
 

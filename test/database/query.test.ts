@@ -499,6 +499,28 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
     );
   });
 
+  // A service key's select is answered past Elysia (src/modules/database/routes.ts, directQuery);
+  // everything else about it stays: the listener's headers, the envelope, every check's answer.
+  test("a key's select answered past the framework keeps the request id, headers, envelope and checks", async () => {
+    const ok = await s.req('POST', '/api/v1/db/query', {
+      headers: { 'x-api-key': key, 'x-request-id': 'direct-1' },
+      body: sel([{ field: 'name', op: 'eq', value: 'apple' }], { fields: ['name'] }),
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ success: true, data: { rows: [{ name: 'apple' }], count: 1 } });
+    expect(ok.headers.get('x-request-id')).toBe('direct-1');
+    expect(ok.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(ok.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(ok.headers.get('content-type')).toContain('application/json');
+    // The same checks, in the route's order, answer as before.
+    expectError(await q({ ...sel([]), stray: 1 }), 400, 'validation_error');
+    expectError(await q({ ...sel([]), limit: -1 }), 400, 'validation_error');
+    expectError(await q({ ...sel([]), query: 'SELECT 1' }), 403, 'raw_sql_disabled');
+    expectError(await q({ ...sel([]), entity: 'secrets' }), 403, 'forbidden');
+    expectError(await q({ ...sel([]), filters: [{ field: 'nope', op: 'eq', value: 1 }] }), 400, 'validation_error');
+    expectError(await query(s, 'sk_' + 'x'.repeat(40), sel([])), 401, 'unauthorized');
+  });
+
   test.if(canSql(engine))('a column added after start is known without a restart', async () => {
     await s.sql('ALTER TABLE public.many ADD COLUMN label text');
     await Bun.sleep(250); // a name the cached catalog misses reloads it unless it was reloaded in the last 200 ms

@@ -86,7 +86,7 @@ import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
-// with its interquartile range says more than one long run (a whole run, three passes, takes about 25 minutes).
+// with its interquartile range says more than one long run (a whole run, three passes, takes about 30 minutes).
 /**
  * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
  * same time by two wrk processes, both on the server core, each measured over the same window, so
@@ -551,9 +551,11 @@ for (const engine of ENGINES) {
           const mid = quantile(cpuRatios, 0.5);
           const target = TARGET[w]!;
           const met = mid >= target;
+          // Three decimals where two would read as equal to the target (0.849 < 0.85).
+          const digits = target - mid < 0.005 ? 3 : 2;
           const verdict = met
             ? `met (${mid.toFixed(2)} ≥ ${target})`
-            : `not met by ${(target - mid).toFixed(2)} (${mid.toFixed(2)} < ${target})`;
+            : `not met by ${(target - mid).toFixed(digits)} (${mid.toFixed(digits)} < ${target})`;
           const result: Result = {
             engine,
             workload: w,

@@ -92,10 +92,24 @@ type Seen = Request & { [CALLER]?: DbCaller };
 // A service key, a user's access token, or neither (anon: what is granted to basalt_anon).
 const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }, {}];
 
+/**
+ * The Database API's caller checks of platform `p`, one set for the route and `directQuery`: the
+ * identities it keeps per token (src/modules/database/caller.ts) are then built and bounded once.
+ */
+const CALLERS = new WeakMap<Basalt, ReturnType<typeof callerChecks>>();
+function callersOf(p: Basalt): ReturnType<typeof callerChecks> {
+  let callers = CALLERS.get(p);
+  if (!callers) {
+    callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
+    CALLERS.set(p, callers);
+  }
+  return callers;
+}
+
 export function databaseRoutes(p: Basalt, area: AreaFacts) {
   const errorResponses = errorsOf(area)(400, 401, 403, 404, 409, 429, 503);
   const svc = () => p.services.database;
-  const callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
+  const callers = callersOf(p);
   // The caller found in a route's `transform`, for its handler: kept on the request under a
   // module symbol (no hook hands the whole context to a function: see src/http/guards.ts; a
   // property costs less per request than a WeakMap entry).
@@ -275,7 +289,7 @@ function bodyChecksFail(body: unknown): boolean {
  */
 export function directQuery(p: Basalt, area: AreaFacts) {
   const at = `${rootOf(area)}/query`;
-  const callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
+  const callers = callersOf(p);
   const schema = getSchemaValidator(QueryBody) as unknown as { Check: (v: unknown) => boolean };
   const answer = async (request: Request, elysia: (r: Request) => Promise<Response>): Promise<Response> => {
     let caller: DbCaller;

@@ -128,7 +128,7 @@ interface Answer {
   count: number;
 }
 
-export class WireConnection {
+class WireConnection {
   broken = false;
   lastUsed = 0;
   /** When the connection is closed instead of kept idle (performance.now() time; the pool's max_lifetime). */

@@ -257,7 +257,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
     );
 }
 
-/** The route's own checks of a query's body, before validation (`transform` above): null when they pass. */
+/** Whether one of the route's own checks of a query's body, before validation (`transform` above), fails. */
 function bodyChecksFail(body: unknown): boolean {
   if (carriesRawSql(body)) return true;
   try {

@@ -102,12 +102,10 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       try {
         return await wireTx(pool, place, opts.setup ?? []);
       } catch (e) {
-        if ((e as { code?: string }).code !== 'UNSUPPORTED_AUTH') {
+        if (!offWire(pool, e)) {
           place.release();
           throw normalizeDbError(e);
         }
-        wire = null;
-        pool.close();
       }
     let conn: postgres.ReservedSql;
     try {
@@ -217,6 +215,17 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       });
 
   /**
+   * Whether `e` says the wire path cannot connect (an authentication method it does not speak):
+   * then `pool` is closed and the driver serves from now on (begin and atOnce alike).
+   */
+  function offWire(pool: WirePool, e: unknown): boolean {
+    if ((e as { code?: string }).code !== 'UNSUPPORTED_AUTH') return false;
+    wire = null;
+    pool.close();
+    return true;
+  }
+
+  /**
    * Statements known up front, as one transaction of their own. With plain values (`batchable`:
    * strings, finite numbers, nulls) on the wire path: the statements and a single Sync, an
    * implicit transaction, in one write (src/db/external-wire.ts). Otherwise, or where that path
@@ -233,9 +242,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       try {
         return await gate.run(wait, () => run(() => pool.batch(statements)));
       } catch (e) {
-        if ((e as { code?: string }).code !== 'UNSUPPORTED_AUTH') throw e;
-        wire = null;
-        pool.close();
+        if (!offWire(pool, e)) throw e;
       }
     }
     if (statements.length === 1) return [await waitAs(wait).query(statements[0]!.sql, statements[0]!.params)];

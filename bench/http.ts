@@ -349,6 +349,11 @@ for (const engine of ENGINES) {
       cpSync(db.dataDir, twinDir, { recursive: true });
     }
 
+    // The wrk scripts and the database's name, once for every pass.
+    const luaDir = mkdtempSync(join(tmpdir(), 'basalt-bench-lua-'));
+    scratch.push(luaDir);
+    const lua = scripts(luaDir, key, token, uid);
+    const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
     // Each cell's pairs, gathered over the passes.
     const runs = new Map<string, CellRun>();
     for (let pass = 0; pass < PASSES; pass++) {
@@ -400,7 +405,6 @@ for (const engine of ENGINES) {
         twin = { url: `http://127.0.0.1:${twinPort}`, pid: proc.pid };
         await waitFor(twin.url + '/readyz', proc, 'the twin');
       }
-      const dbName = meterSql ? new URL(db.url).pathname.slice(1) : '';
       const meters = meterSql ? backendMeters(meterSql, dbName) : undefined;
       // External: PostgreSQL's backends of this database go to wrk's core, each once, as the pools open
       // them; left free, the scheduler puts them on the server's core whenever wrk keeps the other busy.
@@ -421,7 +425,6 @@ for (const engine of ENGINES) {
       };
       if (pass === 0) idle[engine] = await idleNow();
 
-      const lua = scripts(mkdtempSync(join(tmpdir(), 'basalt-bench-lua-')), key, token, uid);
       // The user select's yardstick is Basalt itself with a service key, not the bare server.
       // In together mode it is the twin: the same executable and data, a process of its own.
       const yardOf = (w: string) =>

@@ -115,12 +115,22 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
  * Alternate mode: a pair whose baseline or Basalt CPU per request lies further than this from the
  * cell's median for that side is taken as disturbed (another process on the core, a collection
  * left over) and measured again, up to EXTRA_PAIRS more pairs per cell (BENCH_EXTRA_PAIRS, default
- * 2, 6 in together mode for SPREAD below; BENCH_OUTLIER, default 0.2; 0 keeps every pair).
+ * 2; BENCH_OUTLIER, default 0.2; 0 keeps every pair).
  */
 const OUTLIER = Number(process.env.BENCH_OUTLIER ?? 0.2);
-const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? (MODE === 'together' ? 6 : 2));
-/** Together mode: a cell whose pairs' ratios spread wider than this (IQR) gets up to EXTRA_PAIRS more (BENCH_SPREAD). */
-const SPREAD = Number(process.env.BENCH_SPREAD ?? 0.06);
+const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
+/**
+ * Together mode: a cell takes pairs until its median is known to about BENCH_PRECISION (default
+ * 0.012): its interquartile range divided by the square root of its pairs' count, which is
+ * proportional to the median's standard error (about 0.93 of it for a normal spread), falls to
+ * it, with REPEATS pairs at least and BENCH_MAX_PAIRS (default 24) at most. Two runs' medians whose
+ * standard errors are 0.011 each part by more than 0.05 about once in 600 cells; with 9 pairs and
+ * an IQR of 0.05-0.09 (the widest cells of 2026-11-26), about once in 25. Decided by the spread
+ * alone, never by the value, and spread over the passes (each brings the cell to its share of
+ * what it needs so far), so that no pass's processes weigh more than another's.
+ */
+const PRECISION = Number(process.env.BENCH_PRECISION ?? 0.012);
+const MAX_PAIRS = Math.max(REPEATS, Number(process.env.BENCH_MAX_PAIRS ?? 24));
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').map(Number);
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 // Transaction rounds last: wrk stops mid-round, and the transaction it leaves open holds the
@@ -511,22 +521,21 @@ for (const engine of ENGINES) {
             const at = run.pairs.length;
             run.pairs.push(MODE === 'together' ? await sideBySide(at) : await pair(at));
           }
+          // Together mode: then more, while the pairs so far say the median is not yet known to
+          // PRECISION, up to this pass's share of what they say the cell needs (MAX_PAIRS at most).
+          const needed = () => {
+            const ratios = run.pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+            const iqr = quantile(ratios, 0.75) - quantile(ratios, 0.25);
+            return Math.min(MAX_PAIRS, Math.max(REPEATS, Math.ceil((iqr / PRECISION) ** 2)));
+          };
+          while (MODE === 'together' && run.pairs.length < Math.ceil((needed() * (pass + 1)) / PASSES))
+            run.pairs.push(await sideBySide(run.pairs.length));
           if (!last) {
             console.error(`${engine} ${w} ${c}: pass ${pass + 1} of ${PASSES}, ${run.pairs.length} pairs so far`);
             continue;
           }
           const { solo } = run;
           let pairs = run.pairs;
-          // Together mode: a cell whose pairs spread wider than SPREAD (interquartile range of the
-          // ratios) gets more pairs, up to EXTRA_PAIRS, whatever its median: its median then moves
-          // less between runs. Decided by the spread alone, never by the value.
-          const spread = () => {
-            const ratios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
-            return quantile(ratios, 0.75) - quantile(ratios, 0.25);
-          };
-          let added = 0;
-          while (MODE === 'together' && added < EXTRA_PAIRS && spread() > SPREAD)
-            pairs.push(await sideBySide(REPEATS + added++));
           // Alternate mode: a pair with either side far off that side's median was disturbed (the
           // machine changed speed between its halves): measure again, a few times at most. Together
           // mode needs none of this: such a change falls on both sides of the pair.
@@ -654,7 +663,7 @@ const minutes = (performance.now() - started) / 60_000;
 const machine = `${cpus().length} × ${cpus()[0]?.model.trim()}, Linux ${release()}`;
 printTable(
   rows,
-  `\nHTTP load from wrk against the compiled executable: ${REPEATS} pairs of ${SECONDS} s per cell${PASSES > 1 ? ` over ${PASSES} passes (new processes each)` : ''}, ${MODE === 'together' ? 'both sides at once (req/s and latency: each alone, one pair)' : `alternating (${2 * SECONDS} s at 1 connection)`}; ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
+  `\nHTTP load from wrk against the compiled executable: ${MODE === 'together' ? `${REPEATS}–${MAX_PAIRS} pairs (until IQR/√pairs ≤ ${PRECISION})` : `${REPEATS} pairs`} of ${SECONDS} s per cell${PASSES > 1 ? ` over ${PASSES} passes (new processes each)` : ''}, ${MODE === 'together' ? 'both sides at once (req/s and latency: each alone, one pair)' : `alternating (${2 * SECONDS} s at 1 connection)`}; ratio = baseline CPU per request / Basalt's, median of the pairs (interquartile range); ${PIN.server.length ? 'server on core 0, wrk on core 1' : 'not pinned'}; Bun ${Bun.version}\n`,
 );
 console.log('');
 for (const r of results) console.log(`${r.engine} ${LABEL[r.workload]}, ${r.connections} conns: ${r.verdict}`);
@@ -682,6 +691,7 @@ writeFileSync(
       seconds: SECONDS,
       repeats: REPEATS,
       passes: PASSES,
+      ...(MODE === 'together' ? { precision: PRECISION, maxPairs: MAX_PAIRS } : {}),
       outlier: OUTLIER,
       loadAverage: { before: load0, after: loadavg()[0] },
       minutes,

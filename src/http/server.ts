@@ -32,6 +32,10 @@ export type Handler = (req: Request, server?: Server<unknown>) => Promise<Respon
  * log. Everything here answers in the area's envelope, like the app does.
  */
 export function createHandler({ settings, log, areas, handle, metrics }: HandlerDeps): Handler {
+  // The last path's area: nearly every request under load repeats a path, and comparing it
+  // costs less than walking the route list's roots (areas are fixed for the handler's life).
+  let lastPath = '';
+  let lastArea = areas.of(lastPath);
   return async (req, server) => {
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
@@ -40,7 +44,11 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     const url = req.url;
     const method = req.method;
     const path = pathOf(url);
-    const area = areas.of(path);
+    if (path !== lastPath) {
+      lastArea = areas.of(path);
+      lastPath = path;
+    }
+    const area = lastArea;
     const info = new ListenerInfo(id, start, area, req, server, settings);
     const origin = req.headers.get('origin');
     const corsOk = !!origin && settings.get<string[]>('web.cors_origins').includes(origin);
@@ -61,8 +69,14 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
         }
       } else {
         const pending = checkBody(req, method, area, settings);
-        // Only a chunked body is read here; awaiting a plain value would still cost a turn.
-        const checked = pending instanceof Request ? pending : await pending;
+        // A JSON body with a length is read here, in this function (one await, no function of
+        // its own around it); a chunked one by readCapped. Awaiting a plain value would still cost a turn.
+        const checked =
+          pending instanceof Request
+            ? pending
+            : pending === READ_JSON
+              ? bounded(req, await req.text(), boundsOf(settings))
+              : await pending;
         setRequestInfo(checked, info);
         // Interactive work: it may ask an idle API transaction to yield the database (src/db/wait-gate.ts).
         res = await interactive(() => handle(checked, path));
@@ -132,37 +146,54 @@ class ListenerInfo implements RequestInfo {
   }
 }
 
+/** checkBody's answer for a JSON body with an acceptable Content-Length: read it and bound its shape (`bounded`). */
+const READ_JSON = Symbol('basalt.readJson');
+
+function boundsOf(settings: Settings): JsonBounds {
+  return { maxDepth: settings.get<number>('web.max_json_depth'), maxItems: settings.get<number>('web.max_json_items') };
+}
+
 /**
  * The request to hand on, or a 413/415 thrown. Synchronous unless the body is chunked
- * (no Content-Length) and must be read here to be counted.
+ * (no Content-Length) and must be read here to be counted; READ_JSON when the caller is to
+ * read a JSON body (with a Content-Length within the limit) and bound it.
  */
-function checkBody(req: Request, method: string, area: AreaFacts, settings: Settings): Request | Promise<Request> {
+function checkBody(
+  req: Request,
+  method: string,
+  area: AreaFacts,
+  settings: Settings,
+): Request | Promise<Request> | typeof READ_JSON {
   if (area.body === 'streamed') return req;
   const length = req.headers.get('content-length');
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
   const limit = settings.get<number>('web.max_json_body_bytes');
-  const bounds: JsonBounds = {
-    maxDepth: settings.get<number>('web.max_json_depth'),
-    maxItems: settings.get<number>('web.max_json_items'),
-  };
   const json = isJsonType(req.headers.get('content-type'));
   if (!json && area.body === 'json' && BODY_METHODS.has(method)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);
-  if (chunked) return readCapped(req, limit, json ? bounds : undefined);
-  return json ? readBounded(req, bounds) : req;
+  if (chunked) return readCapped(req, limit, json ? boundsOf(settings) : undefined);
+  return json ? READ_JSON : req;
 }
 
 /**
  * A JSON body's text checked against web.max_json_depth and web.max_json_items before
  * anything parses it (src/http/json-bounds.ts), then handed on in the same Request.
  */
-async function readBounded(req: Request, bounds: JsonBounds, text?: string): Promise<Request> {
-  text ??= await req.text();
+function bounded(req: Request, text: string, bounds: JsonBounds): Request {
   const problem = jsonShapeProblem(text, bounds);
   if (problem) throw Errors.jsonTooComplex(problem);
   return answeringFrom(req, text);
+}
+
+/**
+ * The JSON body text the listener read and bounded for `req`, or undefined when it did not
+ * (no body, not JSON, a streamed area, a request that did not come through the listener).
+ * For a caller on the hot path that would otherwise await `req.json()` for a parse it can do at once.
+ */
+export function boundedText(req: Request): string | undefined {
+  return (req as Partial<Answering>)[TEXT];
 }
 
 type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'blob' | 'clone'>;
@@ -233,7 +264,7 @@ async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Pro
     }
     parts.push(value);
   }
-  if (bounds) return readBounded(req, bounds, new TextDecoder().decode(Buffer.concat(parts)));
+  if (bounds) return bounded(req, new TextDecoder().decode(Buffer.concat(parts)), bounds);
   // The signal too: work for a client that has gone is dropped (src/db/wait-gate.ts).
   return new Request(req.url, {
     method: req.method,

@@ -16,6 +16,7 @@ import { hasPermission, requirePermission, sendsApiKey } from '../../http/api-ke
 import { callerChecks, ownerOf, type DbCaller } from './caller';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
+import { boundedText } from '../../http/server';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, QueryBody, QueryResult, TxParams } from './model';
 import { errorsOf } from '../../http/envelope-schemas';
@@ -298,7 +299,9 @@ export function directQuery(p: Basalt, area: AreaFacts) {
       caller = await callers.resolve(request);
       (request as Seen)[CALLER] = caller;
       if (caller.kind !== 'key') return elysia(request);
-      body = (await request.json()) as QueryBody;
+      // The text the listener kept, parsed at once rather than through request.json()'s promise.
+      const text = boundedText(request);
+      body = (text === undefined ? await request.json() : JSON.parse(text)) as QueryBody;
     } catch {
       return elysia(request);
     }

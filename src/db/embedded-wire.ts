@@ -39,6 +39,7 @@
  * `onNotification`. PGlite's own locks are taken as `PGlite.query` takes them, so its other users
  * (exec, transactions, LISTEN) interleave with these statements as they do with its own.
  */
+import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
 import { undeclared } from '../util/undeclared';
@@ -60,6 +61,9 @@ interface PgliteInternals {
   _runExclusiveQuery<T>(fn: () => Promise<T>): Promise<T>;
   _runExclusiveTransaction<T>(fn: () => Promise<T>): Promise<T>;
 }
+
+/** A field longer than this is checked for ASCII natively (`isAscii`) rather than byte by byte. */
+const LONG_FIELD = 64;
 
 /** A statement of a batch: its values are `batchable`. */
 export interface BatchStatement {
@@ -336,6 +340,9 @@ export class WireStatements {
     const first: Reply = { paramTypes: [], names: [], types: [], rows: [], affectedRows: 0 };
     let reply = first;
     let parsers: (Parser | undefined)[] = [];
+    /** The answer from the first DataRow on, as latin1 (decoded when first needed), and where it starts in `b`. */
+    let latin1: string | undefined;
+    let base = 0;
     let at = 0;
     while (at + 5 <= end) {
       const code = b[at]!;
@@ -354,8 +361,25 @@ export class WireStatements {
               row[reply.names[i]!] = null;
               continue;
             }
-            const text = b.toString('utf8', p, p + len);
-            p += len;
+            const e = p + len;
+            // An ASCII field is the same characters in latin1 as in UTF-8: a substring of the
+            // answer decoded once (cheap in JavaScriptCore) instead of a decode of its own.
+            let ascii: boolean;
+            if (len > LONG_FIELD) ascii = isAscii(b.subarray(p, e));
+            else {
+              let q = p;
+              while (q < e && b[q]! < 0x80) q++;
+              ascii = q === e;
+            }
+            let text: string;
+            if (ascii) {
+              if (latin1 === undefined) {
+                latin1 = b.toString('latin1', at, end);
+                base = at;
+              }
+              text = latin1.slice(p - base, e - base);
+            } else text = b.toString('utf8', p, e);
+            p = e;
             const parse = parsers[i];
             row[reply.names[i]!] = parse ? parse(text, reply.types[i]!) : text;
           }

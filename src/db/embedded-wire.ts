@@ -412,19 +412,23 @@ export class WireStatements {
           break;
         }
         case 0x43: {
-          // CommandComplete: "INSERT 0 5", "UPDATE 3", "SELECT 10", …
-          const tag = b.toString('utf8', p, b.indexOf(0, p));
-          const space = tag.indexOf(' ');
-          const command = space < 0 ? tag : tag.slice(0, space);
-          if (
-            command === 'INSERT' ||
-            command === 'UPDATE' ||
-            command === 'DELETE' ||
-            command === 'COPY' ||
-            command === 'MERGE'
-          ) {
-            const n = Number.parseInt(tag.slice(tag.lastIndexOf(' ') + 1), 10);
-            if (!Number.isNaN(n)) reply.affectedRows += n;
+          // CommandComplete: "INSERT 0 5", "UPDATE 3", "SELECT 10", …: read only when it may count
+          // touched rows (its first letter that of INSERT, UPDATE, DELETE, COPY or MERGE; not a select's).
+          const initial = b[p]!;
+          if (initial === 0x49 || initial === 0x55 || initial === 0x44 || initial === 0x43 || initial === 0x4d) {
+            const tag = b.toString('utf8', p, b.indexOf(0, p));
+            const space = tag.indexOf(' ');
+            const command = space < 0 ? tag : tag.slice(0, space);
+            if (
+              command === 'INSERT' ||
+              command === 'UPDATE' ||
+              command === 'DELETE' ||
+              command === 'COPY' ||
+              command === 'MERGE'
+            ) {
+              const n = Number.parseInt(tag.slice(tag.lastIndexOf(' ') + 1), 10);
+              if (!Number.isNaN(n)) reply.affectedRows += n;
+            }
           }
           if (each) {
             // A batch: the next statement's answer starts here.

@@ -48,3 +48,20 @@ test('many rows, some with non-ASCII fields, in a batch of two statements', asyn
   expect(a!.rows).toEqual(expected);
   expect(b!.rows).toEqual([{ v: 'über' }]);
 });
+
+test('the rows a write touched are counted; a select counts none', async () => {
+  await wire.batch([{ sql: 'CREATE TABLE IF NOT EXISTS counted (n int)', params: [] }]);
+  const [ins, upd, sel, del] = await wire.batch([
+    { sql: 'INSERT INTO counted SELECT generate_series(1, 5)', params: [] },
+    { sql: 'UPDATE counted SET n = n + 1 WHERE n > $1', params: ['2'] },
+    { sql: 'SELECT n FROM counted', params: [] },
+    { sql: 'DELETE FROM counted WHERE n < $1', params: ['4'] },
+  ]);
+  expect([ins!.affectedRows, upd!.affectedRows, sel!.affectedRows, del!.affectedRows]).toEqual([5, 3, 0, 2]);
+  const merged = await wire.query(
+    'MERGE INTO counted c USING (SELECT 6 AS n) s ON c.n = s.n WHEN MATCHED THEN DELETE',
+    [],
+    false,
+  );
+  expect(merged.affectedRows).toBe(1);
+});

@@ -24,7 +24,7 @@ const SQL = `SELECT $1::text AS ascii, $2::text AS accented, NULL::text AS nothi
 const PARAMS = ['plain', 'héllo wörld', 'smile 😀 日本', LONG_ASCII, LONG_UTF8];
 
 test('a row of ASCII, non-ASCII, NULL and typed fields decodes as PGlite.query decodes it', async () => {
-  const expected = (await pg.query(SQL, PARAMS)).rows;
+  const expected = (await pg.query<Record<string, unknown>>(SQL, PARAMS)).rows;
   const batched = (await wire.batch([{ sql: SQL, params: PARAMS }]))[0]!.rows;
   const single = (await wire.query(SQL, PARAMS, false)).rows;
   expect(batched).toEqual(expected);
@@ -40,7 +40,7 @@ test('a row of ASCII, non-ASCII, NULL and typed fields decodes as PGlite.query d
 test('many rows, some with non-ASCII fields, in a batch of two statements', async () => {
   const sql = `SELECT g AS n, CASE WHEN g % 3 = 0 THEN 'ñ' || g ELSE 'n' || g END AS name,
     CASE WHEN g % 4 = 0 THEN NULL ELSE repeat('z', g) END AS pad FROM generate_series(1, 150) g`;
-  const expected = (await pg.query(sql)).rows;
+  const expected = (await pg.query<Record<string, unknown>>(sql)).rows;
   const [a, b] = await wire.batch([
     { sql, params: [] },
     { sql: 'SELECT $1::text AS v', params: ['über'] },

@@ -557,12 +557,29 @@ export async function benchKey(p: Basalt, permissions: string[], tables: string[
   return (await p.services.keys.create({ type: 'service', service: 'bench', permissions, tables })).key;
 }
 
+const credentials = { email: 'bench@example.com', password: 'bench-password-1' };
+
 /** The access token of a user registered and signed in through `p` (the /me workload's caller). */
 export async function benchToken(p: Basalt): Promise<string> {
   const meta = { ip: '127.0.0.1', userAgent: 'bench', origin: 'http://127.0.0.1' };
-  const credentials = { email: 'bench@example.com', password: 'bench-password-1' };
   await p.services.auth.register(credentials, meta);
   const r = await p.services.auth.login(credentials, meta);
   if (!('access_token' in r)) throw new Error('bench user must not have a second factor');
   return r.access_token;
+}
+
+/**
+ * A fresh access token for benchToken's user, signed in over HTTP at `url` (a running Basalt on
+ * the same data). An access token lives 15 minutes, less than a whole engine's run of bench:http.
+ */
+export async function benchSignIn(url: string): Promise<string> {
+  const r = await fetch(`${url}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(credentials),
+  });
+  const body = (await r.json()) as { data?: { access_token?: string } };
+  if (r.status !== 200 || !body.data?.access_token)
+    throw new Error(`bench sign-in: ${r.status} ${JSON.stringify(body)}`);
+  return body.data.access_token;
 }

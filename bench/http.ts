@@ -87,7 +87,7 @@ import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
-// with its interquartile range says more than one long run (a whole run, three passes, takes about 30 minutes).
+// with its interquartile range says more than one long run (a whole run, three passes, takes about 38 minutes).
 /**
  * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
  * same time by two wrk processes, both on the server core, each measured over the same window, so

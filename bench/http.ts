@@ -122,8 +122,8 @@ const OUTLIER = Number(process.env.BENCH_OUTLIER ?? 0.2);
 const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
 /**
  * Together mode: a cell takes pairs until its median is known to about BENCH_PRECISION (default
- * 0.012): its interquartile range divided by the square root of its pairs' count, which is
- * proportional to the median's standard error (about 0.93 of it for a normal spread), falls to
+ * 0.012): its interquartile range divided by the square root of its pairs' count, to which
+ * the median's standard error is proportional (about 0.93 of it for a normal spread), falls to
  * it, with REPEATS pairs at least and BENCH_MAX_PAIRS (default 24) at most. Two runs' medians whose
  * standard errors are 0.011 each part by more than 0.05 about once in 600 cells; with 9 pairs and
  * an IQR of 0.05-0.09 (the widest cells of 2026-11-26), about once in 25. Decided by the spread

@@ -180,6 +180,11 @@ const LABEL: Record<string, string> = {
 };
 
 /** The q-quantile of sorted `xs`, interpolated between neighbours. */
+/** Each pair's CPU ratio (baseline CPU per request / Basalt's); a run that completed no request (a server that stalled for the whole second) gives none. */
+function cpuRatiosOf(pairs: { a: Cell; b: Cell }[]): number[] {
+  return pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+}
+
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   const at = (s.length - 1) * q;
@@ -529,7 +534,7 @@ for (const engine of ENGINES) {
           // Together mode: then more, while the pairs so far say the median is not yet known to
           // PRECISION, up to this pass's share of what they say the cell needs (MAX_PAIRS at most).
           const needed = () => {
-            const ratios = run.pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+            const ratios = cpuRatiosOf(run.pairs);
             const iqr = quantile(ratios, 0.75) - quantile(ratios, 0.25);
             return Math.min(MAX_PAIRS, Math.max(REPEATS, Math.ceil((iqr / PRECISION) ** 2)));
           };
@@ -559,8 +564,7 @@ for (const engine of ENGINES) {
             pairs.push(await pair(REPEATS + extra));
           }
           const per = w === 'tx' ? 5 : 1;
-          // A run that completed no request (a server that stalled for the whole second) gives no ratio.
-          const cpuRatios = pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
+          const cpuRatios = cpuRatiosOf(pairs);
           // Together mode: req/s and latency of each side alone on the core (the solo pair), not of the shared core.
           const rpsRatios = (MODE === 'together' ? [solo] : pairs).map(({ a, b }) => (b.rps > 0 ? a.rps / b.rps : 0));
           const alone = (x: Side, cell: Cell): Side =>

@@ -101,7 +101,10 @@ try {
   console.log(
     `CPU µs per statement, per second: median ${mid.toFixed(0)}, lowest ${Math.min(...perSecond).toFixed(0)}, highest ${Math.max(...perSecond).toFixed(0)}; ${slow} of ${perSecond.length} seconds above 1.5 × the median`,
   );
-  if (process.env.BENCH_VERBOSE) console.log(`RSS each second: ${rss.map(r).join(' ')}`, heapStats());
+  if (process.env.BENCH_VERBOSE) {
+    console.log(`CPU µs per statement, each second: ${perSecond.map(r).join(' ')}`);
+    console.log(`RSS each second: ${rss.map(r).join(' ')}`);
+  }
   console.log(
     `RSS: idle ${r(idle)} MiB, largest under load ${r(peak)} MiB (+${r(peak - idle)}), last ${r(rss.at(-1) ?? 0)} MiB: ${peak - idle <= 100 ? 'within' : 'NOT within'} 100 MiB of idle`,
   );

@@ -134,10 +134,9 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
    * returned in send order, each with its place in the order of completion.
    */
   const fire = async (bodies: Record<string, unknown>[], gapMs = 15) => {
-    let done = 0;
     const pending = [];
     for (const b of bodies) {
-      pending.push(q(b).then((r) => ({ r, finished: done++ })));
+      pending.push(q(b).then((r) => ({ r })));
       await Bun.sleep(gapMs);
     }
     return Promise.all(pending);
@@ -166,10 +165,10 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     await tx(s, key, `${id}/rollback`);
     expect(out.map((o) => o.r.body.error ?? o.r.status)).toEqual(Array(steps.length).fill(200));
     if (engine === 'external') expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
-    // Answers completed in the order the requests arrived…
-    expect(out.map((o) => o.finished)).toEqual(steps.map((_, i) => i));
+    // The order is the server's, read from the data: not the order the answers reached this client,
+    // which may read two answers that arrive together in either order when its machine is busy.
     const rows = out.filter((o) => o.r.body.data.rows[0]?.body).map((o) => o.r.body.data.rows[0]);
-    // …the serial ids were drawn in that order…
+    // The serial ids were drawn in the order the requests arrived…
     expect(rows.map((r: any) => r.body)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
     for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id);
     // …and each count saw the inserts before it and none after.

@@ -42,7 +42,7 @@ export interface Tx extends Queryable {
 export interface WaitOptions {
   /** The API key the work is done for: its fair share, and what revoking it cancels. */
   key?: string;
-  /** The request's signal: work whose client has gone leaves the queue and never runs. */
+  /** The request's signal: work whose client has gone never runs (src/db/wait-gate.ts: read at its turn, or listened to). */
   signal?: AbortSignal;
 }
 

@@ -7,7 +7,12 @@
  * no place queues, and:
  * - waits at most `busyTimeoutMs()`, then fails with DatabaseBusyError (→ 503
  *   `database_busy` with `Retry-After`), so nothing waits without bound;
- * - leaves the queue without running when its signal aborts (the client has gone);
+ * - never runs once its signal has aborted (the client has gone). A statement's wait (`run`)
+ *   reads the signal when its turn comes and at its deadline (then counted as abandoned, not
+ *   refused); a long holder's wait (`acquire`: a transaction's begin, whose signal also says the
+ *   key was revoked or the instance is stopping) listens to it and leaves the queue at once. An
+ *   abort listener per waiting statement cost the service key's select on external PostgreSQL
+ *   about a tenth of its CPU ratio under load (docs/operations.md, "The select's request signal");
  * - is refused at once when its key is revoked (`cancel`).
  *
  * Order: the platform's own work (no key) first, in arrival order; then API keys in turn —
@@ -106,14 +111,14 @@ export class WaitGate {
     if (w.signal?.aborted) return Promise.reject(new WaitAbandonedError());
     const now = this.tryTake(w.key, undefined);
     if (now) return holding(now, fn);
-    return this.wait(w, undefined).then((p) => holding(p, fn));
+    return this.wait(w, undefined, false).then((p) => holding(p, fn));
   }
 
   /** Take a place for a long holder (a transaction); `preempt` as in the file comment. */
   acquire(w: WaitOptions, preempt?: Preempt): Promise<Place> {
     if (w.signal?.aborted) return Promise.reject(new WaitAbandonedError());
     const now = this.tryTake(w.key, preempt);
-    return now ? Promise.resolve(now) : this.wait(w, preempt);
+    return now ? Promise.resolve(now) : this.wait(w, preempt, true);
   }
 
   /** Refuse every queued wait of `key` with `err` (its key was revoked). */
@@ -177,7 +182,8 @@ export class WaitGate {
     };
   }
 
-  private wait(w: WaitOptions, preempt: Preempt | undefined): Promise<Place> {
+  /** `listen`: leave the queue as soon as the signal aborts (else it is read at the turn and the deadline). */
+  private wait(w: WaitOptions, preempt: Preempt | undefined, listen: boolean): Promise<Place> {
     this.stats.waited++;
     return new Promise<Place>((resolve, reject) => {
       const waiter: Waiter = {
@@ -194,6 +200,11 @@ export class WaitGate {
         waiter.timers.push(
           setTimeout(() => {
             this.drop(waiter);
+            if (waiter.signal?.aborted) {
+              this.stats.abandoned++;
+              reject(new WaitAbandonedError());
+              return;
+            }
             this.stats.refused++;
             reject(new DatabaseBusyError(retryAfter(limit)));
           }, limit),
@@ -214,7 +225,7 @@ export class WaitGate {
           }, grace),
         );
       }
-      if (w.signal) {
+      if (listen && w.signal) {
         waiter.onAbort = () => {
           this.drop(waiter);
           this.stats.abandoned++;

@@ -64,7 +64,7 @@ const COLLECT_EVERY = 1000;
  * flight when a quick collection runs (each statement's promises and async frames, some 160 bytes a
  * statement) outlives it and is then freed only by a full collection, which the collector, counting
  * the WebAssembly memory, puts off: at 24,000 statements a second RSS grew by 3.3 MiB a second,
- * +209 MiB in 60 s; with this, +30 MiB (docs/operations.md, "The embedded engine under load").
+ * +209 MiB in 60 s; with this, +13 to +30 MiB (docs/operations.md, "The embedded engine under load").
  */
 const FULL_COLLECT_EVERY = 100_000;
 /** The engine's buffer cache (docs/operations.md, "Memory"). */

@@ -131,7 +131,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   /**
    * Send `bodies` one after another, `gapMs` apart, without waiting for answers; the
    * gap makes the send order the order in which they reach the server. Answers are
-   * returned in send order, each with its place in the order of completion.
+   * returned in send order.
    */
   const fire = async (bodies: Record<string, unknown>[], gapMs = 15) => {
     const pending = [];

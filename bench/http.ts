@@ -87,7 +87,7 @@ import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
 // Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
-// with its interquartile range says more than one long run (a whole run, three passes, takes about 38 minutes).
+// with its interquartile range says more than one long run (a whole run, three passes, takes 36–45 minutes).
 /**
  * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
  * same time by two wrk processes, both on the server core, each measured over the same window, so
@@ -179,12 +179,12 @@ const LABEL: Record<string, string> = {
   mail: 'keyed mail acceptance',
 };
 
-/** The q-quantile of sorted `xs`, interpolated between neighbours. */
 /** Each pair's CPU ratio (baseline CPU per request / Basalt's); a run that completed no request (a server that stalled for the whole second) gives none. */
 function cpuRatiosOf(pairs: { a: Cell; b: Cell }[]): number[] {
   return pairs.map(({ a, b }) => b.cpuPer1000 / a.cpuPer1000).filter(Number.isFinite);
 }
 
+/** The q-quantile of `xs`, interpolated between neighbours. */
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   const at = (s.length - 1) * q;

@@ -136,7 +136,7 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
   const fire = async (bodies: Record<string, unknown>[], gapMs = 15) => {
     const pending = [];
     for (const b of bodies) {
-      pending.push(q(b).then((r) => ({ r })));
+      pending.push(q(b));
       await Bun.sleep(gapMs);
     }
     return Promise.all(pending);
@@ -163,16 +163,16 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
     const t0 = Date.now();
     const out = await fire(steps);
     await tx(s, key, `${id}/rollback`);
-    expect(out.map((o) => o.r.body.error ?? o.r.status)).toEqual(Array(steps.length).fill(200));
+    expect(out.map((o) => o.body.error ?? o.status)).toEqual(Array(steps.length).fill(200));
     if (engine === 'external') expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
     // The order is the server's, read from the data: not the order the answers reached this client,
     // which may read two answers that arrive together in either order when its machine is busy.
-    const rows = out.filter((o) => o.r.body.data.rows[0]?.body).map((o) => o.r.body.data.rows[0]);
+    const rows = out.filter((o) => o.body.data.rows[0]?.body).map((o) => o.body.data.rows[0]);
     // The serial ids were drawn in the order the requests arrived…
     expect(rows.map((r: any) => r.body)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5']);
     for (let i = 1; i < rows.length; i++) expect(rows[i].id).toBeGreaterThan(rows[i - 1].id);
     // …and each count saw the inserts before it and none after.
-    expect(out.filter((o) => o.r.body.data.total !== undefined).map((o) => o.r.body.data.total)).toEqual([
+    expect(out.filter((o) => o.body.data.total !== undefined).map((o) => o.body.data.total)).toEqual([
       1, 2, 3, 4, 5, 6,
     ]);
   });
@@ -188,13 +188,13 @@ describe.each(ENGINES)('Database API transactions on %s', (engine) => {
         { action: 'select', transaction_id: id },
       ]);
       const commit = await tx(s, key, `${id}/commit`);
-      expect(out.map((o) => [o.r.status, o.r.body.error?.code ?? null])).toEqual([
+      expect(out.map((o) => [o.status, o.body.error?.code ?? null])).toEqual([
         [200, null],
         [400, 'validation_error'], // division by zero
         [409, 'transaction_aborted'],
         [409, 'transaction_aborted'],
       ]);
-      expect(out[1]!.r.body.error.details?.fields?.entity).toBeUndefined(); // failed in the database, not refused before
+      expect(out[1]!.body.error.details?.fields?.entity).toBeUndefined(); // failed in the database, not refused before
       expectError(commit, 409, 'transaction_aborted');
       expect(await bodies()).toEqual(['uno', 'two']);
     },

@@ -29,11 +29,11 @@
  *    answers, so the queue worker waits instead of competing for the CPU.
  * Each cell is BENCH_REPEATS (default 9; 7 alternating) baseline/Basalt pairs, spread over BENCH_PASSES
  * (default 3 together, 1 alternating) passes with new processes each. By default (BENCH_MODE=together)
- * the two sides of a pair run at the same time, for BENCH_SECONDS (default 2): two wrk processes
+ * the two sides of a pair run at the same time, for BENCH_SECONDS (default 5): two wrk processes
  * on wrk's core, both servers on the server core, each server's CPU read over the same window,
  * so a change in the machine's speed falls on both sides; the user select's yardstick is a
  * second Basalt (the twin) for it. Before the pairs, one pair of each side alone (req/s and
- * latency in the table come from it) and one pair side by side are thrown away. With
+ * latency in the table come from it) and one pair side by side are thrown away (2 s each). With
  * BENCH_MODE=alternate the sides run one after the other, order alternating, as before
  * 2026-11-26 (1 s each, twice that at 1 connection; disturbed pairs measured again). Reported
  * per cell: the median CPU ratio of the pairs with its interquartile range, a verdict against
@@ -86,8 +86,6 @@ import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
 
 const ROOT = resolve(import.meta.dir, '..');
-// Short runs, many pairs: CPU per request settles within a second, and the median of the pairs
-// with its interquartile range says more than one long run (a whole run, three passes, takes 36–45 minutes).
 /**
  * How the two sides of a pair are measured. `together` (the default): both servers loaded at the
  * same time by two wrk processes, both on the server core, each measured over the same window, so
@@ -99,7 +97,18 @@ const ROOT = resolve(import.meta.dir, '..');
  */
 const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
 if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
-const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 2 : 1));
+/**
+ * Together mode: each pair runs BENCH_SECONDS (default 5; 2 before 2026-11-26, 21:40). A pair's window
+ * has edges (wrk starting and connecting, one side's wrk running a moment before the other's,
+ * the last answers) whose cost does not shrink with the window, and at 2 s they made most of a
+ * pair's spread: the external select at 16 connections, 16 pairs of 2 s, spread with a standard
+ * deviation of 0.079 (0.72-0.97); 8 pairs of 8 s, 0.017 (0.88-0.94), five times less where a
+ * spread that fell with the window alone would have halved. 5 s: 0.016-0.029 over five embedded
+ * cells (docs/operations.md, "Pairs of 5 s"). The solo pair and the thrown-away pair that starts a
+ * cell stay short (SHORT_SECONDS): neither counts in the ratio.
+ */
+const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 5 : 1));
+const SHORT_SECONDS = MODE === 'together' ? Math.min(2, SECONDS) : SECONDS;
 const REPEATS = Number(process.env.BENCH_REPEATS ?? (MODE === 'together' ? 9 : 7));
 /**
  * Together mode: the pairs of every cell are spread over BENCH_PASSES passes (default 3), each with
@@ -124,14 +133,14 @@ const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
  * Together mode: a cell takes pairs until its median is known to about BENCH_PRECISION (default
  * 0.012): its interquartile range divided by the square root of its pairs' count, to which
  * the median's standard error is proportional (about 0.93 of it for a normal spread), falls to
- * it, with REPEATS pairs at least and BENCH_MAX_PAIRS (default 24) at most. Two runs' medians whose
- * standard errors are 0.011 each part by more than 0.05 about once in 600 cells; with 9 pairs and
+ * it, with REPEATS pairs at least and BENCH_MAX_PAIRS (default 15; 24 of 2 s before 2026-11-26,
+ * 21:40) at most. Two runs' medians whose standard errors are 0.011 each part by more than 0.05 about once in 600 cells; with 9 pairs and
  * an IQR of 0.05-0.09 (the widest cells of 2026-11-26), about once in 25. Decided by the spread
  * alone, never by the value, and spread over the passes (each brings the cell to its share of
  * what it needs so far), so that no pass's processes weigh more than another's.
  */
 const PRECISION = Number(process.env.BENCH_PRECISION ?? 0.012);
-const MAX_PAIRS = Math.max(REPEATS, Number(process.env.BENCH_MAX_PAIRS ?? 24));
+const MAX_PAIRS = Math.max(REPEATS, Number(process.env.BENCH_MAX_PAIRS ?? 15));
 const CONNECTIONS = (process.env.BENCH_CONNECTIONS ?? '1,16,64,256').split(',').map(Number);
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 // Transaction rounds last: wrk stops mid-round, and the transaction it leaves open holds the
@@ -483,11 +492,12 @@ for (const engine of ENGINES) {
           const calibrationMs = await coreSpeedMs();
           const threads = w === 'tx' ? c : Math.min(c, 2);
           const script = () => (w === 'mail' ? withNonce(lua[w]!) : lua[w]!);
+          // Alternate mode's pairs and together mode's solo pair (req/s and latency only: SHORT_SECONDS).
           const measure = async (url: string, pid: number, s: string, meter?: () => Promise<number>) => {
             await settle();
             await pinBackends();
             // One connection serves the fewest requests: twice as long, so its CPU reading (10 ms ticks) is as fine.
-            return wrk(wrkBin, url, s, c, threads, pid, c === 1 ? 2 * SECONDS : SECONDS, meter);
+            return wrk(wrkBin, url, s, c, threads, pid, c === 1 ? 2 * SHORT_SECONDS : SHORT_SECONDS, meter);
           };
           const baseline = () => measure(yard.url, yard.pid, yard.script || script(), yard.meter);
           const ours = () => measure(basaltUrl, basalt.pid!, script(), meters?.basalt);
@@ -500,13 +510,12 @@ for (const engine of ENGINES) {
             return { a, b: await baseline() };
           };
           // Both sides loaded at once, each measured over the same window; which wrk starts first alternates.
-          const sideBySide = async (r: number) => {
+          const sideBySide = async (r: number, seconds = SECONDS) => {
             await settle();
             await pinBackends();
             const b = { url: yard.url, script: yard.script || script(), pid: yard.pid, also: yard.meter };
             const a = { url: basaltUrl, script: script(), pid: basalt.pid!, also: meters?.basalt };
-            // 2 s at 1 connection is some 100 ticks of the server's CPU: no need to double it here.
-            const seconds = SECONDS;
+            // 5 s at 1 connection is some 250 ticks of each server's CPU: no need to double it here.
             if (r % 2 === 0) {
               const [cb, ca] = await wrkTogether(wrkBin, [b, a], c, threads, seconds);
               return { b: cb!, a: ca! };
@@ -523,7 +532,7 @@ for (const engine of ENGINES) {
           }
           // Every pass: one side by side, thrown away: the first ones of a cell read lower (code not yet
           // compiled for this cell's mix, pools still growing) in trial runs.
-          if (MODE === 'together') await sideBySide(1);
+          if (MODE === 'together') await sideBySide(1, SHORT_SECONDS);
           // This pass's share of the REPEATS pairs.
           const last = pass === PASSES - 1;
           const share = last ? REPEATS - run.pairs.length : Math.round(REPEATS / PASSES);

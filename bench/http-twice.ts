@@ -4,8 +4,8 @@
  * and sets the two results side by side (bench:http-compare): per cell both CPU ratios, their
  * difference, whether they agree within 0.05, and each run's verdict against the target. Both
  * results are kept as JSON (bench/results/http-twice-<time>-1.json and -2.json). Exits 1 when a
- * cell disagrees. About 80–90 minutes on the 2-core machine (two runs of 36–45 minutes and the build:
- * more where the pairs spread and cells take all 24).
+ * cell disagrees. About 100 minutes on the 2-core machine (two runs of 48–52 minutes with pairs of
+ * 5 s, and the build: more where the pairs spread and cells take all 15).
  * Run it on a quiet machine: other work on the cores moves the figures.
  *
  *   npm run bench:http-twice

@@ -98,7 +98,7 @@ const ROOT = resolve(import.meta.dir, '..');
 const MODE = (process.env.BENCH_MODE ?? 'together') as 'together' | 'alternate';
 if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is together or alternate');
 /**
- * Together mode: each pair runs BENCH_SECONDS (default 5; 2 before 2026-11-26, 21:40). A pair's window
+ * Together mode: each pair runs BENCH_SECONDS (default 5; 2 before 2026-11-26, 21:30). A pair's window
  * has edges (wrk starting and connecting, one side's wrk running a moment before the other's,
  * the last answers) whose cost does not shrink with the window, and at 2 s they made most of a
  * pair's spread: the external select at 16 connections, 16 pairs of 2 s, spread with a standard
@@ -134,8 +134,9 @@ const EXTRA_PAIRS = Number(process.env.BENCH_EXTRA_PAIRS ?? 2);
  * 0.012): its interquartile range divided by the square root of its pairs' count, to which
  * the median's standard error is proportional (about 0.93 of it for a normal spread), falls to
  * it, with REPEATS pairs at least and BENCH_MAX_PAIRS (default 15; 24 of 2 s before 2026-11-26,
- * 21:40) at most. Two runs' medians whose standard errors are 0.011 each part by more than 0.05 about once in 600 cells; with 9 pairs and
- * an IQR of 0.05-0.09 (the widest cells of 2026-11-26), about once in 25. Decided by the spread
+ * 21:30) at most. Two runs' medians whose standard errors are 0.011 each part by more than 0.05
+ * about once in 600 cells; with 9 pairs of 2 s and an IQR of 0.05-0.09 (the widest cells of
+ * 2026-11-26 before pairs of 5 s), about once in 25. A whole run takes 48-52 minutes. Decided by the spread
  * alone, never by the value, and spread over the passes (each brings the cell to its share of
  * what it needs so far), so that no pass's processes weigh more than another's.
  */

@@ -18,8 +18,8 @@ export interface EventuallyOptions<T> {
   timeout?: number;
   /** Pause between two calls, in milliseconds (default 25). */
   interval?: number;
-  /** What is awaited, for the failure message. */
-  what?: string;
+  /** What is awaited, for the failure message (a function: built only when it fails). */
+  what?: string | (() => string);
   /** When the value is the awaited one (default: anything but `false`). */
   until?: (value: T) => boolean;
 }
@@ -39,7 +39,7 @@ export async function eventually<T>(fn: () => T | Promise<T>, opts: EventuallyOp
       last = { error };
     }
     if (Date.now() >= end) {
-      const what = opts.what ?? 'the condition';
+      const what = (typeof opts.what === 'function' ? opts.what() : opts.what) ?? 'the condition';
       if ('error' in last) {
         const e = last.error instanceof Error ? last.error : new Error(String(last.error));
         e.message = `timed out after ${timeout} ms waiting for ${what}: ${e.message}`;

@@ -16,7 +16,10 @@ export interface SseClient {
   headers: Headers;
   /** The error body when the stream was refused. */
   body?: any;
+  /** The events received, unless opened with `keep: false`. */
   events: SseEvent[];
+  /** How many events of each type arrived (kept or not). */
+  counts: Map<string, number>;
   /** Comment lines seen (heartbeats). */
   comments: string[];
   /** The stream ended (by the server or close()). */
@@ -28,25 +31,36 @@ export interface SseClient {
   close(): void;
 }
 
-export async function openSse(url: string, headers: Record<string, string> = {}): Promise<SseClient> {
+/**
+ * `keep: false` counts events without keeping them: for a suite that measures this
+ * process's heap, where thousands of parsed events (and any stale reference to them)
+ * would be counted as the server's.
+ */
+export async function openSse(
+  url: string,
+  headers: Record<string, string> = {},
+  { keep = true }: { keep?: boolean } = {},
+): Promise<SseClient> {
   const ctl = new AbortController();
   const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: ctl.signal });
   const events: SseEvent[] = [];
   const comments: string[] = [];
+  const counts = new Map<string, number>();
   let done = false;
   const of = (type = 'change') => events.filter((e) => e.event === type);
   const client: SseClient = {
     status: res.status,
     headers: res.headers,
     events,
+    counts,
     comments,
     ended: Promise.resolve(),
     isEnded: () => done,
     of,
     async waitFor(n, type = 'change', timeoutMs = 20_000) {
-      await eventually(() => of(type).length >= n, {
+      await eventually(() => (counts.get(type) ?? 0) >= n, {
         timeout: timeoutMs,
-        what: `${n} ${type} events (have ${JSON.stringify(events)})`,
+        what: () => `${n} ${type} events (have ${keep ? JSON.stringify(events) : JSON.stringify([...counts])})`,
       });
       return of(type);
     },
@@ -58,8 +72,12 @@ export async function openSse(url: string, headers: Record<string, string> = {})
     return client;
   }
   const parser = createParser({
-    onEvent: (m: EventSourceMessage) =>
-      events.push({ id: m.id, event: m.event ?? 'message', data: JSON.parse(m.data) }),
+    onEvent: (m: EventSourceMessage) => {
+      const event = m.event ?? 'message';
+      const data = JSON.parse(m.data);
+      counts.set(event, (counts.get(event) ?? 0) + 1);
+      if (keep) events.push({ id: m.id, event, data });
+    },
     onComment: (c) => comments.push(c),
   });
   client.ended = (async () => {

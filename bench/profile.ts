@@ -54,6 +54,8 @@ const TARGET = (process.env.BENCH_TARGET ?? 'basalt') as 'basalt' | 'bare' | 'bo
 /** With both: rounds of (baseline, Basalt), alternating which goes first. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (TARGET === 'both' ? 2 : 1));
 const TOP = Number(process.env.BENCH_TOP ?? 30);
+/** Seconds of load before each measured window (not profiled into the comparison). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
 if (TARGET !== 'basalt' && TARGET !== 'bare' && TARGET !== 'both') {
   console.error('BENCH_TARGET is basalt, bare or both');
   process.exit(2);
@@ -171,17 +173,24 @@ async function profileOnce(target: 'basalt' | 'bare', round: number): Promise<Pr
       target === 'bare' ? 'the baseline' : 'basalt',
     );
     // Transaction rounds: one wrk thread per connection, so each connection walks its own round (as bench:http).
-    const threads = WORKLOAD === 'tx' ? CONNECTIONS : 2;
+    const threads = WORKLOAD === 'tx' ? CONNECTIONS : Math.min(2, CONNECTIONS);
+    const wrkFor = async (seconds: number) => {
+      const load = Bun.spawn(
+        [...PIN.wrk, wrkBin, `-t${threads}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', script, url],
+        { stdout: 'pipe' },
+      );
+      return new Response(load.stdout).text();
+    };
+    // A warm-up outside the window (JIT, caches, the key and plan caches): a first run read up
+    // to twice the CPU per request of the next ones.
+    if (WARMUP > 0) await wrkFor(WARMUP);
     const cpu0 = cpuSeconds(server.pid);
     const fromUs = Date.now() * 1000;
-    const load = Bun.spawn(
-      [...PIN.wrk, wrkBin, `-t${threads}`, `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url],
-      { stdout: 'pipe' },
-    );
-    const report = await new Response(load.stdout).text();
+    const report = await wrkFor(SECONDS);
     const toUs = Date.now() * 1000;
     const cpu = cpuSeconds(server.pid) - cpu0;
     const requests = Number(/(\d+) requests in/.exec(report)?.[1] ?? 0);
+    if (!requests) throw new Error(`wrk sent no requests:\n${report}`);
     console.log(
       `${name}: ${report
         .split('\n')

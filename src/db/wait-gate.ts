@@ -199,12 +199,8 @@ export class WaitGate {
       if (limit !== undefined) {
         waiter.timers.push(
           setTimeout(() => {
+            if (waiter.signal?.aborted) return this.abandon(waiter);
             this.drop(waiter);
-            if (waiter.signal?.aborted) {
-              this.stats.abandoned++;
-              reject(new WaitAbandonedError());
-              return;
-            }
             this.stats.refused++;
             reject(new DatabaseBusyError(retryAfter(limit)));
           }, limit),
@@ -226,11 +222,7 @@ export class WaitGate {
         );
       }
       if (listen && w.signal) {
-        waiter.onAbort = () => {
-          this.drop(waiter);
-          this.stats.abandoned++;
-          reject(new WaitAbandonedError());
-        };
+        waiter.onAbort = () => this.abandon(waiter);
         w.signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       if (w.key === undefined) this.platform.push(waiter);
@@ -257,6 +249,13 @@ export class WaitGate {
     if (!l.waiters.length && l.held === 0) this.lanes.delete(w.key);
   }
 
+  /** Out of the queue because its client has gone: counted, and refused with WaitAbandonedError. */
+  private abandon(w: Waiter): void {
+    this.drop(w);
+    this.stats.abandoned++;
+    w.reject(new WaitAbandonedError());
+  }
+
   /** The next waiter to serve: platform work first, then the key with the fewest places, longest unserved. */
   private next(): Waiter | undefined {
     if (this.platform.length) return this.platform[0];
@@ -274,12 +273,11 @@ export class WaitGate {
     while (this.used < this.o.slots) {
       const w = this.next();
       if (!w) return;
-      this.drop(w);
       if (w.signal?.aborted) {
-        this.stats.abandoned++;
-        w.reject(new WaitAbandonedError());
+        this.abandon(w);
         continue;
       }
+      this.drop(w);
       w.resolve(this.grant(w.key, w.preempt));
     }
   }

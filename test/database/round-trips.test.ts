@@ -101,6 +101,8 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
     for (let i = 0; i < 5; i++) await round();
     // Begin (BEGIN and its settings together), three inserts, commit.
     expect((proxy.roundTrips(API) - api) / 5).toBe(5);
-    expect(proxy.roundTrips('basalt') - platform).toBe(0);
+    // Nothing per request on the platform's pool (one per round would be 5, one per request 25);
+    // its own background work (the mail worker's poll, say) may fall in the window: CI once saw 2.
+    expect(proxy.roundTrips('basalt') - platform).toBeLessThan(5);
   });
 });

@@ -196,14 +196,14 @@ async function profileOnce(target: 'basalt' | 'bare', round: number): Promise<Pr
         .split('\n')
         .filter((l) => /Requests\/sec|50%|99%/.test(l))
         .map((l) => l.trim())
-        .join(', ')}, ${requests ? ((cpu * 1e6) / requests).toFixed(1) : '?'} µs CPU per request`,
+        .join(', ')}, ${((cpu * 1e6) / requests).toFixed(1)} µs CPU per request`,
     );
     return {
       file: join(out, `${name}.cpuprofile`),
       fromUs,
       toUs,
       requests,
-      usPerRequest: (cpu * 1e6) / Math.max(1, requests),
+      usPerRequest: (cpu * 1e6) / requests,
     };
   } finally {
     server.kill('SIGTERM');

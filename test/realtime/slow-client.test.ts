@@ -64,8 +64,8 @@ describe.each(ENGINES)('a slow realtime client on %s', (engine) => {
     await Bun.sleep(500);
     Bun.gc(true);
     // The unread 24 MB never piled up here: a server that kept them would pass 16 MiB.
-    // (Before the reader kept nothing, its 24,000 parsed events could stay reachable from a
-    // stale reference after they were dropped, and read as 53 MB of server heap once.)
+    // (When the reader kept its 24,000 parsed events, a stale reference to them, after they
+    // were dropped, once read as 53 MB of server heap.)
     expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(16 * 1024 * 1024);
     sock.resume();
     await eventually(() => closed, { timeout: 30_000, what: 'the connection closed by the server' });

@@ -97,10 +97,6 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
       pub = open(p.settings.get<number>('web.public_port'), 'web.public_port', checked(built.publicHandler));
       await assertOwned(pub, 'web.public_port');
     }
-    // Each port is proven ours: from here on every request goes straight to its handler, without
-    // the probe's header read (docs/operations.md, "The embedded select, profiled beside its baseline").
-    main.reload({ fetch: built.mainHandler });
-    if (pub && built.publicHandler) pub.reload({ fetch: built.publicHandler });
   } catch (e) {
     main.stop(true);
     pub?.stop(true);

@@ -85,11 +85,24 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
   // opens the management socket a moment later, and only then handles SIGTERM. Wait for that, so a
   // suite that stops the server at once stops it gracefully.
   const external = Boolean(env.BASALT_DATABASE_URL);
-  await eventually(
+  const started = await eventually(
     () =>
-      output().includes(' is running (') && (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
-    { timeout: 30_000, what: 'the start-up lines and the management socket' },
-  );
+      proc.exitCode !== null
+        ? ('exited' as const)
+        : output().includes(' is running (') &&
+          (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
+    { timeout: 30_000, interval: 50 },
+  ).catch(() => 'timeout' as const);
+  if (started !== true) {
+    // What the server printed says why: a start that failed after the listeners were up, or one still busy.
+    if (started === 'timeout') {
+      proc.kill('SIGKILL');
+      await proc.exited;
+    }
+    throw new Error(
+      `basalt serve answered /healthz but ${started === 'exited' ? `exited (${proc.exitCode})` : 'did not finish starting within 30 s'} (no start-up lines${external ? '' : ' or management socket'}):\n${output()}`,
+    );
+  }
 
   let admin: Promise<Record<string, string>> | undefined;
   const signIn = async () => {

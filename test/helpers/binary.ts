@@ -88,26 +88,37 @@ export async function serveBinary(
 }
 
 /**
- * Wait until the `basalt serve` process `proc` answers /healthz at `url` (true), or exits
- * first ('exited'), or neither within `timeout` ms ('timeout').
+ * Wait until `ready` holds for the running process `proc` (true), or it exits first
+ * ('exited'), or neither within `timeout` ms ('timeout').
  */
+export function untilReady(
+  proc: Subprocess<'ignore', 'pipe', 'pipe'>,
+  ready: () => boolean | Promise<boolean>,
+  timeout: number,
+): Promise<true | 'exited' | 'timeout'> {
+  return eventually(async () => (proc.exitCode !== null ? ('exited' as const) : await ready()), {
+    timeout,
+    interval: 50,
+  }).then(
+    (v) => (v === 'exited' ? v : true),
+    () => 'timeout' as const,
+  );
+}
+
+/** `untilReady`: until the `basalt serve` process `proc` answers /healthz at `url`. */
 export function untilHealthy(
   proc: Subprocess<'ignore', 'pipe', 'pipe'>,
   url: string,
   timeout: number,
 ): Promise<true | 'exited' | 'timeout'> {
-  return eventually(
-    async () =>
-      proc.exitCode !== null
-        ? ('exited' as const)
-        : await fetch(url + '/healthz').then(
-            (r) => r.ok,
-            () => false,
-          ),
-    { timeout, interval: 50, what: 'basalt serve to answer /healthz' },
-  ).then(
-    (v) => (v === 'exited' ? v : true),
-    () => 'timeout' as const,
+  return untilReady(
+    proc,
+    () =>
+      fetch(url + '/healthz').then(
+        (r) => r.ok,
+        () => false,
+      ),
+    timeout,
   );
 }
 

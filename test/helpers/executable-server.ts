@@ -14,7 +14,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { bareEnv, freePort, runBinary, untilHealthy } from './binary';
+import { bareEnv, freePort, runBinary, untilHealthy, untilReady } from './binary';
 import { eventually } from './wait';
 
 /** The compiled executable the suites run against, or '' to run them on the source. */
@@ -85,14 +85,12 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
   // opens the management socket a moment later, and only then handles SIGTERM. Wait for that, so a
   // suite that stops the server at once stops it gracefully.
   const external = Boolean(env.BASALT_DATABASE_URL);
-  const started = await eventually(
+  const started = await untilReady(
+    proc,
     () =>
-      proc.exitCode !== null
-        ? ('exited' as const)
-        : output().includes(' is running (') &&
-          (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
-    { timeout: 30_000, interval: 50 },
-  ).catch(() => 'timeout' as const);
+      output().includes(' is running (') && (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
+    30_000,
+  );
   if (started !== true) {
     // What the server printed says why: a start that failed after the listeners were up, or one still busy.
     if (started === 'timeout') {

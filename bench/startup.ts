@@ -6,12 +6,12 @@
  *
  *   bun bench/startup.ts [--runs 5] [--database-url postgres://...]
  */
-import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { median } from './support';
+import { freePort, median, rssMiB } from './support';
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -39,18 +39,6 @@ writeFileSync(
 const minimal = join(work, 'minimal');
 await run([process.execPath, 'build', '--compile', minimalSrc, '--outfile', minimal]);
 
-function freePort(): number {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const p = s.port!;
-  s.stop(true);
-  return p;
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
 /** Spawn, poll until 200, wait 3 s idle, read RSS, stop. */
 async function once(
   exe: string,
@@ -58,7 +46,7 @@ async function once(
   env: Record<string, string>,
   path: string,
 ): Promise<{ ms: number; rss: number }> {
-  const port = freePort();
+  const port = await freePort();
   const t0 = performance.now();
   const proc = Bun.spawn([exe, 'serve'], {
     cwd,

@@ -145,13 +145,8 @@ export async function waitFor(
   throw new Error(`${what} did not answer ${url}`);
 }
 
-/** A loopback port nothing listens on (just now). */
-export async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = s.port!;
-  s.stop(true);
-  return port;
-}
+/** A loopback port nothing listens on (just now), never the same one twice in this process. */
+export { freePort } from '../test/helpers/binary';
 
 const CLK_TCK = 100;
 

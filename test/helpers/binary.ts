@@ -122,9 +122,21 @@ export function untilHealthy(
   );
 }
 
+/** Ports this process has handed out: the kernel may offer a port it just freed again. */
+const handedOut = new Set<number>();
+
+/**
+ * A port free on 127.0.0.1 now and not handed out before in this process, so two calls in a
+ * row (a server's main and public port) never name the same one.
+ */
 export async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = s.port!;
-  s.stop(true);
-  return port;
+  for (;;) {
+    const s = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+    const port = s.port!;
+    s.stop(true);
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
 }

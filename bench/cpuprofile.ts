@@ -4,6 +4,7 @@
  * time), grouped by where that function lives, and turned into CPU microseconds per request.
  */
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 
 interface CallFrame {
   functionName: string;
@@ -31,6 +32,61 @@ export interface SelfTime {
 }
 
 const isWasm = (frame: CallFrame) => frame.functionName.startsWith('.wasm-function') || frame.url.includes('wasm');
+
+/**
+ * PGlite's wasm has no name section, so the profiler names its functions `.wasm-function[N]`,
+ * N an index of the module's function space (imports first), as an export's index is. Its
+ * export section names many of them (`PostgresMainLoopOnce`, `_bt_compare`): index → exported
+ * name, read from pglite.wasm.
+ */
+function wasmExportNames(): Map<number, string> {
+  const names = new Map<number, string>();
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(createRequire(import.meta.url).resolve('@electric-sql/pglite/pglite.wasm'));
+  } catch {
+    return names;
+  }
+  let at = 8; // magic and version
+  const u32 = (): number => {
+    let v = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = bytes[at++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return v;
+    }
+  };
+  const name = (): string => {
+    const n = u32();
+    at += n;
+    return Buffer.from(bytes.subarray(at - n, at)).toString('utf8');
+  };
+  while (at < bytes.length) {
+    const id = bytes[at++]!;
+    const size = u32();
+    const end = at + size;
+    if (id === 7)
+      for (let i = u32(); i > 0; i--) {
+        const field = name();
+        const kind = bytes[at++]!;
+        const index = u32();
+        // Export indices are of the whole function space, as the profiler's are.
+        if (kind === 0 && !names.has(index)) names.set(index, field);
+      }
+    at = end;
+  }
+  return names;
+}
+let wasmNames: Map<number, string> | undefined;
+
+/** A wasm frame's exported name where PGlite exports it, else the profiler's `.wasm-function[N]`. */
+function wasmName(functionName: string): string {
+  const n = /^\.wasm-function\[(\d+)\]$/.exec(functionName);
+  if (!n) return functionName;
+  wasmNames ??= wasmExportNames();
+  const named = wasmNames.get(Number(n[1]));
+  return named ? `${named} (wasm ${n[1]})` : functionName;
+}
 
 /**
  * Where a frame's code lives: a package (`elysia`, `@electric-sql/pglite`), a folder of this
@@ -85,7 +141,8 @@ export function selfTime(file: string, fromUs: number, toUs: number, root: strin
     const where = frame.url
       ? `${frame.url.replace(`file://${root}/`, '').replace(/^.*\/node_modules\//, '')}:${frame.lineNumber + 1}`
       : '';
-    const fn = `${frame.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
+    const fnName = isWasm(frame) ? wasmName(frame.functionName) : frame.functionName;
+    const fn = `${fnName || '(anonymous)'}${where ? ` ${where}` : ''}`;
     out.samples++;
     out.byArea.set(area, (out.byArea.get(area) ?? 0) + 1);
     out.byFunction.set(fn, (out.byFunction.get(fn) ?? 0) + 1);

@@ -75,12 +75,14 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
   const output = () => printed.join('');
   const url = `http://127.0.0.1:${port}`;
   const publicUrl = split ? `http://127.0.0.1:${publicPort}` : url;
-  const ready = await untilHealthy(proc, url, 100_000);
-  if (ready !== true) {
+  /** Stop the process (when it still runs) and fail with `why` and what it printed. */
+  const giveUp = async (why: string): Promise<never> => {
     proc.kill('SIGKILL');
     await proc.exited;
-    throw new Error(`basalt serve did not become healthy (${ready}):\n${output()}`);
-  }
+    throw new Error(`basalt serve ${why}:\n${output()}`);
+  };
+  const ready = await untilHealthy(proc, url, 100_000);
+  if (ready !== true) await giveUp(`did not become healthy (${ready})`);
   // /healthz answers as soon as the listeners are up; `serve` prints its start-up lines and (embedded)
   // opens the management socket a moment later, and only then handles SIGTERM. Wait for that, so a
   // suite that stops the server at once stops it gracefully.
@@ -91,16 +93,11 @@ export async function startExecutable(env: Record<string, string>, cwd: string):
       output().includes(' is running (') && (external || existsSync(join(env.BASALT_DATA_DIR ?? cwd, 'basalt.sock'))),
     30_000,
   );
-  if (started !== true) {
-    // What the server printed says why: a start that failed after the listeners were up, or one still busy.
-    if (started === 'timeout') {
-      proc.kill('SIGKILL');
-      await proc.exited;
-    }
-    throw new Error(
-      `basalt serve answered /healthz but ${started === 'exited' ? `exited (${proc.exitCode})` : 'did not finish starting within 30 s'} (no start-up lines${external ? '' : ' or management socket'}):\n${output()}`,
+  // What the server printed says why: a start that failed after the listeners were up, or one still busy.
+  if (started !== true)
+    await giveUp(
+      `answered /healthz but ${started === 'exited' ? `exited (${proc.exitCode})` : 'did not finish starting within 30 s'} (no start-up lines${external ? '' : ' or management socket'})`,
     );
-  }
 
   let admin: Promise<Record<string, string>> | undefined;
   const signIn = async () => {

@@ -71,6 +71,7 @@ export async function externalDb(): Promise<FreshDb> {
     drop: async () => {
       const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
       await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await a.unsafe(`DROP ROLE IF EXISTS basalt_auth_${name}`).catch(() => {});
       await a.end();
       rmSync(dataDir, { recursive: true, force: true });
     },

@@ -191,6 +191,16 @@ export const SETTINGS: SettingDef[] = [
     description: 'External PostgreSQL URL; empty → embedded engine in <data.dir>/pg.',
   },
   {
+    key: 'database.user_url',
+    kind: 'string',
+    default: '',
+    env: ['BASALT_DATABASE_USER_URL'],
+    restart: true,
+    secret: true,
+    description:
+      "External PostgreSQL: the URL users' and anonymous Database API statements connect with, logging in as a NOINHERIT role that is a member of basalt_user and basalt_anon only. Empty: Basalt creates and keeps such a role itself, basalt_auth_<database> (the platform role needs CREATEROLE). See docs/database.md, \"The platform's role on a managed server\".",
+  },
+  {
     key: 'database.pool_max',
     kind: 'int',
     default: 20,

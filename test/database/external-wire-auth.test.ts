@@ -23,6 +23,7 @@ import { DatabaseUnavailableError, driverCall, type QueryResult } from '../../sr
 import { openExternal } from '../../src/db/external';
 import { type ResolvedOptions, WirePool, type WireStatement } from '../../src/db/external-wire';
 import { undeclared } from '../../src/util/undeclared';
+import { scramVerifier } from '../../src/modules/database/authenticator';
 import { eventually } from '../helpers/wait';
 
 const BIN = (() => {
@@ -46,6 +47,7 @@ const PASSWORD: Record<string, string> = {
   tls_user: 'tls-secret-4',
 };
 const WRONG = 'not-the-password-9';
+const VERIFIED = 'verifier-secret-5';
 const WHO = { sql: 'SELECT current_user AS who, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()', params: [] };
 
 function run(cmd: string[]): void {
@@ -124,6 +126,7 @@ describe.skipIf(!BIN)('external batches: authentication and TLS (src/db/external
         'local all postgres trust',
         'host all scram_user 127.0.0.1/32 scram-sha-256',
         'host all md5_user 127.0.0.1/32 md5',
+        'host all verifier_user 127.0.0.1/32 md5',
         'host all plain_user 127.0.0.1/32 password',
         'hostssl all tls_user 127.0.0.1/32 scram-sha-256',
         'hostnossl all tls_user 127.0.0.1/32 reject',
@@ -166,6 +169,8 @@ describe.skipIf(!BIN)('external batches: authentication and TLS (src/db/external
         await admin.unsafe(`SET password_encryption = '${user === 'md5_user' ? 'md5' : 'scram-sha-256'}'`);
         await admin.unsafe(`CREATE ROLE ${user} LOGIN PASSWORD '${password}'`);
       }
+      // Given as a SCRAM verifier, as Basalt gives its authenticator's (never the password itself).
+      await admin.unsafe(`CREATE ROLE verifier_user LOGIN PASSWORD '${scramVerifier(VERIFIED)}'`);
       const stored = await admin<{ rolname: string; kind: string }[]>`
         SELECT rolname, left(rolpassword, 3) AS kind FROM pg_authid WHERE rolname IN ('md5_user', 'scram_user')`;
       expect(Object.fromEntries(stored.map((r) => [r.rolname, r.kind]))).toEqual({
@@ -214,6 +219,18 @@ describe.skipIf(!BIN)('external batches: authentication and TLS (src/db/external
       }
     });
   }
+
+  test("a role whose password was set as Basalt's SCRAM verifier signs in with the password (an md5 line then speaks SCRAM)", async () => {
+    const [r] = await batch(pool(url('verifier_user', VERIFIED)));
+    expect(r!.rows).toEqual([{ who: 'verifier_user', ssl: false }]);
+    const db = await openExternal(url('verifier_user', VERIFIED), { max: 1 });
+    try {
+      expect((await db.query<{ who: string }>('SELECT current_user AS who')).rows).toEqual([{ who: 'verifier_user' }]);
+    } finally {
+      await db.close();
+    }
+    expect((await refused(pool(url('verifier_user', WRONG)))).message).toBe('database unavailable (08004)');
+  });
 
   test('a hostssl-only role: sslmode=require and prefer connect encrypted, disable is refused', async () => {
     const pw = PASSWORD.tls_user!;

@@ -16,6 +16,29 @@ import {
   checkIdentitySupport,
   userIdentity,
 } from '../../src/modules/database/identity';
+import { secureIdentities } from '../../src/modules/database/authenticator';
+
+/**
+ * Start-up's check as the Database API runs it: secured (the authenticator on external,
+ * the embedded guard), then tried on the connections user statements would use.
+ */
+async function support(db: Db, url: string, userUrl = '') {
+  let identities: Db | undefined;
+  let at: string | undefined;
+  try {
+    return await checkIdentitySupport(
+      db,
+      async () => {
+        const s = await secureIdentities(db, { platform: url, user: userUrl });
+        at = s.url;
+        return s;
+      },
+      async () => (at ? (identities ??= await openDb({ url: at, dataDir: '', poolMax: 1 })) : db),
+    );
+  } finally {
+    await identities?.close();
+  }
+}
 
 const ALICE = '6f1c1f36-58d5-4bc6-b1a4-7a9f6b5a1c11';
 const BOB = '0b3f5a2e-9d4c-4e71-8a55-3c2d1e0f9a88';
@@ -48,7 +71,7 @@ describe.each(ENGINES)('identities on %s', (engine) => {
       { rolname: 'basalt_anon', rolcanlogin: false },
       { rolname: 'basalt_user', rolcanlogin: false },
     ]);
-    expect(await checkIdentitySupport(db)).toEqual({ ok: true });
+    expect(await support(db, f.url)).toEqual({ ok: true });
   });
 
   test('the functions read the identity of the transaction, and nothing outside it', async () => {
@@ -335,7 +358,7 @@ describe.skipIf(!ADMIN_URL)('roles are cluster-wide (external PostgreSQL)', () =
       const opened = await Promise.all(dbs.map((d) => openDb({ url: d.url, dataDir: d.dataDir, poolMax: 2 })));
       try {
         await Promise.all(opened.map((d) => migratePlatform(d)));
-        for (const d of opened) expect(await checkIdentitySupport(d)).toEqual({ ok: true });
+        for (const [i, d] of opened.entries()) expect(await support(d, dbs[i]!.url)).toEqual({ ok: true });
       } finally {
         await Promise.all(opened.map((d) => d.close()));
       }
@@ -358,12 +381,20 @@ describe.skipIf(!ADMIN_URL)('roles are cluster-wide (external PostgreSQL)', () =
       const db = await openDb({ url: u.toString(), dataDir: f.dataDir, poolMax: 2 });
       try {
         await migratePlatform(db);
-        const s = await checkIdentitySupport(db);
+        const s = await support(db, u.toString());
         expect(s.ok).toBe(false);
-        expect((s as { reason: string }).reason).toContain('may not run as basalt_anon');
-        // Granting the membership afterwards is all a managed server's operator has to do.
-        await admin.unsafe(`GRANT basalt_anon, basalt_user TO ${role}`);
-        expect(await checkIdentitySupport(db)).toEqual({ ok: true });
+        expect((s as { reason: string }).reason).toContain('may not create or update role basalt_auth_');
+        // What a managed server's operator does instead: an authenticator of their own, named in database.user_url.
+        await admin.unsafe(
+          `GRANT basalt_anon, basalt_user TO ${role}; CREATE ROLE ${role}_auth LOGIN NOINHERIT PASSWORD 'pw'; GRANT basalt_anon, basalt_user TO ${role}_auth`,
+        );
+        const auth = new URL(u);
+        auth.username = `${role}_auth`;
+        expect(await support(db, u.toString(), auth.toString())).toEqual({ ok: true });
+        // One that could become the platform's role is refused.
+        await admin.unsafe(`GRANT ${role} TO ${role}_auth`);
+        const refused = await support(db, u.toString(), auth.toString());
+        expect((refused as { reason: string }).reason).toContain(`can become the platform's role ${role}`);
       } finally {
         await db.close();
       }
@@ -372,6 +403,7 @@ describe.skipIf(!ADMIN_URL)('roles are cluster-wide (external PostgreSQL)', () =
       await admin.end();
       await f.drop();
       const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await a.unsafe(`DROP ROLE IF EXISTS ${role}_auth`).catch(() => {});
       await a.unsafe(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
       await a.end();
     }

@@ -47,7 +47,7 @@ describe.each(ENGINES.filter((e) => e === 'external'))('Database API transaction
         });
         const keyId = (await s.platform.services.keys.verify(key))!.id;
         const pid = (
-          await s.platform.services.database.transactions.run(id, keyId, (c) =>
+          await s.platform.services.database.transactions.run(id, keyId, undefined, (c) =>
             c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'),
           )
         ).rows[0]!.pid;

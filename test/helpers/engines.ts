@@ -70,6 +70,8 @@ export async function freshDb(engine: Engine): Promise<FreshDb> {
     drop: async () => {
       const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
       await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      // The authenticator Basalt made for it (roles are cluster-wide: src/modules/database/authenticator.ts).
+      await a.unsafe(`DROP ROLE IF EXISTS basalt_auth_${name}`).catch(() => {});
       await a.end();
       if (existsSync(dataDir)) rmSync(dataDir, { recursive: true, force: true });
     },

@@ -1,10 +1,12 @@
 /**
- * The connection Database API statements run on.
+ * The connections Database API statements run on.
  *
  * Embedded: the platform's own database (one in-process session; PGlite cannot
  * interrupt a running statement, so db.statement_timeout_ms does not apply there).
  *
- * External: a pool of its own (size database.pool_max) whose connections start with
+ * External: two pools of its own, one for service keys (logged in as the platform's role)
+ * and one for users and anon (logged in as the authenticator: authenticator.ts), each
+ * (size database.pool_max) with connections that start with
  * `statement_timeout` = db.statement_timeout_ms and `lock_timeout` = half of it. Setting the timeout when the
  * connection starts costs nothing per query, where `SET LOCAL` would need a
  * transaction (three more round trips) around every statement. The pool also keeps
@@ -27,28 +29,70 @@ import type { Platform } from '../../platform';
 import { lockTimeoutMs } from './pg-errors';
 
 export interface ApiPool {
+  /** The pool service keys' statements run on (logged in as the platform's role). */
   get: () => Promise<Db>;
+  /**
+   * The pool users' and anon statements run on: on external PostgreSQL logged in as the
+   * authenticator (authenticator.ts), never as the platform's role; embedded, the one session.
+   */
+  identities: () => Promise<Db>;
   /** Refuse the queued waits of a revoked key, in every pool still open. */
   cancelWaits: (key: string, err: unknown) => void;
-  /** Wait counters of the pool's own connections (external only: embedded, the platform's). */
+  /** Wait counters of the pools' own connections (external only: embedded, the platform's). */
   stats: () => WaitStats | undefined;
   close: () => Promise<void>;
 }
 
-export function openApiPool(p: Platform): ApiPool {
+/**
+ * `userUrl`: where the identities' pool connects (the authenticator's URL); until it is
+ * known (start-up provisions it), `identities` refuses.
+ */
+export function openApiPool(p: Platform, userUrl: () => string | undefined): ApiPool {
   if (p.db.kind === 'embedded')
     return {
       get: async () => p.db,
+      identities: async () => p.db,
       cancelWaits: (key, err) => p.db.cancelWaits(key, err),
       stats: () => undefined,
       close: async () => {},
     };
+  const keys = poolSlot(p, () => p.settings.get<string>('database.url'), 'basalt-db-api');
+  const users = poolSlot(
+    p,
+    () => {
+      const url = userUrl();
+      if (!url) throw new Error("users' own data is off: no authenticator connection");
+      return url;
+    },
+    'basalt-db-user',
+  );
+  const slots = [keys, users];
+  return {
+    get: keys.get,
+    identities: users.get,
+    cancelWaits: (key, err) => {
+      for (const s of slots) for (const db of s.opened) db.cancelWaits(key, err);
+    },
+    stats: () => {
+      const sum: WaitStats = { waited: 0, refused: 0, abandoned: 0, preempted: 0 };
+      for (const s of slots) s.addStats(sum);
+      return sum;
+    },
+    close: async () => {
+      await Promise.all(slots.map((s) => s.close()));
+    },
+  };
+}
+
+function add(to: WaitStats, from: WaitStats): void {
+  for (const k of Object.keys(to) as (keyof WaitStats)[]) to[k] += from[k];
+}
+
+/** One pool of `url`, opened on first use and replaced when db.statement_timeout_ms changes. */
+function poolSlot(p: Platform, url: () => string, applicationName: string) {
   const opened = new Set<Db>();
   /** Counters of pools already closed, so /metrics counters never go back. */
   const before: WaitStats = { waited: 0, refused: 0, abandoned: 0, preempted: 0 };
-  const add = (to: WaitStats, from: WaitStats) => {
-    for (const k of Object.keys(to) as (keyof WaitStats)[]) to[k] += from[k];
-  };
   let current: Promise<Db> | undefined;
   let currentTimeout = 0;
   const retired = new Set<Promise<Db>>();
@@ -56,12 +100,12 @@ export function openApiPool(p: Platform): ApiPool {
 
   const open = async (timeoutMs: number): Promise<Db> => {
     const { openExternal } = await import('../../db/external');
-    return openExternal(p.settings.get<string>('database.url'), {
+    return openExternal(url(), {
       max: p.settings.get<number>('database.pool_max'),
       connection: {
         statement_timeout: String(timeoutMs),
         lock_timeout: String(lockTimeoutMs(timeoutMs)),
-        application_name: 'basalt-db-api',
+        application_name: applicationName,
       },
       prepare: true,
       busyTimeoutMs: () => p.settings.get<number>('database.busy_timeout_ms'),
@@ -107,13 +151,10 @@ export function openApiPool(p: Platform): ApiPool {
 
   return {
     get,
-    cancelWaits: (key, err) => {
-      for (const db of opened) db.cancelWaits(key, err);
-    },
-    stats: () => {
-      const sum = { ...before };
+    opened,
+    addStats: (sum: WaitStats) => {
+      add(sum, before);
       for (const db of opened) add(sum, db.waits);
-      return sum;
     },
     close: async () => {
       for (const t of timers) clearTimeout(t);

@@ -32,6 +32,16 @@ export function ownerOf(caller: DbCaller & { kind: 'key' | 'user' }): string {
   return caller.kind === 'key' ? caller.key.id : `user:${caller.user.userId}`;
 }
 
+/** Whether an owner id (`ownerOf`) is a user's. */
+export function isUserOwner(owner: string): boolean {
+  return owner.startsWith('user:');
+}
+
+/** The session a user's transaction belongs to (none for a key's): only it may use the transaction. */
+export function sessionOf(caller: DbCaller & { kind: 'key' | 'user' }): string | undefined {
+  return caller.kind === 'user' ? caller.user.sessionId : undefined;
+}
+
 /** The verified token's claims (its payload; the signature was checked by the authenticator). */
 function tokenClaims(token: string): Record<string, unknown> {
   const payload = token.split('.')[1] ?? '';

@@ -5,6 +5,10 @@
  * goes through `asIdentity` (a transaction of its own) or `assumeIdentity` (a
  * transaction already open, e.g. one of the Database API's transactions).
  *
+ * Where: on connections that cannot become the platform's role (authenticator.ts): on
+ * external PostgreSQL a pool logged in as the authenticator, on the embedded engine the one
+ * session, where user roles may not call `set_config`.
+ *
  * How: inside the transaction, one statement sets `basalt.uid`, `basalt.role` and
  * `basalt.jwt` (read by `basalt.uid()`, `basalt.role()`, `basalt.jwt()`) and the role
  * (`basalt_user` or `basalt_anon`), all with `set_config(…, true)`: the transaction-local
@@ -122,16 +126,36 @@ export async function asIdentityAtOnce(
   return results.slice(1);
 }
 
-/** What start-up found: whether the platform's role can run statements as users and anon. */
+/**
+ * Inside an open transaction that already runs as an identity: run the rest of it as `id`
+ * instead. The role goes back to the session's first (`SET LOCAL ROLE NONE`): the identity
+ * statement's `set_config` is the platform's to call, not a user role's (on the embedded
+ * engine those may not call it at all: authenticator.ts, `guardEmbedded`).
+ */
+export async function switchIdentity(tx: Queryable, id: Identity): Promise<void> {
+  const reset = tx.exec('SET LOCAL ROLE NONE');
+  reset.catch(() => {}); // awaited below
+  const assumed = assumeIdentity(tx, id);
+  await reset;
+  await assumed;
+}
+
+/** What start-up found: whether statements can run as users and anon, safely. */
 export type IdentitySupport = { ok: true } | { ok: false; reason: string };
 
 /**
  * Start-up check (docs/database.md, "The platform's role on a managed server"): both
- * roles exist, the platform's role may switch to each, and each may use schema basalt
- * (granted here when missing: roles an operator created after the platform migration ran).
- * Tried for real, in a transaction that is rolled back.
+ * roles exist and each may use schema basalt (granted here when missing: roles an operator
+ * created after the platform migration ran); then `secure` makes sure no user statement can
+ * climb back to the platform's role (authenticator.ts), and statements on `identities` (the
+ * connections user statements run on) may switch to each role. Tried for real, in a
+ * transaction that is rolled back.
  */
-export async function checkIdentitySupport(db: Db): Promise<IdentitySupport> {
+export async function checkIdentitySupport(
+  db: Db,
+  secure: () => Promise<IdentitySupport>,
+  identities: () => Promise<Db>,
+): Promise<IdentitySupport> {
   const found = await db.query<{ rolname: string; usage: boolean }>(
     `SELECT rolname, has_schema_privilege(oid, 'basalt', 'USAGE') AS usage
        FROM pg_catalog.pg_roles WHERE rolname IN ('basalt_anon', 'basalt_user')`,
@@ -148,16 +172,18 @@ export async function checkIdentitySupport(db: Db): Promise<IdentitySupport> {
       };
     }
   }
+  const secured = await secure();
+  if (!secured.ok) return secured;
   for (const role of ['anon', 'user'] as const) {
     try {
-      await db.transaction(async (tx) => {
+      await (await identities()).transaction(async (tx) => {
         await assumeIdentity(tx, role === 'anon' ? ANON : userIdentity(crypto.randomUUID(), {}));
         await tx.query('SELECT basalt.uid(), basalt.role(), basalt.jwt()');
         throw ROLLBACK;
       });
     } catch (e) {
       if (e !== ROLLBACK)
-        return { ok: false, reason: `the platform role may not run as ${DB_ROLES[role]} (${(e as Error).message})` };
+        return { ok: false, reason: `statements may not run as ${DB_ROLES[role]} (${(e as Error).message})` };
     }
   }
   return { ok: true };

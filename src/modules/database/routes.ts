@@ -13,7 +13,7 @@ import { Elysia, getSchemaValidator } from 'elysia';
 import type { Basalt } from '../../services';
 import { guardInputs } from '../../guards';
 import { hasPermission, requirePermission, sendsApiKey } from '../../http/api-key-guard';
-import { callerChecks, ownerOf, type DbCaller } from './caller';
+import { callerChecks, type DbCaller } from './caller';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
 import { boundedText } from '../../http/server';
@@ -218,7 +218,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
     .post(
       '/transaction/:id/commit',
       async ({ params, request }) =>
-        successResponse(request, await svc().commit(ownerOf(txCaller(request)), params.id)),
+        successResponse(request, await svc().commit(txCaller(request), params.id)),
       {
         ...ending,
         detail: {
@@ -239,7 +239,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
     .post(
       '/transaction/:id/rollback',
       async ({ params, request }) =>
-        successResponse(request, await svc().rollback(ownerOf(txCaller(request)), params.id)),
+        successResponse(request, await svc().rollback(txCaller(request), params.id)),
       {
         ...ending,
         detail: {

@@ -17,9 +17,17 @@ import { TransactionRegistry } from './transaction-registry';
 import { decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
-import { ANON, asIdentityAtOnce, assumeIdentity, checkIdentitySupport, type Identity } from './identity';
+import {
+  ANON,
+  asIdentityAtOnce,
+  assumeIdentity,
+  checkIdentitySupport,
+  type Identity,
+  type IdentitySupport,
+} from './identity';
+import { secureIdentities } from './authenticator';
 import { authorize, holdsAnything } from './access';
-import { ownerOf, type DbCaller } from './caller';
+import { isUserOwner, ownerOf, sessionOf, type DbCaller } from './caller';
 
 /**
  * Where a service key's statements outside a transaction run: each on its own, waiting for the
@@ -50,8 +58,10 @@ export class DatabaseService {
 
   constructor(
     private readonly p: Platform,
-    /** Connection used for API statements (its own pool on external Postgres, see api-pool.ts). */
+    /** Connection used for service keys' statements (its own pool on external Postgres, see api-pool.ts). */
     private readonly apiDb: () => Promise<Db>,
+    /** Connection used for users' and anon statements (the authenticator's pool: authenticator.ts). */
+    readonly identityDb: () => Promise<Db>,
     /** Whether statements can run as basalt_user / basalt_anon (identity.ts, checkIdentitySupport). */
     readonly identities: boolean,
   ) {
@@ -65,7 +75,9 @@ export class DatabaseService {
     this.transactions = new TransactionRegistry({
       // On external PostgreSQL on the API pool's wire path, where its statements outside a
       // transaction go too: a statement is one write and one read of Basalt's own, not the driver's.
-      begin: async (setup, wait) => (await this.apiDb()).begin({ setup, onWire: true, ...wait }),
+      // A user's on the identities' pool, never on a connection of the platform's role.
+      begin: async (setup, wait) =>
+        (await (isUserOwner(wait.key) ? this.identityDb() : this.apiDb())).begin({ setup, onWire: true, ...wait }),
       idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
       maxLifetimeMs: () => p.settings.get<number>('db.transaction_max_lifetime_ms'),
       maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
@@ -141,16 +153,20 @@ export class DatabaseService {
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
       if (body.transaction_id !== undefined)
-        return this.transactions.run(body.transaction_id, caller.key.id, (tx) => this.execute(body, tx, true));
+        return this.transactions.run(body.transaction_id, caller.key.id, undefined, (tx) =>
+          this.execute(body, tx, true),
+        );
       return this.execute(body, alone(await this.apiDb(), wait), false);
     }
     const as = caller.kind === 'user' ? caller.identity : ANON;
     if (body.transaction_id !== undefined) {
       // Anon never holds a transaction: any id is unknown to it.
       if (caller.kind === 'anon') throw DbErrors.txNotFound();
-      return this.transactions.run(body.transaction_id, ownerOf(caller), (tx) => this.execute(body, tx, true, as));
+      return this.transactions.run(body.transaction_id, ownerOf(caller), caller.user.sessionId, (tx) =>
+        this.execute(body, tx, true, as),
+      );
     }
-    return this.execute(body, await this.apiDb(), false, as, wait);
+    return this.execute(body, await this.identityDb(), false, as, wait);
   }
 
   /**
@@ -260,8 +276,7 @@ export class DatabaseService {
     signal?: AbortSignal,
   ): Promise<{ transaction_id: string; expires_at: string }> {
     const init = caller.kind === 'user' ? (tx: Queryable) => assumeIdentity(tx, caller.identity) : undefined;
-    const session = caller.kind === 'user' ? caller.user.sessionId : undefined;
-    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init, signal, session);
+    const { id, expiresAt } = await this.transactions.begin(ownerOf(caller), init, signal, sessionOf(caller));
     return { transaction_id: id, expires_at: expiresAt.toISOString() };
   }
 
@@ -285,9 +300,12 @@ export class DatabaseService {
     if (ended.size) await this.transactions.rollbackWhere((e) => e.owner === key && ended.has(e.session ?? ''));
   }
 
-  async commit(owner: string, id: string): Promise<{ transaction_id: string; status: 'committed' }> {
+  async commit(
+    caller: DbCaller & { kind: 'key' | 'user' },
+    id: string,
+  ): Promise<{ transaction_id: string; status: 'committed' }> {
     try {
-      await this.transactions.commit(id, owner);
+      await this.transactions.commit(id, ownerOf(caller), sessionOf(caller));
     } catch (err) {
       if (err instanceof AppError) throw err;
       // Deferred constraints are checked at commit.
@@ -301,8 +319,11 @@ export class DatabaseService {
     return { transaction_id: id, status: 'committed' };
   }
 
-  async rollback(owner: string, id: string): Promise<{ transaction_id: string; status: 'rolled_back' }> {
-    await this.transactions.rollback(id, owner);
+  async rollback(
+    caller: DbCaller & { kind: 'key' | 'user' },
+    id: string,
+  ): Promise<{ transaction_id: string; status: 'rolled_back' }> {
+    await this.transactions.rollback(id, ownerOf(caller), sessionOf(caller));
     return { transaction_id: id, status: 'rolled_back' };
   }
 }
@@ -323,13 +344,22 @@ export interface DatabaseDeps {
  * anon exactly as it did before the feature (docs/database.md).
  */
 export async function createDatabaseService(p: Platform, { keys, auth }: DatabaseDeps): Promise<DatabaseService> {
-  const pool = openApiPool(p);
-  const support = await checkIdentitySupport(p.db);
+  let userUrl: string | undefined;
+  const pool = openApiPool(p, () => userUrl);
+  const secure = async (): Promise<IdentitySupport> => {
+    const s = await secureIdentities(p.db, {
+      platform: p.settings.get<string>('database.url'),
+      user: p.settings.get<string>('database.user_url'),
+    });
+    if (s.ok) userUrl = s.url;
+    return s;
+  };
+  const support = await checkIdentitySupport(p.db, secure, pool.identities);
   if (!support.ok)
     p.log.warn(
       `users' own data is off: ${support.reason}; see docs/database.md, "The platform's role on a managed server"`,
     );
-  const svc = new DatabaseService(p, pool.get, support.ok);
+  const svc = new DatabaseService(p, pool.get, pool.identities, support.ok);
   svc.waitStats = pool.stats;
   // A revoked key's transactions end at once, on every instance (docs/database.md, Transactions),
   // and its requests still waiting for the database are refused.

@@ -159,11 +159,13 @@ export class TransactionRegistry {
     return { id: e.id, expiresAt: new Date(e.expiresAt) };
   }
 
-  private find(id: string, keyId: string): Entry {
+  private find(id: string, keyId: string, session: string | undefined): Entry {
     const e = this.open.get(id);
     // Another key's transaction answers exactly like an unknown one: ids are not confirmed to strangers.
+    // So does a user's transaction asked from another of the user's sessions: it runs with the
+    // claims (aal, amr) of the session that began it, which the asking one may not hold.
     // Once the instance stops, every id answers that, which tells why the transaction is gone.
-    if (!e || e.ended || e.keyId !== keyId) throw this.gone(id, keyId);
+    if (!e || e.ended || e.keyId !== keyId || e.session !== session) throw this.gone(id, keyId);
     return e;
   }
 
@@ -262,9 +264,12 @@ export class TransactionRegistry {
     };
   }
 
-  /** Run `fn` with the transaction's connection, after the operations queued before it. The id must belong to `keyId`. */
-  run<R>(id: string, keyId: string, fn: (q: Queryable) => Promise<R>): Promise<R> {
-    const e = this.find(id, keyId);
+  /**
+   * Run `fn` with the transaction's connection, after the operations queued before it. The id
+   * must belong to `keyId`, and, for a user's, to the `session` that began it.
+   */
+  run<R>(id: string, keyId: string, session: string | undefined, fn: (q: Queryable) => Promise<R>): Promise<R> {
+    const e = this.find(id, keyId, session);
     return this.enqueue(e, async () => {
       if (e.ended) throw this.gone(id, keyId);
       if (e.aborted) throw DbErrors.txAborted();
@@ -273,8 +278,8 @@ export class TransactionRegistry {
   }
 
   /** Commit; an aborted transaction is rolled back instead and answers 409 transaction_aborted. */
-  commit(id: string, keyId: string): Promise<void> {
-    const e = this.find(id, keyId);
+  commit(id: string, keyId: string, session?: string): Promise<void> {
+    const e = this.find(id, keyId, session);
     return this.enqueue(e, async () => {
       if (e.ended) throw this.gone(id, keyId);
       if (e.aborted) {
@@ -285,8 +290,8 @@ export class TransactionRegistry {
     });
   }
 
-  rollback(id: string, keyId: string): Promise<void> {
-    const e = this.find(id, keyId);
+  rollback(id: string, keyId: string, session?: string): Promise<void> {
+    const e = this.find(id, keyId, session);
     return this.enqueue(e, async () => {
       if (e.ended) throw this.gone(id, keyId);
       await this.finish(e, false);

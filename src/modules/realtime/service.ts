@@ -23,7 +23,7 @@ import {
   spendTicket,
   type TicketHolder,
 } from './tickets';
-import { ANON, assumeIdentity, userIdentity } from '../database/identity';
+import { ANON, switchIdentity, userIdentity } from '../database/identity';
 
 /** A channel of an extension: `<extension>:<name>`. */
 export const CHANNEL_NAME = /^[a-z0-9][a-z0-9-]*:[A-Za-z0-9_.-]{1,100}$/;
@@ -233,7 +233,7 @@ export class RealtimeService {
 
 /**
  * Statements as users and anon, through the Database API's identity helper: one
- * transaction, `assumeIdentity` before each identity's statement (each call replaces all
+ * transaction, `switchIdentity` before each identity's statement (each call replaces all
  * four transaction-local settings, so none leaks into the next). Everything is issued at
  * once: a connection runs its statements in the order they were sent, so the identities
  * take turns correctly while the round trips overlap (pipelined on external PostgreSQL).
@@ -241,15 +241,18 @@ export class RealtimeService {
 function asIdentitiesOn(p: Platform, database: DatabaseService): AsIdentities {
   return (identities, fn) => {
     if (!database.identities) throw new Error("users' own data is off (docs/database.md)");
-    return p.db.transaction((tx) =>
-      Promise.all(
-        identities.map((identity, k) => {
-          const assumed = assumeIdentity(
-            tx,
-            identity.kind === 'user' ? userIdentity(identity.userId, identity.claims) : ANON,
-          );
-          return Promise.all([assumed, fn(k, tx)]).then(([, result]) => result);
-        }),
+    // On the connections user statements run on (never the platform role's: authenticator.ts).
+    return database.identityDb().then((db) =>
+      db.transaction((tx) =>
+        Promise.all(
+          identities.map((identity, k) => {
+            const assumed = switchIdentity(
+              tx,
+              identity.kind === 'user' ? userIdentity(identity.userId, identity.claims) : ANON,
+            );
+            return Promise.all([assumed, fn(k, tx)]).then(([, result]) => result);
+          }),
+        ),
       ),
     );
   };

@@ -80,6 +80,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/admin-lockout.test.ts',
   'test/security/settings-safety.test.ts',
   'test/security/revoke-rollback.test.ts',
+  'test/security/policy-escape.test.ts',
   'test/admin/csrf.test.ts',
   'test/admin/users.test.ts',
   'test/admin/endpoints.test.ts',

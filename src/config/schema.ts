@@ -197,8 +197,9 @@ export const SETTINGS: SettingDef[] = [
     env: ['BASALT_DATABASE_USER_URL'],
     restart: true,
     secret: true,
+    operatorOnly: "it decides which database role users' statements log in as",
     description:
-      "External PostgreSQL: the URL users' and anonymous Database API statements connect with, logging in as a NOINHERIT role that is a member of basalt_user and basalt_anon only. Empty: Basalt creates and keeps such a role itself, basalt_auth_<database> (the platform role needs CREATEROLE). See docs/database.md, \"The platform's role on a managed server\".",
+      'External PostgreSQL: the URL users\' and anonymous Database API statements connect with, logging in as a NOINHERIT role that is a member of basalt_user and basalt_anon only. Empty: Basalt creates and keeps such a role itself, basalt_auth_<database> (the platform role needs CREATEROLE). See docs/database.md, "The platform\'s role on a managed server".',
   },
   {
     key: 'database.pool_max',
@@ -208,7 +209,7 @@ export const SETTINGS: SettingDef[] = [
     max: 500,
     restart: true,
     description:
-      "Connections in use at once in each of the two external pools (the Database API's, the platform's); each pool's single-statement batches (the Database API outside transactions, keyed mail acceptance) have connections of their own, so up to 4 × this per instance may stay open (docs/database.md, External pool).",
+      "Connections in use at once in each of the three external pools (the Database API's for service keys, its authenticator's for users and anon, the platform's); each pool's single-statement batches (the Database API outside transactions, keyed mail acceptance) have connections of their own, so up to 6 × this per instance may stay open (docs/database.md, External pool).",
   },
   {
     key: 'database.busy_timeout_ms',

@@ -16,7 +16,10 @@
  * line inside a statement with a bind parameter (the extended protocol, which refuses a
  * second statement), so one cannot close the policy and smuggle another statement in. That
  * parse also says which expression PostgreSQL refuses: the answer names the policy and the
- * clause (`details.fields["changes[i].using"]` or `["changes[i].with_check"]`).
+ * clause (`details.fields["changes[i].using"]` or `["changes[i].with_check"]`). An
+ * expression that calls a function able to change the role or settings, run SQL given as
+ * text or reach the server's files is refused the same way (`unsafeCalls`, docs/database.md
+ * "No way back to the platform's role").
  */
 import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -118,6 +121,14 @@ export async function accessStatements(
         `PostgreSQL refused the ${e.clause} expression of policy ${e.policy}: ${err.message}`,
       );
     }
+  for (const e of expressions) {
+    const called = await unsafeCalls(q, qualified, e.sql);
+    if (called.length)
+      throw AdminErrors.field(
+        e.at,
+        `The ${e.clause} expression of policy ${e.policy} calls ${called.join(', ')}: a policy may not call functions that change the role or settings a statement runs with, run SQL given as text, or reach the server's files or other connections. Write the condition with columns, basalt.uid(), basalt.role() and basalt.jwt().`,
+      );
+  }
   // An INSERT grant: the sequences behind the table's serial columns too (nextval needs USAGE).
   for (const c of changes)
     if (c.op === 'grant' && c.privilege === 'INSERT') {
@@ -201,4 +212,42 @@ export function forget(file: string | undefined): void {
     } catch {
       // already gone
     }
+}
+
+/**
+ * Functions no policy made here may call: what changes the role or identity a statement runs
+ * as (`set_config`), runs SQL given as text (`query_to_xml` and its kin, `ts_stat`,
+ * `ts_rewrite`, `dblink*`), or reaches the server's files, settings or other sessions. The
+ * roles user statements run as cannot become the platform's anyway (docs/database.md, "Who is
+ * which role"); this says so at once, naming the call, instead of at the first request.
+ */
+const UNSAFE_FUNCTION =
+  /^(set_config|query_to_xml.*|query_to_xmlschema|cursor_to_xml.*|table_to_xml.*|schema_to_xml.*|database_to_xml.*|ts_stat|ts_rewrite|dblink.*|pg_read_file|pg_read_binary_file|pg_ls_.*|pg_stat_file|lo_import|lo_export|lo_from_bytea|lo_put|pg_terminate_backend|pg_cancel_backend|pg_reload_conf|pg_rotate_logfile|pg_signal_backend|pg_advisory.*|pg_notify)$/;
+
+/**
+ * The unsafe functions `expression` calls (UNSAFE_FUNCTION), as PostgreSQL resolved them:
+ * the expression is made a policy under a savepoint that is always rolled back, and the
+ * functions of its stored tree (every call, operator, aggregate and subquery in it) are
+ * looked up by oid, so no spelling, quoting, schema or cast hides one.
+ */
+async function unsafeCalls(q: Queryable, qualified: string, expression: string): Promise<string[]> {
+  const name = `basalt_check_${crypto.randomUUID().replace(/-/g, '')}`;
+  await q.query('SAVEPOINT basalt_policy_check');
+  try {
+    await q.query(`CREATE POLICY ${ident(name)} ON ${qualified} USING (\n${expression}\n)`);
+    const { rows } = await q.query<{ tree: string }>(
+      'SELECT polqual::text AS tree FROM pg_catalog.pg_policy WHERE polrelid = $1::regclass AND polname = $2',
+      [qualified, name],
+    );
+    const oids = [...(rows[0]?.tree ?? '').matchAll(/:(?:funcid|opfuncid|aggfnoid|winfnoid) (\d+)/g)].map((m) => m[1]);
+    if (!oids.length) return [];
+    const fns = await q.query<{ proname: string }>(
+      'SELECT DISTINCT proname FROM pg_catalog.pg_proc WHERE oid = ANY($1::oid[]) ORDER BY proname',
+      [`{${[...new Set(oids)].join(',')}}`],
+    );
+    return fns.rows.map((f) => f.proname).filter((n) => UNSAFE_FUNCTION.test(n));
+  } finally {
+    await q.query('ROLLBACK TO SAVEPOINT basalt_policy_check');
+    await q.query('RELEASE SAVEPOINT basalt_policy_check');
+  }
 }

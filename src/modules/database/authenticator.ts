@@ -97,6 +97,7 @@ export async function checkAuthenticator(db: Queryable, role: string, platformRo
       WHERE pg_catalog.pg_has_role($1, r.oid, 'MEMBER')`,
     [role],
   );
+  if (role === platformRole) return `role ${role} is the platform's own role`;
   const self = rows.find((r) => r.rolname === role);
   if (!self) return `role ${role} does not exist`;
   if (self.inherit) return `role ${role} must be NOINHERIT (ALTER ROLE ${quoteIdent(role)} NOINHERIT)`;

@@ -217,8 +217,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
     )
     .post(
       '/transaction/:id/commit',
-      async ({ params, request }) =>
-        successResponse(request, await svc().commit(txCaller(request), params.id)),
+      async ({ params, request }) => successResponse(request, await svc().commit(txCaller(request), params.id)),
       {
         ...ending,
         detail: {
@@ -238,8 +237,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
     )
     .post(
       '/transaction/:id/rollback',
-      async ({ params, request }) =>
-        successResponse(request, await svc().rollback(txCaller(request), params.id)),
+      async ({ params, request }) => successResponse(request, await svc().rollback(txCaller(request), params.id)),
       {
         ...ending,
         detail: {

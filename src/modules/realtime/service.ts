@@ -238,7 +238,7 @@ export class RealtimeService {
  * once: a connection runs its statements in the order they were sent, so the identities
  * take turns correctly while the round trips overlap (pipelined on external PostgreSQL).
  */
-function asIdentitiesOn(p: Platform, database: DatabaseService): AsIdentities {
+function asIdentitiesOn(database: DatabaseService): AsIdentities {
   return (identities, fn) => {
     if (!database.identities) throw new Error("users' own data is off (docs/database.md)");
     // On the connections user statements run on (never the platform role's: authenticator.ts).
@@ -260,7 +260,7 @@ function asIdentitiesOn(p: Platform, database: DatabaseService): AsIdentities {
 
 /** Create the service; the hub starts with `start()` (serve), never in one-shot commands. */
 export function createRealtimeService(p: Platform, deps: RealtimeDeps): RealtimeService {
-  const svc = new RealtimeService(p, deps, asIdentitiesOn(p, deps.database));
+  const svc = new RealtimeService(p, deps, asIdentitiesOn(deps.database));
   deps.keys.onRevoke((id) => svc.keyRevoked(id));
   deps.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
   p.onShutdown(() => svc.hub.stop(), { drain: true });

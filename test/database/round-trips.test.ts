@@ -3,8 +3,8 @@
  * runs as a user"): counted on the wire by a proxy in front of the server, not timed, so
  * the answer holds on a loaded machine. A user's select takes its transaction, identity,
  * statement and commit in one round trip, as a service key's select does; both go as batches on
- * the API pool's own wire-protocol connections (src/db/external-wire.ts), counted by the sends
- * that name its statements.
+ * their pool's own wire-protocol connections (src/db/external-wire.ts; a key's on the API pool, a
+ * user's on the authenticator's), counted by the sends that name its statements.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ADMIN_URL, freshDb } from '../helpers/engines';
@@ -16,6 +16,8 @@ import { expectA } from '../helpers/envelopes';
 import { dbQuery, dbTx, NOTES_MIGRATION } from './user-data.fixtures';
 
 const API = 'basalt-db-api';
+/** The pool users' statements run on (logged in as the authenticator: docs/database.md). */
+const USERS = 'basalt-db-user';
 const N = 20;
 
 describe.skipIf(!ADMIN_URL)('round trips per Database API request (external PostgreSQL)', () => {
@@ -45,13 +47,17 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
     proxy?.stop();
   });
 
-  /** Round trips on the API pool's connections for N selects made one after another (after one that prepares). */
+  /** Round trips on the caller's pool's connections for N selects made one after another (after one that prepares). */
   async function tripsPer(who: SignedInUser | string, body: Record<string, unknown>): Promise<number> {
+    const pool = typeof who === 'string' ? API : USERS;
     const select = () => dbQuery(s, who, { entity: 'notes', action: 'select', ...body });
     expectA(await select(), 200);
-    const before = proxy.roundTrips(API);
+    const before = proxy.roundTrips(pool);
+    const other = proxy.roundTrips(pool === API ? USERS : API);
     for (let i = 0; i < N; i++) expect(expectA(await select(), 200).rows.length).toBe(10);
-    return (proxy.roundTrips(API) - before) / N;
+    // Nothing on the other pool: a key's statements never run on the authenticator's, nor a user's on the key's.
+    expect(proxy.roundTrips(pool === API ? USERS : API)).toBe(other);
+    return (proxy.roundTrips(pool) - before) / N;
   }
 
   const body = { filters: [{ field: 'body', op: 'like', value: 'n%' }], limit: 10 };

@@ -110,14 +110,19 @@ export class SessionStore {
 
   /**
    * Inside the caller's transaction, with the token and its session locked: whether
-   * `parsed` is the current refresh token of a live session. A token already rotated
-   * within the reuse interval whose successor is still the current token is a concurrent
-   * use or a retry of a lost answer (docs/auth.md, Tokens and sessions): it gets that
-   * successor (`successor`). Any other spent token proves a copy exists somewhere else:
+   * `parsed` is the current refresh token of a live session. With `replay` (a refresh), a
+   * token already rotated within the reuse interval whose successor is still the current
+   * token is a concurrent use or a retry of a lost answer (docs/auth.md, Tokens and
+   * sessions): it gets that successor (`successor`). Any other spent token proves a copy exists somewhere else:
    * the whole session is revoked (reason `reused`, with its id so the caller can
    * announce it after commit).
    */
-  private async inspect(tx: Queryable, parsed: { id: string; secret: string }, key: Uint8Array): Promise<CheckResult> {
+  private async inspect(
+    tx: Queryable,
+    parsed: { id: string; secret: string },
+    key: Uint8Array,
+    replay: boolean,
+  ): Promise<CheckResult> {
     // FOR UPDATE serializes two uses racing with the same token: the second sees used_at.
     const { rows } = await tx.query<{
       secret_hash: Uint8Array;
@@ -144,12 +149,13 @@ export class SessionStore {
     let successor: string | undefined;
     if (row.used_at) {
       const next = this.successorOf(key, parsed);
-      const current = row.recent
-        ? await tx.query(
-            'SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1 AND session_id = $2 AND used_at IS NULL AND expires_at > now()',
-            [next.id, row.session_id],
-          )
-        : undefined;
+      const current =
+        replay && row.recent
+          ? await tx.query(
+              'SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1 AND session_id = $2 AND used_at IS NULL AND expires_at > now()',
+              [next.id, row.session_id],
+            )
+          : undefined;
       if (!current?.rows.length) {
         await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
         return { ok: false, reason: 'reused', sessionId: row.session_id };
@@ -168,13 +174,14 @@ export class SessionStore {
       tx: Queryable,
       live: { sessionId: string; userId: string; successor?: string; next: OpaqueToken; tokenId: string },
     ) => Promise<T>,
+    replay = false,
   ): Promise<T | Failure> {
     const parsed = parseOpaqueToken(presented);
     if (!parsed) return { ok: false, reason: 'invalid' };
     // Read before the transaction: on the embedded engine a transaction holds the database.
     const key = await this.key();
     const result = await this.db.transaction(async (tx): Promise<T | Failure> => {
-      const r = await this.inspect(tx, parsed, key);
+      const r = await this.inspect(tx, parsed, key, replay);
       return r.ok ? then(tx, { ...r, next: this.successorOf(key, parsed), tokenId: parsed.id }) : r;
     });
     // Announced after commit, so no instance can re-read the session as live.
@@ -189,35 +196,39 @@ export class SessionStore {
    * successor again; the session is not touched twice.
    */
   async rotate(presented: string): Promise<RotateResult> {
-    return this.withLiveToken(presented, async (tx, live): Promise<RotateResult> => {
-      if (live.successor) {
-        const { rows } = await tx.query<{ amr: string[] }>('SELECT amr FROM basalt.auth_sessions WHERE id = $1', [
-          live.sessionId,
-        ]);
-        return {
-          ok: true,
-          sessionId: live.sessionId,
-          userId: live.userId,
-          refreshToken: live.successor,
-          amr: rows[0]!.amr,
-        };
-      }
-      await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
-      // The session's amr comes back so the new access token says how the session was signed in.
-      const { rows } = await tx.query<{ amr: string[] }>(
-        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
-        [live.sessionId, REFRESH_TOKEN_SECONDS],
-      );
-      const refreshToken = await this.issueRefresh(tx, live.sessionId, live.next);
-      return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };
-    });
+    return this.withLiveToken(
+      presented,
+      async (tx, live): Promise<RotateResult> => {
+        if (live.successor) {
+          const { rows } = await tx.query<{ amr: string[] }>('SELECT amr FROM basalt.auth_sessions WHERE id = $1', [
+            live.sessionId,
+          ]);
+          return {
+            ok: true,
+            sessionId: live.sessionId,
+            userId: live.userId,
+            refreshToken: live.successor,
+            amr: rows[0]!.amr,
+          };
+        }
+        await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
+        // The session's amr comes back so the new access token says how the session was signed in.
+        const { rows } = await tx.query<{ amr: string[] }>(
+          'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
+          [live.sessionId, REFRESH_TOKEN_SECONDS],
+        );
+        const refreshToken = await this.issueRefresh(tx, live.sessionId, live.next);
+        return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };
+      },
+      true,
+    );
   }
 
   /**
    * The session of a refresh token presented to logout. Only the current token of a
    * live session counts — an old leaked one must not end the user's sessions — and a
-   * spent one is reuse, exactly as on refresh: the session is revoked (within the reuse
-   * interval, while its successor is current, it still names its session, as on refresh).
+   * spent one is reuse, exactly as on refresh: the session is revoked — also within the
+   * reuse interval, which serves only refresh (a retry of a logout is not needed: it ended the session).
    */
   async sessionOfRefresh(presented: string): Promise<CheckResult> {
     return this.withLiveToken(

@@ -78,6 +78,7 @@ export const EXECUTABLE_SUITES = [
   'test/security/csv-formulas.test.ts',
   'test/security/admin-idle.test.ts',
   'test/security/admin-lockout.test.ts',
+  'test/security/auth-edges.test.ts',
   'test/security/settings-safety.test.ts',
   'test/security/revoke-rollback.test.ts',
   'test/security/policy-escape.test.ts',

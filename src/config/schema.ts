@@ -470,6 +470,15 @@ export const SETTINGS: SettingDef[] = [
     description: 'Window counting failed logins, and lock duration.',
   },
   {
+    key: 'auth.refresh_reuse_interval_seconds',
+    kind: 'int',
+    default: 10,
+    min: 0,
+    max: 300,
+    description:
+      'Seconds after a refresh during which the spent refresh token, presented again, gets the same new refresh token (concurrent refreshes, a retry after a lost answer) instead of revoking the session as reuse; 0 turns this off.',
+  },
+  {
     key: 'auth.rate_limit_email_per_ip',
     kind: 'int',
     default: 5,

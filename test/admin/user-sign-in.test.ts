@@ -125,4 +125,88 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
     expect(down.body.data.checks).toEqual([{ step: 'discovery', ok: false, detail: expect.any(String) }]);
     expectAError(await adminReq(s, a, 'POST', '/api/admin/sign-in-providers/nope/check'), 404, 'provider_not_found');
   });
+  test('provider check: documents are judged, never shown (status, not JSON, wrong issuer, scheme/host refused); sign-in applies the same rule', async () => {
+    const SECRET = 'INTERNAL-ONLY-7f3a9c';
+    const hits: string[] = [];
+    const fake: { port?: number; stop(force: boolean): void } = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      fetch(req): Response {
+        const path = new URL(req.url).pathname;
+        hits.push(path);
+        const base = `http://127.0.0.1:${fake.port}`;
+        const meta = (name: string, extra: Record<string, unknown> = {}) =>
+          Response.json({
+            issuer: `${base}/${name}`,
+            authorization_endpoint: `${base}/${name}/authorize`,
+            token_endpoint: `${base}/${name}/token`,
+            jwks_uri: `${base}/${name}/jwks`,
+            response_types_supported: ['code'],
+            ...extra,
+          });
+        const [, name, rest] = /^\/([^/]+)(\/.*)$/.exec(path) ?? [];
+        if (rest === '/.well-known/openid-configuration')
+          switch (name) {
+            case 'html-jwks':
+            case 'jwks-500':
+              return meta(name);
+            case 'ssrf-jwks':
+              return meta(name, { jwks_uri: `http://0.0.0.0:${fake.port}/internal` });
+            case 'wrong-issuer':
+              return meta(name, { issuer: `https://${SECRET}.example` });
+            case 'discovery-500':
+              return new Response(SECRET, { status: 500 });
+            case 'discovery-html':
+              return new Response(`<p>${SECRET}</p>`, { headers: { 'content-type': 'application/json' } });
+          }
+        if (path === '/html-jwks/jwks') return new Response(`${SECRET} is not a key set`);
+        if (path === '/jwks-500/jwks') return new Response(SECRET, { status: 500 });
+        if (path === '/internal') return new Response(`{"keys": [{"secret": "${SECRET}"}]}`);
+        return new Response('not found', { status: 404 });
+      },
+    });
+    const names = ['html-jwks', 'jwks-500', 'ssrf-jwks', 'wrong-issuer', 'discovery-500', 'discovery-html'];
+    await s.settings.set('auth.oauth_providers', [
+      ...idp.settings(['test']),
+      ...names.map((name) => ({
+        name,
+        issuer: `http://127.0.0.1:${fake.port}/${name}`,
+        client_id: 'x',
+        client_secret: 'y',
+      })),
+    ]);
+    try {
+      const expected: Record<string, [string, RegExp]> = {
+        'html-jwks': ['jwks', /not JSON/],
+        'jwks-500': ['jwks', /HTTP 500/],
+        'ssrf-jwks': ['discovery', /jwks_uri: scheme\/host refused/],
+        'wrong-issuer': ['discovery', /wrong issuer/],
+        'discovery-500': ['discovery', /HTTP 500/],
+        'discovery-html': ['discovery', /not JSON/],
+      };
+      for (const name of names) {
+        const r = await adminReq(s, a, 'POST', `/api/admin/sign-in-providers/${name}/check`);
+        const data = expectA(r, 200, expect.objectContaining({ ok: false }));
+        const [step, detail] = expected[name]!;
+        const failed = data.checks.find((c: { ok: boolean | null }) => c.ok === false);
+        expect([name, failed.step, failed.detail]).toEqual([name, step, expect.stringMatching(detail)]);
+        expect([name, JSON.stringify(r.body)]).toEqual([name, expect.not.stringContaining(SECRET)]);
+      }
+      // The refused jwks_uri was never asked; a sign-in with that provider stops at the same rule.
+      expect(hits).not.toContain('/internal');
+      const start = await s.req(
+        'GET',
+        `/api/v1/auth/oauth/ssrf-jwks/start?redirect_to=${encodeURIComponent('https://app.example.com/')}`,
+        { redirect: 'manual' },
+      );
+      expectAError(start, 502, 'provider_unavailable');
+      expect(hits).not.toContain('/internal');
+    } finally {
+      fake.stop(true);
+      await s.settings.set('auth.oauth_providers', [
+        ...idp.settings(['test']),
+        { name: 'down', issuer: 'http://127.0.0.1:9', client_id: 'x', client_secret: 'y' },
+      ]);
+    }
+  });
 });

@@ -24,11 +24,11 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
       env: {
         BASALT_AUTH_LOCKOUT_THRESHOLD: String(PER_SOURCE),
         BASALT_ADMIN_LOCKOUT_BACKSTOP_THRESHOLD: String(BACKSTOP),
-        // The per-address limits must not be what answers here.
+        // The per-address limits must not be what answers here (the per-account one is a stored setting: one test lowers it).
         BASALT_AUTH_RATE_LIMIT_LOGIN_PER_IP: '1000',
-        BASALT_AUTH_RATE_LIMIT_LOGIN_PER_ACCOUNT: '1000',
       },
     });
+    await s.settings.set('auth.rate_limit_login_per_account', 1000);
     viewer = await signInAdmin(s);
   }, 180_000);
   afterAll(() => s.stop());
@@ -128,5 +128,23 @@ describe.each(ENGINES)('administrator lockout on %s', (engine) => {
     // An address shaped like the per-source key's prefix counts as its own, unknown account.
     await fail(`${ops}","1.2.3.4`, ip(), PER_SOURCE);
     expect((await lockOf(ops)).sources).toEqual([]);
+  });
+
+  test('admin unlock and admin passwd also clear the sign-in limit of the account (before: 429 rate_limited for a minute)', async () => {
+    // The account's limit per address is reached by the failures that lock it.
+    await s.settings.set('auth.rate_limit_login_per_account', PER_SOURCE);
+    try {
+      for (const lift of [(e: string) => cliUnlock(e), (e: string) => cliPasswd(e, ADMIN_PASSWORD)]) {
+        const ops = adminEmail('ops');
+        await createAdmin(s, ops);
+        const mine = ip();
+        for (const r of await fail(ops, mine, PER_SOURCE)) expect(r.status).toBe(401);
+        expectAError(await login(s, ops, ADMIN_PASSWORD, mine), 429, 'account_locked');
+        await lift(ops);
+        expect((await login(s, ops, ADMIN_PASSWORD, mine)).status).toBe(200);
+      }
+    } finally {
+      await s.settings.set('auth.rate_limit_login_per_account', 1000);
+    }
   });
 });

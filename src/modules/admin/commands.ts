@@ -80,7 +80,8 @@ export const adminCommands: Command[] = [
   {
     name: 'admin unlock',
     usage: 'basalt admin unlock EMAIL (or --email E)',
-    summary: "Lift an administrator's sign-in locks (every address) and forget the failures.",
+    summary:
+      "Lift an administrator's sign-in locks (every address), forget the failures and the account's sign-in limit.",
     options: { email: { type: 'string' } },
     platform: { migrate: false },
     async run({ platform, values, positionals, io }) {

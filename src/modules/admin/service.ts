@@ -6,7 +6,7 @@
 import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
-import { accountFromBucket, limitPerMinute } from '../auth/rate-limit';
+import { accountBucketsPrefix, accountFromBucket, limitPerMinute, resetBuckets } from '../auth/rate-limit';
 import { adminLockout, type LockoutLimits, type LockState } from '../auth/lockout';
 import { emailProblem, normalizeEmail } from '../auth/users';
 import { AdminErrors } from './errors';
@@ -143,7 +143,8 @@ export class AdminService {
       const row = await adminByEmail(tx, email);
       if (!row) throw AdminErrors.notFound(`The administrator ${email}`);
       const cleared = await adminLockout.unlock(tx, email);
-      note(row.id, { email, counters_cleared: cleared });
+      const limits = await clearAdminLimits(tx, email);
+      note(row.id, { email, counters_cleared: cleared, rate_limits_cleared: limits });
       return { admin: adminView(row), cleared };
     });
   }
@@ -172,7 +173,14 @@ export class AdminService {
       const ended = await endAdminSessions(tx, row.id);
       // A new password is the operator's answer to a lock: it lifts it.
       const cleared = await adminLockout.unlock(tx, email);
-      note(row.id, { email, password: 'changed', sessions_ended: ended, counters_cleared: cleared });
+      const limits = await clearAdminLimits(tx, email);
+      note(row.id, {
+        email,
+        password: 'changed',
+        sessions_ended: ended,
+        counters_cleared: cleared,
+        rate_limits_cleared: limits,
+      });
       return adminView(row);
     });
   }
@@ -240,7 +248,7 @@ export class AdminService {
     const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
     const locked = await adminLockout.lockedOut(this.p.db, email, meta.ip);
     if (locked) throw AdminErrors.accountLocked(locked);
-    await this.limit(accountFromBucket('admin_login_account', email, meta.ip), s('rate_limit_login_per_account'));
+    await this.limit(accountFromBucket(ADMIN_LOGIN_ACCOUNT, email, meta.ip), s('rate_limit_login_per_account'));
     const row = email ? await adminByEmail(this.p.db, email) : undefined;
     const ok = await verifyPassword(String(password ?? ''), row?.password_hash ?? (await dummyHash()));
     const actor: Actor = {
@@ -323,6 +331,20 @@ export class AdminService {
     await pruneSessions(this.p.db, this.lifetimes());
     return pruneAudit(this.p.db, this.p.settings.get<number>('admin.audit_retention_days'));
   }
+}
+
+/** The per-account sign-in limit of administrators, one bucket per (account, client address). */
+const ADMIN_LOGIN_ACCOUNT = 'admin_login_account';
+
+/**
+ * Forget the administrator's per-account sign-in limits from every client address: an
+ * unlock (or a new password) is the operator's word that they may sign in now, and the
+ * limit would otherwise still refuse them for up to a minute. The counters are rows of
+ * basalt.auth_rate_limits, shared by every instance on the database, so this clears
+ * them everywhere.
+ */
+function clearAdminLimits(tx: Queryable, email: string): Promise<number> {
+  return resetBuckets(tx, accountBucketsPrefix(ADMIN_LOGIN_ACCOUNT, email));
 }
 
 export function createAdminService(p: Platform): AdminService {

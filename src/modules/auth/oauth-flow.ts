@@ -26,6 +26,7 @@ import { mixedScriptAddress, userByEmail, userById, type UserRow } from './users
 import { insertPasswordlessUser } from './sign-in';
 import { limitPerMinute } from './rate-limit';
 import { secretMatches, sha256 } from './tokens';
+import { redirectProblem } from './redirects';
 
 /** The cookie binding a flow to the browser that started it. */
 export const OAUTH_COOKIE = 'basalt_oauth';
@@ -49,27 +50,6 @@ export const CALLBACK_ERRORS = [
 type CallbackError = (typeof CALLBACK_ERRORS)[number];
 
 const BINDING = /^[A-Za-z0-9_-]{43}$/;
-
-/**
- * Whether `target` may receive the browser: an absolute http(s) URL without credentials
- * whose origin is an allow-list entry's, and, when the entry has a path, whose path is
- * that path or below it (`/auth` admits `/auth` and `/auth/x`, never `/authx`). URLs are
- * compared parsed (WHATWG), so `..`, `%2e%2e` and backslashes are resolved first.
- */
-export function redirectAllowed(allowlist: readonly string[], target: string): boolean {
-  if (target.length > 2000 || !URL.canParse(target)) return false;
-  const t = new URL(target);
-  if ((t.protocol !== 'https:' && t.protocol !== 'http:') || t.username || t.password) return false;
-  return allowlist.some((entry) => {
-    if (!URL.canParse(entry)) return false;
-    const e = new URL(entry);
-    if (e.origin !== t.origin) return false;
-    const prefix = e.pathname;
-    if (prefix === '/' || prefix === '') return true;
-    const base = prefix.endsWith('/') ? prefix : `${prefix}/`;
-    return t.pathname === prefix || t.pathname === base.slice(0, -1) || t.pathname.startsWith(base);
-  });
-}
 
 /** `target` with its fragment replaced by `params` (the front-end reads location.hash). */
 function withFragment(target: string, params: Record<string, string>): string {
@@ -111,7 +91,8 @@ export class OAuthFlows {
   }
 
   private checkRedirect(target: string): void {
-    if (!redirectAllowed(this.setting<string[]>('redirect_allowlist'), target)) throw SignInErrors.invalidRedirect();
+    const problem = redirectProblem(this.setting<string[]>('redirect_allowlist'), target);
+    if (problem) throw SignInErrors.invalidRedirect(problem);
   }
 
   /**

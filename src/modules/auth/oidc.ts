@@ -70,6 +70,72 @@ function httpOptions(p: Provider) {
 
 const discovered = new Map<string, { as: oauth.AuthorizationServer; at: number }>();
 
+/** The endpoints of provider metadata that Basalt or a browser it sends there use. */
+const ENDPOINTS = ['authorization_endpoint', 'token_endpoint', 'jwks_uri', 'userinfo_endpoint'] as const;
+
+/** A URL named by a provider's metadata that the scheme/host rule refuses (the message names the field, not the URL). */
+class EndpointRefused extends Error {}
+
+/**
+ * The scheme/host rule for every URL a provider's metadata names, at sign-in and in the
+ * provider check alike: https, or plain http to this machine for a provider on this
+ * machine (the rule for the issuer itself, httpOptions); no credentials in the URL. So a
+ * discovery document cannot point Basalt's requests (the client secret, the JWKS fetch)
+ * at plain http elsewhere or at another host's internal addresses over http (`0.0.0.0`,
+ * `169.254.169.254`). oauth4webapi alone lets an allowed-insecure (loopback) issuer name
+ * http endpoints anywhere.
+ */
+function checkEndpoints(p: Provider, as: oauth.AuthorizationServer): void {
+  const local = isLoopback(p.issuer);
+  for (const field of ENDPOINTS) {
+    const value = as[field];
+    if (value === undefined) continue;
+    const u = typeof value === 'string' && URL.canParse(value) ? new URL(value) : undefined;
+    if (!u) throw new EndpointRefused(`${field} is not a URL`);
+    const ok =
+      !u.username &&
+      !u.password &&
+      (u.protocol === 'https:' || (u.protocol === 'http:' && local && isLoopback(u.href)));
+    if (!ok)
+      throw new EndpointRefused(
+        `${field}: scheme/host refused (https only; plain http only to this machine, for a provider on this machine)`,
+      );
+  }
+}
+
+/**
+ * What went wrong fetching a provider's document, without any of its content (the
+ * provider check shows this to the administrator; a document at an internal address
+ * must not be read back through it): the HTTP status, not JSON, the wrong issuer, a
+ * scheme/host refused, unreachable.
+ */
+export function fetchProblem(e: unknown): string {
+  if (e instanceof EndpointRefused) return e.message;
+  if (e instanceof oauth.OperationProcessingError) {
+    switch (e.code) {
+      case oauth.RESPONSE_IS_NOT_CONFORM:
+        return e.cause instanceof Response ? `answered HTTP ${e.cause.status}` : 'answered with an unexpected status';
+      case oauth.RESPONSE_IS_NOT_JSON:
+      case oauth.PARSE_ERROR:
+        return 'the answer is not JSON';
+      case oauth.INVALID_RESPONSE:
+        return 'the answer is not a JSON object naming an issuer';
+      case oauth.JSON_ATTRIBUTE_COMPARISON:
+        return 'wrong issuer: the document names another issuer than the configured one';
+      case oauth.HTTP_REQUEST_FORBIDDEN:
+      case oauth.REQUEST_PROTOCOL_FORBIDDEN:
+        return 'scheme/host refused (https only; plain http only to this machine, for a provider on this machine)';
+      case oauth.MISSING_SERVER_METADATA:
+      case oauth.INVALID_SERVER_METADATA:
+        return 'the metadata lacks an endpoint or names an invalid one';
+    }
+  }
+  if (e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError'))
+    return `no answer within ${HTTP_TIMEOUT_MS / 1000} s`;
+  const code = (e as { code?: unknown })?.code;
+  return `could not be reached${typeof code === 'string' && /^[A-Za-z_]{1,40}$/.test(code) ? ` (${code})` : ''}`;
+}
+
 /** The provider's authorization server metadata (discovery for OpenID Connect, fixed for GitHub). */
 async function serverOf(p: Provider): Promise<oauth.AuthorizationServer> {
   if (p.kind === 'github')
@@ -85,6 +151,7 @@ async function serverOf(p: Provider): Promise<oauth.AuthorizationServer> {
     issuer,
     await oauth.discoveryRequest(issuer, { algorithm: 'oidc', ...httpOptions(p) }),
   );
+  checkEndpoints(p, as);
   discovered.set(p.issuer, { as, at: performance.now() });
   return as;
 }
@@ -242,7 +309,36 @@ export interface CheckStep {
 const NO_PUBLIC_BASE =
   'no public base URL known: the public API has its own listener (web.public_api_separate) and web.public_base_url is empty; set web.public_base_url to where browsers reach the public API, the callback to register is under it';
 
-const why = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
+/** Why a step failed: our own messages as they are, a fetch's failure without the fetched content. */
+const why = (e: unknown) => (e instanceof StepFailed ? e.message : fetchProblem(e));
+
+/** A step's own finding, worded here (never content of a fetched document). */
+class StepFailed extends Error {}
+
+/**
+ * The JWKS at `jwksUri` (already past the scheme/host rule): how many signing keys it
+ * holds. Redirects are not followed (the rule would not see where they lead).
+ */
+async function signingKeys(jwksUri: string): Promise<number> {
+  const r = await fetch(jwksUri, { redirect: 'manual', signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) });
+  if (r.status !== 200) {
+    await r.body?.cancel();
+    throw new StepFailed(
+      `jwks_uri answered HTTP ${r.status}${r.status >= 300 && r.status < 400 ? ' (redirects are not followed)' : ''}`,
+    );
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(await r.text());
+  } catch {
+    throw new StepFailed('jwks_uri: the answer is not JSON');
+  }
+  const keys = (doc as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys)) throw new StepFailed('jwks_uri: the answer has no "keys" list');
+  return keys.filter(
+    (k: { use?: unknown } | null) => k && typeof k === 'object' && (k.use === undefined || k.use === 'sig'),
+  ).length;
+}
 
 /** Token endpoint errors that mean "the client is known, the code is not" (RFC 6749 §5.2; GitHub's own). */
 const CLIENT_ACCEPTED = new Set(['invalid_grant', 'bad_verification_code']);
@@ -281,9 +377,10 @@ export async function providerCheck(
   try {
     discovered.delete(p.issuer);
     as = await serverOf(p);
-    if (!as.authorization_endpoint || !as.token_endpoint) throw new Error('no authorization or token endpoint');
+    if (!as.authorization_endpoint || !as.token_endpoint)
+      throw new StepFailed('the metadata names no authorization or token endpoint');
     const pkce = as.code_challenge_methods_supported;
-    if (pkce && !pkce.includes('S256')) throw new Error(`PKCE S256 not offered (only ${pkce.join(', ')})`);
+    if (Array.isArray(pkce) && !pkce.includes('S256')) throw new StepFailed('PKCE S256 not offered');
     checks.push({
       step: 'discovery',
       ok: true,
@@ -297,20 +394,17 @@ export async function providerCheck(
   }
   if (as && p.kind === 'oidc') {
     try {
-      if (!as.jwks_uri) throw new Error('the metadata names no jwks_uri');
-      const r = await fetch(as.jwks_uri, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) });
-      if (!r.ok) throw new Error(`${as.jwks_uri} answered ${r.status}`);
-      const keys = ((await r.json()) as { keys?: { use?: string; kty?: string }[] }).keys ?? [];
-      const signing = keys.filter((k) => k.use === undefined || k.use === 'sig');
-      if (!signing.length) throw new Error(`${as.jwks_uri} holds no signing key`);
-      checks.push({ step: 'jwks', ok: true, detail: `${signing.length} signing key(s) at ${as.jwks_uri}` });
+      if (!as.jwks_uri) throw new StepFailed('the metadata names no jwks_uri');
+      const signing = await signingKeys(as.jwks_uri);
+      if (!signing) throw new StepFailed('jwks_uri holds no signing key');
+      checks.push({ step: 'jwks', ok: true, detail: `${signing} signing key(s) at ${as.jwks_uri}` });
     } catch (e) {
       checks.push({ step: 'jwks', ok: false, detail: why(e) });
     }
   }
   if (as) {
     try {
-      if (callbackUrl === null) throw new Error(NO_PUBLIC_BASE);
+      if (callbackUrl === null) throw new StepFailed(NO_PUBLIC_BASE);
       url = (await authorizationUrl(p, callbackUrl)).url;
       checks.push({
         step: 'authorization_url',
@@ -355,6 +449,7 @@ async function probeToken(p: Provider, as: oauth.AuthorizationServer, callbackUr
   });
   const r = await fetch(as.token_endpoint!, {
     method: 'POST',
+    redirect: 'manual',
     headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
     body,
     signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
@@ -363,7 +458,9 @@ async function probeToken(p: Provider, as: oauth.AuthorizationServer, callbackUr
   try {
     error = ((await r.json()) as { error?: unknown }).error;
   } catch {}
-  const said = typeof error === 'string' ? error.slice(0, 60) : `HTTP ${r.status}`;
+  // Only error codes named here are repeated: nothing else of the answer is shown.
+  const known = typeof error === 'string' && (CLIENT_ACCEPTED.has(error) || CLIENT_REFUSED.has(error));
+  const said = known ? error : `HTTP ${r.status}`;
   if (typeof error === 'string' && CLIENT_ACCEPTED.has(error))
     return { step: 'token_endpoint', ok: true, detail: `client id and secret accepted (a made-up code → ${said})` };
   if (typeof error === 'string' && CLIENT_REFUSED.has(error))

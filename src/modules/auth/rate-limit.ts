@@ -114,9 +114,15 @@ export async function clearFailures(db: Queryable, email: string): Promise<void>
   await db.query('DELETE FROM basalt.auth_login_failures WHERE email = $1', [email]);
 }
 
-/** Forget the counters whose name starts with `prefix` (a password reset proves the mailbox: its owner may log in at once). */
-export async function resetBuckets(db: Queryable, prefix: string): Promise<void> {
-  await db.query('DELETE FROM basalt.auth_rate_limits WHERE left(bucket, length($1)) = $1', [prefix]);
+/**
+ * Forget the counters whose name starts with `prefix` (a password reset proves the mailbox,
+ * an unlock is the operator's word: the owner may sign in at once); returns how many.
+ */
+export async function resetBuckets(db: Queryable, prefix: string): Promise<number> {
+  const { rowCount } = await db.query('DELETE FROM basalt.auth_rate_limits WHERE left(bucket, length($1)) = $1', [
+    prefix,
+  ]);
+  return rowCount;
 }
 
 /** Drop counters whose window ended long ago (housekeeping). */

@@ -74,8 +74,9 @@ export function authRoutes(p: Basalt, area: AreaFacts) {
           summary: 'Rotate the refresh token',
           'x-codes': { 401: ['invalid_refresh_token', 'refresh_token_reused'], 403: ['account_disabled'] },
           description:
-            'Exchanges a refresh token for a new access token and a new refresh token; the old one is spent. Presenting a spent token again ' +
-            '→ 401 `refresh_token_reused` and the whole session is revoked (its access tokens stop at once).',
+            'Exchanges a refresh token for a new access token and a new refresh token; the old one is spent. Presented again within ' +
+            'auth.refresh_reuse_interval_seconds (10) while that new token is unused (concurrent refreshes, a retry) → 200 with the same new ' +
+            'refresh token. Otherwise a spent token → 401 `refresh_token_reused` and the whole session is revoked (its access tokens stop at once).',
         },
       })
       .post(

@@ -479,7 +479,7 @@ export async function createAuthService(p: Platform, { mail }: AuthDeps): Promis
     throw new ConfigError('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
   }
   const secret = configured || (await getOrCreateSecret(p.db, 'jwt'));
-  const sessions = new SessionStore(p.db);
+  const sessions = new SessionStore(p.db, () => p.settings.get<number>('auth.refresh_reuse_interval_seconds'));
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions, mail);
   service.methods = new SignInMethods(

@@ -8,7 +8,15 @@
  * The TTL only bounds staleness if a notification is ever lost.
  */
 import type { Db, Queryable } from '../../db/engine';
-import { newOpaqueToken, parseOpaqueToken, REFRESH_TOKEN_SECONDS, secretMatches } from './tokens';
+import { getOrCreateSecret } from '../../db/secrets';
+import {
+  derivedOpaqueToken,
+  newOpaqueToken,
+  type OpaqueToken,
+  parseOpaqueToken,
+  REFRESH_TOKEN_SECONDS,
+  secretMatches,
+} from './tokens';
 import { publicUser, type PublicUser, type UserRow } from './users';
 
 const CHANNEL = 'basalt_auth_sessions';
@@ -26,7 +34,8 @@ export interface SessionState {
 
 /** Why a refresh token was refused; `sessionId` is set when the refusal revoked a session (reuse). */
 export type Failure = { ok: false; reason: 'invalid' | 'reused' | 'revoked' | 'disabled'; sessionId?: string };
-export type CheckResult = { ok: true; sessionId: string; userId: string } | Failure;
+/** `successor`: the token was spent within the reuse interval; this is the token its rotation issued (still current). */
+export type CheckResult = { ok: true; sessionId: string; userId: string; successor?: string } | Failure;
 export type RotateResult =
   | { ok: true; sessionId: string; userId: string; refreshToken: string; amr: string[] }
   | Failure;
@@ -37,8 +46,25 @@ export class SessionStore {
   private generation = 0;
   private unlisten?: () => Promise<void>;
   private invalidateListeners = new Set<(key: string) => void>();
+  private successorKey?: Promise<Uint8Array>;
 
-  constructor(private db: Db) {}
+  /** `reuseIntervalSeconds`: auth.refresh_reuse_interval_seconds, read on every refresh. */
+  constructor(
+    private db: Db,
+    private reuseIntervalSeconds: () => number = () => 10,
+  ) {}
+
+  /** The installation key refresh tokens' successors are derived under (kept in basalt.secrets). */
+  private key(): Promise<Uint8Array> {
+    this.successorKey ??= getOrCreateSecret(this.db, 'refresh_successor', 32).then((k) => Buffer.from(k, 'base64url'));
+    this.successorKey.catch(() => (this.successorKey = undefined));
+    return this.successorKey;
+  }
+
+  /** The successor a rotation of the token `parsed` issues: always the same one (tokens.ts derivedOpaqueToken). */
+  private successorOf(key: Uint8Array, parsed: { id: string; secret: string }): OpaqueToken {
+    return derivedOpaqueToken(key, `refresh:${parsed.id}.${parsed.secret}`);
+  }
 
   /**
    * Call `fn` with every invalidation, from this instance or another: a session id, or
@@ -74,8 +100,7 @@ export class SessionStore {
     return { sessionId, refreshToken };
   }
 
-  private async issueRefresh(tx: Queryable, sessionId: string): Promise<string> {
-    const t = newOpaqueToken();
+  private async issueRefresh(tx: Queryable, sessionId: string, t: OpaqueToken = newOpaqueToken()): Promise<string> {
     await tx.query(
       `INSERT INTO basalt.auth_refresh_tokens (id, session_id, secret_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
       [t.id, sessionId, t.hash, REFRESH_TOKEN_SECONDS],
@@ -85,51 +110,79 @@ export class SessionStore {
 
   /**
    * Inside the caller's transaction, with the token and its session locked: whether
-   * `parsed` is the current refresh token of a live session. A token that was
-   * already rotated proves a copy exists somewhere else: the whole session is
-   * revoked (reason `reused`, with its id so the caller can announce it after commit).
+   * `parsed` is the current refresh token of a live session. With `replay` (a refresh), a
+   * token already rotated within the reuse interval whose successor is still the current
+   * token is a concurrent use or a retry of a lost answer (docs/auth.md, Tokens and
+   * sessions): it gets that successor (`successor`). Any other spent token proves a copy exists somewhere else:
+   * the whole session is revoked (reason `reused`, with its id so the caller can
+   * announce it after commit).
    */
-  private async inspect(tx: Queryable, parsed: { id: string; secret: string }): Promise<CheckResult> {
+  private async inspect(
+    tx: Queryable,
+    parsed: { id: string; secret: string },
+    key: Uint8Array,
+    replay: boolean,
+  ): Promise<CheckResult> {
     // FOR UPDATE serializes two uses racing with the same token: the second sees used_at.
     const { rows } = await tx.query<{
       secret_hash: Uint8Array;
       session_id: string;
       used_at: Date | null;
+      recent: boolean;
       live: boolean;
       revoked_at: Date | null;
       user_id: string;
       disabled_at: Date | null;
     }>(
-      `SELECT t.secret_hash, t.session_id, t.used_at, (t.expires_at > now() AND s.expires_at > now()) AS live,
+      `SELECT t.secret_hash, t.session_id, t.used_at, t.used_at > now() - make_interval(secs => $2) AS recent,
+              (t.expires_at > now() AND s.expires_at > now()) AS live,
               s.revoked_at, s.user_id, u.disabled_at
          FROM basalt.auth_refresh_tokens t
          JOIN basalt.auth_sessions s ON s.id = t.session_id
          JOIN basalt.users u ON u.id = s.user_id
         WHERE t.id = $1 FOR UPDATE OF t, s`,
-      [parsed.id],
+      [parsed.id, this.reuseIntervalSeconds()],
     );
     const row = rows[0];
     if (!row || !secretMatches(parsed.secret, row.secret_hash)) return { ok: false, reason: 'invalid' };
     if (row.revoked_at) return { ok: false, reason: 'revoked' };
+    let successor: string | undefined;
     if (row.used_at) {
-      await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
-      return { ok: false, reason: 'reused', sessionId: row.session_id };
+      const next = this.successorOf(key, parsed);
+      const current =
+        replay && row.recent
+          ? await tx.query(
+              'SELECT 1 FROM basalt.auth_refresh_tokens WHERE id = $1 AND session_id = $2 AND used_at IS NULL AND expires_at > now()',
+              [next.id, row.session_id],
+            )
+          : undefined;
+      if (!current?.rows.length) {
+        await revokeWhere(tx, 'id = $1', [row.session_id], 'refresh_token_reuse');
+        return { ok: false, reason: 'reused', sessionId: row.session_id };
+      }
+      successor = next.token;
     }
     if (!row.live) return { ok: false, reason: 'invalid' };
     if (row.disabled_at) return { ok: false, reason: 'disabled' };
-    return { ok: true, sessionId: row.session_id, userId: row.user_id };
+    return { ok: true, sessionId: row.session_id, userId: row.user_id, ...(successor ? { successor } : {}) };
   }
 
   /** Run `inspect` (and `then` when the token is good) in one transaction; announce a reuse revocation after commit. */
   private async withLiveToken<T>(
     presented: string,
-    then: (tx: Queryable, live: { sessionId: string; userId: string; tokenId: string }) => Promise<T>,
+    then: (
+      tx: Queryable,
+      live: { sessionId: string; userId: string; successor?: string; next: OpaqueToken; tokenId: string },
+    ) => Promise<T>,
+    replay = false,
   ): Promise<T | Failure> {
     const parsed = parseOpaqueToken(presented);
     if (!parsed) return { ok: false, reason: 'invalid' };
+    // Read before the transaction: on the embedded engine a transaction holds the database.
+    const key = await this.key();
     const result = await this.db.transaction(async (tx): Promise<T | Failure> => {
-      const r = await this.inspect(tx, parsed);
-      return r.ok ? then(tx, { sessionId: r.sessionId, userId: r.userId, tokenId: parsed.id }) : r;
+      const r = await this.inspect(tx, parsed, key, replay);
+      return r.ok ? then(tx, { ...r, next: this.successorOf(key, parsed), tokenId: parsed.id }) : r;
     });
     // Announced after commit, so no instance can re-read the session as live.
     const failed = result as Failure;
@@ -137,24 +190,45 @@ export class SessionStore {
     return result;
   }
 
-  /** Exchange a refresh token for a new one (the presented one is spent). */
+  /**
+   * Exchange a refresh token for its successor (the presented one is spent). Presented
+   * again within the reuse interval, while the successor is current, it gets the same
+   * successor again; the session is not touched twice.
+   */
   async rotate(presented: string): Promise<RotateResult> {
-    return this.withLiveToken(presented, async (tx, live): Promise<RotateResult> => {
-      await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
-      // The session's amr comes back so the new access token says how the session was signed in.
-      const { rows } = await tx.query<{ amr: string[] }>(
-        'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
-        [live.sessionId, REFRESH_TOKEN_SECONDS],
-      );
-      const refreshToken = await this.issueRefresh(tx, live.sessionId);
-      return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };
-    });
+    return this.withLiveToken(
+      presented,
+      async (tx, live): Promise<RotateResult> => {
+        if (live.successor) {
+          const { rows } = await tx.query<{ amr: string[] }>('SELECT amr FROM basalt.auth_sessions WHERE id = $1', [
+            live.sessionId,
+          ]);
+          return {
+            ok: true,
+            sessionId: live.sessionId,
+            userId: live.userId,
+            refreshToken: live.successor,
+            amr: rows[0]!.amr,
+          };
+        }
+        await tx.query('UPDATE basalt.auth_refresh_tokens SET used_at = now() WHERE id = $1', [live.tokenId]);
+        // The session's amr comes back so the new access token says how the session was signed in.
+        const { rows } = await tx.query<{ amr: string[] }>(
+          'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
+          [live.sessionId, REFRESH_TOKEN_SECONDS],
+        );
+        const refreshToken = await this.issueRefresh(tx, live.sessionId, live.next);
+        return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };
+      },
+      true,
+    );
   }
 
   /**
    * The session of a refresh token presented to logout. Only the current token of a
    * live session counts — an old leaked one must not end the user's sessions — and a
-   * spent one is reuse, exactly as on refresh: the session is revoked.
+   * spent one is reuse, exactly as on refresh: the session is revoked — also within the
+   * reuse interval, which serves only refresh (a retry of a logout is not needed: it ended the session).
    */
   async sessionOfRefresh(presented: string): Promise<CheckResult> {
     return this.withLiveToken(

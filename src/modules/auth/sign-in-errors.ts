@@ -17,10 +17,12 @@ export const SignInErrors = defineErrors({
     code: 'provider_unavailable',
     message: 'The sign-in provider could not be reached or answered wrongly; try again later.',
   },
+  /** `problem`: what is wrong with redirect_to (./redirects.ts), also in details.fields.redirect_to. */
   invalidRedirect: {
     status: 400,
     code: 'invalid_redirect',
-    message: 'redirect_to must be an absolute URL allowed by auth.redirect_allowlist.',
+    message: (problem: string) => `redirect_to ${problem}.`,
+    extra: (problem: string) => ({ details: { fields: { redirect_to: problem } } }),
   },
   /** A callback whose state is unknown, expired or spent: there is no trusted place to send the browser. */
   invalidState: {

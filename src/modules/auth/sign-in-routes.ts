@@ -316,7 +316,7 @@ export function signInRoutes(p: Basalt, area: AreaFacts) {
             409: ['mfa_already_enabled'],
           },
           description:
-            'With a current code of the enrolled secret: TOTP is on from now, every login asks for it. Answers 10 recovery codes, shown only this once.',
+            "With a current code of the enrolled secret: TOTP is on from now, every login asks for it, and the user's other sessions end (this one stays). Answers 10 recovery codes, shown only this once.",
           security: bearer,
         },
       },

@@ -158,11 +158,20 @@ export class SignInMethods {
     return r;
   }
 
+  /**
+   * Turn the enrolled TOTP on with a current code. Every other session of the user ends
+   * (the one confirming stays): a session signed in before the second factor existed,
+   * perhaps by whoever knew only the password, must sign in again and pass it.
+   */
   async confirmTotp(user: AuthenticatedUser, code: string): Promise<{ recovery_codes: string[] }> {
     const state = await totpState(this.p.db, user.userId);
     if (state === 'enabled') throw SignInErrors.mfaAlreadyEnabled();
     if (state === 'none') throw SignInErrors.mfaNotEnrolled();
-    const codes = await this.p.db.transaction((tx) => confirmTotp(tx, this.totpBox, user.userId, code));
+    const codes = await this.p.db.transaction(async (tx) => {
+      const codes = await confirmTotp(tx, this.totpBox, user.userId, code);
+      if (codes) await this.auth.sessions.revokeUser(user.userId, 'mfa_enabled', user.sessionId, tx);
+      return codes;
+    });
     if (!codes) throw SignInErrors.invalidCode();
     return { recovery_codes: codes };
   }

@@ -4,7 +4,7 @@
  * constant time, so a database leak yields no usable token and a lookup leaks
  * nothing through timing.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** Lifetime of a refresh token; each rotation (./sessions.ts) gives the session as long again. */
 export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
@@ -26,6 +26,20 @@ export function sha256(text: string): Uint8Array {
 export function newOpaqueToken(): OpaqueToken {
   const id = randomPart(12);
   const secret = randomPart(32);
+  return { token: `${id}.${secret}`, id, hash: sha256(secret) };
+}
+
+/**
+ * A token derived from `seed` under `key` (an installation secret): the same seed always
+ * gives the same token, and nobody without the key can compute it. The successor of a
+ * refresh token is derived from that token's id and secret (./sessions.ts), so a client
+ * that presents the token again within the reuse interval receives the very same
+ * successor, though only its hash is stored.
+ */
+export function derivedOpaqueToken(key: Uint8Array, seed: string): OpaqueToken {
+  const mac = (label: string) => createHmac('sha256', key).update(`${label}\0${seed}`).digest();
+  const id = mac('id').subarray(0, 12).toString('base64url');
+  const secret = mac('secret').toString('base64url');
   return { token: `${id}.${secret}`, id, hash: sha256(secret) };
 }
 

@@ -4,8 +4,8 @@
  * target with each run's verdict, each run's CPU per request of either side (when the runs
  * disagree, it tells whether the yardstick moved or Basalt did), the other work seen on the
  * server's core and the core's speed before the cell (a fixed piece of JavaScript's CPU ms: when it
- * differs between the runs, the machine did). Prints a markdown table (docs/operations.md,
- * "Two whole runs"), then the count of cells that agree and that each run met; exits 1 when a
+ * differs between the runs, the machine did). Prints a markdown table (docs/bench/,
+ * e.g. http-2026-11-27-0352.md), then the count of cells that agree and that each run met; exits 1 when a
  * cell disagrees.
  *
  *   bun bench/http-compare.ts bench/results/http-A.json bench/results/http-B.json

@@ -1,5 +1,5 @@
 /**
- * The agreement check of bench:http (docs/operations.md, "HTTP load from a separate process"):
+ * The agreement check of bench:http (docs/bench/http-method.md):
  * builds the executable once, runs the whole bench:http twice on it, one run after the other,
  * and sets the two results side by side (bench:http-compare): per cell both CPU ratios, their
  * difference, whether they agree within 0.05, and each run's verdict against the target. Both

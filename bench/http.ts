@@ -104,7 +104,7 @@ if (MODE !== 'together' && MODE !== 'alternate') throw new Error('BENCH_MODE is 
  * pair's spread: the external select at 16 connections, 16 pairs of 2 s, spread with a standard
  * deviation of 0.079 (0.72-0.97); 8 pairs of 8 s, 0.017 (0.88-0.94), five times less where a
  * spread that fell with the window alone would have halved. 5 s: 0.016-0.029 over five embedded
- * cells (docs/operations.md, "Pairs of 5 s"). The solo pair and the thrown-away pair that starts a
+ * cells (docs/bench/2026-11-26-pairs-of-5s.md). The solo pair and the thrown-away pair that starts a
  * cell stay short (SHORT_SECONDS): neither counts in the ratio.
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (MODE === 'together' ? 5 : 1));

@@ -1,8 +1,8 @@
 /**
  * Where a Database API select spends Basalt's own time: the same request through fewer and
- * fewer of Basalt's layers, in one process, with and without the database (docs/operations.md,
- * "The select layer by layer"). Not a throughput figure (bench:http is): CPU microseconds per
- * request, 16 requests in flight, each variant measured BENCH_REPEATS times in turn, medians.
+ * fewer of Basalt's layers, in one process, with and without the database
+ * (docs/bench/2026-11-24-select-layer-by-layer.md). Not a throughput figure (bench:http is): CPU
+ * microseconds per request, 16 requests in flight, each variant measured BENCH_REPEATS times in turn, medians.
  *
  *  - listener: the listener's fetch (src/http/server.ts) → Elysia → guards → route → service;
  *  - app: Elysia's handle, without the listener's wrapper;
@@ -17,7 +17,7 @@
  * through the same pool. The difference between the two is what the database path costs
  * under each layer. External PostgreSQL by default; BENCH_ENGINE=embedded runs the "database"
  * rows on the embedded engine, where each statement's WebAssembly work runs between the two
- * halves of every request (docs/operations.md, "The embedded select's gap").
+ * halves of every request (docs/bench/2026-11-25-where-the-time-goes-per-layer.md, "The embedded select's gap").
  *
  *   npm run bench:layers
  *   BENCH_ENGINE=embedded npm run bench:layers

@@ -2,7 +2,7 @@
  * Where the time goes: Basalt from this checkout under Bun's CPU profiler while wrk (a
  * separate process) drives one bench:http workload at it; writes the profile as markdown
  * (hot functions, call tree, time per file) and as a .cpuprofile, for reading before changing
- * code (docs/operations.md, Where the time goes). The server runs on one core and wrk (with this
+ * code (docs/bench/README.md, Where the time goes). The server runs on one core and wrk (with this
  * script) on the other, as in bench:http; the server's CPU per request is read from /proc.
  *
  *   npm run bench:profile                                  # select, external PostgreSQL

@@ -1,7 +1,7 @@
 /**
  * The import circles of src/: every strongly connected component of the import graph
  * (type imports, `import('…')` types, dynamic imports and `declare module` blocks included),
- * largest first. README.md (Development, Layers) says which circles are allowed: none (`--max 1`).
+ * largest first. docs/architecture.md (Layers) says which circles are allowed: none (`--max 1`).
  *
  *   bun scripts/import-cycles.ts [--max N] [DIR]
  *

@@ -2,7 +2,7 @@
  * Every area's service, built in one place on top of the platform's core (src/platform.ts),
  * each with the other services it names: the one place that knows them all. Route modules,
  * commands, workers and tests receive a `Basalt`: the core and these services.
- * README.md (Development, Layers) describes it.
+ * docs/architecture.md (Layers) describes it.
  */
 import { openPlatform, type OpenPlatformOptions, type Platform } from './platform';
 import { createKeyService, type KeyService } from './modules/keys/service';

@@ -9,7 +9,7 @@
  * 10-row select left about 60 ArrayBuffers behind; the collector, which counts PGlite's
  * WebAssembly memory against the heap's budget, let them pile up until the process had grown by
  * hundreds of MiB, and CPU per statement alternated between two levels as it collected
- * (docs/operations.md, "The embedded engine under load").
+ * (docs/bench/2026-11-25-embedded-engine-under-load.md).
  *
  * Here a statement is two exchanges, each written into one growing buffer and read from another:
  *  1. Parse + Describe (statement) + Flush: the parameters' types, so each value is serialized

@@ -56,7 +56,7 @@ export interface EmbeddedOptions {
  * The collector counts the engine's WebAssembly memory against the heap's budget, so on its own it
  * lets a statement load's garbage grow by hundreds of MiB before collecting, and the pages it then
  * returns are faulted back in (bench:embedded-load: +150 MiB in 15 s without; +10 MiB with, and
- * less CPU per statement; docs/operations.md, "The embedded engine under load").
+ * less CPU per statement; docs/bench/2026-11-25-embedded-engine-under-load.md).
  */
 const COLLECT_EVERY = 1000;
 /**
@@ -64,7 +64,7 @@ const COLLECT_EVERY = 1000;
  * flight when a quick collection runs (each statement's promises and async frames, some 160 bytes a
  * statement) outlives it and is then freed only by a full collection, which the collector, counting
  * the WebAssembly memory, puts off: at 24,000 statements a second RSS grew by 3.3 MiB a second,
- * +209 MiB in 60 s; with this, +13 to +30 MiB (docs/operations.md, "The embedded engine under load").
+ * +209 MiB in 60 s; with this, +13 to +30 MiB (docs/bench/2026-11-26-1543-two-runs-median-to-0.012.md).
  */
 const FULL_COLLECT_EVERY = 100_000;
 /** The engine's buffer cache (docs/operations.md, "Memory"). */

@@ -12,7 +12,7 @@
  *   refused); a long holder's wait (`acquire`: a transaction's begin, whose signal also says the
  *   key was revoked or the instance is stopping) listens to it and leaves the queue at once. An
  *   abort listener per waiting statement cost the service key's select on external PostgreSQL
- *   about 0.05 of its CPU ratio at 64 connections (docs/operations.md, "The select's request signal");
+ *   about 0.05 of its CPU ratio at 64 connections (docs/bench/2026-11-26-request-signal.md);
  * - is refused at once when its key is revoked (`cancel`).
  *
  * Order: the platform's own work (no key) first, in arrival order; then API keys in turn —

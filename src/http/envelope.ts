@@ -116,7 +116,7 @@ function metaOf(meta: RequestMeta): MetaBody {
  * not check a Response against the route's `response` schema, which still describes the
  * body in the OpenAPI document and is checked against live answers by
  * test/openapi/conformance.test.ts. Checking and cleaning our own output on every request
- * cost about a third of the Database API's route (docs/operations.md).
+ * cost about a third of the Database API's route (docs/database.md, Figures).
  */
 export function successResponse(
   request: Request,

@@ -235,7 +235,7 @@ const READERS: BodyReaders = {
  * `request.json()`, `text()`, `arrayBuffer()`, `bytes()` or `blob()` all get the same
  * bytes, and `clone()` gives a request that carries them (docs/extensions.md). Building a
  * new Request around the text instead cost as much as the rest of the listener's wrapper
- * (docs/operations.md, "The select layer by layer").
+ * (docs/bench/2026-11-24-select-layer-by-layer.md).
  */
 function answeringFrom(req: Request, text: string): Request {
   const r = req as Answering;

@@ -5,7 +5,7 @@
  * options postgres.js resolved for a pool (`sql.options`: host, user, password, run-time
  * parameters, parsers) that src/db/external.ts hands to src/db/external-wire.ts, and
  * csv-parse's `info: true` records, which its overloads type as plain rows. Nothing else in
- * src/ writes `as never` or `as unknown as` (README.md, Development, Types). Each use names
+ * src/ writes `as never` or `as unknown as` (docs/architecture.md, Layers). Each use names
  * the shape it reads; the tests of that area are what check it.
  */
 export function undeclared<T>(value: unknown): T {

@@ -151,7 +151,7 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
   });
 
   test.if(engine === 'embedded')('embedded statements leave no ArrayBuffer behind', async () => {
-    // PGlite's own query path left ~60 per 10-row select (docs/operations.md, "The embedded engine under load").
+    // PGlite's own query path left ~60 per 10-row select (docs/bench/2026-11-25-embedded-engine-under-load.md).
     await db.exec(
       'CREATE TABLE public.t_buffers AS SELECT g AS id, g % 10 AS grp, md5(g::text) AS name FROM generate_series(1, 1000) g',
     );

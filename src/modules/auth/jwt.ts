@@ -3,8 +3,7 @@
  * synchronous verifier, so the same code serves route handlers and the user guard, which
  * only holds a token. Verification runs on every authenticated request: Bun's WebCrypto
  * HMAC (what jose verifies with) costs tens of microseconds of CPU per call at low
- * concurrency, node:crypto's HMAC (fast-jwt's) under one (docs/operations.md, Where the
- * time goes).
+ * concurrency, node:crypto's HMAC (fast-jwt's) under one (docs/bench/2026-11-23-select-and-me-profiles.md).
  */
 import { createVerifier, TokenError, type VerifierOptions } from 'fast-jwt';
 import { SignJWT } from 'jose';

@@ -269,7 +269,7 @@ function bodyChecksFail(body: unknown): boolean {
 
 /**
  * A service key's select outside a transaction, answered without Elysia when everything about it
- * is in order (docs/operations.md, "The select under load, layer by layer"): the most frequent
+ * is in order (docs/bench/2026-11-26-select-under-load-layer-by-layer.md): the most frequent
  * request of the Database API, where Elysia's part (context, router, body parse and cleaning, the
  * route's hooks, the answer's mapping) was a tenth of the CPU ratio to the bare baseline.
  *

@@ -16,7 +16,7 @@ import { expectA, expectAError } from '../helpers/envelopes';
 import { eventually } from '../helpers/wait';
 import { registerUser, signInUser, type SignedInUser } from '../helpers/users';
 import { call, email, mailedToken, PASSWORD, resetToken, startAuthServer } from './support';
-import { confirmLink, fragment, hop, startProvider, walk, type TestProvider } from './provider';
+import { confirmLink, fragment, startProvider, walk, type TestProvider } from './provider';
 
 const APP = 'https://app.example.com';
 const BACK = `${APP}/auth/done`;

@@ -261,6 +261,8 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
         ).status,
       ).toBe(400);
       expect((await hit('GET', '/api/v1/auth/oauth/test/callback?state=unknown&code=x')).status).toBe(400);
+      // The linking confirmation page's post, with a token no page gave.
+      expect((await hit('POST', '/api/v1/auth/oauth/test/callback?confirm=unknown')).status).toBe(400);
       idp.as({ sub: 'conformance', email: 'conf-oidc@example.com', email_verified: true });
       const start = await hit('GET', `/api/v1/auth/oauth/test/start?redirect_to=${back}`, { redirect: 'manual' });
       expect(start.status).toBe(302);

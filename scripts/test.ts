@@ -60,6 +60,7 @@ export const EXECUTABLE_SUITES = [
   'test/auth/codes.test.ts',
   'test/auth/limits.test.ts',
   'test/auth/oauth.test.ts',
+  'test/auth/ownership.test.ts',
   'test/auth/accounts.test.ts',
   'test/auth/openapi.test.ts',
   'test/auth/tokens.test.ts',

@@ -13,7 +13,7 @@ import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { expectA, expectAError } from '../helpers/envelopes';
 import { signInUser } from '../helpers/users';
 import { auditRows, startAdminServer } from './support';
-import { fragment, startProvider, walk, type TestProvider } from '../auth/provider';
+import { confirmLink, fragment, startProvider, walk, type TestProvider } from '../auth/provider';
 
 describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => {
   let s: TestServer;
@@ -84,7 +84,7 @@ describe.each(ENGINES)('sign-in methods on the Users screen on %s', (engine) => 
     });
     const ticket = new URL(link.body.data.url).searchParams.get('link')!;
     const linked = await walk(s, 'test', 'https://app.example.com/', { link: ticket });
-    expect(linked.final.location).toBe('https://app.example.com/#linked=test');
+    expect((await confirmLink(linked)).location).toBe('https://app.example.com/#linked=test');
     const mine = (await adminReq(s, a, 'GET', `/api/admin/users/${u.user.id}/sign-in-methods`)).body.data.identities[0]
       .id;
     expectA(

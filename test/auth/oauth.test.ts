@@ -2,7 +2,7 @@
  * Provider sign-in against a real OpenID Connect provider running in this process
  * (test/auth/provider.ts), over HTTP, redirects followed by hand: the whole flow, the
  * state bound to the browser, the one-time exchange code, the redirect allow-list, the
- * ID token checks, the account rule with its pre-hijacking defence, GitHub-style plain
+ * ID token checks, the account rule with its pre-hijacking defence (more in ownership.test.ts), GitHub-style plain
  * OAuth2, linking and unlinking. Runs against the compiled executable too
  * (scripts/test-executable.ts): settings through its admin API, database reads on the
  * source only.
@@ -13,7 +13,7 @@ import { ON_SOURCE, type TestServer } from '../helpers/server';
 import { expectA, expectAError } from '../helpers/envelopes';
 import { call, email, markVerified, startAuthServer, PASSWORD } from './support';
 import { registerUser, signInUser } from '../helpers/users';
-import { claimsOf, fragment, hop, startProvider, walk, type TestProvider } from './provider';
+import { claimsOf, confirmLink, fragment, hop, startProvider, walk, type TestProvider } from './provider';
 import { adminReq, signInAdmin } from '../helpers/admin';
 
 const APP = 'https://app.example.com';
@@ -110,34 +110,42 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     }
   });
 
-  test('pre-hijacking: an unverified account with the address is never linked (account_exists), nor by an unverified provider address', async () => {
+  test('pre-hijacking: a provider vouching for the address takes the unverified account over; an unvouched address links nothing', async () => {
     // The attacker registers the victim's address with a password, never verifying it.
     const victim = email('victim');
     const attacker = await registerUser(s, { email: victim });
-    idp.as({ sub: `sub-${victim}`, email: victim, email_verified: true });
-    const w = await walk(s, 'test', BACK);
-    expect(fragment(w.final.location).get('error')).toBe('account_exists');
-    expect(fragment(w.final.location).get('code')).toBeNull();
+    // A provider that does not vouch for the address: nothing linked, nothing made.
+    idp.as({ sub: `sub-${victim}`, email: victim, email_verified: false });
+    const refused = await walk(s, 'test', BACK);
+    expect(fragment(refused.final.location).get('error')).toBe('email_not_verified');
+    expect(fragment(refused.final.location).get('code')).toBeNull();
     if (ON_SOURCE) {
       const linked = await s.platform.db.query('SELECT 1 FROM basalt.auth_identities WHERE subject = $1', [
         `sub-${victim}`,
       ]);
       expect(linked.rows).toHaveLength(0);
     }
-    // Nothing was linked: the attacker's account still has no provider.
-    const attackerIn = await call(s, { path: 'login', body: { email: victim, password: PASSWORD } });
-    const attackerMethods = await call(s, {
-      method: 'GET',
-      path: 'identities',
-      token: attackerIn.body.data.access_token,
-    });
-    expect([attacker.status, attackerMethods.body.data.identities]).toEqual([201, []]);
+    // The provider vouches for it: the mailbox is proven, the account is the victim's, the attacker's password is gone.
+    idp.as({ sub: `sub-${victim}`, email: victim, email_verified: true });
+    const w = await walk(s, 'test', BACK);
+    const taken = expectA(await exchange(fragment(w.final.location).get('code')!), 200);
+    expect(taken.user).toMatchObject({ id: attacker.body.data.user.id, email_verified: true });
+    expectAError(
+      await call(s, { path: 'login', body: { email: victim, password: PASSWORD } }),
+      401,
+      'invalid_credentials',
+    );
+    expectAError(
+      await call(s, { method: 'GET', path: 'me', token: attacker.body.data.access_token }),
+      401,
+      'session_revoked',
+    );
 
     // A verified account, but the provider does not vouch for the address: refused too.
     const owner = email('owner');
     await markVerified(s, (await registerUser(s, { email: owner })).body.data.user.id);
     idp.as({ sub: `sub-${owner}`, email: owner, email_verified: false });
-    expect(fragment((await walk(s, 'test', BACK)).final.location).get('error')).toBe('account_exists');
+    expect(fragment((await walk(s, 'test', BACK)).final.location).get('error')).toBe('email_not_verified');
     // Both verified: linked to the existing account, which keeps its password.
     idp.as({ sub: `sub-${owner}`, email: owner, email_verified: true });
     const ok = await walk(s, 'test', BACK);
@@ -233,7 +241,7 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     const taken = email('gh-taken');
     await markVerified(s, (await registerUser(s, { email: taken })).body.data.user.id);
     idp.github(4343, [{ email: taken, primary: true, verified: false }]);
-    expect(fragment((await walk(s, 'github', BACK)).final.location).get('error')).toBe('account_exists');
+    expect(fragment((await walk(s, 'github', BACK)).final.location).get('error')).toBe('email_not_verified');
   });
 
   test('api_key_required mode: the browser redirects need no key (a navigation cannot send one); the exchange does', async () => {
@@ -280,7 +288,8 @@ describe.each(ENGINES)('provider sign-in on %s', (engine) => {
     expect(link.body.data.url).not.toMatch(/eyJ/); // a ticket, never the access token
     const ticket = new URL(link.body.data.url).searchParams.get('link')!;
     const w = await walk(s, 'github', BACK, { link: ticket });
-    expect(w.final.location).toBe(`${BACK}#linked=github`);
+    // Confirmed on the callback's page first (linking CSRF: ownership.test.ts).
+    expect((await confirmLink(w)).location).toBe(`${BACK}#linked=github`);
     // The ticket was spent by that start.
     expectAError(
       await s.req('GET', `/api/v1/auth/oauth/github/start?redirect_to=${encodeURIComponent(BACK)}&link=${ticket}`, {

@@ -123,15 +123,24 @@ export interface Hop {
   status: number;
   location: string;
   setCookie: string | null;
+  /** Every Set-Cookie header, whole. */
+  setCookies: string[];
+  headers: Headers;
 }
 
-/** One GET without following redirects. */
-export async function hop(url: string, headers: Record<string, string> = {}): Promise<Hop & { body: string }> {
-  const r = await fetch(url, { redirect: 'manual', headers });
+/** One request (GET unless `method`) without following redirects. */
+export async function hop(
+  url: string,
+  headers: Record<string, string> = {},
+  method = 'GET',
+): Promise<Hop & { body: string }> {
+  const r = await fetch(url, { redirect: 'manual', headers, method });
   return {
     status: r.status,
     location: r.headers.get('location') ?? '',
     setCookie: r.headers.get('set-cookie'),
+    setCookies: r.headers.getSetCookie(),
+    headers: r.headers,
     body: await r.text(),
   };
 }
@@ -148,7 +157,7 @@ export interface Walk {
   toCallback: string;
   cookie: string;
   /** The callback's 302 target. */
-  final: Hop;
+  final: Hop & { body: string };
 }
 
 /**
@@ -169,9 +178,26 @@ export async function walk(
   const start = await hop(`${base}/api/v1/auth/oauth/${name}/start?${q}`, headers);
   if (start.status !== 302) throw new Error(`start answered ${start.status}: ${(start as { body?: string }).body}`);
   const atProvider = await hop(start.location);
-  const cookie = opts.cookie ?? cookieOf(start.setCookie);
+  const cookie = opts.cookie ?? start.setCookies.map(cookieOf).join('; ');
   const final = await hop(atProvider.location, { ...headers, ...(cookie ? { cookie } : {}) });
   return { start, toCallback: atProvider.location, cookie, final };
+}
+
+/**
+ * The linking callback's confirmation page of `w` answered as the browser would: its
+ * button (`decline`: the Cancel one) posted back with the walk's cookies (or `cookie`).
+ */
+export async function confirmLink(
+  w: Walk,
+  opts: { decline?: boolean; cookie?: string } = {},
+): Promise<Hop & { body: string }> {
+  if (w.final.status !== 200) throw new Error(`no confirmation page: ${w.final.status} ${w.final.location}`);
+  const actions = [...w.final.body.matchAll(/<form method="post" action="([^"]+)"/g)].map((m) =>
+    m[1]!.replaceAll('&#38;', '&'),
+  );
+  const action = actions.find((a) => a.includes('decline') === !!opts.decline)!;
+  const cookie = opts.cookie ?? w.cookie;
+  return hop(new URL(action, w.toCallback).href, cookie ? { cookie } : {}, 'POST');
 }
 
 /** The claims of an access token (not verified: the server did that). */

@@ -261,6 +261,8 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
         ).status,
       ).toBe(400);
       expect((await hit('GET', '/api/v1/auth/oauth/test/callback?state=unknown&code=x')).status).toBe(400);
+      // The linking confirmation page's post, with a token no page gave.
+      expect((await hit('POST', '/api/v1/auth/oauth/test/callback?confirm=unknown')).status).toBe(400);
       idp.as({ sub: 'conformance', email: 'conf-oidc@example.com', email_verified: true });
       const start = await hit('GET', `/api/v1/auth/oauth/test/start?redirect_to=${back}`, { redirect: 'manual' });
       expect(start.status).toBe(302);
@@ -281,6 +283,28 @@ describe.each(ENGINES)('the OpenAPI document as a contract on %s', (engine) => {
         headers: bearer,
       });
       expect(link.status).toBe(200);
+      // The linking flow: the callback's confirmation page (200, HTML), declined there (303, nothing linked).
+      idp.as({ sub: 'conformance-link', email: 'conf-link@example.com', email_verified: true });
+      const linkUrl = new URL(link.body.data.url);
+      const linkStart = await hit('GET', linkUrl.pathname + linkUrl.search, { redirect: 'manual' });
+      const cookies = linkStart.headers
+        .getSetCookie()
+        .map((c: string) => c.split(';')[0])
+        .join('; ');
+      const linkAtIdp = new URL(
+        (await fetch(linkStart.headers.get('location')!, { redirect: 'manual' })).headers.get('location')!,
+      );
+      const page = await hit('GET', linkAtIdp.pathname + linkAtIdp.search, {
+        redirect: 'manual',
+        headers: { cookie: cookies },
+      });
+      expect(page.status).toBe(200);
+      const decline = /action="\?([^"]*decline[^"]*)"/.exec(page.text)![1]!.replaceAll('&#38;', '&');
+      const declined = await hit('POST', `${linkAtIdp.pathname}?${decline}`, {
+        redirect: 'manual',
+        headers: { cookie: cookies },
+      });
+      expect(declined.status).toBe(303);
       const methods = await hit('GET', '/api/v1/auth/identities', { headers: bearer });
       expect(methods.status).toBe(200);
       const only = methods.body.data.identities[0].id;

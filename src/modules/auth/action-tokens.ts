@@ -45,12 +45,16 @@ async function usableRow(q: Queryable, presented: string, purpose: Purpose, lock
 }
 
 /**
- * Whether a token could be spent right now, without spending it. Lets a caller refuse
- * a dead token before expensive work (hashing a new password); the spend itself still
- * happens in `consumeActionToken`, which re-checks under a row lock.
+ * The user of a token that could be spent right now (undefined: none), without spending
+ * it. Lets a caller refuse a dead token before expensive work (hashing a new password);
+ * the spend itself still happens in `consumeActionToken`, which re-checks under a row lock.
  */
-export async function isLiveActionToken(q: Queryable, presented: string, purpose: Purpose): Promise<boolean> {
-  return (await usableRow(q, presented, purpose, false)) !== undefined;
+export async function liveActionTokenUser(
+  q: Queryable,
+  presented: string,
+  purpose: Purpose,
+): Promise<string | undefined> {
+  return (await usableRow(q, presented, purpose, false))?.user_id;
 }
 
 /**

@@ -59,10 +59,15 @@ export interface ProviderAccount {
   emailVerified: boolean;
 }
 
-/** Link (or refresh what the provider said about) a provider account; false when it belongs to another user. */
+/**
+ * Link (or refresh what the provider said about) a provider account; false when it belongs
+ * to another user. A new link records whether the user's address is unverified now: such
+ * an identity is unlinked when the mailbox is first proven (./ownership.ts).
+ */
 export async function linkIdentity(db: Queryable, userId: string, a: ProviderAccount): Promise<boolean> {
   const { rows } = await db.query<{ user_id: string }>(
-    `INSERT INTO basalt.auth_identities (user_id, provider, subject, email, email_verified) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO basalt.auth_identities (user_id, provider, subject, email, email_verified, linked_unverified)
+     SELECT $1, $2, $3, $4, $5, u.email_verified_at IS NULL FROM basalt.users u WHERE u.id = $1
      ON CONFLICT (provider, subject) DO UPDATE SET email = EXCLUDED.email, email_verified = EXCLUDED.email_verified,
        last_used_at = now() WHERE basalt.auth_identities.user_id = EXCLUDED.user_id
      RETURNING user_id`,

@@ -114,7 +114,16 @@ export const Bodies = {
     },
   ),
   verify: t.Object(
-    { token: OpaqueToken('Token from the verify_email mail.') },
+    {
+      token: OpaqueToken('Token from the verify_email mail.'),
+      password: t.Optional(
+        t.String({
+          maxLength: PASSWORD_MAX_UTF16,
+          description:
+            "The account's password, showing the caller holds the account (as an access token of one of its sessions does): the password and sessions stay. Without either, confirming hands the account to the mailbox's owner (docs/auth.md, Account ownership).",
+        }),
+      ),
+    },
     { title: 'VerifyEmailRequest', example: { token: 'k3Jd9sQw0PzL1xVb.Hq7mM2r0aVtY4nq1Jd8sLw9pXoZb3cE5fG6hI7jK8lM' } },
   ),
   resend: t.Object({ email: Email }, { title: 'EmailRequest', example: { email: 'ada@example.com' } }),

@@ -190,15 +190,29 @@ export function authRoutes(p: Basalt, area: AreaFacts) {
       )
       .post(
         '/verify-email',
-        async ({ body, request }) => ok(request, { user: await auth().verifyEmail(body.token, meta(request)) }),
+        async ({ body, request }) =>
+          ok(request, {
+            user: await auth().verifyEmail(body.token, meta(request), {
+              accessToken: bearerToken(request),
+              password: body.password,
+            }),
+          }),
         {
           body: Bodies.verify,
-          response: { 200: Responses.user, ...errors(400, 422, 429) },
+          response: { 200: Responses.user, ...errors(400, 401, 403, 422, 429) },
           detail: {
             summary: 'Confirm an e-mail address',
-            'x-codes': { 400: ['invalid_token'], 429: ['rate_limited'] },
+            'x-codes': {
+              400: ['invalid_token'],
+              401: ['invalid_credentials', 'unauthorized', 'token_expired', 'session_revoked'],
+              403: ['account_disabled'],
+              429: ['rate_limited', 'account_locked'],
+            },
             description:
               'Spends the token from the verify_email mail (valid 24 hours). 400 `invalid_token` when unknown, expired or used. ' +
+              "Send the account's access token (Authorization: Bearer) or its `password` to keep the password and sessions; without either, " +
+              "the first confirmation hands the account to the mailbox's owner: every session ends and the password set before is cleared " +
+              '(docs/auth.md, Account ownership). A wrong password → 401 `invalid_credentials` (counts toward the lockout; the token stays usable). ' +
               '429 `rate_limited` past auth.rate_limit_token_per_ip (default 10/min, shared with password/reset).',
           },
         },

@@ -27,7 +27,7 @@ import {
 import { userLockout, type LockoutLimits, type LockState } from './lockout';
 import {
   consumeActionToken,
-  isLiveActionToken,
+  liveActionTokenUser,
   issueActionToken,
   pruneActionTokens,
   type Purpose,
@@ -45,6 +45,7 @@ import {
   type UserRow,
 } from './users';
 import { sendActionMail } from './mailer';
+import { mailboxProven } from './ownership';
 import {
   countUsers,
   searchUsers,
@@ -343,14 +344,16 @@ export class AuthService implements SignInCore {
   async resetPassword(token: string, password: string, meta: Pick<ClientMeta, 'ip'>): Promise<PublicUser> {
     await this.limitTokenTries(meta.ip);
     this.checkNewPassword('password', password);
-    if (!(await isLiveActionToken(this.p.db, token, 'password_reset'))) throw AuthErrors.invalidToken('password reset');
+    if (!(await liveActionTokenUser(this.p.db, token, 'password_reset')))
+      throw AuthErrors.invalidToken('password reset');
     const hash = await hashPassword(password);
     const user = await this.p.db.transaction(async (tx) => {
       const t = await consumeActionToken(tx, token, 'password_reset');
       if (!t) throw AuthErrors.invalidToken('password reset');
+      // The mailed token proves the mailbox: verified, and the first time the account is handed over.
+      await mailboxProven(tx, this.sessions, t.userId);
       await setPasswordHash(tx, t.userId, hash);
-      // The mailed token proves the mailbox, so the address counts as verified.
-      return (await markVerified(tx, t.userId))!;
+      return (await userById(tx, t.userId))!;
     });
     await this.sessions.revokeUser(user.id, 'password_reset'); // also refreshes cached user records
     await this.unlock(user.email);
@@ -378,14 +381,39 @@ export class AuthService implements SignInCore {
     return publicUser(row);
   }
 
-  async verifyEmail(token: string, meta: Pick<ClientMeta, 'ip'>): Promise<PublicUser> {
+  /**
+   * Confirm the address with the mailed link. The link proves the mailbox, not who holds
+   * the account: unless the caller also shows it holds the account — an access token of
+   * one of its sessions, or its password — the first proof hands the account over
+   * (./ownership.ts: sessions end, the password set before is cleared). A wrong password
+   * counts toward the lockout and leaves the token unspent.
+   */
+  async verifyEmail(
+    token: string,
+    meta: Pick<ClientMeta, 'ip'>,
+    holder: { accessToken?: string; password?: string } = {},
+  ): Promise<PublicUser> {
     await this.limitTokenTries(meta.ip);
+    const userId = await liveActionTokenUser(this.p.db, token, 'verify_email');
+    if (!userId) throw AuthErrors.invalidToken('verification');
+    let holds = false;
+    if (holder.accessToken) holds = (await this.authenticate(holder.accessToken)).userId === userId;
+    if (!holds && holder.password !== undefined) {
+      const row = await userById(this.p.db, userId);
+      await this.refuseLocked(row!.email, meta.ip);
+      if (!row?.password_hash || !(await verifyPassword(holder.password, row.password_hash))) {
+        await this.countFailure(row!.email, meta.ip);
+        throw AuthErrors.invalidCredentials();
+      }
+      holds = true;
+    }
     const user = await this.p.db.transaction(async (tx) => {
       const t = await consumeActionToken(tx, token, 'verify_email');
       if (!t) throw AuthErrors.invalidToken('verification');
+      if (!holds) return (await mailboxProven(tx, this.sessions, t.userId))!.user;
+      await this.sessions.announce(`user:${t.userId}`, tx); // cached records of this user now say verified
       return (await markVerified(tx, t.userId))!;
     });
-    await this.sessions.announce(`user:${user.id}`); // cached records of this user now say verified
     return publicUser(user);
   }
 

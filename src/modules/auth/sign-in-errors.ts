@@ -40,6 +40,13 @@ export const SignInErrors = defineErrors({
     code: 'invalid_link_ticket',
     message: 'The link ticket is unknown, expired or already used; ask for a new one.',
   },
+  /** A link confirmation posted without its page's token or from another browser (the link cookie): no trusted place to go. */
+  invalidLinkConfirmation: {
+    status: 400,
+    code: 'invalid_link_confirmation',
+    message:
+      'This link confirmation is unknown, expired, already used or from another browser; link the provider again from your account.',
+  },
   /** A wrong e-mail code, TOTP code or recovery code. */
   invalidCode: { status: 401, code: 'invalid_code', message: 'The code is wrong, expired or already used.' },
   invalidMfaToken: {

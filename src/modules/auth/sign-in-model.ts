@@ -87,6 +87,10 @@ export const SignInQuery = {
     redirect_to: RedirectTo,
     link: t.Optional(OneTime('The ticket from POST /api/v1/auth/oauth/<name>/link (linking only).')),
   }),
+  confirmLink: t.Object({
+    confirm: t.String({ maxLength: 100, description: "The confirmation page's token." }),
+    decline: t.Optional(t.String({ maxLength: 10, description: 'Present: the user declined; nothing is linked.' })),
+  }),
   callback: t.Object({
     state: t.Optional(t.String({ maxLength: 200 })),
     code: t.Optional(t.String({ maxLength: 2000 })),

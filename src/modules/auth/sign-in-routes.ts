@@ -15,7 +15,7 @@ import { successResponse } from '../../http/envelope';
 import { errorsOf } from '../../http/envelope-schemas';
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { SignInBodies, SignInQuery, SignInResponses } from './sign-in-model';
-import { FLOW_SECONDS, OAUTH_COOKIE } from './oauth-flow';
+import { FLOW_SECONDS, LINK_COOKIE, OAUTH_COOKIE, type LinkConfirmation } from './oauth-flow';
 import type { ClientMeta } from './service';
 
 const bearer = [{ Bearer: [] }];
@@ -38,9 +38,64 @@ function cookie(request: Request, name: string): string | undefined {
   return undefined;
 }
 
-/** A redirect; no Referer leaves with it (the provider's code is in the callback's query). */
-const redirect = (location: string, headers: Record<string, string> = {}) =>
-  new Response(null, { status: 302, headers: { location, 'referrer-policy': 'no-referrer', ...headers } });
+/** A redirect (302, or 303 after a form post) setting `cookies`; no Referer leaves with it (the provider's code is in the callback's query). */
+function redirect(location: string, cookies: string[] = [], status = 302): Response {
+  const headers = new Headers({ location, 'referrer-policy': 'no-referrer' });
+  for (const c of cookies) headers.append('set-cookie', c);
+  return new Response(null, { status, headers });
+}
+
+/**
+ * A cookie of the provider flow: HttpOnly (no script reads it), SameSite=Lax (sent on the
+ * provider's top-level redirect back, never on cross-site subrequests or form posts),
+ * Secure over https, living as long as the flow (`maxAge` 0 clears it).
+ */
+function flowCookie(request: Request, name: string, value: string, path: string, maxAge = FLOW_SECONDS): string {
+  return [
+    `${name}=${value}`,
+    `Path=${path}`,
+    `Max-Age=${maxAge}`,
+    'HttpOnly',
+    'SameSite=Lax',
+    ...(requestInfo(request).https ? ['Secure'] : []),
+  ].join('; ');
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * The callback's confirmation page of a linking flow (docs/auth.md, Linking): whose
+ * provider account joins which account, and two buttons posting back to the callback
+ * with the page's token (an empty form body: the token is in the action's query). Not
+ * framable; forms may post only here and be redirected only to `redirect_to`'s origin.
+ */
+function confirmPage(c: LinkConfirmation): Response {
+  const provider = escapeHtml(c.provider);
+  const them = c.providerEmail ? escapeHtml(c.providerEmail) : '(no address)';
+  const you = escapeHtml(c.accountEmail);
+  const button = (query: string, label: string) =>
+    `<form method="post" action="?${escapeHtml(query)}"><button type="submit">${label}</button></form>`;
+  const token = new URLSearchParams({ confirm: c.token });
+  const html = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Link ${provider} account?</title></head>
+<body style="font-family: sans-serif; max-width: 36em; margin: 3em auto; line-height: 1.5">
+<h1>Link ${provider} account ${them} to ${you}?</h1>
+<p>Signing in with this ${provider} account will then open the account <strong>${you}</strong>.
+If you did not ask for this from that account, cancel.</p>
+${button(token.toString(), `Link to ${you}`)}
+${button(`${token}&decline=1`, 'Cancel')}
+</body></html>`;
+  return new Response(html, {
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      'referrer-policy': 'no-referrer',
+      'x-frame-options': 'DENY',
+      'content-security-policy': `default-src 'none'; style-src 'unsafe-inline'; form-action 'self' ${new URL(c.redirectTo).origin}; frame-ancestors 'none'; base-uri 'none'`,
+    },
+  });
+}
 
 /**
  * Where browsers reach the public API: web.public_base_url, else the origin of
@@ -85,23 +140,17 @@ export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
     .get(
       '/oauth/:name/start',
       async ({ params, query, request }) => {
-        const { location, binding } = await flows().start(params.name, {
+        const { location, binding, linkBinding } = await flows().start(params.name, {
           redirectTo: query.redirect_to,
           link: query.link,
           binding: cookie(request, OAUTH_COOKIE),
           callbackUrl: oauthCallbackUrl(p, root, params.name, request),
         });
-        // HttpOnly: no script reads it; SameSite=Lax: sent on the provider's top-level redirect back,
-        // never on cross-site subrequests; scoped to the provider routes; short-lived like the flow.
-        const attrs = [
-          `${OAUTH_COOKIE}=${binding}`,
-          `Path=${root}/oauth/`,
-          `Max-Age=${FLOW_SECONDS}`,
-          'HttpOnly',
-          'SameSite=Lax',
-          ...(requestInfo(request).https ? ['Secure'] : []),
-        ];
-        return redirect(location, { 'set-cookie': attrs.join('; ') });
+        // Scoped to the provider routes; a linking flow's own cookie to its callback (and confirmation).
+        const cookies = [flowCookie(request, OAUTH_COOKIE, binding, `${root}/oauth/`)];
+        if (linkBinding)
+          cookies.push(flowCookie(request, LINK_COOKIE, linkBinding, `${root}/oauth/${params.name}/callback`));
+        return redirect(location, cookies);
       },
       {
         params: Name,
@@ -132,8 +181,15 @@ export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
     )
     .get(
       '/oauth/:name/callback',
-      async ({ params, request }) =>
-        redirect(await flows().callback(params.name, new URL(request.url).searchParams, cookie(request, OAUTH_COOKIE))),
+      async ({ params, request }) => {
+        const r = await flows().callback(
+          params.name,
+          new URL(request.url).searchParams,
+          cookie(request, OAUTH_COOKIE),
+          cookie(request, LINK_COOKIE),
+        );
+        return typeof r === 'string' ? redirect(r) : confirmPage(r);
+      },
       {
         params: Name,
         query: SignInQuery.callback,
@@ -141,6 +197,11 @@ export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
           summary: "The provider's redirect back (browser navigation)",
           'x-codes': { 400: ['invalid_state'] },
           responses: {
+            200: {
+              description:
+                'Linking: the confirmation page (HTML), "Link <provider> account <address> to <your account>?", whose buttons post back here.',
+              content: { 'text/html': { schema: { type: 'string' } } },
+            },
             302: {
               description: 'To redirect_to with #code=, #linked= or #error= in the fragment.',
               headers: { Location: { schema: { type: 'string' } } },
@@ -148,9 +209,43 @@ export function oauthBrowserRoutes(p: Basalt, area: AreaFacts) {
           },
           description:
             "The provider sends the browser here. 302 to the flow's redirect_to with `#code=<exchange code>` (60 s, single use: POST oauth/exchange), " +
-            '`#linked=<provider>` after linking, or `#error=<code>`: access_denied, invalid_state (another browser, or the cookie is gone), provider_error, ' +
-            'provider_not_found, account_exists (an account has this address and the provider or the account has not verified it), identity_taken, ' +
-            'email_required, email_not_verified, registration_closed, account_disabled. A state that names no live flow → 400 `invalid_state` (nowhere trusted to go).',
+            'or `#error=<code>`: access_denied, invalid_state (another browser, or the cookie is gone), provider_error, ' +
+            'provider_not_found, account_exists (registered meanwhile), identity_taken, email_required, ' +
+            'email_not_verified (the provider does not vouch for the address: it never creates or links an account), registration_closed, account_disabled, email_mixed_scripts. ' +
+            `A linking flow needs its ${LINK_COOKIE} cookie too, and answers 200 with a confirmation page instead of linking (\`#linked=<provider>\` at once when it is already linked to you). ` +
+            'A state that names no live flow → 400 `invalid_state` (nowhere trusted to go).',
+        },
+        response: { ...errors(400, 422) },
+      },
+    )
+    .post(
+      '/oauth/:name/callback',
+      async ({ params, query, request }) => {
+        const location = await flows().confirmLink(
+          params.name,
+          query.confirm,
+          cookie(request, LINK_COOKIE),
+          query.decline !== undefined,
+        );
+        const path = `${root}/oauth/${params.name}/callback`;
+        return redirect(location, [flowCookie(request, LINK_COOKIE, '', path, 0)], 303);
+      },
+      {
+        params: Name,
+        query: SignInQuery.confirmLink,
+        detail: {
+          summary: 'Confirm or decline linking a provider (the confirmation page posts here)',
+          'x-codes': { 400: ['invalid_link_confirmation'] },
+          responses: {
+            303: {
+              description:
+                'To redirect_to with #linked=<provider>, #error=access_denied (declined) or #error=identity_taken.',
+              headers: { Location: { schema: { type: 'string' } } },
+            },
+          },
+          description:
+            `Posted by the callback's confirmation page (an empty form body; \`confirm\` is the page's token). Needs the ${LINK_COOKIE} cookie of the flow, ` +
+            'which a cross-site form post does not carry (SameSite=Lax); single use. Otherwise → 400 `invalid_link_confirmation`.',
         },
         response: { ...errors(400, 422) },
       },

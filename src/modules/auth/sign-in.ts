@@ -11,7 +11,6 @@ import type { SecretBox } from '../../db/secrets';
 import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult, TokenPair } from './sign-in-core';
 import {
   checkEmail,
-  markVerified,
   mixedScriptAddress,
   publicUser,
   userByEmail,
@@ -34,6 +33,7 @@ import {
   useTotpCode,
 } from './totp';
 import { identitiesOf, unlinkIdentity, type Identity } from './identities';
+import { mailboxProven } from './ownership';
 import type { MailService } from '../mail/service';
 import { isUuid } from '../../util/uuid';
 
@@ -111,7 +111,8 @@ export class SignInMethods {
   }
 
   /**
-   * Sign in with a mailed code; it proves the mailbox, so the address becomes verified.
+   * Sign in with a mailed code; it proves the mailbox, so the address becomes verified —
+   * the first time, with the account handed over to this caller (./ownership.ts).
    * Limited per IP and per account from one client address, as login is (guessing from
    * many addresses ends at the fifth wrong code, which burns it, and at the backstop).
    * Wrong codes count toward the lockout like wrong passwords (per account and client
@@ -140,8 +141,11 @@ export class SignInMethods {
     }
     if (row.disabled_at) throw AuthErrors.accountDisabled();
     if (!row.email_verified_at) {
-      row = (await markVerified(this.p.db, row.id))!;
-      await this.auth.sessions.announce(`user:${row.id}`);
+      // The first proof of the mailbox: the account is this caller's now; the session made next survives.
+      const id = row.id;
+      const proven = await this.p.db.transaction((tx) => mailboxProven(tx, this.auth.sessions, id));
+      if (!proven) throw SignInErrors.invalidCode(); // deleted meanwhile
+      row = proven.user;
     }
     return this.auth.signedIn(row, ['otp'], meta);
   }

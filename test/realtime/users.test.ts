@@ -73,7 +73,7 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
   });
   afterAll(() => s.stop());
 
-  test('a user sees their rows and shared ones, as their policies show them; updates in and out of view; deletes to all', async () => {
+  test('a user sees their rows and shared ones, as their policies show them; updates in and out of view; deletes of rows they saw', async () => {
     const ca = await openSse(url('tables=notes'), a.headers());
     expect(ca.status).toBe(200);
     const mine = await note(a, 'mine');

@@ -89,8 +89,8 @@ export class RealtimeService {
         if (!principal.key.tables.includes(t)) throw refuse(t);
         continue;
       }
-      const { snap, table } = await catalog.table(t);
-      if (!table || !(await this.rows.mayRead(identity, table, snap.loadedAt))) throw refuse(t);
+      const { table } = await catalog.table(t);
+      if (!table || !(await this.rows.mayRead(identity, table))) throw refuse(t);
     }
     if (!req.tables.length) return;
     const enabled = await enabledTables(this.p.db, this.schema);

@@ -126,23 +126,26 @@ SELECT basalt.realtime_enable('memos');`;
   });
 
   test('a delete goes only to the subscribers who could see the row', async () => {
-    const hidden = await insert('boards', b, 'b to delete');
-    const mine = await insert('boards', a, 'a to delete');
     const ca = await openSse(url('tables=boards'), a.headers());
     const cb = await openSse(url('tables=boards'), b.headers());
     const service = await openSse(url('tables=boards'), { 'x-api-key': writer });
     for (const c of [ca, cb, service]) expect(c.status).toBe(200);
+    const hidden = await insert('boards', b, 'b to delete');
+    const mine = await insert('boards', a, 'a to delete');
     await remove('boards', hidden);
     await remove('boards', mine);
     const sentinel = await insert('boards', a, 'a after');
     expect(await until(ca, 'a after')).toEqual([
+      ['insert', 'a to delete'],
       ['delete', mine],
       ['insert', 'a after'],
     ]);
     // B saw only its own row; a service key sees every row.
     await remove('boards', sentinel);
-    await eventually(() => service.of().length === 4, { what: () => JSON.stringify(service.of()) });
+    await eventually(() => service.of().length === 6, { what: () => JSON.stringify(service.of()) });
     expect(service.of().map((e) => [e.data.action, e.data.row.body ?? e.data.row.id])).toEqual([
+      ['insert', 'b to delete'],
+      ['insert', 'a to delete'],
       ['delete', hidden],
       ['delete', mine],
       ['insert', 'a after'],
@@ -150,6 +153,7 @@ SELECT basalt.realtime_enable('memos');`;
     ]);
     await insert('boards', b, 'b sentinel');
     expect(await until(cb, 'b sentinel')).toEqual([
+      ['insert', 'b to delete'],
       ['delete', hidden],
       ['insert', 'b sentinel'],
     ]);

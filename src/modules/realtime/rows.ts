@@ -6,12 +6,13 @@
  * identity, however many events and streams share them: the cost grows with
  * identities × tables per batch, never with subscribers × events.
  *
- * Which rows and columns an identity sees is PostgreSQL's answer, asked in that statement
- * as the identity: `basalt.realtime_visible` (migration 175) picks the policies as
- * PostgreSQL picks them for a SELECT by that role, from the catalog as it is at that
- * moment, and the granted columns come from `has_column_privilege` in the same statement.
- * Nothing about policies or grants is cached here: a policy dropped or a grant revoked
- * applies to the next event evaluated.
+ * Which rows and columns an identity sees is PostgreSQL's answer, asked again for every
+ * page: as each role following (basalt_user, basalt_anon), one statement reads, for each
+ * table of the page, `basalt.realtime_policy` (migration 175: whether row-level security
+ * applies to the role and which policies PostgreSQL would pick for its SELECT, from the
+ * catalog as it is then) and the columns granted (`has_column_privilege`). Nothing about
+ * policies or grants is kept from one page to the next: a policy dropped or a grant
+ * revoked applies to the next page evaluated.
  */
 import { quoteIdent, type Queryable } from '../../db/engine';
 import type { Column, Table } from '../database/catalog';
@@ -35,15 +36,19 @@ export interface VisibleAsk {
 export type RowsByIndex = Map<number, Record<string, unknown>>;
 
 const N = '"__basalt_n"';
-const GRANTED = '__basalt_cols';
+
+type Role = 'basalt_user' | 'basalt_anon';
+
+/** What one role sees of one table during one page: its condition (null: nothing) and columns. */
+interface RoleView {
+  condition: string | null;
+  columns: Column[];
+}
 
 interface Plan {
   sql: string;
   params: string[];
   cols: Column[];
-  table: Table;
-  /** Users and anon: the statement also answers the columns the identity is granted. */
-  granted: boolean;
 }
 
 export class RowReader {
@@ -80,36 +85,78 @@ export class RowReader {
   }
 
   /**
+   * For each role among the asks' identities, asked as that role (one statement each, one
+   * transaction): per table, the condition of `basalt.realtime_policy` and the columns
+   * granted. A role that may no longer read a table's primary key sees nothing of it.
+   */
+  private async views(asks: VisibleAsk[]): Promise<Map<string, RoleView>> {
+    const byRole = new Map<Role, { identity: Identity; tables: Map<string, Table> }>();
+    for (const a of asks) {
+      const role = roleOf(a.identity);
+      if (!role) continue;
+      let r = byRole.get(role);
+      if (!r) byRole.set(role, (r = { identity: a.identity, tables: new Map() }));
+      r.tables.set(a.table.name, a.table);
+    }
+    const out = new Map<string, RoleView>();
+    if (!byRole.size) return out;
+    const roles = [...byRole.entries()];
+    const results = await this.asIdentities(
+      roles.map(([, r]) => r.identity),
+      (k, q) =>
+        q.query<{ name: string; cond: string | null; cols: string }>(
+          `SELECT u.name, basalt.realtime_policy(u.rel::regclass) AS cond,
+                  (SELECT coalesce(jsonb_agg(a.attname), '[]'::jsonb)::text FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = u.rel::regclass AND a.attnum > 0 AND NOT a.attisdropped
+                      AND has_column_privilege(u.rel::regclass, a.attnum, 'SELECT')) AS cols
+             FROM jsonb_to_recordset($1::jsonb) AS u(name text, rel text)`,
+          [JSON.stringify([...roles[k]![1].tables.values()].map((t) => ({ name: t.name, rel: this.qualified(t) })))],
+        ),
+    );
+    roles.forEach(([role, r], k) => {
+      for (const row of results[k]!.rows) {
+        const table = r.tables.get(row.name)!;
+        const granted = new Set(JSON.parse(row.cols) as string[]);
+        const readable = row.cond !== null && table.primaryKey.every((c) => granted.has(c));
+        out.set(`${role}\u0000${row.name}`, {
+          condition: readable ? row.cond : null,
+          columns: table.columnList.filter((c) => granted.has(c.name)),
+        });
+      }
+    });
+    return out;
+  }
+
+  /**
    * Of the captured rows of each ask (JSON texts of whole rows of its table), those its
    * identity may see, each as the Database API would answer it: index in `images` → row.
    * Service keys read on the platform's connection; users and anon all in one transaction,
-   * switching identity between statements (one statement each). An identity that may no
-   * longer read the table's primary key sees nothing. When that transaction fails (a
-   * policy that errors for one identity), each is tried on its own and one that still
-   * fails sees nothing of this page (logged by the caller through `onError`).
+   * switching identity between statements (one statement each), after the roles' views of
+   * the page's tables were read (`views`). When that transaction fails (a policy that
+   * errors for one identity), each is tried on its own and one that still fails sees
+   * nothing of this page (logged by the caller through `onError`), as does every identity
+   * when the views cannot be read.
    */
   async visible(asks: VisibleAsk[], onError: (cause: unknown) => void): Promise<RowsByIndex[]> {
     const out: RowsByIndex[] = asks.map(() => new Map());
-    const plans = asks.map((a) => this.plan(a));
+    let views: Map<string, RoleView>;
+    try {
+      views = await this.views(asks);
+    } catch (e) {
+      views = new Map();
+      onError(e);
+    }
+    const plans = asks.map((a) => {
+      const role = roleOf(a.identity);
+      return this.plan(a, role ? (views.get(`${role}\u0000${a.table.name}`) ?? null) : undefined);
+    });
     const service: number[] = [];
     const roles: number[] = [];
     asks.forEach((a, i) => {
       if (plans[i]) (roleOf(a.identity) ? roles : service).push(i);
     });
     const take = (i: number, rows: Record<string, unknown>[]) => {
-      const plan = plans[i]!;
-      if (!rows.length) return;
-      let cols = plan.cols;
-      if (plan.granted) {
-        const granted = new Set(JSON.parse(String(rows[0]![GRANTED])) as string[]);
-        if (!plan.table.primaryKey.every((k) => granted.has(k))) return;
-        cols = cols.filter((c) => granted.has(c.name));
-        for (const row of rows) {
-          delete row[GRANTED];
-          for (const c of plan.cols) if (!granted.has(c.name)) delete row[c.name];
-        }
-      }
-      for (const row of decodeRows(cols, rows)) {
+      for (const row of decodeRows(plans[i]!.cols, rows)) {
         const n = Number(row.__basalt_n) - 1;
         delete row.__basalt_n;
         out[i]!.set(n, row);
@@ -149,30 +196,20 @@ export class RowReader {
   }
 
   /**
-   * The statement of one ask, or undefined when there is nothing to evaluate. Service keys:
-   * every captured row, every column. Users and anon: the rows `basalt.realtime_visible`
-   * lets the identity see, every column of the table with the names of those granted to
-   * it (the columns not granted are dropped before anything is sent).
+   * The statement of one ask, or undefined when there is nothing to evaluate. `view`:
+   * undefined for a service key (every row, every column), null when the role's view could
+   * not be read (nothing).
    */
-  private plan(a: VisibleAsk): Plan | undefined {
-    const cols = a.table.columnList;
+  private plan(a: VisibleAsk, view: RoleView | null | undefined): Plan | undefined {
+    if (view === null || view?.condition === null) return undefined;
+    const cols = view ? view.columns : a.table.columnList;
     if (!a.images.length || !cols.length) return undefined;
-    const rel = this.qualified(a.table);
-    // The derived table takes the table's name, as the policies see it in realtime_visible.
-    const images = `(SELECT j.n AS ${N}, r.* FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY j(value, n),
-                   jsonb_populate_record(NULL::${rel}, j.value) r) AS ${a.table.quoted}`;
-    const select = `${a.table.quoted}.${N}, ${cols.map((c) => c.select).join(', ')}`;
-    const params = [`[${a.images.join(',')}]`];
-    if (!roleOf(a.identity))
-      return { sql: `SELECT ${select} FROM ${images}`, params, cols, table: a.table, granted: false };
-    const sql = `SELECT ${select}, g.${GRANTED}
-      FROM basalt.realtime_visible($2::regclass, $1::jsonb) AS v(__basalt_v)
-      JOIN ${images} ON ${a.table.quoted}.${N} = v.__basalt_v
-      CROSS JOIN (SELECT coalesce(jsonb_agg(a.attname), '[]'::jsonb)::text AS ${GRANTED}
-                    FROM pg_catalog.pg_attribute a
-                   WHERE a.attrelid = $2::regclass AND a.attnum > 0 AND NOT a.attisdropped
-                     AND has_column_privilege($2::regclass, a.attnum, 'SELECT')) g`;
-    return { sql, params: [...params, rel], cols, table: a.table, granted: true };
+    // The derived table takes the table's name, so a policy's `notes.owner_id` finds its column.
+    const sql = `SELECT ${N}, ${cols.map((c) => c.select).join(', ')}
+      FROM (SELECT j.n AS ${N}, r.* FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY j(value, n),
+                   jsonb_populate_record(NULL::${this.qualified(a.table)}, j.value) r) AS ${a.table.quoted}
+     WHERE ${view ? view.condition : 'true'}`;
+    return { sql, params: [`[${a.images.join(',')}]`], cols };
   }
 
   /** The primary-key columns of rows by their key objects (JSON texts), in the API's representation. */

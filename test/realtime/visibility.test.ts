@@ -11,12 +11,12 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { ADMIN_URL, ENGINES } from '../helpers/engines';
 import { canSql, startServer, type TestServer } from '../helpers/server';
-import { createKey } from '../helpers/keys';
 import { executableCli } from '../helpers/admin';
 import { expectA } from '../helpers/envelopes';
 import { signInUser, type SignedInUser } from '../helpers/users';
 import { eventually } from '../helpers/wait';
 import { openSse, type SseClient } from './sse';
+import { changes, serviceWriter, type Write } from './writer';
 
 describe.each(ENGINES)('realtime visibility as PostgreSQL answers it on %s', (engine) => {
   // Roles are cluster-wide on external PostgreSQL: names of this run only, dropped at the end.
@@ -48,12 +48,8 @@ SELECT basalt.realtime_enable('memos');`;
   let a: SignedInUser;
   let b: SignedInUser;
   let writer: string;
+  let write: Write;
   const url = (q: string) => `${s.publicUrl}/api/v1/realtime?${q}`;
-  const write = async (entity: string, body: Record<string, unknown>) =>
-    expectA(
-      await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': writer }, body: { entity, ...body } }),
-      200,
-    ).rows as any[];
   const insert = async (entity: string, owner: SignedInUser, body: string) =>
     (await write(entity, { action: 'insert', data: { owner_id: owner.user.id, body }, fields: ['id'] }))[0]
       .id as number;
@@ -65,7 +61,7 @@ SELECT basalt.realtime_enable('memos');`;
       timeout: 20_000,
       what: () => `the sentinel ${body} (have ${JSON.stringify(c.of())})`,
     });
-    return c.of().map((e) => [e.data.action, e.data.row.body ?? e.data.row.id]);
+    return changes(c);
   };
   /** SQL as an operator runs it beside the server: psql, or a migration applied by `basalt migrate`. */
   const operatorSql = async (name: string, sql: string) => {
@@ -78,12 +74,7 @@ SELECT basalt.realtime_enable('memos');`;
 
   beforeAll(async () => {
     s = await startServer(engine, { migrations: { '001_visibility.sql': SCHEMA } });
-    writer = await createKey(s, {
-      type: 'service',
-      service: 'writer',
-      permissions: ['db:query'],
-      tables: ['boards', 'memos'],
-    });
+    ({ key: writer, write } = await serviceWriter(s, ['boards', 'memos']));
     a = await signInUser(s);
     b = await signInUser(s);
   });
@@ -143,7 +134,7 @@ SELECT basalt.realtime_enable('memos');`;
     // B saw only its own row; a service key sees every row.
     await remove('boards', sentinel);
     await eventually(() => service.of().length === 6, { what: () => JSON.stringify(service.of()) });
-    expect(service.of().map((e) => [e.data.action, e.data.row.body ?? e.data.row.id])).toEqual([
+    expect(changes(service)).toEqual([
       ['insert', 'b to delete'],
       ['insert', 'a to delete'],
       ['delete', hidden],

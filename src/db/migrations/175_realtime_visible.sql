@@ -11,34 +11,25 @@
 --    expressions as stored (pg_get_expr), permissive ones OR-ed, restrictive ones AND-ed,
 --    none permissive → nothing; and USAGE on the table's schema. Not cached: a policy
 --    dropped or created applies to the next page of events evaluated.
+-- The row before is kept for every update and delete; a changed primary key is, as
+-- before, a delete of the old key and an insert of the new.
 CREATE OR REPLACE FUNCTION basalt.realtime_capture() RETURNS trigger
   LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  old_pk jsonb;
-  new_pk jsonb;
-  old_r jsonb;
-  new_r jsonb;
+  before_row jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END;
+  after_row jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
+  before_key jsonb := CASE WHEN TG_OP <> 'INSERT' THEN
+    (SELECT jsonb_object_agg(k, to_jsonb(OLD) -> k) FROM unnest(TG_ARGV) AS k) END;
+  after_key jsonb := CASE WHEN TG_OP <> 'DELETE' THEN
+    (SELECT jsonb_object_agg(k, to_jsonb(NEW) -> k) FROM unnest(TG_ARGV) AS k) END;
 BEGIN
-  IF TG_OP <> 'INSERT' THEN
-    old_r := to_jsonb(OLD);
-    SELECT jsonb_object_agg(k, old_r -> k) INTO old_pk FROM unnest(TG_ARGV) AS k;
-  END IF;
-  IF TG_OP <> 'DELETE' THEN
-    new_r := to_jsonb(NEW);
-    SELECT jsonb_object_agg(k, new_r -> k) INTO new_pk FROM unnest(TG_ARGV) AS k;
-  END IF;
-  IF TG_OP = 'UPDATE' AND old_pk IS DISTINCT FROM new_pk THEN
-    -- A changed primary key: the old row is gone, a new one is there.
+  IF TG_OP = 'UPDATE' AND before_key IS DISTINCT FROM after_key THEN
     INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, new_row, old_row)
-    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', old_pk, NULL, old_r),
-           (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'insert', new_pk, new_r, NULL);
-  ELSIF TG_OP = 'DELETE' THEN
-    -- The row before: the delete goes to the subscribers who could see it (its key only).
-    INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, old_row)
-    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', old_pk, old_r);
+    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'delete', before_key, NULL, before_row),
+           (TG_TABLE_SCHEMA, TG_TABLE_NAME, 'insert', after_key, after_row, NULL);
   ELSE
     INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, new_row, old_row)
-    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, lower(TG_OP), new_pk, new_r, old_r);
+    VALUES (TG_TABLE_SCHEMA, TG_TABLE_NAME, lower(TG_OP), coalesce(after_key, before_key), after_row, before_row);
   END IF;
   RETURN NULL;
 END $$;

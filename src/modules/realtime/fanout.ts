@@ -22,8 +22,8 @@ export interface FanoutDeps {
   reader: RowReader;
   /** The data schema (events of other schemas are nobody's). */
   schema: string;
-  /** The catalog's table, or undefined (dropped since); with the catalog load time. */
-  table: (name: string) => Promise<{ table?: Table; loadedAt: number }>;
+  /** The catalog's table, or undefined (dropped since). */
+  table: (name: string) => Promise<{ table?: Table }>;
   counters: FanoutCounters;
   /** An identity whose rows could not be evaluated (it sees nothing of that page). */
   onError: (cause: unknown) => void;
@@ -51,9 +51,7 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     let t = tables.get(ev.table);
     if (t === undefined) {
       const found = await deps.table(ev.table);
-      t = found.table
-        ? { table: found.table, loadedAt: found.loadedAt, images: [], keys: [], identities: new Map(), seen: new Map() }
-        : null;
+      t = found.table ? { table: found.table, images: [], keys: [], identities: new Map(), seen: new Map() } : null;
       tables.set(ev.table, t);
       if (t) for (const s of byTable.get(ev.table)!) t.identities.set(s.identityKey, s.identity);
     }
@@ -111,7 +109,6 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
 
 interface PerTable {
   table: Table;
-  loadedAt: number;
   /** Captured rows (JSON texts) the page's events refer to by index. */
   images: string[];
   /** Primary-key objects (JSON texts) of the page's events, by index. */

@@ -67,8 +67,8 @@ export class RealtimeService {
       schema: this.schema,
       reader: this.rows,
       table: async (name) => {
-        const { snap, table } = await deps.database.catalog.table(name);
-        return { table, loadedAt: snap.loadedAt };
+        const { table } = await deps.database.catalog.table(name);
+        return { table };
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
       alone: p.db.kind === 'embedded',

@@ -150,4 +150,27 @@ SELECT basalt.realtime_enable('memos');`;
     ]);
     for (const c of [ca, cb, service]) c.close();
   });
+
+  test('an update that changes the primary key: a delete of the old key and an insert of the new, to those who see the row', async () => {
+    const ca = await openSse(url('tables=boards'), a.headers());
+    const cb = await openSse(url('tables=boards'), b.headers());
+    for (const c of [ca, cb]) expect(c.status).toBe(200);
+    const id = await insert('boards', a, 'a moves');
+    await write('boards', {
+      action: 'update',
+      data: { id: id + 1000 },
+      filters: [{ field: 'id', op: 'eq', value: id }],
+    });
+    await insert('boards', a, 'a sentinel 2');
+    expect(await until(ca, 'a sentinel 2')).toEqual([
+      ['insert', 'a moves'],
+      ['delete', id],
+      ['insert', 'a moves'],
+      ['insert', 'a sentinel 2'],
+    ]);
+    expect(ca.of()[2]!.data.row.id).toBe(id + 1000);
+    await insert('boards', b, 'b sentinel 2');
+    expect(await until(cb, 'b sentinel 2')).toEqual([['insert', 'b sentinel 2']]);
+    for (const c of [ca, cb]) c.close();
+  });
 });

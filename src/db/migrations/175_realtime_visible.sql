@@ -19,9 +19,9 @@ DECLARE
   before_row jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END;
   after_row jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
   before_key jsonb := CASE WHEN TG_OP <> 'INSERT' THEN
-    (SELECT jsonb_object_agg(k, to_jsonb(OLD) -> k) FROM unnest(TG_ARGV) AS k) END;
+    (SELECT jsonb_object_agg(k, before_row -> k) FROM unnest(TG_ARGV) AS k) END;
   after_key jsonb := CASE WHEN TG_OP <> 'DELETE' THEN
-    (SELECT jsonb_object_agg(k, to_jsonb(NEW) -> k) FROM unnest(TG_ARGV) AS k) END;
+    (SELECT jsonb_object_agg(k, after_row -> k) FROM unnest(TG_ARGV) AS k) END;
 BEGIN
   IF TG_OP = 'UPDATE' AND before_key IS DISTINCT FROM after_key THEN
     INSERT INTO basalt.realtime_outbox (rel_schema, rel_name, action, pk, new_row, old_row)

@@ -22,6 +22,7 @@ import { emailIdnDomains } from './migrations/140_email_idn_domains';
 import m150 from './migrations/150_realtime_resume.sql' with { type: 'text' };
 import { sealTotpSecrets } from './migrations/160_totp_sealed';
 import m170 from './migrations/170_auth_ownership.sql' with { type: 'text' };
+import m175 from './migrations/175_realtime_visible.sql' with { type: 'text' };
 
 /** A step: SQL run as one script, or a function given the migration transaction. */
 export type PlatformMigration = { name: string; sql: string } | { name: string; run: (tx: Queryable) => Promise<void> };
@@ -45,4 +46,5 @@ export const platformMigrations: PlatformMigration[] = [
   { name: '150_realtime_resume', sql: m150 },
   { name: '160_totp_sealed', run: sealTotpSecrets },
   { name: '170_auth_ownership', sql: m170 },
+  { name: '175_realtime_visible', sql: m175 },
 ];

@@ -5,6 +5,7 @@
  */
 export { defineExtension, type ExtensionDefinition, type ExtensionSettingDef } from './define';
 export type { ExtensionContext, ExtensionDb, ExtensionRealtime } from './context';
+export type { ChannelFollower, ChannelRule } from '../modules/realtime/service';
 export type { ExtensionMail } from './mail';
 export type { MailMessage, TemplateInput } from '../modules/mail/service';
 export type { ExtensionSettings } from './settings-store';

@@ -16,7 +16,7 @@ import { errorResponses, type SuccessBodyOf } from '../http/envelope-schemas';
 import { prefixesOf, rootOf, type AREA, type Areas } from '../http/areas';
 import { guardInputs, type GuardServices } from '../guards';
 import type { MailService } from '../modules/mail/service';
-import type { RealtimeService } from '../modules/realtime/service';
+import type { ChannelRule, RealtimeService } from '../modules/realtime/service';
 import type { ExtensionSettings } from './settings-store';
 import {
   extensionGuards,
@@ -49,6 +49,16 @@ export interface ExtensionDb extends Queryable {
 
 export interface ExtensionRealtime {
   publish(channel: string, data: unknown, opts?: { users?: string[]; tx?: Queryable }): Promise<void>;
+  /**
+   * Decide who may follow this extension's channels: `rule(channel, who)` runs each time a
+   * stream asks for one of them (`channel` without the `<extension>:` prefix; `who` is
+   * `{kind:'user', userId}`, `{kind:'key', keyId}` or `{kind:'anon'}`); anything but `true`
+   * refuses the stream (403, 401 for anon). Without a rule anyone may follow any of them.
+   *
+   * @example
+   * ctx.realtime.authorize((channel, who) => channel === 'news' || who.kind === 'key');
+   */
+  authorize(rule: ChannelRule): void;
 }
 
 const CHANNEL = /^[A-Za-z0-9_.-]{1,100}$/;
@@ -135,7 +145,7 @@ export function extensionSchema(name: string): string {
 /** The services an extension's context uses: the guards', mail and realtime. */
 export interface ExtensionServices extends GuardServices {
   mail: MailService;
-  realtime: Pick<RealtimeService, 'publish'>;
+  realtime: Pick<RealtimeService, 'publish' | 'authorizeChannels'>;
 }
 
 /** A route group an extension built: mounted in the area of its prefix (src/app.ts). */
@@ -215,6 +225,7 @@ export function createContext(
         if (opts.users?.some((u) => !isUuid(u))) throw new Error('realtime.publish: users are user ids (uuid)');
         await services.realtime.publish(`${name}:${channel}`, data, opts);
       },
+      authorize: (rule) => services.realtime.authorizeChannels(name, rule),
     },
     settings,
     platformSetting: (key) => p.settings.get(key),

@@ -3,7 +3,8 @@
  * key, per user (anon: per client address) and in total → 429 too_many_connections, a slot
  * freed when a stream ends; the keep-alive comment at realtime.heartbeat_seconds; messages
  * published on a channel by an extension (a small one of this suite's, ext-demo), to everyone
- * or to some users, committed or rolled back with their transaction.
+ * or to some users, committed or rolled back with their transaction; the extension's rule
+ * for who may follow which of its channels.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,13 @@ export default defineExtension({ name: 'ext-demo', version: '1.0.0', setup(ctx) 
           if (!rollback) throw e;
         });
     return ctx.reply(request, {});
+  });
+  // Who follows what: 'staff' only with a service key, 'user.<id>' only that user, the rest anyone.
+  ctx.realtime.authorize((channel, who) => {
+    if (channel === 'staff') return who.kind === 'key';
+    if (channel.startsWith('user.')) return who.kind === 'user' && channel === 'user.' + who.userId;
+    if (channel === 'broken') throw new Error('the rule failed');
+    return true;
   });
 } });
 `;
@@ -173,6 +181,27 @@ describe.each(ENGINES)('realtime limits, heartbeats and channels on %s', (engine
     // Ids in commit order, like row changes.
     const ids = ca.of('message').map((e) => Number(e.id));
     expect(ids).toEqual([...ids].sort((x, y) => x - y));
+    await closeAll();
+  });
+
+  test("an extension's rule decides who follows its channels: 403 (401 for anon) naming the channel, before the stream", async () => {
+    const own = `ext-demo:user.${a.user.id}`;
+    expect((await follow(`channels=${own}`, a.headers())).status).toBe(200);
+    const notTheirs = await follow(`channels=${own}`, b.headers());
+    expect(notTheirs.status).toBe(403);
+    expect(notTheirs.body.error.code).toBe('forbidden');
+    expect(notTheirs.body.error.message).toContain(own);
+    const anon = await follow('channels=ext-demo:staff');
+    expect(anon.status).toBe(401);
+    expect(anon.body.error.code).toBe('unauthorized');
+    expect(anon.body.error.message).toContain('ext-demo:staff');
+    expect((await follow('channels=ext-demo:staff', a.headers())).status).toBe(403);
+    expect((await follow('channels=ext-demo:staff', { 'x-api-key': key })).status).toBe(200);
+    // One refused channel refuses the whole stream; a rule that throws refuses.
+    expect((await follow('tables=notes&channels=ext-demo:news,ext-demo:staff', a.headers())).status).toBe(403);
+    expect((await follow('channels=ext-demo:broken', a.headers())).status).toBe(403);
+    // Channels the rule lets anyone follow stay open to anon.
+    expect((await follow('channels=ext-demo:news')).status).toBe(200);
     await closeAll();
   });
 });

@@ -6,10 +6,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { canSql, startServer, type TestServer } from '../helpers/server';
-import { createKey } from '../helpers/keys';
-import { expectA } from '../helpers/envelopes';
 import { signInUser, type SignedInUser } from '../helpers/users';
-import { openSse, type SseClient } from './sse';
+import { openSse } from './sse';
+import { changes, serviceWriter, type Write } from './writer';
 
 // The spec's example: own rows, shared rows readable by everyone.
 const SCHEMA = `
@@ -41,13 +40,7 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
   let a: SignedInUser;
   let b: SignedInUser;
   const url = (q: string) => `${s.publicUrl}/api/v1/realtime?${q}`;
-  let writer: string;
-  /** A Database API request with the service key; its rows. */
-  const write = async (entity: string, body: Record<string, unknown>) =>
-    expectA(
-      await s.req('POST', '/api/v1/db/query', { headers: { 'x-api-key': writer }, body: { entity, ...body } }),
-      200,
-    ).rows as any[];
+  let write: Write;
   const note = async (owner: SignedInUser, body: string, shared = false) =>
     (await write('notes', { action: 'insert', data: { owner_id: owner.user.id, body, shared }, fields: ['id'] }))[0]
       .id as string;
@@ -58,22 +51,16 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     if (s.target === 'source') await s.platform.services.auth.setDisabled(id, disabled);
     else await s.admin('POST', `/api/admin/users/${id}/${disabled ? 'disable' : 'enable'}`);
   };
-  const changes = (c: SseClient) => c.of().map((e) => [e.data.action, e.data.row.body ?? e.data.row.id]);
 
   beforeAll(async () => {
     s = await startServer(engine, { migrations: { '001_realtime.sql': SCHEMA } });
-    writer = await createKey(s, {
-      type: 'service',
-      service: 'writer',
-      permissions: ['db:query'],
-      tables: ['notes', 'posts', 'by_claims'],
-    });
+    ({ write } = await serviceWriter(s, ['notes', 'posts', 'by_claims']));
     a = await signInUser(s);
     b = await signInUser(s);
   });
   afterAll(() => s.stop());
 
-  test('a user sees their rows and shared ones, as their policies show them; updates in and out of view; deletes to all', async () => {
+  test('a user sees their rows and shared ones, as their policies show them; updates in and out of view; deletes of rows they saw', async () => {
     const ca = await openSse(url('tables=notes'), a.headers());
     expect(ca.status).toBe(200);
     const mine = await note(a, 'mine');

@@ -30,6 +30,19 @@ export const RealtimeErrors = defineErrors({
     message: (table: string) =>
       `Reading '${table}' needs credentials: a user's access token (Authorization: Bearer) or a service key (X-API-Key).`,
   },
+  /** A channel its extension's rule (ctx.realtime.authorize) does not let this caller follow. */
+  channelForbidden: {
+    status: 403,
+    code: 'forbidden',
+    message: (channel: string) => `This caller may not follow channel '${channel}' (its extension's rule refuses it).`,
+  },
+  /** Anonymous and refused by the channel's rule: credentials might help. */
+  channelUnauthorized: {
+    status: 401,
+    code: 'unauthorized',
+    message: (channel: string) =>
+      `Following '${channel}' needs credentials: a user's access token (Authorization: Bearer) or a service key (X-API-Key).`,
+  },
   invalidTicket: {
     status: 401,
     code: 'invalid_ticket',

@@ -3,7 +3,7 @@
  * 1. per table the streams follow, list the page's captured rows (after and before each
  *    change) and keys, and the identities (service, each user, anon) following it;
  * 2. one statement per (identity, table) evaluates every captured row as that identity
- *    (`RowReader.visible`: grants and policies), one per table decodes the keys;
+ *    (`RowReader.visible`: grants and policies, asked of PostgreSQL), one per table decodes the keys;
  * 3. walk the events in id order; each event's frame is built once per identity and
  *    queued to every stream of that identity that subscribes to it.
  */
@@ -22,8 +22,8 @@ export interface FanoutDeps {
   reader: RowReader;
   /** The data schema (events of other schemas are nobody's). */
   schema: string;
-  /** The catalog's table, or undefined (dropped since); with the catalog load time. */
-  table: (name: string) => Promise<{ table?: Table; loadedAt: number }>;
+  /** The catalog's table, or undefined (dropped since). */
+  table: (name: string) => Promise<{ table?: Table }>;
   counters: FanoutCounters;
   /** An identity whose rows could not be evaluated (it sees nothing of that page). */
   onError: (cause: unknown) => void;
@@ -51,9 +51,7 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     let t = tables.get(ev.table);
     if (t === undefined) {
       const found = await deps.table(ev.table);
-      t = found.table
-        ? { table: found.table, loadedAt: found.loadedAt, images: [], keys: [], identities: new Map(), seen: new Map() }
-        : null;
+      t = found.table ? { table: found.table, images: [], keys: [], identities: new Map(), seen: new Map() } : null;
       tables.set(ev.table, t);
       if (t) for (const s of byTable.get(ev.table)!) t.identities.set(s.identityKey, s.identity);
     }
@@ -73,7 +71,7 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     keyReads.push(deps.reader.keys(t.table, t.keys).then((rows) => void (t.keyRows = rows)));
   }
   const seen = await deps.reader.visible(
-    asks.map((a) => ({ identity: a.identity, table: a.t.table, images: a.t.images, loadedAt: a.t.loadedAt })),
+    asks.map((a) => ({ identity: a.identity, table: a.t.table, images: a.t.images })),
     deps.onError,
   );
   for (let i = 0; i < asks.length; i++) asks[i]!.t.seen.set(asks[i]!.ik, seen[i]!);
@@ -99,7 +97,7 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
     for (const s of byTable.get(ev.table!)!) {
       let chunk = perIdentity.get(s.identityKey);
       if (chunk === undefined) {
-        chunk = changeFrame(ev, slot, t.seen.get(s.identityKey), t.keyRows);
+        chunk = changeFrame(ev, slot, s.identity.kind === 'service', t.seen.get(s.identityKey), t.keyRows);
         perIdentity.set(s.identityKey, chunk);
       }
       if (!chunk) deps.counters.droppedByRules++;
@@ -111,7 +109,6 @@ export async function fanout(deps: FanoutDeps, events: OutboxEvent[], streams: I
 
 interface PerTable {
   table: Table;
-  loadedAt: number;
   /** Captured rows (JSON texts) the page's events refer to by index. */
   images: string[];
   /** Primary-key objects (JSON texts) of the page's events, by index. */
@@ -131,16 +128,25 @@ interface Slots {
 
 /**
  * The frame of a row change for one identity: the row after an insert or update when it
- * sees it; a delete (key only) when an update took the row out of its view, and for every
- * delete; nothing when it saw the row neither before nor after.
+ * sees it; a delete (key only) when an update took the row out of its view, and for a
+ * delete of a row it saw (the row before, captured since migration 175; a delete captured
+ * before it has no row and goes to service keys only); nothing when it saw the row neither
+ * before nor after. Service keys see every row.
  */
-function changeFrame(ev: OutboxEvent, slot: Slots, seen: RowsByIndex | undefined, keys: RowsByIndex | undefined) {
+function changeFrame(
+  ev: OutboxEvent,
+  slot: Slots,
+  service: boolean,
+  seen: RowsByIndex | undefined,
+  keys: RowsByIndex | undefined,
+) {
   const key = keys?.get(slot.key);
+  const sawBefore = service || (slot.old !== undefined && !!seen?.has(slot.old));
   if (ev.action === 'delete')
-    return key ? frame('change', { table: ev.table, action: 'delete', row: key }, ev.id) : null;
+    return key && sawBefore ? frame('change', { table: ev.table, action: 'delete', row: key }, ev.id) : null;
   const row = slot.row === undefined ? undefined : seen?.get(slot.row);
   if (row) return frame('change', { table: ev.table, action: ev.action, row }, ev.id);
-  if (ev.action === 'update' && slot.old !== undefined && seen?.has(slot.old) && key)
+  if (ev.action === 'update' && slot.old !== undefined && sawBefore && key)
     return frame('change', { table: ev.table, action: 'delete', row: key }, ev.id);
   return null;
 }

@@ -2,8 +2,9 @@
  * HTTP of realtime (docs/realtime.md): the event stream and its tickets, format A errors
  * before a stream starts. Credentials as on the Database API: a service key (X-API-Key,
  * db:query, its whitelist), a user's Bearer token, or nobody (anon); or a ticket in their
- * place. Order: credentials (401), then each table (403, 401 for anon without
- * credentials), then whether it emits changes (400), then the limits (429).
+ * place. Order: credentials (401), then each table and each channel whose extension has a
+ * rule (403, 401 for anon without credentials), then whether the tables emit changes
+ * (400), then the limits (429).
  */
 import { Elysia } from 'elysia';
 import { rootOf, type AreaFacts } from '../../http/areas';
@@ -120,7 +121,8 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
             '`event: expired` when the access token expires, `event: revoked` when the session, user or key ends; a comment line every realtime.heartbeat_seconds (15 s). ' +
             'Send Last-Event-ID to resume (EventSource does). Credentials as on the Database API, or ?ticket= (POST /api/v1/realtime/ticket) for EventSource: ' +
             'the first use spends the ticket and sets a cookie with which the same URL reconnects (EventSource does that by itself). ' +
-            'Refused before the stream starts: 401 (no or bad credentials; anon for a table not granted to basalt_anon), 403 (a table outside the whitelist or grants), ' +
+            'Refused before the stream starts: 401 (no or bad credentials; anon for a table not granted to basalt_anon or a channel its extension keeps from anon), ' +
+            "403 (a table outside the whitelist or grants, a channel its extension's rule refuses), " +
             '400 realtime_not_enabled (a table that emits no changes: basalt.realtime_enable), 429 too_many_connections (realtime.max_connections*).',
           'x-codes': {
             400: ['realtime_not_enabled'],

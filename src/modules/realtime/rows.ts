@@ -6,12 +6,13 @@
  * identity, however many events and streams share them: the cost grows with
  * identities × tables per batch, never with subscribers × events.
  *
- * Policies are PostgreSQL's own (pg_policy), applied to the captured rows as PostgreSQL
- * applies them to a SELECT: with row-level security on, the USING expressions of the
- * SELECT and ALL policies that apply to the role, permissive ones OR-ed, restrictive
- * ones AND-ed, none permissive → no row. The expressions run as the identity (role,
- * `basalt.uid()`, `basalt.jwt()` set locally), so a subquery in a policy reads other
- * tables under that identity's own grants and policies, as it would on the table.
+ * Which rows and columns an identity sees is PostgreSQL's answer, asked again for every
+ * page: as each role following (basalt_user, basalt_anon), one statement reads, for each
+ * table of the page, `basalt.realtime_policy` (migration 175: whether row-level security
+ * applies to the role and which policies PostgreSQL would pick for its SELECT, from the
+ * catalog as it is then) and the columns granted (`has_column_privilege`). Nothing about
+ * policies or grants is kept from one page to the next: a policy dropped or a grant
+ * revoked applies to the next page evaluated.
  */
 import { quoteIdent, type Queryable } from '../../db/engine';
 import type { Column, Table } from '../database/catalog';
@@ -29,7 +30,6 @@ export interface VisibleAsk {
   identity: Identity;
   table: Table;
   images: string[];
-  loadedAt: number;
 }
 
 /** Decoded rows by their position in the list handed in. */
@@ -37,16 +37,21 @@ export type RowsByIndex = Map<number, Record<string, unknown>>;
 
 const N = '"__basalt_n"';
 
+type Role = 'basalt_user' | 'basalt_anon';
+
+/** What one role sees of one table during one page: its condition (null: nothing) and columns. */
 interface RoleView {
-  at: number;
+  condition: string | null;
   columns: Column[];
-  /** The policies' combined USING condition, or 'true' when row-level security is off. */
-  condition: string;
+}
+
+interface Plan {
+  sql: string;
+  params: string[];
+  cols: Column[];
 }
 
 export class RowReader {
-  private views = new Map<string, RoleView>();
-
   constructor(
     private readonly schema: string,
     private readonly owner: Queryable,
@@ -59,75 +64,92 @@ export class RowReader {
     return `${quoteIdent(this.schema)}.${table.quoted}`;
   }
 
-  /** The columns a role may select and the policies it reads under, per catalog load. */
-  private async view(role: string, table: Table, loadedAt: number): Promise<RoleView> {
-    const k = `${role}\u0000${table.name}`;
-    const hit = this.views.get(k);
-    if (hit && hit.at === loadedAt) return hit;
-    const [cols, pol] = await Promise.all([
-      this.owner.query<{ name: string }>(
-        `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
-          WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
-            AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
-            AND has_column_privilege($2, a.attrelid, a.attnum, 'SELECT')`,
-        [this.qualified(table), role],
-      ),
-      this.owner.query<{ rls: boolean; permissive: string[] | string; restrictive: string[] | string }>(
-        `WITH p AS (
-           SELECT p.polpermissive, '(' || pg_get_expr(p.polqual, p.polrelid) || ')' AS expr
-             FROM pg_catalog.pg_policy p
-            WHERE p.polrelid = $1::regclass AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL
-              AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
-              AND (0::oid = ANY (p.polroles)
-                   OR EXISTS (SELECT 1 FROM unnest(p.polroles) r WHERE pg_has_role($2, r, 'MEMBER'))))
-         SELECT c.relrowsecurity AS rls,
-                coalesce((SELECT array_agg(expr) FROM p WHERE polpermissive), '{}') AS permissive,
-                coalesce((SELECT array_agg(expr) FROM p WHERE NOT polpermissive), '{}') AS restrictive
-           FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`,
-        [this.qualified(table), role],
-      ),
-    ]);
-    const names = new Set(cols.rows.map((r) => r.name));
-    const r = pol.rows[0];
-    const list = (v: string[] | string | undefined) => (Array.isArray(v) ? v : v ? parseTextArray(v) : []);
-    const permissive = list(r?.permissive);
-    const restrictive = list(r?.restrictive);
-    const condition = !r?.rls
-      ? 'true'
-      : `(${permissive.length ? permissive.join(' OR ') : 'false'})${restrictive.map((x) => ` AND ${x}`).join('')}`;
-    const view = { at: loadedAt, columns: table.columnList.filter((c) => names.has(c.name)), condition };
-    if (this.views.size > 10_000) this.views.clear();
-    this.views.set(k, view);
-    return view;
-  }
-
-  /** The columns `identity` reads of `table`: all for service keys, the role's column grants otherwise. */
-  async columns(identity: Identity, table: Table, loadedAt: number): Promise<Column[]> {
+  /**
+   * Whether `identity` may read `table` now: USAGE on the schema and some column granted,
+   * the primary key among them (events name rows by it). Service keys: their whitelist,
+   * checked by the caller.
+   */
+  async mayRead(identity: Identity, table: Table): Promise<boolean> {
     const role = roleOf(identity);
-    return role ? (await this.view(role, table, loadedAt)).columns : table.columnList;
+    if (!role) return true;
+    const { rows } = await this.owner.query<{ name: string }>(
+      `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+          AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $2)
+          AND has_schema_privilege($2, $3, 'USAGE')
+          AND has_column_privilege($2, a.attrelid, a.attnum, 'SELECT')`,
+      [this.qualified(table), role, this.schema],
+    );
+    const names = new Set(rows.map((r) => r.name));
+    return names.size > 0 && table.primaryKey.every((k) => names.has(k));
   }
 
   /**
-   * Whether `identity` may read `table` at all: some column granted, the primary key among
-   * them (events name rows by it). Service keys: their whitelist, checked by the caller.
+   * For each role among the asks' identities, asked as that role (one statement each, one
+   * transaction): per table, the condition of `basalt.realtime_policy` and the columns
+   * granted. A role that may no longer read a table's primary key sees nothing of it.
    */
-  async mayRead(identity: Identity, table: Table, loadedAt: number): Promise<boolean> {
-    if (!roleOf(identity)) return true;
-    const cols = await this.columns(identity, table, loadedAt);
-    return cols.length > 0 && table.primaryKey.every((k) => cols.some((c) => c.name === k));
+  private async views(asks: VisibleAsk[]): Promise<Map<string, RoleView>> {
+    const byRole = new Map<Role, { identity: Identity; tables: Map<string, Table> }>();
+    for (const a of asks) {
+      const role = roleOf(a.identity);
+      if (!role) continue;
+      let r = byRole.get(role);
+      if (!r) byRole.set(role, (r = { identity: a.identity, tables: new Map() }));
+      r.tables.set(a.table.name, a.table);
+    }
+    const out = new Map<string, RoleView>();
+    if (!byRole.size) return out;
+    const roles = [...byRole.entries()];
+    const results = await this.asIdentities(
+      roles.map(([, r]) => r.identity),
+      (k, q) =>
+        q.query<{ name: string; cond: string | null; cols: string }>(
+          `SELECT u.name, basalt.realtime_policy(u.rel::regclass) AS cond,
+                  (SELECT coalesce(jsonb_agg(a.attname), '[]'::jsonb)::text FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = u.rel::regclass AND a.attnum > 0 AND NOT a.attisdropped
+                      AND has_column_privilege(u.rel::regclass, a.attnum, 'SELECT')) AS cols
+             FROM jsonb_to_recordset($1::jsonb) AS u(name text, rel text)`,
+          [JSON.stringify([...roles[k]![1].tables.values()].map((t) => ({ name: t.name, rel: this.qualified(t) })))],
+        ),
+    );
+    roles.forEach(([role, r], k) => {
+      for (const row of results[k]!.rows) {
+        const table = r.tables.get(row.name)!;
+        const granted = new Set(JSON.parse(row.cols) as string[]);
+        const readable = row.cond !== null && table.primaryKey.every((c) => granted.has(c));
+        out.set(`${role}\u0000${row.name}`, {
+          condition: readable ? row.cond : null,
+          columns: table.columnList.filter((c) => granted.has(c.name)),
+        });
+      }
+    });
+    return out;
   }
 
   /**
    * Of the captured rows of each ask (JSON texts of whole rows of its table), those its
    * identity may see, each as the Database API would answer it: index in `images` → row.
    * Service keys read on the platform's connection; users and anon all in one transaction,
-   * switching identity between statements (two statements each instead of four). When that
-   * transaction fails (a policy that errors for one identity), each is tried on its own and
-   * one that still fails sees nothing of this page (logged by the caller through `onError`).
+   * switching identity between statements (one statement each), after the roles' views of
+   * the page's tables were read (`views`). When that transaction fails (a policy that
+   * errors for one identity), each is tried on its own and one that still fails sees
+   * nothing of this page (logged by the caller through `onError`), as does every identity
+   * when the views cannot be read.
    */
   async visible(asks: VisibleAsk[], onError: (cause: unknown) => void): Promise<RowsByIndex[]> {
     const out: RowsByIndex[] = asks.map(() => new Map());
-    const plans = await Promise.all(asks.map((a) => this.plan(a)));
+    let views: Map<string, RoleView>;
+    try {
+      views = await this.views(asks);
+    } catch (e) {
+      views = new Map();
+      onError(e);
+    }
+    const plans = asks.map((a) => {
+      const role = roleOf(a.identity);
+      return this.plan(a, role ? (views.get(`${role}\u0000${a.table.name}`) ?? null) : undefined);
+    });
     const service: number[] = [];
     const roles: number[] = [];
     asks.forEach((a, i) => {
@@ -173,10 +195,13 @@ export class RowReader {
     return out;
   }
 
-  /** The statement of one ask, or undefined when there is nothing to evaluate. */
-  private async plan(a: VisibleAsk): Promise<{ sql: string; params: string[]; cols: Column[] } | undefined> {
-    const role = roleOf(a.identity);
-    const view = role ? await this.view(role, a.table, a.loadedAt) : undefined;
+  /**
+   * The statement of one ask, or undefined when there is nothing to evaluate. `view`:
+   * undefined for a service key (every row, every column), null when the role's view could
+   * not be read (nothing).
+   */
+  private plan(a: VisibleAsk, view: RoleView | null | undefined): Plan | undefined {
+    if (view === null || view?.condition === null) return undefined;
     const cols = view ? view.columns : a.table.columnList;
     if (!a.images.length || !cols.length) return undefined;
     // The derived table takes the table's name, so a policy's `notes.owner_id` finds its column.
@@ -205,28 +230,4 @@ export class RowReader {
     }
     return out;
   }
-}
-
-/** text[] in its text form (a driver that does not parse it): `{"(a = b)","(c)"}`. */
-function parseTextArray(text: string): string[] {
-  const out: string[] = [];
-  let i = 1;
-  while (i < text.length - 1) {
-    if (text[i] === '"') {
-      let s = '';
-      i++;
-      while (text[i] !== '"') {
-        if (text[i] === '\\') i++;
-        s += text[i++];
-      }
-      out.push(s);
-      i += 2;
-    } else {
-      const end = text.indexOf(',', i);
-      const stop = end === -1 ? text.length - 1 : end;
-      out.push(text.slice(i, stop));
-      i = stop + 1;
-    }
-  }
-  return out;
 }

@@ -28,6 +28,12 @@ import { ANON, switchIdentity, userIdentity } from '../database/identity';
 /** A channel of an extension: `<extension>:<name>`. */
 export const CHANNEL_NAME = /^[a-z0-9][a-z0-9-]*:[A-Za-z0-9_.-]{1,100}$/;
 
+/** Who asks to follow a channel, as an extension's rule sees them (docs/extensions.md, `ctx.realtime.authorize`). */
+export type ChannelFollower = { kind: 'user'; userId: string } | { kind: 'key'; keyId: string } | { kind: 'anon' };
+
+/** An extension's rule: may `who` follow its channel `channel` (the name without `<extension>:`)? */
+export type ChannelRule = (channel: string, who: ChannelFollower) => boolean | Promise<boolean>;
+
 export interface OpenRequest {
   tables: string[];
   channels: string[];
@@ -46,6 +52,8 @@ export class RealtimeService {
   readonly rows: RowReader;
   private readonly schema: string;
   private perPrincipal = new Map<string, number>();
+  /** Extension name → its rule for following its channels; an extension without one: anyone may. */
+  private channelRules = new Map<string, ChannelRule>();
 
   constructor(
     private readonly p: Platform,
@@ -59,8 +67,8 @@ export class RealtimeService {
       schema: this.schema,
       reader: this.rows,
       table: async (name) => {
-        const { snap, table } = await deps.database.catalog.table(name);
-        return { table, loadedAt: snap.loadedAt };
+        const { table } = await deps.database.catalog.table(name);
+        return { table };
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
       alone: p.db.kind === 'embedded',
@@ -89,12 +97,44 @@ export class RealtimeService {
         if (!principal.key.tables.includes(t)) throw refuse(t);
         continue;
       }
-      const { snap, table } = await catalog.table(t);
-      if (!table || !(await this.rows.mayRead(identity, table, snap.loadedAt))) throw refuse(t);
+      const { table } = await catalog.table(t);
+      if (!table || !(await this.rows.mayRead(identity, table))) throw refuse(t);
     }
+    for (const c of req.channels) await this.mayFollow(principal, c);
     if (!req.tables.length) return;
     const enabled = await enabledTables(this.p.db, this.schema);
     for (const t of req.tables) if (!enabled.has(t)) throw RealtimeErrors.notEnabled(t);
+  }
+
+  /** Let an extension decide who follows its channels (docs/extensions.md, `ctx.realtime.authorize`). */
+  authorizeChannels(extension: string, rule: ChannelRule): void {
+    this.channelRules.set(extension, rule);
+  }
+
+  /**
+   * A channel whose extension declared a rule: followed only when the rule answers true
+   * (403, or 401 for anon without credentials). A rule that throws refuses (logged).
+   */
+  private async mayFollow(principal: Principal, channel: string): Promise<void> {
+    const at = channel.indexOf(':');
+    const rule = this.channelRules.get(channel.slice(0, at));
+    if (!rule) return;
+    const who: ChannelFollower =
+      principal.kind === 'user'
+        ? { kind: 'user', userId: principal.userId }
+        : principal.kind === 'key'
+          ? { kind: 'key', keyId: principal.key.id }
+          : { kind: 'anon' };
+    let allowed = false;
+    try {
+      allowed = (await rule(channel.slice(at + 1), who)) === true;
+    } catch (e) {
+      this.p.log.warn('realtime: a channel rule failed; following refused', { channel, cause: e });
+    }
+    if (allowed) return;
+    throw principal.kind === 'anon' && !principal.withKey
+      ? RealtimeErrors.channelUnauthorized(channel)
+      : RealtimeErrors.channelForbidden(channel);
   }
 
   /** Open a stream for `principal`, or throw the refusal. The stream is fed from now on. */

@@ -168,7 +168,8 @@ export function boundAnswer(sql: string, columns: readonly Column[], param: numb
     if (typeof v === 'number') fixed += v;
     else measured.push(`coalesce(${v}, 0)`);
   }
-  const size = [`${fixed}::int8`, ...measured].join(' + ');
+  // A row's size as int4, so its running sum is int8 (a sum of int8 would be numeric, slower).
+  const size = [String(fixed), ...measured].join(' + ');
   const list = columns.map((c) => `b.${c.quoted}`).join(', ');
   const limit = `$${param}::int8`;
   const rows = /^\s*SELECT\b/i.test(sql) ? `(${sql}) a` : 'a';

@@ -291,6 +291,15 @@ export const SETTINGS: SettingDef[] = [
   // database API
   { key: 'db.max_limit', kind: 'int', default: 1000, min: 1, max: 100_000, description: 'Largest select limit.' },
   {
+    key: 'db.max_response_bytes',
+    kind: 'int',
+    default: 32 * 1024 * 1024,
+    min: 65_536,
+    max: 1024 * 1024 * 1024,
+    description:
+      "Largest answer of one Database API request (a select's rows, a write's RETURNING) and of one admin data browser page, counted by the database as it reads the rows (the values' text size); larger → 400 response_too_large, the statement without effect.",
+  },
+  {
     key: 'db.statement_timeout_ms',
     kind: 'int',
     default: 5000,

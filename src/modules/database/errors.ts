@@ -88,6 +88,17 @@ export const DbErrors = {
         `Waited longer than ${ms} ms for a row or table another transaction holds; nothing was changed by this query. Retry shortly.`,
       extra: (_ms: number, cause?: unknown) => ({ cause }),
     },
+    /** The rows would pass db.max_response_bytes (value-codec.ts, `boundAnswer`): the statement failed, nothing changed. */
+    responseTooLarge: {
+      status: 400,
+      code: 'response_too_large',
+      message: (max: number) =>
+        `The answer would be larger than ${max} bytes (setting db.max_response_bytes), so the statement was stopped and changed nothing (inside a transaction, the transaction is rolled back). Ask for fewer rows (a lower limit, paging with offset) or fewer fields.`,
+      extra: (max: number, cause?: unknown) => ({
+        details: { setting: 'db.max_response_bytes', max_bytes: max },
+        cause,
+      }),
+    },
     txNotFound: {
       status: 404,
       code: 'transaction_not_found',

@@ -8,6 +8,7 @@ import { AppError, Errors } from '../../http/errors';
 import type { Catalog, CatalogSnapshot, Column, Table } from './catalog';
 import { DbErrors } from './errors';
 import type { Statement } from './query-builder';
+import { answerLimitOf } from './value-codec';
 
 export interface ErrorContext {
   statement?: Statement;
@@ -91,6 +92,8 @@ function badPattern(st: Statement | undefined): string | undefined {
 export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unknown> {
   if (err instanceof AppError || !(err instanceof PgError)) return err;
   const code = err.code;
+  const maxBytes = answerLimitOf(err);
+  if (maxBytes !== undefined) return DbErrors.responseTooLarge(maxBytes, err);
   switch (code) {
     case '23505':
       return DbErrors.conflict(constraintColumns(err, ctx), err);

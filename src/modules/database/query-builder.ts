@@ -7,7 +7,7 @@
 import type { Column, Table } from './catalog-types';
 import { DbErrors } from './errors';
 import { ACTIONS, DIRECTIONS, OPERATORS, type Action, type Operator, type QueryBody } from './model';
-import { castParam, encodeList, encodeValue, ValueError } from './value-codec';
+import { boundAnswer, castParam, encodeList, encodeValue, ValueError } from './value-codec';
 
 /** A column or table name the catalog does not know (the caller may refresh the catalog and retry). */
 export class UnknownName extends Error {
@@ -255,18 +255,35 @@ function nonNegativeInt(v: unknown, path: string): number {
 export function buildStatement(
   body: QueryBody,
   table: Table,
-  opts: { maxLimit: number; returning?: boolean },
+  opts: { maxLimit: number; returning?: boolean; maxBytes?: number },
 ): Statement {
   const action = body.action as Action;
   const tokens = action === 'select' ? selectShape(body) : undefined;
   if (tokens) {
+    tokens.push(opts.maxBytes !== undefined);
     const shape = findShape(table, tokens);
-    if (shape) return bindSelect(shape, body, opts.maxLimit);
-    const st = build(body, table, opts);
+    if (shape) return bindSelect(shape, body, opts);
+    const st = bounded(build(body, table, opts), opts.maxBytes);
     remember(table, tokens, body, st);
     return st;
   }
-  return build(body, table, opts);
+  return bounded(build(body, table, opts), opts.maxBytes);
+}
+
+/**
+ * A statement whose rows make the answer, bounded to `maxBytes` (db.max_response_bytes) by the
+ * database itself (value-codec.ts, `boundAnswer`); one without rows (a write of a role that may
+ * read nothing) or without a bound stays as it is.
+ */
+export function bounded(st: Statement, maxBytes: number | undefined): Statement {
+  if (maxBytes === undefined || !st.columns.length) return st;
+  if (st.params.length >= MAX_PARAMS)
+    throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS - 1}); split it`);
+  st.params.push(maxBytes);
+  st.paramColumns.push(null);
+  st.paramIsList.push(false);
+  st.sql = boundAnswer(st.sql, st.columns, st.params.length);
+  return st;
 }
 
 function build(body: QueryBody, table: Table, opts: { maxLimit: number; returning?: boolean }): Statement {
@@ -490,12 +507,14 @@ function remember(table: Table, tokens: Token[], body: QueryBody, st: Statement)
  * builder checks them (filters, limit, offset) and bound. The shape's lists are shared
  * between requests and only read.
  */
-function bindSelect(shape: SelectShape, body: QueryBody, maxLimit: number): Statement {
+function bindSelect(shape: SelectShape, body: QueryBody, opts: { maxLimit: number; maxBytes?: number }): Statement {
   const filters = body.filters as { value?: unknown }[] | undefined;
   const params: (string | number | null)[] = [];
   for (const b of shape.binds) params.push(filterValue(b.col, b.op, filters![b.i]!.value, b.i));
   const filterParams = shape.countSql ? params.slice() : undefined;
-  params.push(limitOf(body, maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
+  params.push(limitOf(body, opts.maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
+  // A bounded shape's text ends with the bound's parameter (the shape's last token says it is bounded).
+  if (opts.maxBytes !== undefined && shape.columns.length) params.push(opts.maxBytes);
   const st: Statement = {
     sql: shape.sql,
     params,

@@ -176,7 +176,7 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
         detail: {
           summary: 'Run a parameterized query on a whitelisted table',
           'x-codes': {
-            400: ['filters_required'],
+            400: ['filters_required', 'response_too_large'],
             401: ['unauthorized', 'api_key_required', 'token_expired', 'session_revoked'],
             403: ['forbidden', 'raw_sql_disabled'],
             404: ['transaction_not_found'],
@@ -186,7 +186,8 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
           description:
             'select, insert, update or delete on a table of the data schema. Needs an API key with db:query (or db:*) whose table whitelist holds the entity. ' +
             'Filters: eq neq gt gte lt lte in not_in like ilike is_null, all ANDed. Every action answers data.rows (RETURNING for writes, narrowed by fields) and data.count. ' +
-            'Errors: 400 validation_error / filters_required, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops) / database_busy (no connection free within database.busy_timeout_ms; Retry-After).',
+            'An answer whose rows would pass db.max_response_bytes (32 MiB) → 400 response_too_large; the statement changes nothing. ' +
+            'Errors: 400 validation_error / filters_required / response_too_large, 401 unauthorized / api_key_required (no key, in api_key_required mode), 403 forbidden / raw_sql_disabled, 404 transaction_not_found, 409 conflict / transaction_aborted, 503 query_timeout / lock_timeout / shutting_down (a transaction_id while the instance stops) / database_busy (no connection free within database.busy_timeout_ms; Retry-After).',
           security,
         },
       },

@@ -180,12 +180,14 @@ export class DatabaseService {
     role?: IdentityRole,
   ): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
+    // The answer's rows are bounded by the database as it reads them (docs/database.md, "Answer size").
+    const maxBytes = this.p.settings.get<number>('db.max_response_bytes');
     const make = role
       ? (table: Table) => {
           const a = authorize(body, table, role);
-          return buildStatement(a.body, table, { maxLimit, returning: a.returning });
+          return buildStatement(a.body, table, { maxLimit, maxBytes, returning: a.returning });
         }
-      : (table: Table) => buildStatement(body, table, { maxLimit });
+      : (table: Table) => buildStatement(body, table, { maxLimit, maxBytes });
     return this.catalog.build(body.entity, via, make, {
       table: () =>
         role

@@ -116,6 +116,77 @@ export function selectExpr(col: Column): string {
   }
 }
 
+/** The running size of a bounded answer's rows (`boundAnswer`), beside the rows' own columns. */
+const RUNNING = '"basalt answer bytes"';
+/** What a failed bound puts in the database's error (an integer cast of this text), for `answerLimitOf`. */
+const OVER = 'db.max_response_bytes';
+const OVER_RE = /db\.max_response_bytes (\d+) < \d+/;
+/** Kinds whose value prints in at most this many characters: counted as that, not measured. */
+const FIXED: Partial<Record<ValueKind, number>> = {
+  int: 11,
+  bigint: 22,
+  float: 24,
+  bool: 5,
+  uuid: 38,
+  timestamptz: 36,
+  timestamp: 36,
+  date: 16,
+};
+
+/**
+ * The bytes the value of `col` (read as `ref`, its select-list output) adds to the answer, as a
+ * SQL expression, or a number when its kind prints short. Measured on the value's text without
+ * reading it where Postgres can (`octet_length` of text and bytea takes the stored length, not
+ * the compressed one, and detoasts nothing); other kinds through their text form.
+ */
+function valueBytes(col: Column, ref: string): string | number {
+  if (!col.isArray) {
+    const fixed = FIXED[col.kind];
+    if (fixed !== undefined) return fixed;
+    if (col.kind === 'bytea') return `(octet_length(${ref}) + 2) / 3 * 4`; // base64
+    if (col.kind === 'text' && col.castType === 'character') return `octet_length(${ref})`;
+  }
+  // Arrays are selected as text already; text, varchar, citext: no conversion.
+  return `octet_length(${ref}::text)`;
+}
+
+/**
+ * `sql` (a select, or a write with RETURNING, whose rows have `columns`) bounded to `limit`
+ * bytes (bind parameter `$param`, the database's count of the answer's JSON: names, values'
+ * text, punctuation): a running sum of each row's size beside the rows, and the statement
+ * fails at the first row that would pass it, so the database stops reading there and no more
+ * than the limit is ever sent or held, on either engine. A write fails as a whole: nothing is
+ * written. The failure is recognized by `answerLimitOf`. Escapes in JSON strings (quotes,
+ * control characters) are not counted. docs/database.md, "Answer size".
+ */
+export function boundAnswer(sql: string, columns: readonly Column[], param: number): string {
+  let fixed = 2; // {} per row, then "name": and a comma per value
+  const measured: string[] = [];
+  for (const c of columns) {
+    fixed += c.name.length + 4;
+    const v = valueBytes(c, `a.${c.quoted}`);
+    if (typeof v === 'number') fixed += v;
+    else measured.push(`coalesce(${v}, 0)`);
+  }
+  // A row's size as int4, so its running sum is int8 (a sum of int8 would be numeric, slower).
+  const size = [String(fixed), ...measured].join(' + ');
+  const list = columns.map((c) => `b.${c.quoted}`).join(', ');
+  const limit = `$${param}::int8`;
+  const rows = /^\s*SELECT\b/i.test(sql) ? `(${sql}) a` : 'a';
+  const ctx = rows === 'a' ? `WITH a AS (${sql}) ` : '';
+  return (
+    `${ctx}SELECT ${list} FROM (SELECT a.*, sum(${size}) OVER (ROWS UNBOUNDED PRECEDING) AS ${RUNNING} FROM ${rows}) b` +
+    ` WHERE CASE WHEN b.${RUNNING} <= ${limit} THEN true ELSE ('${OVER} ' || ${limit} || ' < ' || b.${RUNNING})::int4 IS NULL END`
+  );
+}
+
+/** The limit a statement of `boundAnswer` failed on, or undefined for any other error. */
+export function answerLimitOf(err: { code: string; message: string }): number | undefined {
+  if (err.code !== '22P02') return undefined;
+  const m = OVER_RE.exec(err.message);
+  return m ? Number(m[1]) : undefined;
+}
+
 // Arrays are read as text and parsed here (see the file comment); all of them, for one path.
 function needsTextArray(_kind: ValueKind): boolean {
   return true;

@@ -20,7 +20,7 @@ import type { BrowserCore, Row } from './core';
 import { Catalog, type CatalogSnapshot, type Table } from '../catalog';
 import type { Filter, QueryBody, Sort } from '../model';
 import { mapDbError } from '../pg-errors';
-import { buildStatement, type Statement } from '../query-builder';
+import { bounded, buildStatement, type Statement } from '../query-builder';
 import { decodeRows, encodeValue, ValueError } from '../value-codec';
 import { exportCsv, type FormulaMode } from './export';
 import { importCsv } from './import';
@@ -107,6 +107,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
   const catalog = database?.catalog ?? new Catalog(p.db, { schema });
   const embedded = p.db.kind === 'embedded';
   const estimates = new Map<string, { rows: number; at: number }>();
+  const maxBytes = () => p.settings.get<number>('db.max_response_bytes');
 
   const core: BrowserCore = {
     p,
@@ -123,7 +124,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
       const built = await catalog.build(
         name,
         via,
-        (table) => buildStatement(body(table), table, { maxLimit: MAX_LIMIT }),
+        (table) => buildStatement(body(table), table, { maxLimit: MAX_LIMIT, maxBytes: maxBytes() }),
         {
           table: () => Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`),
           name: (e) => invalid(e.path, `unknown column '${e.name}' of table '${name}'`),
@@ -281,7 +282,8 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
         limit: limit as number,
         offset: (q.offset ?? 0) as number,
       });
-      const st = page.st;
+      // A page is bounded as the Database API's answers are (docs/database.md, "Answer size").
+      const st = bounded(page.st, maxBytes());
       const filtered = Array.isArray(filters) && filters.length > 0;
       try {
         // The table's size decides between an exact count and an estimate (cached for a few

@@ -174,7 +174,9 @@ export function exportCsv(
 ): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
   let opened: { table: Table; source: Source } | undefined;
-  let size = EXPORT_BATCH_MAX;
+  // The first batch is short: its rows' width sets the next batch's size, so wide rows
+  // (a megabyte each) are never read a thousand at a time.
+  let size = EXPORT_BATCH_MIN;
   let finished = false;
   let idle: ReturnType<typeof setTimeout> | undefined;
   let abandoned = false;

@@ -297,7 +297,7 @@ export const SETTINGS: SettingDef[] = [
     min: 65_536,
     max: 1024 * 1024 * 1024,
     description:
-      "Largest answer of one Database API request (a select's rows, a write's RETURNING) and of one admin data browser page, counted by the database as it reads the rows (the values' text size); larger → 400 response_too_large, the statement without effect.",
+      "Largest answer of one Database API request (a select's rows, a write's RETURNING) and of one admin data browser page; larger → 400 response_too_large (a select's rows dropped as they are read, a write refused by the database without effect). See docs/database.md, Answer size.",
   },
   {
     key: 'db.statement_timeout_ms',

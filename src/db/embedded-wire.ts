@@ -42,6 +42,7 @@
 import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
+import { AnswerTooLargeError } from './engine';
 import { undeclared } from '../util/undeclared';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 
@@ -155,6 +156,10 @@ export class WireStatements {
   private named = 0;
   /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
   private closing: string[] = [];
+  /** The exchange's bound on its answer (`WaitOptions.maxAnswerBytes`); 0: none. */
+  private limit = 0;
+  /** Whether the exchange's rows passed `limit` (they were dropped: `dropRows`). */
+  private over = false;
 
   constructor(
     pg: PGlite,
@@ -173,17 +178,46 @@ export class WireStatements {
         }
         this.input.set(chunk, this.inputLength);
         this.inputLength = need;
+        if (this.limit > 0 && this.inputLength > this.limit) this.dropRows();
       },
     };
+  }
+
+  /**
+   * The answer so far passed the exchange's bound: every DataRow received whole is dropped
+   * (the other messages, which end statements and the exchange, are kept), so the buffer
+   * never holds more than about the bound and a chunk; the exchange then fails (`send`).
+   */
+  private dropRows(): void {
+    const b = this.input;
+    let read = 0;
+    let write = 0;
+    while (read + 5 <= this.inputLength) {
+      const next = read + 1 + b.readInt32BE(read + 1);
+      if (next > this.inputLength) break;
+      if (b[read] === 0x44) this.over = true;
+      else {
+        if (write !== read) b.copy(b, write, read, next);
+        write += next - read;
+      }
+      read = next;
+    }
+    if (read < this.inputLength) b.copy(b, write, read, this.inputLength);
+    this.inputLength = write + (this.inputLength - read);
   }
 
   /**
    * Run `sql` with `params` as `PGlite.query` would. `inTransaction`: the statement runs inside a
    * transaction PGlite holds (its transaction lock is taken already; nothing is synced after it).
    */
-  query<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
+  query<T>(
+    sql: string,
+    params: readonly unknown[],
+    inTransaction: boolean,
+    maxAnswerBytes = 0,
+  ): Promise<WireResult<T>> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
-    const run = () => this.pg._runExclusiveQuery(() => this.run<T>(sql, params, inTransaction));
+    const run = () => this.pg._runExclusiveQuery(() => this.run<T>(sql, params, inTransaction, maxAnswerBytes));
     return inTransaction ? run() : this.pg._runExclusiveTransaction(run);
   }
 
@@ -192,13 +226,16 @@ export class WireStatements {
    * ended by a single Sync; their results in order. The first error is thrown: the statements
    * after it did not run, and nothing of the batch stays (PostgreSQL rolled it back at the Sync).
    */
-  batch(statements: readonly BatchStatement[]): Promise<WireResult<Record<string, unknown>>[]> {
+  batch(statements: readonly BatchStatement[], maxAnswerBytes = 0): Promise<WireResult<Record<string, unknown>>[]> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
-    return this.pg._runExclusiveTransaction(() => this.pg._runExclusiveQuery(() => this.runBatch(statements)));
+    return this.pg._runExclusiveTransaction(() =>
+      this.pg._runExclusiveQuery(() => this.runBatch(statements, maxAnswerBytes)),
+    );
   }
 
   private async runBatch(
     statements: readonly BatchStatement[],
+    maxAnswerBytes: number,
     retried = false,
   ): Promise<WireResult<Record<string, unknown>>[]> {
     const w = this.w.reset();
@@ -225,7 +262,7 @@ export class WireStatements {
     }
     w.bare(SYNC);
     const replies: Reply[] = [];
-    await this.send(replies);
+    await this.send(replies, maxAnswerBytes);
     const failed = replies.find((r) => r.error)?.error;
     if (failed) {
       // Statements parsed by this batch may or may not exist now: closed before the next one,
@@ -237,11 +274,12 @@ export class WireStatements {
         this.prepared.delete(sql);
         this.closing.push(name);
       }
-      if (stale && !retried) return this.runBatch(statements, true);
+      if (stale && !retried) return this.runBatch(statements, maxAnswerBytes, true);
       throw failed;
     }
     if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');
     await this.pg.syncToFs();
+    if (this.over) throw new AnswerTooLargeError(maxAnswerBytes);
     return statements.map((_, i) => {
       const r = replies[i]!;
       return {
@@ -252,7 +290,12 @@ export class WireStatements {
     });
   }
 
-  private async run<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
+  private async run<T>(
+    sql: string,
+    params: readonly unknown[],
+    inTransaction: boolean,
+    maxAnswerBytes: number,
+  ): Promise<WireResult<T>> {
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
     let paramTypes: number[] = [];
@@ -278,9 +321,10 @@ export class WireStatements {
     }
     w.begin(DESCRIBE).int16(0x5000).end(); // 'P', the unnamed portal
     w.begin(EXECUTE).cstring('').int32(0).end().bare(SYNC);
-    const reply = await this.send();
+    const reply = await this.send(undefined, maxAnswerBytes);
     if (reply.error) throw reply.error;
     if (!inTransaction) await this.pg.syncToFs();
+    if (this.over) throw new AnswerTooLargeError(maxAnswerBytes);
     const fields = reply.names.map((name, i) => ({ name, dataTypeID: reply.types[i]! }));
     return { rows: reply.rows as T[], fields, affectedRows: reply.affectedRows };
   }
@@ -324,9 +368,15 @@ export class WireStatements {
    * With `each`, every statement's answer (ended by its CommandComplete) is pushed there apart,
    * the one a failure cut short last; the first answer is returned.
    */
-  private async send(each?: Reply[]): Promise<Reply> {
+  private async send(each?: Reply[], maxAnswerBytes = 0): Promise<Reply> {
     this.inputLength = 0;
-    await this.pg.execProtocolRawStream(this.w.view(), this.exchange);
+    this.limit = maxAnswerBytes;
+    this.over = false;
+    try {
+      await this.pg.execProtocolRawStream(this.w.view(), this.exchange);
+    } finally {
+      this.limit = 0;
+    }
     const reply = this.read(each);
     // A large statement or answer (an export, a bulk insert) does not keep its buffer for the process's life.
     if (this.input.length > LARGE) this.input = Buffer.allocUnsafe(64 * 1024);

@@ -189,12 +189,13 @@ export async function openEmbedded(
    * anew after a describe exchange. Its values then go as text for the server to read, as
    * postgres.js sends them on external PostgreSQL.
    */
-  const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx): Queryable => ({
+  const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx, maxAnswerBytes?: number): Queryable => ({
     query: <T>(sql: string, params: unknown[] = []) =>
       run(async () => {
         if (tx?.closed) throw new Error('Transaction is closed');
-        if (!tx && batchable(params)) return wrap<T>((await wire.batch([{ sql, params }]))[0] as WireResult<T>);
-        return wrap<T>(await wire.query<T>(sql, params, tx !== undefined));
+        if (!tx && batchable(params))
+          return wrap<T>((await wire.batch([{ sql, params }], maxAnswerBytes))[0] as WireResult<T>);
+        return wrap<T>(await wire.query<T>(sql, params, tx !== undefined, maxAnswerBytes));
       }),
     exec: (sql: string) => run(async () => void (await target.exec(sql))),
   });
@@ -214,10 +215,19 @@ export async function openEmbedded(
   // One session: work takes the gate's one place, so waits are bounded, fair and abandoned
   // with their client; a transaction holds the place until it ends.
   const gate = new WaitGate({ slots: 1, busyTimeoutMs: opts.busyTimeoutMs });
-  const waitAs = (w: WaitOptions): Queryable => ({
-    query: (sql, params) => gate.run(w, () => direct.query(sql, params)),
-    exec: (sql) => gate.run(w, () => direct.exec(sql)),
-  });
+  /** Statements bounded by their answer's size (WaitOptions.maxAnswerBytes), by the bound: few values. */
+  const boundedBy = new Map<number, Queryable>();
+  const waitAs = (w: WaitOptions): Queryable => {
+    let q = direct;
+    if (w.maxAnswerBytes) {
+      q = boundedBy.get(w.maxAnswerBytes) ?? queryable(pg, undefined, w.maxAnswerBytes);
+      if (boundedBy.size < 16) boundedBy.set(w.maxAnswerBytes, q);
+    }
+    return {
+      query: (sql, params) => gate.run(w, () => q.query(sql, params)),
+      exec: (sql) => gate.run(w, () => q.exec(sql)),
+    };
+  };
   const base = waitAs({});
   const flusher =
     sync === 'normal'
@@ -270,7 +280,7 @@ export async function openEmbedded(
         place.release();
       });
     const tx = await started;
-    const q = queryable(tx, tx);
+    const q = queryable(tx, tx, opts.maxAnswerBytes);
     let closed = false;
     try {
       if (opts.setup?.length) await q.exec(opts.setup.join('; '));
@@ -310,7 +320,7 @@ export async function openEmbedded(
         for (const st of statements) out.push(await tx.query(st.sql, st.params));
         return out;
       }, w);
-    return gate.run(w, () => run(async () => (await wire.batch(statements)).map((r) => wrap(r))));
+    return gate.run(w, () => run(async () => (await wire.batch(statements, w.maxAnswerBytes)).map((r) => wrap(r))));
   };
 
   return {

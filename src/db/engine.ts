@@ -44,6 +44,15 @@ export interface WaitOptions {
   key?: string;
   /** The request's signal: work whose client has gone never runs (src/db/wait-gate.ts: read at its turn, or listened to). */
   signal?: AbortSignal;
+  /**
+   * The most row data (bytes of the rows as PostgreSQL sends them) the statements may answer:
+   * past it the rows are dropped as they arrive and the call fails with AnswerTooLargeError
+   * once the exchange is over, so memory never follows a large answer. Applies on the wire
+   * paths of both engines (`atOnce`, `waitAs`, a `begin` on the wire), not to the driver's
+   * connections. The statements ran: outside a transaction a write is committed (the Database
+   * API bounds writes in SQL instead), inside one the caller aborts it.
+   */
+  maxAnswerBytes?: number;
 }
 
 export interface TxOptions extends WaitOptions {
@@ -119,6 +128,14 @@ export interface Db extends Queryable {
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   notify(channel: string, payload: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** An answer whose rows passed `WaitOptions.maxAnswerBytes`: its rows were dropped as they came. */
+export class AnswerTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`the answer's rows passed ${limit} bytes`);
+    this.name = 'AnswerTooLargeError';
+  }
 }
 
 /** The database cannot be reached (refused, dropped, shutting down). HTTP maps it to 503. */

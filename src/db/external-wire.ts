@@ -33,7 +33,7 @@ import crypto from 'node:crypto';
 import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import { DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
+import { AnswerTooLargeError, DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 import { BoundedMap } from '../util/bounded-map';
 
@@ -327,7 +327,7 @@ class WireConnection {
    * statement leaves that transaction aborted, and `retried` (true there) keeps a statement
    * gone stale from being run again in it.
    */
-  async batch(statements: readonly WireStatement[], retried = false): Promise<QueryResult[]> {
+  async batch(statements: readonly WireStatement[], retried = false, maxAnswerBytes = 0): Promise<QueryResult[]> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
@@ -358,10 +358,18 @@ class WireConnection {
     const answers: Answer[] = [];
     let current: Answer = { columns: plan[0]?.columns ?? [], rows: [], count: 0 };
     this.error = null;
+    // The rows' bytes so far, against `maxAnswerBytes` (WaitOptions): past it rows are dropped as they come.
+    let rowBytes = 0;
+    let over = false;
     this.onMessage = (code, body) => {
       switch (code) {
         case 0x44: {
           // DataRow
+          if (maxAnswerBytes > 0 && (over || (rowBytes += body.length) > maxAnswerBytes)) {
+            if (!over) for (const a of [...answers, current]) a.rows = [];
+            over = true;
+            break;
+          }
           const cols = current.columns;
           const n = body.readInt16BE(0);
           let p = 2;
@@ -431,10 +439,11 @@ class WireConnection {
         this.prepared.delete(sql);
         this.closing.push(p.name);
       }
-      if (stale && !retried) return this.batch(statements, true);
+      if (stale && !retried) return this.batch(statements, true, maxAnswerBytes);
       throw failed;
     }
     if (answers.length < statements.length) throw new Error('the batch ended before all its statements answered');
+    if (over) throw new AnswerTooLargeError(maxAnswerBytes);
     return answers.map((a) => ({
       rows: a.rows,
       rowCount: a.columns.length > 0 ? a.rows.length : a.count,
@@ -458,10 +467,10 @@ export class WirePool {
   }
 
   /** Run `statements` as one transaction of their own (see WireConnection.batch). */
-  async batch(statements: readonly WireStatement[]): Promise<QueryResult[]> {
+  async batch(statements: readonly WireStatement[], maxAnswerBytes = 0): Promise<QueryResult[]> {
     const conn = await this.reserve();
     try {
-      return await conn.batch(statements);
+      return await conn.batch(statements, false, maxAnswerBytes);
     } finally {
       this.release(conn);
     }

@@ -100,7 +100,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const pool = opts.onWire ? wire : null;
     if (pool)
       try {
-        return await wireTx(pool, place, opts.setup ?? []);
+        return await wireTx(pool, place, opts.setup ?? [], opts.maxAnswerBytes);
       } catch (e) {
         if (!offWire(pool, e)) {
           place.release();
@@ -156,11 +156,11 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
    * end no transaction: BEGIN opened one. Operations run one after another on the connection
    * whoever calls them. Values must be `batchable` (every Database API statement's are).
    */
-  async function wireTx(pool: WirePool, place: Place, setup: readonly string[]): Promise<Tx> {
+  async function wireTx(pool: WirePool, place: Place, setup: readonly string[], maxAnswerBytes = 0): Promise<Tx> {
     const conn = await pool.reserve();
     let last: Promise<unknown> = Promise.resolve();
     const send = (statements: WireStatement[]): Promise<QueryResult[]> => {
-      const r = last.then(() => run(() => conn.batch(statements, true)));
+      const r = last.then(() => run(() => conn.batch(statements, true, maxAnswerBytes)));
       last = r.catch(() => {});
       return r;
     };
@@ -240,7 +240,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const pool = wire;
     if (pool && statements.every((st) => batchable(st.params))) {
       try {
-        return await gate.run(wait, () => run(() => pool.batch(statements)));
+        return await gate.run(wait, () => run(() => pool.batch(statements, wait.maxAnswerBytes)));
       } catch (e) {
         if (!offWire(pool, e)) throw e;
       }

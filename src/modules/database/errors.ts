@@ -88,7 +88,7 @@ export const DbErrors = {
         `Waited longer than ${ms} ms for a row or table another transaction holds; nothing was changed by this query. Retry shortly.`,
       extra: (_ms: number, cause?: unknown) => ({ cause }),
     },
-    /** The rows would pass db.max_response_bytes (value-codec.ts, `boundAnswer`): the statement failed, nothing changed. */
+    /** The rows would pass db.max_response_bytes (a select's reader, a write's `boundAnswer`): nothing changed. */
     responseTooLarge: {
       status: 400,
       code: 'response_too_large',

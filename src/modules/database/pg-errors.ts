@@ -3,7 +3,7 @@
  * client learns which column and what to do; never the SQL text, the server's
  * message (it quotes values and internals) or constraint internals.
  */
-import { DatabaseUnavailableError, PgError, type Queryable } from '../../db/engine';
+import { AnswerTooLargeError, DatabaseUnavailableError, PgError, type Queryable } from '../../db/engine';
 import { AppError, Errors } from '../../http/errors';
 import type { Catalog, CatalogSnapshot, Column, Table } from './catalog';
 import { DbErrors } from './errors';
@@ -90,6 +90,7 @@ function badPattern(st: Statement | undefined): string | undefined {
 }
 
 export async function mapDbError(err: unknown, ctx: ErrorContext): Promise<unknown> {
+  if (err instanceof AnswerTooLargeError) return DbErrors.responseTooLarge(err.limit, err);
   if (err instanceof AppError || !(err instanceof PgError)) return err;
   const code = err.code;
   const maxBytes = answerLimitOf(err);

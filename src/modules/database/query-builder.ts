@@ -260,20 +260,22 @@ export function buildStatement(
   const action = body.action as Action;
   const tokens = action === 'select' ? selectShape(body) : undefined;
   if (tokens) {
-    tokens.push(opts.maxBytes !== undefined);
     const shape = findShape(table, tokens);
-    if (shape) return bindSelect(shape, body, opts);
-    const st = bounded(build(body, table, opts), opts.maxBytes);
+    if (shape) return bindSelect(shape, body, opts.maxLimit);
+    const st = build(body, table, opts);
     remember(table, tokens, body, st);
     return st;
   }
-  return bounded(build(body, table, opts), opts.maxBytes);
+  const st = build(body, table, opts);
+  return action === 'select' ? st : bounded(st, opts.maxBytes);
 }
 
 /**
- * A statement whose rows make the answer, bounded to `maxBytes` (db.max_response_bytes) by the
- * database itself (value-codec.ts, `boundAnswer`); one without rows (a write of a role that may
- * read nothing) or without a bound stays as it is.
+ * A write whose RETURNING rows make the answer, bounded to `maxBytes` (db.max_response_bytes)
+ * by the database itself (value-codec.ts, `boundAnswer`), so a write refused for its answer's
+ * size changes nothing; one without rows (a role that may read nothing) or without a bound
+ * stays as it is. A select's rows are bounded as they are read instead, at no cost to the
+ * statement (the engines' `maxAnswerBytes`, docs/database.md "Answer size").
  */
 export function bounded(st: Statement, maxBytes: number | undefined): Statement {
   if (maxBytes === undefined || !st.columns.length) return st;
@@ -507,14 +509,12 @@ function remember(table: Table, tokens: Token[], body: QueryBody, st: Statement)
  * builder checks them (filters, limit, offset) and bound. The shape's lists are shared
  * between requests and only read.
  */
-function bindSelect(shape: SelectShape, body: QueryBody, opts: { maxLimit: number; maxBytes?: number }): Statement {
+function bindSelect(shape: SelectShape, body: QueryBody, maxLimit: number): Statement {
   const filters = body.filters as { value?: unknown }[] | undefined;
   const params: (string | number | null)[] = [];
   for (const b of shape.binds) params.push(filterValue(b.col, b.op, filters![b.i]!.value, b.i));
   const filterParams = shape.countSql ? params.slice() : undefined;
-  params.push(limitOf(body, opts.maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
-  // A bounded shape's text ends with the bound's parameter (the shape's last token says it is bounded).
-  if (opts.maxBytes !== undefined && shape.columns.length) params.push(opts.maxBytes);
+  params.push(limitOf(body, maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
   const st: Statement = {
     sql: shape.sql,
     params,

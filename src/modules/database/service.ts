@@ -76,8 +76,14 @@ export class DatabaseService {
       // On external PostgreSQL on the API pool's wire path, where its statements outside a
       // transaction go too: a statement is one write and one read of Basalt's own, not the driver's.
       // A user's on the identities' pool, never on a connection of the platform's role.
+      // Every answer in it bounded as it is read (a write's too: one refused aborts the transaction).
       begin: async (setup, wait) =>
-        (await (isUserOwner(wait.key) ? this.identityDb() : this.apiDb())).begin({ setup, onWire: true, ...wait }),
+        (await (isUserOwner(wait.key) ? this.identityDb() : this.apiDb())).begin({
+          setup,
+          onWire: true,
+          maxAnswerBytes: p.settings.get<number>('db.max_response_bytes'),
+          ...wait,
+        }),
       idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
       maxLifetimeMs: () => p.settings.get<number>('db.transaction_max_lifetime_ms'),
       maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
@@ -149,7 +155,12 @@ export class DatabaseService {
    * the client has gone (src/db/wait-gate.ts).
    */
   async query(caller: DbCaller, body: QueryBody, signal?: AbortSignal): Promise<QueryResultData> {
-    const wait: WaitOptions = { key: caller.kind === 'anon' ? 'anon' : ownerOf(caller), signal };
+    const wait: WaitOptions = {
+      key: caller.kind === 'anon' ? 'anon' : ownerOf(caller),
+      signal,
+      // A select's rows are bounded as they are read; a write's in its statement (query-builder.ts, `bounded`).
+      maxAnswerBytes: body.action === 'select' ? this.p.settings.get<number>('db.max_response_bytes') : undefined,
+    };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
       if (body.transaction_id !== undefined)
@@ -180,7 +191,7 @@ export class DatabaseService {
     role?: IdentityRole,
   ): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get<number>('db.max_limit');
-    // The answer's rows are bounded by the database as it reads them (docs/database.md, "Answer size").
+    // A write's RETURNING rows are bounded by the database (docs/database.md, "Answer size").
     const maxBytes = this.p.settings.get<number>('db.max_response_bytes');
     const make = role
       ? (table: Table) => {

@@ -12,7 +12,7 @@
  * 500 rows, and counts that stay cheap on big tables (estimates from the planner's
  * statistics; an exact count only for tables of at most 100,000 estimated rows).
  */
-import { type Queryable, underSavepoint } from '../../../db/engine';
+import { type Queryable, type QueryResult, underSavepoint } from '../../../db/engine';
 import { AppError, Errors } from '../../../http/errors';
 import type { Platform } from '../../../platform';
 import type { DatabaseService } from '../service';
@@ -20,7 +20,7 @@ import type { BrowserCore, Row } from './core';
 import { Catalog, type CatalogSnapshot, type Table } from '../catalog';
 import type { Filter, QueryBody, Sort } from '../model';
 import { mapDbError } from '../pg-errors';
-import { bounded, buildStatement, type Statement } from '../query-builder';
+import { buildStatement, type Statement } from '../query-builder';
 import { decodeRows, encodeValue, ValueError } from '../value-codec';
 import { exportCsv, type FormulaMode } from './export';
 import { importCsv } from './import';
@@ -282,8 +282,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
         limit: limit as number,
         offset: (q.offset ?? 0) as number,
       });
-      // A page is bounded as the Database API's answers are (docs/database.md, "Answer size").
-      const st = bounded(page.st, maxBytes());
+      const st = page.st;
       const filtered = Array.isArray(filters) && filters.length > 0;
       try {
         // The table's size decides between an exact count and an estimate (cached for a few
@@ -292,7 +291,10 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
         const tableRows = await tableEstimate(table);
         const exact = tableRows <= EXACT_TOTAL_MAX;
         const [res, counted] = await Promise.all([
-          p.db.query<Row>(st.sql, st.params),
+          // A page is bounded as the Database API's selects are (docs/database.md, "Answer size").
+          p.db
+            .atOnce([{ sql: st.sql, params: st.params }], { maxAnswerBytes: maxBytes() })
+            .then((r) => r[0] as QueryResult<Row>),
           exact
             ? p.db
                 .query<{ total: string | number }>(page.countSql, page.countParams)

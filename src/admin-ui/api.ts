@@ -3,9 +3,13 @@
  * cookie session, the session's CSRF token echoed in `X-CSRF-Token` on every change,
  * format A errors turned into ApiError. A 401 `unauthorized` marks the session as lost:
  * the shell then asks to sign in again over the current screen, which keeps what the
- * operator typed.
+ * operator typed. Both ways are typed from the schemas the routes declare: answers from
+ * `Responses` (src/modules/admin/responses.ts), request bodies from `Bodies`
+ * (src/modules/admin/model.ts), so a renamed or mistyped field fails `tsc`.
  */
 import { signal } from '@preact/signals';
+import type { Static } from 'elysia';
+import type { Bodies } from '../modules/admin/model';
 import type { AdminAnswer, Responses } from '../modules/admin/responses';
 
 /**
@@ -13,6 +17,19 @@ import type { AdminAnswer, Responses } from '../modules/admin/responses';
  * route declares (src/modules/admin/responses.ts): `get<AdminData<'keys'>>('/keys')`.
  */
 export type AdminData<K extends keyof typeof Responses> = Wire<AdminAnswer<K>>;
+
+/** What the route that takes body `name` accepts (src/modules/admin/model.ts). */
+export type AdminBody<K extends keyof typeof Bodies> = Static<(typeof Bodies)[K]>;
+
+declare const checked: unique symbol;
+/** A request body made by `body(…)`: post, put and patch take no other. */
+export type Body = { readonly [checked]: true };
+
+/**
+ * A request body checked against the schema of the route it goes to:
+ * `post('/keys', body('createKey', { type, name }))`. The value is sent as it is.
+ */
+export const body = <K extends keyof typeof Bodies>(_route: K, value: AdminBody<K>) => value as AdminBody<K> & Body;
 
 export type Session = AdminData<'session'>;
 export type Admin = Session['admin'];
@@ -98,7 +115,7 @@ async function decode<T>(res: Response): Promise<T> {
   );
 }
 
-export async function api<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T = unknown>(method: string, path: string, body?: Body): Promise<T> {
   let res = await send(method, path, body);
   // Another tab signed in again (new token): take the current one and try once more.
   if (res.status === 403 && session.value && method !== 'GET') {
@@ -125,9 +142,9 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
 }
 
 export const get = <T = unknown>(path: string) => api<T>('GET', path);
-export const post = <T = unknown>(path: string, body?: unknown) => api<T>('POST', path, body);
-export const put = <T = unknown>(path: string, body?: unknown) => api<T>('PUT', path, body);
-export const patch = <T = unknown>(path: string, body?: unknown) => api<T>('PATCH', path, body);
+export const post = <T = unknown>(path: string, body?: Body) => api<T>('POST', path, body);
+export const put = <T = unknown>(path: string, body: Body) => api<T>('PUT', path, body);
+export const patch = <T = unknown>(path: string, body: Body) => api<T>('PATCH', path, body);
 export const del = <T = unknown>(path: string) => api<T>('DELETE', path);
 
 /** `?a=1&b=2` from the defined, non-empty values. */

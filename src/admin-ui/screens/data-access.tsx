@@ -5,7 +5,7 @@
  * in one audited transaction and is written as a migration file, which the toast names.
  */
 import { useState } from 'preact/hooks';
-import { get, post } from '../api';
+import { body, get, post } from '../api';
 import {
   Badge,
   Button,
@@ -39,7 +39,7 @@ export function AccessView({ table }: { table: TableInfo }) {
   const [granting, setGranting] = useState(false);
   const [newPolicy, setNewPolicy] = useState(false);
   const apply = async (changes: AccessChange[], done: string) => {
-    const r = await post<{ access: TableAccess; migration: { file: string } }>(path, { changes });
+    const r = await post<{ access: TableAccess; migration: { file: string } }>(path, body('access', { changes }));
     toast(`${done} Written to ${r.migration.file.split('/').pop()} in migrations.dir.`);
     access.reload();
   };
@@ -407,10 +407,13 @@ function TryAs({ table }: { table: TableInfo }) {
   const { busy, error, submit } = useSubmit(async () => {
     setResult(null);
     setResult(
-      await post(`/data/${encodeURIComponent(table.name)}/try-as`, {
-        user_id: userId.trim() || null,
-        limit: 20,
-      }),
+      await post(
+        `/data/${encodeURIComponent(table.name)}/try-as`,
+        body('tryAs', {
+          user_id: userId.trim() || null,
+          limit: 20,
+        }),
+      ),
     );
   });
   const columns = result?.rows[0] ? Object.keys(result.rows[0]) : [];

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { ApiError, patch, post, type AdminData } from '../api';
+import { ApiError, body, patch, post, type AdminData } from '../api';
 import { Button, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 
@@ -7,14 +7,19 @@ import { toast } from '../components/toast';
 export type TableInfo = AdminData<'tables'>['tables'][number];
 export type Column = TableInfo['columns'][number];
 
+/** A row's primary key: column → value, as the data routes take `key` / `keys`. */
+export function keyOf(t: TableInfo, row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(t.primary_key.map((c) => [c, row[c]]));
+}
+
 /** The first values of a referenced column, offered by the browser as the input's suggestions. */
 function ReferencedValues({ id, refTo }: { id: string; refTo: { table: string; column: string } }) {
   const values = useAsync(
     () =>
-      post<AdminData<'rows'>>(`/data/${encodeURIComponent(refTo.table)}/select`, {
-        sort: [{ field: refTo.column, direction: 'asc' }],
-        limit: 200,
-      }),
+      post<AdminData<'rows'>>(
+        `/data/${encodeURIComponent(refTo.table)}/select`,
+        body('select', { sort: [{ field: refTo.column, direction: 'asc' }], limit: 200 }),
+      ),
     [refTo.table, refTo.column],
   );
   return (
@@ -57,13 +62,12 @@ export function fromInput(c: Column, text: string): unknown {
 export function RowForm({
   table,
   row,
-  rowKey,
   onClose,
   onDone,
 }: {
   table: TableInfo;
+  /** null: a new row. */
   row: Record<string, unknown> | null;
-  rowKey: Record<string, unknown> | null;
   onClose: () => void;
   onDone: () => void;
 }) {
@@ -87,10 +91,10 @@ export function RowForm({
     }
     if (row) {
       if (!Object.keys(data).length) return onClose();
-      await patch(`/data/${encodeURIComponent(table.name)}/rows`, { key: rowKey, data });
+      await patch(`/data/${encodeURIComponent(table.name)}/rows`, body('updateRow', { key: keyOf(table, row), data }));
       toast('Row saved.');
     } else {
-      await post(`/data/${encodeURIComponent(table.name)}/rows`, { data });
+      await post(`/data/${encodeURIComponent(table.name)}/rows`, body('insertRow', { data }));
       toast(`Row inserted into ${table.name}.`);
     }
     onDone();
@@ -100,6 +104,7 @@ export function RowForm({
       ? (error.fields[name] ?? (error.details.column === name ? error.message : undefined))
       : undefined;
   const remove = async () => {
+    if (!row) return;
     if (
       !(await confirm({
         title: 'Delete this row?',
@@ -110,7 +115,7 @@ export function RowForm({
     )
       return;
     try {
-      await post(`/data/${encodeURIComponent(table.name)}/delete`, { keys: [rowKey] });
+      await post(`/data/${encodeURIComponent(table.name)}/delete`, body('deleteRows', { keys: [keyOf(table, row)] }));
       toast('Row deleted.');
       onDone();
     } catch (err) {

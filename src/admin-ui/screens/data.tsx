@@ -5,7 +5,7 @@
  * (`#/data/<table>/access`, data-access.tsx).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get, post, type AdminData } from '../api';
+import { ApiError, body, get, post, type AdminData } from '../api';
 import {
   Button,
   Empty,
@@ -25,7 +25,7 @@ import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { cell, dateTime, number } from '../format';
 import { navigate, route } from '../router';
-import { RowForm, type TableInfo } from './data-row';
+import { RowForm, keyOf, type TableInfo } from './data-row';
 import { FilterEditor, type Filter } from './data-filters';
 import { titleOf } from '../screen-list';
 import { AccessView } from './data-access';
@@ -106,10 +106,6 @@ function compact(n: number): string {
   return `${(n / 1e6).toFixed(n < 1e7 ? 1 : 0)}M`;
 }
 
-function keyOf(t: TableInfo, row: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(t.primary_key.map((c) => [c, row[c]]));
-}
-
 /** A JSON list from the address (`?f=` filters, `?s=` sort), or none when it is not one. */
 function fromQuery<T>(name: string): T[] {
   try {
@@ -143,9 +139,10 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
   // The page remembers its offset: while the next one loads, the pager still describes the rows shown.
   const page = useAsync(
     () =>
-      post<Page>(`/data/${encodeURIComponent(table.name)}/select`, { filters, sort, limit: LIMIT, offset }).then(
-        (p) => ({ ...p, offset }),
-      ),
+      post<Page>(
+        `/data/${encodeURIComponent(table.name)}/select`,
+        body('select', { filters, sort, limit: LIMIT, offset }),
+      ).then((p) => ({ ...p, offset })),
     [filters, sort, offset],
   );
   useEffect(() => setSelected(new Set()), [filters, sort, offset]);
@@ -180,9 +177,12 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
     )
       return;
     try {
-      const r = await post<AdminData<'deleted'>>(`/data/${encodeURIComponent(table.name)}/delete`, {
-        keys: [...selected].map((s) => JSON.parse(s)),
-      });
+      const r = await post<AdminData<'deleted'>>(
+        `/data/${encodeURIComponent(table.name)}/delete`,
+        body('deleteRows', {
+          keys: [...selected].map((s) => JSON.parse(s)),
+        }),
+      );
       toast(`${r.count} row${r.count === 1 ? '' : 's'} deleted.`);
       setSelected(new Set());
       page.reload();
@@ -353,7 +353,6 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
         <RowForm
           table={table}
           row={editing === 'new' ? null : editing}
-          rowKey={editing === 'new' ? null : keyOf(table, editing)}
           onClose={() => setEditing(null)}
           onDone={() => {
             setEditing(null);
@@ -408,7 +407,10 @@ function ImportCsv({ table, onClose, onDone }: { table: TableInfo; onClose: () =
     if (f) setCsv(await f.text());
   };
   const { busy, error, submit } = useSubmit(async () => {
-    const r = await post<AdminData<'imported'>>(`/data/${encodeURIComponent(table.name)}/import`, { csv });
+    const r = await post<AdminData<'imported'>>(
+      `/data/${encodeURIComponent(table.name)}/import`,
+      body('importCsv', { csv }),
+    );
     toast(`${number(r.inserted)} rows imported into ${table.name}.`);
     onDone();
   });

@@ -1,6 +1,6 @@
 /** Extensions: loaded and failed, with version, routes, error and their settings. */
 import { useState } from 'preact/hooks';
-import { ApiError, get, put, type AdminData } from '../api';
+import { ApiError, body, get, put, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { titleOf } from '../screen-list';
@@ -84,7 +84,10 @@ function ExtSetting({ ext, s }: { ext: string; s: Extension['settings'][number] 
         /* sent as text */
       }
     try {
-      await put(`/extensions/${encodeURIComponent(ext)}/settings/${encodeURIComponent(s.key)}`, { value });
+      await put(
+        `/extensions/${encodeURIComponent(ext)}/settings/${encodeURIComponent(s.key)}`,
+        body('value', { value }),
+      );
       setSaved(text);
       toast(`${ext}: ${s.key} saved.`);
     } catch (err) {

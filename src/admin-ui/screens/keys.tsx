@@ -3,7 +3,7 @@
  * catalog), the secret shown once with a copy button, revoke.
  */
 import { useState } from 'preact/hooks';
-import { get, post, type AdminData } from '../api';
+import { body, get, post, type AdminBody, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -190,12 +190,17 @@ function CreateKey({
   );
   const toggle = (list: string[], v: string) => (list.includes(v) ? list.filter((x) => x !== v) : [...list, v]);
   const { busy, error, submit } = useSubmit(async () => {
-    const common = { name: name || undefined, expires_at: expires ? new Date(expires).toISOString() : undefined };
-    const body =
+    const common: AdminBody<'createKey'> = {
+      name: name || undefined,
+      expires_at: expires ? new Date(expires).toISOString() : undefined,
+    };
+    const sent = body(
+      'createKey',
       type === 'service'
         ? { ...common, type, service, permissions: perms, tables: needsTables ? tables : [] }
-        : { ...common, type, site };
-    onCreated(await post<AdminData<'createdKey'>>('/keys', body));
+        : { ...common, type, site },
+    );
+    onCreated(await post<AdminData<'createdKey'>>('/keys', sent));
     toast('Key created. Copy its secret now: it is shown only once.');
   });
   const fields = ['type', 'name', 'service', 'permissions', 'tables', 'expires_at', 'site'];

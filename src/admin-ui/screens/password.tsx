@@ -3,7 +3,7 @@
  * docs/admin-api.md §Sign-in and setup). This session stays; the others end.
  */
 import { useState } from 'preact/hooks';
-import { post } from '../api';
+import { body, post } from '../api';
 import {
   differs,
   fieldError,
@@ -22,7 +22,7 @@ export function ChangePassword({ email, onClose }: { email: string; onClose: () 
   const mismatch = differs(next, repeat);
   const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
-    await post('/auth/password', { current_password: current, new_password: next });
+    await post('/auth/password', body('password', { current_password: current, new_password: next }));
     toast('Password changed. Your other sessions were signed out.');
     onClose();
   });

@@ -5,7 +5,7 @@
  */
 import { SignInProviders } from './user-sign-in';
 import { useMemo, useState } from 'preact/hooks';
-import { ApiError, del, get, post, put, type AdminData } from '../api';
+import { ApiError, body, del, get, post, put, type AdminData } from '../api';
 import { Badge, Button, Empty, ErrorNote, Field, Loading, PageHeader, TextField, useAsync } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate, route } from '../router';
@@ -142,9 +142,12 @@ function SettingRow({ s, onChanged }: { s: Setting; onChanged: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const { setting } = await put<AdminData<'setting'>>(`/settings/${encodeURIComponent(s.key)}`, {
-        value: fromText(s, text),
-      });
+      const { setting } = await put<AdminData<'setting'>>(
+        `/settings/${encodeURIComponent(s.key)}`,
+        body('value', {
+          value: fromText(s, text),
+        }),
+      );
       setText(toText(setting.value));
       toast(`${s.key} saved${setting.live ? ' and applied' : '; it applies after a restart'}.`);
       onChanged();
@@ -318,7 +321,7 @@ function SmtpTest() {
     setAnswer(null);
     setError(undefined);
     try {
-      const r = await post<AdminData<'smtpTest'>>('/mail/test', { to });
+      const r = await post<AdminData<'smtpTest'>>('/mail/test', body('mailTest', { to }));
       setAnswer({ ok: true, text: `Accepted. Server answered: ${r.response} (message id ${r.message_id})` });
     } catch (err) {
       if (err instanceof ApiError && err.fields.to) setError(err.fields.to);

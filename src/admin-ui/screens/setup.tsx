@@ -1,6 +1,6 @@
 /** `#/setup?token=…`: the one-time link `serve` prints while no administrator exists. */
 import { useState } from 'preact/hooks';
-import { ApiError, post, setSession, type Session } from '../api';
+import { ApiError, body, post, setSession, type Session } from '../api';
 import {
   AuthCard,
   Button,
@@ -23,7 +23,7 @@ export function Setup() {
   const mismatch = differs(password, repeat);
   const { busy, error, submit } = useSubmit(async () => {
     if (mismatch) return;
-    const s = await post<Session>('/auth/setup', { token, email, password });
+    const s = await post<Session>('/auth/setup', body('setup', { token, email, password }));
     setSession(s);
     navigate('/', undefined, true); // the token leaves the address bar and history entry
     toast(`Administrator ${s.admin.email} created. Welcome.`);

@@ -1,6 +1,6 @@
 /** Sign-in (and the same form again when a session is lost mid-work). */
 import { useState } from 'preact/hooks';
-import { ApiError, post, setSession, type Session } from '../api';
+import { ApiError, body, post, setSession, type Session } from '../api';
 import { AuthCard, Button, ErrorNote, fieldError, PasswordField, TextField, useSubmit } from '../components/ui';
 import { Toasts } from '../components/toast';
 import { signal } from '@preact/signals';
@@ -13,7 +13,7 @@ export function SignInForm({ email: initial = '' }: { email?: string }) {
   const [password, setPassword] = useState('');
   const { busy, error, submit } = useSubmit(async () => {
     try {
-      setSession(await post<Session>('/auth/login', { email, password }));
+      setSession(await post<Session>('/auth/login', body('login', { email, password })));
     } catch (err) {
       setPassword('');
       throw err;

@@ -4,7 +4,7 @@
  * origin); a render error names the variable.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, del, get, post, put, type AdminData } from '../api';
+import { ApiError, body, del, get, post, put, type AdminData } from '../api';
 import {
   Button,
   Empty,
@@ -198,12 +198,15 @@ function EditorForm({ initial }: { initial: Template | null }) {
     const mine = ++asked.current;
     timer.current = setTimeout(async () => {
       try {
-        const r = await post<AdminData<'preview'>>('/templates/preview', {
-          subject,
-          html: html || undefined,
-          text: text || undefined,
-          variables: sampleObject(samples),
-        });
+        const r = await post<AdminData<'preview'>>(
+          '/templates/preview',
+          body('preview', {
+            subject,
+            html: html || undefined,
+            text: text || undefined,
+            variables: sampleObject(samples),
+          }),
+        );
         if (mine !== asked.current) return;
         setPreview(r);
         setPreviewError(undefined);
@@ -238,11 +241,14 @@ function EditorForm({ initial }: { initial: Template | null }) {
     setSaving(true);
     setSaveError(undefined);
     try {
-      const { template } = await put<AdminData<'template'>>(`/templates/${encodeURIComponent(name)}`, {
-        subject,
-        html: html || undefined,
-        text: text || undefined,
-      });
+      const { template } = await put<AdminData<'template'>>(
+        `/templates/${encodeURIComponent(name)}`,
+        body('template', {
+          subject,
+          html: html || undefined,
+          text: text || undefined,
+        }),
+      );
       toast(`Template ${template.name} saved.`);
       if (!initial) {
         carried = { name: template.name, samples };
@@ -429,10 +435,13 @@ function SendTest({ name, variables, onClose }: { name: string; variables: Sampl
   const [answer, setAnswer] = useState<string>();
   const { busy, error, submit } = useSubmit(async () => {
     setAnswer(undefined);
-    const r = await post<AdminData<'templateTest'>>(`/templates/${encodeURIComponent(name)}/test`, {
-      to,
-      variables,
-    });
+    const r = await post<AdminData<'templateTest'>>(
+      `/templates/${encodeURIComponent(name)}/test`,
+      body('templateTest', {
+        to,
+        variables,
+      }),
+    );
     setAnswer(`Sent. The server answered: ${r.response}`);
     toast(`Test of ${name} sent to ${to}.`);
   });

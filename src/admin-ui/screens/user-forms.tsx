@@ -3,7 +3,7 @@
  * change the e-mail. Every field the server finds wrong is named at once, at its field.
  */
 import { useState } from 'preact/hooks';
-import { patch, post, type AdminData } from '../api';
+import { body, patch, post, type AdminData } from '../api';
 import { FormModal, PasswordField, TextField, fieldError, formError, useSubmit } from '../components/ui';
 import { toast } from '../components/toast';
 import { navigate } from '../router';
@@ -13,7 +13,7 @@ export function NewUser({ onClose }: { onClose: () => void }) {
   const [password, setPassword] = useState('');
   const [verified, setVerified] = useState(true);
   const { busy, error, submit } = useSubmit(async () => {
-    const { user } = await post<AdminData<'user'>>('/users', { email, password, verified });
+    const { user } = await post<AdminData<'user'>>('/users', body('createUser', { email, password, verified }));
     toast(`User ${user.email} created.`);
     onClose();
     navigate(`/users/${user.id}`);
@@ -55,7 +55,7 @@ export function NewUser({ onClose }: { onClose: () => void }) {
 export function SetPassword({ user, onClose }: { user: { id: string; email: string }; onClose: () => void }) {
   const [password, setPassword] = useState('');
   const { busy, error, submit } = useSubmit(async () => {
-    await post(`/users/${encodeURIComponent(user.id)}/password`, { password });
+    await post(`/users/${encodeURIComponent(user.id)}/password`, body('userPassword', { password }));
     toast(`Password of ${user.email} set; their sessions ended.`);
     onClose();
   });
@@ -93,7 +93,7 @@ export function EditEmail({
 }) {
   const [email, setEmail] = useState(user.email);
   const { busy, error, submit } = useSubmit(async () => {
-    await patch(`/users/${encodeURIComponent(user.id)}`, { email });
+    await patch(`/users/${encodeURIComponent(user.id)}`, body('userEmail', { email }));
     toast(`E-mail changed to ${email.trim().toLowerCase()}.`);
     onDone();
   });

@@ -22,32 +22,16 @@
  * "No way back to the platform's role").
  */
 import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import type { Static } from 'elysia';
 import { join, resolve } from 'node:path';
 import { PgError, type Queryable } from '../../db/engine';
 import type { Basalt } from '../../services';
 import type { Table } from '../database/catalog';
 import { AdminErrors } from './errors';
+import type { Bodies } from './model';
 
-export type AccessChange =
-  | { op: 'rls'; enabled: boolean }
-  | { op: 'realtime'; enabled: boolean }
-  | {
-      op: 'grant' | 'revoke';
-      role: 'basalt_user' | 'basalt_anon';
-      privilege: 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
-      /** Column grants (SELECT, INSERT, UPDATE); absent: the whole table. */
-      columns?: string[];
-    }
-  | {
-      op: 'create_policy';
-      name: string;
-      command: 'ALL' | 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
-      roles: ('basalt_user' | 'basalt_anon')[];
-      permissive?: boolean;
-      using?: string | null;
-      with_check?: string | null;
-    }
-  | { op: 'drop_policy'; name: string };
+/** One change of a table's access, as the route's body declares it (`Bodies.access`). */
+export type AccessChange = Static<typeof Bodies.access>['changes'][number];
 
 const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
 const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;

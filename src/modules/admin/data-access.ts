@@ -5,6 +5,7 @@
  * "try as a user": a select run exactly as a site user (or anon) would run it through the
  * Database API, to see the rows they would see.
  */
+import type { Static } from 'elysia';
 import type { Basalt } from '../../services';
 import type { IdentityRole, Table } from '../database/catalog';
 import { ANON, userIdentity } from '../database/identity';
@@ -16,6 +17,7 @@ import { basename } from 'node:path';
 import { PgError, type Queryable } from '../../db/engine';
 import { enabledTables } from '../realtime/outbox';
 import type { Actor } from './audit';
+import type { Bodies } from './model';
 import {
   accessStatements,
   applyAsMigration,
@@ -92,13 +94,8 @@ function roleAccess(table: Table, role: IdentityRole): RoleAccess | null {
   return { delete: p.delete, columns };
 }
 
-export interface TryAs {
-  /** A site user's id; null or absent: anon. */
-  user_id?: string | null;
-  filters?: unknown;
-  sort?: unknown;
-  limit?: unknown;
-}
+/** A site user's id (null or absent: anon) and the select's fields, as the route takes them. */
+export type TryAs = Static<typeof Bodies.tryAs>;
 
 export function createDataAccess(p: Basalt) {
   const db = () => p.services.database;

@@ -2,11 +2,19 @@
  * Request bodies and queries of the admin API (docs/admin-api.md), declared once;
  * validation failures answer 400 `validation_error` naming the field. Rules that need
  * more than a shape (key permissions, setting values) are the services' own checks.
+ * Each route takes its `body` from `Bodies`, and the panel types what it sends from the
+ * same objects (`body('name', …)` in src/admin-ui/api.ts), as it does answers from
+ * responses.ts: a renamed field fails `tsc` on both sides.
  */
 import { t } from 'elysia';
 
 const Email = t.String({ minLength: 1, maxLength: 320 });
 const Password = t.String({ minLength: 1, maxLength: 4096 });
+/** A row, or a row's key: column → value as the Database API encodes it. */
+const Data = t.Record(t.String(), t.Unknown());
+const Role = t.Union([t.Literal('basalt_user'), t.Literal('basalt_anon')]);
+const PolicyName = t.String({ minLength: 1, maxLength: 63 });
+const Privilege = t.Union([t.Literal('SELECT'), t.Literal('INSERT'), t.Literal('UPDATE'), t.Literal('DELETE')]);
 
 export const Bodies = {
   setup: t.Object({ token: t.String({ minLength: 1, maxLength: 200 }), email: Email, password: Password }),
@@ -46,6 +54,52 @@ export const Bodies = {
     html: t.Optional(t.Nullable(t.String())),
     text: t.Optional(t.Nullable(t.String())),
     variables: t.Optional(t.Record(t.String(), t.Unknown())),
+  }),
+  /** Lifting an administrator's sign-in lock. */
+  unlock: t.Object({ email: t.String({ maxLength: 320 }) }),
+  /** The fields as sent: the select's query builder names what is wrong. */
+  select: t.Object({
+    filters: t.Optional(t.Unknown()),
+    sort: t.Optional(t.Unknown()),
+    limit: t.Optional(t.Unknown()),
+    offset: t.Optional(t.Unknown()),
+  }),
+  insertRow: t.Object({ data: Data }),
+  updateRow: t.Object({ key: Data, data: Data }),
+  deleteRows: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
+  importCsv: t.Object({ csv: t.String({ minLength: 1 }) }),
+  /** Grants, row-level security, policies, realtime (docs/database.md), applied in one transaction. */
+  access: t.Object({
+    changes: t.Array(
+      t.Union([
+        t.Object({ op: t.Union([t.Literal('rls'), t.Literal('realtime')]), enabled: t.Boolean() }),
+        t.Object({
+          op: t.Union([t.Literal('grant'), t.Literal('revoke')]),
+          role: Role,
+          privilege: Privilege,
+          /** Column grants (SELECT, INSERT, UPDATE); absent: the whole table. */
+          columns: t.Optional(t.Array(t.String({ minLength: 1, maxLength: 63 }), { minItems: 1, maxItems: 200 })),
+        }),
+        t.Object({
+          op: t.Literal('create_policy'),
+          name: PolicyName,
+          command: t.Union([t.Literal('ALL'), ...Privilege.anyOf]),
+          roles: t.Array(Role, { minItems: 1, maxItems: 2 }),
+          permissive: t.Optional(t.Boolean()),
+          using: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
+          with_check: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
+        }),
+        t.Object({ op: t.Literal('drop_policy'), name: PolicyName }),
+      ]),
+      { minItems: 1, maxItems: 50 },
+    ),
+  }),
+  /** A select as a site user (`user_id`) or anon (null or absent), read-only. */
+  tryAs: t.Object({
+    user_id: t.Optional(t.Union([t.String(), t.Null()])),
+    filters: t.Optional(t.Unknown()),
+    sort: t.Optional(t.Unknown()),
+    limit: t.Optional(t.Unknown()),
   }),
 };
 

@@ -3,7 +3,8 @@
  * success body with `reply(…)`, so Elysia checks the handler's return type against it
  * (and sends only the fields declared), and the panel's client takes its types from the
  * same objects (`AdminData<'name'>` in src/admin-ui/api.ts): a renamed field fails `tsc`
- * on both sides. The admin area is not in the public OpenAPI document.
+ * on both sides. Request bodies are typed the same way from `Bodies` (./model.ts). The
+ * admin area is not in the public OpenAPI document.
  */
 import { t, type Static, type TSchema } from 'elysia';
 import { AREA } from '../../http/areas';

@@ -3,10 +3,10 @@
  * locked for them and from which addresses someone keeps failing, and lifting a lock.
  * Creating and deleting administrators stays with the CLI (`basalt admin …`).
  */
-import { t } from 'elysia';
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
+import { Bodies } from '../model';
 import { Responses, reply } from '../responses';
 
 export function adminsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
@@ -17,6 +17,6 @@ export function adminsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
     .post(
       '/admins/unlock',
       async ({ body, admin }) => ok(await p.services.admin.unlock(body.email, signedIn(admin).actor)),
-      { body: t.Object({ email: t.String({ maxLength: 320 }) }), response: reply(Responses.adminUnlocked) },
+      { body: Bodies.unlock, response: reply(Responses.adminUnlocked) },
     );
 }

@@ -4,61 +4,14 @@
  * encodes values as the Database API does. Each change and its audit row share one
  * transaction: a failed change leaves neither.
  */
-import { t } from 'elysia';
 import type { Basalt } from '../../../services';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../../database/browser/browser';
 import { AdminErrors } from '../errors';
+import { Bodies } from '../model';
 import { Responses, reply, replyCreated } from '../responses';
 import { createDataAccess, type DataAccess } from '../data-access';
-import type { AccessChange } from '../data-access-changes';
-
-const Data = t.Record(t.String(), t.Unknown());
-const Role = t.Union([t.Literal('basalt_user'), t.Literal('basalt_anon')]);
-const PolicyName = t.String({ minLength: 1, maxLength: 63 });
-const Bodies = {
-  select: t.Object({
-    filters: t.Optional(t.Unknown()),
-    sort: t.Optional(t.Unknown()),
-    limit: t.Optional(t.Unknown()),
-    offset: t.Optional(t.Unknown()),
-  }),
-  insert: t.Object({ data: Data }),
-  update: t.Object({ key: Data, data: Data }),
-  delete: t.Object({ keys: t.Array(Data, { minItems: 1, maxItems: 1000 }) }),
-  import: t.Object({ csv: t.String({ minLength: 1 }) }),
-  access: t.Object({
-    changes: t.Array(
-      t.Union([
-        t.Object({ op: t.Union([t.Literal('rls'), t.Literal('realtime')]), enabled: t.Boolean() }),
-        t.Object({
-          op: t.Union([t.Literal('grant'), t.Literal('revoke')]),
-          role: Role,
-          privilege: t.Union(['SELECT', 'INSERT', 'UPDATE', 'DELETE'].map((x) => t.Literal(x))),
-          columns: t.Optional(t.Array(t.String({ minLength: 1, maxLength: 63 }), { minItems: 1, maxItems: 200 })),
-        }),
-        t.Object({
-          op: t.Literal('create_policy'),
-          name: PolicyName,
-          command: t.Union(['ALL', 'SELECT', 'INSERT', 'UPDATE', 'DELETE'].map((x) => t.Literal(x))),
-          roles: t.Array(Role, { minItems: 1, maxItems: 2 }),
-          permissive: t.Optional(t.Boolean()),
-          using: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
-          with_check: t.Optional(t.Union([t.String({ maxLength: 4000 }), t.Null()])),
-        }),
-        t.Object({ op: t.Literal('drop_policy'), name: PolicyName }),
-      ]),
-      { minItems: 1, maxItems: 50 },
-    ),
-  }),
-  tryAs: t.Object({
-    user_id: t.Optional(t.Union([t.String(), t.Null()])),
-    filters: t.Optional(t.Unknown()),
-    sort: t.Optional(t.Unknown()),
-    limit: t.Optional(t.Unknown()),
-  }),
-};
 
 /** `filters` / `sort` of the export query: JSON text, or absent. */
 function jsonParam(name: string, raw: unknown): unknown {
@@ -101,8 +54,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       // Grants, RLS, policies, realtime: applied in one audited transaction and written as a migration file.
       .post(
         '/data/:table/access',
-        async ({ params, body, admin }) =>
-          ok(await grants().change(signedIn(admin).actor, params.table, body.changes as AccessChange[])),
+        async ({ params, body, admin }) => ok(await grants().change(signedIn(admin).actor, params.table, body.changes)),
         { body: Bodies.access },
       )
       // A select as a site user or anon, read-only; audited before it runs.
@@ -133,7 +85,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           set.status = 201;
           return ok({ row });
         },
-        { body: Bodies.insert, response: replyCreated(Responses.row) },
+        { body: Bodies.insertRow, response: replyCreated(Responses.row) },
       )
       .patch(
         '/data/:table/rows',
@@ -154,7 +106,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok({ row });
         },
-        { body: Bodies.update, response: reply(Responses.row) },
+        { body: Bodies.updateRow, response: reply(Responses.row) },
       )
       .post(
         '/data/:table/delete',
@@ -166,7 +118,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok({ count });
         },
-        { body: Bodies.delete, response: reply(Responses.deleted) },
+        { body: Bodies.deleteRows, response: reply(Responses.deleted) },
       )
       .post(
         '/data/:table/import',
@@ -178,7 +130,7 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           });
           return ok(r);
         },
-        { body: Bodies.import, response: reply(Responses.imported) },
+        { body: Bodies.importCsv, response: reply(Responses.imported) },
       )
       .get('/data/:table/export.csv', async ({ params, query }) => {
         // Parsed, not checked here: the export checks them as a select does.

@@ -98,7 +98,7 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     }
     if (opts.watch) await settings.watch();
   } catch (e) {
-    await db.close().catch(() => {});
+    await db.close().catch(() => {}); // start-up already failed: that error is the one reported
     throw e;
   }
   let closing: Promise<void> | undefined;

@@ -47,7 +47,7 @@ export async function openBasalt(opts: OpenPlatformOptions = {}): Promise<Basalt
     return Object.assign(p, { services: await createServices(p) });
   } catch (e) {
     // A service that refuses its configuration must not leave the database (and the data-dir lock) open.
-    await p.shutdown().catch(() => {});
+    await p.shutdown().catch(() => {}); // the configuration error being thrown is the one to report
     throw e;
   }
 }

@@ -42,6 +42,7 @@ export class SettingsWatch {
    */
   async start(): Promise<void> {
     if (this.stopListen) return;
+    // A failed reload waits for the next notification or poll (the doc above): the values in use stay.
     const reload = () => this.reload().catch(() => {});
     this.stopListen = await this.db.listen(this.channel, reload);
     if (this.db.kind === 'external') this.poll = setInterval(reload, BACKSTOP_MS);
@@ -50,7 +51,7 @@ export class SettingsWatch {
   async stop(): Promise<void> {
     if (this.poll) clearInterval(this.poll);
     this.poll = undefined;
-    await this.stopListen?.().catch(() => {});
+    await this.stopListen?.().catch(() => {}); // stopping: the connection that listened is closing anyway
     this.stopListen = undefined;
   }
 }

@@ -208,7 +208,7 @@ export async function openEmbedded(
   try {
     installEmbeddedGuard(pg);
   } catch (e) {
-    await pg.close().catch(() => {});
+    await pg.close().catch(() => {}); // the guard's failure is the one thrown
     throw e;
   }
   const direct = queryable(pg);
@@ -274,7 +274,7 @@ export async function openEmbedded(
     done.catch((e) => failed(e));
     open++;
     void done
-      .catch(() => {})
+      .catch(() => {}) // `done`'s failure reaches the caller through `failed`
       .finally(() => {
         open--;
         place.release();
@@ -287,7 +287,7 @@ export async function openEmbedded(
     } catch (e) {
       closed = true;
       finish(false);
-      await done.catch(() => {});
+      await done.catch(() => {}); // the setup's failure is the one thrown
       throw e;
     }
     return {
@@ -306,7 +306,7 @@ export async function openEmbedded(
         if (closed) return;
         closed = true;
         finish(false);
-        await done.catch(() => {});
+        await done.catch(() => {}); // a rollback: nothing of the transaction is kept either way
       },
     };
   }
@@ -356,7 +356,8 @@ export async function openEmbedded(
       if (flusher) clearInterval(flusher);
       if (pg.closed) return;
       // An aborted engine cannot run its shutdown checkpoint; the next start recovers from the WAL.
-      if (aborted) await pg.close().catch(() => {});
+      if (aborted)
+        await pg.close().catch(() => {}); // the engine already stopped; closing is best effort
       else await pg.close();
     },
   };

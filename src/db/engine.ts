@@ -287,7 +287,7 @@ export async function underSavepoint<R>(tx: Queryable, fn: () => Promise<R>): Pr
     await tx.query('RELEASE SAVEPOINT basalt_step');
     return r;
   } catch (e) {
-    await tx.query('ROLLBACK TO SAVEPOINT basalt_step').catch(() => {});
+    await tx.query('ROLLBACK TO SAVEPOINT basalt_step').catch(() => {}); // the step's own error is the one thrown
     throw e;
   }
 }

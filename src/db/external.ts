@@ -133,7 +133,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const began = q.exec(['BEGIN', ...(opts.setup ?? [])].join('; '));
     const failed = async (e: unknown): Promise<never> => {
       closed = true;
-      await q.exec('ROLLBACK').catch(() => {});
+      await q.exec('ROLLBACK').catch(() => {}); // the failure being thrown matters; a broken connection is dropped by the driver
       free();
       throw e;
     };
@@ -145,6 +145,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       },
       idle: place.idle,
       commit: () => end('COMMIT'),
+      // A rollback that fails leaves nothing: the server rolls back a transaction whose connection failed.
       rollback: () => end('ROLLBACK').catch(() => {}),
     };
   }
@@ -161,7 +162,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     let last: Promise<unknown> = Promise.resolve();
     const send = (statements: WireStatement[]): Promise<QueryResult[]> => {
       const r = last.then(() => run(() => conn.batch(statements, true, maxAnswerBytes)));
-      last = r.catch(() => {});
+      last = r.catch(() => {}); // only orders the statements; `r`'s caller gets its error
       return r;
     };
     let closed = false;
@@ -183,7 +184,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     } catch (e) {
       // A setup statement refused: the transaction BEGIN opened is aborted, and ends here.
       closed = true;
-      await send([{ sql: 'ROLLBACK', params: [] }]).catch(() => {});
+      await send([{ sql: 'ROLLBACK', params: [] }]).catch(() => {}); // the setup's failure is the one thrown
       free();
       throw e;
     }
@@ -200,6 +201,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       },
       idle: place.idle,
       commit: () => end('COMMIT'),
+      // As above: a connection whose rollback failed is broken, and the server rolls back for it.
       rollback: () => end('ROLLBACK').catch(() => {}),
     };
   }
@@ -268,7 +270,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
           await conn
             .unsafe('ROLLBACK')
             .simple()
-            .catch(() => {});
+            .catch(() => {}); // the failure below is thrown; a broken connection is dropped
         throw normalizeDbError((failure as PromiseRejectedResult).reason);
       }
     } finally {

@@ -259,7 +259,7 @@ async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Pro
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
-      await reader.cancel().catch(() => {});
+      await reader.cancel().catch(() => {}); // refusing the body anyway: a stream that will not cancel changes nothing
       throw Errors.payloadTooLarge(limit);
     }
     parts.push(value);

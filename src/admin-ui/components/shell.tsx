@@ -80,7 +80,7 @@ export function Shell({ children }: { children: ComponentChildren }) {
     return () => removeEventListener('keydown', onKey);
   }, [open]);
   const signOut = async () => {
-    await post('/auth/logout').catch(() => {});
+    await post('/auth/logout').catch(() => {}); // signed out here either way; the server's session expires on its own
     facts = undefined;
     setSession(null);
   };

@@ -201,7 +201,7 @@ function RealtimeStat({ first }: { first: { connections: number; events_per_seco
     const t = setInterval(() => {
       get<AdminData<'dashboard'>>('/dashboard')
         .then((d) => d.realtime && setNow(d.realtime))
-        .catch(() => {});
+        .catch(() => {}); // a live figure: the next refresh tries again
     }, 5000);
     return () => clearInterval(t);
   }, []);

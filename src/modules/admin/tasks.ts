@@ -46,7 +46,10 @@ export async function startAdminHousekeeping(p: Basalt): Promise<() => Promise<v
   return async () => {
     clearInterval(heartbeat);
     clearInterval(hourly);
-    await p.db.query('DELETE FROM basalt.instances WHERE id = $1', [instanceId]).catch(() => {});
+    // At shutdown: a record left behind only shows the instance as stale until housekeeping removes it.
+    await p.db
+      .query('DELETE FROM basalt.instances WHERE id = $1', [instanceId])
+      .catch((e) => p.log.warn("could not remove this instance's record at shutdown", { cause: e }));
   };
 }
 

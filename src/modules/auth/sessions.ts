@@ -80,7 +80,7 @@ export class SessionStore {
   }
 
   async stop(): Promise<void> {
-    await this.unlisten?.().catch(() => {});
+    await this.unlisten?.().catch(() => {}); // stopping: the connection that listened is closing anyway
   }
 
   /** Create a session and its first refresh token (inside the caller's transaction). */

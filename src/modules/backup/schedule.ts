@@ -63,6 +63,7 @@ export function startBackupSchedule(
       const newest = l.find((b) => b.trigger === 'schedule');
       if (newest) last = timeOfName(newest.name) ?? new Date(newest.created_at);
     })
+    // No archive list (an unreadable backup dir): the schedule starts from now, and the first run says why.
     .catch(() => {});
 
   let stopped = false;

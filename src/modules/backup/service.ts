@@ -390,7 +390,7 @@ function create(p: Basalt): BackupService {
     create(opts = {}) {
       if (!supported) notSupported();
       const run = queue.then(() => createNow(opts.trigger ?? 'cli'));
-      queue = run.catch(() => {});
+      queue = run.catch(() => {}); // the queue only orders runs; `run`'s caller gets its error
       return run;
     },
     async list() {

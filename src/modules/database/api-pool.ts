@@ -141,7 +141,7 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
             add(before, db.waits);
             return db.close();
           })
-          .catch(() => {});
+          .catch((e) => p.log.warn('closing a retired Database API pool failed', { cause: e }));
       }, grace);
       (t as { unref?: () => void }).unref?.();
       timers.add(t);
@@ -160,6 +160,7 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
       for (const t of timers) clearTimeout(t);
       const all = [...retired, ...(current ? [current] : [])];
       current = undefined;
+      // At shutdown: a pool that never opened, or fails to close, holds nothing to keep.
       await Promise.all(all.map((d) => d.then((db) => db.close()).catch(() => {})));
     },
   };

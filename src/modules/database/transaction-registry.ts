@@ -228,7 +228,7 @@ export class TransactionRegistry {
   private enqueue<R>(e: Entry, fn: () => Promise<R>): Promise<R> {
     e.busy++;
     const run = e.chain.then(fn);
-    e.chain = run.catch(() => {});
+    e.chain = run.catch(() => {}); // the chain only orders operations; `run`'s caller gets its error
     return run.finally(() => {
       e.busy--;
       if (e.ended) return;

@@ -89,7 +89,9 @@ export class KeyService {
         await this.p.settings.set(SITE_SETTING, material.key);
       } catch (e) {
         // The caller never sees this key: remove it rather than leave an orphan nobody can use.
-        await this.p.db.query('DELETE FROM basalt.api_keys WHERE id = $1', [rows[0]!.id]).catch(() => {});
+        await this.p.db
+          .query('DELETE FROM basalt.api_keys WHERE id = $1', [rows[0]!.id])
+          .catch((e) => this.p.log.warn('could not remove a key nobody received', { key_id: rows[0]!.id, cause: e }));
         throw e;
       }
     }
@@ -202,7 +204,7 @@ export class KeyService {
     await Promise.allSettled([...this.pendingTouches]);
     const stop = this.unlisten;
     this.unlisten = undefined;
-    await stop?.().catch(() => {});
+    await stop?.().catch(() => {}); // stopping: the connection that listened is closing anyway
   }
 
   /**

@@ -199,7 +199,10 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
     } catch (e) {
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
       // Dead, so its idempotency key (if any) is free: the client may retry with it.
-      await markFailed(p.db, id, worker.id, err.reason, true, 0).catch(() => {});
+      await markFailed(p.db, id, worker.id, err.reason, true, 0).catch((e2) =>
+        // The job stays leased and is settled as dead once its lease passes (the worker's poll).
+        p.log.warn('mail: could not mark a failed synchronous send dead', { job_id: id, cause: e2 }),
+      );
       throw MailErrors.provider(err.reason, err.cause);
     } finally {
       unhold();
@@ -256,7 +259,10 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
           await tx.query('SELECT pg_notify($1, $2)', [MAIL_CHANNEL, '']);
         } else if (ok) {
           worker.wake();
-          await p.db.notify(MAIL_CHANNEL, '').catch(() => {});
+          // Other instances' workers find the job at their next poll anyway.
+          await p.db
+            .notify(MAIL_CHANNEL, '')
+            .catch((e) => p.log.warn('mail: could not wake the other instances', { cause: e }));
         }
         return ok;
       },

@@ -160,7 +160,7 @@ export class MailWorker {
   /** The poll: settle abandoned jobs, then look for work. */
   private tick(): void {
     // Jobs whose instance died on their last attempt: settle them as dead once their lease passed.
-    buryAbandoned(this.d.db).catch(() => {});
+    buryAbandoned(this.d.db).catch((e) => this.d.log.warn('mail worker: settling abandoned jobs failed', { cause: e }));
     this.wake();
   }
 
@@ -207,7 +207,7 @@ export class MailWorker {
           db,
           this.buffer.splice(0).map((b) => b.job.id),
           this.id,
-        ).catch(() => {});
+        ).catch((e) => log.warn('mail worker: giving back held jobs failed (their leases pass)', { cause: e }));
       return;
     }
     try {
@@ -371,11 +371,11 @@ export class MailWorker {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    await this.starting?.catch(() => {});
+    await this.starting?.catch(() => {}); // a failed start was logged where it failed
     clearInterval(this.poll);
     this.stopSettings?.();
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
-    await this.unlisten?.().catch(() => {});
+    await this.unlisten?.().catch(() => {}); // stopping: the connection that listened is closing anyway
     const { db, log } = this.d;
     let released = 0;
     const notStarted = this.buffer.splice(0).map((b) => b.job.id);

@@ -112,9 +112,9 @@ export class Hub {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
-    await this.unlisten?.().catch(() => {});
+    await this.unlisten?.().catch(() => {}); // stopping: the connection that listened is closing anyway
     for (const s of [...this.streams]) s.end('shutdown');
-    await this.running?.catch(() => {});
+    await this.running?.catch(() => {}); // the page's own failure was logged where it ran
   }
 
   /** Delete events past retention, in batches (every instance may; the deletes do not collide). */
@@ -213,7 +213,8 @@ export class Hub {
       }
       const events = await eventsAfter(this.deps.db, s.cursor, PAGE);
       if (events.length) await fanout(this.fanoutDeps, events, [s]);
-      else if (this.running) await this.running.catch(() => {});
+      else if (this.running)
+        await this.running.catch(() => {}); // only waited for; its failure was logged where it ran
       else if (s.cursor < this.position) s.cursor = this.position; // nothing stamped in between
     }
   }

@@ -302,7 +302,12 @@ function asIdentitiesOn(database: DatabaseService): AsIdentities {
 export function createRealtimeService(p: Platform, deps: RealtimeDeps): RealtimeService {
   const svc = new RealtimeService(p, deps, asIdentitiesOn(deps.database));
   deps.keys.onRevoke((id) => svc.keyRevoked(id));
-  deps.auth.sessions.onInvalidate((key) => void svc.sessionsChanged(key).catch(() => {}));
+  deps.auth.sessions.onInvalidate(
+    (key) =>
+      void svc
+        .sessionsChanged(key)
+        .catch((e) => p.log.warn('realtime: ending the streams of ended sessions failed', { cause: e })),
+  );
   p.onShutdown(() => svc.hub.stop(), { drain: true });
   return svc;
 }

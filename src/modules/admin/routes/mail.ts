@@ -83,7 +83,7 @@ export function mailRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
           await writeAudit(p.db, actor, 'mail.test', body.to, {
             ok: false,
             error: (e as Error).message?.slice(0, 300),
-          }).catch(() => {});
+          }).catch((err) => p.log.warn('could not audit a failed mail test', { cause: err }));
           throw e;
         }
       },

@@ -72,7 +72,7 @@ export function templatesRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
             to: body.to,
             ok: false,
             error: (e as Error).message?.slice(0, 300),
-          }).catch(() => {});
+          }).catch((err) => p.log.warn('could not audit a failed template test', { cause: err }));
           throw e;
         }
       },

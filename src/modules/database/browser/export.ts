@@ -131,7 +131,7 @@ async function openSource(
     const close = async () => {
       if (done) return;
       done = true;
-      await tx.rollback().catch(() => {});
+      await tx.rollback().catch(() => {}); // a read-only export: a failed rollback loses nothing, and its connection is dropped
     };
     try {
       await tx.query(`DECLARE basalt_admin_export NO SCROLL CURSOR FOR ${base}`, params.list);
@@ -226,12 +226,12 @@ export function exportCsv(
             // hold a connection and its transaction (the cursor of a table without a key).
             idle = setTimeout(() => {
               abandoned = true;
-              void finish().catch(() => {});
+              void finish().catch(() => {}); // the client has gone: nobody is left to tell
             }, core.p.settings.get<number>('db.transaction_idle_timeout_ms'));
             (idle as { unref?: () => void }).unref?.();
           }
         } catch (e) {
-          await finish().catch(() => {});
+          await finish().catch(() => {}); // the error being reported is the one that matters
           let err = e;
           if (!(e instanceof AppError) && e instanceof PgError && opened) {
             err = await mapDbError(e, {

@@ -32,6 +32,8 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     // Mail is a live setting: configured now for the rest of this suite.
     await s.settings.set('mail.smtp_url', sink.url);
     await s.settings.set('mail.from', 'noreply@example.com');
+    // One send at a time: the queue goes out in the order it was filled (the sentinels below).
+    await s.settings.set('mail.concurrency', 1);
   });
 
   test('registration sends verify_email; its token verifies the address once', async () => {
@@ -98,8 +100,9 @@ describe.each(ENGINES)('reset and verification mail on %s', (engine) => {
     const b = await call(s, { path: 'password/forgot', body: { email: known } });
     expect([a.status, a.body]).toEqual([b.status, b.body]);
     // The known address's mail is the sentinel. The mail work runs after the answer, one task a
-    // request, started in request order: in process it is waited for outright; on the executable a
-    // mail to the ghost would have been queued before the later request's mail was sent.
+    // request, started in request order: in process it is waited for outright; on the executable
+    // a mail to the ghost, begun first, would be queued first, and the queue goes out in order,
+    // one at a time.
     await mailedToken(sink, known, 'reset-password');
     if (ON_SOURCE) await s.platform.services.auth.settled();
     expect(sink.messages.some((m) => m.to.includes(ghost))).toBe(false);
@@ -176,6 +179,7 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
       env: {
         BASALT_MAIL_SMTP_URL: sink.url,
         BASALT_MAIL_FROM: 'noreply@example.com',
+        BASALT_MAIL_CONCURRENCY: '1', // the queue goes out in the order it was filled (the sentinel below)
         BASALT_WEB_CORS_ORIGINS: 'http://shop.example',
       },
     });
@@ -223,7 +227,8 @@ describe.each(ENGINES)('mail links without a configured base URL on %s', (engine
     expect(r.status).toBe(200);
     // A sentinel: the same request from a trusted origin, whose mail is sent. The mail work runs
     // after the answer, one task a request, started in request order: in process it is waited
-    // for outright; on the executable a mail for the first would be queued before this one is sent.
+    // for outright; on the executable a mail for the first, begun first, would be queued first,
+    // and the queue goes out in order, one at a time.
     expect((await forgot(address)).status).toBe(200);
     const { link } = await mailedToken(sink, address, 'reset-password');
     if (ON_SOURCE) await s.platform.services.auth.settled();

@@ -393,15 +393,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
     await page.getByTestId('template-test-answer').waitFor();
     //    With the samples typed before the first save (the editor reopens under the new name).
     expect((await sink.waitFor(2))[1]!.subject).toBe('Hello Ada');
-    for (const [width, height] of SIZES) {
-      await page.setViewportSize({ width, height });
-      for (const scheme of ['light', 'dark'] as const) {
-        await switchScheme(page, scheme);
-        await shot(page, `${engine}-${scheme}-${width}-template-test`);
-      }
-    }
-    await page.setViewportSize({ width: 1280, height: 860 });
-    await page.emulateMedia({ colorScheme: 'light' });
+    await shots('template-test');
     await dialog().getByRole('button', { name: 'Close' }).last().click();
     await dialog().waitFor({ state: 'detached' });
   });
@@ -505,15 +497,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
     await dialog().getByRole('button', { name: 'Create user' }).click();
     await dialog().locator('.field-error').nth(1).waitFor();
     expect(await dialog().locator('.field-error').count()).toBe(2);
-    for (const [width, height] of SIZES) {
-      await page.setViewportSize({ width, height });
-      for (const scheme of ['light', 'dark'] as const) {
-        await switchScheme(page, scheme);
-        await shot(page, `${engine}-${scheme}-${width}-new-user`);
-      }
-    }
-    await page.setViewportSize({ width: 1280, height: 860 });
-    await page.emulateMedia({ colorScheme: 'light' });
+    await shots('new-user');
     await dialog().getByLabel('Email').fill('made@example.com');
     await dialog().getByLabel('Password').fill('made by the operator 1');
     await dialog().getByLabel('The e-mail address is verified').uncheck();
@@ -650,15 +634,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
       const describedBy = (await csvText.getAttribute('aria-describedby'))!;
       expect(await dialog().locator(`[id="${describedBy}"]`).textContent()).toMatch(/^Line 3/);
       expect(await dialog().locator('.error-note').count()).toBe(0);
-      for (const [width, height] of SIZES) {
-        await page.setViewportSize({ width, height });
-        for (const scheme of ['light', 'dark'] as const) {
-          await switchScheme(page, scheme);
-          await shot(page, `${engine}-${scheme}-${width}-data-import`);
-        }
-      }
-      await page.setViewportSize({ width: 1280, height: 860 });
-      await page.emulateMedia({ colorScheme: 'light' });
+      await shots('data-import');
       await dialog()
         .getByLabel('CSV text')
         .fill('customer,status,total\nImported One,paid,1.00\nImported Two,paid,2.00\n');
@@ -675,15 +651,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
       });
       await dialog().locator('#col-order_id').fill('5');
       await dialog().locator('#col-body').fill('Leave at the door');
-      for (const [width, height] of SIZES) {
-        await page.setViewportSize({ width, height });
-        for (const scheme of ['light', 'dark'] as const) {
-          await switchScheme(page, scheme);
-          await shot(page, `${engine}-${scheme}-${width}-data-row-form`);
-        }
-      }
-      await page.setViewportSize({ width: 1280, height: 860 });
-      await page.emulateMedia({ colorScheme: 'light' });
+      await shots('data-row-form');
       await dialog().getByRole('button', { name: 'Insert' }).click();
       await toast('Row inserted into order_notes');
       //    At 1280×800 the grid scrolls inside itself: the page does not scroll and the pager is in view.
@@ -791,15 +759,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
     await cliRow.getByRole('button', { name: 'Details' }).click();
     await dialog().locator('del', { hasText: 'Tour Shop, again' }).waitFor();
     await dialog().locator('ins', { hasText: 'Shop from the shell' }).waitFor();
-    for (const [width, height] of SIZES) {
-      await page.setViewportSize({ width, height });
-      for (const scheme of ['light', 'dark'] as const) {
-        await switchScheme(page, scheme);
-        await shot(page, `${engine}-${scheme}-${width}-audit-entry`);
-      }
-    }
-    await page.setViewportSize({ width: 1280, height: 860 });
-    await page.emulateMedia({ colorScheme: 'light' });
+    await shots('audit-entry');
     await page.keyboard.press('Escape');
     await dialog().waitFor({ state: 'detached' });
   });
@@ -977,14 +937,7 @@ function tour(browserOf: () => Browser, engine: Engine) {
     await change.getByLabel('Repeat new password').fill(NEW_PASSWORD);
     await change.getByRole('button', { name: 'Change password' }).click();
     await change.locator('.field-error', { hasText: 'is wrong' }).waitFor();
-    for (const [width, height] of SIZES) {
-      await page.setViewportSize({ width, height });
-      for (const scheme of ['light', 'dark'] as const) {
-        await switchScheme(page, scheme);
-        await shot(page, `${engine}-${scheme}-${width}-change-password`);
-      }
-    }
-    await page.setViewportSize({ width: 1280, height: 860 });
+    await shots('change-password');
     await change.getByLabel('Current password').fill(PASSWORD);
     await change.getByRole('button', { name: 'Change password' }).click();
     await toast('Password changed');

@@ -52,7 +52,11 @@ describe.each(ENGINES)("users' own data from the executable on %s", (engine) => 
       expect(l.status).toBe(200);
       users.push({ id: l.body.data.user.id, token: l.body.data.access_token });
     }
-    service = await createKeyByCli(exe, dir, env, { service: 'app', permissions: ['db:query'], tables: ['notes'] });
+    ({ key: service } = await createKeyByCli(exe, dir, env, {
+      service: 'app',
+      permissions: ['db:query'],
+      tables: ['notes'],
+    }));
   }, 240_000);
   afterAll(async () => {
     server?.proc.kill('SIGKILL');

@@ -27,7 +27,7 @@ function prepare(): Promise<Template> {
     const env = { BASALT_LOG_LEVEL: 'warn', BASALT_DATABASE_EMBEDDED_SYNC: 'off' };
     const migrated = await runBinary(exe, ['migrate'], dir, env);
     if (migrated.code !== 0) throw new Error(`basalt migrate failed: ${migrated.stderr}`);
-    const key = await createKeyByCli(exe, dir, env, {
+    const { key } = await createKeyByCli(exe, dir, env, {
       service: 'tests',
       permissions: ['db:*', 'mail:send'],
       tables: ['notes'],

@@ -53,7 +53,7 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     mkdirSync(join(ext, 'broken'), { recursive: true });
     writeFileSync(join(ext, 'broken', 'index.ts'), IMPORT_THROWS);
     env = { BASALT_DATA_DIR: join(dir, 'data') };
-    key = await createKeyByCli(exe, elsewhere, env, { service: 'files', permissions: ['files:*'] });
+    ({ key } = await createKeyByCli(exe, elsewhere, env, { service: 'files', permissions: ['files:*'] }));
     server = await serveBinary(exe, elsewhere, env);
   }, 240_000);
   afterAll(async () => {

@@ -41,18 +41,18 @@ export async function revokeKey(s: TestServer, raw: string): Promise<void> {
 
 /**
  * Create a key with the executable's own command line (`basalt keys create … --json`), for a
- * suite that runs `exe` itself (test/helpers/binary.ts: runBinary's `cwd` and `env`); the raw
- * key. Defaults as createKey's. Throws with the command's error output when it fails.
+ * suite that runs `exe` itself (test/helpers/binary.ts: runBinary's `cwd` and `env`): its id
+ * and raw key. Defaults as createKey's. Throws with the command's error output when it fails.
  *
  * @example
- * const key = await createKeyByCli(exe, dir, env, { permissions: ['db:query'], tables: ['notes'] });
+ * const { key } = await createKeyByCli(exe, dir, env, { permissions: ['db:query'], tables: ['notes'] });
  */
 export async function createKeyByCli(
   exe: string,
   cwd: string,
   env: Record<string, string>,
   opts: { type?: 'public' | 'service'; service?: string; permissions?: string[]; tables?: string[] } = {},
-): Promise<string> {
+): Promise<{ id: string; key: string }> {
   const type = opts.type ?? (opts.permissions?.length ? 'service' : 'public');
   const service = opts.service ?? (type === 'service' ? 'test' : undefined);
   const args = ['keys', 'create', '--type', type];
@@ -61,5 +61,6 @@ export async function createKeyByCli(
   if (opts.tables?.length) args.push('--tables', opts.tables.join(','));
   const r = await runBinary(exe, [...args, '--json'], cwd, env);
   if (r.code !== 0) throw new Error(`basalt keys create failed (${r.code}): ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { key: string }).key;
+  const { id, key } = JSON.parse(r.stdout) as { id: string; key: string };
+  return { id, key };
 }

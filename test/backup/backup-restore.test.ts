@@ -4,22 +4,14 @@
  * a data dir held by a running process. docs/backup.md.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import {
-  copyFileSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { startServer, type TestServer } from '../helpers/server';
 import { freshDb } from '../helpers/engines';
 import { createKey } from '../helpers/keys';
 import { runCli } from '../helpers/cli';
+import { fingerprint } from '../helpers/fingerprint';
 import { backupService, readManifest, type CreatedBackup } from '../../src/modules/backup/service';
 import { restore, RestoreError } from '../../src/modules/backup/restore';
 import { openEmbedded } from '../../src/db/embedded';
@@ -32,20 +24,6 @@ const PNG = new Uint8Array(
     'hex',
   ),
 );
-
-/** Names and sizes of every file under `dir` (a cheap fingerprint of "untouched"). */
-function fingerprint(dir: string): string {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(`${p.slice(dir.length)}:${statSync(p).size}:${statSync(p).mtimeMs}`);
-    }
-  };
-  walk(dir);
-  return out.sort().join('\n');
-}
 
 describe('backup while writing, then restore', () => {
   let s: TestServer;

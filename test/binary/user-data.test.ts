@@ -6,10 +6,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { installBinary, runBinary, serveBinary } from '../helpers/binary';
+import { installBinary, serveBinary } from '../helpers/binary';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { USER_PASSWORD, userEmail } from '../helpers/users';
 import { NOTES_MIGRATION } from '../database/user-data.fixtures';
+import { createKeyByCli } from '../helpers/keys';
 
 describe.each(ENGINES)("users' own data from the executable on %s", (engine) => {
   let dir: string;
@@ -51,26 +52,11 @@ describe.each(ENGINES)("users' own data from the executable on %s", (engine) => 
       expect(l.status).toBe(200);
       users.push({ id: l.body.data.user.id, token: l.body.data.access_token });
     }
-    const k = await runBinary(
-      exe,
-      [
-        'keys',
-        'create',
-        '--type',
-        'service',
-        '--service',
-        'app',
-        '--permissions',
-        'db:query',
-        '--tables',
-        'notes',
-        '--json',
-      ],
-      dir,
-      env,
-    );
-    expect(k.code).toBe(0);
-    service = JSON.parse(k.stdout).key;
+    ({ key: service } = await createKeyByCli(exe, dir, env, {
+      service: 'app',
+      permissions: ['db:query'],
+      tables: ['notes'],
+    }));
   }, 240_000);
   afterAll(async () => {
     server?.proc.kill('SIGKILL');

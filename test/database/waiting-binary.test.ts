@@ -11,6 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENGINES, freshDb } from '../helpers/engines';
 import { installBinary, runBinary, serveBinary } from '../helpers/binary';
+import { createKeyByCli } from '../helpers/keys';
 import { holdAndQueue } from './waiting-scenario';
 
 const PASSWORD = 'admin password 1234';
@@ -32,24 +33,8 @@ describe.each(ENGINES)('the executable on %s', (engine) => {
         expect({ args, code: r.code, err: r.stderr }).toEqual({ args, code: 0, err: '' });
         return r.stdout;
       };
-      const newKey = async () => {
-        const k = JSON.parse(
-          await cli(
-            'keys',
-            'create',
-            '--type',
-            'service',
-            '--service',
-            'w',
-            '--permissions',
-            'db:query',
-            '--tables',
-            'marks',
-            '--json',
-          ),
-        );
-        return { id: k.id as string, key: k.key as string };
-      };
+      const newKey = () =>
+        createKeyByCli(exe, dir, env, { service: 'w', permissions: ['db:query'], tables: ['marks'] });
       const holder = await newKey();
       const other = (await newKey()).key;
       await cli('admin', 'create', '--email', 'ops@example.com', '--password', PASSWORD);

@@ -7,6 +7,7 @@ import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { installBinary, runBinary } from '../helpers/binary';
+import { createKeyByCli } from '../helpers/keys';
 
 export const NOTES_SQL = 'CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL);\n';
 
@@ -26,26 +27,12 @@ function prepare(): Promise<Template> {
     const env = { BASALT_LOG_LEVEL: 'warn', BASALT_DATABASE_EMBEDDED_SYNC: 'off' };
     const migrated = await runBinary(exe, ['migrate'], dir, env);
     if (migrated.code !== 0) throw new Error(`basalt migrate failed: ${migrated.stderr}`);
-    const created = await runBinary(
-      exe,
-      [
-        'keys',
-        'create',
-        '--type',
-        'service',
-        '--service',
-        'tests',
-        '--permissions',
-        'db:*,mail:send',
-        '--tables',
-        'notes',
-        '--json',
-      ],
-      dir,
-      env,
-    );
-    if (created.code !== 0) throw new Error(`basalt keys create failed: ${created.stderr}`);
-    return { exe, data: join(dir, 'basalt_data'), key: (JSON.parse(created.stdout) as { key: string }).key };
+    const { key } = await createKeyByCli(exe, dir, env, {
+      service: 'tests',
+      permissions: ['db:*', 'mail:send'],
+      tables: ['notes'],
+    });
+    return { exe, data: join(dir, 'basalt_data'), key };
   })());
 }
 

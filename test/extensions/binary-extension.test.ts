@@ -13,6 +13,7 @@ import type { Subprocess } from 'bun';
 import { installBinary, runBinary, serveBinary } from '../helpers/binary';
 import { PNG, REPO_EXTENSIONS } from './support';
 import { IMPORT_THROWS } from './fixtures';
+import { createKeyByCli } from '../helpers/keys';
 
 const HAS_BUILD = existsSync(resolve(import.meta.dir, '../../build.ts'));
 if (!HAS_BUILD) console.warn('binary-extension.test.ts: skipped — build.ts is missing, so no executable can be built');
@@ -52,14 +53,7 @@ describe.skipIf(!HAS_BUILD)('the executable with extensions beside it', () => {
     mkdirSync(join(ext, 'broken'), { recursive: true });
     writeFileSync(join(ext, 'broken', 'index.ts'), IMPORT_THROWS);
     env = { BASALT_DATA_DIR: join(dir, 'data') };
-    const created = await runBinary(
-      exe,
-      ['keys', 'create', '--type', 'service', '--service', 'files', '--permissions', 'files:*', '--json'],
-      elsewhere,
-      env,
-    );
-    expect(created.code).toBe(0);
-    key = JSON.parse(created.stdout).key;
+    ({ key } = await createKeyByCli(exe, elsewhere, env, { service: 'files', permissions: ['files:*'] }));
     server = await serveBinary(exe, elsewhere, env);
   }, 240_000);
   afterAll(async () => {

@@ -9,6 +9,7 @@
  */
 import type { CreateKeyInput, KeyInfo } from '../../src/modules/keys/model';
 import type { TestServer } from './server';
+import { runBinary } from './binary';
 
 export async function createKey(s: TestServer, opts: Partial<CreateKeyInput> = {}): Promise<string> {
   const type = opts.type ?? (opts.permissions?.length ? 'service' : 'public');
@@ -36,4 +37,30 @@ export async function revokeKey(s: TestServer, raw: string): Promise<void> {
   if (!id) throw new Error('no listed key matches the one given');
   if (s.target === 'executable') await s.admin('POST', `/api/admin/keys/${id}/revoke`);
   else await s.platform.services.keys.revoke(id);
+}
+
+/**
+ * Create a key with the executable's own command line (`basalt keys create … --json`), for a
+ * suite that runs `exe` itself (test/helpers/binary.ts: runBinary's `cwd` and `env`): its id
+ * and raw key. Defaults as createKey's. Throws with the command's error output when it fails.
+ *
+ * @example
+ * const { key } = await createKeyByCli(exe, dir, env, { permissions: ['db:query'], tables: ['notes'] });
+ */
+export async function createKeyByCli(
+  exe: string,
+  cwd: string,
+  env: Record<string, string>,
+  opts: { type?: 'public' | 'service'; service?: string; permissions?: string[]; tables?: string[] } = {},
+): Promise<{ id: string; key: string }> {
+  const type = opts.type ?? (opts.permissions?.length ? 'service' : 'public');
+  const service = opts.service ?? (type === 'service' ? 'test' : undefined);
+  const args = ['keys', 'create', '--type', type];
+  if (service) args.push('--service', service);
+  if (opts.permissions?.length) args.push('--permissions', opts.permissions.join(','));
+  if (opts.tables?.length) args.push('--tables', opts.tables.join(','));
+  const r = await runBinary(exe, [...args, '--json'], cwd, env);
+  if (r.code !== 0) throw new Error(`basalt keys create failed (${r.code}): ${r.stderr}`);
+  const { id, key } = JSON.parse(r.stdout) as { id: string; key: string };
+  return { id, key };
 }

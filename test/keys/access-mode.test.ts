@@ -8,6 +8,7 @@ import { ENGINES } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { createKey, listKeys, revokeKey } from '../helpers/keys';
 import { expectAError } from '../helpers/envelopes';
+import { eventually } from '../helpers/wait';
 
 const PATH = '/api/v1/public/runtime-config';
 
@@ -132,7 +133,13 @@ describe.each(ENGINES)('access mode and runtime config on %s', (engine) => {
     const fresh = await siteKey();
     await mode('api_key_required');
     for (let i = 0; i < 3; i++) expect((await rc(service)).body.data.site_public_key).toBe(fresh.key);
-    await Bun.sleep(50);
+    // A sentinel: the first use of another key, after those answers. A use's write is issued
+    // before the answer, so the sentinel's is issued after any of theirs: once it is there, theirs would be.
+    const sentinel = await createKey(s, { type: 'public' });
+    expect((await rc(sentinel)).status).toBe(200);
+    await eventually(async () => (await keyInfo(s, sentinel)).last_used_at !== null, {
+      what: "the sentinel key's use",
+    });
     expect((await keyInfo(s, fresh.key)).last_used_at).toBeNull();
     await s.settings.set('web.site_public_key', site.key);
     await mode('open');

@@ -26,7 +26,22 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     return r.body.data.jobs.filter((j: { subject: string }) => j.subject === subject);
   };
   // Mail configured in the database, not the environment (which would win), so a test can unconfigure it.
-  const { send } = mailSuite(engine, { inDatabase: true, admin: true }, (m) => ({ s, sink, key, a } = m));
+  // One send at a time: the queue goes out in the order it was filled (the sentinels below).
+  const { send } = mailSuite(
+    engine,
+    { inDatabase: true, admin: true, env: { BASALT_MAIL_CONCURRENCY: '1' } },
+    (m) => ({ s, sink, key, a } = m),
+  );
+  /**
+   * A sentinel for "sent once": a mail queued after the requests, once it arrived. A job is
+   * queued before its request is answered and this instance sends its queue in order, one at
+   * a time, so a second job for them would have reached the sink before it.
+   */
+  const sentinel = async () => {
+    const r = await send(msg('sentinel'));
+    expect(r.status).toBe(202);
+    await sink.waitFor(1, 10_000, (m) => m.messageId === `<${r.body.data.job_id}@example.com>`);
+  };
   const msg = (subject: string, extra: Record<string, unknown> = {}) => ({
     to: ['ada@example.com'],
     subject,
@@ -53,7 +68,7 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
       expect(r.body.meta.trace_id).toBe(r.headers.get('x-request-id')!);
     }
     await waitState(s, key, first.body.data.job_id, 'sent');
-    await Bun.sleep(150);
+    await sentinel();
     expect(arrived(sink, first.body.data.job_id)).toHaveLength(1);
     expect(sink.messages.filter((m) => m.subject === 'replay')).toHaveLength(1);
   });
@@ -168,7 +183,7 @@ describe.each(ENGINES)('mail idempotency on %s', (engine) => {
     expect(ok.filter((r) => r.headers.get('idempotent-replayed') !== 'true')).toHaveLength(1);
     const id = ok[0]!.body.data.job_id;
     await waitState(s, key, id, 'sent');
-    await Bun.sleep(150);
+    await sentinel();
     expect(sink.messages.filter((m) => m.subject === 'burst')).toHaveLength(1);
     expect(await jobsOf('burst')).toHaveLength(1);
   });

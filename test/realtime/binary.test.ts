@@ -8,7 +8,8 @@ import { describe, expect, test } from 'bun:test';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENGINES, freshDb } from '../helpers/engines';
-import { installBinary, runBinary, serveBinary } from '../helpers/binary';
+import { installBinary, serveBinary } from '../helpers/binary';
+import { createKeyByCli } from '../helpers/keys';
 import { openSse } from './sse';
 
 describe.each(ENGINES)('realtime from the compiled executable on %s', (engine) => {
@@ -23,26 +24,11 @@ describe.each(ENGINES)('realtime from the compiled executable on %s', (engine) =
        CREATE TABLE other (id serial PRIMARY KEY);
        SELECT basalt.realtime_enable('notes');`,
     );
-    const made = await runBinary(
-      exe,
-      [
-        'keys',
-        'create',
-        '--type',
-        'service',
-        '--service',
-        'rt',
-        '--permissions',
-        'db:query',
-        '--tables',
-        'notes',
-        '--json',
-      ],
-      dir,
-      env,
-    );
-    expect(made.code).toBe(0);
-    const key = JSON.parse(made.stdout).key as string;
+    const { key } = await createKeyByCli(exe, dir, env, {
+      service: 'rt',
+      permissions: ['db:query'],
+      tables: ['notes'],
+    });
     const { proc, url } = await serveBinary(exe, dir, env);
     try {
       const h = { 'x-api-key': key };

@@ -70,14 +70,17 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     await setNote(hidden, { shared: true, body: 'b now shared' }); // into view
     await setNote(shared, { body: 'b still private' }); // never seen: nothing
     await write('notes', { action: 'delete', filters: [{ field: 'id', op: 'eq', value: mine }] });
-    await ca.waitFor(5);
-    await Bun.sleep(500);
+    // A sentinel A sees, written after the change A must not: a stream gets its events in
+    // commit order (docs/realtime.md, "Commit order"), so one sent to A would be here before it.
+    await note(a, 'sentinel');
+    await ca.waitFor(6);
     expect(changes(ca)).toEqual([
       ['insert', 'mine'],
       ['insert', 'b shared'],
       ['delete', shared],
       ['update', 'b now shared'],
       ['delete', mine],
+      ['insert', 'sentinel'],
     ]);
     expect(ca.of()[0]!.data.row).toEqual({ id: mine, owner_id: a.user.id, body: 'mine', shared: false });
     expect(ca.of()[2]!.data.row).toEqual({ id: shared });
@@ -90,8 +93,9 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     await note(a, 'private to a');
     await note(a, 'for all', true);
     await write('posts', { action: 'insert', data: { title: 'hello', draft: 'secret draft' } });
+    // The post, written last, is the sentinel: events come in commit order, so the private
+    // note (written first) would be among the first two.
     await c.waitFor(2);
-    await Bun.sleep(500);
     expect(c.of().map((e) => e.data.row)).toEqual([
       expect.objectContaining({ body: 'for all', shared: true }),
       { id: expect.any(Number), title: 'hello' },
@@ -156,18 +160,22 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     const row = [claims.sid, String(claims.aal), claims.amr[0]];
     await write('by_claims', { action: 'insert', data: { sid: row[0], aal: row[1], amr: row[2] } });
     await write('by_claims', { action: 'insert', data: { sid: claims.sid, aal: '2', amr: claims.amr[0] } });
-    await byHeader.waitFor(1);
-    await byTicket.waitFor(1);
     // The Database API with the same token answers the same row.
     const api = await s.req('POST', '/api/v1/db/query', {
       headers: b.headers(),
       body: { entity: 'by_claims', action: 'select', fields: ['sid', 'aal', 'amr'] },
     });
     expect(api.body.data.rows).toEqual([{ sid: row[0], aal: row[1], amr: row[2] }]);
-    await Bun.sleep(500);
-    for (const c of [byHeader, byTicket])
-      expect(c.of().map((e) => [e.data.row.sid, e.data.row.aal, e.data.row.amr])).toEqual([row]);
-    expect(other.of()).toEqual([]);
+    // Sentinels written after the rows a stream must not see, one for each stream: events
+    // come in commit order, so a row wrongly sent would be there before its sentinel.
+    const mine = JSON.parse(Buffer.from(a.access_token.split('.')[1]!, 'base64url').toString());
+    const otherRow = [mine.sid, String(mine.aal), mine.amr[0]];
+    for (const r of [row, otherRow])
+      await write('by_claims', { action: 'insert', data: { sid: r[0], aal: r[1], amr: r[2] } });
+    await Promise.all([byHeader.waitFor(2), byTicket.waitFor(2), other.waitFor(1)]);
+    const rows = (c: SseClient) => c.of().map((e) => [e.data.row.sid, e.data.row.aal, e.data.row.amr]);
+    for (const c of [byHeader, byTicket]) expect(rows(c)).toEqual([row, row]);
+    expect(rows(other)).toEqual([otherRow]);
     for (const c of [byHeader, byTicket, other]) c.close();
   });
 

@@ -8,11 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../helpers/engines';
 import { runCli } from '../helpers/cli';
+import { fingerprint } from '../helpers/fingerprint';
 import { writeArchive, type Entry } from '../../src/modules/backup/archive';
 import { FORMAT, FORMAT_VERSION, MANIFEST_NAME } from '../../src/modules/backup/service';
 import { restore, RestoreError } from '../../src/modules/backup/restore';
@@ -22,20 +23,6 @@ interface Member {
   data?: Uint8Array;
   /** Declared size when it differs from the data's (the member is then left out of the archive). */
   size?: number;
-}
-
-/** Names, sizes and times of every file under `dir`. */
-function fingerprint(dir: string): string {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(`${p.slice(dir.length)}:${statSync(p).size}:${statSync(p).mtimeMs}`);
-    }
-  };
-  walk(dir);
-  return out.sort().join('\n');
 }
 
 describe('restore checks the manifest before it writes', () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import { canSql, startServer, type TestServer } from '../helpers/server';
 import { signInUser, type SignedInUser } from '../helpers/users';
-import { openSse } from './sse';
+import { openSse, type SseClient } from './sse';
 import { changes, serviceWriter, type Write } from './writer';
 
 // The spec's example: own rows, shared rows readable by everyone.

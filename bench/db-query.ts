@@ -91,9 +91,9 @@ for (const engine of ENGINES) {
     baseDb =
       engine === 'external'
         ? await openExternal(db.url, {
-            max: s.platform.settings.get<number>('database.pool_max'),
+            max: s.platform.settings.get('database.pool_max'),
             prepare: true,
-            connection: { statement_timeout: String(s.platform.settings.get<number>('db.statement_timeout_ms')) },
+            connection: { statement_timeout: String(s.platform.settings.get('db.statement_timeout_ms')) },
           })
         : s.platform.db;
     baseline = baselineServer(baseDb, st.sql);

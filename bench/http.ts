@@ -356,7 +356,7 @@ for (const engine of ENGINES) {
       await p.db.exec(benchOwnedSql(uid));
       const snap = await p.services.database.catalog.refresh();
       selectSql = buildStatement(benchSelect(0) as never, snap.tables.get('bench_items')!, { maxLimit: 1000 }).sql;
-      poolMax = p.settings.get<number>('database.pool_max');
+      poolMax = p.settings.get('database.pool_max');
     } finally {
       await p.shutdown();
     }

@@ -224,7 +224,7 @@ async function startBasalt(exe: string): Promise<Server & { poolMax: number }> {
   try {
     await p.db.exec(BENCH_ITEMS_SQL);
     key = await benchKey(p, ['db:query'], ['bench_items']);
-    poolMax = p.settings.get<number>('database.pool_max');
+    poolMax = p.settings.get('database.pool_max');
   } finally {
     await p.shutdown();
   }

@@ -99,7 +99,7 @@ try {
       maxLimit: 1000,
     },
   ).sql;
-  poolMax = p.settings.get<number>('database.pool_max');
+  poolMax = p.settings.get('database.pool_max');
 } finally {
   await p.shutdown();
 }

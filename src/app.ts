@@ -83,7 +83,7 @@ export interface AppParts {
 }
 
 export async function createApp(p: Basalt, parts: AppParts = {}): Promise<BuiltApp> {
-  const separate = p.settings.get<boolean>('web.public_api_separate');
+  const separate = p.settings.get('web.public_api_separate');
   // The router takes the path from the first `/` after `http://` (not Elysia's default of
   // index 11, which assumes a host of 4+ characters): the listener only hands on
   // `http://<valid host>/…` (src/http/envelope.ts `hostProblem`), so this is the path.

@@ -6,7 +6,6 @@
  */
 import type { Platform } from './platform';
 import { guards, type GuardInputs } from './http/guards';
-import type { AccessMode } from './http/api-key-guard';
 import type { KeyService } from './modules/keys/service';
 import type { AuthService } from './modules/auth/service';
 
@@ -19,7 +18,7 @@ export interface GuardServices {
 export function guardInputs(p: Platform, { keys, auth }: GuardServices): GuardInputs {
   return {
     verify: (raw) => keys.verify(raw),
-    accessMode: () => p.settings.get<AccessMode>('web.public_api_access_mode'),
+    accessMode: () => p.settings.get('web.public_api_access_mode'),
     authenticate: (token) => auth.authenticate(token),
   };
 }

@@ -9,10 +9,9 @@ import { loadBootLayers, bootValue, type LoadOptions } from './config/load';
 import { Settings } from './config/settings';
 import type { Db } from './db/engine';
 import { openDb } from './db/open';
-import type { EmbeddedSync } from './db/embedded';
 import { privateDataDir } from './db/private-files';
 import { migrateDir, migratePlatform } from './db/migrate';
-import { createLogger, type Level, type Logger } from './log';
+import { createLogger, type Logger } from './log';
 import { VERSION } from './version';
 
 export interface Platform {
@@ -59,8 +58,8 @@ function exitOnFatal(log: Logger, err: Error): never {
 export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Platform> {
   const layers = loadBootLayers(opts);
   let settings!: Settings;
-  const log = createLogger(() => (settings ? settings.get<Level>('log.level') : bootValue<Level>(layers, 'log.level')));
-  const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
+  const log = createLogger(() => (settings ? settings.get('log.level') : bootValue(layers, 'log.level')));
+  const dataDir = resolve(bootValue(layers, 'data.dir'));
   const repaired = privateDataDir(dataDir);
   if (repaired.fixed)
     log.warn('data dir: narrowed file modes to owner only', {
@@ -69,16 +68,14 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
       examples: repaired.examples,
     });
   const db = await openDb({
-    url: bootValue<string>(layers, 'database.url'),
+    url: bootValue(layers, 'database.url'),
     dataDir,
-    poolMax: bootValue<number>(layers, 'database.pool_max'),
+    poolMax: bootValue(layers, 'database.pool_max'),
     // Settings live in the database: until they are loaded, the boot layers answer.
     busyTimeoutMs: () =>
-      settings
-        ? settings.get<number>('database.busy_timeout_ms')
-        : bootValue<number>(layers, 'database.busy_timeout_ms'),
+      settings ? settings.get('database.busy_timeout_ms') : bootValue(layers, 'database.busy_timeout_ms'),
     embedded: {
-      sync: bootValue<EmbeddedSync>(layers, 'database.embedded_sync'),
+      sync: bootValue(layers, 'database.embedded_sync'),
       onFatal: opts.onDatabaseFatal ?? ((e) => exitOnFatal(log, e)),
     },
   });
@@ -90,9 +87,9 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
     settings = new Settings(layers, db, opts.tolerateStoredSettings);
     await settings.load();
     if (opts.migrate !== false) {
-      const applied = await migrateDir(db, settings.get<string>('migrations.dir'), {
+      const applied = await migrateDir(db, settings.get('migrations.dir'), {
         table: 'basalt.schema_migrations',
-        schema: settings.get<string>('database.data_schema'),
+        schema: settings.get('database.data_schema'),
       });
       if (applied.length) log.info('applied migrations', { files: applied });
     }

@@ -65,7 +65,7 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
   // Extensions are scanned and set up once per platform; their routes mount in the areas of their prefixes.
   const extensions = await p.services.extensions.load(areas);
   const built = await createApp(p, { extensions, extra });
-  const hostname = p.settings.get<string>('web.host');
+  const hostname = p.settings.get('web.host');
   const open = (port: number, key: string, fetch: (req: Request, server: Server<unknown>) => Promise<Response>) => {
     try {
       return Bun.serve({
@@ -89,12 +89,12 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
       throw e;
     }
   };
-  const main = open(p.settings.get<number>('web.port'), 'web.port', checked(built.mainHandler));
+  const main = open(p.settings.get('web.port'), 'web.port', checked(built.mainHandler));
   let pub: Server<unknown> | undefined;
   try {
     await assertOwned(main, 'web.port');
     if (built.publicHandler) {
-      pub = open(p.settings.get<number>('web.public_port'), 'web.public_port', checked(built.publicHandler));
+      pub = open(p.settings.get('web.public_port'), 'web.public_port', checked(built.publicHandler));
       await assertOwned(pub, 'web.public_port');
     }
   } catch (e) {
@@ -110,7 +110,7 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
     await startWorkers(p);
     setupLink = await issueSetupLink(
       p,
-      p.settings.get<string>('web.main_base_url') ||
+      p.settings.get('web.main_base_url') ||
         main.url.origin.replace('//0.0.0.0:', '//127.0.0.1:').replace('//[::]:', '//127.0.0.1:'),
     );
   } catch (e) {
@@ -128,7 +128,7 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
         const servers = pub ? [main, pub] : [main];
         // stop(false) waits for in-flight requests; one that hangs must not keep the
         // process alive forever, so after web.shutdown_timeout_ms the rest are cut.
-        const deadline = p.settings.get<number>('web.shutdown_timeout_ms');
+        const deadline = p.settings.get('web.shutdown_timeout_ms');
         // Meanwhile the drain steps refuse new long-lived work (API transactions).
         void p.drain();
         const drained = await within(Promise.all(servers.map((s) => s.stop(false))), deadline);

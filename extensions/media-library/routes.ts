@@ -69,7 +69,7 @@ export function fileRoutes(ctx: ExtensionContext) {
       async ({ request, set, user, apiKey }) => {
         const who = callerOf({ user, apiKey });
         const id = crypto.randomUUID();
-        const got = await receiveUpload(request, ctx.platformSetting<number>('files.max_bytes'), join(tmp, id));
+        const got = await receiveUpload(request, ctx.platformSetting('files.max_bytes'), join(tmp, id));
         const storage = where.current();
         const key = storage.kind === 'local' ? `${id.slice(0, 2)}/${id}` : `files/${id}`;
         const contentType = await detectType(got.head);

@@ -28,9 +28,9 @@ export const coreCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, io }) {
       const p = platform!;
-      const applied = await migrateDir(p.db, p.settings.get<string>('migrations.dir'), {
+      const applied = await migrateDir(p.db, p.settings.get('migrations.dir'), {
         table: 'basalt.schema_migrations',
-        schema: p.settings.get<string>('database.data_schema'),
+        schema: p.settings.get('database.data_schema'),
       });
       io.out(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply; the database is up to date');
     },

@@ -25,14 +25,14 @@ function base(server: Server<unknown>, configured: string): string {
 }
 
 export function startBanner(p: Platform, main: Server<unknown>, pub?: Server<unknown>): string {
-  const mainBase = base(main, p.settings.get<string>('web.main_base_url'));
+  const mainBase = base(main, p.settings.get('web.main_base_url'));
   const publicBase = pub
-    ? base(pub, p.settings.get<string>('web.public_base_url'))
-    : base(main, p.settings.get<string>('web.public_base_url'));
+    ? base(pub, p.settings.get('web.public_base_url'))
+    : base(main, p.settings.get('web.public_base_url'));
   const cli = cliCommand();
   const storage = p.db.kind === 'embedded' ? `embedded PostgreSQL in ${p.dataDir}` : 'external PostgreSQL';
   const keyMode =
-    p.settings.get<string>('web.public_api_access_mode') === 'api_key_required'
+    p.settings.get('web.public_api_access_mode') === 'api_key_required'
       ? ' (access mode api_key_required: every public route needs a key)'
       : '';
   return [

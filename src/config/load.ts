@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseToml } from 'smol-toml';
-import { SETTINGS, envNames } from './schema';
+import { SETTINGS, envNames, type SettingKey, type SettingValue } from './schema';
 import { ConfigError, check, checkCombination, fromText, lookup } from './validate';
 
 export type Source = 'flag' | 'env' | 'file' | 'database' | 'default';
@@ -110,13 +110,13 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
   }
   // When every key of a rule is pinned, the database cannot change the outcome: fail before opening it.
   if (['web.port', 'web.public_port', 'web.public_api_separate'].every((k) => pinned.has(k))) {
-    checkCombination(<T>(k: string) => pinned.get(k)!.value as T);
+    checkCombination(<K extends SettingKey>(k: K) => pinned.get(k)!.value as SettingValue<K>);
   }
   return { pinned, configFile: file, extension };
 }
 
 /** Value of a boot-time key before the database is open: pinned or default. */
-export function bootValue<T>(layers: BootLayers, key: string): T {
+export function bootValue<K extends SettingKey>(layers: BootLayers, key: K): SettingValue<K> {
   const p = layers.pinned.get(key);
-  return (p ? p.value : lookup(key, 'internal').default) as T;
+  return (p ? p.value : lookup(key, 'internal').default) as SettingValue<K>;
 }

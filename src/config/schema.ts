@@ -5,7 +5,7 @@
  *
  * Areas append their keys to this list; an unknown key anywhere is an error.
  */
-import { Type as T, type TSchema } from '@sinclair/typebox';
+import { type Static, Type as T, type TSchema } from '@sinclair/typebox';
 import { isPlatformSchema } from './platform-schemas';
 
 /** One sign-in provider of `auth.oauth_providers` (docs/auth.md, OAuth2 and OpenID Connect). */
@@ -33,7 +33,7 @@ export interface SettingDef {
   kind: SettingKind;
   default: unknown;
   /** Environment variables, first wins. Default: BASALT_ + key upper-cased with '.' → '_'. */
-  env?: string[];
+  env?: readonly string[];
   /** Listener ports, host, database URL, data dir: read once at start. */
   restart?: boolean;
   /** Never shown in full by `settings get`, the admin panel or logs. */
@@ -59,20 +59,21 @@ export interface SettingDef {
   description: string;
 }
 
-const port = (key: string, def: number, description: string): SettingDef => ({
-  key,
-  kind: 'int',
-  default: def,
-  min: 0,
-  max: 65535,
-  restart: true,
-  description,
-});
+const port = <K extends string>(key: K, def: number, description: string) =>
+  ({
+    key,
+    kind: 'int',
+    default: def,
+    min: 0,
+    max: 65535,
+    restart: true,
+    description,
+  }) as const satisfies SettingDef;
 
 /** The shortest `backup.schedule` interval (docs/backup.md). */
 export const BACKUP_MIN_INTERVAL_SECONDS = 300;
 
-export const SETTINGS: SettingDef[] = [
+const DEFINITIONS = [
   // web — listeners and HTTP
   port('web.port', 5000, 'Main listener port (admin panel, mail, files, health).'),
   port('web.public_port', 5001, 'Public listener port when web.public_api_separate is true.'),
@@ -648,11 +649,50 @@ export const SETTINGS: SettingDef[] = [
     description:
       'Scheduled backups kept; older scheduled ones are deleted after each scheduled backup (backups made by hand are kept).',
   },
-];
+] as const satisfies readonly SettingDef[];
 
-export const SETTINGS_BY_KEY = new Map(SETTINGS.map((s) => [s.key, s]));
+type Def = (typeof DEFINITIONS)[number];
 
-export function envNames(def: SettingDef): string[] {
+/** Every setting's key: `settings.get` takes only these. */
+export type SettingKey = Def['key'];
+
+/** The value type a definition's kind declares (a json setting: its TypeBox schema's static type). */
+type ValueOf<D> = D extends { kind: 'int' }
+  ? number
+  : D extends { kind: 'bool' }
+    ? boolean
+    : D extends { kind: 'string' }
+      ? string
+      : D extends { kind: 'list' }
+        ? string[]
+        : D extends { kind: 'enum'; values: readonly (infer V)[] }
+          ? V
+          : D extends { kind: 'json'; schema: infer S extends TSchema }
+            ? Static<S>
+            : unknown;
+
+/** The type of setting `K`'s value, as its definition in SETTINGS declares it. */
+export type SettingValue<K extends SettingKey> = ValueOf<Extract<Def, { key: K }>>;
+
+/** The part after `<prefix>.` of every key in that section: `SettingSuffix<'auth'>` is `'jwt_secret' | …`. */
+export type SettingSuffix<P extends string> = SettingKey extends infer K
+  ? K extends `${P}.${infer R}`
+    ? R
+    : never
+  : never;
+
+/** Reads a setting's value typed by its key (`Settings.get`, a rule's view of would-be values). */
+export type SettingGetter = <K extends SettingKey>(key: K) => SettingValue<K>;
+
+/** A definition from SETTINGS: its key is a known one, so `settings.get(def.key)` type-checks. */
+export type KnownSettingDef = SettingDef & { readonly key: SettingKey };
+
+/** Every definition, for code that goes through them all. */
+export const SETTINGS: readonly KnownSettingDef[] = DEFINITIONS;
+
+export const SETTINGS_BY_KEY = new Map<string, KnownSettingDef>(SETTINGS.map((s) => [s.key, s]));
+
+export function envNames(def: SettingDef): readonly string[] {
   return def.env ?? ['BASALT_' + def.key.toUpperCase().replace(/\./g, '_')];
 }
 

@@ -1,5 +1,5 @@
 import type { Db, Queryable } from '../db/engine';
-import { SETTINGS, SETTINGS_BY_KEY, envNames } from './schema';
+import { SETTINGS, SETTINGS_BY_KEY, envNames, type SettingKey, type SettingValue } from './schema';
 import type { BootLayers, Source } from './load';
 import { ConfigError, check, checkCombination, lookup } from './validate';
 import { SettingsWatch, changedKeys } from './settings-watch';
@@ -44,13 +44,22 @@ export class Settings {
     if (db) this.watcher = new SettingsWatch(db, CHANNEL, () => this.load());
   }
 
-  get<T = unknown>(key: string): T {
+  /** A setting's value, typed by its key as src/config/schema.ts declares it. */
+  get<K extends SettingKey>(key: K): SettingValue<K> {
+    return this.getUntyped(key) as SettingValue<K>;
+  }
+
+  /**
+   * A setting named only at run time (an extension asking by name): its value, untyped.
+   * Code that knows the key uses `get`.
+   */
+  getUntyped(key: string): unknown {
     const p = this.layers.pinned.get(key);
-    if (p) return p.value as T;
-    if (this.stored.has(key)) return this.stored.get(key) as T;
+    if (p) return p.value;
+    if (this.stored.has(key)) return this.stored.get(key);
     const def = SETTINGS_BY_KEY.get(key);
     if (!def) throw new ConfigError(`internal: unknown setting '${key}'`);
-    return def.default as T;
+    return def.default;
   }
 
   source(key: string): { source: Source; origin?: string } {
@@ -110,7 +119,7 @@ export class Settings {
       );
     check(def, value, 'settings');
     if (key.startsWith('web.') && !this.layers.pinned.has(key))
-      checkCombination(<T>(k: string) => (k === key ? value : this.get(k)) as T);
+      checkCombination(<K extends SettingKey>(k: K) => (k === key ? value : this.get(k)) as SettingValue<K>);
     if (!this.db) throw new ConfigError('settings: no database');
     await (tx ?? this.db).query(
       `INSERT INTO basalt.settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())

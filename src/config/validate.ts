@@ -1,5 +1,5 @@
 import { Value } from '@sinclair/typebox/value';
-import { SETTINGS_BY_KEY, schemaOf, type SettingDef } from './schema';
+import { SETTINGS_BY_KEY, schemaOf, type KnownSettingDef, type SettingDef, type SettingGetter } from './schema';
 
 /** A setting that cannot be used; the message names the key and what is wrong. */
 export class ConfigError extends Error {}
@@ -19,7 +19,7 @@ function expected(def: SettingDef): string {
   }
 }
 
-export function lookup(key: string, where: string): SettingDef {
+export function lookup(key: string, where: string): KnownSettingDef {
   const def = SETTINGS_BY_KEY.get(key);
   if (!def) {
     const near = [...SETTINGS_BY_KEY.keys()].filter((k) => k.split('.')[0] === key.split('.')[0]);
@@ -73,9 +73,9 @@ export function check(def: SettingDef, value: unknown, where: string): unknown {
  * Rules that span several keys, checked where all layers are known (before listening, and
  * when a setting is stored). `get` reads the value each key has or would have.
  */
-export function checkCombination(get: <T>(key: string) => T): void {
-  const port = get<number>('web.port');
-  if (get<boolean>('web.public_api_separate') && port !== 0 && port === get<number>('web.public_port')) {
+export function checkCombination(get: SettingGetter): void {
+  const port = get('web.port');
+  if (get('web.public_api_separate') && port !== 0 && port === get('web.public_port')) {
     throw new ConfigError(
       `web.public_port: must differ from web.port (both ${port}) when web.public_api_separate is true`,
     );

@@ -6,6 +6,7 @@ import type { AnyElysia } from 'elysia';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Platform } from '../platform';
+import type { SettingKey, SettingValue } from '../config/schema';
 import type { Logger } from '../log';
 import type { Queryable } from '../db/engine';
 import { quoteIdent } from '../db/engine';
@@ -102,6 +103,8 @@ export interface ExtensionContext extends ExtensionGuards {
   /** Settings declared in `defineExtension({ settings })`. */
   readonly settings: ExtensionSettings;
   /** A live platform setting (read-only), e.g. `files.max_bytes`. */
+  platformSetting<K extends SettingKey>(key: K): SettingValue<K>;
+  /** A platform setting named at run time (its type given by hand); a name Basalt does not know throws. */
   platformSetting<T = unknown>(key: string): T;
   /** Structured logger; every line carries `extension: <name>`. */
   readonly log: Logger;
@@ -174,7 +177,7 @@ export function createContext(
 
   const db: ExtensionDb = {
     schema,
-    dataSchema: p.settings.get<string>('database.data_schema'),
+    dataSchema: p.settings.get('database.data_schema'),
     table: (t) => `${quoteIdent(schema)}.${quoteIdent(t)}`,
     query: (sql, params) => p.db.query(sql, params),
     exec: (sql) => p.db.exec(sql),
@@ -228,7 +231,7 @@ export function createContext(
       authorize: (rule) => services.realtime.authorizeChannels(name, rule),
     },
     settings,
-    platformSetting: (key) => p.settings.get(key),
+    platformSetting: ((key: string) => p.settings.getUntyped(key)) as ExtensionContext['platformSetting'],
     log,
     dataDir() {
       const dir = join(p.dataDir, 'extensions', name);

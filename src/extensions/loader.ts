@@ -124,7 +124,7 @@ async function setUp(
     });
     c.built = createContext(p, services, def, settings, log, areas);
     // A setup that has not finished in time is marked failed, so start-up cannot hang on one extension.
-    const timeout = p.settings.get<number>('extensions.setup_timeout_ms');
+    const timeout = p.settings.get('extensions.setup_timeout_ms');
     await withTimeout(
       Promise.resolve(def.setup(c.built.ctx)),
       timeout,

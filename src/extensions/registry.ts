@@ -22,7 +22,7 @@ export class ExtensionRegistry {
     private p: Platform,
     private services: ExtensionServices,
   ) {
-    this.dir = resolveExtensionsDir(p.settings.get<string>('extensions.dir'));
+    this.dir = resolveExtensionsDir(p.settings.get('extensions.dir'));
     this.store = new ExtensionSettingsStore(p.settings.layers, p.db);
   }
 

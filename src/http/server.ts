@@ -51,7 +51,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     const area = lastArea;
     const info = new ListenerInfo(id, start, area, req, server, settings);
     const origin = req.headers.get('origin');
-    const corsOk = !!origin && settings.get<string[]>('web.cors_origins').includes(origin);
+    const corsOk = !!origin && settings.get('web.cors_origins').includes(origin);
 
     let res: Response;
     try {
@@ -142,7 +142,7 @@ class ListenerInfo implements RequestInfo {
   }
 
   private trusted(): string[] {
-    return this.settings.get<string[]>('web.trusted_proxies');
+    return this.settings.get('web.trusted_proxies');
   }
 }
 
@@ -150,7 +150,7 @@ class ListenerInfo implements RequestInfo {
 const READ_JSON = Symbol('basalt.readJson');
 
 function boundsOf(settings: Settings): JsonBounds {
-  return { maxDepth: settings.get<number>('web.max_json_depth'), maxItems: settings.get<number>('web.max_json_items') };
+  return { maxDepth: settings.get('web.max_json_depth'), maxItems: settings.get('web.max_json_items') };
 }
 
 /**
@@ -169,7 +169,7 @@ function checkBody(
   // `req.body` is only touched without a Content-Length: reading it makes a stream.
   const chunked = !length && req.body !== null;
   if (length === '0' || (!length && !chunked)) return req;
-  const limit = settings.get<number>('web.max_json_body_bytes');
+  const limit = settings.get('web.max_json_body_bytes');
   const json = isJsonType(req.headers.get('content-type'));
   if (!json && area.body === 'json' && BODY_METHODS.has(method)) throw Errors.unsupportedMediaType();
   if (length && Number(length) > limit) throw Errors.payloadTooLarge(limit);

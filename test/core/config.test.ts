@@ -146,7 +146,7 @@ describe.skipIf(!ADMIN_URL)('settings across instances (external PostgreSQL)', (
     try {
       const started = performance.now();
       await a.platform.settings.set('web.cors_origins', ['https://shop.example']);
-      await eventually(() => b.platform.settings.get<string[]>('web.cors_origins').length > 0, {
+      await eventually(() => b.platform.settings.get('web.cors_origins').length > 0, {
         timeout: 1000,
         interval: 10,
         what: 'the setting on B',

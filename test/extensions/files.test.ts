@@ -360,7 +360,7 @@ describe.each(cases)('Files API on %s, %s storage', (engine, storage) => {
 
   test('files.max_bytes defaults to 25 MiB (26214400 bytes), as docs/files.md and docs/configuration.md say', async () => {
     const value = ON_SOURCE
-      ? s.platform.settings.get<number>('files.max_bytes')
+      ? s.platform.settings.get('files.max_bytes')
       : (await s.admin('GET', '/api/admin/settings')).body.data.settings.find(
           (x: { key: string }) => x.key === 'files.max_bytes',
         ).value;

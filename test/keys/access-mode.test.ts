@@ -14,7 +14,7 @@ const PATH = '/api/v1/public/runtime-config';
 
 /** A live setting's value: in process, or as the executable's admin API lists it. */
 async function settingValue(s: TestServer, key: string): Promise<unknown> {
-  if (s.target === 'source') return s.platform.settings.get(key);
+  if (s.target === 'source') return s.platform.settings.getUntyped(key);
   return (await s.admin('GET', '/api/admin/settings')).body.data.settings.find((x: { key: string }) => x.key === key)
     ?.value;
 }

@@ -171,7 +171,7 @@ export async function applyAsMigration(
   what: string,
   statements: string[],
 ): Promise<AppliedChange> {
-  const dir = resolve(p.settings.get<string>('migrations.dir'));
+  const dir = resolve(p.settings.get('migrations.dir'));
   for (const st of statements) await tx.query(st);
   const name = nextMigrationName(dir, table, what);
   const text = `-- Written by the admin panel (${what} of ${table}), ${new Date().toISOString()}; applied then.\n${statements.map((s) => `${s};`).join('\n')}\n`;

@@ -64,7 +64,7 @@ export function clientMeta(request: Request): ClientMeta {
 
 /** Hosts the main listener is known by besides the Host header (web.main_base_url behind a proxy). */
 function knownHosts(p: Basalt): string[] {
-  const base = p.settings.get<string>('web.main_base_url');
+  const base = p.settings.get('web.main_base_url');
   if (!base) return [];
   try {
     return [new URL(base).host.toLowerCase()];

@@ -3,6 +3,7 @@
  * the setup link, sign-in hardening and the audit trail. No HTTP here: the admin API,
  * the CLI (`basalt admin …`) and the panel all come through this one service.
  */
+import type { SettingSuffix } from '../../config/schema';
 import type { Platform } from '../../platform';
 import { PgError, type Queryable } from '../../db/engine';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from '../auth/passwords';
@@ -63,8 +64,8 @@ export class AdminService {
 
   lifetimes(): SessionLifetimes {
     return {
-      idleMinutes: this.p.settings.get<number>('admin.session_idle_minutes'),
-      maxHours: this.p.settings.get<number>('admin.session_max_hours'),
+      idleMinutes: this.p.settings.get('admin.session_idle_minutes'),
+      maxHours: this.p.settings.get('admin.session_max_hours'),
     };
   }
 
@@ -103,7 +104,7 @@ export class AdminService {
   private checkPassword(field: string, password: unknown): string {
     const problem =
       typeof password === 'string'
-        ? passwordProblem(password, this.p.settings.get<number>('auth.password_min_length'))
+        ? passwordProblem(password, this.p.settings.get('auth.password_min_length'))
         : 'is required';
     if (problem) throw AdminErrors.field(field, problem);
     return password as string;
@@ -119,9 +120,9 @@ export class AdminService {
 
   private lockoutLimits(): LockoutLimits {
     return {
-      perSource: this.p.settings.get<number>('auth.lockout_threshold'),
-      backstop: this.p.settings.get<number>('admin.lockout_backstop_threshold'),
-      windowSeconds: this.p.settings.get<number>('auth.lockout_window_seconds'),
+      perSource: this.p.settings.get('auth.lockout_threshold'),
+      backstop: this.p.settings.get('admin.lockout_backstop_threshold'),
+      windowSeconds: this.p.settings.get('auth.lockout_window_seconds'),
     };
   }
 
@@ -213,7 +214,7 @@ export class AdminService {
    */
   async setup(token: string, rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
     // Guessing a 256-bit token is hopeless, but each try costs a password hash: bound them per IP.
-    await this.limit(`admin_setup_ip:${meta.ip}`, this.p.settings.get<number>('auth.rate_limit_token_per_ip'));
+    await this.limit(`admin_setup_ip:${meta.ip}`, this.p.settings.get('auth.rate_limit_token_per_ip'));
     const email = this.checkEmail(rawEmail);
     const hash = await hashPassword(this.checkPassword('password', password));
     const actor: Actor = { adminId: null, email, ip: meta.ip, userAgent: meta.userAgent, requestId: meta.requestId };
@@ -243,7 +244,7 @@ export class AdminService {
    * wrong passwords never lock the administrator out.
    */
   async login(rawEmail: string, password: string, meta: ClientMeta): Promise<SignedIn> {
-    const s = <T>(k: string) => this.p.settings.get<T>(`auth.${k}`);
+    const s = <K extends SettingSuffix<'auth'>>(k: K) => this.p.settings.get(`auth.${k}`);
     await this.limit(`admin_login_ip:${meta.ip}`, s('rate_limit_login_per_ip'));
     const email = normalizeEmail(typeof rawEmail === 'string' ? rawEmail : '').slice(0, 320);
     const locked = await adminLockout.lockedOut(this.p.db, email, meta.ip);
@@ -329,7 +330,7 @@ export class AdminService {
   /** Housekeeping: audit retention and ended sessions. */
   async prune(): Promise<number> {
     await pruneSessions(this.p.db, this.lifetimes());
-    return pruneAudit(this.p.db, this.p.settings.get<number>('admin.audit_retention_days'));
+    return pruneAudit(this.p.db, this.p.settings.get('admin.audit_retention_days'));
   }
 }
 

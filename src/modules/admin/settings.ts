@@ -5,7 +5,7 @@
  * where); a stored change and its audit row share one transaction.
  */
 import type { Basalt } from '../../services';
-import { SETTINGS, SETTINGS_BY_KEY, type SettingDef } from '../../config/schema';
+import { SETTINGS, SETTINGS_BY_KEY, type KnownSettingDef, type SettingDef } from '../../config/schema';
 import { ConfigError, check } from '../../config/validate';
 import type { Actor } from './audit';
 import { AdminErrors } from './errors';
@@ -36,7 +36,7 @@ function sourceOf(s: string): SettingInfo['source'] {
   return s as SettingInfo['source'];
 }
 
-export function settingInfo(p: Basalt, def: SettingDef): SettingInfo {
+export function settingInfo(p: Basalt, def: KnownSettingDef): SettingInfo {
   const { source, origin } = p.settings.source(def.key);
   const secret = !!def.secret;
   const current = p.settings.get(def.key);
@@ -67,7 +67,7 @@ export function listSettings(p: Basalt): SettingInfo[] {
   return SETTINGS.map((d) => settingInfo(p, d));
 }
 
-function known(key: string): SettingDef {
+function known(key: string): KnownSettingDef {
   const def = SETTINGS_BY_KEY.get(key);
   if (!def) throw AdminErrors.notFound(`The setting '${key.slice(0, 100)}'`);
   return def;
@@ -92,7 +92,7 @@ export async function changeSetting(
   // The operator's own command line may set such a setting; the panel may not.
   if (def.operatorOnly && value !== undefined && actor.kind !== 'cli')
     throw AdminErrors.settingOperatorOnly(key, def.operatorOnly);
-  const before = p.settings.source(key).source === 'database' ? p.settings.get(key) : undefined;
+  const before = p.settings.source(key).source === 'database' ? p.settings.get(def.key) : undefined;
   try {
     if (value !== undefined) check(def, value, 'value');
     await p.services.admin.audited(actor, value === undefined ? 'settings.unset' : 'settings.set', async (tx, note) => {

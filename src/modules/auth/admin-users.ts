@@ -43,7 +43,7 @@ export async function checkUserInput(
   if (input.password !== undefined && !fields.password) {
     const problem =
       typeof input.password === 'string'
-        ? passwordProblem(input.password, p.settings.get<number>('auth.password_min_length'))
+        ? passwordProblem(input.password, p.settings.get('auth.password_min_length'))
         : 'must be a string';
     if (problem) fields.password = problem;
   }

@@ -4,14 +4,15 @@
  * named by a setting, or `<public base URL>/reset-password` / `/verify-email`.
  */
 import type { Platform } from '../../platform';
+import type { SettingKey } from '../../config/schema';
 import type { MailService } from '../mail/service';
 import { ACTION_TOKEN_SECONDS, type Purpose } from './action-tokens';
 import { trustedOrigin } from '../../http/trusted-origin';
 
-const PAGE: Record<Purpose, { setting: string; path: string }> = {
+const PAGE = {
   password_reset: { setting: 'auth.password_reset_url', path: '/reset-password' },
   verify_email: { setting: 'auth.verify_email_url', path: '/verify-email' },
-};
+} as const satisfies Record<Purpose, { setting: SettingKey; path: string }>;
 
 /**
  * Where a mail's link points: the configured page, or `/reset-password` / `/verify-email`
@@ -23,13 +24,11 @@ const PAGE: Record<Purpose, { setting: string; path: string }> = {
  */
 export function linkBase(p: Platform, purpose: Purpose, origin: string): string | null {
   const page = PAGE[purpose];
-  const configured = p.settings.get<string>(page.setting);
+  const configured = p.settings.get(page.setting);
   if (configured) return configured;
-  const base = p.settings.get<string>('web.public_base_url');
+  const base = p.settings.get('web.public_base_url');
   if (base) return base.replace(/\/$/, '') + page.path;
-  return trustedOrigin(p.settings.get<string[]>('web.cors_origins'), origin)
-    ? origin.replace(/\/$/, '') + page.path
-    : null;
+  return trustedOrigin(p.settings.get('web.cors_origins'), origin) ? origin.replace(/\/$/, '') + page.path : null;
 }
 
 /** The link a mail carries, with ?token= (or &token=). */
@@ -63,7 +62,7 @@ export async function sendActionMail(
     to: [email],
     template: purpose,
     variables: {
-      app_name: p.settings.get<string>('app.name'),
+      app_name: p.settings.get('app.name'),
       email,
       link: actionLink(base, token),
       token,

@@ -8,19 +8,13 @@
  * single-use `#code=` in the fragment (never sent to a server, not in Referer), which the
  * front-end trades for tokens with a POST.
  */
+import type { SettingSuffix, SettingValue } from '../../config/schema';
 import type { Platform } from '../../platform';
 import { PgError } from '../../db/engine';
 import { AuthErrors } from './errors';
 import { SignInErrors } from './sign-in-errors';
 import type { AuthenticatedUser, ClientMeta, SignInCore, SignInResult } from './sign-in-core';
-import {
-  authorizationUrl,
-  finishFlow,
-  ProviderDenied,
-  providerNamed,
-  type Provider,
-  type ProviderSetting,
-} from './oidc';
+import { authorizationUrl, finishFlow, ProviderDenied, providerNamed, type Provider } from './oidc';
 import { identityOwner, issueOneTimeCode, linkIdentity, spendOneTimeCode, type ProviderAccount } from './identities';
 import { mixedScriptAddress, userByEmail, userById, type UserRow } from './users';
 import { insertPasswordlessUser } from './sign-in';
@@ -97,24 +91,24 @@ export class OAuthFlows {
     private auth: SignInCore,
   ) {}
 
-  private setting<T>(key: string): T {
-    return this.p.settings.get<T>(`auth.${key}`);
+  private setting<K extends SettingSuffix<'auth'>>(key: K): SettingValue<`auth.${K}`> {
+    return this.p.settings.get(`auth.${key}`);
   }
 
   /** The configured provider `name` (404 `provider_not_found` otherwise). */
   provider(name: string): Provider {
-    const p = providerNamed(this.setting<ProviderSetting[]>('oauth_providers'), name);
+    const p = providerNamed(this.setting('oauth_providers'), name);
     if (!p) throw SignInErrors.providerNotFound();
     return p;
   }
 
   /** Names of the configured providers (for front-ends: runtime config and the panel). */
   providerNames(): string[] {
-    return this.setting<ProviderSetting[]>('oauth_providers').map((p) => p.name);
+    return this.setting('oauth_providers').map((p) => p.name);
   }
 
   private checkRedirect(target: string): void {
-    const problem = redirectProblem(this.setting<string[]>('redirect_allowlist'), target);
+    const problem = redirectProblem(this.setting('redirect_allowlist'), target);
     if (problem) throw SignInErrors.invalidRedirect(problem);
   }
 
@@ -194,7 +188,7 @@ export class OAuthFlows {
     if (!bound(binding, flow.binding_hash) || flow.provider !== name) return fail('invalid_state');
     // Linking: also the link cookie of this very flow (a link URL opened in another browser never gets here).
     if (flow.link_user_id && !bound(linkBinding, flow.link_binding_hash)) return fail('invalid_state');
-    const provider = providerNamed(this.setting<ProviderSetting[]>('oauth_providers'), name);
+    const provider = providerNamed(this.setting('oauth_providers'), name);
     if (!provider) return fail('provider_not_found');
     let account: ProviderAccount;
     try {
@@ -307,7 +301,7 @@ export class OAuthFlows {
       if (!a.emailVerified) return 'email_not_verified';
       user = await userByEmail(this.p.db, a.email);
       if (!user) {
-        if (!this.setting<boolean>('registration_open')) return 'registration_closed';
+        if (!this.setting('registration_open')) return 'registration_closed';
         if (mixedScriptAddress(a.email)) return 'email_mixed_scripts';
         try {
           user = await insertPasswordlessUser(this.p.db, a.email, true);
@@ -327,7 +321,7 @@ export class OAuthFlows {
     });
     if (!user) return 'provider_error';
     if (!linked) return 'identity_taken';
-    if (this.setting<boolean>('email_verification_required') && !user.email_verified_at) return 'email_not_verified';
+    if (this.setting('email_verification_required') && !user.email_verified_at) return 'email_not_verified';
     return user;
   }
 

@@ -3,6 +3,7 @@
  * e-mail verification, rate limits and lockout. No HTTP here: routes pass plain
  * values in and render what comes back; failures are AppErrors.
  */
+import type { SettingSuffix, SettingValue } from '../../config/schema';
 import type { Platform } from '../../platform';
 import type { Logger } from '../../log';
 import { getOrCreateSecret, SecretBox } from '../../db/secrets';
@@ -80,13 +81,13 @@ export class AuthService implements SignInCore {
     private mail: MailService,
   ) {}
 
-  private setting<T>(key: string): T {
-    return this.p.settings.get<T>(`auth.${key}`);
+  private setting<K extends SettingSuffix<'auth'>>(key: K): SettingValue<`auth.${K}`> {
+    return this.p.settings.get(`auth.${key}`);
   }
 
   /** Per-IP limit on submitting mailed tokens: guessing is hopeless, but each try costs a lookup (and formerly a hash). */
   private async limitTokenTries(ip: string): Promise<void> {
-    await this.limit(`token_ip:${ip}`, this.setting<number>('rate_limit_token_per_ip'));
+    await this.limit(`token_ip:${ip}`, this.setting('rate_limit_token_per_ip'));
   }
 
   private limit(bucket: string, perMinute: number): Promise<void> {
@@ -124,7 +125,7 @@ export class AuthService implements SignInCore {
   }
 
   private checkNewPassword(field: string, password: string): void {
-    const problem = passwordProblem(password, this.setting<number>('password_min_length'));
+    const problem = passwordProblem(password, this.setting('password_min_length'));
     if (problem) throw AuthErrors.field(field, problem);
   }
 
@@ -178,7 +179,7 @@ export class AuthService implements SignInCore {
     input: { email: string; password: string },
     meta: ClientMeta,
   ): Promise<{ user: PublicUser; verification_required: boolean } & Partial<TokenPair>> {
-    if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
+    if (!this.setting('registration_open')) throw AuthErrors.registrationClosed();
     await this.limit(`register_ip:${meta.ip}`, this.setting('rate_limit_register_per_ip'));
     const email = this.checkEmail(input.email);
     if (mixedScriptAddress(email)) throw AuthErrors.emailMixedScripts();
@@ -206,7 +207,7 @@ export class AuthService implements SignInCore {
         ),
       );
     }
-    const verification_required = this.setting<boolean>('email_verification_required');
+    const verification_required = this.setting('email_verification_required');
     const user = publicUser(row);
     if (verification_required) return { user, verification_required };
     return { user, verification_required, ...(await this.issue(row.id, meta)) };
@@ -230,8 +231,7 @@ export class AuthService implements SignInCore {
     }
     // Only a caller who knows the password learns that the account is disabled or unverified.
     if (row.disabled_at) throw AuthErrors.accountDisabled();
-    if (this.setting<boolean>('email_verification_required') && !row.email_verified_at)
-      throw AuthErrors.emailNotVerified();
+    if (this.setting('email_verification_required') && !row.email_verified_at) throw AuthErrors.emailNotVerified();
     if (needsRehash(row.password_hash!)) await setPasswordHash(this.p.db, row.id, await hashPassword(input.password));
     return this.signedIn(row, ['pwd'], meta);
   }
@@ -501,13 +501,13 @@ export interface AuthDeps {
 
 /** Create the service: signing key, session notifications. Its housekeeping is a worker (src/workers.ts). */
 export async function createAuthService(p: Platform, { mail }: AuthDeps): Promise<AuthService> {
-  const configured = p.settings.get<string>('auth.jwt_secret');
+  const configured = p.settings.get('auth.jwt_secret');
   // HS256 is only as strong as its key: a short operator-chosen secret could be brute-forced offline from one token.
   if (configured && configured.length < 32) {
     throw new ConfigError('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
   }
   const secret = configured || (await getOrCreateSecret(p.db, 'jwt'));
-  const sessions = new SessionStore(p.db, () => p.settings.get<number>('auth.refresh_reuse_interval_seconds'));
+  const sessions = new SessionStore(p.db, () => p.settings.get('auth.refresh_reuse_interval_seconds'));
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions, mail);
   service.methods = new SignInMethods(

@@ -102,7 +102,7 @@ ${button(`${token}&decline=1`, 'Cancel')}
  * `publicRequest`, a request that came in on the public API's listener; '' when neither.
  */
 function apiBase(p: Basalt, publicRequest?: Request): string {
-  const configured = p.settings.get<string>('web.public_base_url').replace(/\/$/, '');
+  const configured = p.settings.get('web.public_base_url').replace(/\/$/, '');
   return configured || (publicRequest ? new URL(publicRequest.url).origin : '');
 }
 

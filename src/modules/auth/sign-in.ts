@@ -3,6 +3,7 @@
  * Provider sign-in is oauth-flow.ts. No HTTP here; every sign-in ends in
  * `AuthService.signedIn`, which asks for the second factor when the user has one.
  */
+import type { SettingSuffix, SettingValue } from '../../config/schema';
 import type { Platform } from '../../platform';
 import type { Db } from '../../db/engine';
 import { AuthErrors } from './errors';
@@ -68,8 +69,8 @@ export class SignInMethods {
     private totpBox: SecretBox,
   ) {}
 
-  private setting<T>(key: string): T {
-    return this.p.settings.get<T>(`auth.${key}`);
+  private setting<K extends SettingSuffix<'auth'>>(key: K): SettingValue<`auth.${K}`> {
+    return this.p.settings.get(`auth.${key}`);
   }
 
   private limit(bucket: string, perMinute: number): Promise<void> {
@@ -94,14 +95,14 @@ export class SignInMethods {
     await this.limit(`otp_request:${email}`, this.setting('rate_limit_login_per_account'));
     this.auth.background(async () => {
       const row = await userByEmail(this.p.db, email);
-      if (row ? row.disabled_at : !this.setting<boolean>('registration_open')) return;
+      if (row ? row.disabled_at : !this.setting('registration_open')) return;
       if (!(await hit(this.p.db, `email_addr:${email}`, MAILS_PER_ADDRESS_PER_HOUR, 3600)).allowed) return;
       const code = await issueEmailCode(this.p.db, this.codeKey, email);
       await this.mail.enqueue({
         to: [email],
         template: 'auth.otp',
         variables: {
-          app_name: this.p.settings.get<string>('app.name'),
+          app_name: this.p.settings.get('app.name'),
           email,
           code,
           expires_in_minutes: EMAIL_CODE_SECONDS / 60,
@@ -130,7 +131,7 @@ export class SignInMethods {
     }
     let row = await userByEmail(this.p.db, email);
     if (!row) {
-      if (!this.setting<boolean>('registration_open')) throw AuthErrors.registrationClosed();
+      if (!this.setting('registration_open')) throw AuthErrors.registrationClosed();
       if (mixedScriptAddress(email)) throw AuthErrors.emailMixedScripts();
       try {
         row = await insertPasswordlessUser(this.p.db, email, true);
@@ -151,13 +152,7 @@ export class SignInMethods {
   }
 
   async enrollTotp(user: AuthenticatedUser): Promise<{ secret: string; otpauth_url: string }> {
-    const r = await enrollTotp(
-      this.p.db,
-      this.totpBox,
-      user.userId,
-      user.email,
-      this.p.settings.get<string>('app.name'),
-    );
+    const r = await enrollTotp(this.p.db, this.totpBox, user.userId, user.email, this.p.settings.get('app.name'));
     if (!r) throw SignInErrors.mfaAlreadyEnabled();
     return r;
   }

@@ -94,13 +94,13 @@ export const backupCommands: Command[] = [
       if (!archive || positionals.length > 1)
         throw new UsageError('restore needs one ARCHIVE (a path, or a name in <data.dir>/backups/)');
       const layers = bootLayers(globals);
-      if (bootValue<string>(layers, 'database.url')) {
+      if (bootValue(layers, 'database.url')) {
         io.err(
           "basalt: restore replaces the embedded data dir, but database.url is set (external PostgreSQL): restore that database with pg_restore or your provider's snapshots (docs/backup.md)",
         );
         return 1;
       }
-      const dataDir = resolve(bootValue<string>(layers, 'data.dir'));
+      const dataDir = resolve(bootValue(layers, 'data.dir'));
       const { restore, RestoreError } = await import('./restore');
       try {
         const r = await restore({ archive, dataDir });
@@ -129,7 +129,7 @@ export const backupCommands: Command[] = [
       if (!url || positionals.length > 1 || !/^postgres(ql)?:\/\//.test(url))
         throw new UsageError('export-to needs the target database URL (postgres://user:password@host:5432/db)');
       const layers = bootLayers(globals);
-      if (bootValue<string>(layers, 'database.url')) {
+      if (bootValue(layers, 'database.url')) {
         io.err(
           'basalt: export-to copies the embedded database, but database.url is already set: unset it (or run with the configuration of the embedded instance)',
         );
@@ -152,7 +152,7 @@ export const backupCommands: Command[] = [
       ]);
       let source: Db;
       try {
-        source = await openDb({ url: '', dataDir: resolve(bootValue<string>(layers, 'data.dir')) });
+        source = await openDb({ url: '', dataDir: resolve(bootValue(layers, 'data.dir')) });
       } catch (e) {
         if (e instanceof DataDirLockedError) {
           io.err(
@@ -171,9 +171,9 @@ export const backupCommands: Command[] = [
           const r = await exportTo({
             source,
             target,
-            dataSchema: settings.get<string>('database.data_schema'),
-            migrationsDir: settings.get<string>('migrations.dir'),
-            extensionsDir: resolveExtensionsDir(settings.get<string>('extensions.dir')),
+            dataSchema: settings.get('database.data_schema'),
+            migrationsDir: settings.get('migrations.dir'),
+            extensionsDir: resolveExtensionsDir(settings.get('extensions.dir')),
             progress: (l) => io.err(l),
           });
           const width = Math.max(...r.tables.map((t) => t.table.length), 5);
@@ -184,7 +184,7 @@ export const backupCommands: Command[] = [
             `${r.tables.length} tables and ${r.sequences} sequences copied in ${r.ms} ms; every row count matches.`,
           );
           io.out(
-            `Next: set database.url (BASALT_DATABASE_URL) to this database and start basalt; keep ${resolve(bootValue<string>(layers, 'data.dir'))} until the site is checked.`,
+            `Next: set database.url (BASALT_DATABASE_URL) to this database and start basalt; keep ${resolve(bootValue(layers, 'data.dir'))} until the site is checked.`,
           );
           return 0;
         } catch (e) {

@@ -49,7 +49,7 @@ export function nextRun(s: Schedule, last: Date | undefined, started: Date): Dat
  */
 export function startBackupSchedule(
   p: Basalt,
-  scheduleText: () => string = () => p.settings.get<string>('backup.schedule'),
+  scheduleText: () => string = () => p.settings.get('backup.schedule'),
 ): () => Promise<void> {
   const service = backupService(p);
   const started = new Date();
@@ -84,7 +84,7 @@ export function startBackupSchedule(
       try {
         const b = await service.create({ trigger: 'schedule' });
         last = new Date(b.created_at);
-        const pruned = await service.prune(p.settings.get<number>('backup.keep'));
+        const pruned = await service.prune(p.settings.get('backup.keep'));
         p.log.info('scheduled backup created', {
           name: b.name,
           bytes: b.size,

@@ -267,7 +267,7 @@ function create(p: Basalt): BackupService {
     }
     const staging = join(dir, `.staging-${randomUUID()}`);
     const createdAt = new Date();
-    const dataSchema = p.settings.get<string>('database.data_schema');
+    const dataSchema = p.settings.get('database.data_schema');
     let held = 0;
     let partial: string | undefined;
     try {

@@ -56,7 +56,7 @@ export function openApiPool(p: Platform, userUrl: () => string | undefined): Api
       stats: () => undefined,
       close: async () => {},
     };
-  const keys = poolSlot(p, () => p.settings.get<string>('database.url'), 'basalt-db-api');
+  const keys = poolSlot(p, () => p.settings.get('database.url'), 'basalt-db-api');
   const users = poolSlot(
     p,
     () => {
@@ -101,15 +101,15 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
   const open = async (timeoutMs: number): Promise<Db> => {
     const { openExternal } = await import('../../db/external');
     return openExternal(url(), {
-      max: p.settings.get<number>('database.pool_max'),
+      max: p.settings.get('database.pool_max'),
       connection: {
         statement_timeout: String(timeoutMs),
         lock_timeout: String(lockTimeoutMs(timeoutMs)),
         application_name: applicationName,
       },
       prepare: true,
-      busyTimeoutMs: () => p.settings.get<number>('database.busy_timeout_ms'),
-      keyShare: () => p.settings.get<number>('db.pool_share_per_key') / 100,
+      busyTimeoutMs: () => p.settings.get('database.busy_timeout_ms'),
+      keyShare: () => p.settings.get('db.pool_share_per_key') / 100,
     }).then((db) => {
       opened.add(db);
       return db;
@@ -117,7 +117,7 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
   };
 
   const get = (): Promise<Db> => {
-    const timeoutMs = p.settings.get<number>('db.statement_timeout_ms');
+    const timeoutMs = p.settings.get('db.statement_timeout_ms');
     if (current && timeoutMs === currentTimeout) return current;
     const old = current;
     currentTimeout = timeoutMs;
@@ -131,7 +131,7 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
     });
     if (old) {
       retired.add(old);
-      const grace = p.settings.get<number>('db.transaction_idle_timeout_ms') + timeoutMs + 1000;
+      const grace = p.settings.get('db.transaction_idle_timeout_ms') + timeoutMs + 1000;
       const t = setTimeout(() => {
         timers.delete(t);
         retired.delete(old);

@@ -65,7 +65,7 @@ export class DatabaseService {
     /** Whether statements can run as basalt_user / basalt_anon (identity.ts, checkIdentitySupport). */
     readonly identities: boolean,
   ) {
-    const schema = p.settings.get<string>('database.data_schema');
+    const schema = p.settings.get('database.data_schema');
     if (isPlatformSchema(schema))
       throw new Error(
         `database.data_schema: '${schema}' is a platform schema; application tables belong in their own schema (default public)`,
@@ -81,12 +81,12 @@ export class DatabaseService {
         (await (isUserOwner(wait.key) ? this.identityDb() : this.apiDb())).begin({
           setup,
           onWire: true,
-          maxAnswerBytes: p.settings.get<number>('db.max_response_bytes'),
+          maxAnswerBytes: p.settings.get('db.max_response_bytes'),
           ...wait,
         }),
-      idleTimeoutMs: () => p.settings.get<number>('db.transaction_idle_timeout_ms'),
-      maxLifetimeMs: () => p.settings.get<number>('db.transaction_max_lifetime_ms'),
-      maxPerKey: () => p.settings.get<number>('db.max_transactions_per_key'),
+      idleTimeoutMs: () => p.settings.get('db.transaction_idle_timeout_ms'),
+      maxLifetimeMs: () => p.settings.get('db.transaction_max_lifetime_ms'),
+      maxPerKey: () => p.settings.get('db.max_transactions_per_key'),
       // Server-side backstops on external Postgres: the idle timer here is the primary
       // mechanism; idle_in_transaction_session_timeout frees the connection (and its
       // locks) even if this process died. lock_timeout < statement_timeout, so a wait
@@ -94,8 +94,8 @@ export class DatabaseService {
       // one in-process session, so only the timer applies.
       setup: () => {
         if (!external) return [];
-        const stmt = p.settings.get<number>('db.statement_timeout_ms');
-        const idle = p.settings.get<number>('db.transaction_idle_timeout_ms');
+        const stmt = p.settings.get('db.statement_timeout_ms');
+        const idle = p.settings.get('db.transaction_idle_timeout_ms');
         return [
           `SET LOCAL statement_timeout = ${Math.trunc(stmt)}`,
           `SET LOCAL lock_timeout = ${lockTimeoutMs(stmt)}`,
@@ -159,7 +159,7 @@ export class DatabaseService {
       key: caller.kind === 'anon' ? 'anon' : ownerOf(caller),
       signal,
       // A select's rows are bounded as they are read; a write's in its statement (query-builder.ts, `bounded`).
-      maxAnswerBytes: body.action === 'select' ? this.p.settings.get<number>('db.max_response_bytes') : undefined,
+      maxAnswerBytes: body.action === 'select' ? this.p.settings.get('db.max_response_bytes') : undefined,
     };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
@@ -190,9 +190,9 @@ export class DatabaseService {
     via: Queryable | undefined,
     role?: IdentityRole,
   ): Built<Statement> | Promise<Built<Statement>> {
-    const maxLimit = this.p.settings.get<number>('db.max_limit');
+    const maxLimit = this.p.settings.get('db.max_limit');
     // A write's RETURNING rows are bounded by the database (docs/database.md, "Answer size").
-    const maxBytes = this.p.settings.get<number>('db.max_response_bytes');
+    const maxBytes = this.p.settings.get('db.max_response_bytes');
     const make = role
       ? (table: Table) => {
           const a = authorize(body, table, role);
@@ -247,7 +247,7 @@ export class DatabaseService {
         snap,
         catalog: this.catalog,
         probe,
-        timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms'),
+        timeoutMs: this.p.settings.get('db.statement_timeout_ms'),
       });
     }
   }
@@ -326,7 +326,7 @@ export class DatabaseService {
       throw await mapDbError(err, {
         snap,
         catalog: this.catalog,
-        timeoutMs: this.p.settings.get<number>('db.statement_timeout_ms'),
+        timeoutMs: this.p.settings.get('db.statement_timeout_ms'),
       });
     }
     return { transaction_id: id, status: 'committed' };
@@ -361,8 +361,8 @@ export async function createDatabaseService(p: Platform, { keys, auth }: Databas
   const pool = openApiPool(p, () => userUrl);
   const secure = async (): Promise<IdentitySupport> => {
     const s = await secureIdentities(p.db, {
-      platform: p.settings.get<string>('database.url'),
-      user: p.settings.get<string>('database.user_url'),
+      platform: p.settings.get('database.url'),
+      user: p.settings.get('database.user_url'),
     });
     if (s.ok) userUrl = s.url;
     return s;

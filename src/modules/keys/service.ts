@@ -193,7 +193,7 @@ export class KeyService {
 
   /** The designated site public key, if it is an active public key (never a service key). */
   async sitePublicKey(): Promise<string | null> {
-    const raw = this.p.settings.get<string>(SITE_SETTING);
+    const raw = this.p.settings.get(SITE_SETTING);
     if (!raw) return null;
     const principal = await this.verify(raw, { recordUse: false });
     return principal?.type === 'public' ? raw : null;
@@ -293,7 +293,7 @@ export class KeyService {
   }
 
   private siteHash(): string | null {
-    const raw = this.p.settings.get<string>(SITE_SETTING);
+    const raw = this.p.settings.get(SITE_SETTING);
     return raw ? hashKey(raw) : null;
   }
 

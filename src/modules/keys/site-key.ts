@@ -6,7 +6,7 @@ import type { Basalt } from '../../services';
  * the setting by mistake, is never published).
  */
 export async function siteKeyRuntimeConfig(p: Basalt): Promise<{ site_public_key?: string }> {
-  if (p.settings.get<string>('web.public_api_access_mode') !== 'api_key_required') return {};
+  if (p.settings.get('web.public_api_access_mode') !== 'api_key_required') return {};
   const key = await p.services.keys.sitePublicKey();
   return key ? { site_public_key: key } : {};
 }

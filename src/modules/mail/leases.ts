@@ -181,7 +181,7 @@ export class LeaseHeartbeat {
   /** Make sure a renewal is scheduled (called whenever a lease is taken). */
   keep(): void {
     if (this.timer || this.renewing || this.closed) return;
-    const every = Math.max(Math.floor(this.d.settings.get<number>('mail.lease_ms') / 3), 50);
+    const every = Math.max(Math.floor(this.d.settings.get('mail.lease_ms') / 3), 50);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.renewNow();
@@ -196,7 +196,7 @@ export class LeaseHeartbeat {
     this.renewing = true;
     const at = Date.now();
     try {
-      const leaseMs = settings.get<number>('mail.lease_ms');
+      const leaseMs = settings.get('mail.lease_ms');
       const ours = await renewLeases(db, ids, worker, leaseMs);
       holder.renewed(ids, ours, at);
     } catch (e) {

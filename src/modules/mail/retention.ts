@@ -35,7 +35,7 @@ export class MailRetention {
   purgeNow(): Promise<{ jobs: number } | undefined> {
     const run = (async () => {
       try {
-        const r = await purge(this.d.db, this.d.settings.get<number>('mail.job_retention_days'));
+        const r = await purge(this.d.db, this.d.settings.get('mail.job_retention_days'));
         if (r.jobs) this.d.log.info('mail jobs purged', r);
         return r;
       } catch (e) {

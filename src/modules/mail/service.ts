@@ -119,7 +119,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
 
   /** 400/404 before anything is stored. */
   async function prepare(msg: MailMessage): Promise<RenderedMail> {
-    checkMessage(msg, p.settings.get<number>('mail.max_recipients'));
+    checkMessage(msg, p.settings.get('mail.max_recipients'));
     const tpl = msg.template !== undefined ? await templates.get(msg.template) : undefined;
     if (msg.template !== undefined && !tpl) throw MailErrors.templateNotFound(msg.template);
     return renderMessage(msg, tpl);
@@ -143,8 +143,8 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
       keyId,
       mail,
       messageId: messageIdFor(id),
-      maxAttempts: sync ? 1 : p.settings.get<number>('mail.max_attempts'),
-      sync: sync ? { leaseMs: p.settings.get<number>('mail.lease_ms'), worker: worker.id } : undefined,
+      maxAttempts: sync ? 1 : p.settings.get('mail.max_attempts'),
+      sync: sync ? { leaseMs: p.settings.get('mail.lease_ms'), worker: worker.id } : undefined,
       idempotency,
     };
   }
@@ -235,7 +235,7 @@ export function createMailService(p: Platform, opts: MailServiceOptions = {}): M
         throw MailErrors.invalid(`'${String(to).slice(0, 80)}' is not a valid e-mail address.`, {
           to: 'expected local@domain',
         });
-      const app = p.settings.get<string>('app.name');
+      const app = p.settings.get('app.name');
       return service.sendNow({
         to: [to],
         subject: `${app}: test message`,

@@ -106,8 +106,8 @@ export class SmtpTransport {
 
   /** Why mail cannot be sent, naming the setting; undefined when it can. */
   problem(): string | undefined {
-    if (this.settings.get<string>('mail.smtp_url') === '') return 'mail.smtp_url is empty';
-    const from = this.settings.get<string>('mail.from');
+    if (this.settings.get('mail.smtp_url') === '') return 'mail.smtp_url is empty';
+    const from = this.settings.get('mail.from');
     if (from === '') return 'mail.from is empty';
     if (this.fromChecked.from !== from) {
       const problem = isValidAddress(senderAddress(from))
@@ -119,18 +119,18 @@ export class SmtpTransport {
   }
 
   from(): string {
-    return this.settings.get<string>('mail.from');
+    return this.settings.get('mail.from');
   }
 
   private current(): Transporter {
-    const url = this.settings.get<string>('mail.smtp_url');
-    const key = `${url}\n${this.settings.get<number>('mail.concurrency')}`;
+    const url = this.settings.get('mail.smtp_url');
+    const key = `${url}\n${this.settings.get('mail.concurrency')}`;
     if (!this.transporter || this.builtFor !== key) {
       this.drop('rebuilding');
       this.transporter = nodemailer.createTransport({
         url,
         pool: true,
-        maxConnections: this.settings.get<number>('mail.concurrency'),
+        maxConnections: this.settings.get('mail.concurrency'),
         maxMessages: 1000,
         connectionTimeout: 10_000,
         greetingTimeout: 10_000,

@@ -213,8 +213,8 @@ export class MailWorker {
     try {
       for (;;) {
         if (!this.running) return;
-        const concurrency = settings.get<number>('mail.concurrency');
-        const leaseMs = settings.get<number>('mail.lease_ms');
+        const concurrency = settings.get('mail.concurrency');
+        const leaseMs = settings.get('mail.lease_ms');
         while (this.inFlight.size < concurrency && this.buffer.length) {
           const { job, leasedAt } = this.buffer.shift()!;
           // Past half its lease (renewals failing), another instance may soon take it over:
@@ -325,7 +325,7 @@ export class MailWorker {
         return;
       }
       const err = e instanceof SmtpSendError ? e : new SmtpSendError('sending failed', false, e);
-      const delay = retryDelay(job.attempts, settings.get<number>('mail.retry_base_ms'));
+      const delay = retryDelay(job.attempts, settings.get('mail.retry_base_ms'));
       try {
         const state = await markFailed(db, job.id, this.id, err.reason, err.permanent, delay);
         (state === 'dead' ? log.warn : log.info)('mail attempt failed', {

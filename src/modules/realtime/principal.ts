@@ -56,7 +56,7 @@ export function roleOf(i: Identity): 'basalt_user' | 'basalt_anon' | null {
 }
 
 /** What the per-principal connection limit counts by. */
-export function limitKey(p: Principal): { key: string; setting: string } {
+export function limitKey(p: Principal): { key: string; setting: `realtime.max_connections_per_${'key' | 'user'}` } {
   if (p.kind === 'key') return { key: `key:${p.key.id}`, setting: 'realtime.max_connections_per_key' };
   if (p.kind === 'user') return { key: `user:${p.userId}`, setting: 'realtime.max_connections_per_user' };
   return { key: `anon:${p.ip}`, setting: 'realtime.max_connections_per_user' };

@@ -60,7 +60,7 @@ export class RealtimeService {
     private readonly deps: RealtimeDeps,
     asIdentities: AsIdentities,
   ) {
-    this.schema = p.settings.get<string>('database.data_schema');
+    this.schema = p.settings.get('database.data_schema');
     this.rows = new RowReader(this.schema, p.db, asIdentities, p.db.kind === 'external' ? 4 : 1);
     this.hub = new Hub({
       db: p.db,
@@ -72,8 +72,8 @@ export class RealtimeService {
       },
       listen: (onWake) => p.db.listen(REALTIME_CHANNEL, () => onWake()),
       alone: p.db.kind === 'embedded',
-      retentionSeconds: () => p.settings.get<number>('realtime.retention_seconds'),
-      heartbeatMs: () => p.settings.get<number>('realtime.heartbeat_seconds') * 1000,
+      retentionSeconds: () => p.settings.get('realtime.retention_seconds'),
+      heartbeatMs: () => p.settings.get('realtime.heartbeat_seconds') * 1000,
       onError: (msg, cause) => p.log.warn(msg, { cause }),
     });
   }
@@ -140,10 +140,10 @@ export class RealtimeService {
   /** Open a stream for `principal`, or throw the refusal. The stream is fed from now on. */
   async open(principal: Principal, req: OpenRequest): Promise<Stream> {
     await this.check(principal, req);
-    const total = this.p.settings.get<number>('realtime.max_connections');
+    const total = this.p.settings.get('realtime.max_connections');
     if (this.hub.streams.size >= total) throw RealtimeErrors.tooMany(`at most ${total} on this instance`);
     const limit = limitKey(principal);
-    const max = this.p.settings.get<number>(limit.setting);
+    const max = this.p.settings.get(limit.setting);
     const held = this.perPrincipal.get(limit.key) ?? 0;
     if (held >= max) throw RealtimeErrors.tooMany(`at most ${max} per ${principal.kind === 'key' ? 'key' : 'user'}`);
     this.perPrincipal.set(limit.key, held + 1);
@@ -154,7 +154,7 @@ export class RealtimeService {
       identityKey(identity),
       new Set(req.tables),
       new Set(req.channels),
-      this.p.settings.get<number>('realtime.buffer_bytes'),
+      this.p.settings.get('realtime.buffer_bytes'),
       (s, why) => this.ended(s, why, limit.key),
     );
     this.hub.add(stream);

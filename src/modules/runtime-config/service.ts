@@ -19,16 +19,16 @@ export function runtimeConfig(
   base: BaseUrls,
   extra: Partial<RuntimeConfigData> = {},
 ): RuntimeConfigData {
-  const separate = settings.get<boolean>('web.public_api_separate');
+  const separate = settings.get('web.public_api_separate');
   return {
-    app_name: settings.get<string>('app.name'),
+    app_name: settings.get('app.name'),
     api_base_url: base.public + '/api',
     main_api_base_url: (separate ? base.main : base.public) + '/api',
-    access_mode: settings.get<RuntimeConfigData['access_mode']>('web.public_api_access_mode'),
+    access_mode: settings.get('web.public_api_access_mode'),
     public_api_separate: separate,
-    registration_open: settings.get<boolean>('auth.registration_open'),
-    email_verification_required: settings.get<boolean>('auth.email_verification_required'),
-    password_policy: { min_length: settings.get<number>('auth.password_min_length'), max_length: 1024 },
+    registration_open: settings.get('auth.registration_open'),
+    email_verification_required: settings.get('auth.email_verification_required'),
+    password_policy: { min_length: settings.get('auth.password_min_length'), max_length: 1024 },
     ...extra,
   };
 }
@@ -52,15 +52,15 @@ export function recordListeners(platform: object, main: URL, pub: URL | undefine
  */
 export function baseUrls(settings: Settings, platform: object, requestUrl: string): BaseUrls {
   const request = new URL(requestUrl);
-  const trusted = trustedOrigin(settings.get<string[]>('web.cors_origins'), request.origin);
+  const trusted = trustedOrigin(settings.get('web.cors_origins'), request.origin);
   const bound = boundOrigins.get(platform);
-  const mainPort = bound ? new URL(bound.main).port : String(settings.get<number>('web.port'));
+  const mainPort = bound ? new URL(bound.main).port : String(settings.get('web.port'));
   const fromRequest = (port?: string) => {
     const u = new URL(request.origin);
     if (port !== undefined) u.port = port;
     return u.origin;
   };
-  const pub = settings.get<string>('web.public_base_url') || (trusted || !bound ? fromRequest() : bound.public);
-  const main = settings.get<string>('web.main_base_url') || (trusted || !bound ? fromRequest(mainPort) : bound.main);
+  const pub = settings.get('web.public_base_url') || (trusted || !bound ? fromRequest() : bound.public);
+  const main = settings.get('web.main_base_url') || (trusted || !bound ? fromRequest(mainPort) : bound.main);
   return { public: pub.replace(/\/$/, ''), main: main.replace(/\/$/, '') };
 }

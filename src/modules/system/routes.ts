@@ -74,7 +74,7 @@ export function systemRoutes(p: Basalt) {
       ({ request }) => {
         // Request counts and memory tell an outsider about traffic: by default only this
         // machine reads them (docs/operations.md, Metrics).
-        const access = p.settings.get<'loopback' | 'open' | 'off'>('web.metrics_access');
+        const access = p.settings.get('web.metrics_access');
         if (access === 'off') throw Errors.notFound();
         if (access === 'loopback' && !isLoopback(requestInfo(request).ip)) throw Errors.metricsLoopbackOnly();
         return new Response(

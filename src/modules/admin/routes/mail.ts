@@ -42,7 +42,7 @@ export function jobView(j: JobRow) {
  */
 export function smtpServer(p: Basalt): string | null {
   try {
-    const u = new URL(p.settings.get<string>('mail.smtp_url'));
+    const u = new URL(p.settings.get('mail.smtp_url'));
     return `${u.hostname}:${u.port || (u.protocol === 'smtps:' ? '465' : '587')}`;
   } catch {
     return null;

@@ -53,7 +53,7 @@ export function userSignInRoutes(app: AdminApp, p: Basalt, ok: Ok, other: OtherA
         // The callback the start route registers. This request came in on the main listener,
         // which serves the public API too unless web.public_api_separate gives it its own:
         // then only web.public_base_url says where browsers reach it (null: not known).
-        const onPublicListener = !p.settings.get<boolean>('web.public_api_separate');
+        const onPublicListener = !p.settings.get('web.public_api_separate');
         const callback = oauthCallbackUrl(p, other.authRoot, provider.name, onPublicListener ? request : undefined);
         return ok(await providerCheck(provider, callback));
       },

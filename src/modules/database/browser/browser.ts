@@ -102,12 +102,12 @@ const ESTIMATE_TTL_MS = 5_000;
 
 /** The browser; `database` is the Database API's service, whose catalog it shares when there is one. */
 export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 'catalog'>): DataBrowser {
-  const schema = p.settings.get<string>('database.data_schema');
+  const schema = p.settings.get('database.data_schema');
   // The Database API's catalog when it exists (one cache, one refresh policy); the same class otherwise.
   const catalog = database?.catalog ?? new Catalog(p.db, { schema });
   const embedded = p.db.kind === 'embedded';
   const estimates = new Map<string, { rows: number; at: number }>();
-  const maxBytes = () => p.settings.get<number>('db.max_response_bytes');
+  const maxBytes = () => p.settings.get('db.max_response_bytes');
 
   const core: BrowserCore = {
     p,
@@ -158,7 +158,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
       snap,
       catalog,
       probe,
-      timeoutMs: p.settings.get<number>('db.statement_timeout_ms'),
+      timeoutMs: p.settings.get('db.statement_timeout_ms'),
     });
   }
 

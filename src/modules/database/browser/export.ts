@@ -227,7 +227,7 @@ export function exportCsv(
             idle = setTimeout(() => {
               abandoned = true;
               void finish().catch(() => {}); // the client has gone: nobody is left to tell
-            }, core.p.settings.get<number>('db.transaction_idle_timeout_ms'));
+            }, core.p.settings.get('db.transaction_idle_timeout_ms'));
             (idle as { unref?: () => void }).unref?.();
           }
         } catch (e) {
@@ -238,7 +238,7 @@ export function exportCsv(
               table: opened.table,
               snap: await core.catalog.get(),
               catalog: core.catalog,
-              timeoutMs: core.p.settings.get<number>('db.statement_timeout_ms'),
+              timeoutMs: core.p.settings.get('db.statement_timeout_ms'),
             });
           }
           controller.error(err);

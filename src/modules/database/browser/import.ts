@@ -165,7 +165,7 @@ export async function importCsv(
 
   const fields = [table.primaryKey[0] ?? table.columnList[0]!.name];
   const chunk = Math.max(1, Math.min(IMPORT_CHUNK, Math.floor(60_000 / Math.max(1, cols.length))));
-  const timeoutMs = core.p.settings.get<number>('db.statement_timeout_ms');
+  const timeoutMs = core.p.settings.get('db.statement_timeout_ms');
   const embedded = core.p.db.kind === 'embedded';
 
   /** Insert rows under a savepoint; on a database error roll back to it and return the error. */

@@ -60,17 +60,29 @@ const LOST = () => new DatabaseUnavailableError('database unreachable (CONNECTIO
 class Held {
   private lost = false;
   private id: number | undefined;
+  /** Rejects when the connection is gone: what the driver had queued for it never settles. */
+  private readonly lostSignal: Promise<never>;
+  private signalLost: (e: unknown) => void = () => {};
 
   constructor(
     readonly conn: postgres.ReservedSql,
     private readonly closing: Map<number, Set<Held>>,
-  ) {}
+  ) {
+    this.lostSignal = new Promise<never>((_, reject) => {
+      this.signalLost = reject;
+    });
+    this.lostSignal.catch(() => {});
+  }
 
-  /** Run `fn` on the connection unless it is gone; a connection-level failure marks it gone. */
+  /**
+   * Run `fn` on the connection unless it is gone; a connection-level failure marks it gone. It
+   * settles when the connection goes: a statement the driver queued behind another on a held
+   * connection is never answered once its socket closed.
+   */
   async run<T>(fn: (conn: postgres.ReservedSql) => Promise<T>): Promise<T> {
     if (this.lost) throw LOST();
     try {
-      return await fn(this.conn);
+      return await Promise.race([fn(this.conn), this.lostSignal]);
     } catch (e) {
       const n = normalizeDbError(e);
       if (connectionLost(n)) this.gone();
@@ -95,6 +107,7 @@ class Held {
   gone(): void {
     this.lost = true;
     this.forget();
+    this.signalLost(LOST());
   }
 
   get isLost(): boolean {
@@ -175,11 +188,10 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
   });
   // Fail fast with a clear cause when the server is not there.
   await run(() => sql`select 1`);
-  // That first connection fetched the array types (into the pool's parsers and serializers,
-  // shared by its connections). The driver would fetch them again on every new connection, as a
-  // promise nobody awaits: a backend ended during that fetch (a failover, pg_terminate_backend)
-  // rejected it unhandled, and the process exited. Once is enough.
-  sql.options.fetch_types = false;
+  // The driver fetches the array types on every new connection, as a promise nobody awaits: a
+  // backend ended during that fetch rejects it unhandled, which `basalt serve` survives as a
+  // database error (src/process-guard.ts). Not fetching them (fetch_types: false) is no way out
+  // in postgres.js 3.4.9: a reserve() that opens a connection then waits forever.
   const direct = queryable(sql, prepare);
   // As many places as connections: the driver's own queue (unbounded, unfair) never fills.
   const gate = new WaitGate({ slots: max, busyTimeoutMs: opts.busyTimeoutMs, keyShare: opts.keyShare });
@@ -356,15 +368,16 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       place.release();
       throw normalizeDbError(e);
     }
-    const conn = held.conn;
-    const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [conn.unsafe('BEGIN', [], held.first).simple()];
+    // All written at once (run calls the driver before its first await), in this order.
+    const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [
+      held.run((c) => c.unsafe('BEGIN', [], held.first).simple()),
+    ];
     for (const st of statements)
-      sent.push(conn.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare }));
-    sent.push(conn.unsafe('COMMIT').simple());
+      sent.push(held.run((c) => c.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare })));
+    sent.push(held.run((c) => c.unsafe('COMMIT').simple()));
     const settled = await Promise.allSettled(sent);
     try {
-      const failures = settled.flatMap((r) => (r.status === 'rejected' ? [normalizeDbError(r.reason)] : []));
-      if (failures.some(connectionLost)) held.gone();
+      const failures = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
       if (failures.length) {
         // COMMIT did not answer (the connection failed): what is open there ends before the connection is reused.
         const uncommitted = settled[settled.length - 1]!.status === 'rejected';

@@ -52,6 +52,7 @@ export const EXECUTABLE_SUITES = [
   'test/database/transactions.test.ts',
   'test/database/waiting.test.ts',
   'test/database/failover.test.ts',
+  'test/database/bind-limit.test.ts',
   'test/realtime/users.test.ts',
   'test/realtime/service-keys.test.ts',
   'test/realtime/limits.test.ts',

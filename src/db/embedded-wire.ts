@@ -43,7 +43,20 @@ import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
 import { undeclared } from '../util/undeclared';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
+import {
+  BIND,
+  CLOSE,
+  checkBindCounts,
+  DESCRIBE,
+  EXECUTE,
+  FLUSH,
+  LARGE,
+  PARSE,
+  PREPARED_MAX,
+  STALE,
+  SYNC,
+  Writer,
+} from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -201,6 +214,8 @@ export class WireStatements {
     statements: readonly BatchStatement[],
     retried = false,
   ): Promise<WireResult<Record<string, unknown>>[]> {
+    // Before anything is written: the statements to close stay queued, the prepared ones as they were.
+    checkBindCounts(statements);
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
     for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
@@ -214,7 +229,7 @@ export class WireStatements {
         parsed.push(name);
         this.prepared.set(st.sql, name); // beyond PREPARED_MAX, closes the least recently used
       }
-      w.begin(BIND).cstring('').cstring(name).int16(0).int16(st.params.length);
+      w.begin(BIND).cstring('').cstring(name).int16(0).count16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));
@@ -253,6 +268,7 @@ export class WireStatements {
   }
 
   private async run<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
+    checkBindCounts([{ params }]);
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
     let paramTypes: number[] = [];
@@ -300,9 +316,9 @@ export class WireStatements {
       }
     }
     // The format of each value as serialized: bytes go as binary, everything else as text.
-    w.begin(BIND).cstring('').cstring('').int16(values.length);
+    w.begin(BIND).cstring('').cstring('').count16(values.length);
     for (const v of values) w.int16(v instanceof ArrayBuffer || ArrayBuffer.isView(v) ? 1 : 0);
-    w.int16(values.length);
+    w.count16(values.length);
     for (const v of values) {
       if (v === null) w.int32(-1);
       else if (typeof v === 'string') w.text(v);
@@ -405,8 +421,8 @@ export class WireStatements {
           break;
         }
         case 0x74: {
-          // ParameterDescription
-          const n = b.readInt16BE(p);
+          // ParameterDescription (a count of up to 65,535: unsigned)
+          const n = b.readUInt16BE(p);
           p += 2;
           for (let i = 0; i < n; i++) reply.paramTypes.push(b.readInt32BE(p + 4 * i));
           break;

@@ -43,20 +43,7 @@ import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
 import { undeclared } from '../util/undeclared';
-import {
-  BIND,
-  CLOSE,
-  checkBindCounts,
-  DESCRIBE,
-  EXECUTE,
-  FLUSH,
-  LARGE,
-  PARSE,
-  PREPARED_MAX,
-  STALE,
-  SYNC,
-  Writer,
-} from './wire-writer';
+import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -215,7 +202,7 @@ export class WireStatements {
     retried = false,
   ): Promise<WireResult<Record<string, unknown>>[]> {
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
-    checkBindCounts(statements);
+    Writer.checkBindCounts(statements);
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
     for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
@@ -268,7 +255,7 @@ export class WireStatements {
   }
 
   private async run<T>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<WireResult<T>> {
-    checkBindCounts([{ params }]);
+    Writer.checkBindCounts([{ params }]);
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
     let paramTypes: number[] = [];

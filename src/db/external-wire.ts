@@ -34,19 +34,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import { DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
-import {
-  BIND,
-  CLOSE,
-  checkBindCounts,
-  DESCRIBE,
-  EXECUTE,
-  LARGE,
-  PARSE,
-  PREPARED_MAX,
-  STALE,
-  SYNC,
-  Writer,
-} from './wire-writer';
+import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 import { BoundedMap } from '../util/bounded-map';
 
 type Parser = ((text: string) => unknown) & { array?: boolean };
@@ -342,7 +330,7 @@ class WireConnection {
   async batch(statements: readonly WireStatement[], retried = false): Promise<QueryResult[]> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
-    checkBindCounts(statements);
+    Writer.checkBindCounts(statements);
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
     for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();

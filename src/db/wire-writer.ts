@@ -41,17 +41,16 @@ export class TooManyBindParamsError extends Error {
   }
 }
 
-/**
- * Refuse, before a batch writes anything or changes what its session keeps (statements to
- * close, statements prepared), a statement whose values one Bind cannot carry.
- */
-export function checkBindCounts(statements: readonly { params: readonly unknown[] }[]): void {
-  for (const st of statements)
-    if (st.params.length > MAX_BIND_PARAMS) throw new TooManyBindParamsError(st.params.length);
-}
-
-/** A buffer that grows and is reused for every message written. */
 export class Writer {
+  /**
+   * Refuse, before a batch writes anything or changes what its session keeps (statements to
+   * close, statements prepared), a statement whose values one Bind cannot carry.
+   */
+  static checkBindCounts(statements: readonly { params: readonly unknown[] }[]): void {
+    for (const st of statements)
+      if (st.params.length > MAX_BIND_PARAMS) throw new TooManyBindParamsError(st.params.length);
+  }
+
   buf = Buffer.allocUnsafe(16 * 1024);
   at = 0;
   private start = 0;

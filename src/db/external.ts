@@ -40,7 +40,7 @@ function queryable(sql: Sql, prepare = false): Queryable {
  * (57P01 after `pg_terminate_backend`, a failover, a restart; class 08) or the socket closed.
  * Not a full disk or a busy pool: the connection is fine after those.
  */
-export function connectionLost(e: unknown): boolean {
+function connectionLost(e: unknown): boolean {
   return e instanceof DatabaseUnavailableError && !(e instanceof DiskFullError) && !(e instanceof DatabaseBusyError);
 }
 
@@ -108,10 +108,6 @@ class Held {
     this.lost = true;
     this.forget();
     this.signalLost(LOST());
-  }
-
-  get isLost(): boolean {
-    return this.lost;
   }
 
   release(): void {

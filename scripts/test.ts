@@ -52,6 +52,8 @@ export const EXECUTABLE_SUITES = [
   'test/database/user-data.test.ts',
   'test/database/transactions.test.ts',
   'test/database/waiting.test.ts',
+  'test/database/failover.test.ts',
+  'test/database/bind-limit.test.ts',
   'test/realtime/users.test.ts',
   'test/realtime/visibility.test.ts',
   'test/realtime/service-keys.test.ts',

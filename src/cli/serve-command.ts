@@ -3,6 +3,7 @@ import { listen, type Running } from '../serve';
 import type { GlobalFlags, RunInProcess } from './command';
 import { startControlSocket } from './control-socket';
 import { cliCommand, startBanner } from './start-banner';
+import { guardProcess } from '../process-guard';
 
 /** `basalt serve`: open, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serveCommand(globals: GlobalFlags, runInProcess: RunInProcess): Promise<number> {
@@ -20,6 +21,8 @@ export async function serveCommand(globals: GlobalFlags, runInProcess: RunInProc
     migrate: true,
     watch: true,
   });
+  // An error nothing caught: logged, survived when it is the database's, else exit 1 (src/process-guard.ts).
+  guardProcess(platform.log);
   if (signal) {
     platform.log.info('shutting down', { signal, while: 'starting' });
     await platform.shutdown();

@@ -238,6 +238,8 @@ export class WireStatements {
     maxAnswerBytes: number,
     retried = false,
   ): Promise<WireResult<Record<string, unknown>>[]> {
+    // Before anything is written: the statements to close stay queued, the prepared ones as they were.
+    Writer.checkBindCounts(statements);
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
     for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
@@ -251,7 +253,7 @@ export class WireStatements {
         parsed.push(name);
         this.prepared.set(st.sql, name); // beyond PREPARED_MAX, closes the least recently used
       }
-      w.begin(BIND).cstring('').cstring(name).int16(0).int16(st.params.length);
+      w.begin(BIND).cstring('').cstring(name).int16(0).count16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));
@@ -296,6 +298,7 @@ export class WireStatements {
     inTransaction: boolean,
     maxAnswerBytes: number,
   ): Promise<WireResult<T>> {
+    Writer.checkBindCounts([{ params }]);
     const w = this.w.reset();
     w.begin(PARSE).cstring('').cstring(sql).int16(0).end();
     let paramTypes: number[] = [];
@@ -344,9 +347,9 @@ export class WireStatements {
       }
     }
     // The format of each value as serialized: bytes go as binary, everything else as text.
-    w.begin(BIND).cstring('').cstring('').int16(values.length);
+    w.begin(BIND).cstring('').cstring('').count16(values.length);
     for (const v of values) w.int16(v instanceof ArrayBuffer || ArrayBuffer.isView(v) ? 1 : 0);
-    w.int16(values.length);
+    w.count16(values.length);
     for (const v of values) {
       if (v === null) w.int32(-1);
       else if (typeof v === 'string') w.text(v);
@@ -455,8 +458,8 @@ export class WireStatements {
           break;
         }
         case 0x74: {
-          // ParameterDescription
-          const n = b.readInt16BE(p);
+          // ParameterDescription (a count of up to 65,535: unsigned)
+          const n = b.readUInt16BE(p);
           p += 2;
           for (let i = 0; i < n; i++) reply.paramTypes.push(b.readInt32BE(p + 4 * i));
           break;

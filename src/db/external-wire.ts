@@ -329,6 +329,8 @@ class WireConnection {
    */
   async batch(statements: readonly WireStatement[], retried = false, maxAnswerBytes = 0): Promise<QueryResult[]> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
+    // Before anything is written: the statements to close stay queued, the prepared ones as they were.
+    Writer.checkBindCounts(statements);
     const w = this.w.reset();
     // Closing a statement the session does not have is no error.
     for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
@@ -345,7 +347,7 @@ class WireConnection {
         this.prepared.set(st.sql, p); // beyond PREPARED_MAX, closes the least recently used
       }
       plan.push(p);
-      w.begin(BIND).cstring('').cstring(p.name).int16(0).int16(st.params.length);
+      w.begin(BIND).cstring('').cstring(p.name).int16(0).count16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));

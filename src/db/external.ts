@@ -1,6 +1,12 @@
 import postgres from 'postgres';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
-import { driverCall as run, normalizeDbError } from './engine';
+import {
+  DatabaseBusyError,
+  DatabaseUnavailableError,
+  DiskFullError,
+  driverCall as run,
+  normalizeDbError,
+} from './engine';
 import { batchable } from './embedded-wire';
 import { type ResolvedOptions, WirePool, type WireStatement, wireUnsupported } from './external-wire';
 import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
@@ -27,6 +33,91 @@ function queryable(sql: Sql, prepare = false): Queryable {
       run(async () => resultOf<T>(await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare }))),
     exec: (text: string) => run(async () => void (await sql.unsafe(text).simple())),
   };
+}
+
+/**
+ * Whether `e` (normalized) says the connection it came from is gone: the server ended it
+ * (57P01 after `pg_terminate_backend`, a failover, a restart; class 08) or the socket closed.
+ * Not a full disk or a busy pool: the connection is fine after those.
+ */
+function connectionLost(e: unknown): boolean {
+  return e instanceof DatabaseUnavailableError && !(e instanceof DiskFullError) && !(e instanceof DatabaseBusyError);
+}
+
+const LOST = () => new DatabaseUnavailableError('database unreachable (CONNECTION_CLOSED)');
+
+/**
+ * A connection of the driver's pool held by one caller (a transaction, a batch sent together),
+ * kept from touching the driver once the connection is gone. postgres.js 3.4.9 writes a statement
+ * given to a reserved connection whose socket closed to that socket from a timer, where the
+ * write throws out of reach of any caller and the process exits (porsager/postgres#1208), and
+ * `release` of such a connection puts it back in the pool's open list, where the next statement
+ * meets the same fate. So once a statement failed with the connection (`connectionLost`), or the
+ * pool reported it closed (its `onclose`, by the id the first statement learnt), every further
+ * statement is refused here as "database unavailable", and `release` leaves the connection to
+ * the pool, which has already taken it back as closed and opens it again when needed.
+ */
+class Held {
+  private lost = false;
+  private id: number | undefined;
+  /** Rejects when the connection is gone: what the driver had queued for it never settles. */
+  private readonly lostSignal: Promise<never>;
+  private signalLost: (e: unknown) => void = () => {};
+
+  constructor(
+    readonly conn: postgres.ReservedSql,
+    private readonly closing: Map<number, Set<Held>>,
+  ) {
+    this.lostSignal = new Promise<never>((_, reject) => {
+      this.signalLost = reject;
+    });
+    this.lostSignal.catch(() => {});
+  }
+
+  /**
+   * Run `fn` on the connection unless it is gone; a connection-level failure marks it gone. It
+   * settles when the connection goes: a statement the driver queued behind another on a held
+   * connection is never answered once its socket closed.
+   */
+  async run<T>(fn: (conn: postgres.ReservedSql) => Promise<T>): Promise<T> {
+    if (this.lost) throw LOST();
+    try {
+      return await Promise.race([fn(this.conn), this.lostSignal]);
+    } catch (e) {
+      const n = normalizeDbError(e);
+      if (connectionLost(n)) this.gone();
+      throw n;
+    }
+  }
+
+  /**
+   * Options of the first statement: the driver hands it the connection as it writes it
+   * (`onexecute`, as its own `sql.begin` does), whose id its `onclose` reports.
+   */
+  readonly first = {
+    onexecute: (c: { id: number }) => {
+      this.id = c.id;
+      const set = this.closing.get(c.id) ?? new Set<Held>();
+      set.add(this);
+      this.closing.set(c.id, set);
+      return true;
+    },
+  } as Record<string, unknown>;
+
+  gone(): void {
+    this.lost = true;
+    this.forget();
+    this.signalLost(LOST());
+  }
+
+  release(): void {
+    this.forget();
+    if (!this.lost) this.conn.release();
+  }
+
+  private forget(): void {
+    if (this.id !== undefined) this.closing.get(this.id)?.delete(this);
+  }
 }
 
 /** Redact the password of a connection URL for messages. */
@@ -60,6 +151,8 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
   const prepare = opts.prepare ?? false;
   const max = opts.max ?? 20;
   const connectTimeoutSeconds = opts.connectTimeoutSeconds ?? 5;
+  /** Held connections by the pool's connection id, told when the pool reports it closed. */
+  const closing = new Map<number, Set<Held>>();
   const sql = postgres(url, {
     max,
     connect_timeout: connectTimeoutSeconds,
@@ -83,9 +176,18 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       },
     },
     connection: { application_name: 'basalt', ...opts.connection },
+    onclose: (id) => {
+      const held = closing.get(id);
+      closing.delete(id);
+      for (const h of held ?? []) h.gone();
+    },
   });
   // Fail fast with a clear cause when the server is not there.
   await run(() => sql`select 1`);
+  // The driver fetches the array types on every new connection, as a promise nobody awaits: a
+  // backend ended during that fetch rejects it unhandled, which `basalt serve` survives as a
+  // database error (src/process-guard.ts). Not fetching them (fetch_types: false) is no way out
+  // in postgres.js 3.4.9: a reserve() that opens a connection then waits forever.
   const direct = queryable(sql, prepare);
   // As many places as connections: the driver's own queue (unbounded, unfair) never fills.
   const gate = new WaitGate({ slots: max, busyTimeoutMs: opts.busyTimeoutMs, keyShare: opts.keyShare });
@@ -107,18 +209,24 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
           throw normalizeDbError(e);
         }
       }
-    let conn: postgres.ReservedSql;
+    let held: Held;
     try {
-      conn = await run(() => sql.reserve());
+      held = new Held(await run(() => sql.reserve()), closing);
     } catch (e) {
       place.release();
       throw e;
     }
     const free = () => {
-      conn.release();
+      held.release();
       place.release();
     };
-    const q = queryable(conn, prepare);
+    const q: Queryable = {
+      query: <T>(text: string, params: unknown[] = []) =>
+        held.run(async (c) =>
+          resultOf<T>(await c.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare })),
+        ),
+      exec: (text: string) => held.run(async (c) => void (await c.unsafe(text).simple())),
+    };
     let closed = false;
     const end = async (stmt: 'COMMIT' | 'ROLLBACK') => {
       if (closed) return;
@@ -130,7 +238,9 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       }
     };
     // One round trip: BEGIN and the setup statements as one simple-protocol batch.
-    const began = q.exec(['BEGIN', ...(opts.setup ?? [])].join('; '));
+    const began = held.run(
+      async (c) => void (await c.unsafe(['BEGIN', ...(opts.setup ?? [])].join('; '), [], held.first)),
+    );
     const failed = async (e: unknown): Promise<never> => {
       closed = true;
       await q.exec('ROLLBACK').catch(() => {}); // the failure being thrown matters; a broken connection is dropped by the driver
@@ -249,32 +359,32 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     }
     if (statements.length === 1) return [await waitAs(wait).query(statements[0]!.sql, statements[0]!.params)];
     const place = await gate.acquire(wait);
-    let conn: postgres.ReservedSql;
+    let held: Held;
     try {
-      conn = await sql.reserve();
+      held = new Held(await sql.reserve(), closing);
     } catch (e) {
       place.release();
       throw normalizeDbError(e);
     }
-    const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [conn.unsafe('BEGIN').simple()];
+    // All written at once (run calls the driver before its first await), in this order.
+    const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [
+      held.run((c) => c.unsafe('BEGIN', [], held.first).simple()),
+    ];
     for (const st of statements)
-      sent.push(conn.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare }));
-    sent.push(conn.unsafe('COMMIT').simple());
+      sent.push(held.run((c) => c.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare })));
+    sent.push(held.run((c) => c.unsafe('COMMIT').simple()));
     const settled = await Promise.allSettled(sent);
     try {
-      const failure = settled.find((r) => r.status === 'rejected');
-      if (failure) {
+      const failures = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+      if (failures.length) {
         // COMMIT did not answer (the connection failed): what is open there ends before the connection is reused.
         const uncommitted = settled[settled.length - 1]!.status === 'rejected';
-        if (uncommitted)
-          await conn
-            .unsafe('ROLLBACK')
-            .simple()
-            .catch(() => {}); // the failure below is thrown; a broken connection is dropped
-        throw normalizeDbError((failure as PromiseRejectedResult).reason);
+        // The failure below is thrown; a broken connection is dropped.
+        if (uncommitted) await held.run((c) => c.unsafe('ROLLBACK').simple()).catch(() => {});
+        throw failures[0];
       }
     } finally {
-      conn.release();
+      held.release();
       place.release();
     }
     const out: QueryResult[] = [];

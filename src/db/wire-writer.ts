@@ -24,9 +24,33 @@ export const PREPARED_MAX = 64;
 export const STALE = new Set(['26000', '0A000']);
 /** Buffers past this size are let go after the exchange that needed them. */
 export const LARGE = 1024 * 1024;
+/**
+ * The most bind parameters one statement can have: the protocol counts them in 16 bits,
+ * unsigned (PostgreSQL refuses more). The Database API refuses a request past it with a 400
+ * (src/modules/database/query-builder.ts).
+ */
+export const MAX_BIND_PARAMS = 65_535;
 
-/** A buffer that grows and is reused for every message written. */
+/** A statement with more values than one Bind message can carry; nothing was written. */
+export class TooManyBindParamsError extends Error {
+  constructor(readonly count: number) {
+    super(
+      `a statement takes at most ${MAX_BIND_PARAMS.toLocaleString('en')} bind parameters (PostgreSQL's protocol limit); this one has ${count.toLocaleString('en')}`,
+    );
+    this.name = 'TooManyBindParamsError';
+  }
+}
+
 export class Writer {
+  /**
+   * Refuse, before a batch writes anything or changes what its session keeps (statements to
+   * close, statements prepared), a statement whose values one Bind cannot carry.
+   */
+  static checkBindCounts(statements: readonly { params: readonly unknown[] }[]): void {
+    for (const st of statements)
+      if (st.params.length > MAX_BIND_PARAMS) throw new TooManyBindParamsError(st.params.length);
+  }
+
   buf = Buffer.allocUnsafe(16 * 1024);
   at = 0;
   private start = 0;
@@ -55,6 +79,14 @@ export class Writer {
   int16(v: number): this {
     this.room(2);
     this.buf.writeInt16BE(v, this.at);
+    this.at += 2;
+    return this;
+  }
+  /** A count of the protocol (16 bits, unsigned): bind parameters and their formats. */
+  count16(n: number): this {
+    if (!Number.isInteger(n) || n < 0 || n > MAX_BIND_PARAMS) throw new TooManyBindParamsError(n);
+    this.room(2);
+    this.buf.writeUInt16BE(n, this.at);
     this.at += 2;
     return this;
   }

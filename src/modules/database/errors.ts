@@ -6,6 +6,7 @@
  * database or internals.
  */
 import { defineErrors, validationError } from '../../http/errors';
+import { MAX_BIND_PARAMS } from '../../db/wire-writer';
 
 export const DbErrors = {
   ...defineErrors({
@@ -143,6 +144,15 @@ export const DbErrors = {
   }),
   /** 400 `validation_error` naming what is wrong; `field` is the request path (e.g. `filters[0].op`). */
   invalid: (field: string, message: string) => validationError(`${field}: ${message}`, { [field]: message }),
+  /**
+   * 400 `validation_error`: the statement would need more values than PostgreSQL binds in one
+   * statement (MAX_BIND_PARAMS, src/db/wire-writer.ts; docs/database.md, "Limits").
+   */
+  tooManyValues: (field: 'data' | 'filters') =>
+    DbErrors.invalid(
+      field,
+      `too many values for one statement: PostgreSQL takes at most ${MAX_BIND_PARAMS.toLocaleString('en')} (every value of every row and filter counts); send fewer rows or values per request, in several requests`,
+    ),
   /**
    * 400 `validation_error` about a column's value: `details.column` beside `details.fields`.
    * `at`, the value's place in the request (`data.total`), is in the message and in

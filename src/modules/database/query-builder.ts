@@ -8,6 +8,7 @@ import type { Column, Table } from './catalog-types';
 import { DbErrors } from './errors';
 import { ACTIONS, DIRECTIONS, OPERATORS, type Action, type Operator, type QueryBody } from './model';
 import { boundAnswer, castParam, encodeList, encodeValue, ValueError } from './value-codec';
+import { MAX_BIND_PARAMS } from '../../db/wire-writer';
 
 /** A column or table name the catalog does not know (the caller may refresh the catalog and retry). */
 export class UnknownName extends Error {
@@ -48,8 +49,6 @@ const SQL_OP: Record<string, string> = {
   like: 'LIKE',
   ilike: 'ILIKE',
 };
-// Postgres' limit on bind parameters in one statement.
-const MAX_PARAMS = 65_535;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -75,9 +74,11 @@ export class Params {
   readonly columns: (Column | null)[] = [];
   readonly isList: boolean[] = [];
   readonly patterns: { param: number; path: string }[] = [];
+  /** The part of the request the values come from, for the error past the limit. */
+  from: 'data' | 'filters' = 'data';
   add(v: string | number | null, col: Column | null = null, isList = false): number {
-    if (this.list.length >= MAX_PARAMS)
-      throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS}); split it`);
+    // PostgreSQL's limit (its protocol counts them in 16 bits): refused here, alike on both engines.
+    if (this.list.length >= MAX_BIND_PARAMS) throw DbErrors.tooManyValues(this.from);
     this.list.push(v);
     this.columns.push(col);
     this.isList.push(isList);
@@ -105,6 +106,7 @@ function encode(col: Column, v: unknown, path: string): string | null {
 }
 
 export function where(table: Table, filters: unknown, params: Params): string {
+  params.from = 'filters';
   if (filters === undefined) return '';
   if (!Array.isArray(filters)) throw DbErrors.invalid('filters', 'must be an array of {field, op, value}');
   const parts = filters.map((f, i) => {
@@ -279,8 +281,8 @@ export function buildStatement(
  */
 export function bounded(st: Statement, maxBytes: number | undefined): Statement {
   if (maxBytes === undefined || !st.columns.length) return st;
-  if (st.params.length >= MAX_PARAMS)
-    throw DbErrors.invalid('data', `too many values in one request (at most ${MAX_PARAMS - 1}); split it`);
+  // The bound is one more value: it too counts against PostgreSQL's limit.
+  if (st.params.length >= MAX_BIND_PARAMS) throw DbErrors.tooManyValues('data');
   st.params.push(maxBytes);
   st.paramColumns.push(null);
   st.paramIsList.push(false);

@@ -9,12 +9,12 @@ import { Secret, TOTP } from 'otpauth';
 import { ENGINES } from '../helpers/engines';
 import { ON_SOURCE, type TestServer } from '../helpers/server';
 import { migratePlatform } from '../../src/db/migrate';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import type { SmtpSink } from '../helpers/smtp-sink';
 import { expectA, expectAError } from '../helpers/envelopes';
 import { eventually } from '../helpers/wait';
 import { signInUser } from '../helpers/users';
-import { call, email, ip, markVerified, PASSWORD, startAuthServer } from './support';
-import { claimsOf, fragment, startProvider, walk, type TestProvider } from './provider';
+import { call, email, ip, markVerified, PASSWORD, startWithMailAndProvider, type MailAndProvider } from './support';
+import { claimsOf, fragment, walk, type TestProvider } from './provider';
 
 /** The code the authenticator app would show `offset` steps from now. */
 function totpCode(secret: string, offset = 0): string {
@@ -41,23 +41,19 @@ function wrongCode(secret: string): string {
 }
 
 describe.each(ENGINES)('e-mail codes and second factor on %s', (engine) => {
+  let world: MailAndProvider;
   let s: TestServer;
   let sink: SmtpSink;
   let idp: TestProvider;
   beforeAll(async () => {
-    sink = await startSmtpSink();
-    idp = await startProvider();
-    s = await startAuthServer(engine, {
-      env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', BASALT_APP_NAME: 'Basalt Test' },
+    world = await startWithMailAndProvider(engine, {
+      providers: ['test'],
+      allowlist: ['https://app.example.com'],
+      env: { BASALT_APP_NAME: 'Basalt Test' },
     });
-    await s.settings.set('auth.oauth_providers', idp.settings(['test']));
-    await s.settings.set('auth.redirect_allowlist', ['https://app.example.com']);
+    ({ s, sink, idp } = world);
   }, 180_000);
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-    await idp.stop();
-  });
+  afterAll(() => world.stop());
 
   /** The n-th auth.otp mail to `to`, and its code. */
   async function mailedCode(to: string, nth = 1): Promise<string> {

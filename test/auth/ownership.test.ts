@@ -11,35 +11,35 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ENGINES } from '../helpers/engines';
 import type { TestServer } from '../helpers/server';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink';
+import type { SmtpSink } from '../helpers/smtp-sink';
 import { expectA, expectAError } from '../helpers/envelopes';
 import { eventually } from '../helpers/wait';
 import { registerUser, signInUser, type SignedInUser } from '../helpers/users';
-import { call, email, mailedToken, PASSWORD, resetToken, startAuthServer } from './support';
-import { confirmLink, fragment, startProvider, walk, type TestProvider } from './provider';
+import {
+  call,
+  email,
+  mailedToken,
+  PASSWORD,
+  resetToken,
+  startWithMailAndProvider,
+  type MailAndProvider,
+} from './support';
+import { confirmLink, fragment, walk, type TestProvider } from './provider';
 
 const APP = 'https://app.example.com';
 const BACK = `${APP}/auth/done`;
 
 describe.each(ENGINES)('account ownership on %s', (engine) => {
+  let world: MailAndProvider;
   let s: TestServer;
   let sink: SmtpSink;
   let idp: TestProvider;
   beforeAll(async () => {
-    sink = await startSmtpSink();
-    idp = await startProvider();
     // No web.public_base_url: the provider's callback is this server's own; mailed links go to its loopback origin.
-    s = await startAuthServer(engine, {
-      env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com' },
-    });
-    await s.settings.set('auth.oauth_providers', idp.settings(['test', 'github']));
-    await s.settings.set('auth.redirect_allowlist', [`${APP}/auth/`]);
+    world = await startWithMailAndProvider(engine, { providers: ['test', 'github'], allowlist: [`${APP}/auth/`] });
+    ({ s, sink, idp } = world);
   }, 180_000);
-  afterAll(async () => {
-    await s.stop();
-    await sink.close();
-    await idp.stop();
-  });
+  afterAll(() => world.stop());
 
   const exchange = (code: string) => call(s, { path: 'oauth/exchange', body: { code } });
   const me = (token: string) => call(s, { method: 'GET', path: 'me', token });

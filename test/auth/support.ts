@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, expect } from 'bun:test';
 import { startServer, type Reply, type StartOptions, type TestServer } from '../helpers/server';
 import { ENGINES, type Engine } from '../helpers/engines';
-import type { SinkMessage, SmtpSink } from '../helpers/smtp-sink';
+import { startSmtpSink, type SinkMessage, type SmtpSink } from '../helpers/smtp-sink';
+import { startProvider, type TestProvider } from './provider';
 import { eventually } from '../helpers/wait';
 
 /** The password test/helpers/users.ts gives its users. */
@@ -114,4 +115,39 @@ export async function mailedToken(
 export async function resetToken(s: TestServer, sink: SmtpSink, u: { email: string }, nth = 1): Promise<string> {
   expect((await call(s, { path: 'password/forgot', body: { email: u.email } })).status).toBe(200);
   return (await mailedToken(sink, u.email, 'reset-password', nth)).token;
+}
+
+/** A server with an SMTP sink for its mail and a test OpenID provider as sign-in providers. */
+export interface MailAndProvider {
+  s: TestServer;
+  sink: SmtpSink;
+  idp: TestProvider;
+  stop(): Promise<void>;
+}
+
+/**
+ * Start a sink, a provider and a server mailing to the sink (from noreply@example.com, plus
+ * `env`), with the provider under `providers` names and `allowlist` as auth.redirect_allowlist.
+ */
+export async function startWithMailAndProvider(
+  engine: Engine,
+  opts: { providers: string[]; allowlist: string[]; env?: Record<string, string> },
+): Promise<MailAndProvider> {
+  const sink = await startSmtpSink();
+  const idp = await startProvider();
+  const s = await startAuthServer(engine, {
+    env: { BASALT_MAIL_SMTP_URL: sink.url, BASALT_MAIL_FROM: 'noreply@example.com', ...opts.env },
+  });
+  await s.settings.set('auth.oauth_providers', idp.settings(opts.providers));
+  await s.settings.set('auth.redirect_allowlist', opts.allowlist);
+  return {
+    s,
+    sink,
+    idp,
+    stop: async () => {
+      await s.stop();
+      await sink.close();
+      await idp.stop();
+    },
+  };
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { ENGINES, ADMIN_URL, freshDb, type FreshDb } from '../helpers/engines';
 import { openDb } from '../../src/db/open';
 import { migratePlatform, migrateDir, MigrationError } from '../../src/db/migrate';
-import { platformMigrations } from '../../src/db/platform-migrations';
+import { platformAt } from '../helpers/platform-at';
 import { DatabaseBusyError, PgError, type Db } from '../../src/db/engine';
 import { openPlatform } from '../../src/platform';
 import { DataDirLockedError } from '../../src/db/datadir-lock';
@@ -184,12 +184,7 @@ describe.each(ENGINES)('storage engine: %s', (engine) => {
     const odb = await openDb({ url: old.url, dataDir: old.dataDir });
     try {
       // The schema as 070 left it, with a live record (async), a live sync record, an expired one.
-      await odb.exec(`CREATE SCHEMA basalt;
-        CREATE TABLE basalt.platform_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
-      for (const m of platformMigrations.slice(0, platformMigrations.findIndex((m) => m.name === '070_admin') + 1)) {
-        if ('sql' in m) await odb.exec(m.sql);
-        await odb.query('INSERT INTO basalt.platform_migrations (name) VALUES ($1)', [m.name]);
-      }
+      await platformAt(odb, '070_admin');
       const jobs = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
       const keys = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
       for (const [i, id] of jobs.entries()) {

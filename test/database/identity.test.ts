@@ -126,7 +126,7 @@ describe.each(ENGINES)('identities on %s', (engine) => {
     for (const { uid, got } of seen) expect(got).toEqual({ uid, sub: uid, owners: [uid] });
   });
 
-  test('nothing of the platform schema but the three functions is reachable', async () => {
+  test('nothing of the platform schema but the identity functions and realtime_policy is reachable', async () => {
     for (const sql of [
       'SELECT * FROM basalt.settings',
       'SELECT * FROM basalt.users',
@@ -141,7 +141,8 @@ describe.each(ENGINES)('identities on %s', (engine) => {
       `SELECT p.proname AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = 'basalt' AND has_function_privilege('basalt_user', p.oid, 'EXECUTE') ORDER BY 1`,
     );
-    expect(fns.rows.map((r) => r.name)).toEqual(['jwt', 'role', 'uid']);
+    // realtime_policy (migration 175) tells the calling role its own policies: realtime asks it as the subscriber.
+    expect(fns.rows.map((r) => r.name)).toEqual(['jwt', 'realtime_policy', 'role', 'uid']);
   });
 
   const WHO = 'SELECT basalt.uid() AS uid, basalt.role() AS role, current_user AS who';

@@ -281,12 +281,7 @@ export function buildStatement(
  */
 export function bounded(st: Statement, maxBytes: number | undefined): Statement {
   if (maxBytes === undefined || !st.columns.length) return st;
-  // The bound is one more value: it too counts against PostgreSQL's limit.
-  if (st.params.length >= MAX_BIND_PARAMS) throw DbErrors.tooManyValues('data');
-  st.params.push(maxBytes);
-  st.paramColumns.push(null);
-  st.paramIsList.push(false);
-  st.sql = boundAnswer(st.sql, st.columns, st.params.length);
+  st.sql = boundAnswer(st.sql, st.columns, maxBytes);
   return st;
 }
 

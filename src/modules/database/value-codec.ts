@@ -151,15 +151,14 @@ function valueBytes(col: Column, ref: string): string | number {
 }
 
 /**
- * `sql` (a select, or a write with RETURNING, whose rows have `columns`) bounded to `limit`
- * bytes (bind parameter `$param`, the database's count of the answer's JSON: names, values'
- * text, punctuation): a running sum of each row's size beside the rows, and the statement
- * fails at the first row that would pass it, so the database stops reading there and no more
- * than the limit is ever sent or held, on either engine. A write fails as a whole: nothing is
- * written. The failure is recognized by `answerLimitOf`. Escapes in JSON strings (quotes,
+ * `sql` (a write with RETURNING, whose rows have `columns`) bounded to `maxBytes` bytes (the
+ * database's count of the answer's JSON: names, values' text, punctuation): a running sum of
+ * each row's size beside the rows, and the statement fails at the first row that would pass
+ * it, so no more than the bound is ever sent or held, on either engine, and the write fails as
+ * a whole: nothing is written. (A select is bounded as it is read instead: query-builder.ts.) The failure is recognized by `answerLimitOf`. Escapes in JSON strings (quotes,
  * control characters) are not counted. docs/database.md, "Answer size".
  */
-export function boundAnswer(sql: string, columns: readonly Column[], param: number): string {
+export function boundAnswer(sql: string, columns: readonly Column[], maxBytes: number): string {
   let fixed = 2; // {} per row, then "name": and a comma per value
   const measured: string[] = [];
   for (const c of columns) {
@@ -171,7 +170,9 @@ export function boundAnswer(sql: string, columns: readonly Column[], param: numb
   // A row's size as int4, so its running sum is int8 (a sum of int8 would be numeric, slower).
   const size = [String(fixed), ...measured].join(' + ');
   const list = columns.map((c) => `b.${c.quoted}`).join(', ');
-  const limit = `$${param}::int8`;
+  // The setting's integer, written into the text: no bind parameter (a write may already use all
+  // 65,535), and a value the settings schema checked, never a request's.
+  const limit = `${Math.trunc(maxBytes)}::int8`;
   const rows = /^\s*SELECT\b/i.test(sql) ? `(${sql}) a` : 'a';
   const ctx = rows === 'a' ? `WITH a AS (${sql}) ` : '';
   return (

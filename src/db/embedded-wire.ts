@@ -44,6 +44,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { BoundedMap } from '../util/bounded-map';
 import { AnswerTooLargeError } from './engine';
 import { undeclared } from '../util/undeclared';
+import { PostgresError, readErrorResponse } from './wire/errors';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
@@ -91,49 +92,8 @@ export interface WireResult<T> {
   affectedRows: number;
 }
 
-/** A PostgreSQL ErrorResponse, with its fields under the names PGlite (and node-postgres) give them. */
-export class EmbeddedStatementError extends Error {
-  override name = 'DatabaseError';
-  severity?: string;
-  code?: string;
-  detail?: string;
-  hint?: string;
-  position?: string;
-  internalPosition?: string;
-  internalQuery?: string;
-  where?: string;
-  schema?: string;
-  table?: string;
-  column?: string;
-  dataType?: string;
-  constraint?: string;
-  file?: string;
-  line?: string;
-  routine?: string;
-}
-
-/** ErrorResponse fields by their one-letter code (PostgreSQL's protocol docs, "Error and Notice Message Fields"). */
-const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
-  S: 'severity',
-  C: 'code',
-  D: 'detail',
-  H: 'hint',
-  P: 'position',
-  p: 'internalPosition',
-  q: 'internalQuery',
-  W: 'where',
-  s: 'schema',
-  t: 'table',
-  c: 'column',
-  d: 'dataType',
-  n: 'constraint',
-  F: 'file',
-  L: 'line',
-  R: 'routine',
-};
-
 interface Reply {
-  error?: EmbeddedStatementError;
+  error?: PostgresError;
   paramTypes: number[];
   names: string[];
   types: number[];
@@ -502,18 +462,7 @@ export class WireStatements {
         case 0x45: {
           // ErrorResponse
           if (reply.error) break;
-          const fields: Record<string, string> = {};
-          while (b[p] !== 0 && p < next) {
-            const z = b.indexOf(0, p + 1);
-            fields[String.fromCharCode(b[p]!)] = b.toString('utf8', p + 1, z);
-            p = z + 1;
-          }
-          const err = new EmbeddedStatementError(fields.M ?? 'database error');
-          for (const [letter, name] of Object.entries(FIELD_NAMES)) {
-            const v = fields[letter];
-            if (v !== undefined) err[name] = v;
-          }
-          reply.error = err;
+          reply.error = readErrorResponse(b, p, next);
           break;
         }
         case 0x41: {
@@ -528,7 +477,7 @@ export class WireStatements {
         case 0x48:
         case 0x57:
           // CopyIn/CopyOut/CopyBoth: not something a parameterized statement here sends.
-          reply.error ??= new EmbeddedStatementError('COPY is not supported through this statement path');
+          reply.error ??= new PostgresError('COPY is not supported through this statement path');
           break;
         default:
         // ParseComplete, BindComplete, NoData, EmptyQueryResponse, ReadyForQuery, notices, parameter status.

@@ -36,6 +36,7 @@ import tls from 'node:tls';
 import { AnswerTooLargeError, DatabaseUnavailableError, normalizeDbError, type QueryResult } from './engine';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 import { BoundedMap } from '../util/bounded-map';
+import { PostgresError, readErrorResponse } from './wire/errors';
 
 type Parser = ((text: string) => unknown) & { array?: boolean };
 
@@ -77,38 +78,10 @@ export interface WireStatement {
   params: readonly unknown[];
 }
 
-/** An ErrorResponse, with its fields under postgres.js's names (normalizeDbError reads them). */
-class PostgresError extends Error {
-  override name = 'PostgresError';
-  [field: string]: unknown;
-}
-
 /** A connection failure, with a code normalizeDbError maps to "database unavailable". */
 function connectionError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
-
-/** ErrorResponse fields by their one-letter code, as postgres.js names them. */
-const ERROR_FIELDS: Record<string, string> = {
-  S: 'severity_local',
-  V: 'severity',
-  C: 'code',
-  M: 'message',
-  D: 'detail',
-  H: 'hint',
-  P: 'position',
-  p: 'internal_position',
-  q: 'internal_query',
-  W: 'where',
-  s: 'schema_name',
-  t: 'table_name',
-  c: 'column_name',
-  d: 'data type_name',
-  n: 'constraint_name',
-  F: 'file',
-  L: 'line',
-  R: 'routine',
-};
 
 interface Column {
   name: string;
@@ -222,7 +195,7 @@ class WireConnection {
       const code = b[at]!;
       const body = b.subarray(at + 5, next);
       at = next;
-      if (code === 0x45) this.error ??= parseError(body);
+      if (code === 0x45) this.error ??= readErrorResponse(body);
       else if (code === 0x5a) {
         // ReadyForQuery: the exchange is over.
         const w = this.waiting;
@@ -561,20 +534,6 @@ function normalizeConnectError(e: unknown): unknown {
     '08001',
     `could not connect to the database (${typeof code === 'string' ? `${code}: ` : ''}${message})`,
   );
-}
-
-function parseError(body: Buffer): PostgresError {
-  const fields: Record<string, string> = {};
-  let p = 0;
-  while (p < body.length && body[p] !== 0) {
-    const z = body.indexOf(0, p + 1);
-    const name = ERROR_FIELDS[String.fromCharCode(body[p]!)];
-    if (name) fields[name] = body.toString('utf8', p + 1, z);
-    p = z + 1;
-  }
-  const err = new PostgresError(fields.message ?? 'database error');
-  Object.assign(err, fields);
-  return err;
 }
 
 function md5(x: Buffer): string {

@@ -45,6 +45,7 @@ import { BoundedMap } from '../util/bounded-map';
 import { AnswerTooLargeError } from './engine';
 import { undeclared } from '../util/undeclared';
 import { PostgresError, readErrorResponse } from './wire/errors';
+import { NO_OPTIONS, type WireOptions } from './wire/options';
 import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
@@ -170,13 +171,10 @@ export class WireStatements {
    * Run `sql` with `params` as `PGlite.query` would. `inTransaction`: the statement runs inside a
    * transaction PGlite holds (its transaction lock is taken already; nothing is synced after it).
    */
-  query<T>(
-    sql: string,
-    params: readonly unknown[],
-    inTransaction: boolean,
-    maxAnswerBytes = 0,
-  ): Promise<WireResult<T>> {
+  query<T>(sql: string, params: readonly unknown[], opts: WireOptions = NO_OPTIONS): Promise<WireResult<T>> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    const inTransaction = opts.inTransaction === true;
+    const maxAnswerBytes = opts.maxAnswerBytes ?? 0;
     const run = () => this.pg._runExclusiveQuery(() => this.run<T>(sql, params, inTransaction, maxAnswerBytes));
     return inTransaction ? run() : this.pg._runExclusiveTransaction(run);
   }
@@ -186,18 +184,29 @@ export class WireStatements {
    * ended by a single Sync; their results in order. The first error is thrown: the statements
    * after it did not run, and nothing of the batch stays (PostgreSQL rolled it back at the Sync).
    */
-  batch(statements: readonly BatchStatement[], maxAnswerBytes = 0): Promise<WireResult<Record<string, unknown>>[]> {
+  batch(
+    statements: readonly BatchStatement[],
+    opts: { maxAnswerBytes?: number } = NO_OPTIONS,
+  ): Promise<WireResult<Record<string, unknown>>[]> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    const maxAnswerBytes = opts.maxAnswerBytes ?? 0;
+    // A statement gone stale (undefined): all were let go of, and the batch, rolled back as a
+    // whole, runs once more parsed anew.
     return this.pg._runExclusiveTransaction(() =>
-      this.pg._runExclusiveQuery(() => this.runBatch(statements, maxAnswerBytes)),
+      this.pg._runExclusiveQuery(
+        async () =>
+          (await this.runBatch(statements, maxAnswerBytes, false)) ??
+          (await this.runBatch(statements, maxAnswerBytes, true))!,
+      ),
     );
   }
 
+  /** One exchange of `statements`; undefined when a statement was stale and `staleThrows` is false. */
   private async runBatch(
     statements: readonly BatchStatement[],
     maxAnswerBytes: number,
-    retried = false,
-  ): Promise<WireResult<Record<string, unknown>>[]> {
+    staleThrows: boolean,
+  ): Promise<WireResult<Record<string, unknown>>[] | undefined> {
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
     Writer.checkBindCounts(statements);
     const w = this.w.reset();
@@ -236,7 +245,7 @@ export class WireStatements {
         this.prepared.delete(sql);
         this.closing.push(name);
       }
-      if (stale && !retried) return this.runBatch(statements, maxAnswerBytes, true);
+      if (stale && !staleThrows) return undefined;
       throw failed;
     }
     if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');

@@ -37,6 +37,7 @@ import { AnswerTooLargeError, DatabaseUnavailableError, normalizeDbError, type Q
 import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
 import { BoundedMap } from '../util/bounded-map';
 import { PostgresError, readErrorResponse } from './wire/errors';
+import { NO_OPTIONS, type WireOptions } from './wire/options';
 
 type Parser = ((text: string) => unknown) & { array?: boolean };
 
@@ -296,11 +297,26 @@ class WireConnection {
   /**
    * Run `statements` as one implicit transaction: one write ended by a single Sync, their
    * results in order. The first error is thrown; nothing of the batch stays. Inside a
-   * transaction opened by BEGIN (a reserved connection) the Sync ends nothing: a failed
-   * statement leaves that transaction aborted, and `retried` (true there) keeps a statement
-   * gone stale from being run again in it.
+   * transaction opened by BEGIN (`inTransaction`, a reserved connection) the Sync ends nothing:
+   * a failed statement leaves that transaction aborted, so a statement gone stale is not run
+   * again in it.
    */
-  async batch(statements: readonly WireStatement[], retried = false, maxAnswerBytes = 0): Promise<QueryResult[]> {
+  async batch(statements: readonly WireStatement[], opts: WireOptions = NO_OPTIONS): Promise<QueryResult[]> {
+    const maxAnswerBytes = opts.maxAnswerBytes ?? 0;
+    // A statement gone stale (undefined): all were let go of, and the batch, rolled back as a
+    // whole, runs once more parsed anew; outside a transaction only.
+    return (
+      (await this.exchange(statements, maxAnswerBytes, opts.inTransaction === true)) ??
+      (await this.exchange(statements, maxAnswerBytes, true))!
+    );
+  }
+
+  /** One write of `statements` and its answer; undefined when a statement was stale and `staleThrows` is false. */
+  private async exchange(
+    statements: readonly WireStatement[],
+    maxAnswerBytes: number,
+    staleThrows: boolean,
+  ): Promise<QueryResult[] | undefined> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
     Writer.checkBindCounts(statements);
@@ -414,7 +430,7 @@ class WireConnection {
         this.prepared.delete(sql);
         this.closing.push(p.name);
       }
-      if (stale && !retried) return this.batch(statements, true, maxAnswerBytes);
+      if (stale && !staleThrows) return undefined;
       throw failed;
     }
     if (answers.length < statements.length) throw new Error('the batch ended before all its statements answered');
@@ -441,11 +457,14 @@ export class WirePool {
     this.sweeper.unref?.();
   }
 
-  /** Run `statements` as one transaction of their own (see WireConnection.batch). */
-  async batch(statements: readonly WireStatement[], maxAnswerBytes = 0): Promise<QueryResult[]> {
+  /** Run `statements` as one transaction of their own (see WireConnection.batch; `maxAnswerBytes` bounds the answer). */
+  async batch(
+    statements: readonly WireStatement[],
+    opts: { maxAnswerBytes?: number } = NO_OPTIONS,
+  ): Promise<QueryResult[]> {
     const conn = await this.reserve();
     try {
-      return await conn.batch(statements, false, maxAnswerBytes);
+      return await conn.batch(statements, opts);
     } finally {
       this.release(conn);
     }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
+import { checkPgliteInternals } from './pglite-internals';
 import { DurableNodeFS } from './embedded-fs';
 import { batchable, type WireResult, WireStatements } from './embedded-wire';
 import type { WireOptions } from './wire/options';
@@ -126,6 +127,13 @@ export async function openEmbedded(
     parsers,
     startParams: startParams(sync),
   });
+  // What of PGlite Basalt uses beyond its promises is there, or start-up fails naming it.
+  try {
+    checkPgliteInternals(pg);
+  } catch (e) {
+    await pg.close().catch(() => {}); // the check's failure is the one thrown
+    throw e;
+  }
   // initdb wrote the new cluster without syncing it, and a checkpoint syncs only what this
   // process wrote: sync it all once, so the cluster the first commits build on is on disk.
   if (firstRun) {

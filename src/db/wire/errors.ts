@@ -2,6 +2,7 @@
  * PostgreSQL's ErrorResponse, read the same way for both engines' wire paths
  * (src/db/embedded-wire.ts, src/db/wire/connection.ts): one map of its fields.
  */
+import { DatabaseUnavailableError, normalizeDbError } from '../engine';
 
 /**
  * An ErrorResponse, with PostgreSQL's fields under the names PGlite and node-postgres give them
@@ -71,4 +72,29 @@ export function readErrorResponse(b: Buffer, start = 0, end = b.length): Postgre
     p = z + 1;
   }
   return err;
+}
+
+/** A connection failure, with a code normalizeDbError maps to "database unavailable". */
+export function connectionError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/**
+ * An error of the connect, TLS handshake or authentication as one normalizeDbError maps to
+ * "database unavailable": the server refusing the connection (a wrong password, no pg_hba.conf
+ * entry such as a non-TLS connection to a hostssl-only server, a database that is not there, too
+ * many connections) is SQLSTATE 08004 with the server's message (no password in it), any other
+ * failure (a TLS error, a SCRAM exchange that does not check out) 08001. UNSUPPORTED_AUTH stays:
+ * the caller then keeps postgres.js (src/db/external.ts).
+ */
+export function normalizeConnectError(e: unknown): unknown {
+  const code = (e as { code?: unknown })?.code;
+  if (code === 'UNSUPPORTED_AUTH' || normalizeDbError(e) instanceof DatabaseUnavailableError) return e;
+  const message = (e as Error)?.message ?? String(e);
+  if (e instanceof PostgresError)
+    return connectionError('08004', `the database refused the connection: ${message} (${String(code)})`);
+  return connectionError(
+    '08001',
+    `could not connect to the database (${typeof code === 'string' ? `${code}: ` : ''}${message})`,
+  );
 }

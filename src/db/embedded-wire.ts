@@ -41,12 +41,12 @@
  */
 import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
-import { BoundedMap } from '../util/bounded-map';
 import { AnswerTooLargeError } from './engine';
 import { undeclared } from '../util/undeclared';
 import { PostgresError, readErrorResponse } from './wire/errors';
 import { NO_OPTIONS, type WireOptions } from './wire/options';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
+import { PreparedStatements } from './wire/prepared';
+import { BIND, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -110,13 +110,8 @@ export class WireStatements {
   /** The values of the statement being bound, serialized (reused). */
   private readonly values: unknown[] = [];
   private readonly exchange: { syncToFs: boolean; onRawData: (chunk: Uint8Array) => void };
-  /** Batch statements prepared in the session: text → name; the one pushed out is closed in the batch being written. */
-  private readonly prepared = new BoundedMap<string, string>(PREPARED_MAX, (_sql, name) =>
-    this.w.begin(CLOSE).byte(0x53).cstring(name).end(),
-  );
-  private named = 0;
-  /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
-  private closing: string[] = [];
+  /** Batch statements prepared in the session, by text. */
+  private readonly prepared = new PreparedStatements<{ readonly name: string }>(this.w, 'basalt_batch_');
   /** The exchange's bound on its answer (`WaitOptions.maxAnswerBytes`); 0: none. */
   private limit = 0;
   /** Whether the exchange's rows passed `limit` (they were dropped: `dropRows`). */
@@ -195,34 +190,31 @@ export class WireStatements {
     return this.pg._runExclusiveTransaction(() =>
       this.pg._runExclusiveQuery(
         async () =>
-          (await this.runBatch(statements, maxAnswerBytes, false)) ??
-          (await this.runBatch(statements, maxAnswerBytes, true))!,
+          (await this.runBatch(statements, maxAnswerBytes, true)) ??
+          (await this.runBatch(statements, maxAnswerBytes, false))!,
       ),
     );
   }
 
-  /** One exchange of `statements`; undefined when a statement was stale and `staleThrows` is false. */
+  /** One exchange of `statements`; undefined when a statement was stale and `mayRerun` (PreparedStatements.failed). */
   private async runBatch(
     statements: readonly BatchStatement[],
     maxAnswerBytes: number,
-    staleThrows: boolean,
+    mayRerun: boolean,
   ): Promise<WireResult<Record<string, unknown>>[] | undefined> {
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
     Writer.checkBindCounts(statements);
     const w = this.w.reset();
-    // Closing a statement the session does not have is no error.
-    for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
-    this.closing = [];
-    const parsed: string[] = [];
+    const prepared = this.prepared;
+    prepared.begin();
     for (const st of statements) {
-      let name = this.prepared.get(st.sql); // a use: now the most recently used
-      if (name === undefined) {
-        name = `basalt_batch_${++this.named}`;
-        w.begin(PARSE).cstring(name).cstring(st.sql).int16(0).end();
-        parsed.push(name);
-        this.prepared.set(st.sql, name); // beyond PREPARED_MAX, closes the least recently used
+      let p = prepared.get(st.sql);
+      if (p === undefined) {
+        p = { name: prepared.name() };
+        w.begin(PARSE).cstring(p.name).cstring(st.sql).int16(0).end();
+        prepared.add(st.sql, p);
       }
-      w.begin(BIND).cstring('').cstring(name).int16(0).count16(st.params.length);
+      w.begin(BIND).cstring('').cstring(p.name).int16(0).count16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));
@@ -236,16 +228,7 @@ export class WireStatements {
     await this.send(replies, maxAnswerBytes);
     const failed = replies.find((r) => r.error)?.error;
     if (failed) {
-      // Statements parsed by this batch may or may not exist now: closed before the next one,
-      // and parsed again when needed. A stale statement: all are let go of, and the batch
-      // (rolled back as a whole) runs once more.
-      const stale = STALE.has(failed.code ?? '');
-      for (const [sql, name] of [...this.prepared]) {
-        if (!stale && !parsed.includes(name)) continue;
-        this.prepared.delete(sql);
-        this.closing.push(name);
-      }
-      if (stale && !staleThrows) return undefined;
+      if (prepared.failed(failed.code, mayRerun)) return undefined;
       throw failed;
     }
     if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');

@@ -5,11 +5,11 @@
 import { once } from 'node:events';
 import net from 'node:net';
 import { AnswerTooLargeError, type QueryResult } from '../engine';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from '../wire-writer';
-import { BoundedMap } from '../../util/bounded-map';
+import { BIND, DESCRIBE, EXECUTE, LARGE, PARSE, SYNC, Writer } from '../wire-writer';
 import { Authentication } from './auth';
 import { connectionError, normalizeConnectError, readErrorResponse } from './errors';
 import { NO_OPTIONS, type WireOptions } from './options';
+import { PreparedStatements } from './prepared';
 import type { Parser, ResolvedOptions, WireStatement } from './resolved-options';
 import { secure } from './tls';
 
@@ -44,13 +44,8 @@ export class WireConnection {
   private onMessage: (code: number, body: Buffer) => void = () => {};
   /** The first ErrorResponse of the exchange under way (or a value that could not be read). */
   private error: unknown = null;
-  /** Statements prepared on this connection: text → name and result columns; the one pushed out is closed in the batch being written. */
-  private readonly prepared = new BoundedMap<string, Prepared>(PREPARED_MAX, (_sql, old) =>
-    this.w.begin(CLOSE).byte(0x53).cstring(old.name).end(),
-  );
-  private named = 0;
-  /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
-  private closing: string[] = [];
+  /** Statements prepared on this connection, by text: their names and result columns. */
+  private readonly prepared = new PreparedStatements<Prepared>(this.w, 'basalt_wire_');
 
   private constructor(
     private readonly socket: net.Socket,
@@ -186,34 +181,31 @@ export class WireConnection {
     // A statement gone stale (undefined): all were let go of, and the batch, rolled back as a
     // whole, runs once more parsed anew; outside a transaction only.
     return (
-      (await this.exchange(statements, maxAnswerBytes, opts.inTransaction === true)) ??
-      (await this.exchange(statements, maxAnswerBytes, true))!
+      (await this.exchange(statements, maxAnswerBytes, opts.inTransaction !== true)) ??
+      (await this.exchange(statements, maxAnswerBytes, false))!
     );
   }
 
-  /** One write of `statements` and its answer; undefined when a statement was stale and `staleThrows` is false. */
+  /** One write of `statements` and its answer; undefined when a statement was stale and `mayRerun` (PreparedStatements.failed). */
   private async exchange(
     statements: readonly WireStatement[],
     maxAnswerBytes: number,
-    staleThrows: boolean,
+    mayRerun: boolean,
   ): Promise<QueryResult[] | undefined> {
     if (this.broken) throw connectionError('CONNECTION_CLOSED', 'the connection was closed');
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
     Writer.checkBindCounts(statements);
     const w = this.w.reset();
-    // Closing a statement the session does not have is no error.
-    for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
-    this.closing = [];
+    const prepared = this.prepared;
+    prepared.begin();
     const plan: Prepared[] = [];
-    const parsed: string[] = [];
     for (const st of statements) {
-      let p = this.prepared.get(st.sql); // a use: now the most recently used
+      let p = prepared.get(st.sql);
       if (p === undefined) {
-        p = { name: `basalt_wire_${++this.named}`, columns: [] };
+        p = { name: prepared.name(), columns: [] };
         w.begin(PARSE).cstring(p.name).cstring(st.sql).int16(0).end();
         w.begin(DESCRIBE).byte(0x53).cstring(p.name).end(); // its result columns, kept with it
-        parsed.push(p.name);
-        this.prepared.set(st.sql, p); // beyond PREPARED_MAX, closes the least recently used
+        prepared.add(st.sql, p);
       }
       plan.push(p);
       w.begin(BIND).cstring('').cstring(p.name).int16(0).count16(st.params.length);
@@ -301,16 +293,7 @@ export class WireConnection {
     if (this.w.buf.length > LARGE) this.w.buf = Buffer.allocUnsafe(16 * 1024);
     const failed = this.error as { code?: unknown } | null;
     if (failed) {
-      // Statements parsed by this batch may or may not exist now: closed before the next one,
-      // and parsed again when needed. A stale statement: all are let go of, and the batch
-      // (rolled back as a whole) runs once more.
-      const stale = STALE.has(String(failed.code ?? ''));
-      for (const [sql, p] of [...this.prepared]) {
-        if (!stale && !parsed.includes(p.name)) continue;
-        this.prepared.delete(sql);
-        this.closing.push(p.name);
-      }
-      if (stale && !staleThrows) return undefined;
+      if (prepared.failed(failed.code, mayRerun)) return undefined;
       throw failed;
     }
     if (answers.length < statements.length) throw new Error('the batch ended before all its statements answered');

@@ -32,8 +32,9 @@
  * The path is src/db/wire/: pool.ts (the connections, idle and lifetime), connection.ts (one
  * connection: open, batches, their answers), auth.ts (cleartext, MD5, SCRAM-SHA-256), tls.ts
  * (SSLRequest and the handshake), errors.ts (ErrorResponse, shared with the embedded engine's
- * path, and the connect errors), resolved-options.ts (what it is given); this file is its
- * entry (docs/architecture.md, "The wire protocol, spoken by Basalt").
+ * path, and the connect errors), prepared.ts (statements kept prepared, also shared),
+ * resolved-options.ts (what it is given); this file is its entry (docs/architecture.md,
+ * "Speaking the PostgreSQL wire protocol").
  */
 export { WirePool } from './wire/pool';
 export {

@@ -52,31 +52,13 @@ export interface GuardState {
 const addr = (v: number | { value: number }) => (typeof v === 'number' ? v : v.value);
 
 /**
- * Install the guard on a ready PGlite instance (between messages: no statement running).
- * Throws if the PGlite build lacks what the guard needs, so an upgrade that changes
- * them fails at start-up (and in the test suite) rather than silently losing the guard.
+ * Install the guard on a ready PGlite instance (between messages: no statement running) whose
+ * internals were checked (checkPgliteInternals, src/db/pglite-internals.ts, lists what the
+ * guard needs), so an upgrade that changes them fails at start-up rather than silently losing
+ * the guard.
  */
 export function installEmbeddedGuard(pg: unknown, onRecover?: (err: unknown) => void): GuardState {
-  const mod = (pg as { mod?: PgMod }).mod;
-  const needed = [
-    '_PostgresMainLoopOnce',
-    '_errstart',
-    '_errcode',
-    '_errmsg',
-    '_errfinish',
-    '_malloc',
-    '_error_context_stack',
-    '_PG_exception_stack',
-    'HEAPU8',
-    'stackSave',
-    'stackRestore',
-  ] as const;
-  const missing = mod ? needed.filter((k) => mod[k] === undefined) : ['module'];
-  if (!mod || missing.length)
-    throw new Error(
-      `embedded engine: this PGlite build lacks ${missing.join(', ')}; the stack-overflow guard cannot be installed`,
-    );
-
+  const mod = (pg as { mod: PgMod }).mod;
   const ctxAddr = addr(mod._error_context_stack);
   const excAddr = addr(mod._PG_exception_stack);
   const view = () => new DataView(mod.wasmMemory?.buffer ?? mod.HEAPU8.buffer);

@@ -41,10 +41,12 @@
  */
 import { isAscii } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
-import { BoundedMap } from '../util/bounded-map';
 import { AnswerTooLargeError } from './engine';
 import { undeclared } from '../util/undeclared';
-import { BIND, CLOSE, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, PREPARED_MAX, STALE, SYNC, Writer } from './wire-writer';
+import { PostgresError, readErrorResponse } from './wire/errors';
+import { NO_OPTIONS, type WireOptions } from './wire/options';
+import { PreparedStatements } from './wire/prepared';
+import { BIND, DESCRIBE, EXECUTE, FLUSH, LARGE, PARSE, SYNC, Writer } from './wire-writer';
 
 type Parser = (value: string, typeId: number) => unknown;
 type Serializer = (value: unknown) => string;
@@ -91,49 +93,8 @@ export interface WireResult<T> {
   affectedRows: number;
 }
 
-/** A PostgreSQL ErrorResponse, with its fields under the names PGlite (and node-postgres) give them. */
-export class EmbeddedStatementError extends Error {
-  override name = 'DatabaseError';
-  severity?: string;
-  code?: string;
-  detail?: string;
-  hint?: string;
-  position?: string;
-  internalPosition?: string;
-  internalQuery?: string;
-  where?: string;
-  schema?: string;
-  table?: string;
-  column?: string;
-  dataType?: string;
-  constraint?: string;
-  file?: string;
-  line?: string;
-  routine?: string;
-}
-
-/** ErrorResponse fields by their one-letter code (PostgreSQL's protocol docs, "Error and Notice Message Fields"). */
-const FIELD_NAMES: Record<string, keyof EmbeddedStatementError> = {
-  S: 'severity',
-  C: 'code',
-  D: 'detail',
-  H: 'hint',
-  P: 'position',
-  p: 'internalPosition',
-  q: 'internalQuery',
-  W: 'where',
-  s: 'schema',
-  t: 'table',
-  c: 'column',
-  d: 'dataType',
-  n: 'constraint',
-  F: 'file',
-  L: 'line',
-  R: 'routine',
-};
-
 interface Reply {
-  error?: EmbeddedStatementError;
+  error?: PostgresError;
   paramTypes: number[];
   names: string[];
   types: number[];
@@ -149,13 +110,8 @@ export class WireStatements {
   /** The values of the statement being bound, serialized (reused). */
   private readonly values: unknown[] = [];
   private readonly exchange: { syncToFs: boolean; onRawData: (chunk: Uint8Array) => void };
-  /** Batch statements prepared in the session: text → name; the one pushed out is closed in the batch being written. */
-  private readonly prepared = new BoundedMap<string, string>(PREPARED_MAX, (_sql, name) =>
-    this.w.begin(CLOSE).byte(0x53).cstring(name).end(),
-  );
-  private named = 0;
-  /** Names to close at the start of the next batch (let go of, or left uncertain by a failed batch). */
-  private closing: string[] = [];
+  /** Batch statements prepared in the session, by text. */
+  private readonly prepared = new PreparedStatements<{ readonly name: string }>(this.w, 'basalt_batch_');
   /** The exchange's bound on its answer (`WaitOptions.maxAnswerBytes`); 0: none. */
   private limit = 0;
   /** Whether the exchange's rows passed `limit` (they were dropped: `dropRows`). */
@@ -210,13 +166,10 @@ export class WireStatements {
    * Run `sql` with `params` as `PGlite.query` would. `inTransaction`: the statement runs inside a
    * transaction PGlite holds (its transaction lock is taken already; nothing is synced after it).
    */
-  query<T>(
-    sql: string,
-    params: readonly unknown[],
-    inTransaction: boolean,
-    maxAnswerBytes = 0,
-  ): Promise<WireResult<T>> {
+  query<T>(sql: string, params: readonly unknown[], opts: WireOptions = NO_OPTIONS): Promise<WireResult<T>> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    const inTransaction = opts.inTransaction === true;
+    const maxAnswerBytes = opts.maxAnswerBytes ?? 0;
     const run = () => this.pg._runExclusiveQuery(() => this.run<T>(sql, params, inTransaction, maxAnswerBytes));
     return inTransaction ? run() : this.pg._runExclusiveTransaction(run);
   }
@@ -226,34 +179,42 @@ export class WireStatements {
    * ended by a single Sync; their results in order. The first error is thrown: the statements
    * after it did not run, and nothing of the batch stays (PostgreSQL rolled it back at the Sync).
    */
-  batch(statements: readonly BatchStatement[], maxAnswerBytes = 0): Promise<WireResult<Record<string, unknown>>[]> {
+  batch(
+    statements: readonly BatchStatement[],
+    opts: { maxAnswerBytes?: number } = NO_OPTIONS,
+  ): Promise<WireResult<Record<string, unknown>>[]> {
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
+    const maxAnswerBytes = opts.maxAnswerBytes ?? 0;
+    // A statement gone stale (undefined): all were let go of, and the batch, rolled back as a
+    // whole, runs once more parsed anew.
     return this.pg._runExclusiveTransaction(() =>
-      this.pg._runExclusiveQuery(() => this.runBatch(statements, maxAnswerBytes)),
+      this.pg._runExclusiveQuery(
+        async () =>
+          (await this.runBatch(statements, maxAnswerBytes, true)) ??
+          (await this.runBatch(statements, maxAnswerBytes, false))!,
+      ),
     );
   }
 
+  /** One exchange of `statements`; undefined when a statement was stale and `mayRerun` (PreparedStatements.failed). */
   private async runBatch(
     statements: readonly BatchStatement[],
     maxAnswerBytes: number,
-    retried = false,
-  ): Promise<WireResult<Record<string, unknown>>[]> {
+    mayRerun: boolean,
+  ): Promise<WireResult<Record<string, unknown>>[] | undefined> {
     // Before anything is written: the statements to close stay queued, the prepared ones as they were.
     Writer.checkBindCounts(statements);
     const w = this.w.reset();
-    // Closing a statement the session does not have is no error.
-    for (const name of this.closing) w.begin(CLOSE).byte(0x53).cstring(name).end();
-    this.closing = [];
-    const parsed: string[] = [];
+    const prepared = this.prepared;
+    prepared.begin();
     for (const st of statements) {
-      let name = this.prepared.get(st.sql); // a use: now the most recently used
-      if (name === undefined) {
-        name = `basalt_batch_${++this.named}`;
-        w.begin(PARSE).cstring(name).cstring(st.sql).int16(0).end();
-        parsed.push(name);
-        this.prepared.set(st.sql, name); // beyond PREPARED_MAX, closes the least recently used
+      let p = prepared.get(st.sql);
+      if (p === undefined) {
+        p = { name: prepared.name() };
+        w.begin(PARSE).cstring(p.name).cstring(st.sql).int16(0).end();
+        prepared.add(st.sql, p);
       }
-      w.begin(BIND).cstring('').cstring(name).int16(0).count16(st.params.length);
+      w.begin(BIND).cstring('').cstring(p.name).int16(0).count16(st.params.length);
       for (const v of st.params) {
         if (v === null || v === undefined) w.int32(-1);
         else w.text(typeof v === 'string' ? v : String(v));
@@ -267,16 +228,7 @@ export class WireStatements {
     await this.send(replies, maxAnswerBytes);
     const failed = replies.find((r) => r.error)?.error;
     if (failed) {
-      // Statements parsed by this batch may or may not exist now: closed before the next one,
-      // and parsed again when needed. A stale statement: all are let go of, and the batch
-      // (rolled back as a whole) runs once more.
-      const stale = STALE.has(failed.code ?? '');
-      for (const [sql, name] of [...this.prepared]) {
-        if (!stale && !parsed.includes(name)) continue;
-        this.prepared.delete(sql);
-        this.closing.push(name);
-      }
-      if (stale && !retried) return this.runBatch(statements, maxAnswerBytes, true);
+      if (prepared.failed(failed.code, mayRerun)) return undefined;
       throw failed;
     }
     if (replies.length < statements.length) throw new Error('the batch ended before all its statements answered');
@@ -502,18 +454,7 @@ export class WireStatements {
         case 0x45: {
           // ErrorResponse
           if (reply.error) break;
-          const fields: Record<string, string> = {};
-          while (b[p] !== 0 && p < next) {
-            const z = b.indexOf(0, p + 1);
-            fields[String.fromCharCode(b[p]!)] = b.toString('utf8', p + 1, z);
-            p = z + 1;
-          }
-          const err = new EmbeddedStatementError(fields.M ?? 'database error');
-          for (const [letter, name] of Object.entries(FIELD_NAMES)) {
-            const v = fields[letter];
-            if (v !== undefined) err[name] = v;
-          }
-          reply.error = err;
+          reply.error = readErrorResponse(b, p, next);
           break;
         }
         case 0x41: {
@@ -528,7 +469,7 @@ export class WireStatements {
         case 0x48:
         case 0x57:
           // CopyIn/CopyOut/CopyBoth: not something a parameterized statement here sends.
-          reply.error ??= new EmbeddedStatementError('COPY is not supported through this statement path');
+          reply.error ??= new PostgresError('COPY is not supported through this statement path');
           break;
         default:
         // ParseComplete, BindComplete, NoData, EmptyQueryResponse, ReadyForQuery, notices, parameter status.

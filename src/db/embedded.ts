@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
+import { checkPgliteInternals } from './pglite-internals';
 import { DurableNodeFS } from './embedded-fs';
 import { batchable, type WireResult, WireStatements } from './embedded-wire';
+import type { WireOptions } from './wire/options';
 import { privateDataDir, syncTree } from './private-files';
 import { undeclared } from '../util/undeclared';
 import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
@@ -125,6 +127,13 @@ export async function openEmbedded(
     parsers,
     startParams: startParams(sync),
   });
+  // What of PGlite Basalt uses beyond its promises is there, or start-up fails naming it.
+  try {
+    checkPgliteInternals(pg);
+  } catch (e) {
+    await pg.close().catch(() => {}); // the check's failure is the one thrown
+    throw e;
+  }
   // initdb wrote the new cluster without syncing it, and a checkpoint syncs only what this
   // process wrote: sync it all once, so the cluster the first commits build on is on disk.
   if (firstRun) {
@@ -189,16 +198,18 @@ export async function openEmbedded(
    * anew after a describe exchange. Its values then go as text for the server to read, as
    * postgres.js sends them on external PostgreSQL.
    */
-  const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx, maxAnswerBytes?: number): Queryable => ({
-    query: <T>(sql: string, params: unknown[] = []) =>
-      run(async () => {
-        if (tx?.closed) throw new Error('Transaction is closed');
-        if (!tx && batchable(params))
-          return wrap<T>((await wire.batch([{ sql, params }], maxAnswerBytes))[0] as WireResult<T>);
-        return wrap<T>(await wire.query<T>(sql, params, tx !== undefined, maxAnswerBytes));
-      }),
-    exec: (sql: string) => run(async () => void (await target.exec(sql))),
-  });
+  const queryable = (target: { exec: PGlite['exec'] }, tx?: PgTx, maxAnswerBytes?: number): Queryable => {
+    const opts: WireOptions = { inTransaction: tx !== undefined, maxAnswerBytes };
+    return {
+      query: <T>(sql: string, params: unknown[] = []) =>
+        run(async () => {
+          if (tx?.closed) throw new Error('Transaction is closed');
+          if (!tx && batchable(params)) return wrap<T>((await wire.batch([{ sql, params }], opts))[0] as WireResult<T>);
+          return wrap<T>(await wire.query<T>(sql, params, opts));
+        }),
+      exec: (sql: string) => run(async () => void (await target.exec(sql))),
+    };
+  };
   // initdb's WebAssembly heap (hundreds of MiB) is garbage once the cluster exists, but
   // the collector may keep it for the life of the process; it stays reachable for a
   // moment after create() returns, so collect it shortly after (measured: ~700 → ~300 MiB).
@@ -320,7 +331,7 @@ export async function openEmbedded(
         for (const st of statements) out.push(await tx.query(st.sql, st.params));
         return out;
       }, w);
-    return gate.run(w, () => run(async () => (await wire.batch(statements, w.maxAnswerBytes)).map((r) => wrap(r))));
+    return gate.run(w, () => run(async () => (await wire.batch(statements, w)).map((r) => wrap(r))));
   };
 
   return {

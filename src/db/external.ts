@@ -9,6 +9,7 @@ import {
 } from './engine';
 import { batchable } from './embedded-wire';
 import { type ResolvedOptions, WirePool, type WireStatement, wireUnsupported } from './external-wire';
+import type { WireOptions } from './wire/options';
 import { gatedMembers, type GateOptions, type Place, WaitGate } from './wait-gate';
 import { undeclared } from '../util/undeclared';
 
@@ -270,8 +271,10 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
   async function wireTx(pool: WirePool, place: Place, setup: readonly string[], maxAnswerBytes = 0): Promise<Tx> {
     const conn = await pool.reserve();
     let last: Promise<unknown> = Promise.resolve();
+    // Inside BEGIN: a statement gone stale is not run again (its error aborted the transaction).
+    const inTx: WireOptions = { inTransaction: true, maxAnswerBytes };
     const send = (statements: WireStatement[]): Promise<QueryResult[]> => {
-      const r = last.then(() => run(() => conn.batch(statements, true, maxAnswerBytes)));
+      const r = last.then(() => run(() => conn.batch(statements, inTx)));
       last = r.catch(() => {}); // only orders the statements; `r`'s caller gets its error
       return r;
     };
@@ -352,7 +355,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const pool = wire;
     if (pool && statements.every((st) => batchable(st.params))) {
       try {
-        return await gate.run(wait, () => run(() => pool.batch(statements, wait.maxAnswerBytes)));
+        return await gate.run(wait, () => run(() => pool.batch(statements, wait)));
       } catch (e) {
         if (!offWire(pool, e)) throw e;
       }

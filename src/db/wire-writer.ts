@@ -1,7 +1,7 @@
 /**
  * Frontend messages of PostgreSQL's wire protocol, written into one buffer that grows and is
  * reused: the embedded engine's statements (src/db/embedded-wire.ts) and external PostgreSQL's
- * batches (src/db/external-wire.ts).
+ * batches (src/db/wire/connection.ts); the statements both keep prepared (src/db/wire/prepared.ts).
  */
 
 // Frontend message codes.

@@ -2,14 +2,16 @@
  * The wire writer's counts of bind parameters (src/db/wire-writer.ts): 16 bits, unsigned, as
  * PostgreSQL reads them; past 65,535 it refuses before writing anything, and a batch refused so
  * keeps what its session had queued (statements to close). Both engines' wire paths, on the
- * source (the HTTP side: ./bind-limit.test.ts).
+ * source (the HTTP side: ./bind-limit.test.ts); and the one map of an ErrorResponse's fields
+ * (src/db/wire/errors.ts), whose names the engines read.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAX_BIND_PARAMS, TooManyBindParamsError, Writer } from '../../src/db/wire-writer';
-import type { Db } from '../../src/db/engine';
+import { PostgresError, readErrorResponse } from '../../src/db/wire/errors';
+import { type Db, PgError } from '../../src/db/engine';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 
 describe('the writer', () => {
@@ -31,7 +33,38 @@ describe('the writer', () => {
   });
 });
 
-describe.each(ENGINES)('a batch past the limit on %s', (engine) => {
+describe('an ErrorResponse', () => {
+  test('reads every field under one set of names, the unlocalized severity winning', () => {
+    const fields: [string, string][] = [
+      ['S', 'FEHLER'],
+      ['V', 'ERROR'],
+      ['C', '23514'],
+      ['M', 'value for domain positive violates check constraint'],
+      ['s', 'public'],
+      ['t', 'things'],
+      ['c', 'n'],
+      ['d', 'positive'],
+      ['n', 'positive_check'],
+      ['R', 'ExecConstraints'],
+    ];
+    const body = Buffer.from(`${fields.map(([k, v]) => `${k}${v}\0`).join('')}\0`);
+    const e = readErrorResponse(Buffer.concat([Buffer.from('E....'), body]), 5);
+    expect(e).toBeInstanceOf(PostgresError);
+    expect({ ...e, message: e.message }).toMatchObject({
+      severity: 'ERROR',
+      code: '23514',
+      message: 'value for domain positive violates check constraint',
+      schema: 'public',
+      table: 'things',
+      column: 'n',
+      dataType: 'positive',
+      constraint: 'positive_check',
+      routine: 'ExecConstraints',
+    });
+  });
+});
+
+describe.each(ENGINES)('a batch refused or failing on %s', (engine) => {
   let db: Db;
   let fresh: FreshDb | undefined;
   const dir = mkdtempSync(join(tmpdir(), 'basalt-wire-writer-'));
@@ -71,5 +104,20 @@ describe.each(ENGINES)('a batch past the limit on %s', (engine) => {
     expect(after).toEqual(before);
     // And the session runs on.
     expect((await db.atOnce([{ sql: 'SELECT $1::int AS n', params: ['5'] }]))[0]!.rows).toEqual([{ n: 5 }]);
+  });
+
+  test("a statement's error keeps the fields the engine reads (table, column, constraint)", async () => {
+    await db.atOnce([
+      { sql: 'CREATE TABLE wire_errors (id int CONSTRAINT wire_errors_pk PRIMARY KEY, n int NOT NULL)', params: [] },
+    ]);
+    const insert = 'INSERT INTO wire_errors (id, n) VALUES ($1, $2)';
+    const missing = await db.atOnce([{ sql: insert, params: ['1', null] }]).catch((e) => e);
+    expect(missing).toBeInstanceOf(PgError);
+    expect(missing.code).toBe('23502');
+    expect(missing.detail).toMatchObject({ schema: 'public', table: 'wire_errors', column: 'n' });
+    await db.atOnce([{ sql: insert, params: ['1', '2'] }]);
+    const twice = await db.atOnce([{ sql: insert, params: ['1', '2'] }]).catch((e) => e);
+    expect(twice.code).toBe('23505');
+    expect(twice.detail).toMatchObject({ table: 'wire_errors', constraint: 'wire_errors_pk' });
   });
 });

@@ -26,7 +26,7 @@ const PARAMS = ['plain', 'héllo wörld', 'smile 😀 日本', LONG_ASCII, LONG_
 test('a row of ASCII, non-ASCII, NULL and typed fields decodes as PGlite.query decodes it', async () => {
   const expected = (await pg.query<Record<string, unknown>>(SQL, PARAMS)).rows;
   const batched = (await wire.batch([{ sql: SQL, params: PARAMS }]))[0]!.rows;
-  const single = (await wire.query(SQL, PARAMS, false)).rows;
+  const single = (await wire.query(SQL, PARAMS)).rows;
   expect(batched).toEqual(expected);
   expect(single).toEqual(expected);
   const row = batched[0] as Record<string, unknown>;
@@ -61,7 +61,6 @@ test('the rows a write touched are counted; a select counts none', async () => {
   const merged = await wire.query(
     'MERGE INTO counted c USING (SELECT 6 AS n) s ON c.n = s.n WHEN MATCHED THEN DELETE',
     [],
-    false,
   );
   expect(merged.affectedRows).toBe(1);
 });

@@ -12,10 +12,10 @@ UPDATE basalt.auth_identities i SET linked_unverified = true
 ALTER TABLE basalt.auth_oauth_flows ADD COLUMN link_binding_hash bytea;
 
 -- A provider account waiting for the signed-in user's confirmation on the callback's page. Found by
--- its random id (the confirm form's token), usable only with the `basalt_link` cookie whose SHA-256
--- is `binding_hash`; single use, 10 minutes.
+-- the SHA-256 of its random token (the confirm form's; the token itself is never stored), usable
+-- only with the `basalt_link` cookie whose SHA-256 is `binding_hash`; single use, 10 minutes.
 CREATE TABLE basalt.auth_link_confirmations (
-  id             text PRIMARY KEY,
+  token_hash     bytea PRIMARY KEY,
   binding_hash   bytea NOT NULL,
   user_id        uuid NOT NULL REFERENCES basalt.users (id) ON DELETE CASCADE,
   provider       text NOT NULL,

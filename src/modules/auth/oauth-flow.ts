@@ -228,10 +228,10 @@ export class OAuthFlows {
     const id = randomBinding().slice(0, 22);
     await this.p.db.query(
       `INSERT INTO basalt.auth_link_confirmations
-         (id, binding_hash, user_id, provider, subject, email, email_verified, redirect_to, expires_at)
+         (token_hash, binding_hash, user_id, provider, subject, email, email_verified, redirect_to, expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))`,
       [
-        id,
+        sha256(id),
         sha256(linkBinding),
         user.id,
         a.provider,
@@ -267,9 +267,9 @@ export class OAuthFlows {
       email_verified: boolean;
       redirect_to: string;
     }>(
-      `DELETE FROM basalt.auth_link_confirmations WHERE id = $1 AND provider = $2 AND expires_at > now()
+      `DELETE FROM basalt.auth_link_confirmations WHERE token_hash = $1 AND provider = $2 AND expires_at > now()
        RETURNING binding_hash, user_id, subject, email, email_verified, redirect_to`,
-      [token, name],
+      [sha256(token), name],
     );
     const row = rows[0];
     if (!row || !bound(linkBinding, row.binding_hash)) throw SignInErrors.invalidLinkConfirmation();

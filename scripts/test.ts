@@ -56,6 +56,7 @@ export const EXECUTABLE_SUITES = [
   'test/database/bind-limit.test.ts',
   'test/realtime/users.test.ts',
   'test/realtime/visibility.test.ts',
+  'test/realtime/large-rows.test.ts',
   'test/realtime/service-keys.test.ts',
   'test/realtime/limits.test.ts',
   'test/realtime/instances.test.ts',

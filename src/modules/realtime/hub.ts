@@ -11,7 +11,7 @@
  * from the outbox on its own until it reaches the reader's position between two pages,
  * then joins the live feed; ids at or below a stream's cursor are never sent twice.
  */
-import type { Queryable } from '../../db/engine';
+import type { Db, Queryable } from '../../db/engine';
 import { eventsAfter, outboxHead, pruneOutbox } from './outbox';
 import { fanout, type FanoutDeps } from './fanout';
 import { frame, HEARTBEAT, type EndReason, type Stream } from './stream';
@@ -34,7 +34,7 @@ export interface HubCounters {
 }
 
 export interface HubDeps extends Omit<FanoutDeps, 'counters' | 'onError'> {
-  db: Queryable;
+  db: Queryable & Pick<Db, 'atOnce'>;
   listen: (onWake: () => void) => Promise<() => Promise<void>>;
   /** The process is alone with its database (the embedded engine): the backstop poll is EMBEDDED_POLL_MS. */
   alone?: boolean;
@@ -153,12 +153,12 @@ export class Hub {
         this.position = Math.max(this.position, (await outboxHead(this.deps.db)).head);
         return;
       }
-      const events = await eventsAfter(this.deps.db, this.position, PAGE);
+      const { events, more } = await eventsAfter(this.deps.db, this.position, PAGE);
       if (!events.length) return;
       const live = [...this.streams].filter((s) => s.live);
       await fanout(this.fanoutDeps, events, live);
       this.position = events[events.length - 1]!.id;
-      if (events.length < PAGE) return;
+      if (!more) return;
       // Let the listener write to the sockets before the next page (the embedded engine
       // holds the thread while it runs a statement).
       await Bun.sleep(0);
@@ -211,7 +211,7 @@ export class Hub {
         s.live = true;
         return;
       }
-      const events = await eventsAfter(this.deps.db, s.cursor, PAGE);
+      const { events } = await eventsAfter(this.deps.db, s.cursor, PAGE);
       if (events.length) await fanout(this.fanoutDeps, events, [s]);
       else if (this.running)
         await this.running.catch(() => {}); // only waited for; its failure was logged where it ran

@@ -2,7 +2,7 @@
  * The outbox in SQL (src/db/migrations/110_realtime.sql, docs/realtime.md): events after an
  * id, the retention prune and its high-water mark, which tables emit changes. No HTTP here.
  */
-import type { Queryable } from '../../db/engine';
+import { AnswerTooLargeError, type Db, type Queryable } from '../../db/engine';
 
 /** The NOTIFY channel the commit-time stamp trigger signals on. */
 export const REALTIME_CHANNEL = 'basalt_realtime';
@@ -37,14 +37,40 @@ interface Row {
   audience: string[] | string | null;
 }
 
-/** Events with id > `after`, in id (commit) order, at most `limit`. */
-export async function eventsAfter(q: Queryable, after: number, limit: number): Promise<OutboxEvent[]> {
-  const { rows } = await q.query<Row>(
-    `SELECT id, rel_schema, rel_name, action, pk::text AS pk, new_row::text AS new_row, old_row::text AS old_row, channel, payload::text AS payload, audience::text[] AS audience
-       FROM basalt.realtime_outbox WHERE id > $1 ORDER BY id LIMIT $2`,
-    [after, limit],
-  );
-  return rows.map((r) => ({
+/**
+ * The most bytes of rows one page of events may hold (the row images of 1 MB rows, say): past
+ * it the page is read again an eighth as long, down to a single event, which is never refused.
+ * So the hub holds at most about this much of the outbox at once, whatever the rows' size.
+ */
+export const PAGE_BYTES = 16 * 1024 * 1024;
+
+const EVENTS_AFTER = `SELECT id, rel_schema, rel_name, action, pk::text AS pk, new_row::text AS new_row, old_row::text AS old_row, channel, payload::text AS payload, audience::text[] AS audience
+       FROM basalt.realtime_outbox WHERE id > $1 ORDER BY id LIMIT $2`;
+
+/**
+ * Events with id > `after`, in id (commit) order, at most `limit`, and at most PAGE_BYTES of
+ * rows unless a single event is larger. `more`: the page was full, so more may follow at once.
+ */
+export async function eventsAfter(
+  db: Pick<Db, 'atOnce'>,
+  after: number,
+  limit: number,
+): Promise<{ events: OutboxEvent[]; more: boolean }> {
+  for (let n = limit; ; n = Math.max(1, Math.floor(n / 8))) {
+    let rows: Row[];
+    try {
+      const bound = n > 1 ? { maxAnswerBytes: PAGE_BYTES } : {};
+      rows = (await db.atOnce([{ sql: EVENTS_AFTER, params: [after, n] }], bound))[0]!.rows as unknown as Row[];
+    } catch (e) {
+      if (e instanceof AnswerTooLargeError && n > 1) continue;
+      throw e;
+    }
+    return { events: rows.map(eventOf), more: rows.length === n };
+  }
+}
+
+function eventOf(r: Row): OutboxEvent {
+  return {
     id: Number(r.id),
     schema: r.rel_schema,
     table: r.rel_name,
@@ -55,7 +81,7 @@ export async function eventsAfter(q: Queryable, after: number, limit: number): P
     channel: r.channel,
     payload: r.payload,
     audience: typeof r.audience === 'string' ? parseUuidArray(r.audience) : r.audience,
-  }));
+  };
 }
 
 function parseUuidArray(text: string): string[] {

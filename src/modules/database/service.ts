@@ -173,7 +173,7 @@ export class DatabaseService {
     if (body.transaction_id !== undefined) {
       // Anon never holds a transaction: any id is unknown to it.
       if (caller.kind === 'anon') throw DbErrors.txNotFound();
-      return this.transactions.run(body.transaction_id, ownerOf(caller), caller.user.sessionId, (tx) =>
+      return this.transactions.run(body.transaction_id, ownerOf(caller), sessionOf(caller), (tx) =>
         this.execute(body, tx, true, as),
       );
     }

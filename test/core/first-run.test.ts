@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { freshDb, type FreshDb } from '../helpers/engines';
 import { childEnv, MAIN, runCli } from '../helpers/cli';
 import { eventually } from '../helpers/wait';
+import { freePort } from '../helpers/binary';
 
 describe('first run', () => {
   test('--help and every command usage fit 100 columns', async () => {
@@ -26,7 +27,8 @@ describe('first run', () => {
     let base = '';
     beforeAll(async () => {
       db = await freshDb('embedded');
-      const port = 20000 + Math.floor(Math.random() * 20000);
+      // A port free now (a random one could be an outgoing connection's: the ranges overlap).
+      const port = await freePort();
       base = `http://127.0.0.1:${port}`;
       proc = Bun.spawn([process.execPath, MAIN, 'serve'], {
         env: childEnv({ ...db.env, BASALT_WEB_PORT: String(port), BASALT_LOG_LEVEL: 'info' }),
@@ -41,11 +43,18 @@ describe('first run', () => {
           stderr += new TextDecoder().decode(value);
         }
       })();
-      await eventually(() => stderr.includes('Stop with Ctrl-C'), {
-        timeout: 50_000,
-        interval: 50,
-        what: 'the start-up banner',
+      // A server that stopped will never print it: fail at once, with what it said.
+      const died = proc.exited.then((code) => {
+        throw new Error(`basalt serve exited with ${code} before its banner:\n${stderr}`);
       });
+      await Promise.race([
+        eventually(() => stderr.includes('Stop with Ctrl-C'), {
+          timeout: 50_000,
+          interval: 50,
+          what: 'the start-up banner',
+        }),
+        died,
+      ]);
     }, 60_000);
     afterAll(async () => {
       proc?.kill('SIGTERM');

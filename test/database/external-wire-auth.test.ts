@@ -23,7 +23,7 @@ import { DatabaseUnavailableError, driverCall, type QueryResult } from '../../sr
 import { openExternal } from '../../src/db/external';
 import { type ResolvedOptions, WirePool, type WireStatement } from '../../src/db/external-wire';
 import { undeclared } from '../../src/util/undeclared';
-import { scramVerifier } from '../../src/modules/database/authenticator';
+import { scramVerifier } from '../../src/db/wire/auth';
 import { eventually } from '../helpers/wait';
 
 const BIN = (() => {

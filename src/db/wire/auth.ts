@@ -61,17 +61,10 @@ export class Authentication {
       // RFC 5802: the server's nonce extends the client's; anything else is not this exchange.
       if (typeof res.r !== 'string' || res.r.length <= nonce.length || !res.r.startsWith(nonce))
         throw connectionError('SASL_NONCE_MISMATCH', "the server's SCRAM nonce does not extend the client's");
-      const salted = crypto.pbkdf2Sync(
-        await this.password(),
-        Buffer.from(res.s!, 'base64'),
-        Number(res.i),
-        32,
-        'sha256',
-      );
-      const clientKey = hmac(salted, 'Client Key');
+      const keys = scramKeys(await this.password(), Buffer.from(res.s!, 'base64'), Number(res.i));
       const auth = `n=*,r=${nonce},r=${res.r},s=${res.s},i=${res.i},c=biws,r=${res.r}`;
-      this.serverSignature = hmac(hmac(salted, 'Server Key'), auth);
-      const proof = xor(clientKey, hmac(crypto.createHash('sha256').update(clientKey).digest(), auth));
+      this.serverSignature = hmac(keys.serverKey, auth);
+      const proof = xor(keys.clientKey, hmac(keys.storedKey, auth));
       const final = Buffer.from(`c=biws,r=${res.r},p=${proof.toString('base64')}`);
       return w.reset().begin(PASSWORD_MESSAGE).raw(final).end();
     }
@@ -86,6 +79,29 @@ export class Authentication {
     }
     throw connectionError('UNSUPPORTED_AUTH', `authentication method ${type} is not one this path speaks`);
   }
+}
+
+/** RFC 5802's keys of `password` under a salt and iteration count: what both sides of SCRAM-SHA-256 derive. */
+function scramKeys(password: string, salt: Buffer, iterations: number) {
+  const salted = crypto.pbkdf2Sync(password, salt, iterations, 32, 'sha256');
+  const clientKey = hmac(salted, 'Client Key');
+  return {
+    clientKey,
+    storedKey: crypto.createHash('sha256').update(clientKey).digest(),
+    serverKey: hmac(salted, 'Server Key'),
+  };
+}
+
+/**
+ * A SCRAM-SHA-256 verifier of `password` (RFC 5803, PostgreSQL's stored form): what a server is
+ * given instead of the password (the authenticator's, src/modules/database/authenticator.ts), so
+ * no statement log or `pg_stat_activity` shows it.
+ */
+export function scramVerifier(password: string, iterations = 4096): string {
+  const salt = crypto.randomBytes(16);
+  const { storedKey, serverKey } = scramKeys(password, salt, iterations);
+  const b64 = (b: Buffer) => b.toString('base64');
+  return `SCRAM-SHA-256$${iterations}:${b64(salt)}$${b64(storedKey)}:${b64(serverKey)}`;
 }
 
 function md5(x: Buffer): string {

@@ -18,29 +18,16 @@
  * The embedded engine has one session, whose user is the superuser: there, user statements
  * cannot call `set_config` at all (`guardEmbedded`), which PostgreSQL enforces.
  */
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { PgError, quoteIdent, type Db, type Queryable } from '../../db/engine';
 import { getOrCreateSecret } from '../../db/secrets';
+import { scramVerifier } from '../../db/wire/auth';
 import { DB_ROLES, type IdentitySupport } from './identity';
 
 /** The authenticator of database `name`: readable where the name allows, else a hash of it. */
 export function authenticatorName(database: string): string {
   if (/^[a-z_][a-z0-9_]*$/.test(database) && database.length <= 51) return `basalt_auth_${database}`;
   return `basalt_auth_${createHash('sha256').update(database).digest('hex').slice(0, 16)}`;
-}
-
-/**
- * A SCRAM-SHA-256 verifier of `password` (RFC 5803, PostgreSQL's stored form): the server
- * is given this instead of the password, so no statement log or `pg_stat_activity` shows it.
- */
-export function scramVerifier(password: string, iterations = 4096): string {
-  const salt = randomBytes(16);
-  const salted = pbkdf2Sync(password, salt, iterations, 32, 'sha256');
-  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
-  const storedKey = createHash('sha256').update(clientKey).digest();
-  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
-  const b64 = (b: Buffer) => b.toString('base64');
-  return `SCRAM-SHA-256$${iterations}:${b64(salt)}$${b64(storedKey)}:${b64(serverKey)}`;
 }
 
 export type Provisioned = { ok: true; url: string; role: string } | { ok: false; reason: string };

@@ -19,7 +19,7 @@ import { openapiDocument, openapiRoutes } from './modules/openapi/routes';
 import { runtimeConfigRoutes } from './modules/runtime-config/routes';
 import { authRoutes } from './modules/auth/routes';
 import { mailRoutes } from './modules/mail/routes';
-import { databaseRoutes, directQuery } from './modules/database/routes';
+import { databaseRoutes } from './modules/database/routes';
 import { realtimeRoutes } from './modules/realtime/routes';
 import { adminRoutes } from './modules/admin/routes';
 import { panelRoutes } from './modules/panel/routes';
@@ -107,30 +107,14 @@ export async function createApp(p: Basalt, parts: AppParts = {}): Promise<BuiltA
   main.use(openapiRoutes(document, !pub, at));
   pub?.use(openapiRoutes(document, true, at));
 
-  // A service key's select is answered past Elysia when all is in order (directQuery), on the
-  // listener of the Database API, while no hook of that app applies to every route.
-  const db = areas.byName('db');
-  const direct = !hasGlobalHooks(on(db.listener)) ? directQuery(p, db) : undefined;
-  const handler = (app: AnyElysia) => {
-    const elysia = (req: Request) => app.handle(req);
-    return createHandler({
+  // Every request goes through the app: each route's checks live in the route, once.
+  const handler = (app: AnyElysia) =>
+    createHandler({
       settings: p.settings,
       log: p.log,
       areas,
-      handle: direct && app === on(db.listener) ? (req, path) => direct(req, path, elysia) : elysia,
+      handle: (req) => app.handle(req),
       metrics: metricsFor(p),
     });
-  };
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
-}
-
-/**
- * Whether a hook of `app` applies to every route (an `as: 'global'` hook an extension's plugin may
- * add), beyond the foundation's one error renderer (src/http/foundation.ts).
- */
-function hasGlobalHooks(app: AnyElysia): boolean {
-  const event = (app as unknown as { event: Record<string, unknown[] | undefined> }).event;
-  for (const [name, hooks] of Object.entries(event))
-    if (hooks?.length && !(name === 'error' && hooks.length === 1) && name !== 'start' && name !== 'stop') return true;
-  return false;
 }

@@ -20,8 +20,8 @@ export interface HandlerDeps {
   log: Logger;
   /** The route list's areas (src/app.ts): body policy, envelope, headers and metrics label by path. */
   areas: Areas;
-  /** Elysia's `handle` (or a route answered before it: src/app.ts), with the request's path. */
-  handle: (req: Request, path: string) => Promise<Response>;
+  /** Elysia's `handle`: every request goes through the app (src/app.ts). */
+  handle: (req: Request) => Promise<Response>;
   metrics?: Metrics;
 }
 
@@ -79,7 +79,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
               : await pending;
         setRequestInfo(checked, info);
         // Interactive work: it may ask an idle API transaction to yield the database (src/db/wait-gate.ts).
-        res = await interactive(() => handle(checked, path));
+        res = await interactive(() => handle(checked));
       }
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
@@ -179,74 +179,23 @@ function checkBody(
 
 /**
  * A JSON body's text checked against web.max_json_depth and web.max_json_items before
- * anything parses it (src/http/json-bounds.ts), then handed on in the same Request.
+ * anything parses it (src/http/json-bounds.ts), then handed on (`withBody`).
  */
 function bounded(req: Request, text: string, bounds: JsonBounds): Request {
   const problem = jsonShapeProblem(text, bounds);
   if (problem) throw Errors.jsonTooComplex(problem);
-  return answeringFrom(req, text);
+  return withBody(req, text);
 }
 
 /**
- * The JSON body text the listener read and bounded for `req`, or undefined when it did not
- * (no body, not JSON, a streamed area, a request that did not come through the listener).
- * For a caller on the hot path that would otherwise await `req.json()` for a parse it can do at once.
+ * The request to hand on once the listener has read its body: the same method, headers and
+ * signal (work for a client that has gone is dropped, src/db/wait-gate.ts), with the bytes
+ * read as its body. Elysia's parser, a route's parse hook and an extension handler read it
+ * with the request's own readers (`json()`, `text()`, `arrayBuffer()`, a stream…:
+ * docs/extensions.md); nothing here stands in for them.
  */
-export function boundedText(req: Request): string | undefined {
-  return (req as Partial<Answering>)[TEXT];
-}
-
-type BodyReaders = Pick<Request, 'text' | 'json' | 'arrayBuffer' | 'bytes' | 'blob' | 'clone'>;
-
-/** The body text the listener read, on the request it hands on (a module symbol: nothing else can name it). */
-const TEXT = Symbol('basalt.bodyText');
-type Answering = Request & { [TEXT]: string };
-
-/**
- * The readers of a request whose body the listener has read, one set for every request: each
- * answers from the text on `this`, so a request costs seven property writes and no closures.
- * Called unbound they fail, as the native readers do.
- */
-const READERS: BodyReaders = {
-  text(this: Answering) {
-    return Promise.resolve(this[TEXT]);
-  },
-  json(this: Answering) {
-    const text = this[TEXT];
-    return new Promise((resolve) => resolve(JSON.parse(text)));
-  },
-  bytes(this: Answering) {
-    return Promise.resolve(new TextEncoder().encode(this[TEXT]));
-  },
-  arrayBuffer(this: Answering) {
-    return Promise.resolve(new TextEncoder().encode(this[TEXT]).buffer as ArrayBuffer);
-  },
-  blob(this: Answering) {
-    return Promise.resolve(new Blob([this[TEXT]], { type: this.headers.get('content-type') ?? '' }));
-  },
-  clone(this: Answering) {
-    return new Request(this.url, { method: this.method, headers: this.headers, body: this[TEXT] });
-  },
-} as BodyReaders;
-
-/**
- * The listener has read the body to bound it, so the request's own readers answer from
- * the text it read: Elysia's parser, a route's parse hook and an extension handler calling
- * `request.json()`, `text()`, `arrayBuffer()`, `bytes()` or `blob()` all get the same
- * bytes, and `clone()` gives a request that carries them (docs/extensions.md). Building a
- * new Request around the text instead cost as much as the rest of the listener's wrapper
- * (docs/bench/2026-11-24-select-layer-by-layer.md).
- */
-function answeringFrom(req: Request, text: string): Request {
-  const r = req as Answering;
-  r[TEXT] = text;
-  r.text = READERS.text;
-  r.json = READERS.json;
-  r.bytes = READERS.bytes;
-  r.arrayBuffer = READERS.arrayBuffer;
-  r.blob = READERS.blob;
-  r.clone = READERS.clone;
-  return req;
+function withBody(req: Request, body: BodyInit): Request {
+  return new Request(req, { body, signal: req.signal });
 }
 
 async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Promise<Request> {
@@ -265,11 +214,5 @@ async function readCapped(req: Request, limit: number, bounds?: JsonBounds): Pro
     parts.push(value);
   }
   if (bounds) return bounded(req, new TextDecoder().decode(Buffer.concat(parts)), bounds);
-  // The signal too: work for a client that has gone is dropped (src/db/wait-gate.ts).
-  return new Request(req.url, {
-    method: req.method,
-    headers: req.headers,
-    body: Buffer.concat(parts),
-    signal: req.signal,
-  });
+  return withBody(req, Buffer.concat(parts));
 }

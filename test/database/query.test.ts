@@ -499,9 +499,9 @@ describe.each(ENGINES)('Database API queries on %s', (engine) => {
     );
   });
 
-  // A service key's select is answered past Elysia (src/modules/database/routes.ts, directQuery);
-  // everything else about it stays: the listener's headers, the envelope, every check's answer.
-  test("a key's select answered past the framework keeps the request id, headers, envelope and checks", async () => {
+  // One path for every request of the route (src/modules/database/routes.ts): the listener's
+  // headers, the envelope, and each check's answer in the route's order.
+  test("a key's select: request id, headers, envelope, and each check's answer in order", async () => {
     const ok = await s.req('POST', '/api/v1/db/query', {
       headers: { 'x-api-key': key, 'x-request-id': 'direct-1' },
       body: sel([{ field: 'name', op: 'eq', value: 'apple' }], { fields: ['name'] }),

@@ -146,8 +146,7 @@ export function where(table: Table, filters: unknown, params: Params): string {
 
 /**
  * The bind parameter of filter `i` on `col` with operator `op` (null for is_null, which has none),
- * or the 400 that names what is wrong with it. The only part of a filter that depends
- * on its value: a select whose shape is cached (`buildStatement`) runs just this.
+ * or the 400 that names what is wrong with it.
  */
 function filterValue(col: Column, op: Operator, v: unknown, i: number): string | null {
   // The request path (`filters[i]`) is spelled out in each refusal, so an accepted value makes no string.
@@ -259,17 +258,8 @@ export function buildStatement(
   table: Table,
   opts: { maxLimit: number; returning?: boolean; maxBytes?: number },
 ): Statement {
-  const action = body.action as Action;
-  const tokens = action === 'select' ? selectShape(body) : undefined;
-  if (tokens) {
-    const shape = findShape(table, tokens);
-    if (shape) return bindSelect(shape, body, opts.maxLimit);
-    const st = build(body, table, opts);
-    remember(table, tokens, body, st);
-    return st;
-  }
   const st = build(body, table, opts);
-  return action === 'select' ? st : bounded(st, opts.maxBytes);
+  return body.action === 'select' ? st : bounded(st, opts.maxBytes);
 }
 
 /**
@@ -369,160 +359,4 @@ function limitOf(body: QueryBody, maxLimit: number): number {
   if (limit > maxLimit)
     throw DbErrors.invalid('limit', `must be at most ${maxLimit} (setting db.max_limit); page with offset`);
   return limit;
-}
-
-/**
- * Selects by shape, per table: a repeated shape (the same fields, filter columns and
- * operators, sort, total) reuses the statement text built and checked the first time,
- * and only its values are checked and bound (`bindSelect`). Keyed by the catalog's
- * `Table` object, so a catalog reload (a new snapshot, new objects) leaves the old shapes
- * behind: every name of a cached shape was found in the table it is cached under.
- */
-interface SelectShape {
-  sql: string;
-  countSql?: string;
-  columns: Column[];
-  /** The filters that take a bind parameter, in parameter order: index in `filters`, column, operator. */
-  binds: { i: number; col: Column; op: Operator }[];
-  paramColumns: (Column | null)[];
-  paramIsList: boolean[];
-  patterns: { param: number; path: string }[];
-}
-
-/** Shapes by their tokens (`selectShape`), one edge per token; per table. */
-interface ShapeNode {
-  next: Map<Token, ShapeNode>;
-  shape?: SelectShape;
-}
-type Token = string | number | boolean;
-interface TableShapes {
-  root: ShapeNode;
-  count: number;
-}
-
-const SHAPES = new WeakMap<Table, TableShapes>();
-/** Shapes kept per table; beyond, the table's shapes start over (a client inventing shapes costs only builds). */
-const MAX_SHAPES = 256;
-/** Filters of a cacheable shape (far below Postgres' parameter limit, so no shape reaches it). */
-const MAX_SHAPE_FILTERS = 64;
-const SELECT_KEYS = ALLOWED.select;
-const OP_SET = new Set<string>(OPERATORS);
-
-/**
- * The shape of a select as a list of tokens, or undefined when the body is not a plain
- * well-formed one (the builder then checks it and names what is wrong). Everything but
- * the values of filters, limit and offset is in it: total, the fields, each filter's
- * operator and column (is_null's value too: it is part of the text), each sort item's
- * direction and column. Each list is preceded by its length (-1: absent), so no two
- * bodies of different shapes make the same tokens. Tokens are the body's own strings:
- * nothing is concatenated.
- */
-function selectShape(body: QueryBody): Token[] | undefined {
-  for (const k in body) if (!SELECT_KEYS.has(k)) return undefined;
-  const total = body.total;
-  if (total !== undefined && typeof total !== 'boolean') return undefined;
-  const tokens: Token[] = [total === true];
-  const fields = body.fields as unknown;
-  if (fields === undefined) tokens.push(-1);
-  else {
-    if (!Array.isArray(fields) || fields.length === 0) return undefined;
-    tokens.push(fields.length);
-    for (const f of fields) {
-      if (typeof f !== 'string' || f === '') return undefined;
-      tokens.push(f);
-    }
-  }
-  const filters = body.filters as unknown;
-  if (filters === undefined) tokens.push(-1);
-  else {
-    if (!Array.isArray(filters) || filters.length > MAX_SHAPE_FILTERS) return undefined;
-    tokens.push(filters.length);
-    for (const f of filters) {
-      if (!isObject(f)) return undefined;
-      for (const k in f) if (k !== 'field' && k !== 'op' && k !== 'value') return undefined;
-      const { field, op } = f;
-      if (typeof field !== 'string' || field === '' || typeof op !== 'string' || !OP_SET.has(op)) return undefined;
-      tokens.push(op, field);
-      if (op === 'is_null') {
-        if (typeof f.value !== 'boolean') return undefined;
-        tokens.push(f.value);
-      }
-    }
-  }
-  const sort = body.sort as unknown;
-  if (sort === undefined) tokens.push(-1);
-  else {
-    if (!Array.isArray(sort)) return undefined;
-    tokens.push(sort.length);
-    for (const s of sort) {
-      if (!isObject(s)) return undefined;
-      for (const k in s) if (k !== 'field' && k !== 'direction') return undefined;
-      const { field, direction } = s;
-      if (typeof field !== 'string' || field === '') return undefined;
-      // Any letter case, as the builder takes it.
-      const desc = direction === undefined ? false : typeof direction === 'string' ? direction.toLowerCase() : '';
-      if (desc !== false && desc !== 'asc' && desc !== 'desc') return undefined;
-      tokens.push(desc === 'desc', field);
-    }
-  }
-  return tokens;
-}
-
-function findShape(table: Table, tokens: Token[]): SelectShape | undefined {
-  let node = SHAPES.get(table)?.root;
-  for (let i = 0; node && i < tokens.length; i++) node = node.next.get(tokens[i]!);
-  return node?.shape;
-}
-
-/** Keep the shape of `body` (its `tokens`), whose statement `st` was just built against `table`. */
-function remember(table: Table, tokens: Token[], body: QueryBody, st: Statement): void {
-  let shapes = SHAPES.get(table);
-  if (!shapes || shapes.count >= MAX_SHAPES) SHAPES.set(table, (shapes = { root: { next: new Map() }, count: 0 }));
-  let node = shapes.root;
-  for (const t of tokens) {
-    let child = node.next.get(t);
-    if (!child) node.next.set(t, (child = { next: new Map() }));
-    node = child;
-  }
-  const binds: SelectShape['binds'] = [];
-  const filters = (body.filters ?? []) as { field: string; op: Operator }[];
-  filters.forEach((f, i) => {
-    if (f.op !== 'is_null') binds.push({ i, col: table.columns.get(f.field)!, op: f.op });
-  });
-  if (!node.shape) shapes.count++;
-  node.shape = {
-    sql: st.sql,
-    countSql: st.countSql,
-    columns: st.columns,
-    binds,
-    paramColumns: st.paramColumns,
-    paramIsList: st.paramIsList,
-    patterns: st.patterns,
-  };
-}
-
-/**
- * The statement of a select whose shape is cached: its values checked in the order the
- * builder checks them (filters, limit, offset) and bound. The shape's lists are shared
- * between requests and only read.
- */
-function bindSelect(shape: SelectShape, body: QueryBody, maxLimit: number): Statement {
-  const filters = body.filters as { value?: unknown }[] | undefined;
-  const params: (string | number | null)[] = [];
-  for (const b of shape.binds) params.push(filterValue(b.col, b.op, filters![b.i]!.value, b.i));
-  const filterParams = shape.countSql ? params.slice() : undefined;
-  params.push(limitOf(body, maxLimit), body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset'));
-  const st: Statement = {
-    sql: shape.sql,
-    params,
-    columns: shape.columns,
-    paramColumns: shape.paramColumns,
-    paramIsList: shape.paramIsList,
-    patterns: shape.patterns,
-  };
-  if (shape.countSql) {
-    st.countSql = shape.countSql;
-    st.countParams = filterParams;
-  }
-  return st;
 }

@@ -9,14 +9,13 @@
  * key in the area's guard (src/http/guards.ts), the rest in the routes' own `transform`.
  */
 import { rootOf, type AreaFacts } from '../../http/areas';
-import { Elysia, getSchemaValidator } from 'elysia';
+import { Elysia } from 'elysia';
 import type { Basalt } from '../../services';
 import { guardInputs } from '../../guards';
-import { hasPermission, requirePermission, sendsApiKey } from '../../http/api-key-guard';
+import { requirePermission } from '../../http/api-key-guard';
 import { callerChecks, type DbCaller } from './caller';
 import { optionalJson } from '../../http/optional-json';
 import { successResponse } from '../../http/envelope';
-import { boundedText } from '../../http/server';
 import { DbErrors } from './errors';
 import { BeginResult, EmptyBody, EndResult, QueryBody, QueryResult, TxParams } from './model';
 import { errorsOf } from '../../http/envelope-schemas';
@@ -93,32 +92,17 @@ type Seen = Request & { [CALLER]?: DbCaller };
 // A service key, a user's access token, or neither (anon: what is granted to basalt_anon).
 const security: Record<string, string[]>[] = [{ ApiKey: [] }, { Bearer: [] }, {}];
 
-/**
- * The Database API's caller checks of platform `p`, one set for the route and `directQuery`: the
- * identities it keeps per token (src/modules/database/caller.ts) are then built and bounded once.
- */
-const CALLERS = new WeakMap<Basalt, ReturnType<typeof callerChecks>>();
-function callersOf(p: Basalt): ReturnType<typeof callerChecks> {
-  let callers = CALLERS.get(p);
-  if (!callers) {
-    callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
-    CALLERS.set(p, callers);
-  }
-  return callers;
-}
-
 export function databaseRoutes(p: Basalt, area: AreaFacts) {
   const errorResponses = errorsOf(area)(400, 401, 403, 404, 409, 429, 503);
   const svc = () => p.services.database;
-  const callers = callersOf(p);
+  const callers = callerChecks({ ...guardInputs(p, p.services), profile: (user) => p.services.auth.me(user) });
   // The caller found in a route's `transform`, for its handler: kept on the request under a
   // module symbol (no hook hands the whole context to a function: see src/http/guards.ts; a
   // property costs less per request than a WeakMap entry).
   const callerOf = (request: Request): DbCaller => (request as Seen)[CALLER]!;
   /** Who calls (401s here, before anything about the body is answered). */
   const resolve = async (request: Request): Promise<DbCaller> => {
-    // A service key's query that `directQuery` handed on already found its caller.
-    const caller = (request as Seen)[CALLER] ?? (await callers.resolve(request));
+    const caller = await callers.resolve(request);
     (request as Seen)[CALLER] = caller;
     return caller;
   };
@@ -255,74 +239,4 @@ export function databaseRoutes(p: Basalt, area: AreaFacts) {
         },
       },
     );
-}
-
-/** Whether one of the route's own checks of a query's body, before validation (`transform` above), fails. */
-function bodyChecksFail(body: unknown): boolean {
-  if (carriesRawSql(body)) return true;
-  try {
-    rejectUnknownKeys(body);
-    return false;
-  } catch {
-    return true;
-  }
-}
-
-/**
- * A service key's select outside a transaction, answered without Elysia when everything about it
- * is in order (docs/bench/2026-11-26-select-under-load-layer-by-layer.md): the most frequent
- * request of the Database API, where Elysia's part (context, router, body parse and cleaning, the
- * route's hooks, the answer's mapping) was a tenth of the CPU ratio to the bare baseline.
- *
- * The same checks run, with the same functions: the key (`callerChecks`), its permission and
- * whitelist, the raw-SQL and unknown-key checks, and the route's body schema (Elysia's own
- * validator, checked on the body before cleaning, so never looser than the route's); then the same
- * service call and the same answer (`successResponse`). Anything else, and any check that fails,
- * goes to `elysia`, the route as declared, which answers it exactly as before: an error's answer,
- * a user's or anon's request, a transaction's, a write. The body is read again there from the
- * text the listener kept (src/http/server.ts), and the caller found here rides along, so the key
- * is not checked twice. The listener's wrapper (request id, body bounds, security headers,
- * request log and metrics) runs around both. `path` is the request's path (`pathOf`).
- *
- * app.ts uses it only while no hook of the app applies to every route (an extension's
- * `as: 'global'` hook would), since this path would pass such a hook by.
- */
-export function directQuery(p: Basalt, area: AreaFacts) {
-  const at = `${rootOf(area)}/query`;
-  const callers = callersOf(p);
-  const schema = getSchemaValidator(QueryBody) as unknown as { Check: (v: unknown) => boolean };
-  const answer = async (request: Request, elysia: (r: Request) => Promise<Response>): Promise<Response> => {
-    let caller: DbCaller;
-    let body: QueryBody;
-    try {
-      caller = await callers.resolve(request);
-      (request as Seen)[CALLER] = caller;
-      if (caller.kind !== 'key') return elysia(request);
-      // The text the listener kept, parsed at once rather than through request.json()'s promise.
-      const text = boundedText(request);
-      body = (text === undefined ? await request.json() : JSON.parse(text)) as QueryBody;
-    } catch {
-      return elysia(request);
-    }
-    if (
-      typeof body !== 'object' ||
-      body === null ||
-      body.action !== 'select' ||
-      body.transaction_id !== undefined ||
-      !hasPermission(caller.key, 'db:query') ||
-      typeof body.entity !== 'string' ||
-      !caller.key.tables.includes(body.entity) ||
-      bodyChecksFail(body) ||
-      !schema.Check(body)
-    )
-      return elysia(request);
-    return successResponse(request, await p.services.database.query(caller, body, request.signal));
-  };
-  return (request: Request, path: string, elysia: (r: Request) => Promise<Response>): Promise<Response> =>
-    path === at &&
-    request.method === 'POST' &&
-    sendsApiKey(request) &&
-    request.headers.get('content-type')?.startsWith('application/json') === true
-      ? answer(request, elysia)
-      : elysia(request);
 }

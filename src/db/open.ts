@@ -17,7 +17,14 @@ export interface OpenDbOptions {
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
   if (opts.url) {
     const { openExternal } = await import('./external');
-    return openExternal(opts.url, { max: opts.poolMax, busyTimeoutMs: opts.busyTimeoutMs });
+    const db = await openExternal(opts.url, { max: opts.poolMax, busyTimeoutMs: opts.busyTimeoutMs });
+    try {
+      await checkServerVersion(db);
+    } catch (e) {
+      await db.close();
+      throw e;
+    }
+    return db;
   }
   const dir = resolve(opts.dataDir);
   const release = lockDataDir(dir);
@@ -38,4 +45,20 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
     release();
     throw e;
   }
+}
+
+/** The PostgreSQL majors Basalt is tested on (docs/operations.md, "PostgreSQL versions"). */
+export const SUPPORTED_MAJORS = { oldest: 13, newest: 18 } as const;
+
+/**
+ * An external server older than the oldest supported major is refused at once, naming its
+ * version, rather than failing later on a missing catalog or function.
+ */
+export async function checkServerVersion(db: Db): Promise<void> {
+  const { rows } = await db.query<{ v: string }>(`SELECT current_setting('server_version_num') AS v`);
+  const num = Number(rows[0]?.v);
+  if (Number.isFinite(num) && num < SUPPORTED_MAJORS.oldest * 10000)
+    throw new Error(
+      `PostgreSQL ${Math.floor(num / 10000)} is not supported: Basalt needs ${SUPPORTED_MAJORS.oldest} to ${SUPPORTED_MAJORS.newest} (docs/operations.md, "PostgreSQL versions")`,
+    );
 }

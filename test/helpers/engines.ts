@@ -11,7 +11,14 @@ import postgres from 'postgres';
 export type Engine = 'embedded' | 'external';
 
 export const ADMIN_URL = process.env.BASALT_TEST_DATABASE_URL ?? '';
-export const ENGINES: Engine[] = ADMIN_URL ? ['embedded', 'external'] : ['embedded'];
+/**
+ * The engines each suite runs on: both when BASALT_TEST_DATABASE_URL is set, or those named in
+ * BASALT_TEST_ENGINES (`external` alone: scripts/postgres-versions.ts runs suites on other
+ * PostgreSQL versions that way).
+ */
+export const ENGINES: Engine[] = (
+  ADMIN_URL ? (['embedded', 'external'] as Engine[]) : (['embedded'] as Engine[])
+).filter((e) => !process.env.BASALT_TEST_ENGINES || process.env.BASALT_TEST_ENGINES.split(',').includes(e));
 
 export interface FreshDb {
   engine: Engine;

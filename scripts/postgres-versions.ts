@@ -11,7 +11,8 @@
  *   bun scripts/postgres-versions.ts 13              one version
  *   bun scripts/postgres-versions.ts 18 -- test/database/query.test.ts
  *
- * PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (Debian's
+ * PostgreSQL refuses to run as root: as root, initdb and the server run as the `postgres` user
+ * (`setpriv`, so the stop signal reaches the server itself; Debian's
  * package makes it).
  */
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -58,7 +59,8 @@ async function freePort(): Promise<number> {
 }
 
 /** Run as the `postgres` user when this process is root. */
-const asServerUser = (cmd: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...cmd] : cmd);
+const asServerUser = (cmd: string[]) =>
+  process.getuid?.() === 0 ? ['setpriv', '--reuid=postgres', '--regid=postgres', '--clear-groups', '--', ...cmd] : cmd;
 
 async function run(cmd: string[], env: Record<string, string | undefined> = process.env): Promise<number> {
   const p = Bun.spawn(cmd, { cwd: ROOT, env, stdout: 'inherit', stderr: 'inherit' });

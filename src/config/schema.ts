@@ -649,6 +649,16 @@ const DEFINITIONS = [
     description:
       'Scheduled backups kept; older scheduled ones are deleted after each scheduled backup (backups made by hand are kept).',
   },
+  {
+    key: 'backup.s3_url',
+    kind: 'string',
+    default: '',
+    secret: true,
+    pattern: '^(|s3://.+)$',
+    expects: 's3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R], or empty',
+    description:
+      'Where every backup is also uploaded, checked by its SHA-256 (docs/backup.md, "Backups in S3"); retention applies there too. Credentials in the URL or in S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY. Empty: the Files module\'s bucket when it stores uploads in S3, else none.',
+  },
 ] as const satisfies readonly SettingDef[];
 
 type Def = (typeof DEFINITIONS)[number];

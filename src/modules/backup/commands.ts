@@ -4,6 +4,7 @@
  * the management socket when one holds the data dir; `restore` and `export-to` need the
  * instance stopped and take the data dir's lock themselves.
  */
+import { rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command, GlobalFlags } from '../../cli/command';
 import { operand, UsageError } from '../../cli/command';
@@ -86,13 +87,15 @@ export const backupCommands: Command[] = [
   },
   {
     name: 'restore',
-    usage: 'basalt restore ARCHIVE',
-    summary: 'Replace the data dir with a backup (instance stopped; old data kept).',
+    usage: 'basalt restore ARCHIVE | s3://bucket/prefix[/NAME]',
+    summary: 'Replace the data dir with a backup, local or in S3 (instance stopped; old data kept).',
     platform: false, // needs the data dir unheld: never run inside a server
     async run({ positionals, io, globals }) {
       const archive = positionals[0];
       if (!archive || positionals.length > 1)
-        throw new UsageError('restore needs one ARCHIVE (a path, or a name in <data.dir>/backups/)');
+        throw new UsageError(
+          'restore needs one ARCHIVE (a path, a name in <data.dir>/backups/, or s3://bucket/prefix[/NAME])',
+        );
       const layers = bootLayers(globals);
       if (bootValue(layers, 'database.url')) {
         io.err(
@@ -102,8 +105,25 @@ export const backupCommands: Command[] = [
       }
       const dataDir = resolve(bootValue(layers, 'data.dir'));
       const { restore, RestoreError } = await import('./restore');
+      // From S3: downloaded beside the data dir and checked against its SHA-256 first.
+      const download = archive.startsWith('s3://') ? `${dataDir}.s3-download-${process.pid}.tar.gz` : undefined;
       try {
-        const r = await restore({ archive, dataDir });
+        let from = archive;
+        if (download) {
+          const { downloadArchive, locateArchive, S3CheckError, S3UrlError } = await import('./s3');
+          try {
+            const { target, name } = locateArchive(archive, bootValue(layers, 'backup.s3_url'));
+            const got = await downloadArchive(target, name, download);
+            io.out(`downloaded s3://${target.bucket}/${target.prefix}${got}; SHA-256 checked`);
+          } catch (e) {
+            if (!(e instanceof S3CheckError || e instanceof S3UrlError) && !(e instanceof Error && 'code' in e))
+              throw e;
+            io.err(`basalt restore: ${(e as Error).message}; nothing was changed`);
+            return 1;
+          }
+          from = download;
+        }
+        const r = await restore({ archive: from, dataDir });
         io.out(
           `restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`,
         );
@@ -116,6 +136,8 @@ export const backupCommands: Command[] = [
           return 1;
         }
         throw e;
+      } finally {
+        if (download) rmSync(download, { force: true });
       }
     },
   },

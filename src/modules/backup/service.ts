@@ -23,7 +23,7 @@ import type { Basalt } from '../../services';
 import type { Queryable } from '../../db/engine';
 import { quoteIdent } from '../../db/engine';
 import { readArchive, writeArchive, type Entry } from './archive';
-import { filesS3Target, uploadArchive, type S3Target } from './s3';
+import { backupS3Target, deleteArchive, uploadArchive, type S3Target } from './s3';
 
 export const MANIFEST_NAME = 'basalt-backup.json';
 export const FORMAT = 'basalt-backup';
@@ -65,7 +65,7 @@ export interface CreatedBackup extends BackupInfo {
   held_ms: number;
   total_ms: number;
   row_counts: Record<string, number>;
-  /** The off-machine copy when the Files module uses S3 (docs/backup.md); null when it does not. */
+  /** The copy in S3 (`backup.s3_url`, or the Files module's bucket: docs/backup.md); null when there is none. */
   s3: { bucket: string; key: string | null; error?: string } | null;
 }
 
@@ -87,10 +87,11 @@ export interface BackupService {
   readonly dir: string;
   create(opts?: { trigger?: Trigger }): Promise<CreatedBackup>;
   list(): Promise<BackupInfo[]>;
+  /** Delete a local archive and its copy in S3. */
   delete(name: string): Promise<void>;
   /** Absolute path of an existing archive (for a download). */
   pathFor(name: string): string;
-  /** Delete the oldest scheduled archives beyond `keep`; returns the names deleted. */
+  /** Delete the oldest scheduled archives beyond `keep`, here and in S3; returns the names deleted. */
   prune(keep: number): Promise<string[]>;
 }
 
@@ -332,7 +333,7 @@ function create(p: Basalt): BackupService {
       let s3: CreatedBackup['s3'] = null;
       let target: S3Target | undefined;
       try {
-        target = await filesS3Target(p, p.services.extensions);
+        target = await backupS3Target(p, p.services.extensions);
         if (target) s3 = { bucket: target.bucket, key: await uploadArchive(target, join(dir, name), name) };
       } catch (e) {
         // The local archive is complete; the copy is a bonus that must not fail the backup.
@@ -355,6 +356,21 @@ function create(p: Basalt): BackupService {
     } finally {
       rmSync(staging, { recursive: true, force: true });
       if (partial) rmSync(partial, { force: true });
+    }
+  }
+
+  /**
+   * The copies in S3 of archives deleted here. A copy that cannot be deleted is logged and
+   * left (the bucket's lifecycle rules remain the backstop): it never fails the local delete.
+   */
+  async function deleteCopies(names: string[]): Promise<void> {
+    if (!names.length) return;
+    let target: S3Target | undefined;
+    try {
+      target = await backupS3Target(p, p.services.extensions);
+      if (target) for (const name of names) await deleteArchive(target, name);
+    } catch (e) {
+      p.log.warn('backup copy not deleted from S3', { names, bucket: target?.bucket, cause: e });
     }
   }
 
@@ -400,6 +416,7 @@ function create(p: Basalt): BackupService {
     async delete(name) {
       if (!supported) notSupported();
       rmSync(check(name), { force: true });
+      await deleteCopies([name]);
     },
     pathFor(name) {
       if (!supported) notSupported();
@@ -412,6 +429,7 @@ function create(p: Basalt): BackupService {
         rmSync(join(dir, b.name), { force: true });
         gone.push(b.name);
       }
+      await deleteCopies(gone);
       return gone;
     },
   };

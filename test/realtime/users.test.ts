@@ -33,7 +33,9 @@ ALTER TABLE public.by_claims ENABLE ROW LEVEL SECURITY;
 GRANT SELECT ON public.by_claims TO basalt_user;
 CREATE POLICY mine ON public.by_claims FOR SELECT TO basalt_user
   USING (sid = basalt.jwt() ->> 'sid' AND aal = basalt.jwt() ->> 'aal' AND amr = basalt.jwt() -> 'amr' ->> 0);
-SELECT basalt.realtime_enable('by_claims');`;
+SELECT basalt.realtime_enable('by_claims');
+CREATE TABLE public.quiet (id serial PRIMARY KEY);
+GRANT SELECT ON public.quiet TO basalt_user;`;
 
 describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
   let s: TestServer;
@@ -177,6 +179,24 @@ describe.each(ENGINES)('realtime for users and anon on %s', (engine) => {
     for (const c of [byHeader, byTicket]) expect(rows(c)).toEqual([row, row]);
     expect(rows(other)).toEqual([otherRow]);
     for (const c of [byHeader, byTicket, other]) c.close();
+  });
+
+  test('a ticket asked for with tables checks them now, as the stream would, where a browser can read the answer', async () => {
+    const ask = (body: object, headers: Record<string, string> = b.headers()) =>
+      s.req('POST', '/api/v1/realtime/ticket', { headers, body });
+    const ok = await ask({ tables: 'notes,by_claims' });
+    expect(ok.status).toBe(200);
+    expect((await openSse(url(`tables=notes&ticket=${ok.body.data.ticket}`))).status).toBe(200);
+    const hidden = await ask({ tables: 'notes,private' });
+    expect(hidden.status).toBe(403);
+    expect(hidden.body.error.code).toBe('forbidden');
+    expect(hidden.body.error.message).toContain("'private'");
+    const quiet = await ask({ tables: 'quiet' });
+    expect(quiet.status).toBe(400);
+    expect(quiet.body.error.code).toBe('realtime_not_enabled');
+    expect((await ask({ tables: 'notes', stray: 1 })).status).toBe(400);
+    const anon = await ask({ tables: 'private' }, {});
+    expect(anon.status).toBe(401);
   });
 
   test("EventSource's reconnection: the ticket's stream sets a cookie that, with the same URL, resumes it (never either alone)", async () => {

@@ -21,7 +21,21 @@ export const TicketData = t.Object({
   expires_at: t.String({ format: 'date-time', description: '60 seconds from now' }),
 });
 
-export const EmptyBody = t.Optional(t.Object({}, { additionalProperties: false }));
+/**
+ * The ticket's optional body: the tables and channels the stream will follow, in the stream's
+ * own form, checked now so a browser learns a refusal as JSON (EventSource cannot read one).
+ */
+export const TicketBody = t.Optional(
+  t.Object(
+    {
+      tables: t.Optional(
+        t.String({ description: 'As GET ?tables=: checked now, the same way the stream checks them', maxLength: 4000 }),
+      ),
+      channels: t.Optional(t.String({ description: 'As GET ?channels=: checked now', maxLength: 4000 })),
+    },
+    { additionalProperties: false },
+  ),
+);
 
 /** `event: change`: its data. */
 export const ChangeEvent = t.Object(

@@ -17,7 +17,7 @@ import { successResponse } from '../../http/envelope';
 import { errorsOf, successOf } from '../../http/envelope-schemas';
 import { optionalJson } from '../../http/optional-json';
 import { RealtimeErrors } from './errors';
-import { EmptyBody, StreamEvents, StreamQuery, TicketData } from './model';
+import { StreamEvents, StreamQuery, TicketBody, TicketData } from './model';
 import { tokenExpiry, type Principal } from './principal';
 import { CHANNEL_NAME } from './service';
 import { resumeCookieName } from './tickets';
@@ -35,6 +35,11 @@ function names(field: string, raw: string | undefined, check?: RegExp): string[]
     if (check && !check.test(n)) throw RealtimeErrors.invalid(field, `'${n}' is not <extension>:<name>`);
   }
   return list;
+}
+
+/** The tables and channels a stream (its query) or a ticket (its body) names. */
+function following(from: { tables?: string; channels?: string }): { tables: string[]; channels: string[] } {
+  return { tables: names('tables', from.tables), channels: names('channels', from.channels, CHANNEL_NAME) };
 }
 
 /** `Last-Event-ID`: a non-negative integer; anything else cannot be resumed (→ reset). */
@@ -77,8 +82,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
     .get(
       '',
       async ({ query, request }) => {
-        const tables = names('tables', query.tables);
-        const channels = names('channels', query.channels, CHANNEL_NAME);
+        const { tables, channels } = following(query);
         if (!tables.length && !channels.length)
           throw RealtimeErrors.invalid('tables', 'name at least one table (or channel) to follow');
         // A ticket stands for the headers EventSource cannot send; it was issued behind the access-mode gate.
@@ -153,16 +157,33 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
         },
       },
     )
-    .post('/ticket', async ({ request }) => successResponse(request, await svc().ticket(await principalOf(request))), {
-      parse: optionalJson,
-      body: EmptyBody,
-      response: { 200: successOf(area)(TicketData), ...errorsOf(area)(400, 401, 403) },
-      detail: {
-        summary: 'A one-time ticket for EventSource',
-        description:
-          'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored.',
-        'x-codes': { 401: ['unauthorized', 'token_expired', 'session_revoked'], 403: ['forbidden'] },
-        security,
+    .post(
+      '/ticket',
+      async ({ request, body }) =>
+        successResponse(request, await svc().ticket(await principalOf(request), following(body ?? {}))),
+      {
+        parse: optionalJson,
+        // Before validation, which would drop an unknown key (a misspelt `table`) without a word.
+        transform: ({ body }) => {
+          if (typeof body !== 'object' || body === null) return;
+          for (const k in body)
+            if (k !== 'tables' && k !== 'channels')
+              throw RealtimeErrors.invalid(k, 'unknown field; a ticket takes tables and channels');
+        },
+        body: TicketBody,
+        response: { 200: successOf(area)(TicketData), ...errorsOf(area)(400, 401, 403) },
+        detail: {
+          summary: 'A one-time ticket for EventSource',
+          description:
+            'With the credentials GET /api/v1/realtime takes (X-API-Key or Authorization): a ticket for `?ticket=`, single use, valid 60 s, so no token goes in a URL. Only its hash is stored. ' +
+            'With `tables` (and `channels`) in the body, they are checked now as the stream would check them: a table the caller may not follow answers 401/403, one not enabled for realtime 400, here where a browser can read the answer.',
+          'x-codes': {
+            400: ['validation_error', 'realtime_not_enabled'],
+            401: ['unauthorized', 'token_expired', 'session_revoked'],
+            403: ['forbidden'],
+          },
+          security,
+        },
       },
-    });
+    );
 }

@@ -175,7 +175,12 @@ export class RealtimeService {
     else this.perPrincipal.delete(limit);
   }
 
-  async ticket(principal: Principal): Promise<{ ticket: string; expires_at: string }> {
+  /** A ticket for `principal`; the tables and channels named (may be none) are checked first, as `open` checks them. */
+  async ticket(
+    principal: Principal,
+    following: Pick<OpenRequest, 'tables' | 'channels'>,
+  ): Promise<{ ticket: string; expires_at: string }> {
+    await this.check(principal, { ...following, lastEventId: undefined });
     return issueTicket(this.p.db, holderOf(principal));
   }
 

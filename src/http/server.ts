@@ -36,6 +36,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
   // costs less than walking the route list's roots (areas are fixed for the handler's life).
   let lastPath = '';
   let lastArea = areas.of(lastPath);
+  const refusedOrigins = new RefusedOrigins(log);
   return async (req, server) => {
     const start = performance.now();
     const incoming = req.headers.get('x-request-id');
@@ -59,6 +60,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
       if (hostProblem(url)) throw Errors.invalidHost();
       if (method === 'OPTIONS' && req.headers.has('access-control-request-method')) {
         res = new Response(null, { status: 204 });
+        if (origin && !corsOk) refusedOrigins.seen(origin);
         if (corsOk) {
           res.headers.set('Access-Control-Allow-Methods', 'GET, POST, PUT, PATCH, DELETE, OPTIONS');
           res.headers.set(
@@ -108,6 +110,36 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     if (log.enabled('info')) log.info('request', { request_id: id, method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
+}
+
+/**
+ * Preflights from origins outside `web.cors_origins`: the browser refuses the page's request
+ * with nothing in the server's log, so the operator is told, naming the setting, at most once
+ * a minute per origin (and for at most MAX_ORIGINS origins a minute: a flood of made-up
+ * origins writes little).
+ */
+class RefusedOrigins {
+  private static readonly MAX_ORIGINS = 100;
+  private static readonly EVERY_MS = 60_000;
+  private logged = new Map<string, number>();
+  private since = 0;
+
+  constructor(private readonly log: Logger) {}
+
+  seen(origin: string): void {
+    const now = Date.now();
+    if (now - this.since >= RefusedOrigins.EVERY_MS) {
+      this.logged.clear();
+      this.since = now;
+    }
+    if (this.logged.has(origin) || this.logged.size >= RefusedOrigins.MAX_ORIGINS) return;
+    this.logged.set(origin, now);
+    this.log.warn('CORS preflight refused: origin not in web.cors_origins', {
+      origin: origin.slice(0, 200),
+      setting: 'web.cors_origins',
+      hint: 'add the page origin (scheme://host:port) to web.cors_origins to let it call the API',
+    });
+  }
 }
 
 /**

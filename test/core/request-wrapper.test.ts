@@ -137,6 +137,31 @@ describe('request wrapper', () => {
     expect(lines.map((l) => l.fields!.status)).toEqual([415, 413]);
   });
 
+  test('a preflight from an origin outside web.cors_origins is logged, naming the setting, once a minute per origin', async () => {
+    const { log, lines } = recorder('warn');
+    const h = createHandler({ settings, log, areas, handle: async () => new Response('{}') });
+    const preflight = (origin: string) =>
+      new Request('http://127.0.0.1:3000/api/v1/db/query', {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST' },
+      });
+    for (const origin of [
+      'https://app.example',
+      'http://localhost:5173',
+      'http://localhost:5173',
+      'https://b.example',
+    ]) {
+      const res = await h(preflight(origin), peer('127.0.0.1') as never);
+      expect(res.status).toBe(204);
+      expect(res.headers.get('access-control-allow-origin')).toBe(origin === 'https://app.example' ? origin : null);
+    }
+    const refused = lines.filter((l) => l.msg === 'CORS preflight refused: origin not in web.cors_origins');
+    expect(refused.map((l) => [l.fields!.origin, l.fields!.setting])).toEqual([
+      ['http://localhost:5173', 'web.cors_origins'],
+      ['https://b.example', 'web.cors_origins'],
+    ]);
+  });
+
   test('CORS headers for an allowed origin', async () => {
     const { log } = recorder('silent');
     const h = createHandler({ settings, log, areas, handle: async () => new Response('{}') });

@@ -118,8 +118,13 @@ describe.each(ENGINES)("users' own data on %s", (engine) => {
       const r = await dbQuery(s, alice, { entity, action: 'select' });
       expectAError(r, 403, 'forbidden', { message: `You may not access entity '${entity}'.` });
     }
-    // Anon on a table not granted to basalt_anon: exactly the answer of before.
-    expectAError(await dbQuery(s, undefined, { entity: 'hidden', action: 'select' }), 401, 'unauthorized');
+    // Anon on a table not granted to basalt_anon: 401 as before, saying how to sign in (the same
+    // words for every table, so nothing tells which exist).
+    for (const entity of ['hidden', 'no_such_table'])
+      expectAError(await dbQuery(s, undefined, { entity, action: 'select' }), 401, 'unauthorized', {
+        message:
+          'No credentials: sign in and send the user\'s access token (Authorization: Bearer …), or a service key (X-API-Key). Without either, a request reaches only what is granted to basalt_anon (docs/database.md, "Who is which role").',
+      });
     expectAError(await dbQuery(s, publicKey, { entity: 'hidden', action: 'select' }), 403, 'forbidden', {
       message: "This API key lacks the 'db:query' permission.",
     });

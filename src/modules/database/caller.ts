@@ -16,6 +16,7 @@ import type { GuardInputs } from '../../http/guards';
 import { bearerToken, sendsAuthorization, type RequestUser } from '../../http/user-guard';
 import { type Identity, userIdentity } from './identity';
 import { BoundedMap } from '../../util/bounded-map';
+import { Errors } from '../../http/errors';
 
 export type DbCaller =
   | { kind: 'key'; key: ApiKeyPrincipal }
@@ -98,6 +99,12 @@ export function callerChecks(inputs: CallerInputs) {
      * where nothing is granted to basalt_anon): no key → 401, a public key lacks db:query → 403.
      */
     async refuseAsBefore(request: Request): Promise<never> {
+      // Nothing sent at all, where the site does not ask every request for a key: most likely a
+      // page that has not signed in yet, which "needs an API key" would send the wrong way.
+      if (!sendsApiKey(request) && !sendsAuthorization(request) && inputs.accessMode() !== 'api_key_required')
+        throw Errors.unauthorized(
+          'No credentials: sign in and send the user\'s access token (Authorization: Bearer …), or a service key (X-API-Key). Without either, a request reaches only what is granted to basalt_anon (docs/database.md, "Who is which role").',
+        );
       await keys.require(request, { publicPrefix: true, permission: 'db:query' });
       throw new Error('unreachable: only a service key holds db:query');
     },

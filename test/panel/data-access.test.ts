@@ -1,7 +1,8 @@
 /**
  * Data → a table → Access in Chromium (embedded engine): grants, RLS and realtime
- * switches, a policy created and dropped through the forms (each written as a migration
- * file, named in the toast), "try as a user"; screenshots at both widths and themes; the
+ * switches, a policy created and dropped through the forms, each change staged with its SQL
+ * and applied together as one migration file (named in the toast), "try as a user";
+ * screenshots at both widths and themes; the
  * dashboard's live realtime figure.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -28,7 +29,7 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
     await s?.stop();
   });
 
-  test('see the rules, switch realtime, create and drop a policy, try as anon', async () => {
+  test('see the rules, stage realtime and a policy, apply both as one migration, drop, try as anon', async () => {
     const ada = await signInUser(s);
     await s.req('POST', '/api/v1/db/query', {
       headers: ada.headers(),
@@ -64,16 +65,19 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       await view.getByText("A policy reads column 'shared'").waitFor();
       await view.getByTestId('policies').getByText('(owner_id = basalt.uid())').first().waitFor();
 
-      // Realtime on: applied and written as a migration file.
+      // Realtime on: staged first (its SQL shown), nothing applied yet.
       const realtime = view.locator('.access-switch', { hasText: 'Realtime' });
       await realtime.getByRole('button', { name: 'Turn on' }).click();
-      await page.locator('.toast').filter({ hasText: 'Realtime turned on.' }).first().waitFor();
-      await realtime.getByText('on', { exact: true }).waitFor();
-      expect(existsSync(join(dir, '002_panel_notes_realtime.sql'))).toBe(true);
+      const staged = view.getByRole('region', { name: 'Staged changes' });
+      await staged.getByText("SELECT basalt.realtime_enable('public.notes');").waitFor();
+      await realtime.getByText('staged: on').waitFor();
+      expect(existsSync(join(dir, '002_panel_notes_realtime.sql'))).toBe(false);
 
-      // A policy through the form; a bad expression first shows PostgreSQL's word on it.
+      // A policy through the form: the expression is a placeholder on the table's own columns.
       await view.getByRole('button', { name: 'New policy' }).click();
       const dialog = page.getByRole('dialog');
+      expect(await dialog.getByLabel(/^Using/).inputValue()).toBe('');
+      expect(await dialog.getByLabel(/^Using/).getAttribute('placeholder')).toBe('owner_id = basalt.uid()');
       await dialog.getByLabel('Name').fill('team_read');
       await dialog.getByLabel('For').selectOption('SELECT');
       await dialog.getByLabel(/^Using/).fill('no_such_column');
@@ -81,11 +85,11 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       expect(await dialog.getByLabel(/^With check/).count()).toBe(0);
       expect(await dialog.getByRole('checkbox', { name: 'basalt_user (signed-in users)' }).isChecked()).toBe(true);
       await shots('data-access-policy');
-      //    For all commands, with both expressions written: the server names the one PostgreSQL
-      //    refused (here Using, though With check is filled in too), and it stands under that one.
+      //    For all commands, with both expressions written: staging asks the server, which names
+      //    the one PostgreSQL refused (here Using, though With check is filled in too), under that one.
       await dialog.getByLabel('For').selectOption('ALL');
       await dialog.getByLabel(/^With check/).fill('true');
-      await dialog.getByRole('button', { name: 'Create' }).click();
+      await dialog.getByRole('button', { name: 'Stage' }).click();
       const problem = dialog.locator('.field-error', {
         hasText: 'PostgreSQL refused the USING expression of policy team_read: column "no_such_column" does not exist',
       });
@@ -97,10 +101,23 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
       await shots('data-access-policy-error');
       await dialog.getByLabel('For').selectOption('SELECT');
       await dialog.getByLabel(/^Using/).fill("shared AND body <> ''");
-      await dialog.getByRole('button', { name: 'Create' }).click();
-      await page.locator('.toast').filter({ hasText: 'Policy team_read created.' }).first().waitFor();
+      await dialog.getByRole('button', { name: 'Stage' }).click();
+      await staged.getByText('Policy team_read created.').waitFor();
+      await staged.getByText('2 changes staged').waitFor();
+      await shots('data-access-staged');
+
+      // Both applied at once: one transaction, one migration file, one toast.
+      await staged.getByRole('button', { name: 'Apply 2 changes' }).click();
+      await page
+        .locator('.toast')
+        .filter({ hasText: '2 changes applied. Written to 002_panel_notes_access.sql' })
+        .first()
+        .waitFor();
       await view.getByTestId('policies').getByText('team_read').waitFor();
-      expect(existsSync(join(dir, '003_panel_notes_access.sql'))).toBe(true);
+      await realtime.getByText('on', { exact: true }).waitFor();
+      expect(existsSync(join(dir, '002_panel_notes_access.sql'))).toBe(true);
+      expect(existsSync(join(dir, '003_panel_notes_access.sql'))).toBe(false);
+      expect(await staged.count()).toBe(0);
 
       // Try as anon: the shared row only.
       await view.getByRole('button', { name: 'Run select' }).click();
@@ -110,12 +127,14 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
 
       await view.getByRole('button', { name: 'Drop team_read' }).click();
       await page.getByRole('dialog').getByRole('button', { name: 'Drop' }).click();
+      await staged.getByRole('button', { name: 'Apply 1 change' }).click();
       await page.locator('.toast').filter({ hasText: 'Policy team_read dropped.' }).first().waitFor();
       await view.getByTestId('policies').getByText('team_read').waitFor({ state: 'detached' });
+      expect(existsSync(join(dir, '003_panel_notes_access.sql'))).toBe(true);
       const audit = await s.platform.db.query<{ action: string }>(
         "SELECT action FROM basalt.admin_audit WHERE action LIKE 'data.%' ORDER BY id",
       );
-      expect(audit.rows.map((r) => r.action)).toEqual(['data.realtime', 'data.access', 'data.try_as', 'data.access']);
+      expect(audit.rows.map((r) => r.action)).toEqual(['data.access', 'data.try_as', 'data.access']);
 
       // The dashboard: live streams of this instance, kept up to date while it is open.
       await page.goto(`${s.url}/_/#/`);

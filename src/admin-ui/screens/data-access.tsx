@@ -1,8 +1,9 @@
 /**
  * Data → a table → Access (docs/database.md, "Users' own data", "In the panel"): what
  * `basalt_user` and `basalt_anon` may do with the table, row-level security, its policies,
- * the warnings, whether it emits realtime changes, and "try as a user". Every change runs
- * in one audited transaction and is written as a migration file, which the toast names.
+ * the warnings, whether it emits realtime changes, and "try as a user". Each change is
+ * staged (checked by the server, its SQL shown); "Apply" runs every staged change in one
+ * audited transaction written as one migration file, which the toast names.
  */
 import { useState } from 'preact/hooks';
 import { body, get, post } from '../api';
@@ -38,37 +39,67 @@ export function AccessView({ table }: { table: TableInfo }) {
   const access = useAsync(() => get<TableAccess>(path), [table.name]);
   const [granting, setGranting] = useState(false);
   const [newPolicy, setNewPolicy] = useState(false);
-  const apply = async (changes: AccessChange[], done: string) => {
-    const r = await post<{ access: TableAccess; migration: { file: string } }>(path, body('access', { changes }));
-    toast(`${done} Written to ${r.migration.file.split('/').pop()} in migrations.dir.`);
-    access.reload();
+  const [staged, setStaged] = useState<Staged[]>([]);
+  const [applying, setApplying] = useState(false);
+  const [applyError, setApplyError] = useState<unknown>(null);
+  /** Check a change (its SQL; a refusal is thrown for the form to show) and stage it. */
+  const stage: Stage = async (change, label) => {
+    const r = await post<{ statements: string[] }>(`${path}/preview`, body('access', { changes: [change] }));
+    setStaged((list) => [...list, { change, label, statements: r.statements }]);
+    setApplyError(null);
   };
-  const toggle = async (op: 'rls' | 'realtime', enabled: boolean) => {
+  const unstage = (i: number) => setStaged((list) => list.filter((_, j) => j !== i));
+  /** Every staged change in one request: one transaction, one migration file. */
+  const applyAll = async () => {
+    setApplying(true);
+    setApplyError(null);
     try {
-      await apply(
-        [{ op, enabled }],
+      const r = await post<{ access: TableAccess; migration: { file: string } }>(
+        path,
+        body('access', { changes: staged.map((x) => x.change) }),
+      );
+      const done = staged.length === 1 ? staged[0]!.label : `${staged.length} changes applied.`;
+      toast(`${done} Written to ${r.migration.file.split('/').pop()} in migrations.dir.`);
+      setStaged([]);
+      access.reload();
+    } catch (e) {
+      setApplyError(e);
+    } finally {
+      setApplying(false);
+    }
+  };
+  /** A switch: staged as the opposite of its current state; pressed again, unstaged. */
+  const toggle = async (op: 'rls' | 'realtime', enabled: boolean) => {
+    const at = staged.findIndex((x) => x.change.op === op);
+    if (at !== -1) return unstage(at);
+    try {
+      await stage(
+        { op, enabled },
         `${op === 'rls' ? 'Row-level security' : 'Realtime'} turned ${enabled ? 'on' : 'off'}.`,
       );
     } catch (e) {
-      toast(`Nothing changed: ${(e as Error).message}`, 'error');
+      toast(`Not staged: ${(e as Error).message}`, 'error');
     }
   };
   const drop = async (name: string) => {
     if (
       !(await confirm({
         title: `Drop the policy ${name}?`,
-        body: <p>The rows it let users see or write are no longer reachable through it.</p>,
+        body: <p>Once applied, the rows it let users see or write are no longer reachable through it.</p>,
         action: 'Drop',
         danger: true,
       }))
     )
       return;
     try {
-      await apply([{ op: 'drop_policy', name }], `Policy ${name} dropped.`);
+      await stage({ op: 'drop_policy', name }, `Policy ${name} dropped.`);
     } catch (e) {
-      toast(`Nothing changed: ${(e as Error).message}`, 'error');
+      toast(`Not staged: ${(e as Error).message}`, 'error');
     }
   };
+  const pending = (op: 'rls' | 'realtime') =>
+    staged.find((x) => x.change.op === op)?.change as { enabled: boolean } | undefined;
+  const dropping = (name: string) => staged.some((x) => x.change.op === 'drop_policy' && x.change.name === name);
   const a = access.data;
   return (
     <section class="panel" aria-label={`Access to ${table.name}`}>
@@ -94,22 +125,65 @@ export function AccessView({ table }: { table: TableInfo }) {
               {w.message}
             </div>
           ))}
+          {staged.length > 0 && (
+            <section class="card staged" aria-label="Staged changes">
+              <div class="staged-head">
+                <strong>
+                  {staged.length} change{staged.length === 1 ? '' : 's'} staged
+                </strong>
+                <span class="muted">applied together, in one transaction, as one migration file</span>
+                <div class="page-actions">
+                  <Button
+                    onClick={() => {
+                      setStaged([]);
+                      setApplyError(null);
+                    }}
+                  >
+                    Discard
+                  </Button>
+                  <Button variant="primary" busy={applying} onClick={applyAll}>
+                    Apply {staged.length} change{staged.length === 1 ? '' : 's'}
+                  </Button>
+                </div>
+              </div>
+              <ol class="staged-list">
+                {staged.map((x, i) => (
+                  <li key={i}>
+                    <div class="staged-item">
+                      <span>{x.label}</span>
+                      <Button variant="ghost" icon="x" onClick={() => unstage(i)} aria-label={`Unstage: ${x.label}`}>
+                        Remove
+                      </Button>
+                    </div>
+                    <code>{x.statements.map((st) => `${st};`).join('\n')}</code>
+                  </li>
+                ))}
+              </ol>
+              <ErrorNote error={applyError} />
+            </section>
+          )}
           <div class="access-switches">
             <div class="card access-switch">
               <div>
-                <strong>Row-level security</strong> <Badge tone={a.rls ? 'ok' : 'warn'}>{a.rls ? 'on' : 'off'}</Badge>
+                <strong>Row-level security</strong> <Badge tone={a.rls ? 'ok' : 'warn'}>{a.rls ? 'on' : 'off'}</Badge>{' '}
+                {pending('rls') && <Badge tone="info">staged: {pending('rls')!.enabled ? 'on' : 'off'}</Badge>}
                 <p class="muted">
                   {a.rls
                     ? 'Users and anon reach only the rows a policy allows.'
                     : 'Off: a role granted the table reaches every row.'}
                 </p>
               </div>
-              <Button onClick={() => toggle('rls', !a.rls)}>{a.rls ? 'Turn off' : 'Turn on'}</Button>
+              <Button onClick={() => toggle('rls', !a.rls)}>
+                {pending('rls') ? 'Unstage' : a.rls ? 'Turn off' : 'Turn on'}
+              </Button>
             </div>
             <div class="card access-switch">
               <div>
                 <strong>Realtime</strong>{' '}
-                <Badge tone={a.realtime ? 'ok' : 'neutral'}>{a.realtime ? 'on' : 'off'}</Badge>
+                <Badge tone={a.realtime ? 'ok' : 'neutral'}>{a.realtime ? 'on' : 'off'}</Badge>{' '}
+                {pending('realtime') && (
+                  <Badge tone="info">staged: {pending('realtime')!.enabled ? 'on' : 'off'}</Badge>
+                )}
                 <p class="muted">
                   {a.realtime
                     ? 'Changes are streamed to subscribers allowed to see them.'
@@ -122,7 +196,7 @@ export function AccessView({ table }: { table: TableInfo }) {
                 onClick={() => toggle('realtime', !a.realtime)}
                 disabled={!a.realtime && !table.primary_key.length}
               >
-                {a.realtime ? 'Turn off' : 'Turn on'}
+                {pending('realtime') ? 'Unstage' : a.realtime ? 'Turn off' : 'Turn on'}
               </Button>
             </div>
           </div>
@@ -201,8 +275,9 @@ export function AccessView({ table }: { table: TableInfo }) {
                           icon="trash"
                           onClick={() => drop(p.name)}
                           aria-label={`Drop ${p.name}`}
+                          disabled={dropping(p.name)}
                         >
-                          Drop
+                          {dropping(p.name) ? 'Staged' : 'Drop'}
                         </Button>
                       </td>
                     </tr>
@@ -223,17 +298,18 @@ export function AccessView({ table }: { table: TableInfo }) {
         <GrantForm
           table={table}
           onClose={() => setGranting(false)}
-          apply={async (c, done) => {
-            await apply(c, done);
+          stage={async (c, done) => {
+            await stage(c, done);
             setGranting(false);
           }}
         />
       )}
       {newPolicy && (
         <PolicyForm
+          table={table}
           onClose={() => setNewPolicy(false)}
-          apply={async (c, done) => {
-            await apply(c, done);
+          stage={async (c, done) => {
+            await stage(c, done);
             setNewPolicy(false);
           }}
         />
@@ -242,7 +318,13 @@ export function AccessView({ table }: { table: TableInfo }) {
   );
 }
 
-type Apply = (changes: AccessChange[], done: string) => Promise<void>;
+/** A change checked by the server (its SQL) and waiting for "Apply". */
+interface Staged {
+  change: AccessChange;
+  label: string;
+  statements: string[];
+}
+type Stage = (change: AccessChange, label: string) => Promise<void>;
 
 function Select<T extends string>({
   label,
@@ -270,7 +352,7 @@ function Select<T extends string>({
   );
 }
 
-function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () => void; apply: Apply }) {
+function GrantForm({ table, onClose, stage }: { table: TableInfo; onClose: () => void; stage: Stage }) {
   const [op, setOp] = useState<'grant' | 'revoke'>('grant');
   const [role, setRole] = useState<Role>('basalt_user');
   const [privilege, setPrivilege] = useState<'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE'>('SELECT');
@@ -280,9 +362,9 @@ function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () =>
       .split(',')
       .map((c) => c.trim())
       .filter(Boolean);
-    await apply(
-      [{ op, role, privilege, ...(cols.length ? { columns: cols } : {}) }],
-      `${op === 'grant' ? 'Granted' : 'Revoked'} ${privilege} ${op === 'grant' ? 'to' : 'from'} ${role}.`,
+    await stage(
+      { op, role, privilege, ...(cols.length ? { columns: cols } : {}) },
+      `${op === 'grant' ? 'Granted' : 'Revoked'} ${privilege}${cols.length ? ` (${cols.join(', ')})` : ''} ${op === 'grant' ? 'to' : 'from'} ${role}.`,
     );
   });
   return (
@@ -290,7 +372,7 @@ function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () =>
       title={`Grants on ${table.name}`}
       onClose={onClose}
       busy={busy}
-      action="Apply"
+      action="Stage"
       onSubmit={submit}
       error={error}
     >
@@ -315,26 +397,26 @@ function GrantForm({ table, onClose, apply }: { table: TableInfo; onClose: () =>
   );
 }
 
-function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
+function PolicyForm({ table, onClose, stage }: { table: TableInfo; onClose: () => void; stage: Stage }) {
   const [name, setName] = useState('');
   const [command, setCommand] = useState<(typeof COMMANDS)[number]>('ALL');
   const [roles, setRoles] = useState<Role[]>(['basalt_user']);
-  const [using, setUsing] = useState('owner_id = basalt.uid()');
+  const [using, setUsing] = useState('');
+  // An example on this table's own columns: its owner-looking uuid column if it has one.
+  const owner = table.columns.find((c) => /owner|user/.test(c.name) && /uuid/.test(c.type))?.name ?? 'owner_id';
   const [check, setCheck] = useState('');
   const [restrictive, setRestrictive] = useState(false);
   const { busy, error, submit } = useSubmit(async () => {
-    await apply(
-      [
-        {
-          op: 'create_policy',
-          name,
-          command,
-          roles,
-          permissive: !restrictive,
-          using: command === 'INSERT' ? null : using || null,
-          with_check: command === 'SELECT' || command === 'DELETE' ? null : check || null,
-        },
-      ],
+    await stage(
+      {
+        op: 'create_policy',
+        name,
+        command,
+        roles,
+        permissive: !restrictive,
+        using: command === 'INSERT' ? null : using || null,
+        with_check: command === 'SELECT' || command === 'DELETE' ? null : check || null,
+      },
       `Policy ${name} created.`,
     );
   });
@@ -348,7 +430,7 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
       title="New policy"
       onClose={onClose}
       busy={busy}
-      action="Create"
+      action="Stage"
       onSubmit={submit}
       error={usingProblem || checkProblem ? undefined : error}
     >
@@ -376,9 +458,10 @@ function PolicyForm({ onClose, apply }: { onClose: () => void; apply: Apply }) {
           onValue={setUsing}
           spellcheck={false}
           error={usingProblem}
+          placeholder={`${owner} = basalt.uid()`}
           hint={
             <>
-              A SQL expression on the row, e.g. <code>owner_id = basalt.uid()</code>
+              A SQL expression on the row, e.g. <code>{owner} = basalt.uid()</code> for rows a user owns
             </>
           }
         />

@@ -97,6 +97,14 @@ function roleAccess(table: Table, role: IdentityRole): RoleAccess | null {
 /** A site user's id (null or absent: anon) and the select's fields, as the route takes them. */
 export type TryAs = Static<typeof Bodies.tryAs>;
 
+/** Thrown to roll a preview's transaction back; caught where it is thrown. */
+const PREVIEWED = new Error('access preview: rolled back');
+
+/** A PostgreSQL refusal of a change as the admin API's field error; anything else as it is. */
+function refused(e: unknown): unknown {
+  return e instanceof PgError ? AdminErrors.field('changes', `PostgreSQL refused the change: ${e.message}`) : e;
+}
+
 export function createDataAccess(p: Basalt) {
   const db = () => p.services.database;
   const schema = () => db().catalog.schema;
@@ -165,11 +173,31 @@ export function createDataAccess(p: Basalt) {
         });
       } catch (e) {
         forget(written);
-        if (e instanceof PgError) throw AdminErrors.field('changes', `PostgreSQL refused the change: ${e.message}`);
-        throw e;
+        throw refused(e);
       }
       await db().catalog.refresh();
       return { access: await this.access(name), migration: applied };
+    },
+
+    /**
+     * The statements `changes` would run on `name`, checked as `change` checks them and run in
+     * a transaction that is always rolled back: the panel stages a change with them (its SQL
+     * shown before it runs, a refusal named in the form), then applies every staged change
+     * at once as one migration. Nothing is changed, so nothing is audited.
+     */
+    async preview(name: string, changes: AccessChange[]): Promise<{ statements: string[] }> {
+      const t = await table(name);
+      let statements: string[] = [];
+      try {
+        await p.db.transaction(async (tx) => {
+          statements = await accessStatements(tx, schema(), t, changes);
+          for (const st of statements) await tx.query(st);
+          throw PREVIEWED;
+        });
+      } catch (e) {
+        if (e !== PREVIEWED) throw refused(e);
+      }
+      return { statements };
     },
 
     /**

@@ -57,6 +57,12 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         async ({ params, body, admin }) => ok(await grants().change(signedIn(admin).actor, params.table, body.changes)),
         { body: Bodies.access },
       )
+      // The same changes checked and run in a transaction rolled back: their SQL, or the refusal.
+      .post(
+        '/data/:table/access/preview',
+        async ({ params, body }) => ok(await grants().preview(params.table, body.changes)),
+        { body: Bodies.access },
+      )
       // A select as a site user or anon, read-only; audited before it runs.
       .post(
         '/data/:table/try-as',

@@ -48,4 +48,24 @@ describe('Database API in the OpenAPI document', () => {
     expect(body.example.action).toBe('select');
     await SwaggerParser.validate(structuredClone(raw));
   });
+
+  test('typed clients get literals: realtime events by their event name, error codes per route', async () => {
+    const raw = (await s.req('GET', '/api/openapi.json')).body;
+    const stream = raw.paths['/api/v1/realtime'].get.responses['200'].content['text/event-stream'].schema;
+    expect(stream.discriminator).toEqual({
+      propertyName: 'event',
+      mapping: {
+        change: '#/components/schemas/RealtimeChangeEvent',
+        message: '#/components/schemas/RealtimeMessageEvent',
+        reset: '#/components/schemas/RealtimeResetEvent',
+        expired: '#/components/schemas/RealtimeExpiredEvent',
+        revoked: '#/components/schemas/RealtimeRevokedEvent',
+      },
+    });
+    for (const ref of Object.values(stream.discriminator.mapping) as string[])
+      expect(raw.components.schemas[ref.split('/').pop()!]).toBeDefined();
+    const forbidden = raw.paths['/api/v1/db/query'].post.responses['403'].content['application/json'].schema;
+    expect(forbidden.allOf[0]).toEqual({ $ref: '#/components/schemas/ErrorA' });
+    expect(forbidden.allOf[1].properties.error.properties.code.enum).toEqual(['forbidden', 'raw_sql_disabled']);
+  });
 });

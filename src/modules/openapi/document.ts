@@ -384,12 +384,29 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     responses[status] = {
       description: `${text}${uniq.length ? ` (codes include: ${uniq.map((c) => '`' + c + '`').join(', ')})` : ''}. Format ${area.envelope} error.`,
       headers,
-      content: { 'application/json': { schema: { $ref: `#/components/schemas/${ERROR_REF[area.envelope]}` } } },
+      content: { 'application/json': { schema: errorSchema(area.envelope, uniq) } },
     };
   }
   op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
   op.security = securityOf(security, !!area.gated);
   return op;
+}
+
+/**
+ * The error body of a status: the area's envelope, its `code` narrowed to the codes this route
+ * and the layers around it answer with, so a generated client gets a union of literals.
+ */
+function errorSchema(envelope: Envelope, codes: string[]): Record<string, unknown> {
+  const ref = { $ref: `#/components/schemas/${ERROR_REF[envelope]}` };
+  if (!codes.length) return ref;
+  const code = { type: 'string', enum: codes };
+  const narrowed =
+    envelope === 'A'
+      ? { properties: { error: { properties: { code } } } }
+      : envelope === 'B'
+        ? { properties: { errors: { items: { properties: { code } } } } }
+        : { properties: { code } };
+  return { allOf: [ref, narrowed] };
 }
 
 /** HEAD: the GET operation's statuses and headers without bodies. */

@@ -103,3 +103,11 @@ export const StreamEvents = [
     'The session was revoked, the user disabled or the key revoked; the stream ends at once.',
   ),
 ];
+
+/** The stream's discriminator: each `event` name to its schema's component (a generated client's union). */
+export const STREAM_EVENT_DISCRIMINATOR = {
+  propertyName: 'event',
+  mapping: Object.fromEntries(
+    StreamEvents.map((e) => [(e.properties.event as { const: string }).const, `#/components/schemas/${e.title}`]),
+  ),
+};

@@ -17,7 +17,7 @@ import { successResponse } from '../../http/envelope';
 import { errorsOf, successOf } from '../../http/envelope-schemas';
 import { optionalJson } from '../../http/optional-json';
 import { RealtimeErrors } from './errors';
-import { StreamEvents, StreamQuery, TicketBody, TicketData } from './model';
+import { STREAM_EVENT_DISCRIMINATOR, StreamEvents, StreamQuery, TicketBody, TicketData } from './model';
 import { tokenExpiry, type Principal } from './principal';
 import { CHANNEL_NAME } from './service';
 import { resumeCookieName } from './tickets';
@@ -129,7 +129,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
             "403 (a table outside the whitelist or grants, a channel its extension's rule refuses), " +
             '400 realtime_not_enabled (a table that emits no changes: basalt.realtime_enable), 429 too_many_connections (realtime.max_connections*).',
           'x-codes': {
-            400: ['realtime_not_enabled'],
+            400: ['validation_error', 'realtime_not_enabled'],
             401: ['unauthorized', 'invalid_ticket', 'token_expired', 'session_revoked'],
             403: ['forbidden', 'account_disabled'],
             429: ['too_many_connections'],
@@ -148,7 +148,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
               },
               content: {
                 'text/event-stream': {
-                  schema: { oneOf: StreamEvents, discriminator: { propertyName: 'event' } },
+                  schema: { oneOf: StreamEvents, discriminator: STREAM_EVENT_DISCRIMINATOR },
                 },
               },
             },

@@ -121,7 +121,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
 class RefusedOrigins {
   private static readonly MAX_ORIGINS = 100;
   private static readonly EVERY_MS = 60_000;
-  private logged = new Map<string, number>();
+  private readonly logged = new Set<string>();
   private since = 0;
 
   constructor(private readonly log: Logger) {}
@@ -133,7 +133,7 @@ class RefusedOrigins {
       this.since = now;
     }
     if (this.logged.has(origin) || this.logged.size >= RefusedOrigins.MAX_ORIGINS) return;
-    this.logged.set(origin, now);
+    this.logged.add(origin);
     this.log.warn('CORS preflight refused: origin not in web.cors_origins', {
       origin: origin.slice(0, 200),
       setting: 'web.cors_origins',

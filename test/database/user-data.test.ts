@@ -116,7 +116,10 @@ describe.each(ENGINES)("users' own data on %s", (engine) => {
   test('tables not granted answer like a whitelist miss; an unknown table answers the same', async () => {
     for (const entity of ['hidden', 'no_such_table', 'schema_migrations', 'users', 'api_keys', 'pg_authid']) {
       const r = await dbQuery(s, alice, { entity, action: 'select' });
-      expectAError(r, 403, 'forbidden', { message: `You may not access entity '${entity}'.` });
+      expectAError(r, 403, 'forbidden', {
+        message: `You may not access entity '${entity}': basalt_user holds no privilege on it for this. Grant it in a migration (docs/database.md, "Who is which role").`,
+        details: { role: 'basalt_user' },
+      });
     }
     // Anon on a table not granted to basalt_anon: 401 as before, saying how to sign in (the same
     // words for every table, so nothing tells which exist).

@@ -8,7 +8,7 @@
 import type { Static } from 'elysia';
 import type { Basalt } from '../../services';
 import type { IdentityRole, Table } from '../database/catalog';
-import { ANON, userIdentity } from '../database/identity';
+import { ANON, DB_ROLES, userIdentity } from '../database/identity';
 import type { DbCaller } from '../database/caller';
 import type { QueryBody, QueryResultData } from '../database/model';
 import { AdminErrors } from './errors';
@@ -78,8 +78,6 @@ SELECT DISTINCT a.attname AS column
    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = pol.polrelid AND i.indkey[0] = a.attnum)
  ORDER BY 1`;
 
-const ROLE_NAME: Record<IdentityRole, 'basalt_user' | 'basalt_anon'> = { user: 'basalt_user', anon: 'basalt_anon' };
-
 function roleAccess(table: Table, role: IdentityRole): RoleAccess | null {
   const p = table.privileges[role];
   if (!p) return null;
@@ -130,7 +128,7 @@ export function createDataAccess(p: Basalt) {
         if (t.privileges[role] && !t.rls)
           warnings.push({
             code: 'rls_disabled',
-            message: `Granted to ${ROLE_NAME[role]} with row-level security disabled: every row is reachable by ${role === 'user' ? 'every signed-in user' : 'anyone'}.`,
+            message: `Granted to ${DB_ROLES[role]} with row-level security disabled: every row is reachable by ${role === 'user' ? 'every signed-in user' : 'anyone'}.`,
           });
       for (const { column } of unindexed.rows)
         warnings.push({

@@ -10,6 +10,7 @@
  */
 import type { IdentityRole, Table, TablePrivileges } from './catalog';
 import { DbErrors } from './errors';
+import { DB_ROLES } from './identity';
 import type { Action, QueryBody } from './model';
 
 type Use = 'select' | 'insert' | 'update';
@@ -46,23 +47,23 @@ function dataKeys(data: unknown): string[] {
  */
 export function authorize(body: QueryBody, table: Table, role: IdentityRole): { body: QueryBody; returning: boolean } {
   const p = table.privileges[role];
-  if (!p) throw DbErrors.notGranted(table.name);
+  if (!p) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
   const action = body.action as Action;
   const readable = table.columnList.filter((c) => p.columns.get(c.name)?.select).map((c) => c.name);
   switch (action) {
     case 'select':
-      if (!readable.length) throw DbErrors.notGranted(table.name);
+      if (!readable.length) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
       break;
     case 'insert':
-      if (![...p.columns.values()].some((c) => c.insert)) throw DbErrors.notGranted(table.name);
+      if (![...p.columns.values()].some((c) => c.insert)) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
       for (const k of dataKeys(body.data)) need(table, p, k, 'insert');
       break;
     case 'update':
-      if (![...p.columns.values()].some((c) => c.update)) throw DbErrors.notGranted(table.name);
+      if (![...p.columns.values()].some((c) => c.update)) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
       for (const k of dataKeys(body.data)) need(table, p, k, 'update');
       break;
     case 'delete':
-      if (!p.delete) throw DbErrors.notGranted(table.name);
+      if (!p.delete) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
       break;
     default:
       return { body, returning: true }; // an unknown action: the builder answers 400

@@ -28,7 +28,9 @@ export const DbErrors = {
     notGranted: {
       status: 403,
       code: 'forbidden',
-      message: (entity: string) => `You may not access entity '${entity}'.`,
+      message: (entity: string, role: string) =>
+        `You may not access entity '${entity}': ${role} holds no privilege on it for this. Grant it in a migration (docs/database.md, "Who is which role").`,
+      extra: (_entity: string, role: string) => ({ details: { role } }),
     },
     /** Users' own data: a column named in fields, filters, sort or data is not granted for that use. */
     columnNotGranted: {

@@ -19,6 +19,7 @@ import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 import {
   ANON,
+  DB_ROLES,
   asIdentityAtOnce,
   assumeIdentity,
   checkIdentitySupport,
@@ -145,7 +146,7 @@ export class DatabaseService {
     }
     if (holdsAnything(table, caller.kind)) return;
     if (caller.kind === 'anon') await refuse();
-    throw DbErrors.notGranted(entity);
+    throw DbErrors.notGranted(entity, DB_ROLES.user);
   }
 
   /**
@@ -202,7 +203,7 @@ export class DatabaseService {
     return this.catalog.build(body.entity, via, make, {
       table: () =>
         role
-          ? DbErrors.notGranted(body.entity)
+          ? DbErrors.notGranted(body.entity, DB_ROLES[role])
           : DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
       name: (e) => DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`),
     });

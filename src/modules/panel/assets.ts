@@ -23,20 +23,43 @@ const TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',
   js: 'text/javascript; charset=utf-8',
   css: 'text/css; charset=utf-8',
+  ts: 'application/typescript; charset=utf-8',
 };
+
+/**
+ * Answers with `file`: 304 when If-None-Match names its ETag, else its bytes, gzip when the
+ * client takes it (compressed once, in `prepare`); `headers` adds the caller's (cache, security).
+ */
+export function sendFile(req: Request, file: PanelFile, headers: Record<string, string>): Response {
+  const all: Record<string, string> = {
+    ...headers,
+    'content-type': file.type,
+    etag: file.etag,
+    vary: 'Accept-Encoding',
+  };
+  if (req.headers.get('if-none-match') === file.etag) return new Response(null, { status: 304, headers: all });
+  const gzip = /\bgzip\b/.test(req.headers.get('accept-encoding') ?? '');
+  if (gzip) all['content-encoding'] = 'gzip';
+  return new Response((gzip ? file.gzip : file.body) as Uint8Array<ArrayBuffer>, { headers: all });
+}
+
+/** A file ready to serve: its type by extension, its ETag, gzip compressed once. */
+export function staticFile(name: string, text: string): PanelFile {
+  const body = new TextEncoder().encode(text);
+  return {
+    name,
+    type: TYPES[name.slice(name.lastIndexOf('.') + 1)] ?? 'application/octet-stream',
+    body,
+    gzip: Bun.gzipSync(body, { level: 9 }),
+    etag: `"${Bun.hash(body).toString(36)}"`,
+  };
+}
 
 export function prepare(outputs: EmbeddedPanelFile[]): PanelAssets {
   const files = new Map<string, PanelFile>();
   let index: PanelFile | undefined;
   for (const o of outputs) {
-    const body = new TextEncoder().encode(o.text);
-    const file: PanelFile = {
-      name: o.name,
-      type: TYPES[o.name.slice(o.name.lastIndexOf('.') + 1)] ?? 'application/octet-stream',
-      body,
-      gzip: Bun.gzipSync(body, { level: 9 }),
-      etag: `"${Bun.hash(body).toString(36)}"`,
-    };
+    const file = staticFile(o.name, o.text);
     if (o.name === 'index.html') index = file;
     else files.set(o.name, file);
   }

@@ -89,3 +89,11 @@ export const StreamEvents = [
     'The session was revoked, the user disabled or the key revoked; the stream ends at once.',
   ),
 ];
+
+/**
+ * The discriminator's mapping: each `event` name to its component, so a generated client
+ * types `event` as `"change"`, not as the component's name.
+ */
+export const STREAM_EVENT_MAPPING: Record<string, string> = Object.fromEntries(
+  StreamEvents.map((e) => [e.properties.event.const, `#/components/schemas/${e.title}`]),
+);

@@ -17,7 +17,7 @@ import { successResponse } from '../../http/envelope';
 import { errorsOf, successOf } from '../../http/envelope-schemas';
 import { optionalJson } from '../../http/optional-json';
 import { RealtimeErrors } from './errors';
-import { EmptyBody, StreamEvents, StreamQuery, TicketData } from './model';
+import { EmptyBody, STREAM_EVENT_MAPPING, StreamEvents, StreamQuery, TicketData } from './model';
 import { tokenExpiry, type Principal } from './principal';
 import { CHANNEL_NAME } from './service';
 import { resumeCookieName } from './tickets';
@@ -144,7 +144,10 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
               },
               content: {
                 'text/event-stream': {
-                  schema: { oneOf: StreamEvents, discriminator: { propertyName: 'event' } },
+                  schema: {
+                    oneOf: StreamEvents,
+                    discriminator: { propertyName: 'event', mapping: STREAM_EVENT_MAPPING },
+                  },
                 },
               },
             },

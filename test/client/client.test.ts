@@ -75,7 +75,7 @@ describe.each(ENGINES)('the JS client against the server on %s', (engine) => {
     // Stored in the database (as an operator would set it live): it outlasts the restart below.
     await s.settings.set('auth.access_token_seconds', 10);
     m = await served(s);
-  });
+  }, 120_000);
   afterAll(async () => {
     await s?.stop();
     await db?.drop();

@@ -8,7 +8,7 @@
 import { Elysia } from 'elysia';
 import { prefixesOf, type AreaFacts } from '../../http/areas';
 import type { Platform } from '../../platform';
-import { sendFile, staticFile, type PanelFile } from '../panel/assets';
+import { rebuiltWhenChanged, sendFile, staticFile, type PanelFile } from '../panel/assets';
 import { embeddedClient } from './embedded';
 
 interface ClientFiles {
@@ -26,17 +26,10 @@ function clientSource(): () => Promise<ClientFiles> {
     const files = ready(embeddedClient);
     return async () => files;
   }
-  let current: { stamp: number; files: Promise<ClientFiles> } | undefined;
-  return async () => {
+  return rebuiltWhenChanged(async () => {
     const { bundleClient, clientStamp } = await import('./bundle');
-    const stamp = clientStamp();
-    if (!current || current.stamp !== stamp) {
-      const files = bundleClient().then(ready);
-      current = { stamp, files };
-      files.catch(() => (current = undefined));
-    }
-    return current.files;
-  };
+    return { stamp: clientStamp(), build: () => bundleClient().then(ready) };
+  });
 }
 
 export function clientRoutes(p: Platform, area: AreaFacts) {

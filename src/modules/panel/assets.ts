@@ -67,24 +67,39 @@ export function prepare(outputs: EmbeddedPanelFile[]): PanelAssets {
   return { index, files };
 }
 
+/**
+ * A checkout's bundle: built at first use and again whenever the source's stamp moves;
+ * a failed build is tried again at the next call. `source` names the stamp and the build.
+ */
+export function rebuiltWhenChanged<T>(
+  source: () => Promise<{ stamp: number; build: () => Promise<T> }>,
+): () => Promise<T> {
+  let current: { stamp: number; value: Promise<T> } | undefined;
+  return async () => {
+    const { stamp, build } = await source();
+    if (!current || current.stamp !== stamp) {
+      const value = build();
+      current = { stamp, value };
+      value.catch(() => (current = undefined));
+    }
+    return current.value;
+  };
+}
+
 /** Serves the embedded panel, or bundles the checkout's source (again when it changed). */
 export function panelSource(): () => Promise<PanelAssets> {
   if (embeddedPanel) {
     const ready = prepare(embeddedPanel);
     return async () => ready;
   }
-  let current: { stamp: number; assets: Promise<PanelAssets> } | undefined;
+  const latest = rebuiltWhenChanged(async () => {
+    const { bundlePanel, sourceStamp } = await import('./bundle');
+    return { stamp: sourceStamp(), build: () => bundlePanel().then(prepare) };
+  });
   // Hashed names of earlier bundles stay served: a page loaded before an edit keeps working.
   const served = new Map<string, PanelFile>();
   return async () => {
-    const { bundlePanel, sourceStamp } = await import('./bundle');
-    const stamp = sourceStamp();
-    if (!current || current.stamp !== stamp) {
-      const assets = bundlePanel().then(prepare);
-      current = { stamp, assets };
-      assets.catch(() => (current = undefined));
-    }
-    const assets = await current.assets;
+    const assets = await latest();
     for (const [name, f] of assets.files) served.set(name, f);
     return { index: assets.index, files: served };
   };

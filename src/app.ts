@@ -23,6 +23,7 @@ import { databaseRoutes } from './modules/database/routes';
 import { realtimeRoutes } from './modules/realtime/routes';
 import { adminRoutes } from './modules/admin/routes';
 import { panelRoutes } from './modules/panel/routes';
+import { clientRoutes } from './modules/client/routes';
 
 export type { Listener } from './http/areas';
 
@@ -47,6 +48,7 @@ export const routeList: readonly Area[] = [
   { ...AREA.mail, routes: mailRoutes },
   AREA.files,
   { ...AREA.runtime_config, routes: runtimeConfigRoutes },
+  { ...AREA.client, routes: clientRoutes },
   AREA.module,
   { ...AREA.admin, routes: (p, area) => adminRoutes(p, area, { authRoot: rootOf(areas.byName('auth')) }) },
   // The panel also answers `/` on the main listener with a redirect to `/_/`.

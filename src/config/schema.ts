@@ -480,6 +480,24 @@ const DEFINITIONS = [
     description: 'Window counting failed logins, and lock duration.',
   },
   {
+    key: 'auth.access_token_seconds',
+    kind: 'int',
+    default: 900,
+    min: 10,
+    max: 86_400,
+    description:
+      "Lifetime of a site user's access token (JWT), in seconds; tokens issued after a change take it. Short is cheap: clients refresh on their own (docs/auth.md, Tokens and sessions).",
+  },
+  {
+    key: 'auth.refresh_token_seconds',
+    kind: 'int',
+    default: 2_592_000,
+    min: 60,
+    max: 31_536_000,
+    description:
+      'Lifetime of a refresh token and of an idle session, in seconds (30 days by default); each refresh gives the session as long again. Sessions started or refreshed after a change take it.',
+  },
+  {
     key: 'auth.refresh_reuse_interval_seconds',
     kind: 'int',
     default: 10,

@@ -112,6 +112,14 @@ export const AREA = {
     gated: true,
     openapi: { tag: { name: 'Runtime config', description: 'Public front-end parameters (format A).' } },
   },
+  /** The JS client (docs/client.md): its module and declarations, for any page to import; never gated. */
+  client: {
+    name: 'client',
+    prefix: ['/api/client.js', '/api/client.d.ts'],
+    listener: 'public',
+    envelope: 'A',
+    body: 'capped',
+  },
   module: {
     name: 'module',
     prefix: '/api/module',

@@ -38,6 +38,24 @@ type Page = AdminData<'rows'>;
 
 const LIMIT = 50;
 
+/** Copies `basalt types --role user` (docs/client.md, Types): the schema as the JS client's `DB` type. */
+function TypesButton() {
+  const copy = async () => {
+    try {
+      const { types } = await get<AdminData<'types'>>('/data/types?role=user');
+      await navigator.clipboard.writeText(types);
+      toast('TypeScript types (as signed-in users see the schema) copied: pass them to createClient<DB>.');
+    } catch (e) {
+      toast(`Types not copied: ${(e as Error).message}`, 'error');
+    }
+  };
+  return (
+    <Button icon="copy" onClick={copy} title="Copy the TypeScript types of the schema for the JS client">
+      Types
+    </Button>
+  );
+}
+
 export function Data() {
   const tables = useAsync(() => get<AdminData<'tables'>>('/data/tables'), []);
   const name = route.value.parts[1];
@@ -47,6 +65,7 @@ export function Data() {
       <PageHeader
         title={titleOf('data')}
         subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log."
+        actions={<TypesButton />}
       />
       <ErrorNote error={tables.error} onRetry={tables.reload} />
       {tables.loading && !tables.data && <Loading />}

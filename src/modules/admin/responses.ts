@@ -238,6 +238,8 @@ export const Responses = {
   jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
   dashboard: Dashboard,
   tables: t.Object({ tables: t.Array(Table) }),
+  /** GET /data/types: TypeScript declarations for the JS client (docs/client.md, Types). */
+  types: t.Object({ role: t.String(), types: t.String() }),
   /** `total`: exact, only for a table of at most 100,000 rows (estimated); `estimated_total` always. */
   rows: t.Object({ rows: t.Array(Row), count: t.Number(), estimated_total: t.Number(), total: t.Optional(t.Number()) }),
   row: t.Object({ row: Row }),

@@ -10,7 +10,10 @@ import { SignJWT } from 'jose';
 import { isUuid } from '../../util/uuid';
 import { BoundedMap } from '../../util/bounded-map';
 
-/** Lifetime of an access token. Short because revocation is also checked per request. */
+/**
+ * Default lifetime of an access token (setting auth.access_token_seconds). Short because
+ * revocation is also checked per request.
+ */
 export const ACCESS_TOKEN_SECONDS = 15 * 60;
 const ISSUER = 'basalt';
 
@@ -31,7 +34,8 @@ export interface AccessClaims {
 export type VerifyResult = { ok: true; claims: AccessClaims } | { ok: false; reason: 'invalid' | 'expired' };
 
 export interface AccessTokens {
-  sign(claims: AccessClaims): Promise<string>;
+  /** `seconds`: the token's lifetime (auth.access_token_seconds, read by the caller once per token pair). */
+  sign(claims: AccessClaims, seconds?: number): Promise<string>;
   /** Synchronous: the check is a hash, and a promise per request costs more than it. */
   verify(token: string): VerifyResult;
 }
@@ -146,7 +150,7 @@ export function accessTokens(secret: string): AccessTokens {
   };
   return {
     // Header {alg, typ}; payload iss, sub, sid, amr, aal, then exp and iat.
-    sign: async (claims) =>
+    sign: async (claims, seconds = ACCESS_TOKEN_SECONDS) =>
       new SignJWT({
         iss: ISSUER,
         sub: claims.sub,
@@ -154,7 +158,7 @@ export function accessTokens(secret: string): AccessTokens {
         ...(claims.amr ? { amr: claims.amr, aal: claims.aal ?? aalOf(claims.amr) } : {}),
       })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-        .setExpirationTime(`${ACCESS_TOKEN_SECONDS}s`)
+        .setExpirationTime(`${seconds}s`)
         .setIssuedAt(new Date())
         .sign(await key),
     verify(token) {

@@ -48,14 +48,22 @@ export const User = t.Object(
 
 const tokenFields = {
   access_token: t.String({
-    description: `JWT (HS256) for Authorization: Bearer; valid ${ACCESS_TOKEN_SECONDS / 60} minutes.`,
+    description:
+      'JWT (HS256) for Authorization: Bearer; valid expires_in seconds (auth.access_token_seconds, 15 minutes by default).',
   }),
   token_type: t.Literal('Bearer'),
-  expires_in: t.Integer({ description: 'Seconds the access token is valid.', example: ACCESS_TOKEN_SECONDS }),
-  refresh_token: t.String({
-    description: `Opaque, single use: POST /api/v1/auth/refresh returns a new one. Valid ${REFRESH_TOKEN_SECONDS / 86_400} days.`,
+  expires_in: t.Integer({
+    description: 'Seconds the access token is valid (auth.access_token_seconds).',
+    example: ACCESS_TOKEN_SECONDS,
   }),
-  refresh_expires_in: t.Integer({ description: 'Seconds the refresh token is valid.', example: REFRESH_TOKEN_SECONDS }),
+  refresh_token: t.String({
+    description:
+      'Opaque, single use: POST /api/v1/auth/refresh returns a new one. Valid refresh_expires_in seconds (auth.refresh_token_seconds, 30 days by default).',
+  }),
+  refresh_expires_in: t.Integer({
+    description: 'Seconds the refresh token is valid (auth.refresh_token_seconds).',
+    example: REFRESH_TOKEN_SECONDS,
+  }),
 };
 
 const success = successOf(AREA.auth);

@@ -11,10 +11,9 @@ import { ConfigError } from '../../config/validate';
 import { PgError, type Queryable } from '../../db/engine';
 import { AuthErrors } from './errors';
 import type { AppError } from '../../http/errors';
-import { aalOf, accessTokens, ACCESS_TOKEN_SECONDS, type AccessTokens } from './jwt';
+import { aalOf, accessTokens, type AccessTokens } from './jwt';
 import { issueMfaChallenge, MFA_TOKEN_SECONDS, TOTP_BOX, totpEnabled } from './totp';
 import { SessionStore, type Failure } from './sessions';
-import { REFRESH_TOKEN_SECONDS } from './tokens';
 import { dummyHash, hashPassword, needsRehash, passwordProblem, verifyPassword } from './passwords';
 import {
   ACCOUNT_LIMITS,
@@ -153,12 +152,14 @@ export class AuthService implements SignInCore {
   }
 
   private async pair(userId: string, sessionId: string, refreshToken: string, amr: string[]): Promise<TokenPair> {
+    // Read once, so the token's `exp` and the `expires_in` beside it agree.
+    const seconds = this.p.settings.get('auth.access_token_seconds');
     return {
-      access_token: await this.tokens.sign({ sub: userId, sid: sessionId, amr, aal: aalOf(amr) }),
+      access_token: await this.tokens.sign({ sub: userId, sid: sessionId, amr, aal: aalOf(amr) }, seconds),
       token_type: 'Bearer',
-      expires_in: ACCESS_TOKEN_SECONDS,
+      expires_in: seconds,
       refresh_token: refreshToken,
-      refresh_expires_in: REFRESH_TOKEN_SECONDS,
+      refresh_expires_in: this.p.settings.get('auth.refresh_token_seconds'),
     };
   }
 
@@ -507,7 +508,10 @@ export async function createAuthService(p: Platform, { mail }: AuthDeps): Promis
     throw new ConfigError('auth.jwt_secret: must be at least 32 characters (or leave it empty to use a generated one)');
   }
   const secret = configured || (await getOrCreateSecret(p.db, 'jwt'));
-  const sessions = new SessionStore(p.db, () => p.settings.get('auth.refresh_reuse_interval_seconds'));
+  const sessions = new SessionStore(p.db, {
+    reuseIntervalSeconds: () => p.settings.get('auth.refresh_reuse_interval_seconds'),
+    refreshSeconds: () => p.settings.get('auth.refresh_token_seconds'),
+  });
   await sessions.start();
   const service = new AuthService(p, accessTokens(secret), sessions, mail);
   service.methods = new SignInMethods(

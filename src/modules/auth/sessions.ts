@@ -48,11 +48,20 @@ export class SessionStore {
   private invalidateListeners = new Set<(key: string) => void>();
   private successorKey?: Promise<Uint8Array>;
 
-  /** `reuseIntervalSeconds`: auth.refresh_reuse_interval_seconds, read on every refresh. */
+  private reuseIntervalSeconds: () => number;
+  private refreshSeconds: () => number;
+
+  /**
+   * `reuseIntervalSeconds`: auth.refresh_reuse_interval_seconds; `refreshSeconds`:
+   * auth.refresh_token_seconds. Both read on every use, so a change applies at once.
+   */
   constructor(
     private db: Db,
-    private reuseIntervalSeconds: () => number = () => 10,
-  ) {}
+    lifetimes: { reuseIntervalSeconds?: () => number; refreshSeconds?: () => number } = {},
+  ) {
+    this.reuseIntervalSeconds = lifetimes.reuseIntervalSeconds ?? (() => 10);
+    this.refreshSeconds = lifetimes.refreshSeconds ?? (() => REFRESH_TOKEN_SECONDS);
+  }
 
   /** The installation key refresh tokens' successors are derived under (kept in basalt.secrets). */
   private key(): Promise<Uint8Array> {
@@ -94,7 +103,7 @@ export class SessionStore {
     await tx.query(
       `INSERT INTO basalt.auth_sessions (id, user_id, expires_at, ip, user_agent, amr)
        VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5, $6::text[])`,
-      [sessionId, userId, REFRESH_TOKEN_SECONDS, meta.ip, meta.userAgent?.slice(0, 512) ?? null, amr],
+      [sessionId, userId, this.refreshSeconds(), meta.ip, meta.userAgent?.slice(0, 512) ?? null, amr],
     );
     const refreshToken = await this.issueRefresh(tx, sessionId);
     return { sessionId, refreshToken };
@@ -103,7 +112,7 @@ export class SessionStore {
   private async issueRefresh(tx: Queryable, sessionId: string, t: OpaqueToken = newOpaqueToken()): Promise<string> {
     await tx.query(
       `INSERT INTO basalt.auth_refresh_tokens (id, session_id, secret_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
-      [t.id, sessionId, t.hash, REFRESH_TOKEN_SECONDS],
+      [t.id, sessionId, t.hash, this.refreshSeconds()],
     );
     return t.token;
   }
@@ -215,7 +224,7 @@ export class SessionStore {
         // The session's amr comes back so the new access token says how the session was signed in.
         const { rows } = await tx.query<{ amr: string[] }>(
           'UPDATE basalt.auth_sessions SET last_used_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING amr',
-          [live.sessionId, REFRESH_TOKEN_SECONDS],
+          [live.sessionId, this.refreshSeconds()],
         );
         const refreshToken = await this.issueRefresh(tx, live.sessionId, live.next);
         return { ok: true, sessionId: live.sessionId, userId: live.userId, refreshToken, amr: rows[0]!.amr };

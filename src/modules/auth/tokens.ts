@@ -6,7 +6,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-/** Lifetime of a refresh token; each rotation (./sessions.ts) gives the session as long again. */
+/** Default lifetime of a refresh token (setting auth.refresh_token_seconds); each rotation (./sessions.ts) gives the session as long again. */
 export const REFRESH_TOKEN_SECONDS = 30 * 86_400;
 
 export interface OpaqueToken {

@@ -9,6 +9,7 @@ import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import type { Platform } from '../../platform';
 import type { KeyService } from '../keys/service';
 import type { AuthService } from '../auth/service';
+import { databaseTypes, type TypesRole } from './types';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
@@ -105,6 +106,14 @@ export class DatabaseService {
       },
       onError: (msg, cause) => p.log.warn(msg, { cause }),
     });
+  }
+
+  /**
+   * TypeScript declarations of the data schema as `role` sees it (./types.ts), from a fresh
+   * catalog: `basalt types`, the admin API and the panel's Data screen call this.
+   */
+  async types(role: TypesRole, whitelist?: readonly string[]): Promise<string> {
+    return databaseTypes(this.p.db, await this.catalog.refresh(), this.catalog.schema, role, whitelist);
   }
 
   /** Whitelist first: a table outside it is refused before anything reveals whether it exists. */

@@ -7,7 +7,7 @@
 import { rootOf, type AreaFacts } from '../../http/areas';
 import { Elysia } from 'elysia';
 import type { Platform } from '../../platform';
-import { panelSource, type PanelFile } from './assets';
+import { panelSource, sendFile } from './assets';
 
 /**
  * No inline script and nothing from another host. `style-src` allows inline styles
@@ -36,20 +36,6 @@ const SECURITY = {
 
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 
-function send(req: Request, file: PanelFile, cacheControl: string): Response {
-  const headers: Record<string, string> = {
-    ...SECURITY,
-    'content-type': file.type,
-    'cache-control': cacheControl,
-    etag: file.etag,
-    vary: 'Accept-Encoding',
-  };
-  if (req.headers.get('if-none-match') === file.etag) return new Response(null, { status: 304, headers });
-  const gzip = /\bgzip\b/.test(req.headers.get('accept-encoding') ?? '');
-  if (gzip) headers['content-encoding'] = 'gzip';
-  return new Response((gzip ? file.gzip : file.body) as Uint8Array<ArrayBuffer>, { headers });
-}
-
 function notFound(): Response {
   return new Response('Not found', {
     status: 404,
@@ -69,14 +55,16 @@ export function panelRoutes(_p: Platform, area: AreaFacts) {
       .get(
         `${root}/`,
         async ({ request }) =>
-          request.url.endsWith(root) ? redirect() : send(request, (await assets()).index, 'no-cache'),
+          request.url.endsWith(root)
+            ? redirect()
+            : sendFile(request, (await assets()).index, { ...SECURITY, 'cache-control': 'no-cache' }),
         hide,
       )
       .get(
         `${root}/assets/:file`,
         async ({ request, params }) => {
           const file = (await assets()).files.get(params.file);
-          return file ? send(request, file, IMMUTABLE) : notFound();
+          return file ? sendFile(request, file, { ...SECURITY, 'cache-control': IMMUTABLE }) : notFound();
         },
         hide,
       )

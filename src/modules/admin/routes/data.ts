@@ -4,7 +4,9 @@
  * encodes values as the Database API does. Each change and its audit row share one
  * transaction: a failed change leaves neither.
  */
+import { t } from 'elysia';
 import type { Basalt } from '../../../services';
+import { TYPES_ROLES } from '../../database/types';
 import type { AdminApp, Ok } from '../area';
 import { signedIn } from '../guard';
 import { createDataBrowser, type DataBrowser, type SelectQuery } from '../../database/browser/browser';
@@ -49,6 +51,18 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   return (
     app
       .get('/data/tables', async () => ok({ tables: await data().tables() }), { response: reply(Responses.tables) })
+      // TypeScript declarations for the JS client as a role sees the schema (docs/client.md, Types).
+      .get(
+        '/data/types',
+        async ({ query }) => {
+          const role = query.role ?? 'user';
+          return ok({ role, types: await p.services.database.types(role) });
+        },
+        {
+          query: t.Object({ role: t.Optional(t.Union(TYPES_ROLES.map((r) => t.Literal(r)))) }),
+          response: reply(Responses.types),
+        },
+      )
       // Users' own data (docs/database.md): grants, row-level security, policies, warnings.
       .get('/data/:table/access', async ({ params }) => ok(await grants().access(params.table)))
       // Grants, RLS, policies, realtime: applied in one audited transaction and written as a migration file.

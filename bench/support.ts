@@ -47,11 +47,11 @@ export async function countedLoad(count: number, concurrency: number, send: () =
   return { perSecond: count / seconds, p50: median(times) };
 }
 
-/** Requests from `concurrency` workers for `seconds`; requests per second and the p99 latency in ms. */
+/** Requests from `concurrency` workers for `seconds`; requests per second, their count, the p50 and p99 latency in ms. */
 export async function timedLoad(seconds: number, concurrency: number, send: () => Promise<Response>, expect: number) {
   const end = performance.now() + seconds * 1000;
   const r = await load(concurrency, () => performance.now() < end, send, expect);
-  return { perSecond: r.times.length / r.seconds, p99: p99(r.times) };
+  return { perSecond: r.times.length / r.seconds, count: r.times.length, p50: median(r.times), p99: p99(r.times) };
 }
 
 /** A fresh database on BASALT_BENCH_DATABASE_URL (default: the local server), dropped by `drop()`. */

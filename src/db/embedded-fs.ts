@@ -10,7 +10,10 @@
  *   at commit, data files and `pg_control` at checkpoint, directories after a rename
  *   (PostgreSQL's `fsync_fname`). A failure is reported to PostgreSQL as the errno,
  *   which it turns into a PANIC (`data_sync_retry = off`): the engine stops rather than
- *   carry on over data the disk may not hold.
+ *   carry on over data the disk may not hold. With group commit (`WalSyncs`, `full`), a WAL
+ *   segment's `fsync` is answered at once and done by the next shared sync
+ *   (src/db/group-commit.ts), and the WAL noted so far is synced in line before any other
+ *   `fsync` and before any write outside `pg_wal/`, so PostgreSQL's order of writes holds.
  * - **Private modes.** Files and folders PostgreSQL creates are 0600 / 0700 whatever the
  *   process umask (PostgreSQL asks for 0666 / 0777 inside the WebAssembly, where its own
  *   umask does not reach the real files).
@@ -20,6 +23,7 @@
 import { fsyncSync } from 'node:fs';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
 import type { PGlite } from '@electric-sql/pglite';
+import type { WalSyncs } from './group-commit';
 
 /** What `fsync` was called on, counted per kind (tests and the start-up log). */
 export interface SyncCounts {
@@ -42,11 +46,23 @@ interface NodeOps {
   mknod(parent: unknown, name: string, mode: number, dev: number): unknown;
   setattr(node: unknown, attr: Attr): void;
 }
+type Write = (stream: FsStream, buffer: Uint8Array, offset: number, length: number, position?: number) => number;
 interface EmscriptenNodeFs {
-  stream_ops: { fsync?: (stream: FsStream) => number; setattr(stream: FsStream, attr: Attr): void };
+  stream_ops: { fsync?: (stream: FsStream) => number; setattr(stream: FsStream, attr: Attr): void; write: Write };
   node_ops: NodeOps;
   realPath(node: unknown): string;
+  /** Runs `fn`, turning a Node error into the errno Emscripten's FS throws. */
+  tryFSOperation<T>(fn: () => T): T;
 }
+/**
+ * What a stream's file is, for syncs: a WAL segment, anything else in pg_wal/, pg_control,
+ * scratch (what no recovery reads: the NOTIFY queue, subtransactions, temporary files), the rest.
+ */
+type Kind = 'segment' | 'wal' | 'control' | 'scratch' | 'other';
+const SEGMENT = /\/pg_wal\/[0-9A-F]{24}$/;
+const SCRATCH = /\/(pg_notify|pg_subtrans|pgsql_tmp)\//;
+/** Files written only once the WAL before them is on disk (PostgreSQL's order). */
+const afterWal = (kind: Kind) => kind === 'other' || kind === 'control';
 type EmOpts = Parameters<NodeFS['init']>[1];
 
 const S_IFMT = 0o170000;
@@ -54,6 +70,14 @@ const S_IFDIR = 0o040000;
 
 export class DurableNodeFS extends NodeFS {
   readonly syncs: SyncCounts = { wal: 0, control: 0, other: 0 };
+
+  /** `group`: WAL segments are synced by group commit (src/db/group-commit.ts) instead of in line. */
+  constructor(
+    dir: string,
+    private readonly group?: WalSyncs,
+  ) {
+    super(dir);
+  }
 
   override async init(pg: PGlite, opts: EmOpts) {
     const { emscriptenOpts } = await super.init(pg, opts);
@@ -68,21 +92,67 @@ export class DurableNodeFS extends NodeFS {
 
   private patch(nodefs: EmscriptenNodeFs): void {
     const counts = this.syncs;
+    const group = this.group;
+    if (typeof nodefs.tryFSOperation !== 'function')
+      throw new Error('embedded engine: this PGlite build lacks NODEFS.tryFSOperation (src/db/embedded-fs.ts)');
+    // A stream's file and its kind, found once (realPath walks the node's parents).
+    const files = new WeakMap<FsStream, { path: string; kind: Kind }>();
+    const fileOf = (stream: FsStream) => {
+      let file = files.get(stream);
+      if (file === undefined) {
+        const path = nodefs.realPath(stream.node);
+        const kind: Kind = SEGMENT.test(path)
+          ? 'segment'
+          : path.includes('/pg_wal/')
+            ? 'wal'
+            : path.endsWith('/global/pg_control')
+              ? 'control'
+              : SCRATCH.test(path)
+                ? 'scratch'
+                : 'other';
+        files.set(stream, (file = { path, kind }));
+      }
+      return file;
+    };
     nodefs.stream_ops.fsync = (stream) => {
       if (stream.nfd === undefined) return 0;
+      const { path, kind } = fileOf(stream);
       // Emscripten's FS calls this synchronously from the WebAssembly; an errno thrown
       // as FS.ErrnoError would need its class, so failures go back as the errno value.
       try {
-        fsyncSync(stream.nfd);
+        if (group && kind === 'segment') {
+          try {
+            group.defer(path);
+          } catch (e) {
+            if (group.failed) throw e;
+            // No descriptor of our own (out of them, say): this one is synced in line.
+            group.syncNow();
+            fsyncSync(stream.nfd);
+          }
+        } else {
+          // Whatever PostgreSQL syncs after the WAL (pg_control, a folder, a data file) finds it on disk.
+          group?.syncNow();
+          fsyncSync(stream.nfd);
+        }
       } catch (e) {
         return errnoOf(e);
       }
-      const path = nodefs.realPath(stream.node);
-      if (path.includes('/pg_wal/')) counts.wal++;
-      else if (path.endsWith('/global/pg_control')) counts.control++;
+      if (kind === 'segment' || kind === 'wal') counts.wal++;
+      else if (kind === 'control') counts.control++;
       else counts.other++;
       return 0;
     };
+    if (group) {
+      // A data page goes to its file only after the WAL up to its LSN is on disk (PostgreSQL's
+      // rule, which it keeps by flushing the WAL first: that flush may be one noted, not done).
+      // Zeros (a relation extended by new, empty pages) depend on no WAL.
+      const write = nodefs.stream_ops.write;
+      nodefs.stream_ops.write = (stream, buffer, offset, length, position) => {
+        if (group.pending && afterWal(fileOf(stream).kind) && !zeros(buffer, offset, length))
+          nodefs.tryFSOperation(() => group.syncNow());
+        return write(stream, buffer, offset, length, position);
+      };
+    }
     // Created, or chmod-ed by PostgreSQL's C library (it sets 0644 on some files it
     // replaces by rename, e.g. pg_internal.init): never more than the owner's.
     const own = (mode: number) => ((mode & S_IFMT) === S_IFDIR ? mode & ~0o7077 : mode & ~0o7177);
@@ -101,4 +171,11 @@ function errnoOf(e: unknown): number {
   // WASI errno numbers (Emscripten's FS uses them): https://github.com/WebAssembly/WASI
   const wasi: Record<string, number> = { ENOSPC: 51, EIO: 29, EBADF: 8, EROFS: 69, EDQUOT: 19, EINVAL: 28 };
   return wasi[(e as NodeJS.ErrnoException)?.code ?? ''] ?? 29;
+}
+
+/** Whether `length` bytes of `buffer` from `offset` are all zero (a page PostgreSQL reads as new). */
+function zeros(buffer: Uint8Array, offset: number, length: number): boolean {
+  const end = offset + length;
+  for (let i = offset; i < end; i++) if (buffer[i] !== 0) return false;
+  return true;
 }

@@ -10,6 +10,7 @@ import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { checkPgliteInternals } from './pglite-internals';
 import { DurableNodeFS } from './embedded-fs';
+import { WalSyncs } from './group-commit';
 import { batchable, type WireResult, WireStatements } from './embedded-wire';
 import type { WireOptions } from './wire/options';
 import { privateDataDir, syncTree } from './private-files';
@@ -38,9 +39,10 @@ type PgTx = Transaction;
 
 /**
  * When commits reach the disk (setting database.embedded_sync, docs/operations.md
- * "Durability"): `full` syncs the WAL before a commit is acknowledged; `normal` lets
- * commits return first and syncs the WAL within FLUSH_EVERY_MS; `off` never syncs.
- * `full` and `normal` sync data files and pg_control at checkpoints.
+ * "Durability"): `full` syncs the WAL before a commit is acknowledged, commits made at the
+ * same time sharing one sync off the event loop (group commit, src/db/group-commit.ts);
+ * `normal` lets commits return first and syncs the WAL within FLUSH_EVERY_MS; `off` never
+ * syncs. `full` and `normal` sync data files and pg_control at checkpoints.
  */
 export type EmbeddedSync = 'full' | 'normal' | 'off';
 
@@ -118,7 +120,10 @@ export async function openEmbedded(
     WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer()),
     firstRun ? WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()) : undefined,
   ]);
-  const fs = new DurableNodeFS(dir);
+  // `full`: group commit. A sync that fails stops the engine (below), as a PANIC does.
+  let walFailed: (e: Error) => void = () => {};
+  const wal = sync === 'full' ? new WalSyncs((e) => walFailed(e)) : undefined;
+  const fs = new DurableNodeFS(dir, wal);
   const pg = await PGlite.create({
     fs,
     pgliteWasmModule,
@@ -153,6 +158,11 @@ export async function openEmbedded(
     fatal = new DatabaseUnavailableError(`the embedded database stopped: ${reason}`, cause);
     opts.onFatal?.(fatal);
   };
+  walFailed = (e) => {
+    aborted = true;
+    die(e.message, e);
+  };
+  if (wal?.failed) walFailed(wal.failed);
   const mod = engineModule(pg);
   mod.onAbort = () => {
     aborted = true;
@@ -226,6 +236,44 @@ export async function openEmbedded(
   // One session: work takes the gate's one place, so waits are bounded, fair and abandoned
   // with their client; a transaction holds the place until it ends.
   const gate = new WaitGate({ slots: 1, busyTimeoutMs: opts.busyTimeoutMs });
+  /**
+   * The one way work outside a transaction reaches the session: `fn` holding the gate's place,
+   * answered once the WAL it wrote is on disk. With group commit (`full`) a commit returns from
+   * the engine with its WAL written to the OS, not synced (src/db/group-commit.ts); the wait for
+   * the sync is here, after the place is given back, so the commits made meanwhile share the
+   * next sync. Work that asked for no WAL flush (a read) is answered at once.
+   */
+  const onSession = <T>(w: WaitOptions, fn: () => Promise<T>): Promise<T> => {
+    if (!wal) return gate.run(w, fn);
+    let from = 0;
+    let to = 0;
+    return gate
+      .run(w, async () => {
+        from = wal.mark;
+        try {
+          return await fn();
+        } finally {
+          to = wal.mark;
+        }
+      })
+      .then(
+        (r) => (to === from ? r : synced(wal, to).then(() => r)),
+        (e: unknown) => (to === from ? Promise.reject(e) : synced(wal, to).then(() => Promise.reject(e))),
+      );
+  };
+  /** `WalSyncs.durable`: refused as the engine's stop (503) when a sync failed. */
+  const synced = (w: WalSyncs, to: number): Promise<void> =>
+    w.durable(to).catch((e: Error) => {
+      throw fatal ?? new DatabaseUnavailableError(`the embedded database stopped: ${e.message}`, e);
+    });
+  /** A transaction's commit: answered, like `onSession`, once the WAL it wrote is on disk. */
+  const committed = async (commit: Promise<void>, from: number): Promise<void> => {
+    try {
+      await commit;
+    } finally {
+      if (wal && wal.mark !== from) await synced(wal, wal.mark);
+    }
+  };
   /** Statements bounded by their answer's size (WaitOptions.maxAnswerBytes), by the bound: few values. */
   const boundedBy = new Map<number, Queryable>();
   const waitAs = (w: WaitOptions): Queryable => {
@@ -235,8 +283,8 @@ export async function openEmbedded(
       if (boundedBy.size < 16) boundedBy.set(w.maxAnswerBytes, q);
     }
     return {
-      query: (sql, params) => gate.run(w, () => q.query(sql, params)),
-      exec: (sql) => gate.run(w, () => q.exec(sql)),
+      query: (sql, params) => onSession(w, () => q.query(sql, params)),
+      exec: (sql) => onSession(w, () => q.exec(sql)),
     };
   };
   const base = waitAs({});
@@ -310,8 +358,9 @@ export async function openEmbedded(
       async commit() {
         if (closed) return;
         closed = true;
+        const from = wal?.mark ?? 0;
         finish(true);
-        await done;
+        await committed(done, from);
       },
       async rollback() {
         if (closed) return;
@@ -331,7 +380,7 @@ export async function openEmbedded(
         for (const st of statements) out.push(await tx.query(st.sql, st.params));
         return out;
       }, w);
-    return gate.run(w, () => run(async () => (await wire.batch(statements, w)).map((r) => wrap(r))));
+    return onSession(w, () => run(async () => (await wire.batch(statements, w)).map((r) => wrap(r))));
   };
 
   return {
@@ -347,7 +396,7 @@ export async function openEmbedded(
     // first subscription while a transaction holds the session (the first API key checked by a
     // process, say) waits within database.busy_timeout_ms instead of without bound.
     listen: (channel, cb) =>
-      gate.run({}, () =>
+      onSession({}, () =>
         run(async () => {
           // As PGlite names channels: a quoted name as written, any other in lower case.
           const name = /^".*"$/.test(channel) ? channel.slice(1, -1) : channel.toLowerCase();
@@ -370,6 +419,8 @@ export async function openEmbedded(
       if (aborted)
         await pg.close().catch(() => {}); // the engine already stopped; closing is best effort
       else await pg.close();
+      // The shutdown checkpoint synced the WAL before pg_control; this lets go of the descriptors.
+      if (!aborted) wal?.close();
     },
   };
 }

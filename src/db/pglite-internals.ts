@@ -7,7 +7,8 @@
  * when the engine opens (`checkPgliteInternals`), so a PGlite upgrade that renames or drops one
  * fails start-up, naming it, rather than a statement later. The module's `onAbort` (a hook
  * Emscripten reads, absent until set) and `wasmMemory` (optional: HEAPU8 serves without it) are
- * not checked.
+ * not checked. Emscripten's NODEFS, which src/db/embedded-fs.ts patches (`fsync`, `write`,
+ * `tryFSOperation`) before PostgreSQL starts, is checked there.
  */
 export const PGLITE_INTERNALS = {
   /** On the instance. */

@@ -11,7 +11,12 @@ import postgres from 'postgres';
 export type Engine = 'embedded' | 'external';
 
 export const ADMIN_URL = process.env.BASALT_TEST_DATABASE_URL ?? '';
-export const ENGINES: Engine[] = ADMIN_URL ? ['embedded', 'external'] : ['embedded'];
+/** BASALT_TEST_EXTERNAL_ONLY: the external engine alone (scripts/test-pg-versions.ts, other PostgreSQL majors). */
+export const ENGINES: Engine[] = !ADMIN_URL
+  ? ['embedded']
+  : process.env.BASALT_TEST_EXTERNAL_ONLY
+    ? ['external']
+    : ['embedded', 'external'];
 
 export interface FreshDb {
   engine: Engine;

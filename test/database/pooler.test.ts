@@ -146,11 +146,9 @@ describe.skipIf(!HAS_PGBOUNCER)('behind PgBouncer in transaction mode', () => {
         expectA(await q(a, service, { action: 'insert', data: { body: 'live', owner_id: users[0]!.user.id } }), 200);
         // A new stream joins at B's reader's position, which polled may be a second behind the
         // outbox: changes of the tests before can come first (docs/realtime.md, "Delivery").
-        const ev = await eventually(() => onB.of().find((e) => e.data.row.body === 'live') ?? false, {
-          what: "the 'live' change on B",
-          timeout: 10_000,
-        });
-        expect(ev.data.row.owner_id).toBe(users[0]!.user.id);
+        const live = () => onB.of().find((e) => e.data.row.body === 'live');
+        await eventually(() => live() !== undefined, { what: "the 'live' change on B", timeout: 10_000 });
+        expect(live()!.data.row.owner_id).toBe(users[0]!.user.id);
         // LISTEN past the pooler wakes B's reader at once; polled, within a poll (1 s) or its backstop (2 s).
         expect(performance.now() - started).toBeLessThan(direct ? 1000 : 3500);
       } finally {

@@ -28,6 +28,8 @@ export const VERSIONS: Record<string, string> = { '13': 'postgres-13', '18': 'po
 const SUITES = [
   'test/database/migrations.test.ts',
   'test/database/query.test.ts',
+  'test/database/values.test.ts',
+  'test/database/pooler.test.ts',
   'test/database/user-data.test.ts',
   'test/database/transactions.test.ts',
   'test/database/identity.test.ts',

@@ -54,6 +54,7 @@ export const EXECUTABLE_SUITES = [
   'test/database/waiting.test.ts',
   'test/database/failover.test.ts',
   'test/database/bind-limit.test.ts',
+  'test/database/pooler.test.ts',
   'test/realtime/users.test.ts',
   'test/realtime/visibility.test.ts',
   'test/realtime/large-rows.test.ts',

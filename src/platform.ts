@@ -67,10 +67,15 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
       count: repaired.fixed,
       examples: repaired.examples,
     });
+  const pooler = bootValue(layers, 'database.pooler');
+  const directUrl = pooler === 'transaction' ? bootValue(layers, 'database.direct_url') : '';
   const db = await openDb({
     url: bootValue(layers, 'database.url'),
     dataDir,
     poolMax: bootValue(layers, 'database.pool_max'),
+    pooler,
+    directUrl,
+    detect: true,
     // Settings live in the database: until they are loaded, the boot layers answer.
     busyTimeoutMs: () =>
       settings ? settings.get('database.busy_timeout_ms') : bootValue(layers, 'database.busy_timeout_ms'),
@@ -82,19 +87,25 @@ export async function openPlatform(opts: OpenPlatformOptions = {}): Promise<Plat
   const hooks: (() => Promise<void> | void)[] = [];
   const firstHooks: (() => Promise<void> | void)[] = [];
   const drainHooks: (() => Promise<void> | void)[] = [];
+  // Behind a transaction-mode pooler, migrations run past it when database.direct_url is set:
+  // long DDL, outside the pooler's limits on a transaction (docs/operations.md, "Scaling out").
+  let migrator: Db | undefined;
   try {
-    await migratePlatform(db);
+    migrator = directUrl ? await openDb({ url: directUrl, dataDir, poolMax: 1 }) : db;
+    await migratePlatform(migrator);
     settings = new Settings(layers, db, opts.tolerateStoredSettings);
     await settings.load();
     if (opts.migrate !== false) {
-      const applied = await migrateDir(db, settings.get('migrations.dir'), {
+      const applied = await migrateDir(migrator, settings.get('migrations.dir'), {
         table: 'basalt.schema_migrations',
         schema: settings.get('database.data_schema'),
       });
       if (applied.length) log.info('applied migrations', { files: applied });
     }
+    if (migrator !== db) await migrator.close();
     if (opts.watch) await settings.watch();
   } catch (e) {
+    if (migrator && migrator !== db) await migrator.close().catch(() => {}); // the start-up error is the one reported
     await db.close().catch(() => {}); // start-up already failed: that error is the one reported
     throw e;
   }

@@ -103,7 +103,17 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
     throw e;
   }
   recordListeners(p, main.url, pub?.url);
-  p.log.info('listening', { main: main.url.href, public: pub?.url.href, database: p.db.describe, version: p.version });
+  p.log.info('listening', {
+    main: main.url.href,
+    public: pub?.url.href,
+    database: p.db.describe,
+    version: p.version,
+    ...(p.db.pooling && {
+      pooler: p.db.pooling.pooler,
+      notifications: p.db.pooling.notifications,
+      pooler_detected: p.db.pooling.detected,
+    }),
+  });
   let setupLink: string | undefined;
   try {
     // The background workers of a serving process, all in one list (src/workers.ts).

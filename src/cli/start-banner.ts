@@ -24,6 +24,29 @@ function base(server: Server<unknown>, configured: string): string {
   return u.origin;
 }
 
+/**
+ * What database.url reaches, when it matters (docs/operations.md, "Scaling out"): a
+ * transaction-mode pooler and where notifications come from, or a pooler found where none is
+ * configured. Empty otherwise.
+ */
+export function poolerLines(p: Platform): string[] {
+  const pooling = p.db.pooling;
+  if (!pooling) return [];
+  const found = pooling.detected ? ` (${pooling.detected})` : '';
+  if (pooling.pooler === 'none')
+    return found
+      ? [
+          `  Pooler:         database.url reaches a pooler${found} but database.pooler is none;`,
+          '                  in transaction pool_mode set database.pooler = transaction (docs/operations.md "Scaling out").',
+        ]
+      : [];
+  const how =
+    pooling.notifications === 'direct'
+      ? 'LISTEN and migrations through database.direct_url'
+      : `no database.direct_url: notifications polled every ${pooling.pollMs / 1000} s (docs/operations.md "Scaling out")`;
+  return [`  Pooler:         transaction mode${found}; ${how}.`];
+}
+
 export function startBanner(p: Platform, main: Server<unknown>, pub?: Server<unknown>): string {
   const mainBase = base(main, p.settings.get('web.main_base_url'));
   const publicBase = pub
@@ -41,6 +64,7 @@ export function startBanner(p: Platform, main: Server<unknown>, pub?: Server<unk
     `  API:            ${publicBase}/api/v1/…${pub ? `  (mail and files: ${mainBase}/api/v1/…)` : ''}`,
     `  API reference:  ${publicBase}/api/docs  (OpenAPI document: ${publicBase}/api/openapi.json)`,
     `  Admin panel:    ${mainBase}/_/`,
+    ...poolerLines(p),
     `  API keys${keyMode}: in another terminal, while this one runs:`,
     `    ${cli} keys create --type service --service my-app --permissions db:query --tables TABLE`,
     // A copied executable has no README beside it: point at what it serves itself.

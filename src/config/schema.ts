@@ -203,6 +203,27 @@ const DEFINITIONS = [
       'External PostgreSQL: the URL users\' and anonymous Database API statements connect with, logging in as a NOINHERIT role that is a member of basalt_user and basalt_anon only. Empty: Basalt creates and keeps such a role itself, basalt_auth_<database> (the platform role needs CREATEROLE). See docs/database.md, "The platform\'s role on a managed server".',
   },
   {
+    key: 'database.pooler',
+    kind: 'enum',
+    values: ['none', 'transaction'],
+    default: 'none',
+    restart: true,
+    operatorOnly: 'it must say what database.url really reaches',
+    description:
+      'External PostgreSQL: what database.url reaches. none: PostgreSQL itself, or a pooler in session mode. transaction: a transaction-mode pooler (PgBouncer pool_mode = transaction, Supavisor, Neon\'s pooled endpoint, RDS Proxy), where no server connection outlives a transaction: no prepared statement is kept across transactions, settings are set per transaction, and LISTEN and migrations go through database.direct_url (without it notifications are polled every second). See docs/operations.md, "Scaling out".',
+  },
+  {
+    key: 'database.direct_url',
+    kind: 'string',
+    default: '',
+    env: ['BASALT_DATABASE_DIRECT_URL'],
+    restart: true,
+    secret: true,
+    operatorOnly: "it decides which server and role the platform's sessions log in as",
+    description:
+      'External PostgreSQL behind a transaction-mode pooler (database.pooler = transaction): a URL of the same database that bypasses the pooler, for what needs a session of its own: LISTEN (realtime, settings, sessions and keys invalidation, mail wake-ups; one connection per instance) and migrations. Empty: those go through the pooler, and notifications are polled every second instead.',
+  },
+  {
     key: 'database.pool_max',
     kind: 'int',
     default: 20,

@@ -6,7 +6,7 @@ import { SettingsWatch, changedKeys } from './settings-watch';
 
 const CHANNEL = 'basalt_settings';
 /** Keys needed to open the database cannot live in it. */
-const NOT_IN_DATABASE = new Set(['database.url', 'data.dir']);
+const NOT_IN_DATABASE = new Set(['database.url', 'database.direct_url', 'database.pooler', 'data.dir']);
 
 export interface SettingView {
   key: string;

@@ -80,4 +80,12 @@ export function checkCombination(get: SettingGetter): void {
       `web.public_port: must differ from web.port (both ${port}) when web.public_api_separate is true`,
     );
   }
+  if (get('database.direct_url') && get('database.pooler') !== 'transaction')
+    throw new ConfigError(
+      'database.direct_url: set only behind a transaction-mode pooler (database.pooler = transaction); without one database.url is already direct',
+    );
+  if (get('database.pooler') === 'transaction' && !get('database.url'))
+    throw new ConfigError(
+      'database.pooler: transaction applies to external PostgreSQL only; set database.url to the pooler, or leave database.pooler at none',
+    );
 }

@@ -90,10 +90,32 @@ export interface KnownStatement {
   params: unknown[];
 }
 
+/**
+ * The payload a polled subscription delivers (`Db.listen` behind a transaction-mode pooler
+ * without database.direct_url): anything on the channel may have changed since the last one,
+ * so a listener that keys on payloads (a cache) starts over.
+ */
+export const ANY_CHANGE = '';
+
+/** External PostgreSQL: what its URL reaches (database.pooler) and where notifications come from. */
+export interface Pooling {
+  pooler: 'none' | 'transaction';
+  /**
+   * Where LISTEN goes: the pool's URL (`session`), database.direct_url (`direct`), or nowhere
+   * (`polled`: ANY_CHANGE every `pollMs`).
+   */
+  notifications: 'session' | 'direct' | 'polled';
+  pollMs: number;
+  /** A pooler found in front of the URL at start (`detectPooler`), or undefined. */
+  detected?: string;
+}
+
 export interface Db extends Queryable {
   readonly kind: 'embedded' | 'external';
   /** Human description without credentials, for logs and errors. */
   readonly describe: string;
+  /** External only: what the URL reaches and how notifications arrive. */
+  readonly pooling?: Pooling;
   /**
    * Embedded only: a transaction opened with `begin()` holds the database right now, so
    * other statements wait for it (readiness must not mistake that for an outage).
@@ -124,7 +146,11 @@ export interface Db extends Queryable {
   atOnce(statements: readonly KnownStatement[], wait?: WaitOptions): Promise<QueryResult[]>;
   /** Run `fn` in a transaction; commit on success, roll back on throw. */
   transaction<R>(fn: (tx: Queryable) => Promise<R>, opts?: TxOptions): Promise<R>;
-  /** LISTEN on a channel; the callback gets NOTIFY payloads. Returns an unlisten function. */
+  /**
+   * LISTEN on a channel; the callback gets NOTIFY payloads. Returns an unlisten function. Behind
+   * a transaction-mode pooler without database.direct_url it is called with ANY_CHANGE every
+   * `pooling.pollMs` instead.
+   */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   notify(channel: string, payload: string): Promise<void>;
   close(): Promise<void>;

@@ -1,6 +1,7 @@
 import postgres from 'postgres';
-import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
+import type { Db, KnownStatement, Pooling, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import {
+  ANY_CHANGE,
   DatabaseBusyError,
   DatabaseUnavailableError,
   DiskFullError,
@@ -17,6 +18,45 @@ type Sql = postgres.Sql | postgres.ReservedSql;
 
 /** An idle connection closes after this long (postgres.js's pool and the batches' alike). */
 const IDLE_TIMEOUT_SECONDS = 60;
+
+/**
+ * Behind a transaction-mode pooler without database.direct_url: how often a subscription is
+ * told that anything may have changed (docs/operations.md, "Scaling out").
+ */
+export const LISTEN_POLL_MS = 1000;
+
+/**
+ * The start-up parameters a transaction-mode pooler passes on (PgBouncer tracks these per client
+ * and refuses any other, 08P01 "unsupported startup parameter"); the others are set in every
+ * transaction instead (`localSettings`).
+ */
+const POOLER_STARTUP = new Set([
+  'application_name',
+  'client_encoding',
+  'datestyle',
+  'timezone',
+  'standard_conforming_strings',
+]);
+
+/**
+ * Run-time parameters split for a transaction-mode pooler: those its start-up message may carry,
+ * and one statement that sets the others for the transaction it runs in
+ * (`set_config(…, true)`, names and values as bind parameters), or null when there are none.
+ */
+export function localSettings(connection: Record<string, string>): {
+  startup: Record<string, string>;
+  local: KnownStatement | null;
+} {
+  const startup: Record<string, string> = {};
+  const params: string[] = [];
+  for (const [k, v] of Object.entries(connection))
+    if (POOLER_STARTUP.has(k.toLowerCase())) startup[k] = v;
+    else params.push(k, v);
+  if (!params.length) return { startup, local: null };
+  const calls = [];
+  for (let i = 1; i < params.length; i += 2) calls.push(`pg_catalog.set_config($${i}, $${i + 1}, true)`);
+  return { startup, local: { sql: `SELECT ${calls.join(', ')}`, params } };
+}
 
 /** A driver's result as the engine's. */
 function resultOf<T>(r: postgres.RowList<postgres.Row[]>): QueryResult<T> {
@@ -146,16 +186,57 @@ export interface ExternalOptions {
   busyTimeoutMs?: GateOptions['busyTimeoutMs'];
   /** The largest share of the connections one API key may hold (0..1]. */
   keyShare?: GateOptions['keyShare'];
+  /**
+   * database.pooler: `transaction` when `url` reaches a transaction-mode pooler. Then no
+   * statement stays prepared across transactions (the driver's and the wire path's are
+   * unnamed), `connection` parameters the pooler does not pass on are set in each transaction,
+   * and LISTEN goes to `directUrl`, or is polled without it.
+   */
+  pooler?: 'none' | 'transaction';
+  /** database.direct_url: the same database past the pooler, for LISTEN. */
+  directUrl?: string;
+  /** Look for a pooler in front of `url` at open (`detectPooler`; the platform's pool). */
+  detect?: boolean;
+}
+
+/**
+ * Whether `url` reaches PgBouncer (or a pooler that does as it does), told without side
+ * effects: one connection asks for a custom start-up parameter, which PostgreSQL takes as a
+ * placeholder setting and PgBouncer refuses ("unsupported startup parameter"). Its pool_mode is
+ * not visible from a client connection (SHOW pool_mode reaches PostgreSQL), so the operator's
+ * database.pooler still says it. Undefined when nothing was found (or the probe failed).
+ */
+export async function detectPooler(url: string, connectTimeoutSeconds: number): Promise<string | undefined> {
+  const probe = postgres(url, {
+    max: 1,
+    connect_timeout: connectTimeoutSeconds,
+    onnotice: () => {},
+    connection: { application_name: 'basalt-probe', 'basalt.pooler_probe': 'on' },
+  });
+  try {
+    await probe`select 1`;
+    return undefined;
+  } catch (e) {
+    const msg = String((e as Error).message ?? '');
+    return msg.includes('unsupported startup parameter') ? 'PgBouncer (it refused a start-up parameter)' : undefined;
+  } finally {
+    await probe.end({ timeout: 1 }).catch(() => {});
+  }
 }
 
 export async function openExternal(url: string, opts: ExternalOptions = {}): Promise<Db> {
-  const prepare = opts.prepare ?? false;
+  const pooled = opts.pooler === 'transaction';
+  const prepare = !pooled && (opts.prepare ?? false);
+  const connection = { application_name: 'basalt', ...opts.connection };
+  const { startup, local } = pooled ? localSettings(connection) : { startup: connection, local: null };
   const max = opts.max ?? 20;
   const connectTimeoutSeconds = opts.connectTimeoutSeconds ?? 5;
   /** Held connections by the pool's connection id, told when the pool reports it closed. */
   const closing = new Map<number, Set<Held>>();
   const sql = postgres(url, {
     max,
+    // The driver's own statements (sql`…`: notify, the array types it fetches) too: unnamed behind a pooler.
+    prepare: !pooled,
     connect_timeout: connectTimeoutSeconds,
     idle_timeout: IDLE_TIMEOUT_SECONDS,
     onnotice: () => {},
@@ -176,7 +257,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         parse: (v: string) => new Uint8Array(Buffer.from(v.slice(2), 'hex')),
       },
     },
-    connection: { application_name: 'basalt', ...opts.connection },
+    connection: startup,
     onclose: (id) => {
       const held = closing.get(id);
       closing.delete(id);
@@ -193,7 +274,11 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
   // As many places as connections: the driver's own queue (unbounded, unfair) never fills.
   const gate = new WaitGate({ slots: max, busyTimeoutMs: opts.busyTimeoutMs, keyShare: opts.keyShare });
   const waitAs = (w: WaitOptions): Queryable => ({
-    query: (text, params) => gate.run(w, () => direct.query(text, params)),
+    // Behind a transaction-mode pooler with settings to make: a transaction of its own that makes them.
+    query: local
+      ? async <T>(text: string, params: unknown[] = []) =>
+          (await atOnce([{ sql: text, params }], w))[0] as QueryResult<T>
+      : (text, params) => gate.run(w, () => direct.query(text, params)),
     exec: (text) => gate.run(w, () => direct.exec(text)),
   });
   const base = waitAs({});
@@ -238,17 +323,28 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
         free();
       }
     };
-    // One round trip: BEGIN and the setup statements as one simple-protocol batch.
+    // One round trip: BEGIN and the setup statements as one simple-protocol batch (after the
+    // pooler's settings, sent with it).
+    const setup = opts.setup ?? [];
     const began = held.run(
-      async (c) => void (await c.unsafe(['BEGIN', ...(opts.setup ?? [])].join('; '), [], held.first)),
+      async (c) => void (await c.unsafe(local ? 'BEGIN' : ['BEGIN', ...setup].join('; '), [], held.first)),
     );
+    const made = local
+      ? [
+          held.run(
+            async (c) =>
+              void (await c.unsafe(local.sql, local.params as postgres.ParameterOrJSON<never>[], { prepare })),
+          ),
+          ...(setup.length ? [held.run(async (c) => void (await c.unsafe(setup.join('; ')).simple()))] : []),
+        ]
+      : [];
     const failed = async (e: unknown): Promise<never> => {
       closed = true;
       await q.exec('ROLLBACK').catch(() => {}); // the failure being thrown matters; a broken connection is dropped by the driver
       free();
       throw e;
     };
-    await began.catch(failed);
+    await Promise.all([began, ...made]).catch(failed);
     return {
       ...q,
       get closed() {
@@ -293,7 +389,11 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       }
     };
     try {
-      await send([{ sql: 'BEGIN', params: [] }, ...setup.map((sql) => ({ sql, params: [] }))]);
+      await send([
+        { sql: 'BEGIN', params: [] },
+        ...(local ? [local] : []),
+        ...setup.map((sql) => ({ sql, params: [] })),
+      ]);
     } catch (e) {
       // A setup statement refused: the transaction BEGIN opened is aborted, and ends here.
       closed = true;
@@ -327,6 +427,7 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     : new WirePool(resolved, {
         connectTimeoutMs: connectTimeoutSeconds * 1000,
         idleTimeoutMs: IDLE_TIMEOUT_SECONDS * 1000,
+        unnamed: pooled,
       });
 
   /**
@@ -355,12 +456,13 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const pool = wire;
     if (pool && statements.every((st) => batchable(st.params))) {
       try {
-        return await gate.run(wait, () => run(() => pool.batch(statements, wait)));
+        if (!local) return await gate.run(wait, () => run(() => pool.batch(statements, wait)));
+        return (await gate.run(wait, () => run(() => pool.batch([local, ...statements], wait)))).slice(1);
       } catch (e) {
         if (!offWire(pool, e)) throw e;
       }
     }
-    if (statements.length === 1) return [await waitAs(wait).query(statements[0]!.sql, statements[0]!.params)];
+    if (statements.length === 1 && !local) return [await waitAs(wait).query(statements[0]!.sql, statements[0]!.params)];
     const place = await gate.acquire(wait);
     let held: Held;
     try {
@@ -373,6 +475,9 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
     const sent: Promise<postgres.RowList<postgres.Row[]>>[] = [
       held.run((c) => c.unsafe('BEGIN', [], held.first).simple()),
     ];
+    const first = local ? 2 : 1;
+    if (local)
+      sent.push(held.run((c) => c.unsafe(local.sql, local.params as postgres.ParameterOrJSON<never>[], { prepare })));
     for (const st of statements)
       sent.push(held.run((c) => c.unsafe(st.sql, st.params as postgres.ParameterOrJSON<never>[], { prepare })));
     sent.push(held.run((c) => c.unsafe('COMMIT').simple()));
@@ -391,26 +496,58 @@ export async function openExternal(url: string, opts: ExternalOptions = {}): Pro
       place.release();
     }
     const out: QueryResult[] = [];
-    for (let i = 1; i < settled.length - 1; i++)
+    for (let i = first; i < settled.length - 1; i++)
       out.push(resultOf((settled[i] as PromiseFulfilledResult<postgres.RowList<postgres.Row[]>>).value));
     return out;
   }
 
+  /**
+   * Where LISTEN goes: the pool's URL, unless that is a transaction-mode pooler (a LISTEN there
+   * lasts one transaction of a server connection others then use): database.direct_url, the
+   * driver's one listening connection to it opened on the first LISTEN; without one, polled.
+   */
+  const pooling: Pooling = {
+    pooler: pooled ? 'transaction' : 'none',
+    notifications: !pooled ? 'session' : opts.directUrl ? 'direct' : 'polled',
+    pollMs: LISTEN_POLL_MS,
+    detected: opts.detect ? await detectPooler(url, connectTimeoutSeconds) : undefined,
+  };
+  let listener: postgres.Sql | undefined;
+  const listenOn = (): postgres.Sql | null => {
+    if (!pooled) return sql;
+    if (!opts.directUrl) return null;
+    listener ??= postgres(opts.directUrl, {
+      max: 1,
+      connect_timeout: connectTimeoutSeconds,
+      onnotice: () => {},
+      connection: { application_name: `${connection.application_name}-listen` },
+    });
+    return listener;
+  };
+
   return {
     kind: 'external',
     describe: describeUrl(url),
+    pooling,
     ...base,
     ...gatedMembers(gate, begin, waitAs),
     atOnce,
-    listen: (channel, cb) =>
-      run(async () => {
-        const sub = await sql.listen(channel, cb);
+    listen: (channel, cb) => {
+      const on = listenOn();
+      if (!on) {
+        const t = setInterval(() => cb(ANY_CHANGE), LISTEN_POLL_MS);
+        t.unref?.();
+        return Promise.resolve(async () => clearInterval(t));
+      }
+      return run(async () => {
+        const sub = await on.listen(channel, cb);
         return async () => void (await sub.unlisten());
-      }),
+      });
+    },
     notify: (channel, payload) => gate.run({}, () => run(async () => void (await sql.notify(channel, payload)))),
-    close: () => {
+    close: async () => {
       wire?.close();
-      return sql.end({ timeout: 5 });
+      await Promise.all([sql.end({ timeout: 5 }), listener?.end({ timeout: 5 })]);
     },
   };
 }

@@ -9,6 +9,11 @@ export interface OpenDbOptions {
   poolMax?: number;
   /** database.busy_timeout_ms, read at each wait (src/db/wait-gate.ts); no bound when omitted. */
   busyTimeoutMs?: () => number;
+  /** database.pooler and database.direct_url (src/db/external.ts, ExternalOptions). */
+  pooler?: 'none' | 'transaction';
+  directUrl?: string;
+  /** Look for a pooler in front of the URL (src/db/external.ts, detectPooler): the platform's database. */
+  detect?: boolean;
   /** The embedded engine's durability and what to do when it stops (src/db/embedded.ts). */
   embedded?: EmbeddedOptions;
 }
@@ -17,7 +22,13 @@ export interface OpenDbOptions {
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
   if (opts.url) {
     const { openExternal } = await import('./external');
-    const db = await openExternal(opts.url, { max: opts.poolMax, busyTimeoutMs: opts.busyTimeoutMs });
+    const db = await openExternal(opts.url, {
+      max: opts.poolMax,
+      busyTimeoutMs: opts.busyTimeoutMs,
+      pooler: opts.pooler,
+      directUrl: opts.directUrl,
+      detect: opts.detect,
+    });
     try {
       await checkServerVersion(db);
     } catch (e) {

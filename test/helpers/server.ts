@@ -50,6 +50,8 @@ export interface TestServer {
   sql<T = any>(text: string, params?: unknown[]): Promise<T[]>;
   /** The id of the process serving: this one on the source, the executable's own otherwise. */
   pid: number;
+  /** What the executable printed so far, start-up lines included (executable only). */
+  output(): string;
   /** Base URL of the main listener, e.g. http://127.0.0.1:40123 */
   url: string;
   /** Base URL of the public listener (same as url when the split is off). */
@@ -135,6 +137,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
         return sourceOnly('s.running');
       },
       pid: exe.pid,
+      output: exe.output,
       url: exe.url,
       publicUrl: exe.publicUrl,
       settings: {
@@ -185,6 +188,7 @@ export async function startServer(engine: Engine, opts: StartOptions = {}): Prom
     platform,
     running,
     pid: process.pid,
+    output: () => sourceOnly('s.output()'),
     url,
     publicUrl,
     settings: {

@@ -50,6 +50,8 @@ export class WireConnection {
   private constructor(
     private readonly socket: net.Socket,
     private readonly parsers: Record<number, Parser>,
+    /** Nothing kept prepared: each statement parsed as the unnamed one (WirePoolOptions.unnamed). */
+    private readonly unnamed: boolean,
   ) {
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 60_000);
@@ -58,7 +60,7 @@ export class WireConnection {
     socket.on('close', () => this.fail(connectionError('CONNECTION_CLOSED', 'the database closed the connection')));
   }
 
-  static async open(o: ResolvedOptions, timeoutMs: number): Promise<WireConnection> {
+  static async open(o: ResolvedOptions, timeoutMs: number, unnamed = false): Promise<WireConnection> {
     const raw = o.path ? net.connect({ path: o.path }) : net.connect({ host: o.host[0], port: o.port[0] ?? 5432 });
     let conn: WireConnection | undefined;
     let socket: net.Socket = raw;
@@ -71,7 +73,7 @@ export class WireConnection {
     try {
       await once(raw, 'connect');
       if (o.ssl !== false && o.ssl !== undefined && o.ssl !== 'disable') socket = await secure(raw, o);
-      const c = new WireConnection(socket, o.parsers);
+      const c = new WireConnection(socket, o.parsers, unnamed);
       conn = c;
       await new Promise<void>((resolve, reject) => {
         c.waiting = { resolve, reject };
@@ -200,12 +202,13 @@ export class WireConnection {
     prepared.begin();
     const plan: Prepared[] = [];
     for (const st of statements) {
-      let p = prepared.get(st.sql);
+      let p = this.unnamed ? undefined : prepared.get(st.sql);
       if (p === undefined) {
-        p = { name: prepared.name(), columns: [] };
+        // Unnamed: replaced by the next Parse, after its Bind has used it.
+        p = { name: this.unnamed ? '' : prepared.name(), columns: [] };
         w.begin(PARSE).cstring(p.name).cstring(st.sql).int16(0).end();
         w.begin(DESCRIBE).byte(0x53).cstring(p.name).end(); // its result columns, kept with it
-        prepared.add(st.sql, p);
+        if (!this.unnamed) prepared.add(st.sql, p);
       }
       plan.push(p);
       w.begin(BIND).cstring('').cstring(p.name).int16(0).count16(st.params.length);

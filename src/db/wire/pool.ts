@@ -43,7 +43,7 @@ export class WirePool {
       conn.close();
       conn = this.idle.pop();
     }
-    return conn ?? (await WireConnection.open(this.o, this.opts.connectTimeoutMs));
+    return conn ?? (await WireConnection.open(this.o, this.opts.connectTimeoutMs, this.opts.unnamed === true));
   }
 
   /** Give back a connection `reserve` gave, with nothing open on it. */

@@ -35,6 +35,12 @@ export function wireUnsupported(o: ResolvedOptions): string | null {
 export interface WirePoolOptions {
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /**
+   * Behind a transaction-mode pooler (database.pooler): every statement is parsed into the
+   * unnamed statement of its batch, none kept prepared (the next batch may reach another server
+   * connection).
+   */
+  unnamed?: boolean;
 }
 
 /** A statement of a batch: its values are strings, finite numbers or nulls. */

@@ -7,7 +7,7 @@
  * database, which drop theirs: a revoked session's access tokens stop at once.
  * The TTL only bounds staleness if a notification is ever lost.
  */
-import type { Db, Queryable } from '../../db/engine';
+import { ANY_CHANGE, type Db, type Queryable } from '../../db/engine';
 import { getOrCreateSecret } from '../../db/secrets';
 import {
   derivedOpaqueToken,
@@ -313,6 +313,12 @@ export class SessionStore {
 
   private forget(key: string): void {
     this.generation++;
+    // Polled instead of notified (a transaction-mode pooler without database.direct_url): any
+    // entry may be stale, so all go; open streams and transactions are not told (docs/operations.md).
+    if (key === ANY_CHANGE) {
+      this.cache.clear();
+      return;
+    }
     for (const fn of this.invalidateListeners) fn(key);
     if (!key.startsWith('user:')) {
       this.cache.delete(key);

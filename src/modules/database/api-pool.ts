@@ -9,7 +9,9 @@
  * (size database.pool_max) with connections that start with
  * `statement_timeout` = db.statement_timeout_ms and `lock_timeout` = half of it. Setting the timeout when the
  * connection starts costs nothing per query, where `SET LOCAL` would need a
- * transaction (three more round trips) around every statement. The pool also keeps
+ * transaction (three more round trips) around every statement; behind a transaction-mode
+ * pooler, which takes no such start-up parameter, they are set in every transaction instead, in
+ * the same round trip (`localSettings`, src/db/external.ts). The pool also keeps
  * statements prepared per connection: API statement texts repeat (same entity,
  * fields and filter shape), so most queries are one round trip. A user's or anon's request
  * (`Db.atOnce`) goes out as one batch with a single Sync, and a service key's statement outside
@@ -108,6 +110,7 @@ function poolSlot(p: Platform, url: () => string, applicationName: string) {
         application_name: applicationName,
       },
       prepare: true,
+      pooler: p.settings.get('database.pooler'),
       busyTimeoutMs: () => p.settings.get('database.busy_timeout_ms'),
       keyShare: () => p.settings.get('db.pool_share_per_key') / 100,
     }).then((db) => {

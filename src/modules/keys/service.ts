@@ -4,7 +4,7 @@
  * presented key with a short-lived cache.
  */
 import type { Platform } from '../../platform';
-import type { Queryable } from '../../db/engine';
+import { ANY_CHANGE, type Queryable } from '../../db/engine';
 import { KeyErrors } from './errors';
 import { generateKey, hashKey, keyShape, sameHash } from './key-material';
 import { validateKeyInput, type CreateKeyInput, type KeyInfo, type KeyType } from './model';
@@ -262,6 +262,8 @@ export class KeyService {
   private listen(): Promise<void> {
     return (this.listening ??= this.p.db
       .listen(KEYS_CHANNEL, (payload) => {
+        // Polled instead of notified (a transaction-mode pooler without database.direct_url): any entry may be stale.
+        if (payload === ANY_CHANGE) return this.cache.clear();
         const [kind, id] = payload.split(':');
         if (kind === 'revoke' && id) {
           this.cache.evictId(id);

@@ -11,11 +11,13 @@ import { Type } from '@sinclair/typebox';
 import { AREA } from '../../http/areas';
 import { successOf } from '../../http/envelope-schemas';
 
-export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
+export const ACTIONS = ['select', 'insert', 'update', 'delete', 'aggregate'] as const;
+export const AGGREGATE_FNS = ['count', 'count_distinct', 'sum', 'avg', 'min', 'max'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
 export const DIRECTIONS = ['asc', 'desc'] as const;
 export type Action = (typeof ACTIONS)[number];
 export type Operator = (typeof OPERATORS)[number];
+export type AggregateFn = (typeof AGGREGATE_FNS)[number];
 
 const Row = t.Record(t.String(), t.Unknown(), {
   title: 'DbRow',
@@ -51,6 +53,81 @@ export const Sort = t.Object(
 );
 
 /**
+ * A part of the request the service checks itself, so a refusal names its exact position
+ * (`filters[1].or[0].op`, `expand.author_id.limit`): accepted as is by body validation (an
+ * unknown schema), described to the document by `oneOf` of one schema (a named one, or a
+ * `$ref` to one where the shape nests in itself). `oneOf`, not `anyOf`: body normalization
+ * reads `anyOf` and would drop the keys it does not know, which the service must name.
+ */
+const checkedByService = (described: object, description?: string) =>
+  t.Unknown({ oneOf: [described], ...(description ? { description } : {}) });
+const refTo = (name: string, description?: string) =>
+  checkedByService({ $ref: `#/components/schemas/${name}` }, description);
+
+const GROUP_ITEMS = 'Filter items (conditions or groups); groups nest at most 4 levels, 100 items in all.';
+export const FilterItem = t.Union(
+  [
+    Filter,
+    t.Object(
+      { or: t.Array(refTo('DbFilterItem'), { description: 'At least one item holds. ' + GROUP_ITEMS }) },
+      { title: 'DbFilterOr', additionalProperties: false },
+    ),
+    t.Object(
+      { and: t.Array(refTo('DbFilterItem'), { description: 'Every item holds. ' + GROUP_ITEMS }) },
+      { title: 'DbFilterAnd', additionalProperties: false },
+    ),
+    t.Object(
+      { not: refTo('DbFilterItem', 'The item does not hold.') },
+      { title: 'DbFilterNot', additionalProperties: false },
+    ),
+  ],
+  {
+    title: 'DbFilterItem',
+    description:
+      'A condition {field, op, value} (field: a column, or a dotted path through relations such as author_id.name), or a group {or: [...]}, {and: [...]}, {not: item}.',
+  },
+);
+
+export const Relation = t.Object(
+  {
+    fields: t.Optional(
+      t.Array(t.String(), { description: 'Columns of the related table (all readable when omitted).' }),
+    ),
+    filters: t.Optional(t.Array(checkedByService(FilterItem), { description: 'Conditions on the related rows.' })),
+    sort: t.Optional(t.Array(Sort, { description: "Order of a one-to-many relation's rows." })),
+    limit: t.Optional(
+      Type.Integer({ minimum: 0, description: 'One-to-many: rows per parent; default 10, at most db.max_limit.' }),
+    ),
+    offset: t.Optional(Type.Integer({ minimum: 0, description: 'One-to-many: rows to skip per parent.' })),
+    total: t.Optional(
+      t.Boolean({ description: 'One-to-many: also return expand.<name>_total, the related rows matching.' }),
+    ),
+    expand: t.Optional(refTo('DbExpand', 'Relations of the related table (depth at most 3 in all).')),
+  },
+  { title: 'DbRelation', additionalProperties: false },
+);
+
+export const Expand = t.Record(t.String(), Relation, {
+  title: 'DbExpand',
+  description:
+    "select: relation name → what to read of it. Many-to-one: the foreign key column's name (author_id), answered as an object or null; one-to-many: <table>_via_<its column> (comments_via_post_id), answered as an array. At most 10 relations, 3 levels deep.",
+});
+
+export const Aggregate = t.Object(
+  {
+    fn: t.String({ enum: [...AGGREGATE_FNS], description: 'count, count_distinct, sum, avg, min or max.' }),
+    field: t.Optional(t.String({ description: 'Column (or many-to-one dotted path); count without it counts rows.' })),
+    as: t.Optional(
+      t.String({
+        pattern: '^[A-Za-z0-9_]{1,63}$',
+        description: 'Output column name; default <fn>_<field>, or count.',
+      }),
+    ),
+  },
+  { title: 'DbAggregate', additionalProperties: false },
+);
+
+/**
  * A condition on a column and an order, as the Database API, the admin data browser and the
  * panel's filter bar (src/admin-ui/screens/data-filters.tsx) all take them: declared once, here.
  */
@@ -63,14 +140,17 @@ export const QueryBody = t.Object(
       description: "Table of the data schema; must be in the API key's table whitelist.",
       example: 'orders',
     }),
-    action: t.String({ enum: [...ACTIONS], description: 'select, insert, update or delete.' }),
+    action: t.String({ enum: [...ACTIONS], description: 'select, insert, update, delete or aggregate.' }),
     fields: t.Optional(
       t.Array(t.String(), {
         description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.',
       }),
     ),
     filters: t.Optional(
-      t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' }),
+      t.Array(checkedByService(FilterItem), {
+        description:
+          'Conditions, all of which must hold (AND); groups {or}, {and}, {not} nest. Required for update and delete.',
+      }),
     ),
     data: t.Optional(
       t.Union([Row, t.Array(Row)], {
@@ -90,6 +170,20 @@ export const QueryBody = t.Object(
     ),
     transaction_id: t.Optional(
       t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' }),
+    ),
+    expand: t.Optional(checkedByService(Expand, 'select: related rows to read in the same statement.')),
+    group_by: t.Optional(
+      t.Array(t.String(), {
+        description: 'aggregate: group columns, or many-to-one dotted paths (customer_id.country).',
+      }),
+    ),
+    aggregates: t.Optional(
+      t.Array(checkedByService(Aggregate), { description: 'aggregate: the values computed per group.' }),
+    ),
+    having: t.Optional(
+      t.Array(checkedByService(FilterItem), {
+        description: "aggregate: conditions on the groups, over the aggregates' names and the group columns.",
+      }),
     ),
   },
   {

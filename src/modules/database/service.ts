@@ -12,9 +12,9 @@ import type { AuthService } from '../auth/service';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
-import { buildStatement, type Statement } from './query-builder';
+import { buildStatement, EXPAND_COLUMN, ROW_COLUMN, TOTAL_COLUMN, type Access, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
-import { decodeRows } from './value-codec';
+import { decodeExpand, decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 import {
@@ -27,7 +27,7 @@ import {
   type IdentitySupport,
 } from './identity';
 import { secureIdentities } from './authenticator';
-import { authorize, holdsAnything } from './access';
+import { authorize, holdsAnything, readAs, readWithin } from './access';
 import { isUserOwner, ownerOf, sessionOf, type DbCaller } from './caller';
 
 /**
@@ -56,6 +56,12 @@ export class DatabaseService {
   readonly transactions: TransactionRegistry;
   /** Wait counters of the Database API's own pool (external PostgreSQL; embedded: none, the platform's). */
   waitStats: () => WaitStats | undefined = () => undefined;
+  /**
+   * Statements of the Database API's requests handed to the database (a select's separate
+   * count included; an identity's own SET statements not): read by the tests that prove a
+   * request with relations or aggregates is one statement (test/database/relations.test.ts).
+   */
+  statementsSent = 0;
 
   constructor(
     private readonly p: Platform,
@@ -164,11 +170,12 @@ export class DatabaseService {
     };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
+      const keyAccess = readWithin(caller.key.tables);
       if (body.transaction_id !== undefined)
         return this.transactions.run(body.transaction_id, caller.key.id, undefined, (tx) =>
-          this.execute(body, tx, true),
+          this.execute(body, tx, true, undefined, undefined, keyAccess),
         );
-      return this.execute(body, alone(await this.apiDb(), wait), false);
+      return this.execute(body, alone(await this.apiDb(), wait), false, undefined, wait, keyAccess);
     }
     const as = caller.kind === 'user' ? caller.identity : ANON;
     if (body.transaction_id !== undefined) {
@@ -190,6 +197,7 @@ export class DatabaseService {
     body: QueryBody,
     via: Queryable | undefined,
     role?: IdentityRole,
+    keyAccess?: Access,
   ): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get('db.max_limit');
     // A write's RETURNING rows are bounded by the database (docs/database.md, "Answer size").
@@ -197,15 +205,16 @@ export class DatabaseService {
     const make = role
       ? (table: Table) => {
           const a = authorize(body, table, role);
-          return buildStatement(a.body, table, { maxLimit, maxBytes, returning: a.returning });
+          return buildStatement(a.body, table, { maxLimit, maxBytes, returning: a.returning, access: readAs(role) });
         }
-      : (table: Table) => buildStatement(body, table, { maxLimit, maxBytes });
+      : (table: Table) => buildStatement(body, table, { maxLimit, maxBytes, access: keyAccess });
     return this.catalog.build(body.entity, via, make, {
       table: () =>
         role
           ? DbErrors.notGranted(body.entity, DB_ROLES[role])
           : DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
-      name: (e) => DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`),
+      name: (e) =>
+        DbErrors.invalid(e.path, e.detail ?? `unknown field '${e.name}' of entity '${e.table ?? body.entity}'`),
     });
   }
 
@@ -220,17 +229,19 @@ export class DatabaseService {
     inTx: boolean,
     as?: Identity,
     wait?: WaitOptions,
+    keyAccess?: Access,
   ): Promise<QueryResultData> {
     // Inside a transaction on the embedded engine the transaction holds the only
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
-    const planned = this.plan(body, via, as?.role);
+    const planned = this.plan(body, via, as?.role, keyAccess);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
       if (as && !inTx) {
         // The statement (and its count) known up front: one round trip with the identity.
         const stmts = [{ sql: st.sql, params: st.params }];
         if (st.countSql) stmts.push({ sql: st.countSql, params: st.countParams ?? [] });
+        this.statementsSent += stmts.length;
         const [res, count] = await asIdentityAtOnce(q as Db, as, stmts, wait);
         return this.answer(st, res!, count as QueryResult<{ total: string }> | undefined);
       }
@@ -255,6 +266,7 @@ export class DatabaseService {
 
   /** One planned statement on `q` (its count beside it when asked and `q` takes two at once). */
   private async run(st: Statement, q: Queryable, serial: boolean): Promise<QueryResultData> {
+    this.statementsSent += st.countSql ? 2 : 1;
     const [res, count] = st.countSql
       ? await Promise.all([
           q.query<Record<string, unknown>>(st.sql, st.params),
@@ -274,10 +286,27 @@ export class DatabaseService {
     res: QueryResult<Record<string, unknown>>,
     count: QueryResult<{ total: string }> | undefined,
   ): QueryResultData {
-    const rows = decodeRows(st.columns, res.rows);
+    let total = count ? Number(count.rows[0]?.total ?? 0) : undefined;
+    let raw = res.rows;
+    if (st.totalInRows) {
+      // aggregate with total: one row carries the count even when the page is empty (query-builder.ts).
+      total = Number(raw[0]?.[TOTAL_COLUMN] ?? 0);
+      raw = raw.filter((r) => r[ROW_COLUMN] !== null && r[ROW_COLUMN] !== undefined);
+      for (const r of raw) {
+        delete r[TOTAL_COLUMN];
+        delete r[ROW_COLUMN];
+      }
+    }
+    const rows = decodeRows(st.columns, raw);
+    if (st.expand) {
+      for (const r of rows) {
+        r.expand = decodeExpand(st.expand, r[EXPAND_COLUMN]);
+        delete r[EXPAND_COLUMN];
+      }
+    }
     // A write without RETURNING (a role that may read no column) counts the rows written.
     const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
-    if (count) out.total = Number(count.rows[0]?.total ?? 0);
+    if (total !== undefined) out.total = total;
     return out;
   }
 

@@ -4,7 +4,7 @@
  * with an `enum` for the document, checked by the service so the error names the
  * exact position (`filters[2].op`) and lists what is allowed.
  */
-import { t, type Static } from 'elysia';
+import { t, type Static, type TSchema } from 'elysia';
 // TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
 // transform, which makes every body go through a decode pass (bench/db-query.ts).
 import { Type } from '@sinclair/typebox';
@@ -55,63 +55,72 @@ export const Sort = t.Object(
 /**
  * A part of the request the service checks itself, so a refusal names its exact position
  * (`filters[1].or[0].op`, `expand.author_id.limit`): accepted as is by body validation (an
- * unknown schema), described to the document by `oneOf` of one schema (a named one, or a
- * `$ref` to one where the shape nests in itself). `oneOf`, not `anyOf`: body normalization
- * reads `anyOf` and would drop the keys it does not know, which the service must name.
+ * unknown schema), described to the document by `oneOf` of one schema. `oneOf`, not `anyOf`:
+ * body normalization reads `anyOf` and would drop the keys it does not know, which the
+ * service must name.
  */
-const checkedByService = (described: object, description?: string) =>
+const checkedByService = (described: TSchema, description?: string) =>
   t.Unknown({ oneOf: [described], ...(description ? { description } : {}) });
-const refTo = (name: string, description?: string) =>
-  checkedByService({ $ref: `#/components/schemas/${name}` }, description);
+
+/** The bounds the service applies (query-builder.ts), unrolled into the document's schemas: no cycles. */
+const GROUP_DEPTH = 4;
+const EXPAND_DEPTH = 3;
 
 const GROUP_ITEMS = 'Filter items (conditions or groups); groups nest at most 4 levels, 100 items in all.';
-export const FilterItem = t.Union(
-  [
-    Filter,
-    t.Object(
-      { or: t.Array(refTo('DbFilterItem'), { description: 'At least one item holds. ' + GROUP_ITEMS }) },
-      { title: 'DbFilterOr', additionalProperties: false },
-    ),
-    t.Object(
-      { and: t.Array(refTo('DbFilterItem'), { description: 'Every item holds. ' + GROUP_ITEMS }) },
-      { title: 'DbFilterAnd', additionalProperties: false },
-    ),
-    t.Object(
-      { not: refTo('DbFilterItem', 'The item does not hold.') },
-      { title: 'DbFilterNot', additionalProperties: false },
-    ),
-  ],
-  {
-    title: 'DbFilterItem',
+/** A filter item inside `depth` groups: a condition, or (while groups may still nest) a group. */
+const filterItem = (depth: number): TSchema => {
+  if (depth === GROUP_DEPTH) return Filter;
+  const inner = filterItem(depth + 1);
+  return t.Union(
+    [
+      Filter,
+      t.Object(
+        { or: t.Array(inner, { description: `At least one item holds. ${GROUP_ITEMS}` }) },
+        { title: 'DbFilterOr', additionalProperties: false },
+      ),
+      t.Object(
+        { and: t.Array(inner, { description: `Every item holds. ${GROUP_ITEMS}` }) },
+        { title: 'DbFilterAnd', additionalProperties: false },
+      ),
+      t.Object({ not: inner }, { title: 'DbFilterNot', additionalProperties: false }),
+    ],
+    {
+      title: 'DbFilterItem',
+      description:
+        'A condition {field, op, value} (field: a column, or a dotted path through relations such as author_id.name), or a group {or: [...]}, {and: [...]}, {not: item}.',
+    },
+  );
+};
+export const FilterItem = filterItem(0);
+
+/** What to read of a relation `depth` levels below the entity (1 to 3). */
+const relation = (depth: number): TSchema =>
+  t.Object(
+    {
+      fields: t.Optional(
+        t.Array(t.String(), { description: 'Columns of the related table (all readable when omitted).' }),
+      ),
+      filters: t.Optional(t.Array(FilterItem, { description: 'Conditions on the related rows.' })),
+      sort: t.Optional(t.Array(Sort, { description: "Order of a one-to-many relation's rows." })),
+      limit: t.Optional(
+        Type.Integer({ minimum: 0, description: 'One-to-many: rows per parent; default 10, at most db.max_limit.' }),
+      ),
+      offset: t.Optional(Type.Integer({ minimum: 0, description: 'One-to-many: rows to skip per parent.' })),
+      total: t.Optional(
+        t.Boolean({ description: 'One-to-many: also return expand.<name>_total, the related rows matching.' }),
+      ),
+      ...(depth < EXPAND_DEPTH ? { expand: t.Optional(expandOf(depth + 1)) } : {}),
+    },
+    { title: 'DbRelation', additionalProperties: false },
+  );
+
+const expandOf = (depth: number): TSchema =>
+  t.Record(t.String(), relation(depth), {
+    title: 'DbExpand',
     description:
-      'A condition {field, op, value} (field: a column, or a dotted path through relations such as author_id.name), or a group {or: [...]}, {and: [...]}, {not: item}.',
-  },
-);
-
-export const Relation = t.Object(
-  {
-    fields: t.Optional(
-      t.Array(t.String(), { description: 'Columns of the related table (all readable when omitted).' }),
-    ),
-    filters: t.Optional(t.Array(checkedByService(FilterItem), { description: 'Conditions on the related rows.' })),
-    sort: t.Optional(t.Array(Sort, { description: "Order of a one-to-many relation's rows." })),
-    limit: t.Optional(
-      Type.Integer({ minimum: 0, description: 'One-to-many: rows per parent; default 10, at most db.max_limit.' }),
-    ),
-    offset: t.Optional(Type.Integer({ minimum: 0, description: 'One-to-many: rows to skip per parent.' })),
-    total: t.Optional(
-      t.Boolean({ description: 'One-to-many: also return expand.<name>_total, the related rows matching.' }),
-    ),
-    expand: t.Optional(refTo('DbExpand', 'Relations of the related table (depth at most 3 in all).')),
-  },
-  { title: 'DbRelation', additionalProperties: false },
-);
-
-export const Expand = t.Record(t.String(), Relation, {
-  title: 'DbExpand',
-  description:
-    "select: relation name → what to read of it. Many-to-one: the foreign key column's name (author_id), answered as an object or null; one-to-many: <table>_via_<its column> (comments_via_post_id), answered as an array. At most 10 relations, 3 levels deep.",
-});
+      "select: relation name → what to read of it. Many-to-one: the foreign key column's name (author_id), answered as an object or null; one-to-many: <table>_via_<its column> (comments_via_post_id), answered as an array. At most 10 relations, 3 levels deep.",
+  });
+export const Expand = expandOf(1);
 
 export const Aggregate = t.Object(
   {
@@ -204,14 +213,36 @@ export const QueryBody = t.Object(
 );
 export type QueryBody = Static<typeof QueryBody>;
 
+/** A row of an answer: its columns (or an aggregate's group columns and aggregates), and the relations asked for. */
+const ResultRow = t.Object(
+  {
+    expand: t.Optional(
+      t.Record(t.String(), t.Unknown(), {
+        title: 'DbExpanded',
+        description:
+          'select with expand: relation name → the related row (object, or null when there is none or it is not visible) for many-to-one, an array of rows for one-to-many, and <name>_total when asked. Related rows carry their own expand.',
+      }),
+    ),
+  },
+  {
+    title: 'DbResultRow',
+    additionalProperties: true,
+    description:
+      'Column name → value (see docs/database.md for the representation of each type); aggregate: group columns (named as given, e.g. customer_id.country) and aggregates (named by as).',
+  },
+);
+
 /** The `data` of a query's answer. */
 export const QueryResultData = t.Object({
-  rows: t.Array(Row, {
-    description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.',
+  rows: t.Array(ResultRow, {
+    description:
+      'Selected rows, the inserted/updated/deleted rows (RETURNING) narrowed by fields, or the groups of an aggregate.',
   }),
   count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
   total: t.Optional(
-    Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' }),
+    Type.Integer({
+      description: 'select/aggregate with total:true: rows (groups) matching, ignoring limit/offset.',
+    }),
   ),
 });
 export type QueryResultData = Static<typeof QueryResultData>;

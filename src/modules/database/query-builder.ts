@@ -66,11 +66,11 @@ export interface Statement {
   patterns: { param: number; path: string }[];
   /** select with expand: how to finish the rows' `expand` objects (value-codec.ts, `decodeExpand`). */
   expand?: NestedDecode;
-  /** aggregate with total: the groups' count is a column of the one statement (`TOTAL`). */
+  /**
+   * total asked: the count is a column of the one statement (`TOTAL_COLUMN`, beside each row's
+   * `ROW_COLUMN`; one row of nulls but the count when the page is empty): `counted`.
+   */
   totalInRows?: boolean;
-  /** select with total: the count statement (same filters, same params prefix). */
-  countSql?: string;
-  countParams?: (string | number | null)[];
 }
 
 const TEXT_OPS = new Set<Operator>(['like', 'ilike']);
@@ -177,17 +177,26 @@ function readColumn(ctx: Ctx, table: Table, name: unknown, path: string): Column
   return column(table, name, path);
 }
 
-function relationOf(ctx: Ctx, table: Table, name: string, path: string): Relation {
+/**
+ * Relation `name` of `table`, its tables and key columns checked against the caller's access.
+ * `whole`: the dotted path it is a hop of, quoted whole in the refusal (a client's string is
+ * only ever quoted as sent).
+ */
+function relationOf(ctx: Ctx, table: Table, name: string, path: string, whole?: string): Relation {
   const rel = table.relations.get(name);
   if (!rel) {
     const names = [...table.relations.keys()].sort();
+    const list = names.length
+      ? `its relations: ${names.join(', ')}`
+      : 'it has none (no foreign key refers to or from it)';
     throw new UnknownName(
       path,
       name,
       'relation',
       table.name,
-      `'${name}' is no relation of entity '${table.name}'; ` +
-        (names.length ? `its relations: ${names.join(', ')}` : 'it has none (no foreign key refers to or from it)'),
+      whole === undefined
+        ? `'${name}' is no relation of entity '${table.name}'; ${list}`
+        : `unknown field '${whole}': no column of that name, and no such path through the relations of entity '${table.name}' (${list})`,
     );
   }
   // The related table, and the key columns the join reads on both sides.
@@ -226,7 +235,7 @@ function resolve(ctx: Ctx, scope: Scope, name: unknown, path: string, manyAllowe
   let corr = '';
   let many = false;
   for (const hop of parts.slice(0, -1)) {
-    const rel = relationOf(ctx, cur.table, hop, path);
+    const rel = relationOf(ctx, cur.table, hop, path, name);
     if (rel.kind === 'many') {
       if (!manyAllowed)
         throw DbErrors.invalid(
@@ -534,6 +543,8 @@ function build(body: QueryBody, table: Table, opts: BuildOptions): Statement {
   const scope = top(table);
   if (action === 'aggregate') return aggregate(ctx, scope, body);
   const noRows = opts.returning === false && action !== 'select';
+  // A role that may read nothing of the table asking for fields: the refusal names the first.
+  if (noRows && body.fields !== undefined) fieldsOf(ctx, table, body.fields, 'fields', () => []);
   const cols = noRows
     ? []
     : fieldsOf(ctx, table, body.fields, 'fields', () => opts.access?.readable(table) ?? table.columnList);
@@ -547,7 +558,6 @@ function build(body: QueryBody, table: Table, opts: BuildOptions): Statement {
   switch (action) {
     case 'select': {
       const w = whereOf();
-      const filterParams = params.list.slice();
       const sort = sortItems(ctx, scope, body.sort, 'sort');
       const o = sort.length ? ' ORDER BY ' + sort.join(', ') : '';
       const limit = limitOf(body.limit, 'limit', 100, opts.maxLimit);
@@ -555,13 +565,15 @@ function build(body: QueryBody, table: Table, opts: BuildOptions): Statement {
       const total = booleanOf(body.total, 'total');
       const expanded = body.expand === undefined ? undefined : expandObject(ctx, scope, body.expand, 'expand', 1);
       const more = expanded ? `, ${expanded.sql} AS ${quoteIdent(EXPAND_COLUMN)}` : '';
-      const sql = `SELECT ${list}${more} FROM ${t}${w}${o} LIMIT $${params.add(limit)} OFFSET $${params.add(offset)}`;
-      const st = params.statement(sql, cols);
+      const page = `LIMIT $${params.add(limit)} OFFSET $${params.add(offset)}`;
+      const st = params.statement(
+        total
+          ? counted(ctx, list + more, ` FROM ${t}${w}`, o, page)
+          : `SELECT ${list}${more} FROM ${t}${w}${o} ${page}`,
+        cols,
+      );
       if (expanded) st.expand = expanded.decode;
-      if (total) {
-        // The count takes the filters' parameters only: a filter's own come first (`filterParams`).
-        Object.assign(st, { countSql: `SELECT count(*)::int8 AS total FROM ${t}${w}`, countParams: filterParams });
-      }
+      st.totalInRows = total;
       return st;
     }
     case 'insert': {
@@ -834,13 +846,22 @@ function aggregate(ctx: Ctx, scope: Scope, body: QueryBody): Statement {
   const page = `LIMIT $${ctx.params.add(limit)} OFFSET $${ctx.params.add(offset)}`;
   if (!booleanOf(body.total, 'total'))
     return ctx.params.statement(`SELECT ${list} FROM (${inner}) AS ${g}${h}${o} ${page}`, cols);
-  const [c, p] = [ctx.alias(), ctx.alias()];
-  const sql =
-    `WITH ${g} AS (${inner}) SELECT ${p}.*, ${c}.${quoteIdent(TOTAL_COLUMN)} ` +
-    `FROM (SELECT count(*)::int8 AS ${quoteIdent(TOTAL_COLUMN)} FROM ${g}${h}) ${c} ` +
-    `LEFT JOIN (SELECT ${list}, row_number() OVER (${o.trim()}) AS ${ROW_NUMBER} FROM ${g}${h}${o} ${page}) ${p} ON true ` +
-    `ORDER BY ${p}.${ROW_NUMBER}`;
-  const st = ctx.params.statement(sql, cols);
+  const st = ctx.params.statement(`WITH ${g} AS (${inner}) ${counted(ctx, list, ` FROM ${g}${h}`, o, page)}`, cols);
   st.totalInRows = true;
   return st;
+}
+
+/**
+ * A page (`list` ` FROM …` ordered by `order`, `page` its LIMIT/OFFSET) with the count of all the
+ * rows it pages through, in one statement: the one-row count left-joined to the page, so an
+ * empty page still carries it; each page row numbered to keep its order.
+ */
+function counted(ctx: Ctx, list: string, from: string, order: string, page: string): string {
+  const [c, p] = [ctx.alias(), ctx.alias()];
+  const total = quoteIdent(TOTAL_COLUMN);
+  return (
+    `SELECT ${p}.*, ${c}.${total} FROM (SELECT count(*)::int8 AS ${total}${from}) ${c} ` +
+    `LEFT JOIN (SELECT ${list}, row_number() OVER (${order.trim()}) AS ${ROW_NUMBER}${from}${order} ${page}) ${p} ` +
+    `ON true ORDER BY ${p}.${ROW_NUMBER}`
+  );
 }

@@ -57,9 +57,9 @@ export class DatabaseService {
   /** Wait counters of the Database API's own pool (external PostgreSQL; embedded: none, the platform's). */
   waitStats: () => WaitStats | undefined = () => undefined;
   /**
-   * Statements of the Database API's requests handed to the database (a select's separate
-   * count included; an identity's own SET statements not): read by the tests that prove a
-   * request with relations or aggregates is one statement (test/database/relations.test.ts).
+   * Statements of the Database API's requests handed to the database (an identity's own setup
+   * not counted): read by the test that proves a request with relations, aggregates or a total
+   * is one statement (test/database/relations.test.ts).
    */
   statementsSent = 0;
 
@@ -237,15 +237,13 @@ export class DatabaseService {
     const planned = this.plan(body, via, as?.role, keyAccess);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      if (as && !inTx) {
-        // The statement (and its count) known up front: one round trip with the identity.
-        const stmts = [{ sql: st.sql, params: st.params }];
-        if (st.countSql) stmts.push({ sql: st.countSql, params: st.countParams ?? [] });
-        this.statementsSent += stmts.length;
-        const [res, count] = await asIdentityAtOnce(q as Db, as, stmts, wait);
-        return this.answer(st, res!, count as QueryResult<{ total: string }> | undefined);
-      }
-      return await this.run(st, q, inTx);
+      this.statementsSent++;
+      // With an identity outside a transaction: one round trip with the identity's own setup.
+      const res =
+        as && !inTx
+          ? (await asIdentityAtOnce(q as Db, as, [{ sql: st.sql, params: st.params }], wait))[0]!
+          : await q.query(st.sql, st.params);
+      return this.answer(st, res as QueryResult<Record<string, unknown>>);
     } catch (err) {
       if (err instanceof AppError) throw err;
       // A policy's WITH CHECK refused the row, or the role lacks a privilege the catalog
@@ -264,32 +262,12 @@ export class DatabaseService {
     }
   }
 
-  /** One planned statement on `q` (its count beside it when asked and `q` takes two at once). */
-  private async run(st: Statement, q: Queryable, serial: boolean): Promise<QueryResultData> {
-    this.statementsSent += st.countSql ? 2 : 1;
-    const [res, count] = st.countSql
-      ? await Promise.all([
-          q.query<Record<string, unknown>>(st.sql, st.params),
-          serial ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
-        ])
-      : [await q.query<Record<string, unknown>>(st.sql, st.params)];
-    return this.answer(
-      st,
-      res,
-      st.countSql && !count ? await q.query<{ total: string }>(st.countSql, st.countParams) : count,
-    );
-  }
-
   /** The answer of a statement's result (and its count's). */
-  private answer(
-    st: Statement,
-    res: QueryResult<Record<string, unknown>>,
-    count: QueryResult<{ total: string }> | undefined,
-  ): QueryResultData {
-    let total = count ? Number(count.rows[0]?.total ?? 0) : undefined;
+  private answer(st: Statement, res: QueryResult<Record<string, unknown>>): QueryResultData {
+    let total: number | undefined;
     let raw = res.rows;
     if (st.totalInRows) {
-      // aggregate with total: one row carries the count even when the page is empty (query-builder.ts).
+      // total: every row carries the count, and one row of nulls does when the page is empty (query-builder.ts).
       total = Number(raw[0]?.[TOTAL_COLUMN] ?? 0);
       raw = raw.filter((r) => r[ROW_COLUMN] !== null && r[ROW_COLUMN] !== undefined);
       for (const r of raw) {

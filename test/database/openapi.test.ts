@@ -50,7 +50,7 @@ describe('Database API in the OpenAPI document', () => {
     expect(body.properties.action.enum).toEqual(['select', 'insert', 'update', 'delete', 'aggregate']);
     // Filter items, relations and aggregates: named schemas (the service checks them, naming positions).
     const schemas = raw.components.schemas;
-    const item = body.properties.filters.items.oneOf[0];
+    const item = body.properties.filters.items.allOf[0];
     expect(item.anyOf.map((x: { properties: object }) => Object.keys(x.properties).join())).toEqual([
       'field,op,value',
       'or',
@@ -61,7 +61,7 @@ describe('Database API in the OpenAPI document', () => {
     expect(raw.paths['/api/v1/db/query'].post.requestBody.content['application/json'].schema.$ref).toBeDefined();
     for (const name of ['DbFilterItem', 'DbFilterOr', 'DbRelation', 'DbExpand', 'DbAggregate'])
       expect(schemas[name], name).toBeDefined();
-    const relation = body.properties.expand.oneOf[0].additionalProperties;
+    const relation = body.properties.expand.allOf[0].additionalProperties;
     expect(Object.keys(relation.properties).sort()).toEqual([
       'expand',
       'fields',
@@ -71,7 +71,7 @@ describe('Database API in the OpenAPI document', () => {
       'sort',
       'total',
     ]);
-    expect(body.properties.aggregates.items.oneOf[0].properties.fn.enum).toEqual([
+    expect(body.properties.aggregates.items.allOf[0].properties.fn.enum).toEqual([
       'count',
       'count_distinct',
       'sum',

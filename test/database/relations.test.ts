@@ -524,9 +524,18 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
     });
   });
 
-  test.if(ON_SOURCE)('one statement per request: expand, paths and aggregates with total', async () => {
+  test.if(ON_SOURCE)('one statement per request: expand, paths, aggregates and totals', async () => {
     const db = s.platform.services.database;
     for (const [who, body] of [
+      [
+        key,
+        {
+          entity: 'posts',
+          action: 'select',
+          filters: [{ field: 'author_id.name', op: 'eq', value: 'Ann' }],
+          total: true,
+        },
+      ],
       [
         key,
         {

@@ -55,12 +55,11 @@ export const Sort = t.Object(
 /**
  * A part of the request the service checks itself, so a refusal names its exact position
  * (`filters[1].or[0].op`, `expand.author_id.limit`): accepted as is by body validation (an
- * unknown schema), described to the document by `oneOf` of one schema. `oneOf`, not `anyOf`:
- * body normalization reads `anyOf` and would drop the keys it does not know, which the
- * service must name.
+ * unknown schema), described to the document as `allOf` its one schema beside a description.
+ * Not `anyOf` or the schema itself: body normalization reads those and would drop the keys it
+ * does not know, which the service must name.
  */
-const checkedByService = (described: TSchema, description?: string) =>
-  t.Unknown({ oneOf: [described], ...(description ? { description } : {}) });
+const checkedByService = (described: TSchema, description: string) => t.Unknown({ allOf: [described], description });
 
 /** The bounds the service applies (query-builder.ts), unrolled into the document's schemas: no cycles. */
 const GROUP_DEPTH = 4;
@@ -156,7 +155,7 @@ export const QueryBody = t.Object(
       }),
     ),
     filters: t.Optional(
-      t.Array(checkedByService(FilterItem), {
+      t.Array(checkedByService(FilterItem, 'A condition or a group.'), {
         description:
           'Conditions, all of which must hold (AND); groups {or}, {and}, {not} nest. Required for update and delete.',
       }),
@@ -187,10 +186,12 @@ export const QueryBody = t.Object(
       }),
     ),
     aggregates: t.Optional(
-      t.Array(checkedByService(Aggregate), { description: 'aggregate: the values computed per group.' }),
+      t.Array(checkedByService(Aggregate, 'One aggregate.'), {
+        description: 'aggregate: the values computed per group.',
+      }),
     ),
     having: t.Optional(
-      t.Array(checkedByService(FilterItem), {
+      t.Array(checkedByService(FilterItem, 'A condition or a group.'), {
         description: "aggregate: conditions on the groups, over the aggregates' names and the group columns.",
       }),
     ),

@@ -61,9 +61,22 @@ export const Sort = t.Object(
  */
 const checkedByService = (described: TSchema, description: string) => t.Unknown({ allOf: [described], description });
 
-/** The bounds the service applies (query-builder.ts), unrolled into the document's schemas: no cycles. */
-const GROUP_DEPTH = 4;
-const EXPAND_DEPTH = 3;
+/**
+ * Bounds of a request (docs/database.md): groups nest at most 4 levels and hold 100 items in
+ * all; relations go 3 levels deep, 10 in a request, a one-to-many one 10 rows by default;
+ * paths follow at most 3 relations; at most 50 aggregates. The query builder applies them;
+ * the document's schemas are unrolled to the depths (no cycles).
+ */
+export const QUERY_BOUNDS = {
+  groupDepth: 4,
+  filterItems: 100,
+  expandDepth: 3,
+  relations: 10,
+  pathHops: 3,
+  aggregates: 50,
+  expandLimit: 10,
+} as const;
+const { groupDepth: GROUP_DEPTH, expandDepth: EXPAND_DEPTH } = QUERY_BOUNDS;
 
 const GROUP_ITEMS = 'Filter items (conditions or groups); groups nest at most 4 levels, 100 items in all.';
 /** A filter item inside `depth` groups: a condition, or (while groups may still nest) a group. */

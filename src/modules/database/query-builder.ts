@@ -15,6 +15,7 @@ import {
   type AggregateFn,
   type Operator,
   type QueryBody,
+  QUERY_BOUNDS,
 } from './model';
 import { boundAnswer, castParam, encodeList, encodeValue, jsonValue, selectExpr, ValueError } from './value-codec';
 import { quoteIdent } from '../../db/engine';
@@ -121,14 +122,15 @@ const ALLOWED: Record<Action, Set<string>> = {
 };
 const KNOWN = new Set(Object.values(ALLOWED).flatMap((s) => [...s]));
 
-/** Bounds of a request's filters, relations and paths (docs/database.md). */
-const MAX_GROUP_DEPTH = 4;
-const MAX_FILTER_ITEMS = 100;
-const MAX_EXPAND_DEPTH = 3;
-const MAX_RELATIONS = 10;
-const MAX_PATH_HOPS = 3;
-const MAX_AGGREGATES = 50;
-const EXPAND_DEFAULT_LIMIT = 10;
+const {
+  groupDepth: MAX_GROUP_DEPTH,
+  filterItems: MAX_FILTER_ITEMS,
+  expandDepth: MAX_EXPAND_DEPTH,
+  relations: MAX_RELATIONS,
+  pathHops: MAX_PATH_HOPS,
+  aggregates: MAX_AGGREGATES,
+  expandLimit: EXPAND_DEFAULT_LIMIT,
+} = QUERY_BOUNDS;
 /** Result columns of the statement's own (never a column name a table could clash with in practice). */
 export const EXPAND_COLUMN = 'basalt expand';
 export const TOTAL_COLUMN = 'basalt total';

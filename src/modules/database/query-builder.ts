@@ -142,6 +142,13 @@ class Ctx {
   private aliases = 0;
   relations = 0;
   filterItems = 0;
+  /**
+   * aggregate: many-to-one paths from the entity read through LEFT JOINs of its FROM (one per
+   * path, however often named), not a subquery per row: grouping 100,000 rows by a related
+   * column is then a hash join. At most one related row per row (a foreign key refers to a
+   * unique key), none when it is hidden or absent: the same values as the subquery's.
+   */
+  joined?: { root: Scope; joins: string[]; aliases: Map<string, string> };
   constructor(
     readonly params: Params,
     readonly maxLimit: number,
@@ -236,8 +243,21 @@ function resolve(ctx: Ctx, scope: Scope, name: unknown, path: string, manyAllowe
   let from = '';
   let corr = '';
   let many = false;
+  let prefix = '';
+  const joined = ctx.joined?.root === scope ? ctx.joined : undefined;
   for (const hop of parts.slice(0, -1)) {
     const rel = relationOf(ctx, cur.table, hop, path, name);
+    prefix += (prefix ? '.' : '') + hop;
+    if (joined && rel.kind === 'one' && !from) {
+      let alias = joined.aliases.get(prefix);
+      if (!alias) {
+        alias = ctx.alias();
+        joined.aliases.set(prefix, alias);
+        joined.joins.push(` LEFT JOIN ${rel.target.quoted} AS ${alias} ON ${joinOn(rel, cur, alias)}`);
+      }
+      cur = { table: rel.target, ref: alias };
+      continue;
+    }
     if (rel.kind === 'many') {
       if (!manyAllowed)
         throw DbErrors.invalid(
@@ -257,7 +277,7 @@ function resolve(ctx: Ctx, scope: Scope, name: unknown, path: string, manyAllowe
   const col = readColumn(ctx, cur.table, parts.at(-1), path);
   const ref = `${cur.ref}.${col.quoted}`;
   if (many) return { col, expr: ref, exists: { from, where: corr } };
-  return { col, expr: `(SELECT ${ref} FROM ${from} WHERE ${corr})` };
+  return { col, expr: from ? `(SELECT ${ref} FROM ${from} WHERE ${corr})` : ref };
 }
 
 /** Bind parameters of one statement (exported for the admin data browser's keyset export, docs/admin.md). */
@@ -787,6 +807,8 @@ function aggregateOf(ctx: Ctx, scope: Scope, a: unknown, at: string): { name: st
  */
 function aggregate(ctx: Ctx, scope: Scope, body: QueryBody): Statement {
   const table = scope.table;
+  const joins: string[] = [];
+  ctx.joined = { root: scope, joins, aliases: new Map() };
   const outputs = new Map<string, Column>();
   const items: string[] = [];
   const add = (name: string, sql: string, col: Column, at: string) => {
@@ -812,7 +834,7 @@ function aggregate(ctx: Ctx, scope: Scope, body: QueryBody): Statement {
   });
   const filters = conditions(ctx, scope, body.filters, 'filters');
   const inner =
-    `SELECT ${items.join(', ')} FROM ${table.quoted}` +
+    `SELECT ${items.join(', ')} FROM ${table.quoted}${joins.join('')}` +
     (filters.length ? ` WHERE ${filters.join(' AND ')}` : '') +
     (groups.length ? ` GROUP BY ${groups.map((_, i) => i + 1).join(', ')}` : '');
 

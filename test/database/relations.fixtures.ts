@@ -44,6 +44,13 @@ INSERT INTO orders (customer_id, status, total, created_at, paid, weight)
   UNION ALL SELECT 8, 'refunded', 20, '2026-02-05T00:00:00Z', false, NULL
   UNION ALL SELECT 1, 'paid', 999, '2025-06-01T00:00:00Z', true, NULL;
 
+-- A two-column key: the relation is named by its first column.
+CREATE TABLE regions (country text, code text, name text NOT NULL, PRIMARY KEY (country, code));
+CREATE TABLE shops (id serial PRIMARY KEY, country text, code text, label text NOT NULL,
+                    FOREIGN KEY (country, code) REFERENCES regions (country, code));
+INSERT INTO regions VALUES ('FR', '75', 'Paris'), ('FR', '69', 'Lyon'), ('DE', '75', 'Elsewhere');
+INSERT INTO shops (country, code, label) VALUES ('FR', '75', 'a'), ('FR', '69', 'b'), ('FR', '75', 'c');
+
 CREATE TABLE tasks (id serial PRIMARY KEY, title text NOT NULL, done boolean NOT NULL, priority int4, due date);
 INSERT INTO tasks (title, done, priority, due) VALUES
   ('urgent', false, 5, '2027-01-01'), ('soon', false, 1, '2026-11-01'), ('later', false, 1, '2027-01-01'),

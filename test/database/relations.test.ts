@@ -26,7 +26,10 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
 
   beforeAll(async () => {
     s = await startServer(engine, { migrations: { '001_relations.sql': RELATIONS_MIGRATION } });
-    const tables = ['authors', 'posts', 'comments', 'customers', 'orders', 'tasks', 'lists', 'entries', 'stamps'];
+    const tables = [
+      ...['authors', 'posts', 'comments', 'customers', 'orders', 'tasks', 'lists', 'entries', 'stamps'],
+      ...['regions', 'shops'],
+    ];
     key = await createKey(s, { type: 'service', service: 'blog', permissions: ['db:query'], tables });
     postsOnly = await createKey(s, { type: 'service', service: 'posts', permissions: ['db:query'], tables: ['posts'] });
     [alice, bob] = [await signInUser(s), await signInUser(s)];
@@ -196,6 +199,31 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
         filters: [{ field: 'id', op: 'eq', value: ANN }],
       });
       expect(direct.rows[0]).toEqual(r.rows[0].expand.author_id);
+    });
+
+    test('a two-column key: both columns join, both ways', async () => {
+      const shops = await ok({
+        entity: 'shops',
+        action: 'select',
+        fields: ['label'],
+        sort: [{ field: 'id' }],
+        expand: { country: { fields: ['name'] } },
+      });
+      expect(shops.rows.map((r: { expand: { country: { name: string } } }) => r.expand.country.name)).toEqual([
+        'Paris',
+        'Lyon',
+        'Paris',
+      ]);
+      const regions = await ok({
+        entity: 'regions',
+        action: 'select',
+        fields: ['name'],
+        sort: [{ field: 'name' }],
+        expand: { shops_via_country: { fields: ['label'], sort: [{ field: 'label' }], total: true } },
+      });
+      expect(
+        regions.rows.map((r: { expand: { shops_via_country_total: number } }) => r.expand.shops_via_country_total),
+      ).toEqual([0, 1, 2]);
     });
 
     test('one-to-many paging, a many-to-one back, and depth', async () => {

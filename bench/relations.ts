@@ -15,7 +15,7 @@
  *   bun bench/relations.ts                       # both engines, BENCH_SECONDS=4, 8 connections
  *   BENCH_ENGINES=external BENCH_REPEATS=1 BENCH_SECONDS=2 bun bench/relations.ts   # a quick look
  */
-import { mkdtempSync, rmSync, cpSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
@@ -27,11 +27,12 @@ import {
   benchKey,
   buildExecutable,
   fmt,
-  freePort,
   median,
   printTable,
   requireWrk,
-  waitFor,
+  baselineData,
+  startBaseline,
+  startBasalt,
   wrk,
   wrkShort,
   type Cell,
@@ -155,40 +156,20 @@ for (const engine of ENGINES) {
     } finally {
       await p.shutdown();
     }
-    const baseDir = mkdtempSync(join(tmpdir(), 'basalt-bench-base-'));
-    scratch.push(baseDir);
-    if (engine === 'embedded') cpSync(join(db.dataDir, 'pg'), join(baseDir, 'pg'), { recursive: true });
-    const basePort = await freePort();
-    const base = Bun.spawn([process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
-      env: {
-        ...process.env,
-        BENCH_PORT: String(basePort),
-        BENCH_POOL_MAX: String(poolMax),
-        BENCH_SELECT_SQL: 'SELECT 1',
-        // Unused here (no /me workload); the baseline's verifier needs a key to start.
-        BENCH_JWT_SECRET: 'bench-secret-'.padEnd(52, 'x'),
-        BENCH_STATEMENTS: JSON.stringify(statements),
-        ...(engine === 'external' ? { BENCH_DB_URL: db.url } : { BENCH_PG_DIR: join(baseDir, 'pg') }),
-      },
-      stdout: 'ignore',
-      stderr: 'inherit',
+    const baseData = baselineData(db, scratch);
+    const luaDir = mkdtempSync(join(tmpdir(), 'basalt-bench-lua-'));
+    scratch.push(luaDir);
+    const { proc: base, url: baseUrl } = await startBaseline(procs, baseData, {
+      BENCH_POOL_MAX: String(poolMax),
+      BENCH_SELECT_SQL: 'SELECT 1',
+      // Unused here (no /me workload); the baseline's verifier needs a key to start.
+      BENCH_JWT_SECRET: 'bench-secret-'.padEnd(52, 'x'),
+      BENCH_STATEMENTS: JSON.stringify(statements),
     });
-    procs.push(base);
-    const baseUrl = `http://127.0.0.1:${basePort}`;
-    await waitFor(baseUrl + '/', base, 'the baseline');
-    const port = await freePort();
-    const basalt = Bun.spawn([exe, 'serve'], {
-      env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
-      cwd: db.dataDir,
-      stdout: 'ignore',
-      stderr: 'inherit',
-    });
-    procs.push(basalt);
-    const basaltUrl = `http://127.0.0.1:${port}`;
-    await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
+    const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, env);
 
     for (const w of WORKLOADS) {
-      const script = join(baseDir, `${w.kind}.lua`);
+      const script = join(luaDir, `${w.kind}.lua`);
       writeFileSync(script, lua(key, w.body));
       // The answers agree (rows and their count), once, before any figure.
       const ask = (url: string) =>

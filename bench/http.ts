@@ -71,6 +71,9 @@ import {
   selectLua,
   benchSelect,
   waitFor,
+  baselineData,
+  startBaseline,
+  startBasalt,
   wrk,
   wrkShort,
   wrkTogether,
@@ -360,10 +363,7 @@ for (const engine of ENGINES) {
     } finally {
       await p.shutdown();
     }
-    // The embedded baseline opens its own copy of the data (the original belongs to Basalt).
-    const baseDir = mkdtempSync(join(tmpdir(), 'basalt-bench-base-'));
-    scratch.push(baseDir);
-    if (engine === 'embedded') cpSync(join(db.dataDir, 'pg'), join(baseDir, 'pg'), { recursive: true });
+    const baseData = baselineData(db, scratch);
     // Together mode: the user select's yardstick (a service key's select) is served by a second
     // Basalt, the twin, so the two sides are two processes measured at once. It has a copy of
     // the data directory (embedded: of the data too; external: the same database, its
@@ -385,32 +385,12 @@ for (const engine of ENGINES) {
     for (let pass = 0; pass < PASSES; pass++) {
       // Both servers on the same core (PIN.server); wrk on the other. The baseline first, and Basalt
       // once it answers: the two starts on one core would stretch Basalt's start-up into the idle reading.
-      const basePort = await freePort();
-      const base = Bun.spawn([...PIN.server, process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
-        env: {
-          ...process.env,
-          BENCH_PORT: String(basePort),
-          BENCH_POOL_MAX: String(poolMax),
-          BENCH_SELECT_SQL: selectSql,
-          BENCH_JWT_SECRET: JWT_SECRET,
-          ...(engine === 'external' ? { BENCH_DB_URL: db.url } : { BENCH_PG_DIR: join(baseDir, 'pg') }),
-        },
-        stdout: 'ignore',
-        stderr: 'inherit',
+      const { proc: base, url: baseUrl } = await startBaseline(procs, baseData, {
+        BENCH_POOL_MAX: String(poolMax),
+        BENCH_SELECT_SQL: selectSql,
+        BENCH_JWT_SECRET: JWT_SECRET,
       });
-      procs.push(base);
-      const baseUrl = `http://127.0.0.1:${basePort}`;
-      await waitFor(baseUrl + '/', base, 'the baseline');
-      const port = await freePort();
-      const basalt = Bun.spawn([...PIN.server, exe, 'serve'], {
-        env: { PATH: '/usr/bin:/bin', HOME: db.dataDir, ...env, BASALT_WEB_PORT: String(port) },
-        cwd: db.dataDir,
-        stdout: 'ignore',
-        stderr: 'inherit',
-      });
-      procs.push(basalt);
-      const basaltUrl = `http://127.0.0.1:${port}`;
-      await waitFor(basaltUrl + '/readyz', basalt, 'basalt');
+      const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, { ...env });
       // An access token lives 15 minutes and an engine's three passes take longer: each pass signs
       // in again (the first run of 2026-11-26 15:43 had both sides answer 401 to GET /me late in
       // its external passes, and the cells' ratios were of those answers).

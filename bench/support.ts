@@ -4,7 +4,7 @@
  */
 import postgres from 'postgres';
 import type { Subprocess } from 'bun';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
@@ -146,8 +146,68 @@ export async function waitFor(
   throw new Error(`${what} did not answer ${url}`);
 }
 
+/**
+ * Where the bare baseline reads the data: external, the same database; embedded, its own copy
+ * of the data directory (the original belongs to Basalt), in a new directory pushed to `scratch`.
+ */
+export function baselineData(db: FreshDb, scratch: string[]): { dbUrl?: string; pgDir?: string } {
+  if (db.engine === 'external') return { dbUrl: db.url };
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-bench-base-'));
+  scratch.push(dir);
+  cpSync(join(db.dataDir, 'pg'), join(dir, 'pg'), { recursive: true });
+  return { pgDir: join(dir, 'pg') };
+}
+
+/**
+ * The bare baseline (bench/baselines/bare.ts) as its own process on the server core, pushed to
+ * `procs` (for the caller to end) and answering once this returns. `env`: its BENCH_* settings
+ * beside the database's (external: `dbUrl`; embedded: its own copy of the data, `pgDir`).
+ */
+export async function startBaseline(
+  procs: Subprocess[],
+  db: { dbUrl?: string; pgDir?: string },
+  env: Record<string, string>,
+): Promise<{ proc: Subprocess; url: string }> {
+  const port = await freePort();
+  const proc = Bun.spawn([...PIN.server, process.execPath, join(import.meta.dir, 'baselines/bare.ts')], {
+    env: {
+      ...process.env,
+      BENCH_PORT: String(port),
+      ...env,
+      ...(db.dbUrl ? { BENCH_DB_URL: db.dbUrl } : { BENCH_PG_DIR: db.pgDir! }),
+    },
+    stdout: 'ignore',
+    stderr: 'inherit',
+  });
+  procs.push(proc);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(url + '/', proc, 'the baseline');
+  return { proc, url };
+}
+
+/** The compiled executable `exe` serving `dataDir` with `env` on the server core, pushed to `procs`, ready when this returns. */
+export async function startBasalt(
+  procs: Subprocess[],
+  exe: string,
+  dataDir: string,
+  env: Record<string, string>,
+): Promise<{ proc: Subprocess; url: string }> {
+  const port = await freePort();
+  const proc = Bun.spawn([...PIN.server, exe, 'serve'], {
+    env: { PATH: '/usr/bin:/bin', HOME: dataDir, ...env, BASALT_WEB_PORT: String(port) },
+    cwd: dataDir,
+    stdout: 'ignore',
+    stderr: 'inherit',
+  });
+  procs.push(proc);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(url + '/readyz', proc, 'basalt');
+  return { proc, url };
+}
+
 /** A loopback port nothing listens on (just now), never the same one twice in this process. */
-export { freePort } from '../test/helpers/binary';
+import { freePort } from '../test/helpers/binary';
+export { freePort };
 
 const CLK_TCK = 100;
 

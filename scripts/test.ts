@@ -45,6 +45,7 @@ export const EXECUTABLE_SUITES = [
   'test/extensions/files.test.ts',
   'test/database/values.test.ts',
   'test/database/query.test.ts',
+  'test/database/relations.test.ts',
   'test/database/answer-size.test.ts',
   'test/database/security.test.ts',
   'test/database/timezone.test.ts',

@@ -10,10 +10,14 @@
  *    checks as src/modules/auth/jwt.ts), no database;
  *  - POST /api/v1/mail/send: insert the same mail-job row (and its NOTIFY) in one statement;
  *  - POST /bench/rollback-all: between runs, roll back what wrk left open (and the begins still
- *    waiting behind it as they get the engine).
+ *    waiting behind it as they get the engine);
+ *  - POST /api/v1/db/query with `expand`, or with action `aggregate` (bench/relations.ts): the
+ *    one statement Basalt builds for that fixed body, with its parameters (BENCH_STATEMENTS:
+ *    JSON {expand?, aggregate?: {sql, params}}), rows answered as the driver gives them.
  *
  * Environment: BENCH_PORT, BENCH_DB_URL (external) or BENCH_PG_DIR (embedded),
- * BENCH_POOL_MAX, BENCH_SELECT_SQL, BENCH_JWT_SECRET. Prints `ready <port>` when listening.
+ * BENCH_POOL_MAX, BENCH_SELECT_SQL, BENCH_STATEMENTS, BENCH_JWT_SECRET. Prints `ready <port>`
+ * when listening.
  */
 import { createVerifier } from 'fast-jwt';
 import { ACCESS_TOKEN_CHECKS } from '../../src/modules/auth/jwt';
@@ -31,6 +35,7 @@ const db: Db = external
   : await (await import('../../src/db/embedded')).openEmbedded(env.BENCH_PG_DIR!);
 const apiDb: Db = external ? await external(env.BENCH_DB_URL!, { max, prepare: true, connection }) : db;
 const selectSql = env.BENCH_SELECT_SQL!;
+const fixed = JSON.parse(env.BENCH_STATEMENTS ?? '{}') as Record<string, { sql: string; params: unknown[] }>;
 // Built once, as Basalt does (src/modules/auth/jwt.ts).
 const verify = createVerifier({ ...ACCESS_TOKEN_CHECKS, key: env.BENCH_JWT_SECRET ?? '' });
 const txs = new Map<string, Tx>();
@@ -52,7 +57,13 @@ const server = Bun.serve({
         limit?: number;
         data?: { n: number; note: string };
         transaction_id?: string;
+        expand?: unknown;
       };
+      const one = body.expand !== undefined ? fixed.expand : body.action === 'aggregate' ? fixed.aggregate : undefined;
+      if (one) {
+        const r = await apiDb.query(one.sql, one.params);
+        return json({ rows: r.rows, count: r.rows.length });
+      }
       if (body.action === 'select') {
         const r = await apiDb.query(selectSql, [String(body.filters![0]!.value), body.limit ?? 100, 0]);
         return json({ rows: r.rows, count: r.rows.length });

@@ -33,18 +33,52 @@ describe('Database API in the OpenAPI document', () => {
     const body = doc.paths['/api/v1/db/query'].post.requestBody.content['application/json'].schema;
     expect(Object.keys(body.properties).sort()).toEqual([
       'action',
+      'aggregates',
       'data',
       'entity',
+      'expand',
       'fields',
       'filters',
+      'group_by',
+      'having',
       'limit',
       'offset',
       'sort',
       'total',
       'transaction_id',
     ]);
-    expect(body.properties.action.enum).toEqual(['select', 'insert', 'update', 'delete']);
-    expect(body.properties.filters.items.properties.op.enum).toContain('not_in');
+    expect(body.properties.action.enum).toEqual(['select', 'insert', 'update', 'delete', 'aggregate']);
+    // Filter items, relations and aggregates: named schemas (the service checks them, naming positions).
+    const schemas = raw.components.schemas;
+    const item = body.properties.filters.items.allOf[0];
+    expect(item.anyOf.map((x: { properties: object }) => Object.keys(x.properties).join())).toEqual([
+      'field,op,value',
+      'or',
+      'and',
+      'not',
+    ]);
+    expect(item.anyOf[0].properties.op.enum).toContain('not_in');
+    expect(raw.paths['/api/v1/db/query'].post.requestBody.content['application/json'].schema.$ref).toBeDefined();
+    for (const name of ['DbFilterItem', 'DbFilterOr', 'DbRelation', 'DbExpand', 'DbAggregate'])
+      expect(schemas[name], name).toBeDefined();
+    const relation = body.properties.expand.allOf[0].additionalProperties;
+    expect(Object.keys(relation.properties).sort()).toEqual([
+      'expand',
+      'fields',
+      'filters',
+      'limit',
+      'offset',
+      'sort',
+      'total',
+    ]);
+    expect(body.properties.aggregates.items.allOf[0].properties.fn.enum).toEqual([
+      'count',
+      'count_distinct',
+      'sum',
+      'avg',
+      'min',
+      'max',
+    ]);
     expect(body.example.action).toBe('select');
     await SwaggerParser.validate(structuredClone(raw));
   });

@@ -8,10 +8,11 @@
  * A name the table does not have answers like an ungranted one: the grants never reveal
  * which columns exist.
  */
-import type { IdentityRole, Table, TablePrivileges } from './catalog';
+import type { Column, IdentityRole, Table, TablePrivileges } from './catalog';
 import { DbErrors } from './errors';
 import { DB_ROLES } from './identity';
 import type { Action, QueryBody } from './model';
+import type { Access } from './query-builder';
 
 type Use = 'select' | 'insert' | 'update';
 const VERB: Record<Use, string> = { select: 'read', insert: 'insert', update: 'update' };
@@ -24,12 +25,6 @@ export function holdsAnything(table: Table | undefined, role: IdentityRole): boo
 function need(table: Table, p: TablePrivileges, name: unknown, use: Use): void {
   if (typeof name !== 'string') return; // the shape is the query builder's business (400)
   if (!p.columns.get(name)?.[use]) throw DbErrors.columnNotGranted(table.name, name, VERB[use]);
-}
-
-function names(list: unknown, key: 'field'): unknown[] {
-  return Array.isArray(list)
-    ? list.map((x) => (typeof x === 'object' && x !== null ? (x as Record<string, unknown>)[key] : undefined))
-    : [];
 }
 
 function dataKeys(data: unknown): string[] {
@@ -52,6 +47,7 @@ export function authorize(body: QueryBody, table: Table, role: IdentityRole): { 
   const readable = table.columnList.filter((c) => p.columns.get(c.name)?.select).map((c) => c.name);
   switch (action) {
     case 'select':
+    case 'aggregate':
       if (!readable.length) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
       break;
     case 'insert':
@@ -68,14 +64,38 @@ export function authorize(body: QueryBody, table: Table, role: IdentityRole): { 
     default:
       return { body, returning: true }; // an unknown action: the builder answers 400
   }
-  for (const f of names(body.filters, 'field')) need(table, p, f, 'select');
-  for (const f of names(body.sort, 'field')) need(table, p, f, 'select');
-  if (Array.isArray(body.fields)) {
-    for (const f of body.fields) need(table, p, f, 'select');
-    return { body, returning: true };
-  }
-  if (body.fields !== undefined) return { body, returning: true };
-  if (!readable.length) return { body, returning: false };
-  if (readable.length === table.columnList.length) return { body, returning: true };
-  return { body: { ...body, fields: readable }, returning: true };
+  // The columns read (fields, filters, sort, relations, groups) are checked as the statement is
+  // built (`readAs`); a write's RETURNING without fields reads what the role may read.
+  return { body, returning: action === 'select' || action === 'aggregate' || readable.length > 0 };
+}
+
+/**
+ * What `role` may read, for the query builder: every table and column a statement reaches
+ * (the entity's, a relation's, a path's) is checked against the role's grants, a refusal
+ * naming it; a relation without `fields` reads the columns granted.
+ */
+export function readAs(role: IdentityRole): Access {
+  return {
+    read(table: Table, column?: string) {
+      const p = table.privileges[role];
+      if (!p) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
+      if (column !== undefined) need(table, p, column, 'select');
+    },
+    readable(table: Table): Column[] {
+      const p = table.privileges[role];
+      const cols = p ? table.columnList.filter((c) => p.columns.get(c.name)?.select) : [];
+      if (!cols.length) throw DbErrors.notGranted(table.name, DB_ROLES[role]);
+      return cols;
+    },
+  };
+}
+
+/** What a service key may read: every table reached must be in its whitelist (403 naming it). */
+export function readWithin(tables: readonly string[]): Access {
+  return {
+    read(table: Table) {
+      if (!tables.includes(table.name)) throw DbErrors.forbidden(table.name);
+    },
+    readable: (table: Table) => table.columnList,
+  };
 }

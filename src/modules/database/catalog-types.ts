@@ -57,6 +57,22 @@ export interface Table {
   privileges: Partial<Record<IdentityRole, TablePrivileges>>;
   /** Row-level security is enabled on the table. */
   rls: boolean;
+  /**
+   * Relations by name, from the data schema's foreign keys (docs/database.md, "Relations"):
+   * many-to-one by this table's first referencing column, one-to-many as
+   * `<other table>_via_<its first referencing column>`.
+   */
+  relations: Map<string, Relation>;
+}
+
+/** A foreign key seen from one of its two tables. */
+export interface Relation {
+  name: string;
+  /** one: this table's key refers to `target` (many-to-one); many: `target`'s key refers to this table. */
+  kind: 'one' | 'many';
+  target: Table;
+  /** Column pairs: [this table's column, the target's column], in key order. */
+  on: [Column, Column][];
 }
 
 /** The identities of users' own data (src/modules/database/identity.ts). */

@@ -15,7 +15,15 @@ import { selectExpr } from './value-codec';
 import { UnknownName } from './query-builder';
 import type { Column, IdentityRole, Table, ValueKind } from './catalog-types';
 
-export type { Column, ColumnPrivileges, IdentityRole, Table, TablePrivileges, ValueKind } from './catalog-types';
+export type {
+  Column,
+  ColumnPrivileges,
+  IdentityRole,
+  Relation,
+  Table,
+  TablePrivileges,
+  ValueKind,
+} from './catalog-types';
 
 export interface CatalogSnapshot {
   tables: Map<string, Table>;
@@ -98,6 +106,21 @@ SELECT c.relname AS table_name, a.attname AS column_name,
    AND has_schema_privilege(r.oid, n.oid, 'USAGE')
    AND (has_any_column_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE') OR has_table_privilege(r.oid, c.oid, 'DELETE'))`;
 
+// Foreign keys between tables of the data schema, each column pair in key order.
+const FOREIGN_KEYS_SQL = `
+SELECT con.conname AS name, src.relname AS from_table, dst.relname AS to_table,
+       array_agg(fa.attname::text ORDER BY k.i) AS from_columns, array_agg(ta.attname::text ORDER BY k.i) AS to_columns
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_class src ON src.oid = con.conrelid
+  JOIN pg_catalog.pg_class dst ON dst.oid = con.confrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = src.relnamespace AND n.oid = dst.relnamespace
+  CROSS JOIN LATERAL unnest(con.conkey, con.confkey) WITH ORDINALITY AS k(f, t, i)
+  JOIN pg_catalog.pg_attribute fa ON fa.attrelid = con.conrelid AND fa.attnum = k.f
+  JOIN pg_catalog.pg_attribute ta ON ta.attrelid = con.confrelid AND ta.attnum = k.t
+ WHERE n.nspname = $1 AND con.contype = 'f'
+ GROUP BY con.oid, con.conname, src.relname, dst.relname
+ ORDER BY src.relname, con.conname`;
+
 const RLS_SQL = `
 SELECT c.relname AS table_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = $1 AND c.relrowsecurity`;
@@ -106,7 +129,7 @@ SELECT c.relname AS table_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_nam
 export { isPlatformSchema } from '../../config/platform-schemas';
 
 export async function loadCatalog(db: Queryable, schema: string): Promise<CatalogSnapshot> {
-  const [cols, cons, privs, rls] = await Promise.all([
+  const [cols, cons, privs, rls, fks] = await Promise.all([
     db.query<{
       table_name: string;
       column_name: string;
@@ -130,6 +153,12 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
       del: boolean;
     }>(PRIVILEGES_SQL, [schema]),
     db.query<{ table_name: string }>(RLS_SQL, [schema]),
+    db.query<{
+      from_table: string;
+      to_table: string;
+      from_columns: string[] | string;
+      to_columns: string[] | string;
+    }>(FOREIGN_KEYS_SQL, [schema]),
   ]);
   const tables = new Map<string, Table>();
   const pkPositions = new Map<Table, [number, string][]>();
@@ -147,6 +176,7 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
           primaryKey: [],
           privileges: {},
           rls: false,
+          relations: new Map(),
         }),
       );
     if (r.pk_position !== null) {
@@ -182,6 +212,21 @@ export async function loadCatalog(db: Queryable, schema: string): Promise<Catalo
   for (const r of rls.rows) {
     const t = tables.get(r.table_name);
     if (t) t.rls = true;
+  }
+  for (const r of fks.rows) {
+    const from = tables.get(r.from_table);
+    const to = tables.get(r.to_table);
+    const fc = Array.isArray(r.from_columns) ? r.from_columns : parseNameArray(r.from_columns);
+    const tc = Array.isArray(r.to_columns) ? r.to_columns : parseNameArray(r.to_columns);
+    if (!from || !to || !fc.length) continue;
+    const on = fc.map((c, i) => [from.columns.get(c)!, to.columns.get(tc[i]!)!] as [Column, Column]);
+    if (on.some(([a, b]) => !a || !b)) continue;
+    // Two keys starting at the same column would share a name: the first (by constraint name) keeps it.
+    const one = fc[0]!;
+    if (!from.relations.has(one)) from.relations.set(one, { name: one, kind: 'one', target: to, on });
+    const many = `${r.from_table}_via_${one}`;
+    if (!to.relations.has(many))
+      to.relations.set(many, { name: many, kind: 'many', target: from, on: on.map(([a, b]) => [b, a]) });
   }
   const constraints = new Map<string, string[]>();
   for (const r of cons.rows) constraints.set(r.name, Array.isArray(r.columns) ? r.columns : parseNameArray(r.columns));

@@ -4,18 +4,20 @@
  * with an `enum` for the document, checked by the service so the error names the
  * exact position (`filters[2].op`) and lists what is allowed.
  */
-import { t, type Static } from 'elysia';
+import { t, type Static, type TSchema } from 'elysia';
 // TypeBox's own Integer: Elysia's `t.Integer` also accepts digit strings and is a
 // transform, which makes every body go through a decode pass (bench/db-query.ts).
 import { Type } from '@sinclair/typebox';
 import { AREA } from '../../http/areas';
 import { successOf } from '../../http/envelope-schemas';
 
-export const ACTIONS = ['select', 'insert', 'update', 'delete'] as const;
+export const ACTIONS = ['select', 'insert', 'update', 'delete', 'aggregate'] as const;
+export const AGGREGATE_FNS = ['count', 'count_distinct', 'sum', 'avg', 'min', 'max'] as const;
 export const OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'not_in', 'like', 'ilike', 'is_null'] as const;
 export const DIRECTIONS = ['asc', 'desc'] as const;
 export type Action = (typeof ACTIONS)[number];
 export type Operator = (typeof OPERATORS)[number];
+export type AggregateFn = (typeof AGGREGATE_FNS)[number];
 
 const Row = t.Record(t.String(), t.Unknown(), {
   title: 'DbRow',
@@ -51,6 +53,102 @@ export const Sort = t.Object(
 );
 
 /**
+ * A part of the request the service checks itself, so a refusal names its exact position
+ * (`filters[1].or[0].op`, `expand.author_id.limit`): accepted as is by body validation (an
+ * unknown schema), described to the document as `allOf` its one schema beside a description.
+ * Not `anyOf` or the schema itself: body normalization reads those and would drop the keys it
+ * does not know, which the service must name.
+ */
+const checkedByService = (described: TSchema, description: string) => t.Unknown({ allOf: [described], description });
+
+/**
+ * Bounds of a request (docs/database.md): groups nest at most 4 levels and hold 100 items in
+ * all; relations go 3 levels deep, 10 in a request, a one-to-many one 10 rows by default;
+ * paths follow at most 3 relations; at most 50 aggregates. The query builder applies them;
+ * the document's schemas are unrolled to the depths (no cycles).
+ */
+export const QUERY_BOUNDS = {
+  groupDepth: 4,
+  filterItems: 100,
+  expandDepth: 3,
+  relations: 10,
+  pathHops: 3,
+  aggregates: 50,
+  expandLimit: 10,
+} as const;
+const { groupDepth: GROUP_DEPTH, expandDepth: EXPAND_DEPTH } = QUERY_BOUNDS;
+
+const GROUP_ITEMS = 'Filter items (conditions or groups); groups nest at most 4 levels, 100 items in all.';
+/** A filter item inside `depth` groups: a condition, or (while groups may still nest) a group. */
+const filterItem = (depth: number): TSchema => {
+  if (depth === GROUP_DEPTH) return Filter;
+  const inner = filterItem(depth + 1);
+  return t.Union(
+    [
+      Filter,
+      t.Object(
+        { or: t.Array(inner, { description: `At least one item holds. ${GROUP_ITEMS}` }) },
+        { title: 'DbFilterOr', additionalProperties: false },
+      ),
+      t.Object(
+        { and: t.Array(inner, { description: `Every item holds. ${GROUP_ITEMS}` }) },
+        { title: 'DbFilterAnd', additionalProperties: false },
+      ),
+      t.Object({ not: inner }, { title: 'DbFilterNot', additionalProperties: false }),
+    ],
+    {
+      title: 'DbFilterItem',
+      description:
+        'A condition {field, op, value} (field: a column, or a dotted path through relations such as author_id.name), or a group {or: [...]}, {and: [...]}, {not: item}.',
+    },
+  );
+};
+export const FilterItem = filterItem(0);
+
+/** What to read of a relation `depth` levels below the entity (1 to 3). */
+const relation = (depth: number): TSchema =>
+  t.Object(
+    {
+      fields: t.Optional(
+        t.Array(t.String(), { description: 'Columns of the related table (all readable when omitted).' }),
+      ),
+      filters: t.Optional(t.Array(FilterItem, { description: 'Conditions on the related rows.' })),
+      sort: t.Optional(t.Array(Sort, { description: "Order of a one-to-many relation's rows." })),
+      limit: t.Optional(
+        Type.Integer({ minimum: 0, description: 'One-to-many: rows per parent; default 10, at most db.max_limit.' }),
+      ),
+      offset: t.Optional(Type.Integer({ minimum: 0, description: 'One-to-many: rows to skip per parent.' })),
+      total: t.Optional(
+        t.Boolean({ description: 'One-to-many: also return expand.<name>_total, the related rows matching.' }),
+      ),
+      ...(depth < EXPAND_DEPTH ? { expand: t.Optional(expandOf(depth + 1)) } : {}),
+    },
+    { title: 'DbRelation', additionalProperties: false },
+  );
+
+const expandOf = (depth: number): TSchema =>
+  t.Record(t.String(), relation(depth), {
+    title: 'DbExpand',
+    description:
+      "select: relation name → what to read of it. Many-to-one: the foreign key column's name (author_id), answered as an object or null; one-to-many: <table>_via_<its column> (comments_via_post_id), answered as an array. At most 10 relations, 3 levels deep.",
+  });
+export const Expand = expandOf(1);
+
+export const Aggregate = t.Object(
+  {
+    fn: t.String({ enum: [...AGGREGATE_FNS], description: 'count, count_distinct, sum, avg, min or max.' }),
+    field: t.Optional(t.String({ description: 'Column (or many-to-one dotted path); count without it counts rows.' })),
+    as: t.Optional(
+      t.String({
+        pattern: '^[A-Za-z0-9_]{1,63}$',
+        description: 'Output column name; default <fn>_<field>, or count.',
+      }),
+    ),
+  },
+  { title: 'DbAggregate', additionalProperties: false },
+);
+
+/**
  * A condition on a column and an order, as the Database API, the admin data browser and the
  * panel's filter bar (src/admin-ui/screens/data-filters.tsx) all take them: declared once, here.
  */
@@ -63,14 +161,17 @@ export const QueryBody = t.Object(
       description: "Table of the data schema; must be in the API key's table whitelist.",
       example: 'orders',
     }),
-    action: t.String({ enum: [...ACTIONS], description: 'select, insert, update or delete.' }),
+    action: t.String({ enum: [...ACTIONS], description: 'select, insert, update, delete or aggregate.' }),
     fields: t.Optional(
       t.Array(t.String(), {
         description: 'Columns to return (all columns when omitted); narrows RETURNING for insert/update/delete.',
       }),
     ),
     filters: t.Optional(
-      t.Array(Filter, { description: 'Conditions, all of which must hold (AND). Required for update and delete.' }),
+      t.Array(checkedByService(FilterItem, 'A condition or a group.'), {
+        description:
+          'Conditions, all of which must hold (AND); groups {or}, {and}, {not} nest. Required for update and delete.',
+      }),
     ),
     data: t.Optional(
       t.Union([Row, t.Array(Row)], {
@@ -91,6 +192,22 @@ export const QueryBody = t.Object(
     transaction_id: t.Optional(
       t.String({ description: 'Run inside this open transaction (from /api/v1/db/transaction/begin).' }),
     ),
+    expand: t.Optional(checkedByService(Expand, 'select: related rows to read in the same statement.')),
+    group_by: t.Optional(
+      t.Array(t.String(), {
+        description: 'aggregate: group columns, or many-to-one dotted paths (customer_id.country).',
+      }),
+    ),
+    aggregates: t.Optional(
+      t.Array(checkedByService(Aggregate, 'One aggregate.'), {
+        description: 'aggregate: the values computed per group.',
+      }),
+    ),
+    having: t.Optional(
+      t.Array(checkedByService(FilterItem, 'A condition or a group.'), {
+        description: "aggregate: conditions on the groups, over the aggregates' names and the group columns.",
+      }),
+    ),
   },
   {
     title: 'DbQueryRequest',
@@ -110,14 +227,36 @@ export const QueryBody = t.Object(
 );
 export type QueryBody = Static<typeof QueryBody>;
 
+/** A row of an answer: its columns (or an aggregate's group columns and aggregates), and the relations asked for. */
+const ResultRow = t.Object(
+  {
+    expand: t.Optional(
+      t.Record(t.String(), t.Unknown(), {
+        title: 'DbExpanded',
+        description:
+          'select with expand: relation name → the related row (object, or null when there is none or it is not visible) for many-to-one, an array of rows for one-to-many, and <name>_total when asked. Related rows carry their own expand.',
+      }),
+    ),
+  },
+  {
+    title: 'DbResultRow',
+    additionalProperties: true,
+    description:
+      'Column name → value (see docs/database.md for the representation of each type); aggregate: group columns (named as given, e.g. customer_id.country) and aggregates (named by as).',
+  },
+);
+
 /** The `data` of a query's answer. */
 export const QueryResultData = t.Object({
-  rows: t.Array(Row, {
-    description: 'Selected rows, or the inserted/updated/deleted rows (RETURNING), narrowed by fields.',
+  rows: t.Array(ResultRow, {
+    description:
+      'Selected rows, the inserted/updated/deleted rows (RETURNING) narrowed by fields, or the groups of an aggregate.',
   }),
   count: Type.Integer({ description: 'Rows returned (select) or affected (insert/update/delete).' }),
   total: t.Optional(
-    Type.Integer({ description: 'select with total:true: rows matching the filters, ignoring limit/offset.' }),
+    Type.Integer({
+      description: 'select/aggregate with total:true: rows (groups) matching, ignoring limit/offset.',
+    }),
   ),
 });
 export type QueryResultData = Static<typeof QueryResultData>;

@@ -21,50 +21,75 @@ import { BeginResult, EmptyBody, EndResult, QueryBody, QueryResult, TxParams } f
 import { errorsOf } from '../../http/envelope-schemas';
 
 /**
- * The legacy raw SQL field: at the top level, or in any filter or sort item. Keys of
- * `data` are column names, not request fields, so a column named "query" stays usable.
+ * The legacy raw SQL field: at the top level, or in any filter (groups included), sort item,
+ * aggregate, `having` item or relation of `expand`. Keys of `data` are column names, not
+ * request fields, so a column named "query" stays usable.
  */
 function carriesRawSql(body: unknown): boolean {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
-  const b = body as Record<string, unknown>;
-  if ('query' in b) return true;
-  return listCarriesQuery(b.filters) || listCarriesQuery(b.sort);
+  if (!isObject(body)) return false;
+  if ('query' in body) return true;
+  return (
+    listCarriesQuery(body.filters) ||
+    listCarriesQuery(body.sort) ||
+    listCarriesQuery(body.having) ||
+    listCarriesQuery(body.aggregates) ||
+    expandCarriesQuery(body.expand, 0)
+  );
 }
 
-function listCarriesQuery(x: unknown): boolean {
-  if (!Array.isArray(x)) return false;
-  for (const i of x) if (typeof i === 'object' && i !== null && 'query' in i) return true;
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/** Deeper than the service takes (groups: 4 levels, relations: 3): refused there, not walked here. */
+const WALK_DEPTH = 8;
+
+function listCarriesQuery(x: unknown, depth = 0): boolean {
+  if (!Array.isArray(x) || depth > WALK_DEPTH) return false;
+  for (const i of x) if (itemCarriesQuery(i, depth)) return true;
+  return false;
+}
+
+function itemCarriesQuery(i: unknown, depth: number): boolean {
+  if (!isObject(i)) return false;
+  if ('query' in i) return true;
+  return listCarriesQuery(i.or, depth + 1) || listCarriesQuery(i.and, depth + 1) || itemCarriesQuery(i.not, depth + 1);
+}
+
+function expandCarriesQuery(x: unknown, depth: number): boolean {
+  if (!isObject(x) || depth > WALK_DEPTH) return false;
+  for (const name in x) {
+    const r = x[name];
+    if (!isObject(r)) continue;
+    if ('query' in r) return true;
+    if (listCarriesQuery(r.filters) || listCarriesQuery(r.sort) || expandCarriesQuery(r.expand, depth + 1)) return true;
+  }
   return false;
 }
 
 const TOP_LEVEL = new Set(Object.keys(QueryBody.properties));
-const ITEM_KEYS: [list: 'filters' | 'sort', allowed: Set<string>][] = [
-  ['filters', new Set(['field', 'op', 'value'])],
-  ['sort', new Set(['field', 'direction'])],
-];
 
 /**
- * Unknown keys → 400 naming them. Checked here because body validation would drop
- * them silently (Elysia normalizes objects to their schema).
+ * Unknown keys of the body and of its sort items → 400 naming them. Checked here because body
+ * validation would drop them silently (Elysia normalizes objects to their schema). Filter
+ * items, groups, aggregates, `having` and `expand` reach the service as sent (their schema
+ * is left to it, so a refusal names the exact position): the query builder names their
+ * unknown keys.
  */
 function rejectUnknownKeys(body: unknown): void {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
-  const b = body as Record<string, unknown>;
+  if (!isObject(body)) return;
   // `for…in` (a parsed body's own keys): no array of keys per object.
-  for (const k in b)
+  for (const k in body)
     if (!TOP_LEVEL.has(k)) throw DbErrors.invalid(k, `unknown field; a query has ${[...TOP_LEVEL].join(', ')}`);
-  for (const [list, allowed] of ITEM_KEYS) {
-    const items = b[list];
-    if (!Array.isArray(items)) continue;
+  const items = body.sort;
+  if (Array.isArray(items)) {
     for (let i = 0; i < items.length; i++) {
       const item: unknown = items[i];
       if (typeof item !== 'object' || item === null) continue;
       for (const k in item)
-        if (!allowed.has(k))
-          throw DbErrors.invalid(`${list}[${i}].${k}`, `unknown key; allowed: ${[...allowed].join(', ')}`);
+        if (k !== 'field' && k !== 'direction')
+          throw DbErrors.invalid(`sort[${i}].${k}`, 'unknown key; allowed: field, direction');
     }
   }
-  rejectProtoKeys(b.data);
+  rejectProtoKeys(body.data);
 }
 
 /**

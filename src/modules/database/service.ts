@@ -13,9 +13,9 @@ import { databaseTypes, type TypesRole } from './types';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
-import { buildStatement, type Statement } from './query-builder';
+import { buildStatement, EXPAND_COLUMN, ROW_COLUMN, TOTAL_COLUMN, type Access, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
-import { decodeRows } from './value-codec';
+import { decodeExpand, decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 import {
@@ -28,7 +28,7 @@ import {
   type IdentitySupport,
 } from './identity';
 import { secureIdentities } from './authenticator';
-import { authorize, holdsAnything } from './access';
+import { authorize, holdsAnything, readAs, readWithin } from './access';
 import { isUserOwner, ownerOf, sessionOf, type DbCaller } from './caller';
 
 /**
@@ -57,6 +57,12 @@ export class DatabaseService {
   readonly transactions: TransactionRegistry;
   /** Wait counters of the Database API's own pool (external PostgreSQL; embedded: none, the platform's). */
   waitStats: () => WaitStats | undefined = () => undefined;
+  /**
+   * Statements of the Database API's requests handed to the database (an identity's own setup
+   * not counted): read by the test that proves a request with relations, aggregates or a total
+   * is one statement (test/database/relations.test.ts).
+   */
+  statementsSent = 0;
 
   constructor(
     private readonly p: Platform,
@@ -173,11 +179,12 @@ export class DatabaseService {
     };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
+      const keyAccess = readWithin(caller.key.tables);
       if (body.transaction_id !== undefined)
         return this.transactions.run(body.transaction_id, caller.key.id, undefined, (tx) =>
-          this.execute(body, tx, true),
+          this.execute(body, tx, true, undefined, undefined, keyAccess),
         );
-      return this.execute(body, alone(await this.apiDb(), wait), false);
+      return this.execute(body, alone(await this.apiDb(), wait), false, undefined, wait, keyAccess);
     }
     const as = caller.kind === 'user' ? caller.identity : ANON;
     if (body.transaction_id !== undefined) {
@@ -199,6 +206,7 @@ export class DatabaseService {
     body: QueryBody,
     via: Queryable | undefined,
     role?: IdentityRole,
+    keyAccess?: Access,
   ): Built<Statement> | Promise<Built<Statement>> {
     const maxLimit = this.p.settings.get('db.max_limit');
     // A write's RETURNING rows are bounded by the database (docs/database.md, "Answer size").
@@ -206,15 +214,16 @@ export class DatabaseService {
     const make = role
       ? (table: Table) => {
           const a = authorize(body, table, role);
-          return buildStatement(a.body, table, { maxLimit, maxBytes, returning: a.returning });
+          return buildStatement(a.body, table, { maxLimit, maxBytes, returning: a.returning, access: readAs(role) });
         }
-      : (table: Table) => buildStatement(body, table, { maxLimit, maxBytes });
+      : (table: Table) => buildStatement(body, table, { maxLimit, maxBytes, access: keyAccess });
     return this.catalog.build(body.entity, via, make, {
       table: () =>
         role
           ? DbErrors.notGranted(body.entity, DB_ROLES[role])
           : DbErrors.invalid('entity', `unknown entity '${body.entity}' (no such table in the data schema)`),
-      name: (e) => DbErrors.invalid(e.path, `unknown field '${e.name}' of entity '${body.entity}'`),
+      name: (e) =>
+        DbErrors.invalid(e.path, e.detail ?? `unknown field '${e.name}' of entity '${e.table ?? body.entity}'`),
     });
   }
 
@@ -229,21 +238,21 @@ export class DatabaseService {
     inTx: boolean,
     as?: Identity,
     wait?: WaitOptions,
+    keyAccess?: Access,
   ): Promise<QueryResultData> {
     // Inside a transaction on the embedded engine the transaction holds the only
     // connection, so catalog reads must go through it.
     const via = inTx && this.p.db.kind === 'embedded' ? q : undefined;
-    const planned = this.plan(body, via, as?.role);
+    const planned = this.plan(body, via, as?.role, keyAccess);
     const { value: st, snap, table } = planned instanceof Promise ? await planned : planned;
     try {
-      if (as && !inTx) {
-        // The statement (and its count) known up front: one round trip with the identity.
-        const stmts = [{ sql: st.sql, params: st.params }];
-        if (st.countSql) stmts.push({ sql: st.countSql, params: st.countParams ?? [] });
-        const [res, count] = await asIdentityAtOnce(q as Db, as, stmts, wait);
-        return this.answer(st, res!, count as QueryResult<{ total: string }> | undefined);
-      }
-      return await this.run(st, q, inTx);
+      this.statementsSent++;
+      // With an identity outside a transaction: one round trip with the identity's own setup.
+      const res =
+        as && !inTx
+          ? (await asIdentityAtOnce(q as Db, as, [{ sql: st.sql, params: st.params }], wait))[0]!
+          : await q.query(st.sql, st.params);
+      return this.answer(st, res as QueryResult<Record<string, unknown>>);
     } catch (err) {
       if (err instanceof AppError) throw err;
       // A policy's WITH CHECK refused the row, or the role lacks a privilege the catalog
@@ -262,31 +271,29 @@ export class DatabaseService {
     }
   }
 
-  /** One planned statement on `q` (its count beside it when asked and `q` takes two at once). */
-  private async run(st: Statement, q: Queryable, serial: boolean): Promise<QueryResultData> {
-    const [res, count] = st.countSql
-      ? await Promise.all([
-          q.query<Record<string, unknown>>(st.sql, st.params),
-          serial ? undefined : q.query<{ total: string }>(st.countSql, st.countParams),
-        ])
-      : [await q.query<Record<string, unknown>>(st.sql, st.params)];
-    return this.answer(
-      st,
-      res,
-      st.countSql && !count ? await q.query<{ total: string }>(st.countSql, st.countParams) : count,
-    );
-  }
-
   /** The answer of a statement's result (and its count's). */
-  private answer(
-    st: Statement,
-    res: QueryResult<Record<string, unknown>>,
-    count: QueryResult<{ total: string }> | undefined,
-  ): QueryResultData {
-    const rows = decodeRows(st.columns, res.rows);
+  private answer(st: Statement, res: QueryResult<Record<string, unknown>>): QueryResultData {
+    let total: number | undefined;
+    let raw = res.rows;
+    if (st.totalInRows) {
+      // total: every row carries the count, and one row of nulls does when the page is empty (query-builder.ts).
+      total = Number(raw[0]?.[TOTAL_COLUMN] ?? 0);
+      raw = raw.filter((r) => r[ROW_COLUMN] !== null && r[ROW_COLUMN] !== undefined);
+      for (const r of raw) {
+        delete r[TOTAL_COLUMN];
+        delete r[ROW_COLUMN];
+      }
+    }
+    const rows = decodeRows(st.columns, raw);
+    if (st.expand) {
+      for (const r of rows) {
+        r.expand = decodeExpand(st.expand, r[EXPAND_COLUMN]);
+        delete r[EXPAND_COLUMN];
+      }
+    }
     // A write without RETURNING (a role that may read no column) counts the rows written.
     const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
-    if (count) out.total = Number(count.rows[0]?.total ?? 0);
+    if (total !== undefined) out.total = total;
     return out;
   }
 

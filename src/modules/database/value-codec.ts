@@ -116,6 +116,52 @@ export function selectExpr(col: Column): string {
   }
 }
 
+/**
+ * The SQL expression of `col`'s value (read as `ref`) inside JSON built by the statement (a
+ * related row of `expand`, docs/database.md "Relations"): already in the API's representation
+ * where JSON can carry it (int8 and numeric as strings, timestamps as ISO 8601 in UTC, bytea as
+ * base64), arrays as their text form for `decodeExpand` to parse as top-level arrays are.
+ */
+export function jsonValue(col: Column, ref: string): string {
+  if (col.isArray) return `${ref}::text`;
+  switch (col.kind) {
+    case 'bigint':
+    case 'numeric':
+    case 'other':
+      return `${ref}::text`;
+    case 'bytea':
+      return `translate(encode(${ref}, 'base64'), chr(10), '')`;
+    case 'timestamptz':
+      return `CASE WHEN isfinite(${ref}) THEN (to_json(${ref} AT TIME ZONE 'UTC') #>> '{}') || 'Z' ELSE ${ref}::text END`;
+    case 'timestamp':
+    case 'date':
+      return `(to_json(${ref}) #>> '{}')`;
+    default:
+      return ref;
+  }
+}
+
+/** Minimal view of the query builder's `NestedDecode` (kept here so the codec imports nothing of the builder). */
+interface Nested {
+  arrays: readonly Column[];
+  relations: readonly { name: string; many: boolean; decode: Nested }[];
+}
+
+/** A row's `expand` object as the statement built it → the API's representation, in place. */
+export function decodeExpand(decode: Nested, expand: unknown): unknown {
+  if (typeof expand !== 'object' || expand === null) return expand;
+  const e = expand as Record<string, unknown>;
+  for (const rel of decode.relations) {
+    const v = e[rel.name];
+    const rows = rel.many ? (Array.isArray(v) ? v : []) : v ? [v] : [];
+    for (const row of rows as Record<string, unknown>[]) {
+      for (const c of rel.decode.arrays) row[c.name] = decodeValue(c, row[c.name]);
+      if (rel.decode.relations.length) decodeExpand(rel.decode, row.expand);
+    }
+  }
+  return expand;
+}
+
 /** The running size of a bounded answer's rows (`boundAnswer`), beside the rows' own columns. */
 const RUNNING = '"basalt answer bytes"';
 /** What a failed bound puts in the database's error (an integer cast of this text), for `answerLimitOf`. */

@@ -1,0 +1,220 @@
+/**
+ * Relations and aggregates of the Database API (docs/database.md, "Relations", "Aggregates"),
+ * as CPU per request against the bare baseline (bench/baselines/bare.ts) running the very
+ * statement Basalt builds for the same body, through the same driver and pool size:
+ *  - posts page: 20 posts, each with its author (many-to-one) and its 3 latest comments
+ *    (one-to-many), from 2,000 posts and 100,000 comments (target ratio ≥ 0.7);
+ *  - aggregate: 100,000 orders grouped by their customer's country (a many-to-one path),
+ *    count and sum, sorted by the sum: reported, no target (the database's work dominates).
+ * Both servers are their own processes (the compiled executable, built by build.ts or taken
+ * from BENCH_EXE), loaded by wrk one after the other, BENCH_REPEATS times each, order
+ * alternating; ratio = baseline CPU per request / Basalt's (the server processes only; on
+ * external PostgreSQL the backends' work is not counted on either side). Figures taken on a
+ * machine shared with other work are noisy: compare ratios of one run, not runs.
+ *
+ *   bun bench/relations.ts                       # both engines, BENCH_SECONDS=4, 8 connections
+ *   BENCH_ENGINES=external BENCH_REPEATS=1 BENCH_SECONDS=2 bun bench/relations.ts   # a quick look
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Subprocess } from 'bun';
+import { openBasalt } from '../src/services';
+import { buildStatement } from '../src/modules/database/query-builder';
+import type { QueryBody } from '../src/modules/database/model';
+import {
+  benchDb,
+  benchKey,
+  buildExecutable,
+  fmt,
+  median,
+  printTable,
+  requireWrk,
+  baselineData,
+  startBaseline,
+  startBasalt,
+  wrk,
+  wrkShort,
+  type Cell,
+} from './support';
+
+const ROOT = resolve(import.meta.dir, '..');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
+
+const SCHEMA = `
+CREATE TABLE public.bench_authors (id serial PRIMARY KEY, name text NOT NULL, country text NOT NULL);
+CREATE TABLE public.bench_posts (id serial PRIMARY KEY, author_id int4 NOT NULL REFERENCES public.bench_authors(id),
+                                 title text NOT NULL, created_at timestamptz NOT NULL);
+CREATE TABLE public.bench_comments (id serial PRIMARY KEY, post_id int4 NOT NULL REFERENCES public.bench_posts(id),
+                                    body text NOT NULL, created_at timestamptz NOT NULL);
+CREATE INDEX bench_comments_latest ON public.bench_comments (post_id, created_at DESC);
+CREATE TABLE public.bench_customers (id serial PRIMARY KEY, country text NOT NULL);
+CREATE TABLE public.bench_orders (id serial PRIMARY KEY, customer_id int4 NOT NULL REFERENCES public.bench_customers(id),
+                                  status text NOT NULL, total numeric(10,2) NOT NULL);
+INSERT INTO public.bench_authors (name, country) SELECT 'author ' || g, 'C' || (g % 20) FROM generate_series(1, 200) g;
+INSERT INTO public.bench_posts (author_id, title, created_at)
+  SELECT 1 + g % 200, 'post ' || g, now() - g * interval '1 minute' FROM generate_series(1, 2000) g;
+INSERT INTO public.bench_comments (post_id, body, created_at)
+  SELECT 1 + g % 2000, 'comment ' || g, now() - g * interval '1 second' FROM generate_series(1, 100000) g;
+INSERT INTO public.bench_customers (country) SELECT 'C' || (g % 20) FROM generate_series(1, 1000) g;
+INSERT INTO public.bench_orders (customer_id, status, total)
+  SELECT 1 + g % 1000, (ARRAY['paid','pending','refunded'])[1 + g % 3], (g % 500) + 0.5 FROM generate_series(1, 100000) g;
+ANALYZE;`;
+
+const WORKLOADS: { name: string; kind: 'expand' | 'aggregate'; body: QueryBody }[] = [
+  {
+    name: 'posts page: 20 posts + author + 3 latest comments',
+    kind: 'expand',
+    body: {
+      entity: 'bench_posts',
+      action: 'select',
+      fields: ['id', 'title', 'created_at'],
+      sort: [{ field: 'created_at', direction: 'desc' }],
+      limit: 20,
+      expand: {
+        author_id: { fields: ['id', 'name'] },
+        bench_comments_via_post_id: {
+          fields: ['id', 'body', 'created_at'],
+          sort: [{ field: 'created_at', direction: 'desc' }],
+          limit: 3,
+        },
+      },
+    } as QueryBody,
+  },
+  {
+    name: 'aggregate: 100,000 orders by customer_id.country',
+    kind: 'aggregate',
+    body: {
+      entity: 'bench_orders',
+      action: 'aggregate',
+      group_by: ['customer_id.country'],
+      aggregates: [
+        { fn: 'count', as: 'orders' },
+        { fn: 'sum', field: 'total', as: 'revenue' },
+      ],
+      sort: [{ field: 'revenue', direction: 'desc' }],
+    } as QueryBody,
+  },
+];
+
+function lua(key: string, body: unknown): string {
+  return `wrk.method = "POST"
+wrk.path = "/api/v1/db/query"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-API-Key"] = "${key}"
+wrk.body = '${JSON.stringify(body)}'
+local shown = false
+response = function(status, headers, body)
+  if status ~= 200 and not shown then shown = true; io.stderr:write(status .. " " .. body .. "\\n") end
+end
+`;
+}
+
+const wrkBin = requireWrk('bench/relations.ts');
+const exe = await buildExecutable(ROOT);
+const table: string[][] = [
+  [
+    'engine',
+    'workload',
+    'baseline req/s',
+    'Basalt req/s',
+    'baseline CPU ms/req',
+    'Basalt CPU ms/req',
+    'CPU ratio (pairs)',
+    'target',
+  ],
+];
+
+for (const engine of ENGINES) {
+  const db = await benchDb(engine);
+  if (!db) continue;
+  const procs: Subprocess[] = [];
+  const scratch: string[] = [];
+  try {
+    const env = { ...db.env, BASALT_LOG_LEVEL: 'warn' };
+    // Schema, a key and the statements Basalt builds, made in process; then closed.
+    const p = await openBasalt({ env, migrate: true });
+    let key: string;
+    let poolMax: number;
+    const statements: Record<string, { sql: string; params: unknown[] }> = {};
+    try {
+      await p.db.exec(SCHEMA);
+      key = await benchKey(
+        p,
+        ['db:query'],
+        ['bench_authors', 'bench_posts', 'bench_comments', 'bench_customers', 'bench_orders'],
+      );
+      const snap = await p.services.database.catalog.refresh();
+      for (const w of WORKLOADS) {
+        const st = buildStatement(w.body, snap.tables.get(w.body.entity)!, { maxLimit: 1000 });
+        statements[w.kind] = { sql: st.sql, params: st.params };
+      }
+      poolMax = p.settings.get('database.pool_max');
+    } finally {
+      await p.shutdown();
+    }
+    const baseData = baselineData(db, scratch);
+    const luaDir = mkdtempSync(join(tmpdir(), 'basalt-bench-lua-'));
+    scratch.push(luaDir);
+    const { proc: base, url: baseUrl } = await startBaseline(procs, baseData, {
+      BENCH_POOL_MAX: String(poolMax),
+      BENCH_SELECT_SQL: 'SELECT 1',
+      // Unused here (no /me workload); the baseline's verifier needs a key to start.
+      BENCH_JWT_SECRET: 'bench-secret-'.padEnd(52, 'x'),
+      BENCH_STATEMENTS: JSON.stringify(statements),
+    });
+    const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, env);
+
+    for (const w of WORKLOADS) {
+      const script = join(luaDir, `${w.kind}.lua`);
+      writeFileSync(script, lua(key, w.body));
+      // The answers agree (rows and their count), once, before any figure.
+      const ask = (url: string) =>
+        fetch(url + '/api/v1/db/query', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': key },
+          body: JSON.stringify(w.body),
+        }).then((r) => r.json() as Promise<{ data: { count: number } }>);
+      const [a, b] = [await ask(baseUrl), await ask(basaltUrl)];
+      if (a.data.count !== b.data.count) throw new Error(`${w.name}: the baseline and Basalt disagree`);
+      await wrkShort(wrkBin, baseUrl, script, CONNECTIONS);
+      await wrkShort(wrkBin, basaltUrl, script, CONNECTIONS);
+      const pairs: [Cell, Cell][] = [];
+      for (let i = 0; i < REPEATS; i++) {
+        const run = (url: string, pid: number) => wrk(wrkBin, url, script, CONNECTIONS, 2, pid, SECONDS);
+        if (i % 2 === 0) {
+          const x = await run(baseUrl, base.pid);
+          pairs.push([x, await run(basaltUrl, basalt.pid)]);
+        } else {
+          const y = await run(basaltUrl, basalt.pid);
+          pairs.push([await run(baseUrl, base.pid), y]);
+        }
+      }
+      const ratios = pairs.map(([x, y]) => x.cpuPer1000 / y.cpuPer1000);
+      const errors = pairs.reduce((n, [x, y]) => n + x.errors + y.errors, 0);
+      table.push([
+        engine,
+        w.name + (errors ? ` (${errors} errors)` : ''),
+        fmt(median(pairs.map(([x]) => x.rps))),
+        fmt(median(pairs.map(([, y]) => y.rps))),
+        median(pairs.map(([x]) => x.cpuPer1000)).toFixed(2),
+        median(pairs.map(([, y]) => y.cpuPer1000)).toFixed(2),
+        `${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+        w.kind === 'expand' ? (median(ratios) >= 0.7 ? '≥ 0.7 met' : '≥ 0.7 NOT met') : '—',
+      ]);
+    }
+  } finally {
+    for (const proc of procs) {
+      proc.kill('SIGTERM');
+      await proc.exited;
+    }
+    for (const d of scratch) rmSync(d, { recursive: true, force: true });
+    await db.drop();
+  }
+}
+
+printTable(table, `\nrelations and aggregates, ${CONNECTIONS} connections, ${SECONDS} s × ${REPEATS} pairs per cell`);
+console.log('\nOn a machine shared with other work the figures are noisy: compare the ratios of one run, not runs.');

@@ -4,7 +4,8 @@
  * Expiry with a 10 s access token and eight concurrent calls (one refresh, all answered),
  * on the pre-emptive path and on the 401 token_expired path; a refused refresh signing out;
  * realtime across a server restart (reconnection with Last-Event-ID); a transaction; files;
- * one BasaltError from envelopes A, B and C.
+ * OR groups, expand and aggregates as the server answers them; one BasaltError from envelopes
+ * A, B and C.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -31,6 +32,16 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO basalt_user;
 GRANT USAGE ON SEQUENCE notes_id_seq TO basalt_user;
 CREATE POLICY own ON notes FOR ALL TO basalt_user USING (owner_id = basalt.uid()) WITH CHECK (owner_id = basalt.uid());
 SELECT basalt.realtime_enable('notes');
+CREATE TABLE tags (
+  id bigserial PRIMARY KEY,
+  owner_id uuid NOT NULL DEFAULT basalt.uid(),
+  note_id bigint NOT NULL REFERENCES notes (id) ON DELETE CASCADE,
+  label text NOT NULL
+);
+ALTER TABLE tags ENABLE ROW LEVEL SECURITY;
+GRANT SELECT, INSERT ON tags TO basalt_user;
+GRANT USAGE ON SEQUENCE tags_id_seq TO basalt_user;
+CREATE POLICY own ON tags FOR ALL TO basalt_user USING (owner_id = basalt.uid()) WITH CHECK (owner_id = basalt.uid());
 `;
 
 /** The module exactly as served, written to a file and imported. */
@@ -240,6 +251,47 @@ describe.each(ENGINES)('the JS client against the server on %s', (engine) => {
       'three',
       'in tx',
     ]);
+  });
+
+  test('queries the server answers: an OR group, expand both ways, an aggregate grouped by a relation', async () => {
+    const a = await signedUp({ storage: 'memory' });
+    const other = await signedUp({ storage: 'memory' });
+    const [n1, n2, n3] = (await a.from('notes').insert([{ body: 'red' }, { body: 'green' }, { body: 'blue' }])).rows;
+    await a.from('tags').insert([
+      { note_id: n1!.id, label: 'warm' },
+      { note_id: n1!.id, label: 'bright' },
+      { note_id: n3!.id, label: 'cold' },
+    ]);
+    await other.from('notes').insert({ body: 'red' });
+    // OR within the user's own rows (row-level security still applies).
+    const either = await a
+      .from('notes')
+      .select(['body'])
+      .or((q) => q.eq('body', 'red').eq('body', 'blue'))
+      .order('id');
+    expect(either.rows).toEqual([{ body: 'red' }, { body: 'blue' }]);
+    // One-to-many, narrowed and counted, and many-to-one back.
+    const withTags = await a
+      .from('notes')
+      .select(['id', 'body'])
+      .expand('tags_via_note_id', ['label'], (q) => q.order('label'))
+      .order('id');
+    expect(
+      withTags.rows.map((r) => [r.body, (r.expand as { tags_via_note_id: { label: string }[] }).tags_via_note_id]),
+    ).toEqual([
+      ['red', [{ label: 'bright' }, { label: 'warm' }]],
+      ['green', []],
+      ['blue', [{ label: 'cold' }]],
+    ]);
+    const tag = await a.from('tags').select(['label']).expand('note_id', ['body']).eq('label', 'cold');
+    expect(tag.rows).toEqual([{ label: 'cold', expand: { note_id: { body: 'blue' } } }]);
+    // Tags per note body: a group across the relation, only the user's rows counted.
+    const perNote = await a.from('tags').aggregate({ count: 'n' }).groupBy('note_id.body').order('n', 'desc');
+    expect(perNote.rows).toEqual([
+      { 'note_id.body': 'red', n: 2 },
+      { 'note_id.body': 'blue', n: 1 },
+    ]);
+    expect(n2!.body).toBe('green');
   });
 
   test('one BasaltError from envelopes A, B and C', async () => {

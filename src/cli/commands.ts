@@ -6,6 +6,7 @@ import { mailCommands } from '../modules/mail/commands';
 import { extensionCommands } from '../extensions/commands';
 import { adminCommands } from '../modules/admin/commands';
 import { backupCommands } from '../modules/backup/commands';
+import { jobCommands } from '../modules/jobs/commands';
 
 export const commands: Command[] = [
   ...coreCommands,
@@ -14,4 +15,5 @@ export const commands: Command[] = [
   ...extensionCommands,
   ...adminCommands,
   ...backupCommands,
+  ...jobCommands,
 ];

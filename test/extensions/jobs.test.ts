@@ -17,17 +17,15 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
-import { basaltCommand, basaltEnv, runCli } from '../helpers/cli';
+import { runCli } from '../helpers/cli';
+import { serveProcess, type ServedProcess } from '../helpers/serve-process';
 import { eventually } from '../helpers/wait';
 import { ITEMS_MIGRATION, PROBE, PROBE_MIGRATION } from './jobs-probe';
 
 const HOOK_ROWS_PER_CLIENT = Number(process.env.BASALT_TEST_HOOK_ROWS_PER_CLIENT) || 250;
 const CLIENTS = 8;
 
-interface Instance {
-  url: string;
-  proc: ReturnType<typeof Bun.spawn>;
-}
+type Instance = ServedProcess;
 
 interface Seen {
   kind: string;
@@ -37,39 +35,12 @@ interface Seen {
   data: any;
 }
 
-/** `basalt serve` on a free port with the probe extension; resolves once it listens (and, embedded, takes commands). */
+/** `basalt serve` with the probe extension; resolves once it listens (and, embedded, takes commands). */
 async function serve(db: FreshDb, env: Record<string, string>): Promise<Instance> {
-  const proc = Bun.spawn([...basaltCommand(), 'serve'], {
-    env: basaltEnv({ ...env, BASALT_WEB_PORT: '0', BASALT_LOG_LEVEL: 'info' }, db.dataDir),
-    cwd: db.dataDir,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const decoder = new TextDecoder();
-  let stderr = '';
-  void (async () => {
-    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) stderr += decoder.decode(chunk);
-  })();
-  let buffered = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start within 120 s: ${stderr}`)), 120_000);
-    void (async () => {
-      for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
-        buffered += decoder.decode(chunk);
-        const m = /"msg":"listening","main":"([^"]+)"/.exec(buffered);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!.replace(/\/$/, ''));
-          buffered = '';
-        }
-        if (buffered.length > 100_000) buffered = buffered.slice(-1000);
-      }
-      reject(new Error(`serve exited before listening: ${stderr}`));
-    })();
-  });
+  const served = await serveProcess(db, env);
   if (!db.url)
     await eventually(() => existsSync(join(db.dataDir, 'basalt.sock')), { timeout: 30_000, what: 'the socket' });
-  return { url, proc };
+  return served;
 }
 
 async function kill(i: Instance, signal: 'SIGKILL' | 'SIGTERM' = 'SIGTERM'): Promise<void> {

@@ -5,7 +5,7 @@
  */
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
-import { get, post, query, type AdminData } from '../api';
+import { get, query, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -16,11 +16,10 @@ import {
   Loading,
   PageHeader,
   TextField,
-  confirm,
-  useActions,
   useAsync,
 } from '../components/ui';
 import { Icon } from '../components/icons';
+import { JobActions } from '../components/job-actions';
 import { ago, cell, dateTime } from '../format';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
@@ -213,19 +212,6 @@ function JobDetail({ id }: { id: string }) {
     () => get<AdminData<'extensionJob'>>(`/jobs/${encodeURIComponent(id)}`).then((r) => r.job),
     [id],
   );
-  const { busy, run } = useActions(reload);
-  const act = async (action: 'retry' | 'cancel') => {
-    if (
-      action === 'cancel' &&
-      !(await confirm({ title: 'Cancel this job?', body: <p>It will not run.</p>, action: 'Cancel job', danger: true }))
-    )
-      return;
-    await run(
-      action,
-      () => post(`/jobs/${encodeURIComponent(id)}/${action}`),
-      action === 'retry' ? 'Job queued again.' : 'Job cancelled.',
-    );
-  };
   const j = data;
   return (
     <>
@@ -244,18 +230,13 @@ function JobDetail({ id }: { id: string }) {
               </>
             }
             actions={
-              <>
-                {(j.state === 'dead' || j.state === 'cancelled') && (
-                  <Button variant="primary" icon="refresh" busy={busy !== null} onClick={() => act('retry')}>
-                    Retry
-                  </Button>
-                )}
-                {j.state === 'queued' && (
-                  <Button variant="danger" busy={busy !== null} onClick={() => act('cancel')}>
-                    Cancel
-                  </Button>
-                )}
-              </>
+              <JobActions
+                base={`/jobs/${encodeURIComponent(id)}`}
+                canRetry={j.state === 'dead' || j.state === 'cancelled'}
+                canCancel={j.state === 'queued'}
+                cancel={{ title: 'Cancel this job?', body: <p>It will not run.</p>, action: 'Cancel job' }}
+                after={reload}
+              />
             }
           />
           <section class="panel">

@@ -39,7 +39,7 @@ export default defineExtension({
 
     ctx.on('items', ['insert', 'update', 'delete'], async (event) => {
       await seen('hook', event.id, 0, { action: event.action, client: event.row.client, n: event.row.n });
-    }, { name: 'items-hook', attempts: 20, backoffMs: 200 });
+    }, { name: 'items-hook' });
     ctx.on('auth.user_created', async (event) => { await seen('user_created', event.user.email, 0, event); });
     ctx.on('auth.signed_in', async (event) => { await seen('signed_in', event.user.email, 0, event); });
 

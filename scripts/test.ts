@@ -111,6 +111,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/auth.test.ts',
   'test/mail/two-instances.test.ts',
   'test/mail/delivery.test.ts',
+  'test/extensions/jobs.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -12,6 +12,7 @@ import { createDatabaseService, type DatabaseService } from './modules/database/
 import { createExtensionRegistry, type ExtensionRegistry } from './extensions/registry';
 import { createAdminService, type AdminService } from './modules/admin/service';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service';
+import { createJobsService, type JobsService } from './modules/jobs/service';
 
 export interface Services {
   keys: KeyService;
@@ -20,6 +21,7 @@ export interface Services {
   database: DatabaseService;
   admin: AdminService;
   realtime: RealtimeService;
+  jobs: JobsService;
   extensions: ExtensionRegistry;
 }
 
@@ -36,8 +38,9 @@ export async function createServices(p: Platform): Promise<Services> {
   const database = await createDatabaseService(p, { keys, auth });
   const admin = createAdminService(p);
   const realtime = createRealtimeService(p, { database, keys, auth });
-  const extensions = createExtensionRegistry(p, { keys, auth, mail, realtime });
-  return { keys, mail, auth, database, admin, realtime, extensions };
+  const jobs = createJobsService(p);
+  const extensions = createExtensionRegistry(p, { keys, auth, mail, realtime, jobs });
+  return { keys, mail, auth, database, admin, realtime, jobs, extensions };
 }
 
 /** Open the core (src/platform.ts) and build the services on it. */

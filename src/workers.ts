@@ -49,6 +49,14 @@ export const WORKERS: Worker[] = [
     },
   },
   {
+    // Extensions' jobs, cron entries and hooks (docs/extensions.md); after their setup, which defined them.
+    name: 'jobs, cron and hooks',
+    start(p) {
+      void p.services.jobs.start().catch((e) => p.log.error('jobs, cron and hooks failed to start', { cause: e }));
+      return () => p.services.jobs.stop();
+    },
+  },
+  {
     // Expired sessions, tokens, counters, codes and sign-in flows of Public Auth (docs/auth.md).
     name: 'auth housekeeping',
     start: (p) => startAuthHousekeeping(p.services.auth, p.log),

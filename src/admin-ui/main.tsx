@@ -19,6 +19,7 @@ import { MailJobs } from './screens/mail-jobs';
 import { Users } from './screens/users';
 import { Data } from './screens/data';
 import { Extensions } from './screens/extensions';
+import { Jobs } from './screens/jobs';
 import { Audit } from './screens/audit';
 import { Backups } from './screens/backups';
 import { Empty } from './components/ui';
@@ -34,6 +35,7 @@ const VIEWS: Record<ScreenId, () => preact.JSX.Element> = {
   users: Users,
   data: Data,
   extensions: Extensions,
+  jobs: Jobs,
   audit: Audit,
   backups: Backups,
 };

@@ -26,6 +26,7 @@ export const SCREENS = [
   { id: 'users', path: 'users', title: 'Users', icon: 'users' },
   { id: 'data', path: 'data', title: 'Data', icon: 'data' },
   { id: 'extensions', path: 'extensions', title: 'Extensions', icon: 'puzzle' },
+  { id: 'jobs', path: 'jobs', title: 'Jobs', icon: 'refresh' },
   { id: 'audit', path: 'audit', title: 'Audit log', icon: 'audit' },
   { id: 'backups', path: 'backups', title: 'Backups', icon: 'archive' },
 ] as const satisfies readonly ScreenEntry[];

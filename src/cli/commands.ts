@@ -7,6 +7,7 @@ import { extensionCommands } from '../extensions/commands';
 import { adminCommands } from '../modules/admin/commands';
 import { backupCommands } from '../modules/backup/commands';
 import { databaseCommands } from '../modules/database/commands';
+import { jobCommands } from '../modules/jobs/commands';
 
 export const commands: Command[] = [
   ...coreCommands,
@@ -16,4 +17,5 @@ export const commands: Command[] = [
   ...adminCommands,
   ...backupCommands,
   ...databaseCommands,
+  ...jobCommands,
 ];

@@ -618,6 +618,25 @@ const DEFINITIONS = [
     max: 3650,
     description: 'Sent and dead mail jobs older than this are purged (hourly).',
   },
+  // jobs, cron and hooks of extensions (docs/extensions.md)
+  {
+    key: 'jobs.lease_ms',
+    kind: 'int',
+    default: 10_000,
+    min: 1000,
+    max: 3_600_000,
+    description:
+      "How long a running job or a hook's delivery stays with its instance without a renewal (renewed every third of it); after an instance dies, its work moves to another after this.",
+  },
+  {
+    key: 'jobs.retention_days',
+    kind: 'int',
+    default: 7,
+    min: 1,
+    max: 3650,
+    description:
+      "Extensions' jobs that ended (succeeded, dead, cancelled) longer ago than this are purged hourly, with their cron slot records.",
+  },
   // files module
   {
     key: 'files.max_bytes',

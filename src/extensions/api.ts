@@ -7,6 +7,10 @@ export { defineExtension, type ExtensionDefinition, type ExtensionSettingDef } f
 export type { ExtensionContext, ExtensionDb, ExtensionRealtime } from './context';
 export type { ChannelFollower, ChannelRule } from '../modules/realtime/service';
 export type { ExtensionMail } from './mail';
+export type { ExtensionCron, ExtensionJobs, ExtensionOn } from './jobs';
+export type { CronRun, CronOptions, EnqueueOptions, HookOptions } from '../modules/jobs/service';
+export type { Job, JobOptions } from '../modules/jobs/runner';
+export type { PlatformEvent, PlatformEventType, RowAction, RowEvent } from '../modules/jobs/hooks';
 export type { MailMessage, TemplateInput } from '../modules/mail/service';
 export type { ExtensionSettings } from './settings-store';
 export type { ApiKeyPrincipal, Permission, UserPrincipal } from './guards';

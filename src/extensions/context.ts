@@ -28,6 +28,8 @@ import {
   type ModuleApp,
 } from './guards';
 import { extensionMail, type ExtensionMail } from './mail';
+import { extensionJobs, type ExtensionCron, type ExtensionJobs, type ExtensionOn } from './jobs';
+import type { JobsService } from '../modules/jobs/service';
 import { envelopeB, envelopeC } from './schemas';
 import { isUuid } from '../util/uuid';
 
@@ -100,6 +102,33 @@ export interface ExtensionContext extends ExtensionGuards {
    * await ctx.realtime.publish('submissions', { id }, { tx });
    */
   readonly realtime: ExtensionRealtime;
+  /**
+   * Durable jobs (docs/extensions.md, "Jobs"): `define` a handler in setup, `enqueue` from
+   * anywhere (with `tx` inside a transaction).
+   *
+   * @example
+   * ctx.jobs.define('resize', async (job) => resize(job.payload, job.signal), { attempts: 5, timeoutMs: 60_000 });
+   * const id = await ctx.jobs.enqueue('resize', { fileId }, { idempotencyKey: fileId });
+   */
+  readonly jobs: ExtensionJobs;
+  /**
+   * Run `handler` on a cron schedule (five fields, UTC unless `timezone`), once per slot across
+   * all instances; each run is a job (docs/extensions.md, "Cron").
+   *
+   * @example
+   * ctx.cron('nightly-digest', '0 3 * * *', async (run) => digest(run.slot), { timezone: 'Europe/Paris' });
+   */
+  readonly cron: ExtensionCron;
+  /**
+   * A durable hook (docs/extensions.md, "Hooks"): a table's committed changes, or a platform
+   * event (`auth.user_created`, `auth.user_verified`, `auth.user_deleted`, `auth.signed_in`,
+   * `mail.delivered`, `mail.failed`), delivered at least once, in commit order.
+   *
+   * @example
+   * ctx.on('orders', ['insert', 'update'], async (event) => notify(event.row), { name: 'notify-shipping' });
+   * ctx.on('auth.user_created', async (event) => welcome(event.user));
+   */
+  readonly on: ExtensionOn;
   /** Settings declared in `defineExtension({ settings })`. */
   readonly settings: ExtensionSettings;
   /** A live platform setting (read-only), e.g. `files.max_bytes`. */
@@ -145,9 +174,10 @@ export function extensionSchema(name: string): string {
   return 'ext_' + name.replace(/-/g, '_');
 }
 
-/** The services an extension's context uses: the guards', mail and realtime. */
+/** The services an extension's context uses: the guards', mail, realtime and jobs. */
 export interface ExtensionServices extends GuardServices {
   mail: MailService;
+  jobs: JobsService;
   realtime: Pick<RealtimeService, 'publish' | 'authorizeChannels'>;
 }
 
@@ -187,7 +217,8 @@ export function createContext(
   // The extension's shutdown hooks are kept here rather than handed to the platform one by
   // one, so that an extension refused after its setup (a prefix or route clash, a setup that
   // threw or timed out) has its timers and clients stopped at once, not at process exit.
-  const hooks: (() => Promise<void> | void)[] = [];
+  // Its jobs, cron entries and hooks go with it (run last: the list runs in reverse).
+  const hooks: (() => Promise<void> | void)[] = [() => services.jobs.forget(name)];
   let stopped = false;
   const runHook = async (fn: () => Promise<void> | void) => {
     try {
@@ -203,6 +234,7 @@ export function createContext(
   };
   p.onShutdown(stop);
 
+  const scheduled = extensionJobs(services.jobs, name, db.dataSchema);
   const ctx: ExtensionContext = {
     name,
     version: def.version,
@@ -230,6 +262,9 @@ export function createContext(
       },
       authorize: (rule) => services.realtime.authorizeChannels(name, rule),
     },
+    jobs: scheduled.jobs,
+    cron: scheduled.cron,
+    on: scheduled.on,
     settings,
     platformSetting: ((key: string) => p.settings.getUntyped(key)) as ExtensionContext['platformSetting'],
     log,

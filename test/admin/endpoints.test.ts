@@ -517,6 +517,70 @@ const scenarios: Scenario[] = [
     (r) => expectAError(r, 404, 'not_found'),
   ],
   [
+    "extensions' jobs of contact-form",
+    'GET',
+    () => '/api/admin/jobs?extension=contact-form&limit=5',
+    undefined,
+    200,
+    (r) => {
+      expect(Array.isArray(r.body.data.jobs)).toBe(true);
+      for (const j of r.body.data.jobs) expect(j.extension).toBe('contact-form');
+    },
+  ],
+  [
+    "extensions' jobs with an unknown state → 400",
+    'GET',
+    () => '/api/admin/jobs?state=lost',
+    undefined,
+    400,
+    (r) => expect(r.body.error.details.fields.state).toMatch(/one of queued, running, succeeded, dead, cancelled/),
+  ],
+  [
+    "extensions' cron entries and hooks",
+    'GET',
+    () => '/api/admin/jobs/schedules',
+    undefined,
+    200,
+    (r) => {
+      expect(r.body.data.cron).toContainEqual(
+        expect.objectContaining({
+          extension: 'contact-form',
+          name: 'purge-rate-limits',
+          expression: '17 * * * *',
+          timezone: 'UTC',
+          next_slot: expect.stringMatching(/T\d\d:17:00\.000Z$/),
+        }),
+      );
+      expect(r.body.data.hooks).toContainEqual(
+        expect.objectContaining({ extension: 'contact-form', name: 'mail.failed', source: 'event:mail.failed' }),
+      );
+    },
+  ],
+  [
+    "an extension's job of an unknown id → 404",
+    'GET',
+    () => `/api/admin/jobs/${crypto.randomUUID()}`,
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'job_not_found'),
+  ],
+  [
+    "retry of an extension's unknown job → 404",
+    'POST',
+    () => `/api/admin/jobs/${crypto.randomUUID()}/retry`,
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'job_not_found'),
+  ],
+  [
+    "cancel of an extension's unknown job → 404",
+    'POST',
+    () => '/api/admin/jobs/not-a-job/cancel',
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'job_not_found'),
+  ],
+  [
     'users search',
     'GET',
     () => '/api/admin/users?search=SHOPPER&limit=10',

@@ -1,6 +1,6 @@
 /** Mail jobs: filtered by state, recipient, time; detail with attempts, last error, timing; retry, cancel. */
 import { Fragment } from 'preact';
-import { get, post, query, type AdminData } from '../api';
+import { get, query, type AdminData } from '../api';
 import {
   Badge,
   Button,
@@ -9,8 +9,6 @@ import {
   Field,
   Loading,
   PageHeader,
-  confirm,
-  useActions,
   useAsync,
   useCursorList,
   DateRangeApply,
@@ -18,6 +16,7 @@ import {
   ListTable,
 } from '../components/ui';
 import { Icon } from '../components/icons';
+import { JobActions } from '../components/job-actions';
 import { ago, cell, dateTime, rangePage } from '../format';
 import { navigate, route } from '../router';
 import { titleOf } from '../screen-list';
@@ -133,24 +132,6 @@ function JobDetail({ id }: { id: string }) {
       })),
     [id],
   );
-  const { busy, run } = useActions(reload);
-  const act = async (action: 'retry' | 'cancel') => {
-    if (
-      action === 'cancel' &&
-      !(await confirm({
-        title: 'Cancel this mail?',
-        body: <p>The message will not be sent.</p>,
-        action: 'Cancel mail',
-        danger: true,
-      }))
-    )
-      return;
-    await run(
-      action,
-      () => post(`/mail/jobs/${encodeURIComponent(id)}/${action}`),
-      action === 'retry' ? 'Job queued again.' : 'Job cancelled.',
-    );
-  };
   const j = data;
   return (
     <>
@@ -169,18 +150,17 @@ function JobDetail({ id }: { id: string }) {
               </>
             }
             actions={
-              <>
-                {(j.state === 'failed' || j.state === 'dead') && (
-                  <Button variant="primary" icon="refresh" busy={busy !== null} onClick={() => act('retry')}>
-                    Retry
-                  </Button>
-                )}
-                {j.state === 'queued' && (
-                  <Button variant="danger" busy={busy !== null} onClick={() => act('cancel')}>
-                    Cancel
-                  </Button>
-                )}
-              </>
+              <JobActions
+                base={`/mail/jobs/${encodeURIComponent(id)}`}
+                canRetry={j.state === 'failed' || j.state === 'dead'}
+                canCancel={j.state === 'queued'}
+                cancel={{
+                  title: 'Cancel this mail?',
+                  body: <p>The message will not be sent.</p>,
+                  action: 'Cancel mail',
+                }}
+                after={reload}
+              />
             }
           />
           <section class="panel">

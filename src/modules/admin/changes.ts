@@ -8,6 +8,7 @@ import type { Basalt } from '../../services';
 import { templateStore, type MailTemplate } from '../mail/templates';
 import type { CreateKeyInput, KeyInfo } from '../keys/model';
 import type { Actor } from './audit';
+import type { JobRow } from '../jobs/store';
 import { AdminErrors } from './errors';
 
 /** Create an API key; the audit row names it by id and display, never its secret. */
@@ -68,5 +69,23 @@ export function deleteTemplate(p: Basalt, actor: Actor, name: string): Promise<v
     if (!before || !(await templateStore(tx).delete(name)))
       throw AdminErrors.notFound(`The template '${String(name).slice(0, 100)}'`);
     note(name, { subject: { before: before.subject, after: null } });
+  });
+}
+
+/** Queue a dead or cancelled job of an extension again (404 `job_not_found`, 409 `job_not_retryable`). */
+export function retryJob(p: Basalt, actor: Actor, id: string): Promise<JobRow> {
+  return p.services.admin.audited(actor, 'jobs.retry', async (tx, note) => {
+    const job = await p.services.jobs.retry(id, tx);
+    note(job.id, { extension: job.extension, name: job.name, kind: job.kind });
+    return job;
+  });
+}
+
+/** Cancel a queued job of an extension (404 `job_not_found`, 409 `job_not_cancellable`). */
+export function cancelJob(p: Basalt, actor: Actor, id: string): Promise<JobRow> {
+  return p.services.admin.audited(actor, 'jobs.cancel', async (tx, note) => {
+    const job = await p.services.jobs.cancel(id, tx);
+    note(job.id, { extension: job.extension, name: job.name, kind: job.kind });
+    return job;
   });
 }

@@ -124,6 +124,12 @@ export const Queries = {
     limit: Limit,
     before: t.Optional(t.String()),
   }),
+  extensionJobs: t.Object({
+    extension: t.Optional(t.String({ maxLength: 40 })),
+    name: t.Optional(t.String({ maxLength: 100 })),
+    state: t.Optional(t.String()),
+    limit: Limit,
+  }),
   users: t.Object({
     search: t.Optional(t.String({ maxLength: 320 })),
     limit: Limit,

@@ -216,6 +216,48 @@ const Table = t.Object({
   columns: t.Array(Column),
 });
 
+/** An extension's job (docs/admin-api.md, "Jobs"): a job, a cron run, or a hook's parked event. */
+const ExtensionJob = t.Object({
+  id: t.String(),
+  extension: t.String(),
+  name: t.String(),
+  kind: t.UnionEnum(['job', 'cron', 'hook']),
+  state: t.UnionEnum(['queued', 'running', 'succeeded', 'dead', 'cancelled']),
+  payload: t.Unknown(),
+  idempotency_key: MaybeText,
+  attempts: t.Number(),
+  max_attempts: t.Number(),
+  run_at: When,
+  /** Every failed attempt, oldest first. */
+  errors: t.Array(t.Object({ attempt: t.Number(), at: t.String(), error: t.String() })),
+  created_at: When,
+  updated_at: When,
+  finished_at: MaybeWhen,
+});
+
+const CronEntry = t.Object({
+  extension: t.String(),
+  name: t.String(),
+  expression: t.String(),
+  timezone: t.String(),
+  last_slot: When,
+  next_slot: MaybeText,
+  last_job: MaybeText,
+  last_state: MaybeText,
+});
+
+const HookEntry = t.Object({
+  extension: t.String(),
+  name: t.String(),
+  /** `table:<schema>.<table>` or `event:<type>`. */
+  source: t.String(),
+  position: t.String(),
+  lag_events: t.Number(),
+  lag_seconds: t.Number(),
+  claimed_by: MaybeText,
+  updated_at: When,
+});
+
 const Empty = t.Object({});
 
 export const Responses = {
@@ -236,6 +278,9 @@ export const Responses = {
   settings: t.Object({ settings: t.Array(Setting) }),
   smtpTest: t.Object({ message_id: t.String(), response: t.String() }),
   jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
+  extensionJobs: t.Object({ jobs: t.Array(ExtensionJob) }),
+  extensionJob: t.Object({ job: ExtensionJob }),
+  jobSchedules: t.Object({ cron: t.Array(CronEntry), hooks: t.Array(HookEntry) }),
   dashboard: Dashboard,
   tables: t.Object({ tables: t.Array(Table) }),
   /** GET /data/types: TypeScript declarations for the JS client (docs/client.md, Types). */

@@ -22,6 +22,7 @@ import { auditRoutes } from './routes/audit';
 import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 import { adminsRoutes } from './routes/admins';
+import { jobsRoutes } from './routes/jobs';
 
 const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminApp)[] = [
   authRoutes,
@@ -37,6 +38,7 @@ const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminAp
   auditRoutes,
   backupsRoutes,
   adminsRoutes,
+  jobsRoutes,
 ];
 
 export function adminRoutes(p: Basalt, area: AreaFacts, other: OtherAreas): AnyElysia {

@@ -105,7 +105,8 @@ export async function outboxHead(q: Queryable): Promise<{ head: number; prunedTh
  * Delete up to `batch` events older than `retentionSeconds` and raise the pruned mark to
  * the highest id deleted, in one statement. Returns how many went; callers repeat while a
  * whole batch went. Rows never stamped (their stamp trigger was disabled, e.g. by
- * session_replication_role = replica) go too once twice as old.
+ * session_replication_role = replica) go too once twice as old. Events a hook has not yet
+ * handled stay (docs/extensions.md, "Hooks"), unless its extension has not started for 7 days.
  */
 export async function pruneOutbox(q: Queryable, retentionSeconds: number, batch: number): Promise<number> {
   const { rows } = await q.query<{ n: string }>(
@@ -114,6 +115,8 @@ export async function pruneOutbox(q: Queryable, retentionSeconds: number, batch:
          SELECT seq FROM basalt.realtime_outbox
           WHERE created_at < now() - make_interval(secs => $1)
             AND (id IS NOT NULL OR created_at < now() - make_interval(secs => 2 * $1))
+            AND (id IS NULL OR id <= coalesce((SELECT min(position) FROM basalt.hook_checkpoints
+                                                WHERE seen_at > now() - interval '7 days'), id))
           ORDER BY seq LIMIT $2)
        RETURNING id),
      mark AS (

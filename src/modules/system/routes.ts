@@ -71,7 +71,7 @@ export function systemRoutes(p: Basalt) {
     )
     .get(
       '/metrics',
-      ({ request }) => {
+      async ({ request }) => {
         // Request counts and memory tell an outsider about traffic: by default only this
         // machine reads them (docs/operations.md, Metrics).
         const access = p.settings.get('web.metrics_access');
@@ -81,7 +81,7 @@ export function systemRoutes(p: Basalt) {
           metricsFor(p).render(
             { basalt_database_external: p.db.kind === 'external' ? 1 : 0 },
             withWaitCounters(p, p.services.realtime.metrics()),
-          ),
+          ) + (await p.services.jobs.metrics()),
           { headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' } },
         );
       },

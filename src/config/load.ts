@@ -109,10 +109,11 @@ export function loadBootLayers(opts: LoadOptions = {}): BootLayers {
     });
   }
   // When every key of a rule is pinned, the database cannot change the outcome: fail before opening it.
-  if (['web.port', 'web.public_port', 'web.public_api_separate'].every((k) => pinned.has(k))) {
-    checkCombination(<K extends SettingKey>(k: K) => pinned.get(k)!.value as SettingValue<K>);
-  }
-  return { pinned, configFile: file, extension };
+  // (The rule's other keys read as pinned or default, as they will at start.)
+  const layers: BootLayers = { pinned, configFile: file, extension };
+  if (['web.port', 'web.public_port', 'web.public_api_separate'].every((k) => pinned.has(k)))
+    checkCombination((k) => bootValue(layers, k));
+  return layers;
 }
 
 /** Value of a boot-time key before the database is open: pinned or default. */

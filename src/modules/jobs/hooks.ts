@@ -15,7 +15,7 @@ import type { Db, Queryable } from '../../db/engine';
 import { quoteIdent } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
-import { REALTIME_CHANNEL, enabledTables, outboxHead } from '../realtime/outbox';
+import { HOOK_SOURCE_MATCH, REALTIME_CHANNEL, enabledTables, outboxHead } from '../realtime/outbox';
 import { backoffDelay } from './runner';
 
 export type RowAction = 'insert' | 'update' | 'delete';
@@ -131,9 +131,7 @@ export async function hookStatuses(q: Queryable): Promise<HookStatus[]> {
        LEFT JOIN LATERAL (
          SELECT count(*) AS n, min(o.created_at) AS oldest FROM (
            SELECT created_at FROM basalt.realtime_outbox o
-            WHERE o.id > h.position AND CASE
-              WHEN h.source LIKE 'event:%' THEN o.channel = '$platform:' || substr(h.source, 7)
-              ELSE o.rel_schema || '.' || o.rel_name = substr(h.source, 7) END
+            WHERE o.id > h.position AND ${HOOK_SOURCE_MATCH}
             ORDER BY o.id LIMIT 10000) o) l ON true
       ORDER BY h.extension, h.name`,
   );

@@ -106,17 +106,26 @@ export async function outboxHead(q: Queryable): Promise<{ head: number; prunedTh
  * the highest id deleted, in one statement. Returns how many went; callers repeat while a
  * whole batch went. Rows never stamped (their stamp trigger was disabled, e.g. by
  * session_replication_role = replica) go too once twice as old. Events a hook has not yet
- * handled stay (docs/extensions.md, "Hooks"), unless its extension has not started for 7 days.
+ * handled stay (docs/extensions.md, "Hooks"), unless its extension has not started for 7 days;
+ * events of other tables and channels go whatever the hooks' checkpoints.
  */
+/**
+ * Whether outbox event `o` is of the source of hook checkpoint `h` (`table:<schema>.<name>` or
+ * `event:<type>`, src/modules/jobs/hooks.ts): a SQL condition on those two aliases.
+ */
+export const HOOK_SOURCE_MATCH = `CASE WHEN h.source LIKE 'event:%' THEN o.channel = '$platform:' || substr(h.source, 7)
+  ELSE o.rel_schema || '.' || o.rel_name = substr(h.source, 7) END`;
+
 export async function pruneOutbox(q: Queryable, retentionSeconds: number, batch: number): Promise<number> {
   const { rows } = await q.query<{ n: string }>(
     `WITH gone AS (
        DELETE FROM basalt.realtime_outbox WHERE seq IN (
-         SELECT seq FROM basalt.realtime_outbox
+         SELECT seq FROM basalt.realtime_outbox o
           WHERE created_at < now() - make_interval(secs => $1)
             AND (id IS NOT NULL OR created_at < now() - make_interval(secs => 2 * $1))
-            AND (id IS NULL OR id <= coalesce((SELECT min(position) FROM basalt.hook_checkpoints
-                                                WHERE seen_at > now() - interval '7 days'), id))
+            AND NOT EXISTS (SELECT 1 FROM basalt.hook_checkpoints h
+                             WHERE h.seen_at > now() - interval '7 days' AND o.id > h.position
+                               AND ${HOOK_SOURCE_MATCH})
           ORDER BY seq LIMIT $2)
        RETURNING id),
      mark AS (

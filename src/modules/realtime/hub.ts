@@ -211,7 +211,11 @@ export class Hub {
         s.live = true;
         return;
       }
-      const { events } = await eventsAfter(this.deps.db, s.cursor, PAGE);
+      // At the client's pace: a page of at most what the stream may hold, read once the last
+      // one has been taken, so a long backlog is never queued at once (and cut as slow).
+      await s.drained();
+      if (s.closed) return;
+      const { events } = await eventsAfter(this.deps.db, s.cursor, PAGE, s.limitBytes);
       if (events.length) await fanout(this.fanoutDeps, events, [s]);
       else if (this.running)
         await this.running.catch(() => {}); // only waited for; its failure was logged where it ran

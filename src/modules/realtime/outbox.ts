@@ -48,18 +48,19 @@ const EVENTS_AFTER = `SELECT id, rel_schema, rel_name, action, pk::text AS pk, n
        FROM basalt.realtime_outbox WHERE id > $1 ORDER BY id LIMIT $2`;
 
 /**
- * Events with id > `after`, in id (commit) order, at most `limit`, and at most PAGE_BYTES of
- * rows unless a single event is larger. `more`: the page was full, so more may follow at once.
+ * Events with id > `after`, in id (commit) order, at most `limit`, and at most `maxBytes`
+ * (PAGE_BYTES) of rows unless a single event is larger. `more`: the page was full, so more may follow at once.
  */
 export async function eventsAfter(
   db: Pick<Db, 'atOnce'>,
   after: number,
   limit: number,
+  maxBytes = PAGE_BYTES,
 ): Promise<{ events: OutboxEvent[]; more: boolean }> {
   for (let n = limit; ; n = Math.max(1, Math.floor(n / 8))) {
     let rows: Row[];
     try {
-      const bound = n > 1 ? { maxAnswerBytes: PAGE_BYTES } : {};
+      const bound = n > 1 ? { maxAnswerBytes: maxBytes } : {};
       rows = (await db.atOnce([{ sql: EVENTS_AFTER, params: [after, n] }], bound))[0]!.rows as unknown as Row[];
     } catch (e) {
       if (e instanceof AnswerTooLargeError && n > 1) continue;

@@ -37,6 +37,8 @@ export class Stream {
   private timer?: ReturnType<typeof setTimeout>;
   /** When the queue was first seen over the bound (undefined: within it). */
   private behindSince?: number;
+  /** Who waits for the client to take what is queued (`drained`). */
+  private waiters: (() => void)[] = [];
 
   constructor(
     readonly principal: Principal,
@@ -44,7 +46,8 @@ export class Stream {
     readonly identityKey: string,
     readonly tables: ReadonlySet<string>,
     readonly channels: ReadonlySet<string>,
-    private readonly limitBytes: number,
+    /** realtime.buffer_bytes when the stream opened. */
+    readonly limitBytes: number,
     private readonly onEnd: (s: Stream, why: EndReason) => void,
   ) {
     this.body = new ReadableStream<Uint8Array>(
@@ -53,6 +56,8 @@ export class Stream {
           this.controller = c;
           c.enqueue(OPENING);
         },
+        // Called when the queue is within the bound again: whoever waits for that goes on.
+        pull: () => this.wake(),
         cancel: () => this.end('client'),
       },
       { highWaterMark: limitBytes, size: (chunk) => chunk?.byteLength ?? 0 },
@@ -62,6 +67,22 @@ export class Stream {
   /** Bytes queued for a client that has not read them yet. */
   get queued(): number {
     return this.limitBytes - (this.controller.desiredSize ?? 0);
+  }
+
+  /**
+   * Resolves once what waits for the client is within the bound again (the client has read
+   * it), or the stream has ended. A replay reads its next page only then, so it goes at the
+   * client's pace instead of queueing the whole backlog.
+   */
+  drained(): Promise<void> {
+    if (this.closed || this.queued <= this.limitBytes) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private wake(): void {
+    const waiting = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiting) resolve();
   }
 
   /** Queue a frame; false when the stream is closed. */
@@ -121,6 +142,7 @@ export class Stream {
     } catch {
       // already closed by the client
     }
+    this.wake();
     this.onEnd(this, why);
   }
 }

@@ -99,14 +99,17 @@ describe.each(ENGINES)('policies and the platform role on %s', (engine) => {
       ["EXISTS (SELECT 1 FROM ts_stat('SELECT to_tsvector(''x'')'))", 'ts_stat'],
       ["owner_id = basalt.uid() OR (SELECT pg_catalog.pg_read_file('/etc/passwd')) <> ''", 'pg_read_file'],
     ];
-    for (const [using, fn] of cases) {
-      const r = await adminReq(s, a, 'POST', '/api/admin/data/board/access', {
-        changes: [{ op: 'create_policy', name: 'sneaky', command: 'SELECT', roles: ['basalt_user'], using }],
-      });
-      expectAError(r, 400, 'validation_error');
-      expect(Object.keys(r.body.error.details.fields)).toEqual(['changes[0].using']);
-      expect(r.body.error.details.fields['changes[0].using']).toContain(`calls ${fn}`);
-    }
+    // Applied, or only previewed (the panel stages a change through the preview, which runs it
+    // in a transaction it rolls back): refused alike.
+    for (const [using, fn] of cases)
+      for (const route of ['access', 'access/preview']) {
+        const r = await adminReq(s, a, 'POST', `/api/admin/data/board/${route}`, {
+          changes: [{ op: 'create_policy', name: 'sneaky', command: 'SELECT', roles: ['basalt_user'], using }],
+        });
+        expectAError(r, 400, 'validation_error');
+        expect(Object.keys(r.body.error.details.fields)).toEqual(['changes[0].using']);
+        expect(r.body.error.details.fields['changes[0].using']).toContain(`calls ${fn}`);
+      }
     // The same in WITH CHECK.
     const check = await adminReq(s, a, 'POST', '/api/admin/data/board/access', {
       changes: [

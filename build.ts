@@ -3,7 +3,9 @@
  * its SQL migrations, the PGlite engine files, the API reference assets, the
  * administration panel (bundled first into panel/ beside the executable) and the JS
  * client (built first into clients/js/dist, at most 12 KB gzipped), all embedded. Run
- * with `npm run build`; `--client-only` builds the JS client alone.
+ * with `npm run build`; `--client-only` builds the JS client alone; `--version V` stamps V
+ * instead of package.json's version (a second build to take over the first in
+ * test/binary/takeover.test.ts).
  */
 import { parseArgs } from 'node:util';
 import { dirname, join, resolve } from 'node:path';
@@ -13,7 +15,7 @@ import { bundleClient, CLIENT_DIR, CLIENT_MAX_GZIP_BYTES } from './src/modules/c
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { outfile: { type: 'string' }, 'client-only': { type: 'boolean' } },
+  options: { outfile: { type: 'string' }, 'client-only': { type: 'boolean' }, version: { type: 'string' } },
 });
 const outfile = resolve(values.outfile ?? 'dist/basalt');
 
@@ -40,6 +42,10 @@ const result = await Bun.build({
   files: {
     [resolve(import.meta.dir, 'src/modules/panel/embedded.ts')]: embedded,
     [resolve(import.meta.dir, 'src/modules/client/embedded.ts')]: embeddedClient,
+    ...(values.version && {
+      [resolve(import.meta.dir, 'src/version.ts')]:
+        `export const VERSION: string = ${JSON.stringify(values.version)};\n`,
+    }),
   },
   compile: { outfile },
   // Not `identifiers`: Elysia's compiled handlers recognise a failed TypeBox decode by

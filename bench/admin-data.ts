@@ -15,8 +15,9 @@
  *   BENCH_ENGINES=external BENCH_RUNS=200 BENCH_ROWS=200000 bun bench/admin-data.ts   # quicker
  */
 import { openBasalt, type Basalt } from '../src/services';
-import { createDataBrowser, type Filter, type Sort } from '../src/modules/database/browser/browser';
-import { pageStatement } from '../src/modules/database/browser/sql';
+import { createDataBrowser, MAX_LIMIT, type Filter, type Sort } from '../src/modules/database/browser/browser';
+import { pageBody } from '../src/modules/database/browser/sql';
+import { buildStatement } from '../src/modules/database/query-builder';
 import { benchDb, fmt, median, p99, printTable } from './support';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
@@ -79,7 +80,8 @@ for (const engine of ENGINES) {
     const snap = await p.services.database.catalog.refresh();
     const t = snap.tables.get('bench_rows')!;
     // The statement the browser builds for this page, so both sides run identical SQL.
-    const statement = (i: number) => pageStatement(t, { ...query(i), offset: 0 }).st;
+    const statement = (i: number) =>
+      buildStatement(pageBody(t, { ...query(i), offset: 0 }), t, { maxLimit: MAX_LIMIT });
     const direct = async (i: number) => {
       const st = statement(i);
       const r = await p!.db.query(st.sql, st.params);

@@ -14,6 +14,7 @@
  *
  *   bun bench/relations.ts                       # both engines, BENCH_SECONDS=4, 8 connections
  *   BENCH_ENGINES=external BENCH_REPEATS=1 BENCH_SECONDS=2 bun bench/relations.ts   # a quick look
+ *   BENCH_WORKLOADS=expand bun bench/relations.ts   # the posts page only (or: aggregate)
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,6 +43,8 @@ const ROOT = resolve(import.meta.dir, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+/** Which workloads run: `expand` (the posts page), `aggregate`, or both (the default). */
+const KINDS = (process.env.BENCH_WORKLOADS ?? 'expand,aggregate').split(',');
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 
 const SCHEMA = `
@@ -168,7 +171,7 @@ for (const engine of ENGINES) {
     });
     const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, env);
 
-    for (const w of WORKLOADS) {
+    for (const w of WORKLOADS.filter((x) => KINDS.includes(x.kind))) {
       const script = join(luaDir, `${w.kind}.lua`);
       writeFileSync(script, lua(key, w.body));
       // The answers agree (rows and their count), once, before any figure.

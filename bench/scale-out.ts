@@ -6,18 +6,20 @@
  * in turn (round-robin), with a service key's select of 10 rows (bench:http's select cell).
  * Reported per cell: the total and per-instance requests a second, p99 latency, and the
  * instances' CPU per 1,000 requests (all of them together: the cost of coordination shows as a
- * rise with the count). On 2 cores the instances share core 0 and this process runs on core 1
+ * rise with the count), and realtime's latency across instances (`realtimeLatency`). On 2 cores the instances share core 0 and this process runs on core 1
  * (bench/support.ts, PIN), so the total should stay flat as instances are added; what it loses
  * is the cost of one more (its pools, its listener, its share of NOTIFY fan-out).
  *
  *   npm run bench:scale-out
  *   BENCH_SECONDS=5 BENCH_INSTANCES=1,2 BENCH_POOLERS=pgbouncer npm run bench:scale-out
  */
+import postgres from 'postgres';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { openBasalt } from '../src/services';
+import { openSse } from '../test/realtime/sse';
 import { PGBOUNCER_BIN, startPgBouncer, type PgBouncer } from '../test/helpers/pgbouncer';
 import {
   ADMIN_URL,
@@ -29,6 +31,7 @@ import {
   externalDb,
   fmt,
   freePort,
+  median,
   p99,
   PIN,
   pinToWrkCore,
@@ -47,12 +50,52 @@ const exe = await buildExecutable(root);
 const db = await externalDb();
 const procs: Subprocess[] = [];
 let bouncer: PgBouncer | undefined;
-const rows: string[][] = [['url', 'instances', 'req/s', 'per instance', 'p99 ms', 'CPU ms / 1,000 req', 'errors']];
+const rows: string[][] = [
+  ['url', 'instances', 'req/s', 'per instance', 'p99 ms', 'CPU ms / 1,000 req', 'errors', 'realtime p50 / p99 ms'],
+];
+const REALTIME_EVENTS = Number(process.env.BENCH_REALTIME_EVENTS ?? 100);
+
+/**
+ * Realtime latency across instances: a stream on the last instance, REALTIME_EVENTS inserts
+ * through the first one at a time, each timed from its commit to its event's arrival (ms). The
+ * commit is when this process, listening on the database itself (past any pooler), gets the
+ * outbox's NOTIFY: so an insert made slower by the pooler does not count as delivery. Through
+ * the pooler the instances' wake-up is a LISTEN on database.direct_url.
+ */
+async function realtimeLatency(urls: string[], key: string, dbUrl: string): Promise<number[]> {
+  const listener = postgres(dbUrl, { max: 1, onnotice: () => {} });
+  let committed = 0;
+  await listener.listen('basalt_realtime', () => {
+    committed = performance.now();
+  });
+  const stream = await openSse(`${urls[urls.length - 1]}/api/v1/realtime?tables=bench_items`, { 'x-api-key': key }, {});
+  if (stream.status !== 200) throw new Error(`realtime stream refused: ${stream.status}`);
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < REALTIME_EVENTS; i++) {
+      const name = `rt ${i} ${Math.random()}`;
+      committed = 0;
+      const r = await fetch(`${urls[0]}/api/v1/db/query`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': key },
+        body: JSON.stringify({ entity: 'bench_items', action: 'insert', data: { grp: 0, name } }),
+      });
+      if (r.status !== 200) throw new Error(`insert answered ${r.status}: ${await r.text()}`);
+      while (!stream.of().some((e) => e.data?.row?.name === name) || !committed) await Bun.sleep(0.1);
+      times.push(performance.now() - committed);
+    }
+  } finally {
+    stream.close();
+    await listener.end();
+  }
+  return times;
+}
 try {
   const p = await openBasalt({ env: db.env, migrate: true });
   let key: string;
   try {
     await p.db.exec(BENCH_ITEMS_SQL);
+    await p.db.exec(`SELECT basalt.realtime_enable('bench_items')`);
     key = await benchKey(p, ['db:query'], ['bench_items']);
   } finally {
     await p.shutdown();
@@ -113,6 +156,11 @@ try {
       );
       const elapsed = (performance.now() - t0) / 1000;
       const cpu = started.reduce((sum, s, i) => sum + cpuSeconds(s.pid) - cpu0[i]!, 0);
+      const latency = await realtimeLatency(
+        started.map((s) => s.url),
+        key,
+        db.url,
+      );
       const total = counts.reduce((a, b) => a + b, 0);
       rows.push([
         pooler === 'pgbouncer' ? 'PgBouncer (transaction)' : 'PostgreSQL',
@@ -122,6 +170,7 @@ try {
         p99(times).toFixed(1),
         ((cpu / total) * 1e6).toFixed(0),
         String(errors),
+        `${median(latency).toFixed(1)} / ${p99(latency).toFixed(1)}`,
       ]);
       for (const s of started) {
         s.proc.kill('SIGTERM');

@@ -6,7 +6,7 @@ import postgres from 'postgres';
 import type { Subprocess } from 'bun';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { freshDb, type FreshDb } from '../test/helpers/engines';
 import type { Basalt } from '../src/services';
 
@@ -112,7 +112,10 @@ export function requireWrk(script: string): string {
 
 /** The compiled executable: BENCH_EXE when it exists, else built by build.ts into a temp dir. */
 export async function buildExecutable(root: string): Promise<string> {
-  const exe = process.env.BENCH_EXE ?? join(mkdtempSync(join(tmpdir(), 'basalt-bench-exe-')), 'basalt');
+  // Resolved: the servers are started with another working directory (their data dirs).
+  const exe = process.env.BENCH_EXE
+    ? resolve(process.env.BENCH_EXE)
+    : join(mkdtempSync(join(tmpdir(), 'basalt-bench-exe-')), 'basalt');
   if (process.env.BENCH_EXE && existsSync(exe)) return exe;
   const proc = Bun.spawn([process.execPath, join(root, 'build.ts'), '--outfile', exe], {
     cwd: root,

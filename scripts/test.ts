@@ -42,6 +42,8 @@ export const EXECUTABLE_SUITES = [
   'test/database/migrations.test.ts',
   'test/extensions/openapi.test.ts',
   'test/panel/assets.test.ts',
+  'test/panel/data-relations.test.ts',
+  'test/logs/request-log.test.ts',
   'test/extensions/files.test.ts',
   'test/database/values.test.ts',
   'test/database/query.test.ts',
@@ -98,6 +100,7 @@ export const EXECUTABLE_SUITES = [
   'test/admin/endpoints.test.ts',
   'test/admin/data-routes.test.ts',
   'test/admin/data-access.test.ts',
+  'test/admin/data-schema.test.ts',
   'test/admin/audit.test.ts',
   'test/keys/access-mode.test.ts',
   'test/keys/cli.test.ts',
@@ -112,6 +115,7 @@ export const EXECUTABLE_SUITES = [
   'test/mail/two-instances.test.ts',
   'test/mail/delivery.test.ts',
   'test/extensions/jobs.test.ts',
+  'test/backup/pitr.test.ts',
 ];
 
 type Target = 'source' | 'executable';

@@ -117,6 +117,7 @@ export async function createApp(p: Basalt, parts: AppParts = {}): Promise<BuiltA
       areas,
       handle: (req) => app.handle(req),
       metrics: metricsFor(p),
+      requestLog: p.services.logs,
     });
   return { main, public: pub, mainHandler: handler(main), publicHandler: pub && handler(pub) };
 }

@@ -6,11 +6,15 @@ import { recordListeners } from './modules/runtime-config/service';
 import { issueSetupLink } from './modules/admin/tasks';
 import { startWorkers } from './workers';
 import { within } from './util/timeout';
+import { createHandler } from './http/server';
+import { Errors } from './http/errors';
+import { exited, HandoverGate, migratesQueuedConnections, serveForwarded, type HandoverAsk } from './handover';
 
-// Once the embedded engine's WebAssembly runtime is loaded, Bun.serve without an explicit
-// reusePort binds a port another process holds (SO_REUSEPORT) and the kernel then hands
-// this process the connections, the probe's included. So listeners ask for an exclusive
-// port, and each still proves it answers its own port.
+// Listeners bind with SO_REUSEPORT, so that a new `basalt serve` can take this one over on
+// the same port (src/handover.ts). Two unrelated processes could then share a port without
+// an error (Bun also shares one once the embedded engine's WebAssembly runtime is loaded,
+// whatever reusePort says), so a listener proves it answers its own port before serving,
+// except in a takeover, where sharing the port for a moment is the point.
 const PROBE_HEADER = 'x-basalt-listener-check';
 const probeToken = crypto.randomUUID();
 const PROBES = 8;
@@ -57,10 +61,27 @@ export interface Running {
    * shutdown hooks, close the database.
    */
   stop(): Promise<void>;
+  /** Why `ask` cannot take this process over (another port), or undefined when it can. */
+  refuseHandover(ask: HandoverAsk): string | undefined;
+  /**
+   * Hand over to the process that asked (src/handover.ts): hold new requests, finish the
+   * ones in flight, run the shutdown steps and close the database, forward what arrives to
+   * the new process, close the listeners once no request comes. False when the new process
+   * never answered (the held requests were refused).
+   */
+  handOver(ask: HandoverAsk): Promise<boolean>;
+}
+
+export interface ListenOptions {
+  /**
+   * This process takes over process `from` on the same port: share the port, and serve the
+   * private socket `next` for the requests `from` forwards until it exits.
+   */
+  takeover?: { next: string; from: number };
 }
 
 /** Listen on one or two ports (README.md, What it serves). Port 0 picks a free port (tests). */
-export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Running> {
+export async function listen(p: Basalt, extra: ExtraModules = [], opts: ListenOptions = {}): Promise<Running> {
   checkCombination((key) => p.settings.get(key));
   // Extensions are scanned and set up once per platform; their routes mount in the areas of their prefixes.
   const extensions = await p.services.extensions.load(areas);
@@ -75,7 +96,7 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
         maxRequestBodySize: 10 * 1024 * 1024 * 1024,
         development: false,
         idleTimeout: 60,
-        reusePort: false,
+        reusePort: true,
       });
     } catch (e) {
       const code = (e as { code?: string }).code;
@@ -89,17 +110,45 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
       throw e;
     }
   };
-  const main = open(p.settings.get('web.port'), 'web.port', checked(built.mainHandler));
+  // A request that arrives while this process hands over and finds no new process within
+  // web.takeover_wait_ms: 503 restarting in its area's envelope, never run.
+  const refusal = createHandler({
+    settings: p.settings,
+    log: p.log,
+    areas,
+    handle: () => Promise.reject(Errors.restarting(Math.ceil(p.settings.get('web.takeover_wait_ms') / 1000))),
+  });
+  const gate = new HandoverGate(() => refusal);
+  const owned = opts.takeover ? async () => {} : assertOwned;
+  const main = open(p.settings.get('web.port'), 'web.port', checked(gate.wrap('main', built.mainHandler)));
   let pub: Server<unknown> | undefined;
+  let closeForwarded: (() => void) | undefined;
   try {
-    await assertOwned(main, 'web.port');
+    await owned(main, 'web.port');
     if (built.publicHandler) {
-      pub = open(p.settings.get('web.public_port'), 'web.public_port', checked(built.publicHandler));
-      await assertOwned(pub, 'web.public_port');
+      pub = open(
+        p.settings.get('web.public_port'),
+        'web.public_port',
+        checked(gate.wrap('public', built.publicHandler)),
+      );
+      await owned(pub, 'web.public_port');
+    }
+    if (opts.takeover) {
+      closeForwarded = serveForwarded(opts.takeover.next, {
+        main: gate.wrap('main', built.mainHandler),
+        public: built.publicHandler && gate.wrap('public', built.publicHandler),
+      });
+      p.onShutdown(closeForwarded);
+      const from = opts.takeover.from;
+      void exited(from).then(() => {
+        p.log.info('previous instance exited', { pid: from });
+        closeForwarded?.();
+      });
     }
   } catch (e) {
     main.stop(true);
     pub?.stop(true);
+    closeForwarded?.();
     throw e;
   }
   recordListeners(p, main.url, pub?.url);
@@ -128,28 +177,77 @@ export async function listen(p: Basalt, extra: ExtraModules = []): Promise<Runni
     pub?.stop(true);
     throw e;
   }
+  const servers = pub ? [main, pub] : [main];
+  // stop(false) waits for in-flight requests; one that hangs must not keep the process alive
+  // forever, so after web.shutdown_timeout_ms the rest are cut.
+  const closeListeners = async (deadline: number) => {
+    if (!(await within(Promise.all(servers.map((s) => s.stop(false))), deadline))) {
+      const cut = servers.reduce((n, s) => n + s.pendingRequests, 0);
+      p.log.warn('shutdown deadline passed; closing in-flight requests', { deadline_ms: deadline, requests: cut });
+      await Promise.all(servers.map((s) => s.stop(true)));
+    }
+  };
+  // The shutdown steps get the same allowance: a stuck step fails the stop (exit 1) rather than hanging it.
+  const shutdown = async (deadline: number) => {
+    if (!(await within(p.shutdown(), deadline)))
+      throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
+  };
   let stopping: Promise<void> | undefined;
+  let handing: Promise<boolean> | undefined;
   return {
     main,
     public: pub,
     setupLink,
     stop: () =>
       (stopping ??= (async () => {
-        const servers = pub ? [main, pub] : [main];
-        // stop(false) waits for in-flight requests; one that hangs must not keep the
-        // process alive forever, so after web.shutdown_timeout_ms the rest are cut.
         const deadline = p.settings.get('web.shutdown_timeout_ms');
         // Meanwhile the drain steps refuse new long-lived work (API transactions).
         void p.drain();
-        const drained = await within(Promise.all(servers.map((s) => s.stop(false))), deadline);
-        if (!drained) {
-          const cut = servers.reduce((n, s) => n + s.pendingRequests, 0);
-          p.log.warn('shutdown deadline passed; closing in-flight requests', { deadline_ms: deadline, requests: cut });
-          await Promise.all(servers.map((s) => s.stop(true)));
-        }
-        // The shutdown steps get the same allowance: a stuck step fails the stop (exit 1) rather than hanging it.
-        if (!(await within(p.shutdown(), deadline)))
-          throw new Error(`shutdown steps did not finish within ${deadline} ms (web.shutdown_timeout_ms)`);
+        await closeListeners(deadline);
+        await shutdown(deadline);
+      })()),
+    refuseHandover: (ask) => {
+      if (stopping || handing) return 'this instance is already stopping';
+      if (ask.port !== main.port || ask.publicPort !== (pub?.port ?? 0))
+        return `this instance serves port ${main.port}${pub ? ` and ${pub.port}` : ''}, the new one asks for ${ask.port}${ask.publicPort ? ` and ${ask.publicPort}` : ''}: a takeover keeps the ports`;
+      return undefined;
+    },
+    handOver: (ask) =>
+      (handing ??= (async () => {
+        const deadline = p.settings.get('web.shutdown_timeout_ms');
+        const waitMs = p.settings.get('web.takeover_wait_ms');
+        const started = performance.now();
+        p.log.info('handing over', { to_pid: ask.pid });
+        // The new process waits for the engine this process closes below: it gets that long, then waitMs.
+        const ready = gate.hold(ask, waitMs, started + 2 * deadline + waitMs);
+        void p.drain();
+        const end = started + deadline;
+        while (gate.direct(servers) > 0 && performance.now() < end) await Bun.sleep(5);
+        const drainedMs = Math.round(performance.now() - started);
+        if (gate.direct(servers) > 0)
+          p.log.warn('handover: requests still running at web.shutdown_timeout_ms; closing the database under them', {
+            requests: gate.direct(servers),
+          });
+        await shutdown(deadline);
+        const released = Math.round(performance.now() - started);
+        const answered = await ready;
+        const readyMs = Math.round(performance.now() - started);
+        if (!answered)
+          p.log.error('handover: the new process never served; held requests were refused', { to_pid: ask.pid });
+        // Clients still reaching this listener are forwarded; once none has for a moment, close it.
+        if (answered) await gate.quiet();
+        await closeListeners(deadline);
+        p.log.info('handed over', {
+          to_pid: ask.pid,
+          drained_ms: drainedMs,
+          database_released_ms: released,
+          next_ready_ms: readyMs,
+          closed_ms: Math.round(performance.now() - started),
+          // false: any connection queued on the listeners as they closed was reset (docs/operations.md, "Upgrading").
+          tcp_migrate_req: migratesQueuedConnections(),
+          ...gate.stats,
+        });
+        return answered;
       })()),
   };
 }

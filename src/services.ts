@@ -13,6 +13,7 @@ import { createExtensionRegistry, type ExtensionRegistry } from './extensions/re
 import { createAdminService, type AdminService } from './modules/admin/service';
 import { createRealtimeService, type RealtimeService } from './modules/realtime/service';
 import { createJobsService, type JobsService } from './modules/jobs/service';
+import { createRequestLogService, type RequestLogService } from './modules/logs/service';
 
 export interface Services {
   keys: KeyService;
@@ -22,6 +23,7 @@ export interface Services {
   admin: AdminService;
   realtime: RealtimeService;
   jobs: JobsService;
+  logs: RequestLogService;
   extensions: ExtensionRegistry;
 }
 
@@ -39,8 +41,9 @@ export async function createServices(p: Platform): Promise<Services> {
   const admin = createAdminService(p);
   const realtime = createRealtimeService(p, { database, keys, auth });
   const jobs = createJobsService(p);
+  const logs = createRequestLogService(p);
   const extensions = createExtensionRegistry(p, { keys, auth, mail, realtime, jobs });
-  return { keys, mail, auth, database, admin, realtime, jobs, extensions };
+  return { keys, mail, auth, database, admin, realtime, jobs, logs, extensions };
 }
 
 /** Open the core (src/platform.ts) and build the services on it. */

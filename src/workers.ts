@@ -17,6 +17,7 @@
 import type { Basalt } from './services';
 import { startAdminHousekeeping } from './modules/admin/tasks';
 import { startBackupSchedule } from './modules/backup/schedule';
+import { startWalArchiving } from './modules/backup/wal-worker';
 import { startAuthHousekeeping } from './modules/auth/service';
 
 type Stop = () => Promise<void> | void;
@@ -67,10 +68,21 @@ export const WORKERS: Worker[] = [
     start: startAdminHousekeeping,
   },
   {
+    // Request log rows past logs.retention_days, at start and hourly (docs/logs.md).
+    name: 'request log retention',
+    start: (p) => p.services.logs.startRetention(),
+  },
+  {
     // Scheduled backups (backup.schedule, docs/backup.md): the embedded engine's data dir is this process's.
     name: 'backup schedule',
     runs: (p) => p.db.kind === 'embedded',
     start: startBackupSchedule,
+  },
+  {
+    // WAL archiving for point-in-time restore (backup.pitr_days, docs/backup.md); stopped before the engine closes.
+    name: 'WAL archiving',
+    runs: (p) => p.db.kind === 'embedded',
+    start: startWalArchiving,
   },
 ];
 

@@ -21,6 +21,7 @@ import { Data } from './screens/data';
 import { Extensions } from './screens/extensions';
 import { Jobs } from './screens/jobs';
 import { Audit } from './screens/audit';
+import { Logs } from './screens/logs';
 import { Backups } from './screens/backups';
 import { Empty } from './components/ui';
 import { screenAt, type ScreenId } from './screen-list';
@@ -37,6 +38,7 @@ const VIEWS: Record<ScreenId, () => preact.JSX.Element> = {
   extensions: Extensions,
   jobs: Jobs,
   audit: Audit,
+  logs: Logs,
   backups: Backups,
 };
 

@@ -21,7 +21,15 @@ function parse(hash = location.hash): Route {
 }
 
 export const route = signal<Route>(parse());
-addEventListener('hashchange', () => (route.value = parse()));
+/**
+ * Counts arrivals at a new address from outside the screen (a link, back and forward, an
+ * edited address): not a screen's own `navigate(…, replace)`, which only records its state.
+ */
+export const arrivals = signal(0);
+addEventListener('hashchange', () => {
+  route.value = parse();
+  arrivals.value++;
+});
 
 export function href(path: string, params?: Record<string, string | undefined>): string {
   const q = new URLSearchParams();

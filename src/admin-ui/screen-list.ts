@@ -28,6 +28,7 @@ export const SCREENS = [
   { id: 'extensions', path: 'extensions', title: 'Extensions', icon: 'puzzle' },
   { id: 'jobs', path: 'jobs', title: 'Jobs', icon: 'refresh' },
   { id: 'audit', path: 'audit', title: 'Audit log', icon: 'audit' },
+  { id: 'logs', path: 'logs', title: 'Logs', icon: 'activity' },
   { id: 'backups', path: 'backups', title: 'Backups', icon: 'archive' },
 ] as const satisfies readonly ScreenEntry[];
 

@@ -44,3 +44,17 @@ export function operand(positionals: string[], missing: string): string {
   if (!value) throw new UsageError(missing);
   return value;
 }
+
+/**
+ * A list command's answer: with `--json` the rows as indented JSON; else `empty` when
+ * there are none (a line saying so, never silence), or what `print` writes for each row.
+ */
+export function printList<T>(
+  io: CliIO,
+  rows: readonly T[],
+  opts: { json: unknown; empty: string; print: (row: T) => void },
+): void {
+  if (opts.json) io.out(JSON.stringify(rows, null, 2));
+  else if (!rows.length) io.out(opts.empty);
+  else for (const r of rows) opts.print(r);
+}

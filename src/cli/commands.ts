@@ -8,6 +8,7 @@ import { adminCommands } from '../modules/admin/commands';
 import { backupCommands } from '../modules/backup/commands';
 import { databaseCommands } from '../modules/database/commands';
 import { jobCommands } from '../modules/jobs/commands';
+import { logCommands } from '../modules/logs/commands';
 
 export const commands: Command[] = [
   ...coreCommands,
@@ -18,4 +19,5 @@ export const commands: Command[] = [
   ...backupCommands,
   ...databaseCommands,
   ...jobCommands,
+  ...logCommands,
 ];

@@ -14,7 +14,8 @@ export const coreCommands: Command[] = [
   {
     name: 'serve',
     usage: 'basalt serve [--config FILE] [--data DIR] [--dev]',
-    summary: 'Start the platform (the default command).',
+    summary:
+      'Start the platform (the default command). Started beside a running `basalt serve` on the same data dir and ports, it takes that one over without dropping a request (docs/operations.md, "Upgrading").',
     platform: false, // serve opens the platform itself to own its lifetime
     async run({ globals, runInProcess }) {
       const { serveCommand } = await import('./serve-command');

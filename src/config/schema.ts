@@ -175,6 +175,15 @@ const DEFINITIONS = [
       'On SIGTERM/SIGINT, how long in-flight requests may take to finish before they are cut (and again for the shutdown steps); the process then exits.',
   },
   {
+    key: 'web.takeover_wait_ms',
+    kind: 'int',
+    default: 30_000,
+    min: 1000,
+    max: 600_000,
+    description:
+      'While a new `basalt serve` takes over this one (docs/operations.md, "Upgrading"), how long a request arriving in the gap waits for the new process before it is answered 503 restarting with Retry-After.',
+  },
+  {
     key: 'web.public_base_url',
     kind: 'string',
     default: '',
@@ -302,6 +311,31 @@ const DEFINITIONS = [
     values: ['debug', 'info', 'warn', 'error', 'silent'],
     default: 'info',
     description: 'Structured log verbosity.',
+  },
+  // the request log (docs/logs.md)
+  {
+    key: 'logs.enabled',
+    kind: 'bool',
+    default: true,
+    description:
+      "Keep a row per answered request in the database (basalt.request_log: the panel's Logs screen, basalt logs). Off: only the JSON log on stdout.",
+  },
+  {
+    key: 'logs.sample_rate',
+    kind: 'string',
+    default: '1',
+    pattern: '^(0(\\.[0-9]{1,6})?|1(\\.0{1,6})?|\\.[0-9]{1,6})$',
+    expects: 'a number from 0 to 1, e.g. 0.1',
+    description:
+      'Share of successful requests (status below 400) kept in the request log, from 0 to 1; answers with status 400 and above are always kept.',
+  },
+  {
+    key: 'logs.retention_days',
+    kind: 'int',
+    default: 7,
+    min: 1,
+    max: 3650,
+    description: 'Request log rows older than this are deleted (in batches, at start and hourly).',
   },
   // runtime config (public)
   {
@@ -716,6 +750,24 @@ const DEFINITIONS = [
     expects: 's3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R], or empty',
     description:
       'Where every backup is also uploaded, checked by its SHA-256 (docs/backup.md, "Backups in S3"); retention applies there too. Credentials in the URL or in S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY. Empty: the Files module\'s bucket when it stores uploads in S3, else none.',
+  },
+  {
+    key: 'backup.pitr_days',
+    kind: 'int',
+    default: 7,
+    min: 0,
+    max: 3650,
+    description:
+      'Days of WAL kept in <data.dir>/backups/wal for point-in-time restore (docs/backup.md, "Point-in-time restore"), counted back to the base backup they start from; 0 turns WAL archiving off.',
+  },
+  {
+    key: 'backup.wal_flush_seconds',
+    kind: 'int',
+    default: 60,
+    min: 1,
+    max: 3600,
+    description:
+      'At most this many seconds of committed changes are missing from the WAL archive: the segment being written is copied (as .partial) this often, completed segments at once.',
   },
 ] as const satisfies readonly SettingDef[];
 

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,13 +18,19 @@ interface Holder {
   started: string;
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` exists (signal 0; EPERM: it exists under another user). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/** Whether `<dir>/basalt.lock` is there (held, or left by a dead process). */
+export function lockFileExists(dir: string): boolean {
+  return existsSync(join(dir, 'basalt.lock'));
 }
 
 /**

@@ -45,6 +45,28 @@ interface Attr {
 interface NodeOps {
   mknod(parent: unknown, name: string, mode: number, dev: number): unknown;
   setattr(node: unknown, attr: Attr): void;
+  rename(oldNode: unknown, newDir: unknown, newName: string): void;
+  unlink(parent: unknown, name: string): void;
+}
+/** The engine's module as far as a restore command needs it (Emscripten's, and PGlite's hook). */
+interface EngineModule {
+  NODEFS: EmscriptenNodeFs;
+  onRuntimeInitialized?: () => void;
+  addFunction(fn: (ptr: number) => number, signature: string): number;
+  UTF8ToString(ptr: number): string;
+  _pgl_set_system_fn(fn: number): void;
+}
+
+/**
+ * What the WAL archive (src/modules/backup/wal-archive.ts) needs of the file layer: to hear of a
+ * WAL segment before PostgreSQL removes or recycles it (so none is lost unarchived), and, for a
+ * point-in-time restore, to answer PostgreSQL's `restore_command`, which it runs with `system()`.
+ */
+export interface WalHooks {
+  /** `path` (a WAL segment on disk) is about to be removed or renamed for reuse. Synchronous; never throws. */
+  beforeSegmentGone?: (path: string) => void;
+  /** Runs `restore_command`: a wait status as `system()` returns it (0, or exit code << 8). Synchronous. */
+  system?: (command: string) => number;
 }
 type Write = (stream: FsStream, buffer: Uint8Array, offset: number, length: number, position?: number) => number;
 interface EmscriptenNodeFs {
@@ -75,6 +97,7 @@ export class DurableNodeFS extends NodeFS {
   constructor(
     dir: string,
     private readonly group?: WalSyncs,
+    private readonly hooks: WalHooks = {},
   ) {
     super(dir);
   }
@@ -85,9 +108,32 @@ export class DurableNodeFS extends NodeFS {
     return {
       emscriptenOpts: {
         ...emscriptenOpts,
-        preRun: [...preRun, (mod: { NODEFS: EmscriptenNodeFs }) => this.patch(mod.NODEFS)],
+        preRun: [
+          ...preRun,
+          (mod: EngineModule) => {
+            this.patch(mod.NODEFS);
+            this.systemHook(mod);
+          },
+        ],
       },
     } as Awaited<ReturnType<NodeFS['init']>>;
+  }
+
+  /**
+   * PGlite answers every `system()` of PostgreSQL with 1, which PostgreSQL reads as a child
+   * killed by a signal (a restore then stops, FATAL). When a `system` hook is given, it
+   * replaces PGlite's, installed once the runtime is up (where PGlite installs its own).
+   */
+  private systemHook(mod: EngineModule): void {
+    const system = this.hooks.system;
+    if (!system) return;
+    if (typeof mod._pgl_set_system_fn !== 'function' || typeof mod.addFunction !== 'function')
+      throw new Error('embedded engine: this PGlite build lacks _pgl_set_system_fn (src/db/embedded-fs.ts)');
+    const pglite = mod.onRuntimeInitialized;
+    mod.onRuntimeInitialized = () => {
+      pglite?.();
+      mod._pgl_set_system_fn(mod.addFunction((ptr) => system(mod.UTF8ToString(ptr)), 'pi'));
+    };
   }
 
   private patch(nodefs: EmscriptenNodeFs): void {
@@ -151,6 +197,23 @@ export class DurableNodeFS extends NodeFS {
         if (group.pending && afterWal(fileOf(stream).kind) && !zeros(buffer, offset, length))
           nodefs.tryFSOperation(() => group.syncNow());
         return write(stream, buffer, offset, length, position);
+      };
+    }
+    const gone = this.hooks.beforeSegmentGone;
+    if (gone) {
+      // PostgreSQL removes old segments, or renames them to a future name to reuse them.
+      const { rename, unlink } = nodefs.node_ops;
+      nodefs.node_ops.unlink = (parent, name) => {
+        if (/^[0-9A-F]{24}$/.test(name)) {
+          const path = `${nodefs.realPath(parent)}/${name}`;
+          if (path.endsWith(`/pg_wal/${name}`)) gone(path);
+        }
+        return unlink(parent, name);
+      };
+      nodefs.node_ops.rename = (oldNode, newDir, newName) => {
+        const path = nodefs.realPath(oldNode);
+        if (SEGMENT.test(path)) gone(path);
+        return rename(oldNode, newDir, newName);
       };
     }
     // Created, or chmod-ed by PostgreSQL's C library (it sets 0644 on some files it

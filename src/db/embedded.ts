@@ -5,7 +5,7 @@ import initdbPath from '@electric-sql/pglite/initdb.wasm' with { type: 'file' };
 import dataPath from '@electric-sql/pglite/pglite.data' with { type: 'file' };
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Db, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
+import type { Db, EngineWal, KnownStatement, QueryResult, Queryable, Tx, TxOptions, WaitOptions } from './engine';
 import { DatabaseUnavailableError, normalizeDbError } from './engine';
 import { installEmbeddedGuard } from './embedded-guard';
 import { checkPgliteInternals } from './pglite-internals';
@@ -53,6 +53,12 @@ export interface EmbeddedOptions {
    * write, or a FATAL): every later statement fails at once; the caller should exit.
    */
   onFatal?: (err: DatabaseUnavailableError) => void;
+  /**
+   * Open as a point-in-time restore (src/modules/backup/pitr.ts): PostgreSQL's recovery
+   * settings, added to its start parameters, and the `restore_command` it runs (`system()`).
+   * Its log lines (recovery's progress and stop point) go to `log`.
+   */
+  recovery?: { params: string[]; system: (command: string) => number; log: (line: string) => void };
 }
 
 /**
@@ -107,6 +113,19 @@ function startParams(sync: EmbeddedSync): string[] {
   return params;
 }
 
+let compiled: Promise<WebAssembly.Module> | undefined;
+
+/**
+ * The engine's WebAssembly, compiled once per process. A process taking another over
+ * (src/cli/serve-command.ts) starts this before the old one lets go of the data dir, so the
+ * compilation is not part of the time requests wait.
+ */
+export function compileEngine(): Promise<WebAssembly.Module> {
+  return (compiled ??= Bun.file(wasmPath)
+    .arrayBuffer()
+    .then((b) => WebAssembly.compile(b)));
+}
+
 /** `busyTimeoutMs`: how long work waits for the one session (src/db/wait-gate.ts); no bound when omitted. */
 export async function openEmbedded(
   dir: string,
@@ -117,20 +136,34 @@ export async function openEmbedded(
   const firstRun = !existsSync(join(dir, 'PG_VERSION'));
   // initdb's module is needed only to create the cluster; compiled, it is tens of MiB.
   const [pgliteWasmModule, initdbWasmModule] = await Promise.all([
-    WebAssembly.compile(await Bun.file(wasmPath).arrayBuffer()),
+    compileEngine(),
     firstRun ? WebAssembly.compile(await Bun.file(initdbPath).arrayBuffer()) : undefined,
   ]);
   // `full`: group commit. A sync that fails stops the engine (below), as a PANIC does.
   let walFailed: (e: Error) => void = () => {};
   const wal = sync === 'full' ? new WalSyncs((e) => walFailed(e)) : undefined;
-  const fs = new DurableNodeFS(dir, wal);
+  // Set by the WAL archive once it runs (EngineWal.beforeSegmentGone).
+  let segmentGone: ((path: string) => void) | undefined;
+  const fs = new DurableNodeFS(dir, wal, {
+    beforeSegmentGone: (path) => segmentGone?.(path),
+    system: opts.recovery?.system,
+  });
+  const recovery = opts.recovery;
   const pg = await PGlite.create({
     fs,
     pgliteWasmModule,
     ...(initdbWasmModule ? { initdbWasmModule } : {}),
     fsBundle: Bun.file(dataPath),
     parsers,
-    startParams: startParams(sync),
+    startParams: [...startParams(sync), ...(recovery?.params ?? [])],
+    ...(recovery
+      ? {
+          onStderr: (line: string) => {
+            recovery.log(line);
+            return false;
+          },
+        }
+      : {}),
   });
   // What of PGlite Basalt uses beyond its promises is there, or start-up fails naming it.
   try {
@@ -383,9 +416,21 @@ export async function openEmbedded(
     return onSession(w, () => run(async () => (await wire.batch(statements, w)).map((r) => wrap(r))));
   };
 
+  const engineWal: EngineWal = {
+    // Between statements nothing else runs inside the engine: read in line, as the flusher does.
+    flushed: () => (fatal || pg.closed ? 0n : mod._GetFlushRecPtr()),
+    dir: join(dir, 'pg_wal'),
+    get beforeSegmentGone() {
+      return segmentGone;
+    },
+    set beforeSegmentGone(fn: ((path: string) => void) | undefined) {
+      segmentGone = fn;
+    },
+  };
   return {
     kind: 'embedded',
     describe: `embedded PostgreSQL (PGlite) in ${dir}`,
+    wal: engineWal,
     get busy() {
       return open > 0;
     },

@@ -110,6 +110,16 @@ export interface Pooling {
   detected?: string;
 }
 
+/** The embedded engine's WAL, as the WAL archive reads it (src/modules/backup/wal-archive.ts). */
+export interface EngineWal {
+  /** Where the WAL is flushed to (an LSN): every byte before it is written to the segment files. */
+  flushed(): bigint;
+  /** The segments' folder. */
+  readonly dir: string;
+  /** Called, synchronously, before PostgreSQL removes or recycles a segment (`path`); must not throw. */
+  beforeSegmentGone: ((path: string) => void) | undefined;
+}
+
 export interface Db extends Queryable {
   readonly kind: 'embedded' | 'external';
   /** Human description without credentials, for logs and errors. */
@@ -121,6 +131,8 @@ export interface Db extends Queryable {
    * other statements wait for it (readiness must not mistake that for an outage).
    */
   readonly busy?: boolean;
+  /** Embedded only: its WAL, for the WAL archive (src/modules/backup/wal-archive.ts). */
+  readonly wal?: EngineWal;
   /**
    * Open a transaction that lives until `commit()`/`rollback()`. External: one
    * reserved pool connection. Embedded: holds the single in-process database, so

@@ -7,7 +7,7 @@ import { platformMigrations } from './platform-migrations';
 export class MigrationError extends Error {}
 
 // One arbitrary constant: every instance serializes its migrations on this advisory lock.
-const MIGRATION_LOCK = 0x6261_7361;
+export const MIGRATION_LOCK = 0x6261_7361;
 
 function checksum(text: string): string {
   return new Bun.CryptoHasher('sha256').update(text).digest('hex');
@@ -69,10 +69,18 @@ export async function migrateDir(
   const files = listSqlFiles(dir);
   const applied: string[] = [];
   for (const f of files) {
-    const sql = readFileSync(f.path, 'utf8');
     const scope = target.scope;
     const ran = await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      // Read under the lock: a file the panel wrote for a transaction that then failed is gone
+      // by now (data-access-changes.ts, recordMigration), never run from a copy read before.
+      let sql: string;
+      try {
+        sql = readFileSync(f.path, 'utf8');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        throw e;
+      }
       const seen = scope
         ? await tx.query<{ checksum: string }>(
             `SELECT checksum FROM ${target.table} WHERE name = $1 AND ${scope.column} = $2`,

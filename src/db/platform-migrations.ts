@@ -24,6 +24,7 @@ import { sealTotpSecrets } from './migrations/160_totp_sealed';
 import m170 from './migrations/170_auth_ownership.sql' with { type: 'text' };
 import m175 from './migrations/175_realtime_visible.sql' with { type: 'text' };
 import m180 from './migrations/180_jobs_cron_hooks.sql' with { type: 'text' };
+import m190 from './migrations/190_request_log.sql' with { type: 'text' };
 
 /** A step: SQL run as one script, or a function given the migration transaction. */
 export type PlatformMigration = { name: string; sql: string } | { name: string; run: (tx: Queryable) => Promise<void> };
@@ -49,4 +50,5 @@ export const platformMigrations: PlatformMigration[] = [
   { name: '170_auth_ownership', sql: m170 },
   { name: '175_realtime_visible', sql: m175 },
   { name: '180_jobs_cron_hooks', sql: m180 },
+  { name: '190_request_log', sql: m190 },
 ];

@@ -14,7 +14,7 @@
 import { Elysia } from 'elysia';
 import { keyChecks, type ApiKeyPrincipal, type Permission } from '../http/api-key-guard';
 import { guards, type GuardInputs } from '../http/guards';
-import { bearerToken, type RequestUser as UserPrincipal } from '../http/user-guard';
+import { requestUser, type RequestUser as UserPrincipal } from '../http/user-guard';
 
 export type { ApiKeyPrincipal, Permission, UserPrincipal };
 
@@ -43,7 +43,7 @@ export interface ExtensionGuards {
 export function extensionGuards(inputs: GuardInputs): ExtensionGuards {
   const keys = keyChecks(inputs);
   const apiKey = (request: Request, permission?: Permission) => keys.require(request, { permission });
-  const user = (request: Request) => inputs.authenticate(bearerToken(request));
+  const user = (request: Request) => requestUser(inputs.authenticate, request);
   return {
     requireApiKey:
       (permission) =>

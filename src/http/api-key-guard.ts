@@ -10,6 +10,7 @@
  * const principal = await keys.require(request, { permission: 'db:query' });
  */
 import { Errors, type AppError } from './errors';
+import { requestInfo } from './request-info';
 
 export type Permission = 'mail:send' | 'db:query' | 'files:upload' | 'files:download';
 
@@ -97,6 +98,7 @@ export function keyChecks({ verify, accessMode }: KeyGuardInputs): KeyChecks {
       if (!raw) throw missingKey(need);
       const principal = await verify(raw);
       if (!principal) throw invalidKey();
+      requestInfo(request).keyId = principal.id;
       if (need?.permission) requirePermission(principal, need.permission);
       return principal;
     },
@@ -109,9 +111,12 @@ export function keyChecks({ verify, accessMode }: KeyGuardInputs): KeyChecks {
           );
         const principal = await verify(raw);
         if (!principal) throw invalidKey();
+        requestInfo(request).keyId = principal.id;
         return principal;
       }
-      return raw ? verify(raw) : null;
+      const principal = raw ? await verify(raw) : null;
+      if (principal) requestInfo(request).keyId = principal.id;
+      return principal;
     },
   };
 }

@@ -202,6 +202,16 @@ export const Errors = {
       message: 'The database is busy with other work; retry after the number of seconds in Retry-After.',
       extra: (retryAfter: number) => ({ retryAfter }),
     },
+    /**
+     * A new process is taking this one over (src/handover.ts) and was not serving within
+     * web.takeover_wait_ms: the request waited that long and is refused, never run.
+     */
+    restarting: {
+      status: 503,
+      code: 'restarting',
+      message: 'The server is being replaced by a new version; retry after the number of seconds in Retry-After.',
+      extra: (retryAfter: number) => ({ retryAfter }),
+    },
     /** The disk holding the database is full (src/db/engine.ts DiskFullError); reads may still work. */
     diskFull: {
       status: 503,

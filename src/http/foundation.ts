@@ -2,7 +2,7 @@ import { Elysia } from 'elysia';
 import { AppError, Errors } from './errors';
 import { errorResponse, pathOf, success } from './envelope';
 import type { AreaFacts } from './areas';
-import { requestInfo } from './request-info';
+import { requestInfo, type RequestFailure, type RequestInfo } from './request-info';
 import { DatabaseBusyError, DatabaseUnavailableError, DiskFullError, WaitAbandonedError } from '../db/engine';
 import type { Logger } from '../log';
 
@@ -74,10 +74,15 @@ export function toAppError(err: unknown, area: AreaFacts): AppError {
  * so no stack. Work whose client went away while it waited for the database never ran and
  * its answer reaches nobody: an `info` line (docs/operations.md "Logs").
  */
-export function logServerError(log: Logger, appErr: AppError, thrown: unknown, fields: Record<string, unknown>): void {
+export function logServerError(
+  log: Logger,
+  appErr: AppError,
+  thrown: unknown,
+  fields: Record<string, unknown>,
+): unknown {
   if (thrown instanceof WaitAbandonedError) {
     log.info('client went away while waiting for the database', fields);
-    return;
+    return undefined;
   }
   const known = thrown instanceof AppError || thrown instanceof DatabaseBusyError;
   const cause = appErr.extra.cause ?? (known ? undefined : thrown);
@@ -89,6 +94,28 @@ export function logServerError(log: Logger, appErr: AppError, thrown: unknown, f
       message: appErr.message,
     });
   else log.error('request failed', { ...fields, status: appErr.status, code: appErr.code, cause });
+  return cause;
+}
+
+/** The most of a cause's text the request log keeps (docs/logs.md). */
+const CAUSE_MAX = 4000;
+
+/**
+ * An error answer's one bookkeeping step, wherever it is rendered (the listener or the app's
+ * error handler): a 5xx's log line (`logServerError`), and the error with that line's cause
+ * noted on the request for the request log (docs/logs.md).
+ */
+export function answerError(log: Logger, info: RequestInfo, appErr: AppError, thrown: unknown, path: string): void {
+  const failure: RequestFailure = { code: appErr.code, message: appErr.message };
+  if (appErr.status >= 500) {
+    const cause = logServerError(log, appErr, thrown, { request_id: info.id, path });
+    if (cause !== undefined)
+      failure.cause =
+        cause instanceof Error
+          ? { name: cause.name, message: cause.message.slice(0, CAUSE_MAX), stack: cause.stack?.slice(0, CAUSE_MAX) }
+          : { message: String(cause).slice(0, CAUSE_MAX) };
+  }
+  info.failure = failure;
 }
 
 /** A success body in the envelope of the area `request` belongs to. */
@@ -106,7 +133,7 @@ export function foundation(log: Logger) {
   return new Elysia({ name: 'basalt.foundation' }).onError({ as: 'global' }, ({ error, request, code }) => {
     const info = requestInfo(request);
     const appErr = toAppError(code === 'NOT_FOUND' ? { code } : error, info.area);
-    if (appErr.status >= 500) logServerError(log, appErr, error, { request_id: info.id, path: pathOf(request.url) });
+    answerError(log, info, appErr, error, pathOf(request.url));
     return errorResponse(appErr, info);
   });
 }

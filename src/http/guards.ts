@@ -31,7 +31,7 @@ import {
   type KeyNeed,
   type Permission,
 } from './api-key-guard';
-import { bearerToken, sendsAuthorization, type Authenticator, type RequestUser } from './user-guard';
+import { requestUser, sendsAuthorization, type Authenticator, type RequestUser } from './user-guard';
 
 export interface GuardInputs extends KeyGuardInputs {
   authenticate: Authenticator;
@@ -76,7 +76,7 @@ export function guards(inputs: GuardInputs) {
     },
     user: {
       transform: async (context) => {
-        (context as Admitted).user = await authenticate(bearerToken(context.request));
+        (context as Admitted).user = await requestUser(authenticate, context.request);
       },
       resolve: (context) => ({ user: (context as Admitted).user as RequestUser }),
     },
@@ -90,7 +90,7 @@ export function guards(inputs: GuardInputs) {
       return {
         transform: async (context) => {
           const { request } = context;
-          if (sendsAuthorization(request)) (context as Admitted).user = await authenticate(bearerToken(request));
+          if (sendsAuthorization(request)) (context as Admitted).user = await requestUser(authenticate, request);
           else if (sendsApiKey(request)) (context as Admitted).apiKey = await keys.require(request, { permission });
           else throw Errors.unauthorized(missing);
         },

@@ -13,6 +13,28 @@ export interface RequestInfo {
   area: AreaFacts;
   /** Over HTTPS: directly, or `X-Forwarded-Proto: https` from a trusted proxy. */
   https?: boolean;
+  /** The API key the guards admitted (src/http/api-key-guard.ts), for the request log. */
+  keyId?: string;
+  /** The site user the guards admitted (src/http/user-guard.ts), for the request log. */
+  userId?: string;
+  /** The error the request was answered with (src/http/foundation.ts `answerError`), for the request log. */
+  failure?: RequestFailure;
+}
+
+/** An error answer as the request log keeps it (docs/logs.md): its code and message, and a 5xx's cause. */
+export interface RequestFailure {
+  code: string;
+  message: string;
+  /** What the stdout log recorded as the cause of a 5xx: an Error's name, message and stack. */
+  cause?: { name?: string; message: string; stack?: string };
+}
+
+/**
+ * Where the listener hands each answered request (src/modules/logs/writer.ts): called once per
+ * request after the answer is made, so it must only take note; the writing happens elsewhere.
+ */
+export interface RequestLogSink {
+  record(method: string, url: string, path: string, status: number, ms: number, info: RequestInfo): void;
 }
 
 /**

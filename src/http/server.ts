@@ -3,8 +3,15 @@ import { AppError, Errors } from './errors';
 import { errorResponse, hostProblem, pathOf } from './envelope';
 import { secure, stamped } from './security-headers';
 import type { AreaFacts, Areas } from './areas';
-import { cameOverHttps, clientIp, setRequestInfo, type RequestInfo } from './request-info';
-import { logServerError, toAppError } from './foundation';
+import {
+  cameOverHttps,
+  clientIp,
+  setRequestInfo,
+  type RequestFailure,
+  type RequestInfo,
+  type RequestLogSink,
+} from './request-info';
+import { answerError, toAppError } from './foundation';
 import type { Settings } from '../config/settings';
 import type { Logger } from '../log';
 import type { Metrics } from './metrics';
@@ -23,6 +30,8 @@ export interface HandlerDeps {
   /** Elysia's `handle`: every request goes through the app (src/app.ts). */
   handle: (req: Request) => Promise<Response>;
   metrics?: Metrics;
+  /** The request log (docs/logs.md): takes note of every answered request. */
+  requestLog?: RequestLogSink;
 }
 
 export type Handler = (req: Request, server?: Server<unknown>) => Promise<Response>;
@@ -31,7 +40,7 @@ export type Handler = (req: Request, server?: Server<unknown>) => Promise<Respon
  * The listener's fetch: request id, CORS, body limits and content type, request
  * log. Everything here answers in the area's envelope, like the app does.
  */
-export function createHandler({ settings, log, areas, handle, metrics }: HandlerDeps): Handler {
+export function createHandler({ settings, log, areas, handle, metrics, requestLog }: HandlerDeps): Handler {
   // The last path's area: nearly every request under load repeats a path, and comparing it
   // costs less than walking the route list's roots (areas are fixed for the handler's life).
   let lastPath = '';
@@ -85,7 +94,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
       }
     } catch (err) {
       const appErr = err instanceof AppError ? err : toAppError(err, area);
-      if (appErr.status >= 500) logServerError(log, appErr, err, { request_id: id, path });
+      answerError(log, info, appErr, err, path);
       res = errorResponse(appErr, info);
     }
 
@@ -107,6 +116,7 @@ export function createHandler({ settings, log, areas, handle, metrics }: Handler
     if (origin) res.headers.append('Vary', 'Origin');
     const ms = Math.round((performance.now() - start) * 10) / 10;
     metrics?.observe(area.name, method, res.status, ms);
+    requestLog?.record(method, url, path, res.status, ms, info);
     if (log.enabled('info')) log.info('request', { request_id: id, method, path, status: res.status, ms, ip: info.ip });
     return res;
   };
@@ -149,7 +159,10 @@ class RefusedOrigins {
  * allocates one object rather than an object, its accessors and their closures.
  */
 class ListenerInfo implements RequestInfo {
-  private address?: string;
+  private address?: string = undefined;
+  keyId?: string = undefined;
+  userId?: string = undefined;
+  failure?: RequestFailure = undefined;
 
   constructor(
     readonly id: string,

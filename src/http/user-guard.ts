@@ -6,6 +6,7 @@
  * area renders them in its own envelope. Routes use it through the guard plugin
  * (src/http/guards.ts).
  */
+import { requestInfo } from './request-info';
 
 /** The signed-in user behind a request. */
 export interface RequestUser {
@@ -30,4 +31,11 @@ export function bearerToken(request: Request): string | undefined {
 /** Whether the request carries an Authorization header at all. */
 export function sendsAuthorization(request: Request): boolean {
   return request.headers.has('authorization');
+}
+
+/** The user of `request`'s bearer token (or the authenticator's refusal), noted on the request for the request log. */
+export async function requestUser(authenticate: Authenticator, request: Request): Promise<RequestUser> {
+  const user = await authenticate(bearerToken(request));
+  requestInfo(request).userId = user.userId;
+  return user;
 }

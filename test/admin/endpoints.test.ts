@@ -715,6 +715,56 @@ const scenarios: Scenario[] = [
     (r) => expectAError(r, 404, 'not_found'),
   ],
   [
+    'request log filtered by area and status',
+    'GET',
+    () => '/api/admin/logs?area=admin&status=2xx&limit=5',
+    undefined,
+    200,
+    (r) => {
+      expect(r.body.data.entries.length).toBeGreaterThan(0);
+      expect(r.body.data.entries.every((e: any) => e.area === 'admin' && e.status >= 200 && e.status < 300)).toBe(true);
+      expect(r.body.data.entries[0]).toEqual({
+        id: expect.any(String),
+        at: expect.any(String),
+        request_id: expect.any(String),
+        method: expect.any(String),
+        path: expect.stringMatching(/^\/api\/admin\//),
+        status: expect.any(Number),
+        duration_ms: expect.any(Number),
+        area: 'admin',
+        key_id: null,
+        key_label: null,
+        user_id: null,
+        user_email: null,
+        ip: expect.any(String),
+        error: null,
+      });
+    },
+  ],
+  [
+    'request log per minute',
+    'GET',
+    () => '/api/admin/logs/minutes?area=admin',
+    undefined,
+    200,
+    (r) => {
+      expect(r.body.data.sample_rate).toBe(1);
+      expect(r.body.data.minutes[0]).toEqual({
+        minute: expect.any(String),
+        requests: expect.any(Number),
+        errors: expect.any(Number),
+      });
+    },
+  ],
+  [
+    'request log of an unknown request id → 404',
+    'GET',
+    () => '/api/admin/logs/no-such-request',
+    undefined,
+    404,
+    (r) => expectAError(r, 404, 'not_found'),
+  ],
+  [
     'audit log filtered',
     'GET',
     () => '/api/admin/audit?action=keys.&limit=5',

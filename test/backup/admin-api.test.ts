@@ -4,9 +4,10 @@
  * PostgreSQL, with a message pointing at pg_dump and snapshots.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { ENGINES } from '../helpers/engines';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
+import { runPendingRestore } from '../../src/modules/backup/restore-request';
 import { startServer, type TestServer } from '../helpers/server';
 import { adminReq, signInAdmin, type AdminAuth } from '../helpers/admin';
 import { readManifest } from '../../src/modules/backup/service';
@@ -73,6 +74,61 @@ describe('admin API backups (embedded)', () => {
   });
 });
 
+describe('admin API point-in-time restore (embedded)', () => {
+  let db: FreshDb;
+  let s: TestServer | undefined;
+  let a: AdminAuth;
+  beforeAll(async () => {
+    db = await freshDb('embedded');
+    s = await startServer('embedded', { db });
+    a = await signInAdmin(s);
+  });
+  afterAll(async () => {
+    await s?.stop();
+    for (const f of readdirSync(dirname(db.dataDir)))
+      if (f.startsWith(`${basename(db.dataDir)}.before-restore-`))
+        rmSync(join(dirname(db.dataDir), f), { recursive: true, force: true });
+    await db?.drop();
+  });
+
+  test('the window, the checks, a request (audited) that the next start carries out', async () => {
+    const pitr = async () => (await adminReq(s!, a, 'GET', '/api/admin/backups')).body.data.pitr;
+    expect(await pitr()).toEqual({ window: null, pending: null });
+    expectAError(await adminReq(s!, a, 'POST', '/api/admin/backups/restore', { to: 'latest' }), 409, 'conflict', {
+      message: expect.stringContaining('no backup to start from'),
+    });
+    expect((await adminReq(s!, a, 'POST', '/api/admin/backups')).status).toBe(201);
+    await s!.platform.db.exec('CREATE TABLE public.after_base (id int); INSERT INTO public.after_base VALUES (1)');
+    const window = (await pitr()).window;
+    expect(window).toEqual({ from: expect.any(String), to: expect.any(String), bases: 1 });
+    for (const to of ['yesterday', '2026-01-01T00:00:00', '2999-01-01T00:00:00Z'])
+      expectAError(await adminReq(s!, a, 'POST', '/api/admin/backups/restore', { to }), 400, 'validation_error');
+    expectAError(
+      await adminReq(s!, a, 'POST', '/api/admin/backups/restore', { to: '2000-01-01T00:00:00Z' }),
+      409,
+      'conflict',
+      { message: expect.stringContaining('before the oldest base backup') },
+    );
+    const r = await adminReq(s!, a, 'POST', '/api/admin/backups/restore', { to: 'latest' });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ to: 'latest', requested_by: a.email, requested_at: expect.any(String) });
+    expect((await pitr()).pending).toEqual(r.body.data);
+    const audit = await adminReq(s!, a, 'GET', '/api/admin/audit?action=backups.restore_requested');
+    expect(audit.body.data.entries[0]).toMatchObject({ action: 'backups.restore_requested', target: 'latest' });
+
+    // The next start: the request is carried out before the database opens (serve's first step).
+    await s!.stop();
+    s = undefined;
+    const lines: string[] = [];
+    await runPendingRestore({ env: db.env }, (l) => lines.push(l));
+    expect(lines.join('\n')).toContain('restored to latest');
+    expect(existsSync(join(db.dataDir, 'backups', 'restore-request.json'))).toBe(false);
+    s = await startServer('embedded', { db });
+    // The table made after the base backup came back from the WAL archive.
+    expect((await s.platform.db.query('SELECT id FROM public.after_base')).rows).toEqual([{ id: 1 }]);
+  }, 120_000);
+});
+
 describe.skipIf(!ENGINES.includes('external'))('admin API backups (external)', () => {
   let s: TestServer;
   let a: AdminAuth;
@@ -93,5 +149,6 @@ describe.skipIf(!ENGINES.includes('external'))('admin API backups (external)', (
       expectAError(r, 409, 'not_supported', { message: expect.stringContaining('pg_dump') });
       expect(r.body.error.message).toContain('snapshots');
     }
+    expectAError(await adminReq(s, a, 'POST', '/api/admin/backups/restore', { to: 'latest' }), 409, 'not_supported');
   });
 });

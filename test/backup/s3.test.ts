@@ -72,13 +72,7 @@ describe('backup.s3_url: every backup uploaded, checked, pruned, and restored fr
     const url = `s3://S3RVER:S3RVER@basalt/site-a?endpoint=${encodeURIComponent(endpoint)}&region=us-east-1`;
     const s = await startServer('embedded', { env: { BASALT_BACKUP_S3_URL: url } });
     const scratch = mkdtempSync(join(tmpdir(), 'basalt-s3-restore-'));
-    const bucket = new S3Client({
-      bucket: 'basalt',
-      endpoint,
-      region: 'us-east-1',
-      accessKeyId: 'S3RVER',
-      secretAccessKey: 'S3RVER',
-    });
+    const bucket = s3rverBucket(endpoint);
     try {
       const svc = backupService(s.platform);
       await s.platform.db.exec('CREATE TABLE public.marker (x int); INSERT INTO public.marker VALUES (1)');
@@ -152,4 +146,58 @@ async function markers(dataDir: string): Promise<number[]> {
   } finally {
     await db.close();
   }
+}
+
+describe('point-in-time restore from the bucket alone', () => {
+  test('the WAL archive is uploaded beside the backups; restore --to on another machine holds the rows before it', async () => {
+    const s3 = await startS3();
+    const endpoint = s3.env.BASALT_EXT_MEDIA_LIBRARY_S3_ENDPOINT!;
+    const url = `s3://S3RVER:S3RVER@basalt/site-p?endpoint=${encodeURIComponent(endpoint)}&region=us-east-1`;
+    const s = await startServer('embedded', {
+      env: { BASALT_BACKUP_S3_URL: url, BASALT_BACKUP_WAL_FLUSH_SECONDS: '1' },
+    });
+    const scratch = mkdtempSync(join(tmpdir(), 'basalt-s3-pitr-'));
+    const bucket = s3rverBucket(endpoint);
+    try {
+      await s.platform.db.exec('CREATE TABLE public.marker (x int)');
+      expect((await backupService(s.platform).create()).s3?.key).toBeTruthy();
+      const times: { before: number; after: number }[] = [];
+      for (let x = 1; x <= 6; x++) {
+        const before = Date.now();
+        await s.platform.db.query('INSERT INTO public.marker VALUES ($1)', [x]);
+        times.push({ before, after: Date.now() });
+        await Bun.sleep(300);
+      }
+      // serve's stop copies (and uploads) what is flushed last, before it closes the engine.
+      await s.stop();
+      const keys = ((await bucket.list({ prefix: 'site-p/wal/' })).contents ?? []).map((o) => o.key);
+      expect(keys.some((k) => k.endsWith('.partial'))).toBe(true);
+      expect(keys.some((k) => k.endsWith('.partial.sha256'))).toBe(true);
+      const target = new Date(Math.floor((times[2]!.after + times[3]!.before) / 2));
+      const r = await runCli(['restore', 's3://basalt/site-p', '--to', target.toISOString()], {
+        BASALT_BACKUP_S3_URL: url,
+        BASALT_DATA_DIR: join(scratch, 'elsewhere'),
+      });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/downloaded \d+ WAL files from s3:\/\/basalt\/site-p\/wal\/; SHA-256 checked/);
+      expect(await markers(join(scratch, 'elsewhere'))).toEqual([1, 2, 3]);
+      expect(readdirSync(scratch).sort()).toEqual(['elsewhere']); // the downloads are gone
+    } finally {
+      await s.stop().catch(() => {});
+      await s3.stop();
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+/** The s3rver bucket the tests write to. */
+function s3rverBucket(endpoint: string): S3Client {
+  return new S3Client({
+    bucket: 'basalt',
+    endpoint,
+    region: 'us-east-1',
+    accessKeyId: 'S3RVER',
+    secretAccessKey: 'S3RVER',
+  });
 }

@@ -308,6 +308,26 @@ describe.each(ENGINES)('the JS client against the server on %s', (engine) => {
     expect([down.status, down.code]).toEqual([0, 'network_error']);
   });
 
+  test("the session's token and the public key go to this server only", async () => {
+    const seen: { url: string; headers: Record<string, string> }[] = [];
+    const f = ((input: RequestInfo | URL, init?: RequestInit) => {
+      seen.push({ url: String(input), headers: { ...(init?.headers as Record<string, string>) } });
+      if (String(input).startsWith(`${s.publicUrl}/`)) return fetch(input, init);
+      return Promise.resolve(Response.json({ success: true, data: { elsewhere: true } }));
+    }) as typeof fetch;
+    const u = await signedUp({ storage: 'memory', fetch: f, publicKey: 'pk_test' });
+    // Another origin, and a path that makes the server's URL the user part of another's.
+    for (const url of ['https://elsewhere.example/hook', '@elsewhere.example/x'])
+      expect(await u.request(url, { body: {} })).toEqual({ elsewhere: true });
+    for (const r of seen.slice(-2)) {
+      expect(r.headers.authorization).toBeUndefined();
+      expect(r.headers['x-api-key']).toBeUndefined();
+    }
+    // Its own routes still carry them.
+    await u.request('/api/v1/auth/me').catch(() => {});
+    expect(seen.at(-1)!.headers.authorization).toStartWith('Bearer ');
+  });
+
   test('files: upload with progress, url, read back', async () => {
     const u = await signedUp({ storage: 'memory' });
     const seen: number[] = [];

@@ -129,7 +129,9 @@ describe('basalt command line', () => {
     const db = await freshDb('embedded');
     try {
       const port = new URL(s.url).port;
-      const r = await runCli(['serve'], { ...db.env, BASALT_WEB_PORT: port });
+      // Opening the data dir comes first, and on the source under a loaded machine (CI's two
+      // suites at a time) that and the shutdown after the refusal took up to a minute.
+      const r = await runCli(['serve'], { ...db.env, BASALT_WEB_PORT: port }, { timeoutMs: 110_000 });
       expect(r.code).toBe(1);
       expect(oneLine(r.stderr)).toBe(
         `basalt: web.port: port ${port} on 127.0.0.1 is already in use; stop the other process or choose another port`,

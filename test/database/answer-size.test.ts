@@ -91,6 +91,24 @@ describe.each(ENGINES)('answer size bound on %s', (engine) => {
     tooLarge(await q({ entity: 'blobs', action: 'select', sort: [{ field: 'id', direction: 'desc' }], total: true }));
   });
 
+  test('an aggregate whose groups would pass db.max_response_bytes → 400 response_too_large', async () => {
+    // Ten groups, each named by a 1 MB body: about 10 MB of rows.
+    tooLarge(await q({ entity: 'blobs', action: 'aggregate', group_by: ['body'], aggregates: [{ fn: 'count' }] }));
+    tooLarge(
+      await q({ entity: 'blobs', action: 'aggregate', group_by: ['id'], aggregates: [{ fn: 'max', field: 'body' }] }),
+    );
+    const few = await q({
+      entity: 'blobs',
+      action: 'aggregate',
+      group_by: ['body'],
+      aggregates: [{ fn: 'count' }],
+      sort: [{ field: 'body' }],
+      limit: 2,
+    });
+    expect(few.status).toBe(200);
+    expect(few.body.data.rows.map((r: { count: number }) => r.count)).toEqual([4, 4]);
+  });
+
   test('under the bound → 200: fewer rows, or fewer fields', async () => {
     const two = await q({ entity: 'blobs', action: 'select', limit: 2, sort: [{ field: 'id' }] });
     expect(two.status).toBe(200);

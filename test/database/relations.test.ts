@@ -329,6 +329,24 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
       expect(JSON.stringify(r.body.error.details.fields)).toMatch(message);
     });
 
+    test('the limits along a path multiply: an answer of too many related rows is refused before it runs', async () => {
+      const body = (limit: number) => ({
+        entity: 'authors',
+        action: 'select',
+        limit: 1000,
+        expand: {
+          posts_via_author_id: { limit: 10, expand: { comments_via_post_id: { limit } } },
+        },
+      });
+      // 1,000 authors × 10 posts × 10 comments = 100,000, plus the 10,000 posts: over the bound.
+      const r = await q(body(10));
+      expectError(r, 400, 'validation_error');
+      const at = 'expand.posts_via_author_id.expand.comments_via_post_id.limit';
+      expect(r.body.error.details.fields[at]).toContain('at most 100,000');
+      expect(r.body.error.details.fields[at]).toContain('110,000');
+      await ok(body(8)); // 10,000 + 80,000
+    });
+
     test('expand on another action is refused like any unused key', async () => {
       const r = await q({
         entity: 'posts',
@@ -351,6 +369,11 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
         expectError(r, 403, 'forbidden');
         expect(r.body.error.message).toContain("'authors'");
       }
+      // An unknown relation's 400 names no table outside the whitelist (authors, comments).
+      const unknown = await q({ entity: 'posts', action: 'select', expand: { writer: {} } }, postsOnly);
+      expectError(unknown, 400, 'validation_error');
+      expect(unknown.body.error.details.fields['expand.writer']).toContain('no relation you may follow');
+      expect(JSON.stringify(unknown.body)).not.toMatch(/author_id|comments/);
     });
   });
 
@@ -538,11 +561,22 @@ describe.each(ENGINES)('relations, aggregates and groups on %s', (engine) => {
       const table = await q({ entity: 'entries', action: 'select', expand: { stamps_via_entry_id: {} } }, alice);
       expectError(table, 403, 'forbidden');
       expect(table.body.error.message).toContain("'stamps'");
-      const path = await q(
+      const secretPath = await q(
         { entity: 'entries', action: 'aggregate', group_by: ['list_id.secret'], aggregates: [{ fn: 'count' }] },
         alice,
       );
-      expectError(path, 403, 'forbidden');
+      expectError(secretPath, 403, 'forbidden');
+      // An unknown relation's 400 lists only the relations the role may follow: no other table's name.
+      const unknown = await q({ entity: 'entries', action: 'select', expand: { nope: {} } }, alice);
+      expectError(unknown, 400, 'validation_error');
+      expect(unknown.body.error.details.fields['expand.nope']).toContain('its relations: list_id');
+      expect(JSON.stringify(unknown.body)).not.toContain('stamps');
+      const path = await q(
+        { entity: 'entries', action: 'select', filters: [{ field: 'nope.x', op: 'eq', value: 1 }] },
+        alice,
+      );
+      expectError(path, 400, 'validation_error');
+      expect(JSON.stringify(path.body)).not.toContain('stamps');
       // Without fields, a relation reads the columns granted.
       const granted = await ok(
         { entity: 'entries', action: 'select', fields: ['label'], limit: 1, expand: { list_id: {} } },

@@ -9,21 +9,23 @@
  * transaction, each client's changes in commit order. Runs against the executable
  * (scripts/test.ts): the killed process is then the compiled `basalt serve`.
  *
- * The hook's load is 8 × HOOK_ROWS_PER_CLIENT rows (default 250, 2,000 in all; the issue asks
- * 10,000: set BASALT_TEST_HOOK_ROWS_PER_CLIENT=1250 for that on a quiet machine).
+ * The hook's load is HOOK_ROWS committed rows (10,000, BASALT_TEST_HOOK_ROWS to change it),
+ * TX_ROWS to a transaction, each client sending WRITE_BATCH transactions to a request.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { ENGINES, freshDb, type FreshDb } from '../helpers/engines';
 import { runCli } from '../helpers/cli';
 import { serveProcess, type ServedProcess } from '../helpers/serve-process';
 import { eventually } from '../helpers/wait';
-import { ITEMS_MIGRATION, PROBE, PROBE_MIGRATION } from './jobs-probe';
+import { type HookLine, ITEMS_MIGRATION, PROBE, PROBE_MIGRATION } from './jobs-probe';
 
-const HOOK_ROWS_PER_CLIENT = Number(process.env.BASALT_TEST_HOOK_ROWS_PER_CLIENT) || 250;
 const CLIENTS = 8;
+const HOOK_ROWS = Math.ceil((Number(process.env.BASALT_TEST_HOOK_ROWS) || 10_000) / CLIENTS) * CLIENTS;
+const TX_ROWS = 4;
+const WRITE_BATCH = 10;
 
 type Instance = ServedProcess;
 
@@ -84,6 +86,15 @@ describe.each(ENGINES)('jobs, cron and hooks of an extension (%s)', (engine) => 
     return i;
   };
   const cli = (args: string[]) => runCli(args, env, { cwd: db.dataDir });
+  /** What the `items` hook was handed so far, in order, by every process (jobs-probe.ts). */
+  const hookLines = (): HookLine[] => {
+    const file = join(db.dataDir, 'items-hook.log');
+    if (!existsSync(file)) return [];
+    return readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as HookLine);
+  };
 
   beforeAll(async () => {
     db = await freshDb(engine);
@@ -99,6 +110,7 @@ describe.each(ENGINES)('jobs, cron and hooks of an extension (%s)', (engine) => 
       BASALT_EXTENSIONS_DIR: ext,
       BASALT_MIGRATIONS_DIR: migrations,
       BASALT_JOBS_LEASE_MS: '2000',
+      JOBS_PROBE_HOOK_LOG: join(db.dataDir, 'items-hook.log'),
     };
     a = await start();
   }, 180_000);
@@ -203,8 +215,7 @@ describe.each(ENGINES)('jobs, cron and hooks of an extension (%s)', (engine) => 
     } finally {
       await sql.end();
     }
-    await eventually(() => seen(a, 'hook'), {
-      until: (rows) => rows.some((r) => r.data.client === 99 && r.data.action === 'insert'),
+    await eventually(() => hookLines().some((l) => l.client === 99 && l.action === 'insert'), {
       timeout: 15_000,
       what: 'the psql insert at the hook',
     });
@@ -279,70 +290,84 @@ describe.each(ENGINES)('jobs, cron and hooks of an extension (%s)', (engine) => 
     for (const r of skipped) expect(all.some((x) => Date.parse(x.key) === Date.parse(r.slot + 'Z'))).toBe(false);
   }, 120_000);
 
-  // Open bug (issue 45): committed inserts can go missing at the hook across the two SIGKILLs.
-  // Seen on external PostgreSQL on a quiet machine and on the embedded engine under CI's load;
-  // skipped on both until it is found, so the suite states the promise without claiming it.
-  test.skip(`a hook sees every committed change of ${CLIENTS} concurrent clients across two SIGKILLs, in commit order`, async () => {
+  test(`a hook sees every committed change of ${HOOK_ROWS} rows from ${CLIENTS} concurrent clients across two SIGKILLs, in commit order`, async () => {
     let live = a;
-    let stopped = false;
-    const failures: string[] = [];
-    const writer = async (client: number) => {
-      for (let n = 1; n <= HOOK_ROWS_PER_CLIENT && !stopped; n++) {
-        // Every tenth write is rolled back: none of it may reach the hook.
-        const rollback = n % 10 === 0;
-        for (;;) {
-          try {
-            await call(live, 'POST', '/write', { client, n: rollback ? -n : n, rollback });
-            break;
-          } catch (e) {
-            // The instance is down (killed): write again (ON CONFLICT DO NOTHING keeps it once).
-            if (stopped) return;
-            failures.push(String(e).slice(0, 200));
-            await Bun.sleep(50);
-          }
+    const perClient = HOOK_ROWS / CLIENTS;
+    /** POST /write until it answers (the instance may be down): a row written twice is kept once. */
+    const write = async (client: number, txs: { ns: number[]; rollback?: boolean }[]) => {
+      for (const until = Date.now() + 120_000; ; ) {
+        try {
+          return await call(live, 'POST', '/write', { client, txs });
+        } catch (e) {
+          if (Date.now() > until) throw e;
+          await Bun.sleep(50);
         }
       }
     };
-    const writers = Array.from({ length: CLIENTS }, (_, c) => writer(c + 1));
-    const total = CLIENTS * HOOK_ROWS_PER_CLIENT;
-    const committed = CLIENTS * (HOOK_ROWS_PER_CLIENT - Math.floor(HOOK_ROWS_PER_CLIENT / 10));
+    /** A client's rows 1..perClient, TX_ROWS to a transaction, WRITE_BATCH transactions to a request. */
+    const writer = async (client: number) => {
+      let txs: { ns: number[]; rollback?: boolean }[] = [];
+      for (let from = 1, k = 1; from <= perClient; from += TX_ROWS, k++) {
+        const ns = Array.from({ length: Math.min(TX_ROWS, perClient - from + 1) }, (_, i) => from + i);
+        // Before every ninth transaction, one that is rolled back: none of it may reach the hook.
+        if (k % 9 === 0) txs.push({ ns: ns.map((n) => -n), rollback: true });
+        txs.push({ ns });
+        if (txs.length >= WRITE_BATCH || from + TX_ROWS > perClient) {
+          await write(client, txs);
+          txs = [];
+        }
+      }
+    };
+    // The hook's first start turns its table's capture on, just after the instance listens.
+    await eventually(() => call(live, 'GET', '/hook-started').then((d) => d.started), {
+      interval: 50,
+      what: 'the hook started',
+    });
+    const writers = Promise.all(Array.from({ length: CLIENTS }, (_, c) => writer(c + 1)));
+    const insertsSeen = () =>
+      new Set(
+        hookLines()
+          .filter((l) => l.action === 'insert')
+          .map((l) => `${l.client}:${l.n}`),
+      );
     for (const share of [0.3, 0.6]) {
-      await eventually(() => seen(live, 'hook'), {
-        until: (r) => r.length >= share * committed,
+      await eventually(() => insertsSeen().size >= share * HOOK_ROWS, {
         timeout: 120_000,
-        interval: 200,
-        what: `the hook past ${share * 100}% of ${total} writes`,
+        interval: 50,
+        what: `the hook past ${share * 100}% of ${HOOK_ROWS} rows`,
       });
       await kill(live, 'SIGKILL');
       live = await start();
       a = live;
     }
-    await Promise.all(writers);
-    stopped = true;
-    const rows = await eventually(() => seen(live, 'hook'), {
-      until: (r) =>
-        new Set(
-          r
-            .filter((x) => x.data.action === 'insert' && x.data.client <= CLIENTS)
-            .map((x) => `${x.data.client}:${x.data.n}`),
-        ).size >= committed,
-      timeout: 180_000,
-      interval: 500,
-      what: 'every committed insert at the hook',
+    await writers;
+    // The sentinel: committed after every other write was acknowledged, so delivered after all
+    // of them (commit order). Once the hook has it, anything missing now was missed.
+    await write(CLIENTS + 1, [{ ns: [1] }]);
+    await eventually(() => hookLines().some((l) => l.client === CLIENTS + 1), {
+      timeout: 120_000,
+      interval: 50,
+      what: 'the sentinel at the hook',
     });
-    const inserts = rows.filter((r) => r.data.action === 'insert' && r.data.client <= CLIENTS);
-    expect(inserts.some((r) => r.data.n < 0)).toBe(false);
-    const distinct = new Set(inserts.map((r) => `${r.data.client}:${r.data.n}`));
-    expect(distinct.size).toBe(committed);
+    const lines = hookLines();
+    const inserts = lines.filter((l) => l.action === 'insert' && l.client <= CLIENTS);
+    expect(lines.every((l) => l.action === 'insert')).toBe(true);
+    expect(inserts.filter((l) => l.n < 0)).toEqual([]);
+    const distinct = new Set(inserts.map((l) => `${l.client}:${l.n}`));
+    const missing: string[] = [];
+    for (let c = 1; c <= CLIENTS; c++)
+      for (let n = 1; n <= perClient; n++) if (!distinct.has(`${c}:${n}`)) missing.push(`${c}:${n}`);
+    expect(missing).toEqual([]);
+    expect(distinct.size).toBe(HOOK_ROWS);
     // Order: in each delivery, event ids increase; a redelivery after a kill starts again from
     // the checkpoint. So the first sighting of each event is in id order, and each client's
     // rows (committed one after another) arrive in its own order.
-    const firstSeen = new Map<string, Seen>();
-    for (const r of inserts) if (!firstSeen.has(r.key)) firstSeen.set(r.key, r);
-    const ids = [...firstSeen.keys()].map(Number);
+    const firstSeen = new Map<number, HookLine>();
+    for (const l of lines) if (!firstSeen.has(l.id)) firstSeen.set(l.id, l);
+    const ids = [...firstSeen.keys()];
     expect(ids).toEqual([...ids].sort((x, y) => x - y));
     for (let c = 1; c <= CLIENTS; c++) {
-      const ns = [...firstSeen.values()].filter((r) => r.data.client === c).map((r) => r.data.n);
+      const ns = [...firstSeen.values()].filter((l) => l.client === c).map((l) => l.n);
       expect(ns).toEqual([...ns].sort((x, y) => x - y));
     }
   }, 600_000);

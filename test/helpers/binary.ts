@@ -13,20 +13,28 @@ import { eventually } from './wait';
 const ROOT = resolve(import.meta.dir, '../..');
 let built: Promise<string> | undefined;
 
+/** build.ts into a new temp dir (with `args`); the executable's path. */
+async function build(args: string[] = []): Promise<string> {
+  const out = join(mkdtempSync(join(tmpdir(), 'basalt-build-')), 'basalt');
+  const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out, ...args], {
+    cwd: ROOT,
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  if (code !== 0) throw new Error(`build.ts failed (${code}): ${err}`);
+  return out;
+}
+
 export function buildBinary(): Promise<string> {
   const given = process.env.BASALT_TEST_BUILT;
   if (given) return Promise.resolve(resolve(given));
-  return (built ??= (async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'basalt-build-')), 'basalt');
-    const proc = Bun.spawn([process.execPath, join(ROOT, 'build.ts'), '--outfile', out], {
-      cwd: ROOT,
-      stdout: 'pipe',
-      stderr: 'pipe',
-    });
-    const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
-    if (code !== 0) throw new Error(`build.ts failed (${code}): ${err}`);
-    return out;
-  })());
+  return (built ??= build());
+}
+
+/** Another build of the executable, stamped with `version` (build.ts --version): what an upgrade installs. */
+export function buildVersion(version: string): Promise<string> {
+  return build(['--version', version]);
 }
 
 /** A fresh empty directory holding only a copy of the executable. */

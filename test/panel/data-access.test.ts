@@ -15,7 +15,7 @@ import { signInAdmin } from '../helpers/admin';
 import { signInUser } from '../helpers/users';
 import { startAdminServer } from '../admin/support';
 import { NOTES_MIGRATION } from '../database/user-data.fixtures';
-import { newContext, shot, switchScheme } from './support';
+import { adminPage, shotsEveryWay } from './support';
 import { openSse } from '../realtime/sse';
 
 describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => {
@@ -38,22 +38,8 @@ describe.skipIf(!HAS_CHROMIUM)('the Access view of a table in the panel', () => 
     const a = await signInAdmin(s);
     const browser = await launchBrowser();
     try {
-      const ctx = await newContext(browser, s.url);
-      await ctx.addCookies([{ name: 'basalt_admin', value: a.token, url: s.url }]);
-      const page = await ctx.newPage();
-      page.setDefaultTimeout(20_000);
-      /** `{name}-{width}-{scheme}.png` at both widths and in both themes; back to light at 1280 after. */
-      const shots = async (name: string) => {
-        for (const width of [1280, 390]) {
-          await page.setViewportSize({ width, height: 900 });
-          for (const scheme of ['light', 'dark'] as const) {
-            await switchScheme(page, scheme);
-            await shot(page, `${name}-${width}-${scheme}`);
-          }
-        }
-        await page.setViewportSize({ width: 1280, height: 900 });
-        await page.emulateMedia({ colorScheme: 'light' });
-      };
+      const page = await adminPage(browser, s.url, a);
+      const shots = (name: string) => shotsEveryWay(page, name);
       await page.goto(`${s.url}/_/#/data/notes`);
       await page.getByRole('link', { name: 'Access' }).click();
       const view = page.getByRole('region', { name: 'Access to notes' });

@@ -131,6 +131,22 @@ export async function newContext(
   return ctx;
 }
 
+/**
+ * A page of the panel signed in as administrator `a` (its session cookie on `url`), in a
+ * context of newContext's, each step waiting at most 20 s.
+ */
+export async function adminPage(
+  browser: import('playwright-core').Browser,
+  url: string,
+  a: { token: string },
+): Promise<Page> {
+  const ctx = await newContext(browser, url);
+  await ctx.addCookies([{ name: 'basalt_admin', value: a.token, url }]);
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(20_000);
+  return page;
+}
+
 export async function shot(page: Page, name: string) {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) });
@@ -145,4 +161,17 @@ export async function switchScheme(page: Page, scheme: 'light' | 'dark') {
   await page.emulateMedia({ colorScheme: scheme });
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   await Bun.sleep(250);
+}
+
+/** `{name}-{width}-{scheme}.png` at both widths (1280, 390) and in both themes; back to light at 1280 after. */
+export async function shotsEveryWay(page: Page, name: string) {
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    for (const scheme of ['light', 'dark'] as const) {
+      await switchScheme(page, scheme);
+      await shot(page, `${name}-${width}-${scheme}`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.emulateMedia({ colorScheme: 'light' });
 }

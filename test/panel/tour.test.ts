@@ -687,6 +687,9 @@ function tour(browserOf: () => Browser, engine: Engine) {
           .getByRole('link', { name: /^Download / })
           .first()
           .waitFor();
+        // That backup starts the window a point-in-time restore reaches (docs/backup.md).
+        await page.getByText(/^Restorable from /).waitFor();
+        await page.getByRole('textbox', { name: /^Moment/ }).waitFor();
       } else {
         await page.getByText('Backups are taken by your PostgreSQL').waitFor();
       }

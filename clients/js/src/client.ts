@@ -230,10 +230,13 @@ class BasaltClient<DB extends DatabaseShape> implements Client<DB>, Transport {
    * calls) and sends the call again, once.
    */
   async send(path: string, init: RequestInit & { auth?: boolean }, retried = false): Promise<Response> {
-    const { headers, token } = await this.headers(init.auth !== false);
+    const url = /^https?:/.test(path) ? path : this.url + path;
+    // The session's token and the public key go to this server only, never to another URL given.
+    const ours = [this.url, this.filesUrl].some((b) => url.startsWith(b) && '/?#'.includes(url.charAt(b.length)));
+    const { headers, token } = ours ? await this.headers(init.auth !== false) : { headers: {}, token: undefined };
     let res: Response;
     try {
-      res = await this.fetch(/^https?:/.test(path) ? path : this.url + path, {
+      res = await this.fetch(url, {
         ...init,
         headers: { ...headers, ...(init.headers as object) },
       });

@@ -35,6 +35,7 @@ const PATHS = {
   check: 'M20 6 9 17l-5-5',
   alert: 'M12 9v4M12 17h.01M10.3 3.9 1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z',
   filter: 'M22 3H2l8 9.5V19l4 2v-8.5z',
+  activity: 'M22 12h-4l-3 9L9 3l-3 9H2',
   search: 'M11 19a8 8 0 1 0 0-16 8 8 0 0 0 0 16zM21 21l-4.35-4.35',
   sortUp: 'M12 19V5M5 12l7-7 7 7',
   sortDown: 'M12 5v14M19 12l-7 7-7-7',

@@ -537,6 +537,8 @@ export function useCursorList<F extends Record<string, string>, T extends { next
   return {
     ...list,
     form,
+    /** The filters of the list shown (the form's, as of the last Apply filters). */
+    applied,
     /** onInput handler for the form field `k`. */
     set: (k: keyof F) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value }),
     /** The form field `k` as a TextField's value and onValue. */

@@ -1,10 +1,11 @@
 /**
  * Backups of the embedded engine (docs/admin-api.md §Backups): list, create, download,
  * delete. On an external database the API answers 409 not_supported and the screen
- * says what to use instead. Restore needs the instance stopped: `basalt restore`.
+ * says what to use instead. Restore needs the instance stopped: `basalt restore`; a
+ * point-in-time restore chosen here is carried out at the next start (docs/backup.md).
  */
 import { useState } from 'preact/hooks';
-import { ApiError, del, get, post, type AdminData } from '../api';
+import { ApiError, body, del, get, post, type AdminData } from '../api';
 import {
   Button,
   Empty,
@@ -15,6 +16,8 @@ import {
   useActions,
   useAsync,
   ListTable,
+  fieldError,
+  TextField,
 } from '../components/ui';
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
@@ -92,6 +95,7 @@ export function Backups() {
           )
         }
       />
+      {data && !unsupported && <PointInTime pitr={data.pitr} onDone={reload} />}
       {unsupported ? (
         <section class="panel">
           <Empty icon="data" title="Backups are taken by your PostgreSQL">
@@ -150,5 +154,87 @@ export function Backups() {
         </section>
       )}
     </>
+  );
+}
+
+type Pitr = AdminData<'backups'>['pitr'];
+
+/** To the second, in UTC: the moment field takes the same. */
+const utc = (iso: string) => `${iso.slice(0, 19).replace('T', ' ')} UTC`;
+
+/** The span a point-in-time restore reaches, and a restore to a chosen moment at the next start. */
+function PointInTime({ pitr, onDone }: { pitr: Pitr; onDone: () => void }) {
+  const [to, setTo] = useState(pitr.window?.to ?? '');
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState<unknown>(undefined);
+  const ask = async () => {
+    if (
+      !(await confirm({
+        title: `Restore the data to ${to}?`,
+        body: (
+          <p>
+            At the next start of the instance, the data is rebuilt as it was at that moment (from the newest backup
+            before it and the WAL archive); the current data is kept beside it. Restart the instance to carry it out.
+          </p>
+        ),
+        action: 'Restore at next start',
+        danger: true,
+      }))
+    )
+      return;
+    setBusy(true);
+    setErr(undefined);
+    try {
+      await post<AdminData<'restoreRequested'>>('/backups/restore', body('restoreTo', { to }));
+      toast(`Restore to ${to} asked for: restart the instance to carry it out.`);
+      onDone();
+    } catch (e) {
+      setErr(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section class="panel">
+      <div class="panel-head">
+        <h2>Point-in-time restore</h2>
+      </div>
+      <div class="panel-body pitr">
+        {pitr.window ? (
+          <p>
+            Restorable from <strong>{utc(pitr.window.from)}</strong> to <strong>{utc(pitr.window.to)}</strong> (
+            {pitr.window.bases} base {pitr.window.bases === 1 ? 'backup' : 'backups'} and the WAL archive). Or from the
+            command line, instance stopped: <code>basalt restore --to TIME</code>.
+          </p>
+        ) : (
+          <p>Nothing to restore to yet: point-in-time restore starts from a backup made while WAL archiving runs.</p>
+        )}
+        {pitr.pending && (
+          <p role="status">
+            A restore to <strong>{pitr.pending.to}</strong> ({pitr.pending.requested_by}) runs at the next start.
+          </p>
+        )}
+        {pitr.window && (
+          <form
+            onSubmit={(e) => {
+              e.preventDefault();
+              void ask();
+            }}
+          >
+            <TextField
+              label="Moment (UTC, ISO 8601)"
+              value={to}
+              onValue={setTo}
+              placeholder="2026-12-01T10:00:00Z"
+              spellcheck={false}
+              error={fieldError(err, 'to') ?? (err && !fieldError(err, 'to') ? (err as Error).message : undefined)}
+            />
+            <Button type="submit" variant="danger" busy={busy}>
+              Restore at next start
+            </Button>
+          </form>
+        )}
+      </div>
+    </section>
   );
 }

@@ -114,6 +114,9 @@ export function AccessView({ table }: { table: TableInfo }) {
           <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}`}>
             Rows
           </a>
+          <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}/structure`}>
+            Structure
+          </a>
         </div>
       </div>
       <ErrorNote error={access.error} onRetry={access.reload} />
@@ -326,16 +329,19 @@ interface Staged {
 }
 type Stage = (change: AccessChange, label: string) => Promise<void>;
 
-function Select<T extends string>({
+/** A labelled choice among `options`, each shown by its `names` entry or as it is (also the schema editor's). */
+export function Select<T extends string>({
   label,
   value,
   options,
   onValue,
+  names,
 }: {
   label: string;
   value: T;
   options: readonly T[];
   onValue: (v: T) => void;
+  names?: Partial<Record<T, string>>;
 }) {
   return (
     <Field label={label}>
@@ -343,7 +349,7 @@ function Select<T extends string>({
         <select id={id} value={value} onChange={(e) => onValue(e.currentTarget.value as T)}>
           {options.map((o) => (
             <option key={o} value={o}>
-              {o}
+              {names?.[o] ?? o}
             </option>
           ))}
         </select>

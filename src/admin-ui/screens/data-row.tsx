@@ -1,3 +1,4 @@
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, body, patch, post, type AdminData } from '../api';
 import { Button, FormModal, confirm, useAsync, useSubmit } from '../components/ui';
@@ -62,10 +63,13 @@ export function fromInput(c: Column, text: string): unknown {
 export function RowForm({
   table,
   row,
+  lead,
   onClose,
   onDone,
 }: {
   table: TableInfo;
+  /** Above the fields (the row's relations, data-relations.tsx). */
+  lead?: ComponentChildren;
   /** null: a new row. */
   row: Record<string, unknown> | null;
   onClose: () => void;
@@ -132,6 +136,7 @@ export function RowForm({
       action={row ? 'Save' : 'Insert'}
       onSubmit={submit}
       error={known ? undefined : error}
+      lead={lead}
       extra={
         row && (
           <Button variant="ghost" icon="trash" onClick={remove}>

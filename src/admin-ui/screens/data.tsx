@@ -24,11 +24,13 @@ import {
 import { Icon } from '../components/icons';
 import { toast } from '../components/toast';
 import { cell, dateTime, number } from '../format';
-import { navigate, route } from '../router';
+import { arrivals, navigate, route } from '../router';
 import { RowForm, keyOf, type TableInfo } from './data-row';
+import { RowRelations } from './data-relations';
 import { FilterEditor, type Filter } from './data-filters';
 import { titleOf } from '../screen-list';
 import { AccessView } from './data-access';
+import { NewTable, StructureView } from './data-schema';
 
 interface Sort {
   field: string;
@@ -60,20 +62,40 @@ export function Data() {
   const tables = useAsync(() => get<AdminData<'tables'>>('/data/tables'), []);
   const name = route.value.parts[1];
   const table = tables.data?.tables.find((t) => t.name === name);
+  const names = tables.data?.tables.map((t) => t.name) ?? [];
+  const [creating, setCreating] = useState(false);
   return (
     <>
       <PageHeader
         title={titleOf('data')}
         subtitle="Tables of the data schema. Changes here go straight to the database and are recorded in the audit log."
-        actions={<TypesButton />}
+        actions={
+          <>
+            <Button icon="plus" onClick={() => setCreating(true)}>
+              New table
+            </Button>
+            <TypesButton />
+          </>
+        }
       />
+      {creating && (
+        <NewTable
+          tables={names}
+          onClose={() => setCreating(false)}
+          onDone={(t) => {
+            setCreating(false);
+            tables.reload();
+            navigate(`/data/${t}/structure`);
+          }}
+        />
+      )}
       <ErrorNote error={tables.error} onRetry={tables.reload} />
       {tables.loading && !tables.data && <Loading />}
       {tables.data && !tables.data.tables.length && (
         <section class="panel">
           <Empty icon="data" title="The data schema has no tables">
-            Add a SQL file to migrations.dir (e.g. <code>001_init.sql</code>) and restart, or run{' '}
-            <code>basalt migrate</code>.
+            Create one with "New table" (written to migrations.dir as a migration), or add a SQL file to migrations.dir
+            (e.g. <code>001_init.sql</code>) and restart, or run <code>basalt migrate</code>.
           </Empty>
         </section>
       )}
@@ -103,8 +125,16 @@ export function Data() {
           </nav>
           {table && route.value.parts[2] === 'access' ? (
             <AccessView key={table.name} table={table} />
+          ) : table && route.value.parts[2] === 'structure' ? (
+            <StructureView key={table.name} table={table} tables={names} onChanged={tables.reload} />
           ) : table ? (
-            <Grid key={table.name} table={table} onChanged={tables.reload} />
+            // A new address (a link, the table list, back) shows its own rows: the grid starts again from it.
+            <Grid
+              key={`${table.name} ${arrivals.value}`}
+              table={table}
+              tables={tables.data.tables}
+              onChanged={tables.reload}
+            />
           ) : (
             <section class="panel">
               <Empty icon="data" title={name ? `No table named ${name}` : 'Pick a table'}>
@@ -136,7 +166,7 @@ function fromQuery<T>(name: string): T[] {
 }
 
 /** `onChanged`: rows were added or removed (the table list's counts follow). */
-function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void }) {
+function Grid({ table, tables, onChanged }: { table: TableInfo; tables: TableInfo[]; onChanged: () => void }) {
   // Filters, sort and page live in the address too, so a reload or a shared link shows the same rows.
   const [filters, setFilters] = useState<Filter[]>(() => fromQuery<Filter>('f'));
   const [sort, setSort] = useState<Sort[]>(() => fromQuery<Sort>('s'));
@@ -237,6 +267,9 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
           <Button icon="upload" onClick={() => setImporting(true)}>
             Import CSV
           </Button>
+          <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}/structure`}>
+            <Icon name="edit" size={16} /> Structure
+          </a>
           <a class="btn btn-secondary" href={`#/data/${encodeURIComponent(table.name)}/access`}>
             <Icon name="lock" size={16} /> Access
           </a>
@@ -372,6 +405,10 @@ function Grid({ table, onChanged }: { table: TableInfo; onChanged: () => void })
         <RowForm
           table={table}
           row={editing === 'new' ? null : editing}
+          lead={
+            editing !== 'new' &&
+            table.relations.length > 0 && <RowRelations table={table} tables={tables} row={editing} />
+          }
           onClose={() => setEditing(null)}
           onDone={() => {
             setEditing(null);

@@ -6,35 +6,21 @@
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { get, query, type AdminData } from '../api';
-import {
-  Badge,
-  Button,
-  Empty,
-  ErrorNote,
-  Field,
-  ListTable,
-  Loading,
-  PageHeader,
-  TextField,
-  useAsync,
-} from '../components/ui';
-import { Icon } from '../components/icons';
-import { JobActions } from '../components/job-actions';
+import { Button, Empty, ErrorNote, ListTable, Loading, TextField, useAsync } from '../components/ui';
+import { JobListHeader, JobPage, StateBadge, StateFilter, type Tone } from '../components/job-screen';
 import { ago, cell, dateTime } from '../format';
 import { navigate, route } from '../router';
-import { titleOf } from '../screen-list';
 
 type ExtJob = AdminData<'extensionJob'>['job'];
 
-const TONE: Record<ExtJob['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = {
+const TONE: Record<ExtJob['state'], Tone> = {
   queued: 'info',
   running: 'warn',
   succeeded: 'ok',
   dead: 'danger',
   cancelled: 'neutral',
 };
-const State = ({ s }: { s: string | null }) =>
-  s ? <Badge tone={TONE[s as ExtJob['state']] ?? 'neutral'}>{s}</Badge> : <span class="muted">—</span>;
+const State = ({ s }: { s: string | null }) => (s ? <StateBadge tones={TONE} s={s} /> : <span class="muted">—</span>);
 
 export function Jobs() {
   const id = route.value.parts[1];
@@ -55,15 +41,7 @@ function JobList() {
   const field = (k: keyof typeof form) => ({ value: form[k], onValue: (v: string) => setForm({ ...form, [k]: v }) });
   return (
     <>
-      <PageHeader
-        title={titleOf('jobs')}
-        subtitle="Extensions' jobs, cron entries and hooks."
-        actions={
-          <Button icon="refresh" onClick={reload}>
-            Refresh
-          </Button>
-        }
-      />
+      <JobListHeader screen="jobs" subtitle="Extensions' jobs, cron entries and hooks." onRefresh={reload} />
       <section class="panel">
         <form
           class="toolbar"
@@ -74,18 +52,11 @@ function JobList() {
         >
           <TextField label="Extension" type="search" {...field('extension')} />
           <TextField label="Name" type="search" {...field('name')} />
-          <Field label="State">
-            {(fid) => (
-              <select id={fid} value={form.state} onChange={(e) => setForm({ ...form, state: e.currentTarget.value })}>
-                <option value="">any</option>
-                {Object.keys(TONE).map((s) => (
-                  <option key={s} value={s}>
-                    {s}
-                  </option>
-                ))}
-              </select>
-            )}
-          </Field>
+          <StateFilter
+            tones={TONE}
+            value={form.state}
+            onChange={(e) => setForm({ ...form, state: (e.currentTarget as HTMLSelectElement).value })}
+          />
           <Button type="submit" icon="filter">
             Apply
           </Button>
@@ -208,69 +179,55 @@ function JobList() {
 }
 
 function JobDetail({ id }: { id: string }) {
-  const { data, error, loading, reload } = useAsync(
+  const job = useAsync(
     () => get<AdminData<'extensionJob'>>(`/jobs/${encodeURIComponent(id)}`).then((r) => r.job),
     [id],
   );
-  const j = data;
   return (
-    <>
-      <a class="back" href="#/jobs">
-        <Icon name="chevronLeft" size={14} /> Jobs
-      </a>
-      <ErrorNote error={error} onRetry={reload} />
-      {loading && !j && <Loading />}
-      {j && (
+    <JobPage
+      screen="jobs"
+      job={job}
+      head={(j) => ({
+        title: `${j.extension} / ${j.name}`,
+        subtitle: (
+          <>
+            {j.kind} · <State s={j.state} />
+          </>
+        ),
+        actions: {
+          base: `/jobs/${encodeURIComponent(id)}`,
+          canRetry: j.state === 'dead' || j.state === 'cancelled',
+          canCancel: j.state === 'queued',
+          cancel: { title: 'Cancel this job?', body: <p>It will not run.</p>, action: 'Cancel job' },
+        },
+      })}
+    >
+      {(j) => (
         <>
-          <PageHeader
-            title={`${j.extension} / ${j.name}`}
-            subtitle={
-              <>
-                {j.kind} · <State s={j.state} />
-              </>
-            }
-            actions={
-              <JobActions
-                base={`/jobs/${encodeURIComponent(id)}`}
-                canRetry={j.state === 'dead' || j.state === 'cancelled'}
-                canCancel={j.state === 'queued'}
-                cancel={{ title: 'Cancel this job?', body: <p>It will not run.</p>, action: 'Cancel job' }}
-                after={reload}
-              />
-            }
-          />
-          <section class="panel">
-            <div class="panel-body">
-              <dl class="kv">
-                <dt>Job id</dt>
-                <dd class="mono">{j.id}</dd>
-                <dt>Attempts</dt>
-                <dd>
-                  {j.attempts} of {j.max_attempts}
-                </dd>
-                <dt>Queued</dt>
-                <dd>{dateTime(j.created_at)}</dd>
-                <dt>Runs at</dt>
-                <dd>{dateTime(j.run_at)}</dd>
-                <dt>Finished</dt>
-                <dd>{dateTime(j.finished_at)}</dd>
-                <dt>Idempotency key</dt>
-                <dd class="mono">{j.idempotency_key ?? '—'}</dd>
-                <dt>Payload</dt>
-                <dd class="mono">{cell(JSON.stringify(j.payload), 2000)}</dd>
-                {j.errors.map((e) => (
-                  <Fragment key={`${e.attempt} ${e.at}`}>
-                    <dt>Attempt {e.attempt}</dt>
-                    <dd>
-                      {dateTime(e.at)}: <span class="field-error">{e.error.split('\n')[0]}</span>
-                    </dd>
-                  </Fragment>
-                ))}
-              </dl>
-            </div>
-          </section>
+          <dt>Attempts</dt>
+          <dd>
+            {j.attempts} of {j.max_attempts}
+          </dd>
+          <dt>Queued</dt>
+          <dd>{dateTime(j.created_at)}</dd>
+          <dt>Runs at</dt>
+          <dd>{dateTime(j.run_at)}</dd>
+          <dt>Finished</dt>
+          <dd>{dateTime(j.finished_at)}</dd>
+          <dt>Idempotency key</dt>
+          <dd class="mono">{j.idempotency_key ?? '—'}</dd>
+          <dt>Payload</dt>
+          <dd class="mono">{cell(JSON.stringify(j.payload), 2000)}</dd>
+          {j.errors.map((e) => (
+            <Fragment key={`${e.attempt} ${e.at}`}>
+              <dt>Attempt {e.attempt}</dt>
+              <dd>
+                {dateTime(e.at)}: <span class="field-error">{e.error.split('\n')[0]}</span>
+              </dd>
+            </Fragment>
+          ))}
         </>
       )}
-    </>
+    </JobPage>
   );
 }

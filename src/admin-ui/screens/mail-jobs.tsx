@@ -2,28 +2,22 @@
 import { Fragment } from 'preact';
 import { get, query, type AdminData } from '../api';
 import {
-  Badge,
-  Button,
   Empty,
   ErrorNote,
-  Field,
   Loading,
-  PageHeader,
   useAsync,
   useCursorList,
   DateRangeApply,
   TextField,
   ListTable,
 } from '../components/ui';
-import { Icon } from '../components/icons';
-import { JobActions } from '../components/job-actions';
+import { JobListHeader, JobPage, StateBadge, StateFilter, type Tone } from '../components/job-screen';
 import { ago, cell, dateTime, rangePage } from '../format';
 import { navigate, route } from '../router';
-import { titleOf } from '../screen-list';
 
 export type Job = AdminData<'job'>['job'];
 
-const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> = {
+const TONE: Record<Job['state'], Tone> = {
   queued: 'info',
   sending: 'info',
   sent: 'ok',
@@ -31,7 +25,7 @@ const TONE: Record<Job['state'], 'neutral' | 'ok' | 'warn' | 'danger' | 'info'> 
   dead: 'danger',
   cancelled: 'neutral',
 };
-export const JobState = ({ s }: { s: Job['state'] }) => <Badge tone={TONE[s] ?? 'neutral'}>{s}</Badge>;
+const JobState = ({ s }: { s: Job['state'] }) => <StateBadge tones={TONE} s={s} />;
 
 export function MailJobs() {
   const id = route.value.parts[1];
@@ -47,29 +41,10 @@ function JobList() {
   );
   return (
     <>
-      <PageHeader
-        title={titleOf('mail-jobs')}
-        subtitle="The outgoing mail queue, newest first."
-        actions={
-          <Button icon="refresh" onClick={reload}>
-            Refresh
-          </Button>
-        }
-      />
+      <JobListHeader screen="mail-jobs" subtitle="The outgoing mail queue, newest first." onRefresh={reload} />
       <section class="panel">
         <form class="toolbar" onSubmit={apply}>
-          <Field label="State">
-            {(id) => (
-              <select id={id} value={form.state} onChange={set('state')}>
-                <option value="">any</option>
-                {Object.keys(TONE).map((s) => (
-                  <option key={s} value={s}>
-                    {s}
-                  </option>
-                ))}
-              </select>
-            )}
-          </Field>
+          <StateFilter tones={TONE} value={form.state} onChange={set('state')} />
           <TextField label="Recipient" type="search" {...field('recipient')} placeholder="e-mail" />
           <DateRangeApply since={field('since')} until={field('until')} />
         </form>
@@ -124,7 +99,7 @@ function JobList() {
 }
 
 function JobDetail({ id }: { id: string }) {
-  const { data, error, loading, reload } = useAsync(
+  const job = useAsync(
     () =>
       get<AdminData<'job'>>(`/mail/jobs/${encodeURIComponent(id)}`).then((r) => ({
         ...r.job,
@@ -132,101 +107,87 @@ function JobDetail({ id }: { id: string }) {
       })),
     [id],
   );
-  const j = data;
   return (
-    <>
-      <a class="back" href="#/mail">
-        <Icon name="chevronLeft" size={14} /> Mail jobs
-      </a>
-      <ErrorNote error={error} onRetry={reload} />
-      {loading && !j && <Loading />}
-      {j && (
+    <JobPage
+      screen="mail-jobs"
+      job={job}
+      head={(j) => ({
+        title: j.subject ?? (j.template ? `Template ${j.template}` : 'Mail job'),
+        subtitle: (
+          <>
+            To {j.to.join(', ')} · <JobState s={j.state} />
+          </>
+        ),
+        actions: {
+          base: `/mail/jobs/${encodeURIComponent(id)}`,
+          canRetry: j.state === 'failed' || j.state === 'dead',
+          canCancel: j.state === 'queued',
+          cancel: {
+            title: 'Cancel this mail?',
+            body: <p>The message will not be sent.</p>,
+            action: 'Cancel mail',
+          },
+        },
+      })}
+    >
+      {(j) => (
         <>
-          <PageHeader
-            title={j.subject ?? (j.template ? `Template ${j.template}` : 'Mail job')}
-            subtitle={
+          <dt>State</dt>
+          <dd>
+            <JobState s={j.state} />
+          </dd>
+          <dt>Recipients</dt>
+          <dd>{j.to.join(', ')}</dd>
+          <dt>Template</dt>
+          <dd>{j.template ?? '—'}</dd>
+          <dt>Attempts</dt>
+          <dd>
+            {j.attempts}
+            {j.max_attempts ? ` of ${j.max_attempts}` : ''}
+          </dd>
+          <dt>Queued</dt>
+          <dd>{dateTime(j.created_at)}</dd>
+          <dt>Last change</dt>
+          <dd>{dateTime(j.updated_at)}</dd>
+          <dt>Next attempt</dt>
+          <dd>{j.next_attempt_at ? `${dateTime(j.next_attempt_at)} (${ago(j.next_attempt_at)})` : '—'}</dd>
+          <dt>Sent</dt>
+          <dd>{dateTime(j.sent_at)}</dd>
+          <dt>Message id</dt>
+          <dd class="mono">{j.message_id ?? '—'}</dd>
+          <dt>Idempotency key</dt>
+          <dd class="mono">{j.idempotency_key ?? '—'}</dd>
+          <dt>Last error</dt>
+          <dd>
+            {j.last_error ? (
               <>
-                To {j.to.join(', ')} · <JobState s={j.state} />
+                <span class="field-error">{j.last_error}</span>
+                {j.smtp_server && (
+                  <span class="muted" data-testid="smtp-server">
+                    {' '}
+                    (mail server {j.smtp_server}, from mail.smtp_url)
+                  </span>
+                )}
               </>
-            }
-            actions={
-              <JobActions
-                base={`/mail/jobs/${encodeURIComponent(id)}`}
-                canRetry={j.state === 'failed' || j.state === 'dead'}
-                canCancel={j.state === 'queued'}
-                cancel={{
-                  title: 'Cancel this mail?',
-                  body: <p>The message will not be sent.</p>,
-                  action: 'Cancel mail',
-                }}
-                after={reload}
-              />
-            }
-          />
-          <section class="panel">
-            <div class="panel-body">
-              <dl class="kv">
-                <dt>Job id</dt>
-                <dd class="mono">{j.id}</dd>
-                <dt>State</dt>
-                <dd>
-                  <JobState s={j.state} />
-                </dd>
-                <dt>Recipients</dt>
-                <dd>{j.to.join(', ')}</dd>
-                <dt>Template</dt>
-                <dd>{j.template ?? '—'}</dd>
-                <dt>Attempts</dt>
-                <dd>
-                  {j.attempts}
-                  {j.max_attempts ? ` of ${j.max_attempts}` : ''}
-                </dd>
-                <dt>Queued</dt>
-                <dd>{dateTime(j.created_at)}</dd>
-                <dt>Last change</dt>
-                <dd>{dateTime(j.updated_at)}</dd>
-                <dt>Next attempt</dt>
-                <dd>{j.next_attempt_at ? `${dateTime(j.next_attempt_at)} (${ago(j.next_attempt_at)})` : '—'}</dd>
-                <dt>Sent</dt>
-                <dd>{dateTime(j.sent_at)}</dd>
-                <dt>Message id</dt>
-                <dd class="mono">{j.message_id ?? '—'}</dd>
-                <dt>Idempotency key</dt>
-                <dd class="mono">{j.idempotency_key ?? '—'}</dd>
-                <dt>Last error</dt>
-                <dd>
-                  {j.last_error ? (
-                    <>
-                      <span class="field-error">{j.last_error}</span>
-                      {j.smtp_server && (
-                        <span class="muted" data-testid="smtp-server">
-                          {' '}
-                          (mail server {j.smtp_server}, from mail.smtp_url)
-                        </span>
-                      )}
-                    </>
-                  ) : (
-                    '—'
-                  )}
-                </dd>
-                {j.history?.map((h, i) => (
-                  <Fragment key={h.until}>
-                    <dt>Before retry {i + 1}</dt>
-                    <dd data-testid="job-history">
-                      {h.state} after {h.attempts} attempt{h.attempts === 1 ? '' : 's'} ({dateTime(h.until)})
-                      {h.last_error && (
-                        <>
-                          : <span class="field-error">{h.last_error}</span>
-                        </>
-                      )}
-                    </dd>
-                  </Fragment>
-                ))}
-              </dl>
-            </div>
-          </section>
+            ) : (
+              '—'
+            )}
+          </dd>
+          {j.history?.map((h, i) => (
+            <Fragment key={h.until}>
+              <dt>Before retry {i + 1}</dt>
+              <dd data-testid="job-history">
+                {h.state} after {h.attempts} attempt{h.attempts === 1 ? '' : 's'} ({dateTime(h.until)})
+                {h.last_error && (
+                  <>
+                    : <span class="field-error">{h.last_error}</span>
+                  </>
+                )}
+              </dd>
+            </Fragment>
+          ))}
         </>
       )}
-    </>
+    </JobPage>
   );
 }

@@ -3,6 +3,7 @@
  * administrative change, written through the same transaction as the change so a
  * change and its row exist together or not at all. Secrets never reach it.
  */
+import { pruneOlderThan } from '../../db/prune';
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import type { Queryable } from '../../db/engine';
@@ -179,15 +180,6 @@ export async function listAudit(
  * Delete entries older than `days`, a batch at a time so no statement holds locks on
  * a large table for long. Returns how many went.
  */
-export async function pruneAudit(q: Queryable, days: number, batch = 1000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const { rowCount } = await q.query(
-      `DELETE FROM basalt.admin_audit WHERE id IN (
-         SELECT id FROM basalt.admin_audit WHERE at < now() - make_interval(days => $1::int) ORDER BY id LIMIT $2)`,
-      [days, batch],
-    );
-    total += rowCount;
-    if (rowCount < batch) return total;
-  }
+export function pruneAudit(q: Queryable, days: number, batch = 1000): Promise<number> {
+  return pruneOlderThan(q, 'basalt.admin_audit', days, batch);
 }

@@ -5,7 +5,7 @@
  * `cli` and the operating-system user).
  */
 import type { Command } from '../../cli/command';
-import { operand, UsageError } from '../../cli/command';
+import { operand, printList, UsageError } from '../../cli/command';
 import { CLI_ACTOR } from './audit';
 import { findUser, resetUserMfa, unlinkUserIdentity } from './user-sign-in';
 
@@ -41,25 +41,26 @@ export const adminCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, values, io }) {
       const list = await platform!.services.admin.listWithLocks();
-      if (values.json) return io.out(JSON.stringify(list, null, 2));
-      if (!list.length)
-        return io.out("no administrators; create one with 'basalt admin create --email E --password P'");
-      for (const a of list) {
-        const locked = a.lock.locked_until ? [`LOCKED until ${when(a.lock.locked_until)}`] : [];
-        io.out(
-          [
-            a.id,
-            a.email.padEnd(32),
-            `created ${when(a.created_at)}`,
-            `last sign-in ${when(a.last_login_at)}`,
-            ...locked,
-          ].join('  '),
-        );
-        for (const src of a.lock.sources)
+      printList(io, list, {
+        json: values.json,
+        empty: "no administrators; create one with 'basalt admin create --email E --password P'",
+        print: (a) => {
+          const locked = a.lock.locked_until ? [`LOCKED until ${when(a.lock.locked_until)}`] : [];
           io.out(
-            `    failing from ${src.ip}: ${src.failures} in the window${src.locked_until ? `, locked out until ${when(src.locked_until)}` : ''}`,
+            [
+              a.id,
+              a.email.padEnd(32),
+              `created ${when(a.created_at)}`,
+              `last sign-in ${when(a.last_login_at)}`,
+              ...locked,
+            ].join('  '),
           );
-      }
+          for (const src of a.lock.sources)
+            io.out(
+              `    failing from ${src.ip}: ${src.failures} in the window${src.locked_until ? `, locked out until ${when(src.locked_until)}` : ''}`,
+            );
+        },
+      });
     },
   },
   {

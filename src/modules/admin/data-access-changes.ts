@@ -21,26 +21,42 @@
  * text or reach the server's files is refused the same way (`unsafeCalls`, docs/database.md
  * "No way back to the platform's role").
  */
-import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import type { Static } from 'elysia';
 import { join, resolve } from 'node:path';
 import { PgError, type Queryable } from '../../db/engine';
 import type { Basalt } from '../../services';
 import type { Table } from '../database/catalog';
+import { MIGRATION_LOCK } from '../../db/migrate';
 import { AdminErrors } from './errors';
 import type { Bodies } from './model';
 
 /** One change of a table's access, as the route's body declares it (`Bodies.access`). */
 export type AccessChange = Static<typeof Bodies.access>['changes'][number];
 
-const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
-const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+export const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+/** A string literal; an `E''` one (backslashes doubled too) when it holds a backslash, so it reads the same whatever standard_conforming_strings says. */
+export const literal = (text: string) =>
+  text.includes('\\') ? `E'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'` : `'${text.replace(/'/g, "''")}'`;
+
+/** What the access statements read of a table: a catalog `Table`, or one created in the same transaction. */
+export type AccessTable = Pick<Table, 'name' | 'primaryKey'> & { columns: { has(name: string): boolean } };
 
 /** The SQL statements of `changes` on `table` (schema-qualified names, nothing from the request unquoted). */
 export async function accessStatements(
   q: Queryable,
   schema: string,
-  table: Table,
+  table: AccessTable,
   changes: AccessChange[],
 ): Promise<string[]> {
   const qualified = `${ident(schema)}.${ident(table.name)}`;
@@ -161,6 +177,22 @@ export interface AppliedChange {
 }
 
 /**
+ * How long a change from the panel waits for a lock on a table before it gives up (409
+ * `conflict`): a change queued behind a long transaction would otherwise block every
+ * statement queued behind it on that table.
+ */
+export const PANEL_LOCK_TIMEOUT = '5s';
+
+/** The answer (409 `conflict`) when a lock was not granted within PANEL_LOCK_TIMEOUT. */
+export const LOCK_REFUSED =
+  'The table is in use by another transaction and its lock was not granted in time; nothing was changed. Try again.';
+
+/** Bound the lock waits of the transaction `tx` (PANEL_LOCK_TIMEOUT). */
+export async function boundLocks(tx: Queryable): Promise<void> {
+  await tx.query(`SET LOCAL lock_timeout = '${PANEL_LOCK_TIMEOUT}'`);
+}
+
+/**
  * Run `statements` in `tx` (the audited transaction), write them as a migration file and
  * record it applied. `what` names the file (`access`, `realtime`).
  */
@@ -171,19 +203,55 @@ export async function applyAsMigration(
   what: string,
   statements: string[],
 ): Promise<AppliedChange> {
-  const dir = resolve(p.settings.get('migrations.dir'));
+  await boundLocks(tx);
   for (const st of statements) await tx.query(st);
+  return recordMigration(p, tx, table, what, statements);
+}
+
+/**
+ * Write `statements`, already run in `tx`, as the next file of `migrations.dir` and record
+ * it in `basalt.schema_migrations` as applied in `tx`. The migrations' advisory lock is
+ * taken first, so two instances never pick the same number.
+ */
+export async function recordMigration(
+  p: Basalt,
+  tx: Queryable,
+  table: string,
+  what: string,
+  statements: string[],
+): Promise<AppliedChange> {
+  const dir = resolve(p.settings.get('migrations.dir'));
+  try {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+  } catch (e) {
+    // Another apply or a start migrating held it past the lock timeout (boundLocks).
+    if (e instanceof PgError && e.code === '55P03') throw AdminErrors.conflict(LOCK_REFUSED);
+    throw e;
+  }
   const name = nextMigrationName(dir, table, what);
   const text = `-- Written by the admin panel (${what} of ${table}), ${new Date().toISOString()}; applied then.\n${statements.map((s) => `${s};`).join('\n')}\n`;
   await tx.query('INSERT INTO basalt.schema_migrations (name, checksum) VALUES ($1, $2)', [name, checksum(text)]);
   const file = join(dir, name);
+  // Written whole (and synced) under a name the migrator skips, then linked to its own name,
+  // which fails if present: a start in between never finds half a file. Mode 0600, as the
+  // platform's other files.
+  const part = join(dir, `.${name}.${process.pid}.part`);
   try {
     mkdirSync(dir, { recursive: true });
-    writeFileSync(file, text, { flag: 'wx', mode: 0o644 });
+    const fd = openSync(part, 'wx', 0o600);
+    try {
+      writeFileSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    linkSync(part, file);
   } catch (e) {
     throw AdminErrors.conflict(
       `The change was not made: its migration file could not be written in migrations.dir (${dir}): ${(e as NodeJS.ErrnoException).code ?? 'error'}.`,
     );
+  } finally {
+    forget(part);
   }
   return { file, statements };
 }
@@ -201,12 +269,14 @@ export function forget(file: string | undefined): void {
 /**
  * Functions no policy made here may call: what changes the role or identity a statement runs
  * as (`set_config`), runs SQL given as text (`query_to_xml` and its kin, `ts_stat`,
- * `ts_rewrite`, `dblink*`), or reaches the server's files, settings or other sessions. The
+ * `ts_rewrite`, `dblink*`), or reaches the server's files (large objects too), settings, WAL,
+ * replication or other sessions. A check (data-schema-changes.ts) runs as the platform's role
+ * when it is added, over every row, so the list holds the superuser's server functions too. The
  * roles user statements run as cannot become the platform's anyway (docs/database.md, "Who is
  * which role"); this says so at once, naming the call, instead of at the first request.
  */
 const UNSAFE_FUNCTION =
-  /^(set_config|query_to_xml.*|query_to_xmlschema|cursor_to_xml.*|table_to_xml.*|schema_to_xml.*|database_to_xml.*|ts_stat|ts_rewrite|dblink.*|pg_read_file|pg_read_binary_file|pg_ls_.*|pg_stat_file|lo_import|lo_export|lo_from_bytea|lo_put|pg_terminate_backend|pg_cancel_backend|pg_reload_conf|pg_rotate_logfile|pg_signal_backend|pg_advisory.*|pg_notify)$/;
+  /^(set_config|query_to_xml.*|query_to_xmlschema|cursor_to_xml.*|table_to_xml.*|schema_to_xml.*|database_to_xml.*|ts_stat|ts_rewrite|dblink.*|pg_read_file|pg_read_binary_file|pg_ls_.*|pg_stat_file|pg_file_.*|lo_.*|loread|lowrite|pg_promote|pg_switch_wal|pg_create_restore_point|pg_backup_.*|pg_start_backup|pg_stop_backup|pg_.*replication.*|pg_.*_slot|pg_logical_.*|pg_wal_replay_.*|pg_stat_reset.*|pg_log_backend_memory_contexts|pg_terminate_backend|pg_cancel_backend|pg_reload_conf|pg_rotate_logfile|pg_signal_backend|pg_advisory.*|pg_notify)$/;
 
 /**
  * The unsafe functions `expression` calls (UNSAFE_FUNCTION), as PostgreSQL resolved them:
@@ -214,7 +284,7 @@ const UNSAFE_FUNCTION =
  * functions of its stored tree (every call, operator, aggregate and subquery in it) are
  * looked up by oid, so no spelling, quoting, schema or cast hides one.
  */
-async function unsafeCalls(q: Queryable, qualified: string, expression: string): Promise<string[]> {
+export async function unsafeCalls(q: Queryable, qualified: string, expression: string): Promise<string[]> {
   const name = `basalt_check_${crypto.randomUUID().replace(/-/g, '')}`;
   await q.query('SAVEPOINT basalt_policy_check');
   try {
@@ -225,11 +295,15 @@ async function unsafeCalls(q: Queryable, qualified: string, expression: string):
     );
     const oids = [...(rows[0]?.tree ?? '').matchAll(/:(?:funcid|opfuncid|aggfnoid|winfnoid) (\d+)/g)].map((m) => m[1]);
     if (!oids.length) return [];
-    const fns = await q.query<{ proname: string }>(
-      'SELECT DISTINCT proname FROM pg_catalog.pg_proc WHERE oid = ANY($1::oid[]) ORDER BY proname',
+    // Also the platform's own functions the site's roles may not call (basalt.platform_event, …):
+    // a check runs them as the platform's role, over every row, when it is added.
+    const fns = await q.query<{ proname: string; platform: boolean }>(
+      `SELECT DISTINCT p.proname, n.nspname = 'basalt' AND NOT pg_catalog.has_function_privilege('basalt_user', p.oid, 'EXECUTE') AS platform
+         FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+        WHERE p.oid = ANY($1::oid[]) ORDER BY 1`,
       [`{${[...new Set(oids)].join(',')}}`],
     );
-    return fns.rows.map((f) => f.proname).filter((n) => UNSAFE_FUNCTION.test(n));
+    return fns.rows.filter((f) => f.platform || UNSAFE_FUNCTION.test(f.proname)).map((f) => f.proname);
   } finally {
     await q.query('ROLLBACK TO SAVEPOINT basalt_policy_check');
     await q.query('RELEASE SAVEPOINT basalt_policy_check');

@@ -21,7 +21,9 @@ import type { Bodies } from './model';
 import {
   accessStatements,
   applyAsMigration,
+  boundLocks,
   forget,
+  LOCK_REFUSED,
   type AccessChange,
   type AppliedChange,
 } from './data-access-changes';
@@ -51,7 +53,7 @@ export interface TableAccess {
   warnings: { code: 'rls_disabled' | 'policy_column_unindexed'; message: string; column?: string }[];
 }
 
-const POLICIES_SQL = `
+export const POLICIES_SQL = `
 SELECT pol.polname AS name,
        CASE pol.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END AS command,
        pol.polpermissive AS permissive,
@@ -100,6 +102,7 @@ const PREVIEWED = new Error('access preview: rolled back');
 
 /** A PostgreSQL refusal of a change as the admin API's field error; anything else as it is. */
 function refused(e: unknown): unknown {
+  if (e instanceof PgError && e.code === '55P03') return AdminErrors.conflict(LOCK_REFUSED);
   return e instanceof PgError ? AdminErrors.field('changes', `PostgreSQL refused the change: ${e.message}`) : e;
 }
 
@@ -188,6 +191,7 @@ export function createDataAccess(p: Basalt) {
       let statements: string[] = [];
       try {
         await p.db.transaction(async (tx) => {
+          await boundLocks(tx);
           statements = await accessStatements(tx, schema(), t, changes);
           for (const st of statements) await tx.query(st);
           throw PREVIEWED;

@@ -214,6 +214,16 @@ const Table = t.Object({
   estimated_rows: t.Number(),
   primary_key: t.Array(t.String()),
   columns: t.Array(Column),
+  /** Its relations by their `expand` names: `columns` of this table pair with `target_columns` of `table`. */
+  relations: t.Array(
+    t.Object({
+      name: t.String(),
+      kind: t.UnionEnum(['many_to_one', 'one_to_many']),
+      table: t.String(),
+      columns: t.Array(t.String()),
+      target_columns: t.Array(t.String()),
+    }),
+  ),
 });
 
 /** An extension's job (docs/admin-api.md, "Jobs"): a job, a cron run, or a hook's parked event. */
@@ -258,7 +268,81 @@ const HookEntry = t.Object({
   updated_at: When,
 });
 
+/** The schema editor (docs/admin-api.md, "Schema editor"). */
+const SchemaWarning = t.Object({
+  change: t.Number(),
+  code: t.UnionEnum([
+    'table_rewrite',
+    'dependent_views',
+    'dependent_policies',
+    'dependent_indexes',
+    'dependent_foreign_keys',
+    'api_keys',
+    'realtime',
+    'hooks',
+    'data_refused',
+  ]),
+  message: t.String(),
+  count: t.Optional(t.Number()),
+});
+const SchemaPreview = t.Object({ statements: t.Array(t.String()), warnings: t.Array(SchemaWarning) });
+const TablePolicy = t.Object({
+  name: t.String(),
+  command: t.UnionEnum(['ALL', 'SELECT', 'INSERT', 'UPDATE', 'DELETE']),
+  permissive: t.Boolean(),
+  roles: t.Array(t.String()),
+  using: MaybeText,
+  with_check: MaybeText,
+});
+const TableStructure = t.Object({
+  table: t.String(),
+  rls: t.Boolean(),
+  columns: t.Array(
+    t.Object({
+      name: t.String(),
+      type: t.String(),
+      not_null: t.Boolean(),
+      default: MaybeText,
+      identity: t.Nullable(t.UnionEnum(['always', 'by default'])),
+    }),
+  ),
+  constraints: t.Array(
+    t.Object({
+      name: t.String(),
+      type: t.UnionEnum(['primary_key', 'unique', 'foreign_key', 'check']),
+      definition: t.String(),
+    }),
+  ),
+  indexes: t.Array(t.Object({ name: t.String(), definition: t.String(), unique: t.Boolean(), constraint: MaybeText })),
+  policies: t.Array(TablePolicy),
+});
+
 const Empty = t.Object({});
+
+/** One answered request of the request log (docs/logs.md). */
+const LogEntry = t.Object({
+  id: t.String(),
+  at: When,
+  request_id: t.String(),
+  method: t.String(),
+  path: t.String(),
+  status: t.Number(),
+  duration_ms: t.Number(),
+  area: t.String(),
+  key_id: MaybeText,
+  key_label: MaybeText,
+  user_id: MaybeText,
+  user_email: MaybeText,
+  ip: MaybeText,
+  /** An error answer: its code and message, and for a 5xx the cause the server's log recorded. */
+  error: t.Nullable(
+    t.Object({
+      code: t.String(),
+      message: t.String(),
+      cause: t.Optional(t.Object({ name: t.Optional(t.String()), message: t.String(), stack: t.Optional(t.String()) })),
+    }),
+  ),
+});
 
 export const Responses = {
   empty: Empty,
@@ -275,6 +359,19 @@ export const Responses = {
   user: t.Object({ user: User }),
   userDetail: t.Object({ user: User, sessions: t.Array(UserSession), lock: Lock, verification_mail: MaybeText }),
   audit: t.Object({ entries: t.Array(AuditEntry), next_cursor: MaybeText }),
+  logs: t.Object({ entries: t.Array(LogEntry), next_cursor: MaybeText }),
+  /** One request id's rows, and the administrators' changes made in it (basalt.admin_audit). */
+  logDetail: t.Object({
+    entries: t.Array(LogEntry),
+    audit: t.Array(
+      t.Object({ id: t.String(), at: When, action: t.String(), target: MaybeText, admin_email: MaybeText }),
+    ),
+  }),
+  /** Requests and errors per minute; successes are counted as sampled (`sample_rate`). */
+  logMinutes: t.Object({
+    minutes: t.Array(t.Object({ minute: When, requests: t.Number(), errors: t.Number() })),
+    sample_rate: t.Number(),
+  }),
   settings: t.Object({ settings: t.Array(Setting) }),
   smtpTest: t.Object({ message_id: t.String(), response: t.String() }),
   jobs: t.Object({ jobs: t.Array(Job), next_cursor: MaybeText }),
@@ -283,6 +380,12 @@ export const Responses = {
   jobSchedules: t.Object({ cron: t.Array(CronEntry), hooks: t.Array(HookEntry) }),
   dashboard: Dashboard,
   tables: t.Object({ tables: t.Array(Table) }),
+  structure: TableStructure,
+  schemaPreview: SchemaPreview,
+  schemaApplied: t.Object({
+    ...SchemaPreview.properties,
+    migration: t.Object({ file: t.String(), statements: t.Array(t.String()) }),
+  }),
   /** GET /data/types: TypeScript declarations for the JS client (docs/client.md, Types). */
   types: t.Object({ role: t.String(), types: t.String() }),
   /** `total`: exact, only for a table of at most 100,000 rows (estimated); `estimated_total` always. */
@@ -313,7 +416,16 @@ export const Responses = {
     ),
   }),
   /** `dir`: where the archives are (`<data.dir>/backups`). */
-  backups: t.Object({ backups: t.Array(Backup), dir: t.String() }),
+  backups: t.Object({
+    backups: t.Array(Backup),
+    dir: t.String(),
+    /** Point-in-time restore (docs/backup.md): the span it reaches, and a restore asked for the next start. */
+    pitr: t.Object({
+      window: t.Union([t.Object({ from: t.String(), to: t.String(), bases: t.Integer() }), t.Null()]),
+      pending: t.Union([t.Object({ to: t.String(), requested_by: t.String(), requested_at: t.String() }), t.Null()]),
+    }),
+  }),
+  restoreRequested: t.Object({ to: t.String(), requested_by: t.String(), requested_at: t.String() }),
   backup: t.Object({ backup: CreatedBackup }),
   /** `dir`: the absolute folder scanned at start (extensions.dir resolved), where a new one goes. */
   extensions: t.Object({ extensions: t.Array(Extension), dir: t.String() }),

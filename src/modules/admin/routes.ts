@@ -23,6 +23,7 @@ import { dataRoutes } from './routes/data';
 import { backupsRoutes } from './routes/backups';
 import { adminsRoutes } from './routes/admins';
 import { jobsRoutes } from './routes/jobs';
+import { logsRoutes } from './routes/logs';
 
 const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminApp)[] = [
   authRoutes,
@@ -39,6 +40,7 @@ const screens: ((app: AdminApp, p: Basalt, ok: Ok, other: OtherAreas) => AdminAp
   backupsRoutes,
   adminsRoutes,
   jobsRoutes,
+  logsRoutes,
 ];
 
 export function adminRoutes(p: Basalt, area: AreaFacts, other: OtherAreas): AnyElysia {

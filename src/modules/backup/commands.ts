@@ -7,10 +7,11 @@
 import { rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command, GlobalFlags } from '../../cli/command';
-import { operand, UsageError } from '../../cli/command';
+import { operand, printList, UsageError } from '../../cli/command';
 import { bootValue, loadBootLayers } from '../../config/load';
-import { BackupError, backupService, type CreatedBackup } from './service';
+import { BackupError, backupService, timeOfName, type CreatedBackup } from './service';
 import type { Db } from '../../db/engine';
+import type { PitrTarget } from './pitr';
 
 function mib(n: number): string {
   return `${(n / 1048576).toFixed(1)} MiB`;
@@ -31,6 +32,25 @@ async function guarded(io: { err(l: string): void }, fn: () => Promise<number> |
     }
     throw e;
   }
+}
+
+/** `--to`, `--to-latest`, `--before-migration`: at most one. */
+function pitrTarget(values: Record<string, unknown>): PitrTarget | undefined {
+  const given = [values.to !== undefined, !!values['to-latest'], values['before-migration'] !== undefined].filter(
+    Boolean,
+  ).length;
+  if (given > 1) throw new UsageError('give one of --to, --to-latest, --before-migration');
+  if (values['to-latest']) return { kind: 'latest' };
+  if (typeof values['before-migration'] === 'string') return { kind: 'migration', name: values['before-migration'] };
+  if (typeof values.to === 'string') {
+    const text = values.to;
+    // A zone is required: a bare time would mean the server's zone here and UTC in PostgreSQL.
+    const at = /(Z|[+-]\d\d:?\d\d)$/i.test(text.trim()) ? new Date(text) : new Date(Number.NaN);
+    if (Number.isNaN(at.getTime()))
+      throw new UsageError(`--to takes a time with its zone, as 2026-12-01T10:00:00Z; got '${text}'`);
+    return { kind: 'time', at };
+  }
+  return undefined;
 }
 
 export const backupCommands: Command[] = [
@@ -65,10 +85,12 @@ export const backupCommands: Command[] = [
     async run({ platform, values, io }) {
       return guarded(io, async () => {
         const list = await backupService(platform!).list();
-        if (values.json) return io.out(JSON.stringify(list));
-        if (!list.length) return io.out('no backups yet');
-        for (const b of list)
-          io.out(`${b.name.padEnd(40)} ${mib(b.size).padStart(11)}  ${b.created_at}  ${b.trigger ?? '?'}`);
+        printList(io, list, {
+          json: values.json,
+          empty: 'no backups yet',
+          print: (b) =>
+            io.out(`${b.name.padEnd(40)} ${mib(b.size).padStart(11)}  ${b.created_at}  ${b.trigger ?? '?'}`),
+        });
       });
     },
   },
@@ -87,15 +109,25 @@ export const backupCommands: Command[] = [
   },
   {
     name: 'restore',
-    usage: 'basalt restore ARCHIVE | s3://bucket/prefix[/NAME]',
-    summary: 'Replace the data dir with a backup, local or in S3 (instance stopped; old data kept).',
+    usage:
+      "basalt restore ARCHIVE | s3://bucket/prefix[/NAME]  |  basalt restore [ARCHIVE | s3://bucket/prefix] --to '2026-12-01T10:00:00Z' | --to-latest | --before-migration NAME",
+    summary:
+      'Replace the data dir with a backup, local or in S3, or with its state at a moment (WAL archive); instance stopped, old data kept.',
+    options: {
+      to: { type: 'string' },
+      'to-latest': { type: 'boolean' },
+      'before-migration': { type: 'string' },
+    },
     platform: false, // needs the data dir unheld: never run inside a server
-    async run({ positionals, io, globals }) {
+    async run({ positionals, values, io, globals }) {
       const archive = positionals[0];
-      if (!archive || positionals.length > 1)
+      const pitr = pitrTarget(values);
+      if ((!archive && !pitr) || positionals.length > 1)
         throw new UsageError(
-          'restore needs one ARCHIVE (a path, a name in <data.dir>/backups/, or s3://bucket/prefix[/NAME])',
+          'restore needs one ARCHIVE (a path, a name in <data.dir>/backups/, or s3://bucket/prefix[/NAME]), or a moment: --to TIME, --to-latest, --before-migration NAME',
         );
+      if (pitr?.kind === 'migration' && archive?.startsWith('s3://'))
+        throw new UsageError('--before-migration reads the current data dir; from S3 give --to TIME');
       const layers = bootLayers(globals);
       if (bootValue(layers, 'database.url')) {
         io.err(
@@ -106,14 +138,32 @@ export const backupCommands: Command[] = [
       const dataDir = resolve(bootValue(layers, 'data.dir'));
       const { restore, RestoreError } = await import('./restore');
       // From S3: downloaded beside the data dir and checked against its SHA-256 first.
-      const download = archive.startsWith('s3://') ? `${dataDir}.s3-download-${process.pid}.tar.gz` : undefined;
+      const download = archive?.startsWith('s3://') ? `${dataDir}.s3-download-${process.pid}.tar.gz` : undefined;
+      // A point-in-time restore from S3: the bucket's WAL archive (`<prefix>wal/`), downloaded beside too.
+      const walDir = download && pitr ? `${dataDir}.s3-wal-${process.pid}` : undefined;
       try {
         let from = archive;
         if (download) {
-          const { downloadArchive, locateArchive, S3CheckError, S3UrlError } = await import('./s3');
+          const { downloadArchive, downloadWal, listArchives, locateArchive, S3CheckError, S3UrlError } = await import(
+            './s3'
+          );
           try {
-            const { target, name } = locateArchive(archive, bootValue(layers, 'backup.s3_url'));
-            const got = await downloadArchive(target, name, download);
+            const { target, name } = locateArchive(archive!, bootValue(layers, 'backup.s3_url'));
+            let chosen = name;
+            if (walDir && pitr && pitr.kind !== 'migration') {
+              const files = await downloadWal(target, walDir);
+              io.out(`downloaded ${files} WAL files from s3://${target.bucket}/${target.prefix}wal/; SHA-256 checked`);
+              // The newest backup made by the moment (by its name's time; its manifest then says exactly).
+              const at = pitr.kind === 'time' ? pitr.at.getTime() : Number.POSITIVE_INFINITY;
+              chosen ??= (await listArchives(target))
+                .filter((n) => (timeOfName(n)?.getTime() ?? Number.POSITIVE_INFINITY) <= at)
+                .at(-1);
+              if (!chosen)
+                throw new S3CheckError(
+                  `no backup archive under s3://${target.bucket}/${target.prefix} before that moment`,
+                );
+            }
+            const got = await downloadArchive(target, chosen, download);
             io.out(`downloaded s3://${target.bucket}/${target.prefix}${got}; SHA-256 checked`);
           } catch (e) {
             if (!(e instanceof S3CheckError || e instanceof S3UrlError) && !(e instanceof Error && 'code' in e))
@@ -123,10 +173,15 @@ export const backupCommands: Command[] = [
           }
           from = download;
         }
-        const r = await restore({ archive: from, dataDir });
-        io.out(
-          `restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`,
-        );
+        const r = await restore({ archive: from, dataDir, pitr: pitr && { target: pitr, walDir } });
+        if (r.pitr)
+          io.out(
+            `restored ${r.pitr.target === 'latest' ? 'the latest state archived' : r.pitr.target} from backup ${r.pitr.base} and the WAL archive into ${r.dataDir} in ${r.ms} ms (PostgreSQL: ${r.pitr.stop})`,
+          );
+        else
+          io.out(
+            `restored ${r.manifest.created_at} backup (${r.files} files, basalt ${r.manifest.platform_version}) into ${r.dataDir} in ${r.ms} ms`,
+          );
         if (r.previous)
           io.out(`the previous data is kept in ${r.previous}; delete it once the restored site is checked`);
         return 0;
@@ -138,6 +193,7 @@ export const backupCommands: Command[] = [
         throw e;
       } finally {
         if (download) rmSync(download, { force: true });
+        if (walDir) rmSync(walDir, { recursive: true, force: true });
       }
     },
   },

@@ -25,14 +25,29 @@ import {
 import { basename, dirname, join, resolve } from 'node:path';
 import { DataDirLockedError, lockDataDir } from '../../db/datadir-lock';
 import { ArchiveDamagedError, readArchive } from './archive';
-import { FORMAT, FORMAT_VERSION, MANIFEST_NAME, countRows, type Manifest } from './service';
+import { FORMAT, FORMAT_VERSION, MANIFEST_NAME, countRows, readManifest, type Manifest } from './service';
+import {
+  type Base,
+  checkWalChain,
+  chooseBase,
+  PitrError,
+  type PitrTarget,
+  pitrBases,
+  recover,
+  type WalPlace,
+} from './pitr';
+import { walArchiveDir } from './wal-archive';
 import { SETTINGS_BY_KEY } from '../../config/schema';
 
 /** A restore refused or failed; the message is one line, and nothing was changed. */
 export class RestoreError extends Error {}
+/** The data dir is held by a running instance. */
+export class DataDirInUseError extends RestoreError {}
 
 export interface RestoreResult {
   dataDir: string;
+  /** A point-in-time restore: the base backup, the moment asked for, and where PostgreSQL stopped. */
+  pitr?: { base: string; target: string; stop: string };
   /** Where the previous data now is (undefined when the data dir was empty). */
   previous?: string;
   manifest: Manifest;
@@ -246,6 +261,46 @@ export async function unpackVerified(
   return { manifest, files: seen.size };
 }
 
+/** The moment a point-in-time restore goes to; a migration's is when its transaction began (its commit is after). */
+async function targetTime(t: PitrTarget, dataDir: string): Promise<Date | 'latest'> {
+  if (t.kind === 'latest') return 'latest';
+  if (t.kind === 'time') {
+    if (Number.isNaN(t.at.getTime())) throw new RestoreError('the time to restore to is not a valid time');
+    if (t.at.getTime() > Date.now()) throw new RestoreError(`${t.at.toISOString()} is in the future`);
+    return t.at;
+  }
+  if (!existsSync(join(dataDir, 'pg', 'PG_VERSION')))
+    throw new RestoreError(
+      `--before-migration reads when ${t.name} ran from the current data, and ${dataDir} has none`,
+    );
+  const { openEmbedded } = await import('../../db/embedded');
+  const db = await openEmbedded(join(dataDir, 'pg'));
+  try {
+    const { rows } = await db.query<{ at: Date }>(
+      'SELECT applied_at AS at FROM basalt.schema_migrations WHERE name = $1',
+      [t.name],
+    );
+    if (!rows[0]) throw new RestoreError(`migration ${t.name} was never applied here (basalt.schema_migrations)`);
+    return new Date(rows[0].at);
+  } finally {
+    await db.close();
+  }
+}
+
+/** An archive given with `--to`: it must record its place in the WAL and be older than the target. */
+async function baseFrom(path: string, target: Date | 'latest'): Promise<Base> {
+  const manifest = await readManifest(path).catch(() => undefined);
+  if (!manifest?.wal)
+    throw new RestoreError(
+      `${basename(path)} records no WAL position (made by an older Basalt, or it is not a Basalt backup): it cannot start a point-in-time restore`,
+    );
+  if (target !== 'latest' && new Date(manifest.wal.snapshot_at) > target)
+    throw new RestoreError(
+      `${basename(path)} was taken at ${manifest.wal.snapshot_at}, after ${target.toISOString()}: restore from an older backup`,
+    );
+  return { name: basename(path), path, manifest: manifest as Base['manifest'] };
+}
+
 /** Remove `<dir>/basalt.lock` when this process wrote it. */
 function dropOwnLock(dir: string): void {
   const file = join(dir, 'basalt.lock');
@@ -265,23 +320,30 @@ function besideIsPossible(dataDir: string): boolean {
   }
 }
 
-/** Restore `archive` into `dataDir` (the embedded data dir of a stopped instance). */
+/**
+ * Restore `archive` into `dataDir` (the embedded data dir of a stopped instance). With `pitr`,
+ * a point-in-time restore (src/modules/backup/pitr.ts): the base backup is `archive` when given,
+ * else the newest in `<data.dir>/backups` taken before the target, and the WAL archive
+ * (`walDir`, by default `<data.dir>/backups/wal`) is replayed into it up to the target.
+ */
 export async function restore(opts: {
-  archive: string;
+  archive?: string;
+  pitr?: { target: PitrTarget; walDir?: string };
   dataDir: string;
   now?: Date /** Force where the copy is made (tests); decided from the file system otherwise. */;
   layout?: 'beside' | 'inside';
 }): Promise<RestoreResult> {
   const started = performance.now();
   const dataDir = resolve(opts.dataDir);
-  const archive = resolveArchive(opts.archive, dataDir);
+  if (!opts.archive && !opts.pitr) throw new RestoreError('restore needs an archive');
+  const given = opts.archive ? resolveArchive(opts.archive, dataDir) : undefined;
   const existed = existsSync(dataDir);
   let release: () => void;
   try {
     release = lockDataDir(dataDir);
   } catch (e) {
     if (e instanceof DataDirLockedError)
-      throw new RestoreError(
+      throw new DataDirInUseError(
         `${e.message.replace(/; stop it.*$/, '')}; stop it first: restore needs the instance stopped`,
       );
     throw e;
@@ -299,33 +361,71 @@ export async function restore(opts: {
     // The engine's major version, as the current cluster records it (a fresh data dir has none to compare).
     const versionFile = join(dataDir, 'pg', 'PG_VERSION');
     const pgMajor = existsSync(versionFile) ? readFileSync(versionFile, 'utf8').trim() : undefined;
-    const { manifest, files } = await unpackVerified(archive, staging, pgMajor);
-    // Open the copy once: PostgreSQL starts on it, and it holds the rows the manifest counted.
-    try {
-      const { openEmbedded } = await import('../../db/embedded');
-      const db = await openEmbedded(join(staging, 'pg'));
+    let archive = given;
+    let pitr: RestoreResult['pitr'];
+    let point: { walDir: string; target: Date | 'latest'; wal: WalPlace } | undefined;
+    if (opts.pitr) {
+      const walDir = opts.pitr.walDir ?? walArchiveDir(dataDir);
+      const target = await targetTime(opts.pitr.target, dataDir);
+      let base: Base;
       try {
-        const tables = Object.keys(manifest.row_counts).map((k) => {
-          const i = k.indexOf('.');
-          return { schema: k.slice(0, i), name: k.slice(i + 1) };
-        });
-        const counts = await countRows(db, tables);
-        for (const [k, n] of Object.entries(manifest.row_counts)) {
-          if (counts[k] !== n)
-            throw new RestoreError(
-              `the restored database has ${counts[k]} rows in ${k}, the backup's manifest ${n}; not restored`,
-            );
-        }
-      } finally {
-        await db.close();
+        base = given ? await baseFrom(given, target) : chooseBase(await pitrBases(join(dataDir, 'backups')), target);
+        checkWalChain(walDir, base.manifest.wal, target);
+      } catch (e) {
+        if (e instanceof PitrError) throw new RestoreError(e.message);
+        throw e;
       }
-    } catch (e) {
-      rmSync(staging, { recursive: true, force: true });
-      if (e instanceof RestoreError) throw e;
-      throw new RestoreError(
-        `the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`,
-      );
+      point = { walDir, target, wal: base.manifest.wal };
+      archive = base.path;
     }
+    const { manifest, files } = await unpackVerified(archive!, staging, pgMajor);
+    if (point) {
+      // Replay the archived WAL into the copy up to the target; PostgreSQL opens it on a new timeline.
+      try {
+        const { openEmbedded } = await import('../../db/embedded');
+        const r = await recover(join(staging, 'pg'), point.walDir, point.wal, point.target, (dir, recovery) =>
+          openEmbedded(dir, { recovery }),
+        );
+        pitr = {
+          base: basename(archive!),
+          target: point.target === 'latest' ? 'latest' : point.target.toISOString(),
+          stop: r.stop,
+        };
+      } catch (e) {
+        rmSync(staging, { recursive: true, force: true });
+        if (e instanceof PitrError) throw new RestoreError(e.message);
+        throw new RestoreError(
+          `the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`,
+        );
+      }
+    }
+    // Open the copy once: PostgreSQL starts on it, and it holds the rows the manifest counted.
+    if (!point)
+      try {
+        const { openEmbedded } = await import('../../db/embedded');
+        const db = await openEmbedded(join(staging, 'pg'));
+        try {
+          const tables = Object.keys(manifest.row_counts).map((k) => {
+            const i = k.indexOf('.');
+            return { schema: k.slice(0, i), name: k.slice(i + 1) };
+          });
+          const counts = await countRows(db, tables);
+          for (const [k, n] of Object.entries(manifest.row_counts)) {
+            if (counts[k] !== n)
+              throw new RestoreError(
+                `the restored database has ${counts[k]} rows in ${k}, the backup's manifest ${n}; not restored`,
+              );
+          }
+        } finally {
+          await db.close();
+        }
+      } catch (e) {
+        rmSync(staging, { recursive: true, force: true });
+        if (e instanceof RestoreError) throw e;
+        throw new RestoreError(
+          `the restored database does not open (${(e as Error).message.split('\n')[0]}); not restored`,
+        );
+      }
     // The swap: renames only.
     if (inside) {
       const keep = new Set(['basalt.lock', 'basalt.sock', 'backups', basename(staging), basename(previous)]);
@@ -336,6 +436,7 @@ export async function restore(opts: {
       rmSync(staging, { recursive: true, force: true });
       return {
         dataDir,
+        pitr,
         previous: moving.length ? previous : undefined,
         manifest,
         files,
@@ -356,6 +457,7 @@ export async function restore(opts: {
     }
     return {
       dataDir,
+      pitr,
       previous: holding ? previous : undefined,
       manifest,
       files,

@@ -11,7 +11,8 @@
  */
 import { S3Client } from 'bun';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Platform } from '../../platform';
 import { ExtensionSettingsStore, type ExtensionSettings } from '../../extensions/settings-store';
 import type { ExtensionRegistry } from '../../extensions/registry';
@@ -179,6 +180,37 @@ export async function downloadArchive(t: S3Target, name: string | undefined, to:
   const got = await sha256Of(Bun.file(to).stream());
   if (got !== want) throw new S3CheckError(`s3://${t.bucket}/${key} has SHA-256 ${got}; its .sha256 says ${want}`);
   return chosen;
+}
+
+const WAL_FILE = /^([0-9A-F]{24}(\.partial)?|[0-9A-F]{8}\.history)$/;
+
+/**
+ * The WAL archive's copy under `<prefix>wal/` (src/modules/backup/wal-archive.ts) into `dir`,
+ * each file checked against its `.sha256` (S3CheckError naming one that is not) and given its
+ * upload time as its modification time: a restore reads how far the archive reaches from it.
+ * Returns how many files came.
+ */
+export async function downloadWal(t: S3Target, dir: string): Promise<number> {
+  const s3 = client(t);
+  const prefix = `${t.prefix}wal/`;
+  const found: { name: string; at: Date }[] = [];
+  let token: string | undefined;
+  do {
+    const page = await s3.list({ prefix, continuationToken: token });
+    for (const o of page.contents ?? []) {
+      const name = o.key.slice(prefix.length);
+      if (WAL_FILE.test(name)) found.push({ name, at: new Date(o.lastModified ?? Date.now()) });
+    }
+    token = page.isTruncated ? page.nextContinuationToken : undefined;
+  } while (token);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const f of found) {
+    const to = join(dir, f.name);
+    await downloadArchive(t, `wal/${f.name}`, to);
+    writeFileSync(`${to}.sha256`, `${await sha256Of(Bun.file(to).stream())}  ${f.name}\n`, { mode: 0o600 });
+    utimesSync(to, f.at, f.at);
+  }
+  return found.length;
 }
 
 /**

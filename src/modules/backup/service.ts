@@ -47,6 +47,12 @@ export interface Manifest {
   row_counts: Record<string, number>;
   dirs: string[];
   files: { path: string; size: number; sha256: string }[];
+  /**
+   * Where the snapshot stands in the WAL, for a point-in-time restore from it (docs/backup.md):
+   * the first segment a start on it needs (its checkpoint's redo point), the timeline, the
+   * segment size, and the moment of the snapshot (nothing commits while it is taken).
+   */
+  wal?: { start: string; timeline: number; segment_size: number; snapshot_at: string };
 }
 
 export interface BackupInfo {
@@ -208,6 +214,20 @@ export function timeOfName(name: string): Date | undefined {
   return m ? new Date(`${m[1]}T${m[2]}:${m[3]}:${m[4]}Z`) : undefined;
 }
 
+/** The archives in `dir` with their manifests (undefined when unreadable), in no order. */
+export async function* archivesIn(dir: string): AsyncGenerator<{ name: string; path: string; manifest?: Manifest }> {
+  if (!existsSync(dir)) return;
+  for (const name of readdirSync(dir)) {
+    if (!ARCHIVE_RE.test(name)) continue;
+    const path = join(dir, name);
+    let manifest: Manifest | undefined;
+    try {
+      manifest = await readManifest(path);
+    } catch {}
+    yield { name, path, manifest };
+  }
+}
+
 const STOP = Symbol('stop');
 
 /** The manifest of an archive (the first member), or undefined when there is none. */
@@ -273,6 +293,7 @@ function create(p: Basalt): BackupService {
     let partial: string | undefined;
     try {
       let counts: Record<string, number> = {};
+      let walPlace: Manifest['wal'];
       let postgres = '';
       // The snapshot: a transaction on the embedded engine holds the whole database, so
       // while it is open no other statement runs (an open API transaction is waited
@@ -286,10 +307,19 @@ function create(p: Basalt): BackupService {
         // WAL needed to start on the copy: from the checkpoint's redo point to the current
         // insert position. Older segments and recycled ones kept for reuse are left out.
         const wal = (
-          await tx.query<{ first: string; last: string }>(
-            'SELECT pg_walfile_name(redo_lsn) AS first, pg_walfile_name(pg_current_wal_insert_lsn()) AS last FROM pg_control_checkpoint()',
+          await tx.query<{ first: string; last: string; tli: number; size: string; at: Date }>(
+            `SELECT pg_walfile_name(redo_lsn) AS first, pg_walfile_name(pg_current_wal_insert_lsn()) AS last,
+                    timeline_id AS tli, (SELECT setting FROM pg_settings WHERE name = 'wal_segment_size') AS size,
+                    clock_timestamp() AS at
+               FROM pg_control_checkpoint()`,
           )
         ).rows[0]!;
+        walPlace = {
+          start: wal.first,
+          timeline: Number(wal.tli),
+          segment_size: Number(wal.size),
+          snapshot_at: new Date(wal.at).toISOString(),
+        };
         const unneededWal = (rel: string) => {
           const m = /^pg_wal\/([0-9A-F]{24})$/.exec(rel);
           return !!m && (m[1]! < wal.first || m[1]! > wal.last);
@@ -316,6 +346,7 @@ function create(p: Basalt): BackupService {
         row_counts: counts,
         dirs: tree.dirs,
         files,
+        wal: walPlace,
       };
       const stamp = createdAt.toISOString().slice(0, 19).replace(/:/g, '-');
       let name = `basalt-${stamp}Z.tar.gz`;
@@ -375,15 +406,8 @@ function create(p: Basalt): BackupService {
   }
 
   async function list(): Promise<BackupInfo[]> {
-    if (!existsSync(dir)) return [];
     const out: BackupInfo[] = [];
-    for (const name of readdirSync(dir)) {
-      if (!ARCHIVE_RE.test(name)) continue;
-      const path = join(dir, name);
-      let m: Manifest | undefined;
-      try {
-        m = await readManifest(path);
-      } catch {}
+    for await (const { name, path, manifest: m } of archivesIn(dir)) {
       // Retention may remove an archive between the listing and here: it is gone, not an error.
       const size = statSync(path, { throwIfNoEntry: false })?.size;
       if (size === undefined) continue;

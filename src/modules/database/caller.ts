@@ -13,7 +13,7 @@
 import type { ApiKeyPrincipal } from '../../http/api-key-guard';
 import { keyChecks, sendsApiKey } from '../../http/api-key-guard';
 import type { GuardInputs } from '../../http/guards';
-import { bearerToken, sendsAuthorization, type RequestUser } from '../../http/user-guard';
+import { bearerToken, requestUser, sendsAuthorization, type RequestUser } from '../../http/user-guard';
 import { type Identity, userIdentity } from './identity';
 import { BoundedMap } from '../../util/bounded-map';
 import { Errors } from '../../http/errors';
@@ -90,7 +90,7 @@ export function callerChecks(inputs: CallerInputs) {
       }
       if (!sendsAuthorization(request)) return { kind: 'anon', key };
       const token = bearerToken(request);
-      const user = await inputs.authenticate(token);
+      const user = await requestUser(inputs.authenticate, request);
       const profile = await inputs.profile(user);
       return { kind: 'user', user, identity: identityOf(token!, user, profile) };
     },

@@ -64,7 +64,9 @@ const checkedByService = (described: TSchema, description: string) => t.Unknown(
 /**
  * Bounds of a request (docs/database.md): groups nest at most 4 levels and hold 100 items in
  * all; relations go 3 levels deep, 10 in a request, a one-to-many one 10 rows by default;
- * paths follow at most 3 relations; at most 50 aggregates. The query builder applies them;
+ * at most 100,000 related rows in an answer, counted from the limits before anything runs
+ * (the entity's limit times each one-to-many relation's along its path, summed over the
+ * relations); paths follow at most 3 relations; at most 50 aggregates. The query builder applies them;
  * the document's schemas are unrolled to the depths (no cycles).
  */
 export const QUERY_BOUNDS = {
@@ -75,6 +77,7 @@ export const QUERY_BOUNDS = {
   pathHops: 3,
   aggregates: 50,
   expandLimit: 10,
+  expandedRows: 100_000,
 } as const;
 const { groupDepth: GROUP_DEPTH, expandDepth: EXPAND_DEPTH } = QUERY_BOUNDS;
 

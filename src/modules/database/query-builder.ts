@@ -9,6 +9,7 @@ import { DbErrors } from './errors';
 import {
   ACTIONS,
   AGGREGATE_FNS,
+  type QueryResultData,
   DIRECTIONS,
   OPERATORS,
   type Action,
@@ -17,8 +18,19 @@ import {
   type QueryBody,
   QUERY_BOUNDS,
 } from './model';
-import { boundAnswer, castParam, encodeList, encodeValue, jsonValue, selectExpr, ValueError } from './value-codec';
-import { quoteIdent } from '../../db/engine';
+import {
+  boundAnswer,
+  castParam,
+  decodeExpand,
+  decodeRows,
+  encodeList,
+  encodeValue,
+  jsonValue,
+  selectExpr,
+  ValueError,
+} from './value-codec';
+import { quoteIdent, type QueryResult } from '../../db/engine';
+import { AppError } from '../../http/errors';
 import { MAX_BIND_PARAMS } from '../../db/wire-writer';
 
 /** A column, table or relation name the catalog does not know (the caller may refresh the catalog and retry). */
@@ -130,6 +142,7 @@ const {
   pathHops: MAX_PATH_HOPS,
   aggregates: MAX_AGGREGATES,
   expandLimit: EXPAND_DEFAULT_LIMIT,
+  expandedRows: MAX_EXPANDED_ROWS,
 } = QUERY_BOUNDS;
 /** Result columns of the statement's own (never a column name a table could clash with in practice). */
 export const EXPAND_COLUMN = 'basalt expand';
@@ -141,6 +154,8 @@ const ROW_NUMBER = quoteIdent(ROW_COLUMN);
 class Ctx {
   private aliases = 0;
   relations = 0;
+  /** The related rows `expand` may put in the answer at most, from the limits (MAX_EXPANDED_ROWS). */
+  expandedRows = 0;
   filterItems = 0;
   /**
    * aggregate: many-to-one paths from the entity read through LEFT JOINs of its FROM (one per
@@ -153,6 +168,8 @@ class Ctx {
     readonly params: Params,
     readonly maxLimit: number,
     readonly access?: Access,
+    /** What sets `maxLimit`, named in the 400 past it. */
+    readonly limitFrom = 'setting db.max_limit',
   ) {}
   alias(): string {
     return `"basalt ${++this.aliases}"`;
@@ -194,10 +211,15 @@ function readColumn(ctx: Ctx, table: Table, name: unknown, path: string): Column
 function relationOf(ctx: Ctx, table: Table, name: string, path: string, whole?: string): Relation {
   const rel = table.relations.get(name);
   if (!rel) {
-    const names = [...table.relations.keys()].sort();
+    // Only the relations the caller may follow: a relation's name holds its table's and its
+    // key column's, which a key's whitelist or a role's grants would otherwise give away.
+    const names = [...table.relations.values()]
+      .filter((r) => mayFollow(ctx.access, table, r))
+      .map((r) => r.name)
+      .sort();
     const list = names.length
       ? `its relations: ${names.join(', ')}`
-      : 'it has none (no foreign key refers to or from it)';
+      : 'it has no relation you may follow (no foreign key to or from a table you may read)';
     throw new UnknownName(
       path,
       name,
@@ -208,13 +230,32 @@ function relationOf(ctx: Ctx, table: Table, name: string, path: string, whole?: 
         : `unknown field '${whole}': no column of that name, and no such path through the relations of entity '${table.name}' (${list})`,
     );
   }
-  // The related table, and the key columns the join reads on both sides.
-  ctx.read(rel.target);
-  for (const [mine, theirs] of rel.on) {
-    ctx.read(table, mine.name);
-    ctx.read(rel.target, theirs.name);
-  }
+  follow(ctx.access, table, rel);
   return rel;
+}
+
+/** The related table, and the key columns the join reads on both sides: the refusal names the first not granted. */
+function follow(access: Access | undefined, table: Table, rel: Relation): void {
+  if (!access) return;
+  access.read(rel.target);
+  for (const [mine, theirs] of rel.on) {
+    access.read(table, mine.name);
+    access.read(rel.target, theirs.name);
+  }
+}
+
+/**
+ * Whether a caller with `access` (none: everything) may follow `rel` of `table`: what the
+ * Database API takes in `expand` and paths, and what `basalt types` lists (types.ts).
+ */
+export function mayFollow(access: Access | undefined, table: Table, rel: Relation): boolean {
+  try {
+    follow(access, table, rel);
+    return true;
+  } catch (e) {
+    if (e instanceof AppError) return false;
+    throw e;
+  }
 }
 
 /** `alias` (the related table) joined to `from` by the relation's key columns. */
@@ -509,10 +550,10 @@ function nonNegativeInt(v: unknown, path: string): number {
   return v;
 }
 
-function limitOf(v: unknown, path: string, dflt: number, maxLimit: number): number {
+function limitOf(v: unknown, path: string, dflt: number, ctx: Ctx): number {
   const limit = v === undefined ? dflt : nonNegativeInt(v, path);
-  if (limit > maxLimit)
-    throw DbErrors.invalid(path, `must be at most ${maxLimit} (setting db.max_limit); page with offset`);
+  if (limit > ctx.maxLimit)
+    throw DbErrors.invalid(path, `must be at most ${ctx.maxLimit} (${ctx.limitFrom}); page with offset`);
   return limit;
 }
 
@@ -523,6 +564,8 @@ function booleanOf(v: unknown, path: string): boolean {
 
 export interface BuildOptions {
   maxLimit: number;
+  /** What sets `maxLimit`, named in the 400 past it (default: the setting db.max_limit). */
+  limitFrom?: string;
   returning?: boolean;
   maxBytes?: number;
   /** The caller's reading rights on every table and column reached (none: all of them). */
@@ -561,7 +604,7 @@ function build(body: QueryBody, table: Table, opts: BuildOptions): Statement {
   }
   const t = table.quoted;
   const params = new Params();
-  const ctx = new Ctx(params, opts.maxLimit, opts.access);
+  const ctx = new Ctx(params, opts.maxLimit, opts.access, opts.limitFrom);
   const scope = top(table);
   if (action === 'aggregate') return aggregate(ctx, scope, body);
   const noRows = opts.returning === false && action !== 'select';
@@ -582,10 +625,11 @@ function build(body: QueryBody, table: Table, opts: BuildOptions): Statement {
       const w = whereOf();
       const sort = sortItems(ctx, scope, body.sort, 'sort');
       const o = sort.length ? ' ORDER BY ' + sort.join(', ') : '';
-      const limit = limitOf(body.limit, 'limit', 100, opts.maxLimit);
+      const limit = limitOf(body.limit, 'limit', 100, ctx);
       const offset = body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset');
       const total = booleanOf(body.total, 'total');
-      const expanded = body.expand === undefined ? undefined : expandObject(ctx, scope, body.expand, 'expand', 1);
+      const expanded =
+        body.expand === undefined ? undefined : expandObject(ctx, scope, body.expand, 'expand', 1, limit);
       const more = expanded ? `, ${expanded.sql} AS ${quoteIdent(EXPAND_COLUMN)}` : '';
       const page = `LIMIT $${params.add(limit)} OFFSET $${params.add(offset)}`;
       const st = params.statement(
@@ -674,6 +718,8 @@ function expandObject(
   spec: unknown,
   path: string,
   depth: number,
+  /** How many rows of `scope` the answer may hold at most: each may bring its relations' rows. */
+  rows: number,
 ): { sql: string; decode: NestedDecode } {
   if (!isObject(spec) || Object.keys(spec).length === 0)
     throw DbErrors.invalid(path, 'must be an object of relation name → {fields, filters, sort, expand, …}');
@@ -700,7 +746,18 @@ function expandObject(
     const alias = ctx.alias();
     const inner: Scope = { table: rel.target, ref: alias };
     const cols = fieldsOf(ctx, rel.target, r.fields, `${at}.fields`, () => readable(ctx, rel.target));
-    const nested = r.expand === undefined ? undefined : expandObject(ctx, inner, r.expand, `${at}.expand`, depth + 1);
+    // Bounded before anything runs: nested one-to-many limits multiply (1,000 × 1,000 × 1,000
+    // related rows would be built before the answer's size limit could cut them).
+    const limit = many ? limitOf(r.limit, `${at}.limit`, EXPAND_DEFAULT_LIMIT, ctx) : 1;
+    const reach = rows * limit;
+    ctx.expandedRows += reach;
+    if (ctx.expandedRows > MAX_EXPANDED_ROWS)
+      throw DbErrors.invalid(
+        many ? `${at}.limit` : at,
+        `the limits allow ${ctx.expandedRows.toLocaleString('en')} related rows in this answer (the entity's limit times each one-to-many relation's limit along its path, summed over relations); at most ${MAX_EXPANDED_ROWS.toLocaleString('en')}: lower a limit`,
+      );
+    const nested =
+      r.expand === undefined ? undefined : expandObject(ctx, inner, r.expand, `${at}.expand`, depth + 1, reach);
     const where = [joinOn(rel, scope, alias), ...conditions(ctx, inner, r.filters, `${at}.filters`)].join(' AND ');
     const sort = sortItems(ctx, inner, r.sort, `${at}.sort`);
     const row = rowJson(ctx, cols, alias, nested?.sql);
@@ -714,7 +771,6 @@ function expandObject(
       parts.push(`(SELECT ${row} FROM ${from} WHERE ${where}) AS ${quoteIdent(name)}`);
       continue;
     }
-    const limit = limitOf(r.limit, `${at}.limit`, EXPAND_DEFAULT_LIMIT, ctx.maxLimit);
     const offset = r.offset === undefined ? 0 : nonNegativeInt(r.offset, `${at}.offset`);
     const order = sort.length ? `ORDER BY ${sort.join(', ')}` : '';
     const x = ctx.alias();
@@ -855,7 +911,12 @@ function aggregate(ctx: Ctx, scope: Scope, body: QueryBody): Statement {
   const names = [...outputs.keys()];
   let having: string[];
   try {
-    having = conditions(new Ctx(ctx.params, ctx.maxLimit), { table: groupRows, ref: g }, body.having, 'having');
+    having = conditions(
+      new Ctx(ctx.params, ctx.maxLimit, undefined, ctx.limitFrom),
+      { table: groupRows, ref: g },
+      body.having,
+      'having',
+    );
   } catch (e) {
     if (!(e instanceof UnknownName)) throw e;
     throw DbErrors.invalid(e.path, `having takes the group columns and the aggregates' names: ${names.join(', ')}`);
@@ -864,7 +925,7 @@ function aggregate(ctx: Ctx, scope: Scope, body: QueryBody): Statement {
   const named = new Map(names.map((n) => [n, `${g}.${quoteIdent(n)}`]));
   const sort = sortItems(ctx, scope, body.sort, 'sort', named);
   const o = sort.length ? ` ORDER BY ${sort.join(', ')}` : '';
-  const limit = limitOf(body.limit, 'limit', 100, ctx.maxLimit);
+  const limit = limitOf(body.limit, 'limit', 100, ctx);
   const offset = body.offset === undefined ? 0 : nonNegativeInt(body.offset, 'offset');
   const list = cols.map((c) => c.select).join(', ');
   const page = `LIMIT $${ctx.params.add(limit)} OFFSET $${ctx.params.add(offset)}`;
@@ -888,4 +949,34 @@ function counted(ctx: Ctx, list: string, from: string, order: string, page: stri
     `LEFT JOIN (SELECT ${list}, row_number() OVER (${order.trim()}) AS ${ROW_NUMBER}${from}${order} ${page}) ${p} ` +
     `ON true ORDER BY ${p}.${ROW_NUMBER}`
   );
+}
+
+/**
+ * The answer to a statement's result: the rows in the API's representation with their
+ * `expand` objects finished, the count, and the total the statement carried in its rows.
+ * The Database API's and the admin data browser's (one reading of one statement's shape).
+ */
+export function answerOf(st: Statement, res: QueryResult<Record<string, unknown>>): QueryResultData {
+  let total: number | undefined;
+  let raw = res.rows;
+  if (st.totalInRows) {
+    // total: every row carries the count, and one row of nulls does when the page is empty (`counted`).
+    total = Number(raw[0]?.[TOTAL_COLUMN] ?? 0);
+    raw = raw.filter((r) => r[ROW_COLUMN] !== null && r[ROW_COLUMN] !== undefined);
+    for (const r of raw) {
+      delete r[TOTAL_COLUMN];
+      delete r[ROW_COLUMN];
+    }
+  }
+  const rows = decodeRows(st.columns, raw);
+  if (st.expand) {
+    for (const r of rows) {
+      r.expand = decodeExpand(st.expand, r[EXPAND_COLUMN]);
+      delete r[EXPAND_COLUMN];
+    }
+  }
+  // A write without RETURNING (a role that may read no column) counts the rows written.
+  const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
+  if (total !== undefined) out.total = total;
+  return out;
 }

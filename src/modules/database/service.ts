@@ -13,9 +13,8 @@ import { databaseTypes, type TypesRole } from './types';
 import { Catalog, isPlatformSchema, type Built, type IdentityRole, type Table } from './catalog';
 import { DbErrors } from './errors';
 import type { QueryBody, QueryResultData } from './model';
-import { buildStatement, EXPAND_COLUMN, ROW_COLUMN, TOTAL_COLUMN, type Access, type Statement } from './query-builder';
+import { answerOf, buildStatement, type Access, type Statement } from './query-builder';
 import { TransactionRegistry } from './transaction-registry';
-import { decodeExpand, decodeRows } from './value-codec';
 import { lockTimeoutMs, mapDbError } from './pg-errors';
 import { openApiPool } from './api-pool';
 import {
@@ -119,7 +118,7 @@ export class DatabaseService {
    * catalog: `basalt types`, the admin API and the panel's Data screen call this.
    */
   async types(role: TypesRole, whitelist?: readonly string[]): Promise<string> {
-    return databaseTypes(this.p.db, await this.catalog.refresh(), this.catalog.schema, role, whitelist);
+    return databaseTypes(await this.catalog.refresh(), this.catalog.schema, role, whitelist);
   }
 
   /** Whitelist first: a table outside it is refused before anything reveals whether it exists. */
@@ -174,8 +173,12 @@ export class DatabaseService {
     const wait: WaitOptions = {
       key: caller.kind === 'anon' ? 'anon' : ownerOf(caller),
       signal,
-      // A select's rows are bounded as they are read; a write's in its statement (query-builder.ts, `bounded`).
-      maxAnswerBytes: body.action === 'select' ? this.p.settings.get('db.max_response_bytes') : undefined,
+      // A select's and an aggregate's rows are bounded as they are read; a write's in its statement
+      // (query-builder.ts, `bounded`).
+      maxAnswerBytes:
+        body.action === 'select' || body.action === 'aggregate'
+          ? this.p.settings.get('db.max_response_bytes')
+          : undefined,
     };
     if (caller.kind === 'key') {
       this.checkWhitelist(caller.key, body.entity);
@@ -252,7 +255,7 @@ export class DatabaseService {
         as && !inTx
           ? (await asIdentityAtOnce(q as Db, as, [{ sql: st.sql, params: st.params }], wait))[0]!
           : await q.query(st.sql, st.params);
-      return this.answer(st, res as QueryResult<Record<string, unknown>>);
+      return answerOf(st, res as QueryResult<Record<string, unknown>>);
     } catch (err) {
       if (err instanceof AppError) throw err;
       // A policy's WITH CHECK refused the row, or the role lacks a privilege the catalog
@@ -269,32 +272,6 @@ export class DatabaseService {
         timeoutMs: this.p.settings.get('db.statement_timeout_ms'),
       });
     }
-  }
-
-  /** The answer of a statement's result (and its count's). */
-  private answer(st: Statement, res: QueryResult<Record<string, unknown>>): QueryResultData {
-    let total: number | undefined;
-    let raw = res.rows;
-    if (st.totalInRows) {
-      // total: every row carries the count, and one row of nulls does when the page is empty (query-builder.ts).
-      total = Number(raw[0]?.[TOTAL_COLUMN] ?? 0);
-      raw = raw.filter((r) => r[ROW_COLUMN] !== null && r[ROW_COLUMN] !== undefined);
-      for (const r of raw) {
-        delete r[TOTAL_COLUMN];
-        delete r[ROW_COLUMN];
-      }
-    }
-    const rows = decodeRows(st.columns, raw);
-    if (st.expand) {
-      for (const r of rows) {
-        r.expand = decodeExpand(st.expand, r[EXPAND_COLUMN]);
-        delete r[EXPAND_COLUMN];
-      }
-    }
-    // A write without RETURNING (a role that may read no column) counts the rows written.
-    const out: QueryResultData = { rows, count: st.columns.length ? rows.length : res.rowCount };
-    if (total !== undefined) out.total = total;
-    return out;
   }
 
   /**

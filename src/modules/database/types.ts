@@ -7,24 +7,13 @@
  * the table it reaches). The text exports `DB`, read by the JS client's `createClient<DB>`.
  * Printed by `basalt types` and served by the admin API (GET /api/admin/data/types).
  */
-import type { Queryable } from '../../db/engine';
 import type { CatalogSnapshot, Column, Table } from './catalog';
+import { readAs, readWithin } from './access';
+import { mayFollow, type Access } from './query-builder';
 
 /** Whose view: a signed-in user (`basalt_user`), anon (`basalt_anon`), or a service key (every table). */
 export type TypesRole = 'user' | 'anon' | 'service';
 export const TYPES_ROLES: readonly TypesRole[] = ['user', 'anon', 'service'];
-
-// Foreign keys inside the data schema, by their first column (the relation's name: docs/database.md).
-const RELATIONS_SQL = `
-SELECT src.relname AS table_name, a.attname AS column_name, dst.relname AS target
-  FROM pg_catalog.pg_constraint k
-  JOIN pg_catalog.pg_class src ON src.oid = k.conrelid
-  JOIN pg_catalog.pg_namespace ns ON ns.oid = src.relnamespace
-  JOIN pg_catalog.pg_class dst ON dst.oid = k.confrelid
-  JOIN pg_catalog.pg_namespace nd ON nd.oid = dst.relnamespace
-  JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
- WHERE k.contype = 'f' AND ns.nspname = $1 AND nd.nspname = $1
- ORDER BY 1, 2`;
 
 const OUT: Record<Column['kind'], string> = {
   int: 'number',
@@ -67,31 +56,34 @@ function reach(t: Table, role: TypesRole): { select: Column[]; insert: Column[];
 }
 
 /**
- * The declarations for `role`, from the catalog snapshot and the schema's foreign keys;
- * `whitelist`: a service key's tables, the only ones it reaches.
+ * The declarations for `role`, from the catalog snapshot (its tables and their relations, as
+ * the Database API follows them); `whitelist`: a service key's tables, the only ones it reaches.
  */
-export async function databaseTypes(
-  db: Queryable,
+export function databaseTypes(
   snap: CatalogSnapshot,
   schema: string,
   role: TypesRole,
   whitelist?: readonly string[],
-): Promise<string> {
-  const { rows } = await db.query<{ table_name: string; column_name: string; target: string }>(RELATIONS_SQL, [schema]);
+): string {
   const tables = [...snap.tables.values()]
     .filter((t) => !whitelist || whitelist.includes(t.name))
     .map((t) => ({ t, r: reach(t, role) }))
     .filter((x) => x.r)
     .sort((a, b) => (a.t.name < b.t.name ? -1 : 1));
   const reachable = new Set(tables.filter((x) => x.r!.select.length).map((x) => x.t.name));
+  // The relations `expand` takes from each table: those the role's grants (or the key's
+  // whitelist) let it follow, to a table whose Row it reads.
+  const access: Access | undefined = role !== 'service' ? readAs(role) : whitelist ? readWithin(whitelist) : undefined;
   const relations = new Map<string, string[]>();
-  const add = (table: string, name: string, target: string) => {
-    if (reachable.has(table) && reachable.has(target))
-      (relations.get(table) ?? relations.set(table, []).get(table)!).push(`${key(name)}: ${JSON.stringify(target)};`);
-  };
-  for (const fk of rows) {
-    add(fk.table_name, fk.column_name, fk.target);
-    add(fk.target, `${fk.table_name}_via_${fk.column_name}`, fk.table_name);
+  for (const { t } of tables) {
+    if (!reachable.has(t.name)) continue;
+    const rels = [...t.relations.values()]
+      .filter((rel) => reachable.has(rel.target.name) && mayFollow(access, t, rel))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    relations.set(
+      t.name,
+      rels.map((rel) => `${key(rel.name)}: ${JSON.stringify(rel.target.name)};`),
+    );
   }
   const body = tables.map(({ t, r }) => {
     const rels = relations.get(t.name) ?? [];

@@ -2,7 +2,7 @@
  * `basalt jobs list|retry|cancel`: extensions' jobs (docs/extensions.md, "Jobs"), through the
  * same service and audited changes as the admin API's Jobs screen.
  */
-import { operand, UsageError, type Command } from '../../cli/command';
+import { operand, printList, UsageError, type Command } from '../../cli/command';
 import { AppError } from '../../http/errors';
 import { CLI_ACTOR } from '../admin/audit';
 import { cancelJob, retryJob } from '../admin/changes';
@@ -17,6 +17,21 @@ const line = (j: JobRow) =>
   `${j.id}  ${j.state.padEnd(9)} ${`${j.extension}/${j.name}`.padEnd(32)} ${j.kind.padEnd(4)} ${j.attempts}/${j.max_attempts}  ${j.created_at.toISOString()}${
     j.errors.length ? `  ${j.errors.at(-1)!.error.split('\n')[0]!.slice(0, 120)}` : ''
   }`;
+
+/** `basalt jobs retry|cancel ID`: the audited change, and what became of the job. */
+function change(verb: 'retry' | 'cancel', summary: string, run: typeof retryJob, done: string): Command {
+  return {
+    name: `jobs ${verb}`,
+    usage: `basalt jobs ${verb} ID`,
+    summary,
+    platform: { migrate: false },
+    async run({ platform, positionals, io }) {
+      const id = operand(positionals, `jobs ${verb} needs a job ID`);
+      const j = await run(platform!, CLI_ACTOR, id).catch(explain);
+      io.out(`job ${j.id} ${done}`);
+    },
+  };
+}
 
 export const jobCommands: Command[] = [
   {
@@ -44,31 +59,9 @@ export const jobCommands: Command[] = [
         state: state as JobState | undefined,
         limit,
       });
-      if (values.json) return io.out(JSON.stringify(rows, null, 2));
-      if (!rows.length) return io.out('no jobs');
-      for (const j of rows) io.out(line(j));
+      printList(io, rows, { json: values.json, empty: 'no jobs', print: (j) => io.out(line(j)) });
     },
   },
-  {
-    name: 'jobs retry',
-    usage: 'basalt jobs retry ID',
-    summary: 'Queue a dead or cancelled job again, with fresh attempts (audited).',
-    platform: { migrate: false },
-    async run({ platform, positionals, io }) {
-      const id = operand(positionals, 'jobs retry needs a job ID');
-      const j = await retryJob(platform!, CLI_ACTOR, id).catch(explain);
-      io.out(`job ${j.id} queued again`);
-    },
-  },
-  {
-    name: 'jobs cancel',
-    usage: 'basalt jobs cancel ID',
-    summary: 'Cancel a queued job (audited).',
-    platform: { migrate: false },
-    async run({ platform, positionals, io }) {
-      const id = operand(positionals, 'jobs cancel needs a job ID');
-      const j = await cancelJob(platform!, CLI_ACTOR, id).catch(explain);
-      io.out(`job ${j.id} cancelled`);
-    },
-  },
+  change('retry', 'Queue a dead or cancelled job again, with fresh attempts (audited).', retryJob, 'queued again'),
+  change('cancel', 'Cancel a queued job (audited).', cancelJob, 'cancelled'),
 ];

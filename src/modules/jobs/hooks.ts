@@ -12,7 +12,7 @@
  * backoff and then parked as a dead job (kind `hook`, retried from the panel) and the hook goes on.
  */
 import type { Db, Queryable } from '../../db/engine';
-import { quoteIdent } from '../../db/engine';
+import { DatabaseUnavailableError, quoteIdent } from '../../db/engine';
 import type { Settings } from '../../config/settings';
 import type { Logger } from '../../log';
 import { HOOK_SOURCE_MATCH, REALTIME_CHANNEL, enabledTables, outboxHead } from '../realtime/outbox';
@@ -65,6 +65,8 @@ export interface HookDef {
 
 const PAGE = 200;
 const POLL_MS = 1000;
+/** How often a hook that could not start is tried again. */
+const START_RETRY_MS = 5000;
 
 interface OutboxRow {
   id: string;
@@ -90,18 +92,20 @@ export function eventOf(r: OutboxRow): RowEvent | PlatformEvent {
 }
 
 async function eventsAfter(q: Queryable, h: HookDef, after: string, limit = PAGE): Promise<OutboxRow[]> {
-  const cols = 'id::text AS id, rel_name, action, new_row, old_row, channel, payload';
+  // Sorted by the column, o.id: a bare `ORDER BY id` names the text output column below, and
+  // text order ('1000' < '300') made a page skip events and the checkpoint pass them.
+  const cols = 'o.id::text AS id, o.rel_name, o.action, o.new_row, o.old_row, o.channel, o.payload';
   if (h.table) {
     const { rows } = await q.query<OutboxRow>(
-      `SELECT ${cols} FROM basalt.realtime_outbox
-        WHERE id > $1::bigint AND rel_schema = $2 AND rel_name = $3 AND action = ANY($4::text[])
-        ORDER BY id LIMIT $5`,
+      `SELECT ${cols} FROM basalt.realtime_outbox o
+        WHERE o.id > $1::bigint AND o.rel_schema = $2 AND o.rel_name = $3 AND o.action = ANY($4::text[])
+        ORDER BY o.id LIMIT $5`,
       [after, h.table.schema, h.table.name, h.table.actions, limit],
     );
     return rows;
   }
   const { rows } = await q.query<OutboxRow>(
-    `SELECT ${cols} FROM basalt.realtime_outbox WHERE id > $1::bigint AND channel = $2 ORDER BY id LIMIT $3`,
+    `SELECT ${cols} FROM basalt.realtime_outbox o WHERE o.id > $1::bigint AND o.channel = $2 ORDER BY o.id LIMIT $3`,
     [after, `$platform:${h.event}`, limit],
   );
   return rows;
@@ -142,6 +146,9 @@ export async function hookStatuses(q: Queryable): Promise<HookStatus[]> {
 export class HookDelivery {
   private stopping = false;
   private readonly loops = new Map<string, { busy: boolean; again: boolean }>();
+  /** Hooks being prepared, and when each last tried (`startOne`). */
+  private readonly preparing = new Set<string>();
+  private readonly lastStartTry = new Map<string, number>();
   private poll?: Timer;
   private unlisten?: () => Promise<void>;
   private readonly rounds = new Set<Promise<void>>();
@@ -162,14 +169,7 @@ export class HookDelivery {
     const { db, log } = this.d;
     const hooks = this.d.hooks();
     if (!hooks.length) return;
-    for (const h of hooks) {
-      try {
-        await this.prepare(h);
-        this.loops.set(`${h.extension}/${h.name}`, { busy: false, again: false });
-      } catch (e) {
-        log.error('hooks: a hook could not start', { extension: h.extension, hook: h.name, cause: e });
-      }
-    }
+    for (const h of hooks) await this.startOne(h);
     try {
       this.unlisten = await db.listen(REALTIME_CHANNEL, () => this.wake());
     } catch (e) {
@@ -178,6 +178,29 @@ export class HookDelivery {
     if (this.stopping) return void (await this.unlisten?.().catch(() => {}));
     this.poll = setInterval(() => this.wake(), POLL_MS);
     this.wake();
+  }
+
+  /**
+   * Prepare `h`; its deliveries begin once that is done. A hook that could not (the database
+   * failed at start) is tried again from `wake`, at most every START_RETRY_MS.
+   */
+  private async startOne(h: HookDef): Promise<void> {
+    const id = `${h.extension}/${h.name}`;
+    if (this.preparing.has(id) || this.loops.has(id)) return;
+    this.preparing.add(id);
+    this.lastStartTry.set(id, Date.now());
+    try {
+      await this.prepare(h);
+      this.loops.set(id, { busy: false, again: false });
+    } catch (e) {
+      this.d.log.error('hooks: a hook could not start; tried again', {
+        extension: h.extension,
+        hook: h.name,
+        cause: e,
+      });
+    } finally {
+      this.preparing.delete(id);
+    }
   }
 
   /** Capture on for the hook's table; its checkpoint at the outbox's head on its first start. */
@@ -206,7 +229,12 @@ export class HookDelivery {
   /** Deliver every hook now (each once more after a round under way). */
   wake(): void {
     if (this.stopping) return;
-    for (const h of this.d.hooks()) this.wakeOne(h);
+    for (const h of this.d.hooks()) {
+      const id = `${h.extension}/${h.name}`;
+      if (this.loops.has(id)) this.wakeOne(h);
+      else if (Date.now() - (this.lastStartTry.get(id) ?? 0) >= START_RETRY_MS)
+        void this.startOne(h).then(() => this.wakeOne(h));
+    }
   }
 
   /**
@@ -258,11 +286,14 @@ export class HookDelivery {
     if (!rows[0]) return;
     let position = rows[0].position;
     let renewedAt = Date.now();
-    /** Move the checkpoint (and the lease); false when the lease went to another instance. */
+    /**
+     * Move the checkpoint forward (and the lease); false when the lease went to another instance.
+     * Never back: a lease renewal still in flight from the handler before must not undo a later save.
+     */
     const save = async (q: Queryable, to: string) => {
       const r = await q.query(
         `UPDATE basalt.hook_checkpoints
-            SET position = $4::bigint, lease_until = now() + ($5::int * interval '1 millisecond'), updated_at = now()
+            SET position = greatest(position, $4::bigint), lease_until = now() + ($5::int * interval '1 millisecond'), updated_at = now()
           WHERE extension = $1 AND name = $2 AND claimed_by = $3`,
         [h.extension, h.name, worker, to, leaseMs()],
       );
@@ -313,7 +344,10 @@ export class HookDelivery {
 
   /**
    * Hand one event to the handler: up to `attempts` tries with backoff. Returns the errors
-   * ([] when it was handled), or 'stopped' when shutdown came between tries.
+   * ([] when it was handled), or 'stopped' when shutdown came between tries. A try that failed
+   * because the platform's database was busy or out of reach (DatabaseUnavailableError, e.g. no
+   * connection within database.busy_timeout_ms) says nothing of the event: it is not counted,
+   * and the event is tried again after the backoff for as long as that lasts, never parked.
    */
   private async deliver(
     h: HookDef,
@@ -323,33 +357,43 @@ export class HookDelivery {
   ): Promise<string[] | 'stopped'> {
     const errors: string[] = [];
     const leaseMs = this.d.settings.get('jobs.lease_ms');
-    for (let attempt = 1; attempt <= h.attempts; attempt++) {
+    // Tries the database was unavailable for: logged at the first and every 60th (an outage is long).
+    for (let attempt = 1, unavailable = 0; ; ) {
       const beat = setInterval(() => void renew().catch(() => {}), Math.max(Math.floor(leaseMs / 3), 100));
+      let counted = true;
       try {
         await h.handler(event);
         return [];
       } catch (e) {
         if (e instanceof LeaseLost) throw e;
-        errors.push(e instanceof Error ? e.message : String(e));
-        this.d.log.warn('hooks: a handler failed', {
-          extension: h.extension,
-          hook: h.name,
-          event: event.id,
-          attempt,
-          error: errors.at(-1),
-        });
+        counted = !databaseUnavailable(e);
+        if (counted) errors.push(e instanceof Error ? e.message : String(e));
+        if (counted || unavailable++ % 60 === 0)
+          this.d.log.warn(
+            counted ? 'hooks: a handler failed' : 'hooks: a handler found the database unavailable; tried again',
+            {
+              extension: h.extension,
+              hook: h.name,
+              event: event.id,
+              attempt,
+              error: e instanceof Error ? e.message : String(e),
+            },
+          );
       } finally {
         clearInterval(beat);
       }
-      if (attempt === h.attempts) break;
-      const until = Date.now() + backoffDelay({ backoff: 'exponential', backoffMs: h.backoffMs }, attempt);
+      if (counted && attempt === h.attempts) return errors;
+      const until =
+        Date.now() +
+        (counted
+          ? backoffDelay({ backoff: 'exponential', backoffMs: h.backoffMs }, attempt++)
+          : Math.max(100, Math.min(h.backoffMs, 1000)));
       while (Date.now() < until) {
         if (this.stopping) return 'stopped';
         if (Date.now() - renewedAt() > leaseMs / 3) await renew();
         await Bun.sleep(Math.min(100, until - Date.now()));
       }
     }
-    return errors;
   }
 
   async stop(): Promise<void> {
@@ -365,6 +409,16 @@ export class HookDelivery {
         ])
         .catch(() => {});
   }
+}
+
+/** The platform's database was busy or out of reach somewhere in `e` (its causes included). */
+function databaseUnavailable(e: unknown): boolean {
+  let c: unknown = e;
+  for (let depth = 0; depth < 5 && c instanceof Error; depth++) {
+    if (c instanceof DatabaseUnavailableError) return true;
+    c = c.cause;
+  }
+  return false;
 }
 
 class LeaseLost extends Error {

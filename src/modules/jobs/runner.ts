@@ -191,6 +191,7 @@ export class JobRunner {
         held.why ??= 'timeout';
         abort.abort(new Error(`timed out after ${def.timeoutMs} ms`));
       }, def.timeoutMs);
+    let failure: { error: unknown } | undefined;
     try {
       await Promise.race([
         Promise.resolve().then(() =>
@@ -198,16 +199,17 @@ export class JobRunner {
         ),
         aborted,
       ]);
-      clearTimeout(timer);
-      if (held.why === 'lost') return;
-      await markSucceeded(db, row.id, this.worker);
     } catch (e) {
-      clearTimeout(timer);
-      if (held.why === 'lost') return;
-      if (held.why === 'shutdown') {
-        await releaseJobs(db, [row.id], this.worker);
-        return;
-      }
+      failure = { error: e };
+    }
+    clearTimeout(timer);
+    if (held.why === 'lost') return;
+    // Recording the outcome is the platform's work, not the job's: when the database fails it,
+    // the job stays running until its lease runs out and is then tried again (at least once).
+    try {
+      if (!failure) return void (await markSucceeded(db, row.id, this.worker));
+      if (held.why === 'shutdown') return void (await releaseJobs(db, [row.id], this.worker));
+      const e = failure.error;
       const state = await markFailed(db, row.id, this.worker, message(e), backoffDelay(def, row.attempts));
       log.warn('jobs: an attempt failed', {
         extension: def.extension,
@@ -216,6 +218,13 @@ export class JobRunner {
         attempt: row.attempts,
         state,
         error: e instanceof Error ? e.message : String(e),
+      });
+    } catch (e) {
+      log.warn("jobs: a job's outcome could not be recorded; it is tried again when its lease runs out", {
+        extension: def.extension,
+        job: def.name,
+        id: row.id,
+        cause: e,
       });
     }
   }

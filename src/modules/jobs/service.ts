@@ -23,6 +23,9 @@ import {
   type JobRow,
 } from './store';
 
+/** How soon a part (runner, cron, hooks) that could not start is started again. */
+const START_RETRY_MS = 5000;
+
 /** Job, cron and hook names: what an operator filters by. */
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$/;
 
@@ -258,11 +261,23 @@ export class JobsService {
   /** Start the runner, cron and hooks of this instance (the worker does, after extensions' setup). */
   async start(): Promise<void> {
     this.started = true;
-    await this.runner.start();
-    if (this.stopped) return;
-    await this.scheduler.start();
-    if (this.stopped) return;
-    await this.delivery.start();
+    for (const [what, part] of [
+      ['jobs', this.runner],
+      ['cron', this.scheduler],
+      ['hooks', this.delivery],
+    ] as const) {
+      // A database failing at start must not leave jobs, cron or hooks off until a restart.
+      for (;;) {
+        if (this.stopped) return;
+        try {
+          await part.start();
+          break;
+        } catch (e) {
+          this.p.log.error(`${what}: could not start; tried again in ${START_RETRY_MS / 1000} s`, { cause: e });
+          await Bun.sleep(START_RETRY_MS);
+        }
+      }
+    }
   }
 
   async stop(): Promise<void> {

@@ -3,7 +3,7 @@
  * only its hash is stored.
  */
 import type { Command } from '../../cli/command';
-import { operand, UsageError } from '../../cli/command';
+import { operand, printList, UsageError } from '../../cli/command';
 import type { KeyInfo, KeyType } from './model';
 import { CLI_ACTOR } from '../admin/audit';
 import { createKey, revokeKey } from '../admin/changes';
@@ -104,9 +104,11 @@ export const keyCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, values, io }) {
       const keys = await platform!.services.keys.list();
-      if (values.json) return io.out(JSON.stringify(keys, null, 2));
-      if (!keys.length) return io.out("no API keys; create one with 'basalt keys create --type public|service'");
-      for (const k of keys) io.out(line(k));
+      printList(io, keys, {
+        json: values.json,
+        empty: "no API keys; create one with 'basalt keys create --type public|service'",
+        print: (k) => io.out(line(k)),
+      });
     },
   },
   {

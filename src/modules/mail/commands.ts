@@ -4,7 +4,7 @@
  * panel validates them.
  */
 import { readFileSync, existsSync } from 'node:fs';
-import { operand, UsageError, type Command } from '../../cli/command';
+import { operand, printList, UsageError, type Command } from '../../cli/command';
 import { AppError } from '../../http/errors';
 import { CLI_ACTOR } from '../admin/audit';
 import { deleteTemplate, putTemplate } from '../admin/changes';
@@ -57,12 +57,14 @@ export const mailCommands: Command[] = [
     platform: { migrate: false },
     async run({ platform, values, io }) {
       const list = await platform!.services.mail.templates.list();
-      if (values.json) return io.out(JSON.stringify(list, null, 2));
-      if (!list.length) return io.out('no templates');
-      for (const t of list) {
-        const parts = [t.html ? 'html' : '', t.text ? 'text' : ''].filter(Boolean).join('+');
-        io.out(`${t.name.padEnd(24)} ${parts.padEnd(9)} ${t.updated_at?.toISOString() ?? ''}  ${t.subject}`);
-      }
+      printList(io, list, {
+        json: values.json,
+        empty: 'no templates',
+        print: (t) => {
+          const parts = [t.html ? 'html' : '', t.text ? 'text' : ''].filter(Boolean).join('+');
+          io.out(`${t.name.padEnd(24)} ${parts.padEnd(9)} ${t.updated_at?.toISOString() ?? ''}  ${t.subject}`);
+        },
+      });
     },
   },
   {

@@ -83,10 +83,11 @@ const STATUS_TEXT: Record<string, string> = {
 
 /** Error codes the layers around a route answer with, per status (added to each status's description). */
 function layerCodes(area: AreaFacts, hasBody: boolean, validationStatus: number): Record<string, string[]> {
-  // Any route may wait for the database: bounded by database.busy_timeout_ms (src/db/wait-gate.ts).
+  // Any route may wait for the database: bounded by database.busy_timeout_ms (src/db/wait-gate.ts);
+  // and during a takeover, for the new process: bounded by web.takeover_wait_ms (src/handover.ts).
   const codes: Record<string, string[]> = {
     '500': ['internal_error'],
-    '503': ['database_unavailable', 'database_busy', 'disk_full'],
+    '503': ['database_unavailable', 'database_busy', 'disk_full', 'restarting'],
   };
   const add = (status: number, code: string) => (codes[status] ??= []).push(code);
   if (hasBody && area.body === 'json') {
@@ -376,7 +377,7 @@ function operation(conv: SchemaConverter, route: RouteInfo, area: AreaFacts): Op
     const text = list.text ?? STATUS_TEXT[status] ?? 'Error';
     const headers: Record<string, unknown> = { 'X-Request-Id': header('XRequestId') };
     if (status === '429') headers['Retry-After'] = { ...header('RetryAfter') };
-    // 503 database_busy: every route may wait for the database (src/db/wait-gate.ts).
+    // 503 database_busy / restarting: every route may wait for the database or a takeover.
     if (status === '503') headers['Retry-After'] = header('RetryAfterBusy');
     if (status === '416') headers['Content-Range'] = header('ContentRangeUnsatisfied');
     if (status === '401' && security?.some((a) => 'Bearer' in a))

@@ -15,7 +15,7 @@ export const headerComponents = {
   },
   RetryAfterBusy: {
     description:
-      'Seconds to wait before retrying: sent with `database_busy` (the database had no connection free in time).',
+      'Seconds to wait before retrying: sent with `database_busy` (the database had no connection free in time) and `restarting` (a new version taking over did not serve in time).',
     schema: { type: 'integer', minimum: 0 },
   },
   ETag: { description: 'Strong ETag of the content: the quoted SHA-256.', required: true, schema: { type: 'string' } },

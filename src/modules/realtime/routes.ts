@@ -11,7 +11,7 @@ import { rootOf, type AreaFacts } from '../../http/areas';
 import type { Basalt } from '../../services';
 import { guardInputs } from '../../guards';
 import { keyChecks, requirePermission, sendsApiKey } from '../../http/api-key-guard';
-import { bearerToken, sendsAuthorization } from '../../http/user-guard';
+import { bearerToken, requestUser, sendsAuthorization } from '../../http/user-guard';
 import { requestInfo } from '../../http/request-info';
 import { successResponse } from '../../http/envelope';
 import { errorsOf, successOf } from '../../http/envelope-schemas';
@@ -62,7 +62,7 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
       : await keys.publicAccess(request);
     if (sendsAuthorization(request)) {
       const token = bearerToken(request);
-      const u = await inputs.authenticate(token);
+      const u = await requestUser(inputs.authenticate, request);
       return {
         kind: 'user',
         userId: u.userId,
@@ -103,6 +103,9 @@ export function realtimeRoutes(p: Basalt, area: AreaFacts) {
             cookies.get(resumeCookieName(query.ticket)) ?? undefined,
           );
           principal = spent.principal;
+          // Who the ticket stands for, for the request log (docs/logs.md), as the guards note a header's caller.
+          if (principal.kind === 'user') info.userId = principal.userId;
+          else if (principal.kind === 'key') info.keyId = principal.key.id;
           if (spent.resume)
             headers['set-cookie'] = new Bun.Cookie(spent.resume.name, spent.resume.secret, {
               path: rootOf(area),

@@ -28,6 +28,22 @@ function withWaitCounters(
   return { ...more, counters: { ...more.counters, ...counters } };
 }
 
+/** The request log's buffer (docs/logs.md): rows written and dropped, and the rows waiting. */
+function withRequestLog(
+  p: Basalt,
+  more: { gauges?: Record<string, number>; counters?: Record<string, number> },
+): { gauges?: Record<string, number>; counters?: Record<string, number> } {
+  const c = p.services.logs.counts();
+  return {
+    gauges: { ...more.gauges, basalt_request_log_buffered: c.buffered },
+    counters: {
+      ...more.counters,
+      basalt_request_log_written_total: c.written,
+      basalt_request_log_dropped_total: c.dropped,
+    },
+  };
+}
+
 /** 127.0.0.0/8 and ::1 (addresses arrive normalized: `::ffff:127.0.0.1` is `127.0.0.1`). */
 const isLoopback = (ip: string) => ip === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
 
@@ -80,7 +96,7 @@ export function systemRoutes(p: Basalt) {
         return new Response(
           metricsFor(p).render(
             { basalt_database_external: p.db.kind === 'external' ? 1 : 0 },
-            withWaitCounters(p, p.services.realtime.metrics()),
+            withWaitCounters(p, withRequestLog(p, p.services.realtime.metrics())),
           ) + (await p.services.jobs.metrics()),
           { headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' } },
         );

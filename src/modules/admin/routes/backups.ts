@@ -9,7 +9,11 @@ import { signedIn } from '../guard';
 import { writeAudit } from '../audit';
 import { AdminErrors } from '../errors';
 import { Responses, reply, replyCreated } from '../responses';
-import { BackupError, backupService, type CreatedBackup } from '../../backup/service';
+import { BackupError, backupService, NOT_SUPPORTED_MESSAGE, type CreatedBackup } from '../../backup/service';
+import { checkWalChain, chooseBase, PitrError, pitrBases, restorableWindow } from '../../backup/pitr';
+import { walArchiveDir } from '../../backup/wal-archive';
+import { readRestoreRequest, writeRestoreRequest } from '../../backup/restore-request';
+import { Bodies } from '../model';
 
 function mapped(e: unknown, name?: string): never {
   if (e instanceof BackupError) {
@@ -26,7 +30,15 @@ export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
       '/backups',
       async () => {
         try {
-          return ok({ backups: await backups().list(), dir: backups().dir });
+          const list = await backups().list();
+          return ok({
+            backups: list,
+            dir: backups().dir,
+            pitr: {
+              window: await restorableWindow(backups().dir, walArchiveDir(p.dataDir)),
+              pending: readRestoreRequest(p.dataDir) ?? null,
+            },
+          });
         } catch (e) {
           mapped(e);
         }
@@ -52,6 +64,40 @@ export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         return ok({ backup });
       },
       { response: replyCreated(Responses.backup) },
+    )
+    .post(
+      '/backups/restore',
+      async ({ body, admin }) => {
+        const { actor } = signedIn(admin);
+        if (!backups().supported) mapped(new BackupError('not_supported', NOT_SUPPORTED_MESSAGE));
+        // The same checks `basalt restore --to` makes before it changes anything: a base backup
+        // before the moment, and the WAL archive whole up to it.
+        let target: Date | 'latest';
+        if (body.to === 'latest') target = 'latest';
+        else {
+          target = new Date(body.to);
+          if (!/(Z|[+-]\d\d:?\d\d)$/i.test(body.to) || Number.isNaN(target.getTime()))
+            throw AdminErrors.field('to', "a time with its zone (2026-12-01T10:00:00Z), or 'latest'");
+          if (target.getTime() > Date.now()) throw AdminErrors.field('to', 'a moment in the past');
+        }
+        try {
+          const base = chooseBase(await pitrBases(backups().dir), target);
+          // Presence only: hashing a week of WAL here would hold the event loop; the restore checks every byte.
+          checkWalChain(walArchiveDir(p.dataDir), base.manifest.wal, target, { hashes: false });
+        } catch (e) {
+          if (e instanceof PitrError) throw AdminErrors.conflict(`Cannot restore to ${body.to}: ${e.message}.`);
+          throw e;
+        }
+        const request = {
+          to: target === 'latest' ? 'latest' : target.toISOString(),
+          requested_by: actor.email ?? 'an administrator',
+          requested_at: new Date().toISOString(),
+        };
+        writeRestoreRequest(p.dataDir, request);
+        await writeAudit(p.db, actor, 'backups.restore_requested', request.to);
+        return ok(request);
+      },
+      { body: Bodies.restoreTo, response: reply(Responses.restoreRequested) },
     )
     .get('/backups/:name/download', ({ params }) => {
       let path: string;

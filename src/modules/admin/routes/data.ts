@@ -14,6 +14,7 @@ import { AdminErrors } from '../errors';
 import { Bodies } from '../model';
 import { Responses, reply, replyCreated } from '../responses';
 import { createDataAccess, type DataAccess } from '../data-access';
+import { createDataSchema, type DataSchema } from '../data-schema';
 
 /** `filters` / `sort` of the export query: JSON text, or absent. */
 function jsonParam(name: string, raw: unknown): unknown {
@@ -48,9 +49,24 @@ export function dataRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
   const data = () => (browser ??= createDataBrowser(p, p.services.database));
   let access: DataAccess | undefined;
   const grants = () => (access ??= createDataAccess(p));
+  let editor: DataSchema | undefined;
+  const schema = () => (editor ??= createDataSchema(p));
   return (
     app
       .get('/data/tables', async () => ok({ tables: await data().tables() }), { response: reply(Responses.tables) })
+      // The schema editor: a table's structure; changes previewed (SQL and warnings, rolled back) or
+      // applied in one audited transaction written as a migration file.
+      .get('/data/tables/:table', async ({ params }) => ok(await schema().structure(params.table)), {
+        response: reply(Responses.structure),
+      })
+      .post('/data/tables/preview', async ({ body }) => ok(await schema().preview(body.changes)), {
+        body: Bodies.schema,
+        response: reply(Responses.schemaPreview),
+      })
+      .post('/data/tables', async ({ body, admin }) => ok(await schema().apply(signedIn(admin).actor, body.changes)), {
+        body: Bodies.schema,
+        response: reply(Responses.schemaApplied),
+      })
       // TypeScript declarations for the JS client as a role sees the schema (docs/client.md, Types).
       .get(
         '/data/types',

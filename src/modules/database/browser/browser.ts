@@ -1,7 +1,7 @@
 /**
  * The admin data browser (docs/admin-api.md §Data browser, docs/admin.md "Data browser"):
- * tables of the data schema with their columns, rows paged with the Database API's
- * filter operators and sort, row edits, CSV export and import. No HTTP here: the admin
+ * tables of the data schema with their columns and relations, rows paged with the Database
+ * API's filter operators, sort and `expand`, row edits, CSV export and import. No HTTP here: the admin
  * routes call it with the admin's transaction (so the audit row commits with the change).
  *
  * Everything goes through the Database API's pieces (docs/database.md): the live catalog
@@ -20,11 +20,11 @@ import type { BrowserCore, Row } from './core';
 import { Catalog, type CatalogSnapshot, type Table } from '../catalog';
 import type { Filter, QueryBody, Sort } from '../model';
 import { mapDbError } from '../pg-errors';
-import { buildStatement, type Statement } from '../query-builder';
+import { answerOf, buildStatement, type Statement } from '../query-builder';
 import { decodeRows, encodeValue, ValueError } from '../value-codec';
 import { exportCsv, type FormulaMode } from './export';
 import { importCsv } from './import';
-import { ESTIMATE_SQL, explainRows, FOREIGN_KEYS_SQL, invalid, isObject, pageStatement, withKeyOrder } from './sql';
+import { countStatements, ESTIMATE_SQL, explainRows, invalid, isObject, pageBody } from './sql';
 
 export type { Row } from './core';
 export type { Filter, Sort } from '../model';
@@ -38,6 +38,16 @@ export interface ColumnInfo {
   /** The table and column this one references (a foreign key), or null. */
   references: { table: string; column: string } | null;
 }
+/** A relation of the table as the Database API names it for `expand` (docs/database.md, "Relations"). */
+export interface RelationInfo {
+  name: string;
+  /** many_to_one: this table's key refers to `table`; one_to_many: `table`'s key refers to this one. */
+  kind: 'many_to_one' | 'one_to_many';
+  table: string;
+  /** This table's columns of the key and `table`'s, pair by pair in key order. */
+  columns: string[];
+  target_columns: string[];
+}
 export interface TableInfo {
   name: string;
   /** The exact number of rows when the table holds at most LIST_EXACT_MAX of them (a bounded count); null above. */
@@ -47,12 +57,16 @@ export interface TableInfo {
   /** Primary key columns in key order; empty: browse, export and insert only. */
   primary_key: string[];
   columns: ColumnInfo[];
+  /** The catalog's relations of the table, by name (many-to-one first). */
+  relations: RelationInfo[];
 }
 export interface SelectQuery {
   filters?: Filter[];
   sort?: Sort[];
   limit?: number;
   offset?: number;
+  /** The Database API's `expand` (docs/database.md, "Relations"): each row's related rows, in the same statement. */
+  expand?: Record<string, unknown>;
 }
 export interface SelectResult {
   rows: Row[];
@@ -100,6 +114,31 @@ export const LIST_EXACT_MAX = 10_000;
 /** How long a table's size estimate is reused (one pg_class read per table per interval). */
 const ESTIMATE_TTL_MS = 5_000;
 
+/**
+ * A table's relations as the catalog reads them from the foreign keys, and the column each
+ * key column references (`ColumnInfo.references`): by the relation it names first, else by
+ * the first other key it is part of.
+ */
+function relationsOf(t: Table): { relations: RelationInfo[]; references: Map<string, ColumnInfo['references']> } {
+  const list = [...t.relations.values()].sort(
+    (a, b) => (a.kind === b.kind ? 0 : a.kind === 'one' ? -1 : 1) || a.name.localeCompare(b.name),
+  );
+  const references = new Map<string, ColumnInfo['references']>();
+  const ones = list.filter((r) => r.kind === 'one');
+  for (const r of ones) references.set(r.name, { table: r.target.name, column: r.on[0]![1].name });
+  for (const r of ones)
+    for (const [mine, theirs] of r.on)
+      if (!references.has(mine.name)) references.set(mine.name, { table: r.target.name, column: theirs.name });
+  const relations = list.map((r) => ({
+    name: r.name,
+    kind: r.kind === 'one' ? ('many_to_one' as const) : ('one_to_many' as const),
+    table: r.target.name,
+    columns: r.on.map(([mine]) => mine.name),
+    target_columns: r.on.map(([, theirs]) => theirs.name),
+  }));
+  return { relations, references };
+}
+
 /** The browser; `database` is the Database API's service, whose catalog it shares when there is one. */
 export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 'catalog'>): DataBrowser {
   const schema = p.settings.get('database.data_schema');
@@ -124,10 +163,20 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
       const built = await catalog.build(
         name,
         via,
-        (table) => buildStatement(body(table), table, { maxLimit: MAX_LIMIT, maxBytes: maxBytes() }),
+        (table) =>
+          buildStatement(body(table), table, {
+            maxLimit: MAX_LIMIT,
+            limitFrom: "the data browser's bound",
+            maxBytes: maxBytes(),
+          }),
         {
           table: () => Errors.notFound(`No table '${name}' in the data schema '${catalog.schema}'.`),
-          name: (e) => invalid(e.path, `unknown column '${e.name}' of table '${name}'`),
+          name: (e) =>
+            invalid(
+              e.path,
+              e.detail ??
+                `unknown ${e.what === 'relation' ? 'relation' : 'column'} '${e.name}' of table '${e.table ?? name}'`,
+            ),
         },
       );
       return { st: built.value, snap: built.snap, table: built.table };
@@ -218,13 +267,6 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
       const snap = await catalog.get();
       const res = await p.db.query<{ name: string; estimate: number | null }>(ESTIMATE_SQL, [catalog.schema]);
       const est = new Map(res.rows.map((r) => [r.name, r.estimate]));
-      const fks = await p.db.query<{ table_name: string; column_name: string; ref_table: string; ref_column: string }>(
-        FOREIGN_KEYS_SQL,
-        [catalog.schema],
-      );
-      const refs = new Map(
-        fks.rows.map((r) => [`${r.table_name}\0${r.column_name}`, { table: r.ref_table, column: r.ref_column }]),
-      );
       const out: TableInfo[] = [];
       for (const t of [...snap.tables.values()].sort((a, b) => a.name.localeCompare(b.name))) {
         const e = est.get(t.name);
@@ -240,6 +282,7 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
         const exact = n <= LIST_EXACT_MAX ? n : null;
         if (exact !== null) rows = exact;
         estimates.set(t.name, { rows, at: Date.now() });
+        const { relations, references } = relationsOf(t);
         out.push({
           name: t.name,
           rows: exact,
@@ -250,39 +293,27 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
             type: c.fullType,
             nullable: !c.notNull,
             has_default: c.hasDefault,
-            references: refs.get(`${t.name}\0${c.name}`) ?? null,
+            references: references.get(c.name) ?? null,
           })),
+          relations,
         });
       }
       return out;
     },
 
     async select(name, q = {}) {
-      if (!isObject(q)) throw invalid('query', 'must be an object {filters?, sort?, limit?, offset?}');
+      if (!isObject(q)) throw invalid('query', 'must be an object {filters?, sort?, limit?, offset?, expand?}');
       const limit = q.limit ?? DEFAULT_LIMIT;
       if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > MAX_LIMIT)
         throw invalid('limit', `must be at most ${MAX_LIMIT}; page with offset`);
-      const filters = q.filters;
-      // The builder checks the request (names against the catalog, operators, values, limit, offset).
-      const { snap, table } = await core.build(
-        name,
-        (t) =>
-          ({
-            entity: name,
-            action: 'select',
-            ...(filters === undefined ? {} : { filters }),
-            sort: withKeyOrder(t, q.sort),
-            limit,
-            offset: q.offset ?? 0,
-          }) as QueryBody,
+      const { filters, expand } = q;
+      // The page is the query builder's statement (names against the catalog, operators, values,
+      // limit, offset, and `expand` as the Database API reads it), in the sort asked for, then the key.
+      const built = await core.build(name, (t) =>
+        pageBody(t, { filters, sort: q.sort, limit, offset: q.offset ?? 0, expand }),
       );
-      const page = pageStatement(table, {
-        filters,
-        sort: q.sort,
-        limit: limit as number,
-        offset: (q.offset ?? 0) as number,
-      });
-      const st = page.st;
+      const { st, table } = built;
+      const count = countStatements(table, filters);
       const filtered = Array.isArray(filters) && filters.length > 0;
       try {
         // The table's size decides between an exact count and an estimate (cached for a few
@@ -297,19 +328,19 @@ export function createDataBrowser(p: Platform, database?: Pick<DatabaseService, 
             .then((r) => r[0] as QueryResult<Row>),
           exact
             ? p.db
-                .query<{ total: string | number }>(page.countSql, page.countParams)
+                .query<{ total: string | number }>(count.countSql, count.countParams)
                 .then((c) => Number(c.rows[0]?.total ?? 0))
             : filtered
               ? // Never an unbounded count(*) on a big table: the planner's estimate of the filtered set.
-                explainRows(p.db, page.estimateSql, page.countParams)
+                explainRows(p.db, count.estimateSql, count.countParams)
               : tableRows,
         ]);
-        const rows = decodeRows(st.columns, res.rows);
+        const { rows } = answerOf(st, res);
         const out: SelectResult = { rows, count: rows.length, estimated_total: counted };
         if (exact) out.total = counted;
         return out;
       } catch (err) {
-        return failed(err, { st, snap, table }, p.db);
+        return failed(err, built, p.db);
       }
     },
 

@@ -7,9 +7,9 @@
 import type { Queryable } from '../../../db/engine';
 import { Errors, type AppError } from '../../../http/errors';
 import type { Column, Table } from '../catalog';
-import { orderBy, Params, where, type Statement } from '../query-builder';
+import { Params, where } from '../query-builder';
 import { castParam, encodeValue, ValueError } from '../value-codec';
-import type { Sort } from '../model';
+import type { QueryBody, Sort } from '../model';
 import type { Row } from './core';
 
 export const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -31,20 +31,6 @@ SELECT c.relname AS name,
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`;
-
-// Each column of a foreign key in the data schema, with the table and column it references
-// (both in the same schema: the admin reaches only that one).
-export const FOREIGN_KEYS_SQL = `
-SELECT src.relname AS table_name, a.attname AS column_name, dst.relname AS ref_table, fa.attname AS ref_column
-  FROM pg_catalog.pg_constraint con
-  JOIN pg_catalog.pg_class src ON src.oid = con.conrelid
-  JOIN pg_catalog.pg_namespace n ON n.oid = src.relnamespace
-  JOIN pg_catalog.pg_class dst ON dst.oid = con.confrelid
-  JOIN pg_catalog.pg_namespace dn ON dn.oid = dst.relnamespace
-  CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(attnum, fattnum)
-  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
-  JOIN pg_catalog.pg_attribute fa ON fa.attrelid = con.confrelid AND fa.attnum = k.fattnum
- WHERE con.contype = 'f' AND n.nspname = $1 AND dn.nspname = $1`;
 
 /** Rows of the top plan node of `EXPLAIN (FORMAT JSON) <sql>`. */
 export async function explainRows(db: Queryable, sql: string, params: unknown[] = []): Promise<number> {
@@ -71,10 +57,13 @@ export type KeyPart = { col: Column; desc: boolean };
 
 /** The sort items (already checked by the builder) as columns and directions. */
 export function keyParts(table: Table, sort: unknown): KeyPart[] {
-  return ((sort ?? []) as Sort[]).map((s) => ({
-    col: table.columns.get(s.field)!,
-    desc: String(s.direction ?? 'asc').toLowerCase() === 'desc',
-  }));
+  return ((sort ?? []) as Sort[]).map((s, i) => {
+    const col = table.columns.get(s.field);
+    // A path through a relation (`author_id.name`) sorts a select, not the export's keyset batches.
+    if (!col)
+      throw invalid(`sort[${i}].field`, `the CSV export sorts by columns of '${table.name}' only, not by a path`);
+    return { col, desc: String(s.direction ?? 'asc').toLowerCase() === 'desc' };
+  });
 }
 
 /**
@@ -89,24 +78,37 @@ export function orderByColumns(table: Table, parts: KeyPart[]): string {
 }
 
 /**
- * The page statement of `select`: the builder's WHERE (operators, casts, bind
- * parameters) with ORDER BY on the table's own columns (see orderByColumns) and the
- * primary key as tie-breaker; plus the count and the estimate over the same filters.
+ * The Database API request of `select`'s page (the builder makes its statement): the
+ * filters, the sort asked for then the primary key, the page, and `expand` when asked.
  */
-export function pageStatement(
+export function pageBody(
   table: Table,
-  q: { filters?: unknown; sort?: unknown; limit: number; offset: number },
-): { st: Statement; countSql: string; countParams: unknown[]; estimateSql: string } {
-  const params = new Params();
-  const w = where(table, q.filters, params);
-  const countParams = params.list.slice();
-  const sort = withKeyOrder(table, q.sort);
-  orderBy(table, sort); // the builder stays the judge of a sort item
-  const sql = `SELECT ${table.selectAll} FROM ${table.quoted}${w}${orderByColumns(table, keyParts(table, sort))} LIMIT $${params.add(q.limit)} OFFSET $${params.add(q.offset)}`;
+  q: { filters?: unknown; sort?: unknown; limit: unknown; offset: unknown; expand?: unknown },
+): QueryBody {
   return {
-    st: params.statement(sql, table.columnList),
+    entity: table.name,
+    action: 'select',
+    ...(q.filters === undefined ? {} : { filters: q.filters }),
+    ...(q.expand === undefined ? {} : { expand: q.expand }),
+    sort: withKeyOrder(table, q.sort),
+    limit: q.limit,
+    offset: q.offset,
+  } as QueryBody;
+}
+
+/**
+ * The count and the estimate of `select`'s rows: the builder's WHERE (operators, casts,
+ * bind parameters) over the table alone; the page itself is the builder's statement.
+ */
+export function countStatements(
+  table: Table,
+  filters: unknown,
+): { countSql: string; countParams: unknown[]; estimateSql: string } {
+  const params = new Params();
+  const w = where(table, filters, params);
+  return {
     countSql: `SELECT count(*)::int8 AS total FROM ${table.quoted}${w}`,
-    countParams,
+    countParams: params.list,
     estimateSql: `SELECT 1 FROM ${table.quoted}${w}`,
   };
 }

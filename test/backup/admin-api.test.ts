@@ -110,7 +110,7 @@ describe('admin API point-in-time restore (embedded)', () => {
       { message: expect.stringContaining('before the oldest base backup') },
     );
     const r = await adminReq(s!, a, 'POST', '/api/admin/backups/restore', { to: 'latest' });
-    expect(r.status).toBe(200);
+    expect({ status: r.status, body: r.body }).toMatchObject({ status: 200 }); // the body says why, if not
     expect(r.body.data).toEqual({ to: 'latest', requested_by: a.email, requested_at: expect.any(String) });
     expect((await pitr()).pending).toEqual(r.body.data);
     const audit = await adminReq(s!, a, 'GET', '/api/admin/audit?action=backups.restore_requested');

@@ -5,12 +5,13 @@
  * (src/modules/backup/wal-archive.ts, docs/backup.md "Point-in-time restore").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type TestServer } from '../helpers/server';
 import { backupService, readManifest } from '../../src/modules/backup/service';
 import { checkWalChain } from '../../src/modules/backup/pitr';
-import { listArchived, parseSegment } from '../../src/modules/backup/wal-archive';
+import { listArchived, parseSegment, segmentName } from '../../src/modules/backup/wal-archive';
 import { eventually } from '../helpers/wait';
 
 describe('WAL archive', () => {
@@ -49,4 +50,27 @@ describe('WAL archive', () => {
     expect(() => checkWalChain(walDir, wal, 'latest')).not.toThrow();
     expect(readdirSync(walDir).filter((f) => /^[0-9A-F]{24}$/.test(f)).length).toBeGreaterThanOrEqual(current - first);
   }, 60_000);
+});
+
+describe("a serving process's early check of the archive (the admin API's restore request)", () => {
+  const size = 16 << 20;
+  const wal = {
+    start: segmentName(1, 3, size),
+    timeline: 1,
+    segment_size: size,
+    snapshot_at: new Date().toISOString(),
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'basalt-wal-check-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('segments after the newest archived are still to come; a hole before it is named', () => {
+    // Nothing archived from the base's start on yet: the archiver copies it, at the latest at the stop.
+    expect(() => checkWalChain(dir, wal, 'latest', { serving: true })).not.toThrow();
+    expect(() => checkWalChain(dir, wal, new Date(Date.now() - 1000), { serving: true })).not.toThrow();
+    // The restore itself, after the stop, needs them.
+    expect(() => checkWalChain(dir, wal, 'latest')).toThrow(`lacks segment ${wal.start}`);
+    // A later segment archived and the base's own missing: a hole, named in both checks.
+    writeFileSync(join(dir, segmentName(1, 4, size)), 'x');
+    expect(() => checkWalChain(dir, wal, 'latest', { serving: true })).toThrow(`lacks segment ${wal.start}`);
+  });
 });

@@ -171,11 +171,14 @@ export async function startWalArchiver(o: WalArchiverOptions): Promise<WalArchiv
   let busy = false;
   let warnedAt = 0;
   const missing = new Set<string>();
+  /** The segment a round is copying now (already past `next`): PostgreSQL may still take it away. */
+  let inFlight: number | undefined;
 
   /** Copy a whole segment, in line (from `beforeSegmentGone`) or not. */
   const copyWhole = (segno: number, bytes: Uint8Array) => {
     const n = name(segno);
-    const tmp = join(dir, `.${n}.tmp`);
+    // Not the round's temporary name: a round may be writing the same segment at this moment.
+    const tmp = join(dir, `.${n}.inline.tmp`);
     writeFileSync(tmp, bytes, { mode: 0o600 });
     writeFileSync(join(dir, `${n}.sha256`), hashLine(sha256(bytes), n), { mode: 0o600 });
     renameSync(tmp, join(dir, n));
@@ -187,7 +190,8 @@ export async function startWalArchiver(o: WalArchiverOptions): Promise<WalArchiv
   // PostgreSQL removes or recycles a segment: copy it first if it is complete and not archived.
   o.wal.beforeSegmentGone = (path) => {
     const id = parseSegment(path.slice(-24), size);
-    if (!id || id.tli !== tli || id.segno < next || id.segno >= current() || done.has(id.segno)) return;
+    if (!id || id.tli !== tli || id.segno >= current() || done.has(id.segno)) return;
+    if (id.segno < next && id.segno !== inFlight) return;
     try {
       copyWhole(id.segno, readFileSync(path));
       done.add(id.segno);
@@ -196,14 +200,27 @@ export async function startWalArchiver(o: WalArchiverOptions): Promise<WalArchiv
     }
   };
 
+  /** Copy a whole segment in a round; `beforeSegmentGone` copies it in line if PostgreSQL takes it away meanwhile. */
   async function archiveWhole(segno: number): Promise<void> {
+    inFlight = segno;
+    try {
+      await copyRound(segno);
+    } finally {
+      inFlight = undefined;
+      done.delete(segno);
+    }
+  }
+
+  async function copyRound(segno: number): Promise<void> {
     const n = name(segno);
-    if (done.delete(segno)) return o.archived?.(join(dir, n), n); // copied in line already
+    if (done.has(segno)) return o.archived?.(join(dir, n), n); // copied in line already
     const src = join(o.wal.dir, n);
     let bytes: Buffer;
     try {
       bytes = await readFile(src);
     } catch {
+      // Taken away before this read opened it: copied in line first, unless the copy failed.
+      if (done.has(segno)) return o.archived?.(join(dir, n), n);
       if (!missing.has(n))
         o.log.warn('WAL segment gone before it was archived: a point-in-time restore cannot pass it', { segment: n });
       missing.add(n);

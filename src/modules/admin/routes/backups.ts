@@ -82,8 +82,7 @@ export function backupsRoutes(app: AdminApp, p: Basalt, ok: Ok): AdminApp {
         }
         try {
           const base = chooseBase(await pitrBases(backups().dir), target);
-          // Presence only: hashing a week of WAL here would hold the event loop; the restore checks every byte.
-          checkWalChain(walArchiveDir(p.dataDir), base.manifest.wal, target, { hashes: false });
+          checkWalChain(walArchiveDir(p.dataDir), base.manifest.wal, target, { serving: true });
         } catch (e) {
           if (e instanceof PitrError) throw AdminErrors.conflict(`Cannot restore to ${body.to}: ${e.message}.`);
           throw e;

@@ -41,8 +41,9 @@
  * p50/p99 (wrk's latency distribution) with the req/s ratio beside. The result is also written
  * as JSON (BENCH_JSON, default bench/results/http-<time>.json). Loopback only; every wrk run is
  * bounded by BENCH_SECONDS. Basalt keeps its request log (docs/logs.md) as by default;
- * BENCH_REQUEST_LOG=off runs it with logs.enabled = false, to measure what the log costs; a number
- * (BENCH_REQUEST_LOG=0.1) runs it with that logs.sample_rate.
+ * BENCH_REQUEST_LOG=off runs it with logs.enabled = false, to measure what the log costs; `all`
+ * with logs.max_per_second = 0 (every success kept); a number (BENCH_REQUEST_LOG=0.1) with that
+ * logs.sample_rate.
  *
  *   npm run bench:http                                     # both engines, 1/16/64/256 connections
  *   BENCH_ENGINES=external BENCH_WORKLOADS=select BENCH_CONNECTIONS=64 npm run bench:http
@@ -345,6 +346,7 @@ for (const engine of ENGINES) {
     BASALT_DB_MAX_TRANSACTIONS_PER_KEY: '1000',
     BASALT_DB_TRANSACTION_IDLE_TIMEOUT_MS: '1000',
     ...(process.env.BENCH_REQUEST_LOG === 'off' ? { BASALT_LOGS_ENABLED: 'false' } : {}),
+    ...(process.env.BENCH_REQUEST_LOG === 'all' ? { BASALT_LOGS_MAX_PER_SECOND: '0' } : {}),
     ...(/^[0-9.]+$/.test(process.env.BENCH_REQUEST_LOG ?? '')
       ? { BASALT_LOGS_SAMPLE_RATE: process.env.BENCH_REQUEST_LOG! }
       : {}),

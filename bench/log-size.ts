@@ -61,6 +61,7 @@ function synthetic(i: number, users: string[], keys: string[]): Pending {
         : status >= 400
           ? { code: 'unauthorized', message: 'The API key is invalid, revoked or expired.' }
           : null,
+    weight: 1,
   };
 }
 

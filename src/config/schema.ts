@@ -330,6 +330,15 @@ const DEFINITIONS = [
       'Share of successful requests (status below 400) kept in the request log, from 0 to 1; answers with status 400 and above are always kept.',
   },
   {
+    key: 'logs.max_per_second',
+    kind: 'int',
+    default: 50,
+    min: 0,
+    max: 1_000_000,
+    description:
+      'About how many successful requests a second each instance keeps in the request log at most: past it, successes are sampled and each kept row counts for those it stands for; errors are always kept. 0: no limit.',
+  },
+  {
     key: 'logs.retention_days',
     kind: 'int',
     default: 7,

@@ -748,11 +748,12 @@ const scenarios: Scenario[] = [
     undefined,
     200,
     (r) => {
-      expect(r.body.data.sample_rate).toBe(1);
+      expect(r.body.data).toMatchObject({ sample_rate: 1, max_per_second: 50 });
       expect(r.body.data.minutes[0]).toEqual({
         minute: expect.any(String),
         requests: expect.any(Number),
         errors: expect.any(Number),
+        kept: expect.any(Number),
       });
     },
   ],

@@ -1,6 +1,7 @@
 /**
  * The request log (docs/logs.md) over HTTP, on each engine: a user's failing request found by
- * user and path with its error's cause; secret query values redacted; `logs.sample_rate = 0`
+ * user and path with its error's cause; secret query values redacted; successes past
+ * `logs.max_per_second` sampled, with the chart still counting them all; `logs.sample_rate = 0`
  * keeps errors only; retention prunes old rows; rows still waiting in the buffer are written
  * when the server stops on SIGTERM. Read through the admin API, as the panel does.
  */
@@ -174,13 +175,53 @@ for (const engine of ENGINES)
       expect((await s.req('GET', '/healthz', { headers: { 'x-request-id': `kept-ok-${engine}` } })).status).toBe(200);
       expect((await rows(s, a, { area: 'system' })).map((e) => e.request_id)).toContain(`kept-ok-${engine}`);
     });
+
+    // Last here: the burst raises the instance's count of successes a second, and so thins those
+    // of the next second or two.
+    test('past logs.max_per_second successes are sampled, every error kept, and the chart counts them all', async () => {
+      await adminReq(s, a, 'PUT', '/api/admin/settings/logs.max_per_second', { value: 20 });
+      const since = new Date(Date.now() - 1000).toISOString();
+      const N = 300;
+      try {
+        for (let i = 0; i < N; i += 50)
+          await Promise.all([
+            ...Array.from({ length: 50 }, (_, j) =>
+              s.req('GET', '/healthz', { headers: { 'x-request-id': `burst-${engine}-${i + j}` } }),
+            ),
+            s.req('GET', '/nothing', { headers: { 'x-request-id': `burst-err-${engine}-${i}` } }),
+          ]);
+      } finally {
+        await adminReq(s, a, 'DELETE', '/api/admin/settings/logs.max_per_second');
+      }
+      const healthz = await rows(s, a, { path: '/healthz', since });
+      const kept = healthz.filter((e) => e.request_id.startsWith(`burst-${engine}-`));
+      // About 20 a second, and more while the burst's first second is thinned as it comes.
+      expect(kept.length).toBeGreaterThanOrEqual(20);
+      expect(kept.length).toBeLessThan(200);
+      const errs = (await rows(s, a, { path: '/nothing', since })).map((e) => e.request_id);
+      for (let i = 0; i < N; i += 50) expect(errs).toContain(`burst-err-${engine}-${i}`);
+      // Each kept success counts for the requests it stands for: the chart estimates all 300.
+      const r = await adminReq(
+        s,
+        a,
+        'GET',
+        `/api/admin/logs/minutes?${new URLSearchParams({ path: '/healthz', since })}`,
+      );
+      expect(r.status).toBe(200);
+      const sum = (k: 'requests' | 'kept') => r.body.data.minutes.reduce((n: number, m: any) => n + m[k], 0);
+      expect(sum('kept')).toBe(healthz.length);
+      expect(sum('requests')).toBeGreaterThan(N / 3);
+      expect(sum('requests')).toBeLessThan(N * 3);
+    });
   });
 
 describe.each(ENGINES)('the request log at shutdown (%s)', (engine: Engine) => {
   test('rows still in the buffer are written when the server stops on SIGTERM', async () => {
     const db = await freshDb(engine);
+    // Every success kept: 300 in a burst is past the default logs.max_per_second.
+    const env = { BASALT_LOGS_MAX_PER_SECOND: '0' };
     try {
-      const first = await startServer(engine, { db });
+      const first = await startServer(engine, { db, env });
       const N = 300;
       for (let i = 0; i < N; i += 50)
         await Promise.all(
@@ -190,7 +231,7 @@ describe.each(ENGINES)('the request log at shutdown (%s)', (engine: Engine) => {
         );
       // Nothing has read the log (a read writes the buffer first): at most a timed batch went out.
       await first.stop();
-      const again = await startServer(engine, { db });
+      const again = await startServer(engine, { db, env });
       try {
         const a = await signInAdmin(again);
         const ids = new Set<string>();

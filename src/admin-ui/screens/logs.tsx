@@ -54,6 +54,7 @@ function Chart({ f, tick }: { f: Filters; tick: number }) {
   const max = Math.max(1, ...chart.data.minutes.map((m) => m.requests));
   const total = chart.data.minutes.reduce((n, m) => n + m.requests, 0);
   const errors = chart.data.minutes.reduce((n, m) => n + m.errors, 0);
+  const sampled = chart.data.minutes.some((m) => m.kept < m.requests);
   const W = 1000;
   const H = 120;
   const bw = W / span;
@@ -66,7 +67,7 @@ function Chart({ f, tick }: { f: Filters; tick: number }) {
     const at = new Date((first + i) * 60_000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
     bars.push(
       <g key={i}>
-        <title>{`${at}: ${m.requests} requests, ${m.errors} errors`}</title>
+        <title>{`${at}: ${m.requests} requests${m.kept < m.requests ? ` (${m.kept} kept)` : ''}, ${m.errors} errors`}</title>
         <rect class="chart-requests" x={i * bw} y={H - h} width={Math.max(bw - 1, 0.5)} height={h} />
         {m.errors > 0 && (
           <rect class="chart-errors" x={i * bw} y={H - eh} width={Math.max(bw - 1, 0.5)} height={Math.max(eh, 1)} />
@@ -87,7 +88,7 @@ function Chart({ f, tick }: { f: Filters; tick: number }) {
         </span>
         <span class="muted">
           per minute, peak {max.toLocaleString()}
-          {chart.data.sample_rate < 1 ? ` · successes sampled at ${chart.data.sample_rate}` : ''}
+          {sampled ? ' · successes sampled, so counts are estimates' : ''}
         </span>
       </figcaption>
       <svg
@@ -195,7 +196,7 @@ export function Logs() {
     <>
       <PageHeader
         title={titleOf('logs')}
-        subtitle="Every answered request, newest first: errors always, successes as logs.sample_rate says; kept logs.retention_days days."
+        subtitle="Answered requests, newest first: every error; successes up to logs.max_per_second a second, then sampled; kept logs.retention_days days."
         actions={
           <Button
             icon="refresh"

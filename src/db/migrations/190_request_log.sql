@@ -15,7 +15,10 @@ CREATE TABLE basalt.request_log (
   user_id     uuid,
   ip          text,
   -- An error answer: {code, message}, and for a 5xx the cause the stdout log recorded.
-  error       jsonb
+  error       jsonb,
+  -- How many requests the row stands for: 1, or 1/p for a success kept with chance p
+  -- (logs.sample_rate, logs.max_per_second), so per-minute counts stay estimates of all.
+  weight      real NOT NULL DEFAULT 1
 );
 -- Rows arrive in time order: a BRIN index serves time ranges and retention at little cost per
 -- insert. A request id is only ever looked up whole: a hash index, a third of a btree's cost per

@@ -367,10 +367,14 @@ export const Responses = {
       t.Object({ id: t.String(), at: When, action: t.String(), target: MaybeText, admin_email: MaybeText }),
     ),
   }),
-  /** Requests and errors per minute; successes are counted as sampled (`sample_rate`). */
+  /**
+   * Requests and errors per minute: `requests` counts each kept row for the requests it stands
+   * for (sampled successes: docs/logs.md), `kept` the rows themselves.
+   */
   logMinutes: t.Object({
-    minutes: t.Array(t.Object({ minute: When, requests: t.Number(), errors: t.Number() })),
+    minutes: t.Array(t.Object({ minute: When, requests: t.Number(), errors: t.Number(), kept: t.Number() })),
     sample_rate: t.Number(),
+    max_per_second: t.Number(),
   }),
   settings: t.Object({ settings: t.Array(Setting) }),
   smtpTest: t.Object({ message_id: t.String(), response: t.String() }),

@@ -28,8 +28,10 @@ export interface RequestLogService extends RequestLogSink {
   ): Promise<{ entries: LogEntry[]; next_cursor: string | null }>;
   /** One request's rows and what administrators changed in it. */
   detail(requestId: string): Promise<{ entries: LogEntry[]; audit: Awaited<ReturnType<typeof auditOf>> }>;
-  /** Requests and errors per minute of the range (at most CHART_MAX_MINUTES, ending at `until`), with the sample rate in force. */
-  minutes(f: LogFilter & { since: Date; until: Date }): Promise<{ minutes: MinuteCount[]; sample_rate: number }>;
+  /** Requests and errors per minute of the range (at most CHART_MAX_MINUTES, ending at `until`), with the sampling in force. */
+  minutes(
+    f: LogFilter & { since: Date; until: Date },
+  ): Promise<{ minutes: MinuteCount[]; sample_rate: number; max_per_second: number }>;
   prune(): Promise<number>;
   /** Prune now and hourly; resolves to the function that ends it (src/workers.ts). */
   startRetention(): () => Promise<void>;
@@ -58,7 +60,11 @@ export function createRequestLogService(p: Platform): RequestLogService {
       const earliest = new Date(f.until.getTime() - CHART_MAX_MINUTES * 60_000);
       const since = f.since < earliest ? earliest : f.since;
       const rate = Number(p.settings.get('logs.sample_rate'));
-      return { minutes: await perMinute(db, { ...f, since }), sample_rate: Number.isFinite(rate) ? rate : 1 };
+      return {
+        minutes: await perMinute(db, { ...f, since }),
+        sample_rate: Number.isFinite(rate) ? rate : 1,
+        max_per_second: p.settings.get('logs.max_per_second'),
+      };
     },
     prune,
     startRetention() {

@@ -122,16 +122,19 @@ export async function auditOf(
 
 export interface MinuteCount {
   minute: Date;
+  /** Requests answered: the rows kept, each counted for the requests it stands for (its weight). */
   requests: number;
   errors: number;
+  /** Rows kept: fewer than `requests` where successes were sampled. */
+  kept: number;
 }
 
-/** Requests and errors (status 400 and above) per minute of [since, until), minutes without any left out. */
+/** Requests (estimated where sampled) and errors (status 400 and above, all kept) per minute of [since, until), minutes without any left out. */
 export async function perMinute(q: Queryable, f: LogFilter & { since: Date; until: Date }): Promise<MinuteCount[]> {
   const params: unknown[] = [];
   const { rows } = await q.query<MinuteCount>(
-    `SELECT date_trunc('minute', l.at) AS minute, count(*)::int AS requests,
-            (count(*) FILTER (WHERE l.status >= 400))::int AS errors
+    `SELECT date_trunc('minute', l.at) AS minute, round(sum(l.weight))::int AS requests,
+            (count(*) FILTER (WHERE l.status >= 400))::int AS errors, count(*)::int AS kept
        FROM basalt.request_log l ${where(f, params)} GROUP BY 1 ORDER BY 1`,
     params,
   );

@@ -1,7 +1,8 @@
 /**
  * The request log's buffer (docs/logs.md): the listener hands it every answered request
- * (`record`, src/http/server.ts), which only decides whether to keep it (logs.enabled,
- * logs.sample_rate for successes; status 400 and above always) and pushes a row. Rows are
+ * (`record`, src/http/server.ts), which only decides whether to keep it (logs.enabled;
+ * successes with the chance `keepChance` gives, status 400 and above always) and pushes a row.
+ * A kept success carries the weight 1/chance: the requests it stands for. Rows are
  * written in one multi-row insert per batch (`insertRows`) every FLUSH_EVERY_MS, or at once
  * when BATCH_ROWS are waiting, and at shutdown. At most MAX_BUFFERED rows wait: beyond,
  * and when a write fails, rows are dropped and counted (basalt_request_log_dropped_total).
@@ -32,6 +33,8 @@ export interface Pending {
   userId: string | null;
   ip: string | null;
   failure: RequestFailure | null;
+  /** How many requests the row stands for (1 / the chance it was kept with). */
+  weight: number;
 }
 
 /**
@@ -40,9 +43,9 @@ export interface Pending {
  * parameters cost a describe round and a serializer pass each), and `json_to_recordset` turns
  * each row into typed columns in one pass (docs/bench/2026-11-29-request-log.md).
  */
-const INSERT = `INSERT INTO basalt.request_log (at, request_id, method, path, status, duration_ms, area, key_id, user_id, ip, error)
-  SELECT to_timestamp(a / 1000), r, m, p, s, d, ar, k, u, i, e FROM json_to_recordset($1::json)
-    AS x(a float8, r text, m text, p text, s int, d real, ar text, k uuid, u uuid, i text, e jsonb)`;
+const INSERT = `INSERT INTO basalt.request_log (at, request_id, method, path, status, duration_ms, area, key_id, user_id, ip, error, weight)
+  SELECT to_timestamp(a / 1000), r, m, p, s, d, ar, k, u, i, e, coalesce(w, 1) FROM json_to_recordset($1::json)
+    AS x(a float8, r text, m text, p text, s int, d real, ar text, k uuid, u uuid, i text, e jsonb, w real)`;
 
 export async function insertRows(db: Queryable, rows: readonly Pending[]): Promise<void> {
   const values = rows.map((r) => ({
@@ -57,6 +60,8 @@ export async function insertRows(db: Queryable, rows: readonly Pending[]): Promi
     u: r.userId,
     i: r.ip,
     e: r.failure,
+    // Left out (a null column, so 1) for the usual weight of 1.
+    w: r.weight === 1 ? undefined : r.weight,
   }));
   await db.query(INSERT, [JSON.stringify(values)]);
 }
@@ -81,22 +86,31 @@ export class RequestLogWriter implements RequestLogSink {
   /** logs.sample_rate parsed, and the text it was parsed from (the setting is live). */
   private rateText = '';
   private rate = 1;
+  /** Successes answered in the current second (`second`) and in the one before (logs.max_per_second). */
+  private second = 0;
+  private seenNow = 0;
+  private seenBefore = 0;
 
   constructor(private readonly d: { db: Queryable; settings: Settings; log: Logger }) {}
 
   record(method: string, url: string, path: string, status: number, ms: number, info: RequestInfo): void {
     const settings = this.d.settings;
     if (!settings.get('logs.enabled')) return;
+    const now = Date.now();
+    let weight = 1;
     if (status < 400) {
-      const rate = this.sampleRate();
-      if (rate < 1 && !(Math.random() < rate)) return;
+      const chance = this.keepChance(now);
+      if (chance < 1) {
+        if (!(Math.random() < chance)) return;
+        weight = 1 / chance;
+      }
     }
     if (this.closed || this.rows.length >= MAX_BUFFERED) {
       this.dropped++;
       return;
     }
     this.rows.push({
-      at: Date.now() - ms,
+      at: now - ms,
       requestId: info.id,
       method,
       url,
@@ -108,9 +122,29 @@ export class RequestLogWriter implements RequestLogSink {
       userId: info.userId ?? null,
       ip: info.ip,
       failure: info.failure ?? null,
+      weight,
     });
     if (this.rows.length >= BATCH_ROWS) void this.flush();
     else this.timer ??= this.arm();
+  }
+
+  /**
+   * The chance a success is kept: logs.sample_rate, lowered when more than logs.max_per_second
+   * would be kept, so that about that many are: successes a second are those of the second
+   * before, or of this one so far when more (a burst is thinned as it comes).
+   */
+  private keepChance(now: number): number {
+    const rate = this.sampleRate();
+    const max = this.d.settings.get('logs.max_per_second');
+    if (max === 0 || rate === 0) return rate;
+    const second = Math.floor(now / 1000);
+    if (second !== this.second) {
+      this.seenBefore = second === this.second + 1 ? this.seenNow : 0;
+      this.seenNow = 0;
+      this.second = second;
+    }
+    const kept = Math.max(++this.seenNow, this.seenBefore) * rate;
+    return kept <= max ? rate : (rate * max) / kept;
   }
 
   private sampleRate(): number {

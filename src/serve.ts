@@ -1,4 +1,5 @@
 import type { Server } from 'bun';
+import { connect } from 'node:net';
 import type { Basalt } from './services';
 import { areas, createApp, type ExtraModules } from './app';
 import { ConfigError, checkCombination } from './config/validate';
@@ -13,8 +14,10 @@ import { exited, HandoverGate, migratesQueuedConnections, serveForwarded, type H
 // Listeners bind with SO_REUSEPORT, so that a new `basalt serve` can take this one over on
 // the same port (src/handover.ts). Two unrelated processes could then share a port without
 // an error (Bun also shares one once the embedded engine's WebAssembly runtime is loaded,
-// whatever reusePort says), so a listener proves it answers its own port before serving,
-// except in a takeover, where sharing the port for a moment is the point.
+// whatever reusePort says), so, except in a takeover, where sharing the port for a moment is
+// the point: before binding, a port that accepts a connection is in use (`acceptsOn`); after,
+// the listener proves it answers its own port (`assertOwned`), for a process that bound it
+// in between.
 const PROBE_HEADER = 'x-basalt-listener-check';
 const probeToken = crypto.randomUUID();
 const PROBES = 8;
@@ -24,31 +27,52 @@ function checked(handler: (req: Request, server: Server<unknown>) => Promise<Res
     req.headers.get(PROBE_HEADER) === probeToken ? Promise.resolve(new Response(probeToken)) : handler(req, server);
 }
 
+/** The address a probe of a listener on `hostname` connects to. */
+function probeHost(hostname: string | undefined): string {
+  if (hostname === '0.0.0.0' || !hostname) return '127.0.0.1';
+  if (hostname === '::') return '::1';
+  return hostname;
+}
+
+const inUse = (key: string, port: number, hostname: string | undefined) =>
+  new ConfigError(
+    `${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`,
+  );
+
+/**
+ * Whether something accepts TCP connections on the port now. Asked before binding, so only
+ * another process can answer: unlike the probes after binding, it cannot reach our own
+ * listener by chance (the kernel spreads connections between the sockets sharing a port).
+ */
+function acceptsOn(hostname: string, port: number): Promise<boolean> {
+  if (port === 0) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const socket = connect({ host: probeHost(hostname), port });
+    const done = (accepted: boolean) => {
+      socket.destroy();
+      resolve(accepted);
+    };
+    socket.setTimeout(2000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
 async function assertOwned(server: Server<unknown>, key: string): Promise<void> {
-  const host =
-    server.hostname === '0.0.0.0' || !server.hostname
-      ? '127.0.0.1'
-      : server.hostname === '::'
-        ? '[::1]'
-        : server.hostname.includes(':')
-          ? `[${server.hostname}]`
-          : server.hostname;
+  const host = probeHost(server.hostname);
+  const url = host.includes(':') ? `[${host}]` : host;
   // When both sockets hold the port the kernel spreads new connections between them, so one
   // answer can come from our own listener by chance: probe several fresh connections.
   let owned = true;
   for (let i = 0; i < PROBES && owned; i++) {
-    const answer = await fetch(`http://${host}:${server.port}/`, {
+    const answer = await fetch(`http://${url}:${server.port}/`, {
       headers: { [PROBE_HEADER]: probeToken, connection: 'close' },
     })
       .then((r) => r.text())
       .catch(() => '');
     owned = answer === probeToken;
   }
-  if (!owned) {
-    throw new ConfigError(
-      `${key}: port ${server.port} on ${server.hostname} is already in use; stop the other process or choose another port`,
-    );
-  }
+  if (!owned) throw inUse(key, server.port ?? 0, server.hostname);
 }
 
 export interface Running {
@@ -100,10 +124,7 @@ export async function listen(p: Basalt, extra: ExtraModules = [], opts: ListenOp
       });
     } catch (e) {
       const code = (e as { code?: string }).code;
-      if (code === 'EADDRINUSE')
-        throw new ConfigError(
-          `${key}: port ${port} on ${hostname} is already in use; stop the other process or choose another port`,
-        );
+      if (code === 'EADDRINUSE') throw inUse(key, port, hostname);
       if (code === 'EADDRNOTAVAIL')
         throw new ConfigError(`web.host: cannot bind to ${hostname} (no such address on this machine)`);
       if (code === 'EACCES') throw new ConfigError(`${key}: not allowed to bind port ${port}; use a port above 1023`);
@@ -120,6 +141,11 @@ export async function listen(p: Basalt, extra: ExtraModules = [], opts: ListenOp
   });
   const gate = new HandoverGate(() => refusal);
   const owned = opts.takeover ? async () => {} : assertOwned;
+  const free = async (port: number, key: string) => {
+    if (!opts.takeover && (await acceptsOn(hostname, port))) throw inUse(key, port, hostname);
+  };
+  await free(p.settings.get('web.port'), 'web.port');
+  if (built.publicHandler) await free(p.settings.get('web.public_port'), 'web.public_port');
   const main = open(p.settings.get('web.port'), 'web.port', checked(gate.wrap('main', built.mainHandler)));
   let pub: Server<unknown> | undefined;
   let closeForwarded: (() => void) | undefined;

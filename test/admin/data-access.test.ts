@@ -225,6 +225,7 @@ describe.each(ENGINES)('admin data access on %s', (engine) => {
       expect(rules(there.body.data)).toEqual(rules(here.body.data));
     } finally {
       await s2.stop();
+      await db2.drop();
     }
   }, 240_000);
 

@@ -441,6 +441,7 @@ describe.each(ENGINES)('schema editor on %s', (engine) => {
       }
     } finally {
       await s2.stop();
+      await db2.drop();
     }
   }, 240_000);
 });

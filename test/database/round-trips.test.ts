@@ -7,7 +7,7 @@
  * user's on the authenticator's), counted by the sends that name its statements.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { ADMIN_URL, freshDb } from '../helpers/engines';
+import { ADMIN_URL, freshDb, type FreshDb } from '../helpers/engines';
 import { startServer, type TestServer } from '../helpers/server';
 import { tcpProxy } from '../helpers/tcp-proxy';
 import { createKey } from '../helpers/keys';
@@ -26,8 +26,10 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
   let alice: SignedInUser;
   let service: string;
 
+  let db: FreshDb;
+
   beforeAll(async () => {
-    const db = await freshDb('external');
+    db = await freshDb('external');
     const target = new URL(db.url);
     proxy = tcpProxy(target.hostname, Number(target.port || 5432));
     const via = new URL(db.url);
@@ -45,6 +47,7 @@ describe.skipIf(!ADMIN_URL)('round trips per Database API request (external Post
   afterAll(async () => {
     await s?.stop();
     proxy?.stop();
+    await db?.drop();
   });
 
   /** Round trips on the caller's pool's connections for N selects made one after another (after one that prepares). */

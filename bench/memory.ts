@@ -3,6 +3,8 @@
  * "Memory"): idle after start, the peak under a select load (16 at a time for
  * BENCH_SECONDS, default 20, on a table of 20,000 rows), and 5, 15 and 30 s after it.
  * RSS is read from /proc/<pid>/status (VmRSS), sampled every 250 ms during the load.
+ * BENCH_SERVER_ENV (JSON) adds to the server's environment, e.g. '{"MIMALLOC_PURGE_DELAY":"100"}'
+ * for Bun's own allocator delay instead of the one `serve` sets (docs/operations.md, "Memory and CPU").
  */
 import { readFileSync } from 'node:fs';
 import { serveBinary } from '../test/helpers/binary';
@@ -13,7 +15,12 @@ const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${
 const mib = (x: number) => `${Math.round(x)} MiB`;
 
 const { dir, exe, key } = await preparedInstance();
-const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn' }, 120_000);
+const server = await serveBinary(
+  exe,
+  dir,
+  { BASALT_LOG_LEVEL: 'warn', ...(JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>) },
+  120_000,
+);
 const pid = server.proc.pid;
 try {
   for (let i = 0; i < 20; i++) {

@@ -15,6 +15,8 @@
  *   BENCH_WORKLOAD=user-select npm run bench:profile       # a signed-in user's select under row-level security
  *   BENCH_WORKLOAD=owned-select npm run bench:profile      # the same rows with a service key (user-select's yardstick)
  *   BENCH_WORKLOAD=tx npm run bench:profile                # transaction rounds (begin, 3 inserts, commit), one wrk thread per connection
+ *   BENCH_WORKLOAD=expand BENCH_TARGET=both BENCH_CONNECTIONS=8 npm run bench:profile
+ *       # bench/relations.ts's posts page (20 posts, their authors and 3 latest comments each)
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,6 +46,7 @@ import {
 import { addSelfTime, compareRows, selfTime } from './cpuprofile';
 import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
+import { POSTS_PAGE, queryLua, RELATIONS_SQL, RELATIONS_TABLES } from './relations-data';
 
 const ROOT = resolve(import.meta.dir, '..');
 const WORKLOAD = process.env.BENCH_WORKLOAD ?? 'select';
@@ -60,8 +63,8 @@ if (TARGET !== 'basalt' && TARGET !== 'bare' && TARGET !== 'both') {
   console.error('BENCH_TARGET is basalt, bare or both');
   process.exit(2);
 }
-if (!['select', 'me', 'mail', 'user-select', 'owned-select', 'tx'].includes(WORKLOAD)) {
-  console.error('BENCH_WORKLOAD is select, me, mail, user-select, owned-select or tx');
+if (!['select', 'me', 'mail', 'user-select', 'owned-select', 'tx', 'expand'].includes(WORKLOAD)) {
+  console.error('BENCH_WORKLOAD is select, me, mail, user-select, owned-select, tx or expand');
   process.exit(2);
 }
 
@@ -85,20 +88,21 @@ let token: string;
 let uid: string;
 let selectSql: string;
 let poolMax: number;
+/** The posts page's statement, for the baseline to run as it is (expand only). */
+let statements: Record<string, { sql: string; params: unknown[] }> = {};
 try {
-  await p.db.exec(BENCH_ITEMS_SQL + BENCH_LOG_SQL);
-  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log', 'bench_owned']);
+  await p.db.exec(BENCH_ITEMS_SQL + BENCH_LOG_SQL + (WORKLOAD === 'expand' ? RELATIONS_SQL : ''));
+  key = await benchKey(p, ['db:query', 'mail:send'], ['bench_items', 'bench_log', 'bench_owned', ...RELATIONS_TABLES]);
   token = await benchToken(p);
   uid = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).sub;
   if (WORKLOAD.endsWith('owned-select') || WORKLOAD === 'user-select') await p.db.exec(benchOwnedSql(uid));
   // The statement Basalt builds for the select workload, for the baseline to run as it is.
-  selectSql = buildStatement(
-    benchSelect(0) as never,
-    (await p.services.database.catalog.refresh()).tables.get('bench_items')!,
-    {
-      maxLimit: 1000,
-    },
-  ).sql;
+  const tables = (await p.services.database.catalog.refresh()).tables;
+  selectSql = buildStatement(benchSelect(0) as never, tables.get('bench_items')!, { maxLimit: 1000 }).sql;
+  if (WORKLOAD === 'expand') {
+    const st = buildStatement(POSTS_PAGE, tables.get(POSTS_PAGE.entity)!, { maxLimit: 1000 });
+    statements = { expand: { sql: st.sql, params: st.params } };
+  }
   poolMax = p.settings.get('database.pool_max');
 } finally {
   await p.shutdown();
@@ -113,6 +117,7 @@ const scripts: Record<string, string> = {
   'user-select': ownedSelectLua({ token }),
   'owned-select': ownedSelectLua({ key, uid }),
   tx: txLua(key),
+  expand: queryLua(key, POSTS_PAGE),
 };
 let script = join(out, 'load.lua');
 writeFileSync(script, scripts[WORKLOAD]!);
@@ -154,6 +159,7 @@ async function profileOnce(target: 'basalt' | 'bare', round: number): Promise<Pr
             BENCH_POOL_MAX: String(poolMax),
             BENCH_SELECT_SQL: selectSql,
             BENCH_JWT_SECRET: env.BASALT_AUTH_JWT_SECRET,
+            BENCH_STATEMENTS: JSON.stringify(statements),
             ...(ENGINE === 'external' ? { BENCH_DB_URL: db!.url } : { BENCH_PG_DIR: join(db!.dataDir, 'pg') }),
           },
           stdout: 'ignore',

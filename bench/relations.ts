@@ -15,6 +15,11 @@
  *   bun bench/relations.ts                       # both engines, BENCH_SECONDS=4, 8 connections
  *   BENCH_ENGINES=external BENCH_REPEATS=1 BENCH_SECONDS=2 bun bench/relations.ts   # a quick look
  *   BENCH_WORKLOADS=expand bun bench/relations.ts   # the posts page only (or: aggregate)
+ *   BENCH_SERVER_ENV='{"MIMALLOC_PURGE_DELAY":"10000"}' bun bench/relations.ts
+ *       # both servers with the same extra environment (here: the allocator setting `basalt serve`
+ *       # gives itself, src/allocator.ts, for the baseline too: like for like)
+ * Each server is first loaded BENCH_WARMUP seconds (default 10) and not measured: the JIT's work
+ * on a program Basalt's size goes on for several seconds under load, and is not a cost per request.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +28,7 @@ import type { Subprocess } from 'bun';
 import { openBasalt } from '../src/services';
 import { buildStatement } from '../src/modules/database/query-builder';
 import type { QueryBody } from '../src/modules/database/model';
+import { ORDERS_BY_COUNTRY, POSTS_PAGE, queryLua, RELATIONS_SQL, RELATIONS_TABLES } from './relations-data';
 import {
   benchDb,
   benchKey,
@@ -43,78 +49,17 @@ const ROOT = resolve(import.meta.dir, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
+/** Extra environment for both servers (JSON), e.g. an allocator setting. */
+const SERVER_ENV = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>;
 /** Which workloads run: `expand` (the posts page), `aggregate`, or both (the default). */
 const KINDS = (process.env.BENCH_WORKLOADS ?? 'expand,aggregate').split(',');
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];
 
-const SCHEMA = `
-CREATE TABLE public.bench_authors (id serial PRIMARY KEY, name text NOT NULL, country text NOT NULL);
-CREATE TABLE public.bench_posts (id serial PRIMARY KEY, author_id int4 NOT NULL REFERENCES public.bench_authors(id),
-                                 title text NOT NULL, created_at timestamptz NOT NULL);
-CREATE TABLE public.bench_comments (id serial PRIMARY KEY, post_id int4 NOT NULL REFERENCES public.bench_posts(id),
-                                    body text NOT NULL, created_at timestamptz NOT NULL);
-CREATE INDEX bench_comments_latest ON public.bench_comments (post_id, created_at DESC);
-CREATE TABLE public.bench_customers (id serial PRIMARY KEY, country text NOT NULL);
-CREATE TABLE public.bench_orders (id serial PRIMARY KEY, customer_id int4 NOT NULL REFERENCES public.bench_customers(id),
-                                  status text NOT NULL, total numeric(10,2) NOT NULL);
-INSERT INTO public.bench_authors (name, country) SELECT 'author ' || g, 'C' || (g % 20) FROM generate_series(1, 200) g;
-INSERT INTO public.bench_posts (author_id, title, created_at)
-  SELECT 1 + g % 200, 'post ' || g, now() - g * interval '1 minute' FROM generate_series(1, 2000) g;
-INSERT INTO public.bench_comments (post_id, body, created_at)
-  SELECT 1 + g % 2000, 'comment ' || g, now() - g * interval '1 second' FROM generate_series(1, 100000) g;
-INSERT INTO public.bench_customers (country) SELECT 'C' || (g % 20) FROM generate_series(1, 1000) g;
-INSERT INTO public.bench_orders (customer_id, status, total)
-  SELECT 1 + g % 1000, (ARRAY['paid','pending','refunded'])[1 + g % 3], (g % 500) + 0.5 FROM generate_series(1, 100000) g;
-ANALYZE;`;
-
 const WORKLOADS: { name: string; kind: 'expand' | 'aggregate'; body: QueryBody }[] = [
-  {
-    name: 'posts page: 20 posts + author + 3 latest comments',
-    kind: 'expand',
-    body: {
-      entity: 'bench_posts',
-      action: 'select',
-      fields: ['id', 'title', 'created_at'],
-      sort: [{ field: 'created_at', direction: 'desc' }],
-      limit: 20,
-      expand: {
-        author_id: { fields: ['id', 'name'] },
-        bench_comments_via_post_id: {
-          fields: ['id', 'body', 'created_at'],
-          sort: [{ field: 'created_at', direction: 'desc' }],
-          limit: 3,
-        },
-      },
-    } as QueryBody,
-  },
-  {
-    name: 'aggregate: 100,000 orders by customer_id.country',
-    kind: 'aggregate',
-    body: {
-      entity: 'bench_orders',
-      action: 'aggregate',
-      group_by: ['customer_id.country'],
-      aggregates: [
-        { fn: 'count', as: 'orders' },
-        { fn: 'sum', field: 'total', as: 'revenue' },
-      ],
-      sort: [{ field: 'revenue', direction: 'desc' }],
-    } as QueryBody,
-  },
+  { name: 'posts page: 20 posts + author + 3 latest comments', kind: 'expand', body: POSTS_PAGE },
+  { name: 'aggregate: 100,000 orders by customer_id.country', kind: 'aggregate', body: ORDERS_BY_COUNTRY },
 ];
-
-function lua(key: string, body: unknown): string {
-  return `wrk.method = "POST"
-wrk.path = "/api/v1/db/query"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["X-API-Key"] = "${key}"
-wrk.body = '${JSON.stringify(body)}'
-local shown = false
-response = function(status, headers, body)
-  if status ~= 200 and not shown then shown = true; io.stderr:write(status .. " " .. body .. "\\n") end
-end
-`;
-}
 
 const wrkBin = requireWrk('bench/relations.ts');
 const exe = await buildExecutable(ROOT);
@@ -138,18 +83,15 @@ for (const engine of ENGINES) {
   const scratch: string[] = [];
   try {
     const env = { ...db.env, BASALT_LOG_LEVEL: 'warn' };
+    const served = { ...env, ...SERVER_ENV };
     // Schema, a key and the statements Basalt builds, made in process; then closed.
     const p = await openBasalt({ env, migrate: true });
     let key: string;
     let poolMax: number;
     const statements: Record<string, { sql: string; params: unknown[] }> = {};
     try {
-      await p.db.exec(SCHEMA);
-      key = await benchKey(
-        p,
-        ['db:query'],
-        ['bench_authors', 'bench_posts', 'bench_comments', 'bench_customers', 'bench_orders'],
-      );
+      await p.db.exec(RELATIONS_SQL);
+      key = await benchKey(p, ['db:query'], RELATIONS_TABLES);
       const snap = await p.services.database.catalog.refresh();
       for (const w of WORKLOADS) {
         const st = buildStatement(w.body, snap.tables.get(w.body.entity)!, { maxLimit: 1000 });
@@ -168,12 +110,13 @@ for (const engine of ENGINES) {
       // Unused here (no /me workload); the baseline's verifier needs a key to start.
       BENCH_JWT_SECRET: 'bench-secret-'.padEnd(52, 'x'),
       BENCH_STATEMENTS: JSON.stringify(statements),
+      ...SERVER_ENV,
     });
-    const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, env);
+    const { proc: basalt, url: basaltUrl } = await startBasalt(procs, exe, db.dataDir, served);
 
     for (const w of WORKLOADS.filter((x) => KINDS.includes(x.kind))) {
       const script = join(luaDir, `${w.kind}.lua`);
-      writeFileSync(script, lua(key, w.body));
+      writeFileSync(script, queryLua(key, w.body));
       // The answers agree (rows and their count), once, before any figure.
       const ask = (url: string) =>
         fetch(url + '/api/v1/db/query', {
@@ -183,8 +126,8 @@ for (const engine of ENGINES) {
         }).then((r) => r.json() as Promise<{ data: { count: number } }>);
       const [a, b] = [await ask(baseUrl), await ask(basaltUrl)];
       if (a.data.count !== b.data.count) throw new Error(`${w.name}: the baseline and Basalt disagree`);
-      await wrkShort(wrkBin, baseUrl, script, CONNECTIONS);
-      await wrkShort(wrkBin, basaltUrl, script, CONNECTIONS);
+      await wrkShort(wrkBin, baseUrl, script, CONNECTIONS, WARMUP);
+      await wrkShort(wrkBin, basaltUrl, script, CONNECTIONS, WARMUP);
       const pairs: [Cell, Cell][] = [];
       for (let i = 0; i < REPEATS; i++) {
         const run = (url: string, pid: number) => wrk(wrkBin, url, script, CONNECTIONS, 2, pid, SECONDS);
@@ -219,5 +162,9 @@ for (const engine of ENGINES) {
   }
 }
 
-printTable(table, `\nrelations and aggregates, ${CONNECTIONS} connections, ${SECONDS} s × ${REPEATS} pairs per cell`);
+printTable(
+  table,
+  `\nrelations and aggregates, ${CONNECTIONS} connections, ${SECONDS} s × ${REPEATS} pairs per cell after ${WARMUP} s of warm-up` +
+    (Object.keys(SERVER_ENV).length ? `; both servers with ${JSON.stringify(SERVER_ENV)}` : ''),
+);
 console.log('\nOn a machine shared with other work the figures are noisy: compare the ratios of one run, not runs.');

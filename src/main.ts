@@ -14,6 +14,7 @@ import { DataDirLockedError } from './db/datadir-lock';
 import { DatabaseUnavailableError, DiskFullError } from './db/engine';
 import { MigrationError } from './db/migrate';
 import { VERSION } from './version';
+import { serveWithPurgeDelay } from './allocator';
 
 const GLOBAL = {
   config: { type: 'string' },
@@ -173,6 +174,8 @@ export async function main(argv: string[]): Promise<number> {
   const parsed = parseCommand(argv, io);
   if (typeof parsed === 'number') return parsed;
   const { cmd, globals } = parsed;
+  // Before anything is opened: this may run the process again with the allocator's setting (src/allocator.ts).
+  if (cmd.name === 'serve') serveWithPurgeDelay();
   if (!cmd.platform) return execute(parsed, io);
   let platform: Basalt;
   try {

@@ -1,11 +1,15 @@
 import { describe, expect, test } from 'bun:test';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import pkg from '../../package.json';
 import { ADMIN_URL, freshDb } from '../helpers/engines';
 import { installBinary, runBinary, serveBinary } from '../helpers/binary';
 import { expectA, replyOf } from '../helpers/envelopes';
+
+/** The environment process `pid` runs with now: after an execve, the new one (/proc/<pid>/environ). */
+const environOf = (pid: number): string[] => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+const LINUX = process.platform === 'linux';
 
 describe('the single executable, alone in an empty directory', () => {
   test('version and help need nothing beside it', async () => {
@@ -32,6 +36,8 @@ describe('the single executable, alone in an empty directory', () => {
       }
       expect(existsSync(join(dir, 'basalt_data', 'pg'))).toBe(true);
       expect(existsSync(join(dir, 'basalt_data', 'basalt.lock'))).toBe(true);
+      // serve ran itself again, the same process, with the allocator's delay (docs/operations.md, "Memory and CPU").
+      if (LINUX) expect(environOf(proc.pid)).toContain('MIMALLOC_PURGE_DELAY=10000');
     } finally {
       proc.kill('SIGTERM');
     }
@@ -46,10 +52,15 @@ describe('the single executable, alone in an empty directory', () => {
   test.skipIf(!ADMIN_URL)('serve starts against external PostgreSQL', async () => {
     const { dir, exe } = await installBinary();
     const db = await freshDb('external');
-    const { proc, url } = await serveBinary(exe, dir, { BASALT_DATABASE_URL: db.url });
+    // An operator's own allocator setting is kept as it is.
+    const { proc, url } = await serveBinary(exe, dir, { BASALT_DATABASE_URL: db.url, MIMALLOC_PURGE_DELAY: '250' });
     try {
       expect((await (await fetch(url + '/readyz')).json()).data.database).toBe('external');
       expect(existsSync(join(dir, 'basalt_data', 'pg'))).toBe(false);
+      if (LINUX)
+        expect(environOf(proc.pid).filter((v) => v.startsWith('MIMALLOC_PURGE_DELAY='))).toEqual([
+          'MIMALLOC_PURGE_DELAY=250',
+        ]);
     } finally {
       proc.kill('SIGTERM');
       await proc.exited;

@@ -77,10 +77,11 @@ describe.each(ENGINES)('answer size bound on %s', (engine) => {
     // Each would have answered 40 MB: the peak grew by less than one such answer. Without the
     // bound (the setting at its maximum) these five selects raised the peak by about 320 MiB on
     // the embedded engine and 96 MiB on external PostgreSQL; with it, by 0 and about 14 MiB.
-    // External PostgreSQL under load (CI runs two suites at once): the socket's backlog read
-    // before the bound is seen raised the peak by 49 MiB once (0 alone), still well under the
-    // 96 MiB of the unbounded selects, so its margin is 64 MiB.
-    const margin = (engine === 'external' ? 64 : 32) * MiB;
+    // External PostgreSQL: the socket's backlog read before the bound is seen raises the peak
+    // too, by 12–52 MiB alone (three runs each with Bun's allocator delay and with the one `serve`
+    // sets, src/allocator.ts) and by 65 MiB once under CI's load (two suites at once); still
+    // under the 96 MiB of the unbounded selects, so its margin is 80 MiB.
+    const margin = (engine === 'external' ? 80 : 32) * MiB;
     const grown = peakRssBytes(s.pid) - before;
     expect(grown).toBeLessThan(margin);
     expect(rssBytes(s.pid)).toBeLessThan(before + margin);

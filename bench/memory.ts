@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { serveBinary } from '../test/helpers/binary';
+import { SERVER_ENV } from './support';
 import { dbQuery, preparedInstance } from '../test/embedded/support';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
@@ -15,12 +16,7 @@ const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${
 const mib = (x: number) => `${Math.round(x)} MiB`;
 
 const { dir, exe, key } = await preparedInstance();
-const server = await serveBinary(
-  exe,
-  dir,
-  { BASALT_LOG_LEVEL: 'warn', ...(JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>) },
-  120_000,
-);
+const server = await serveBinary(exe, dir, { BASALT_LOG_LEVEL: 'warn', ...SERVER_ENV }, 120_000);
 const pid = server.proc.pid;
 try {
   for (let i = 0; i < 20; i++) {

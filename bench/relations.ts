@@ -37,6 +37,7 @@ import {
   median,
   printTable,
   requireWrk,
+  SERVER_ENV,
   baselineData,
   startBaseline,
   startBasalt,
@@ -50,8 +51,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
-/** Extra environment for both servers (JSON), e.g. an allocator setting. */
-const SERVER_ENV = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>;
 /** Which workloads run: `expand` (the posts page), `aggregate`, or both (the default). */
 const KINDS = (process.env.BENCH_WORKLOADS ?? 'expand,aggregate').split(',');
 const ENGINES = (process.env.BENCH_ENGINES ?? 'external,embedded').split(',') as ('external' | 'embedded')[];

@@ -208,6 +208,12 @@ export async function startBasalt(
   return { proc, url };
 }
 
+/**
+ * BENCH_SERVER_ENV: extra environment (JSON) for the servers a bench starts, e.g.
+ * '{"MIMALLOC_PURGE_DELAY":"100"}' (docs/operations.md, "Memory and CPU"); {} when unset.
+ */
+export const SERVER_ENV = JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>;
+
 /** A loopback port nothing listens on (just now), never the same one twice in this process. */
 import { freePort } from '../test/helpers/binary';
 export { freePort };
